@@ -1,0 +1,76 @@
+"""Project-wide settings. Every value can be overridden from the environment so that a
+user never edits code to point at another server or to change a timeout."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+PROMPTS_DIR = ROOT / "prompts"
+SAMPLE_DATA_DIR = ROOT / "data" / "sample"
+
+
+def _env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return float(value) if value not in (None, "") else default
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else default
+
+
+# --- Data -------------------------------------------------------------------------------
+HF_DATASET = os.environ.get("CUPID_DATASET", "kixlab/CUPID")
+HF_SPLIT = os.environ.get("CUPID_SPLIT", "test")
+
+# --- Models -----------------------------------------------------------------------------
+DEFAULT_EVALUATOR = "gpt-4o-2024-11-20"
+EMBEDDED_MODEL = "smollm2-135m"
+
+# PrefMatcher-7B served by vLLM's OpenAI-compatible server (evaluation/serve_prefmatcher.sh).
+PREFMATCHER_MODEL = os.environ.get("CUPID_PREFMATCHER_MODEL", "kixlab/prefmatcher-7b")
+PREFMATCHER_BASE_URL = os.environ.get("CUPID_PREFMATCHER_URL", "http://localhost:8000/v1")
+# Any other OpenAI-compatible server named with the `vllm:` / `local-server:` prefix.
+LOCAL_SERVER_BASE_URL = os.environ.get("CUPID_LOCAL_SERVER_URL", "http://localhost:8000/v1")
+LOCAL_SERVER_API_KEY = os.environ.get("CUPID_LOCAL_SERVER_API_KEY", "EMPTY")
+
+# --- The seam: retries and timeouts -----------------------------------------------------
+# A hung request must not stall a run for the SDKs' 600 s default (a fault of the original).
+REQUEST_TIMEOUT = _env_float("CUPID_REQUEST_TIMEOUT", 120.0)
+MAX_RETRIES = _env_int("CUPID_MAX_RETRIES", 6)
+RETRY_BASE_DELAY = _env_float("CUPID_RETRY_BASE_DELAY", 1.0)
+RETRY_MAX_DELAY = _env_float("CUPID_RETRY_MAX_DELAY", 60.0)
+# How many times a step re-asks when the answer cannot be parsed.
+MAX_PARSE_RETRIES = _env_int("CUPID_MAX_PARSE_RETRIES", 2)
+
+# --- Generation parameters per role ------------------------------------------------------
+# Adapters translate these to what each API accepts (o-series models take no temperature,
+# Claude 3.7 Sonnet runs at temperature 1 with extended thinking, as in the paper's Table 8).
+ROLE_PARAMS: dict[str, dict] = {
+    "evaluated": {"temperature": 0.0, "max_tokens": 4096},        # Table 8
+    "evaluator": {"temperature": 0.0, "max_tokens": 2048},        # §2.3, App. A
+    "matcher": {"temperature": 0.0, "max_tokens": 1024},          # PrefMatcher-7B
+    "synthesizer": {"temperature": 0.7, "max_tokens": 8192},      # App. B.1-B.3
+    "user_simulator": {"temperature": 0.3, "max_tokens": 2048},   # App. B.4
+    "assistant_simulator": {"temperature": 0.7, "max_tokens": 1024},  # App. B.4
+}
+
+# --- Cost estimate (USD per million tokens: input, output). Unknown models cost None. ---
+PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
+    "gpt-4o-2024-11-20": (2.50, 10.00),
+    "gpt-4o-2024-08-06": (2.50, 10.00),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4.1-2025-04-14": (2.00, 8.00),
+    "gpt-4.1-mini-2025-04-14": (0.40, 1.60),
+    "gpt-4.1-nano-2025-04-14": (0.10, 0.40),
+    "o3-mini-2025-01-31": (1.10, 4.40),
+    "o3-mini": (1.10, 4.40),
+    "claude-3-5-sonnet-20241022": (3.00, 15.00),
+    "claude-3-5-sonnet-20240620": (3.00, 15.00),
+    "claude-3-7-sonnet-20250219": (3.00, 15.00),
+    "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo": (0.18, 0.18),
+    "meta-llama/Meta-Llama-3.1-405B-Instruct-Turbo": (3.50, 3.50),
+    "smollm2-135m": (0.0, 0.0),
+}

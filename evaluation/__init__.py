@@ -1,0 +1,1 @@
+"""CUPID evaluation: infer → decompose → match → judge."""

@@ -1,0 +1,325 @@
+"""CUPID instances: loading from the hub or local files, validation, identity.
+
+Every row is validated before any LLM call; an error names the file, the row and the field.
+An instance's identity is (persona_id, instance_type): a persona has three instances, so
+persona_id alone is not a key (results keyed by it overwrote each other in the original).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+INSTANCE_TYPES = ("consistent", "contrastive", "changing")
+ROLES = ("user", "assistant")
+
+
+class DataValidationError(ValueError):
+    """Bad input data; the message names the source, row and field."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Session:
+    context_factor: str
+    contextual_preference: str
+    dialogue: tuple[Turn, ...]
+
+
+@dataclass(frozen=True)
+class Instance:
+    instance_id: str
+    persona_id: str
+    instance_type: str
+    current_request: str
+    current_context_factor: str
+    current_contextual_preference: str
+    current_checklist: tuple[str, ...]
+    prior_interactions: tuple[Session, ...]
+    source: str = ""  # "file:row", for messages
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def to_row(self) -> dict:
+        """The instance in the dataset's schema (what synthesis writes, what we load)."""
+        row = {
+            "instance_id": self.instance_id,
+            "persona_id": self.persona_id,
+            "instance_type": self.instance_type,
+            "current_request": self.current_request,
+            "current_context_factor": self.current_context_factor,
+            "current_contextual_preference": self.current_contextual_preference,
+            "current_checklist": list(self.current_checklist),
+            "prior_interactions": [
+                {"context_factor": s.context_factor,
+                 "contextual_preference": s.contextual_preference,
+                 "dialogue": [{"role": t.role, "content": t.content} for t in s.dialogue]}
+                for s in self.prior_interactions
+            ],
+        }
+        row.update(self.extra)
+        return row
+
+
+# ---------------------------------------------------------------------------------------
+# Identity
+# ---------------------------------------------------------------------------------------
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(text: str, max_length: int = 120) -> str:
+    """A file-name-safe form of ``text``: no path separators, no leading dots, no '..'.
+
+    When the text had to change, a short hash of the original is appended, so two
+    different ids never map to the same file name.
+    """
+    cleaned = _UNSAFE.sub("_", text)
+    cleaned = re.sub(r"\.{2,}", "_", cleaned).lstrip(".-") or "_"
+    if cleaned != text or len(cleaned) > max_length:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+        cleaned = f"{cleaned[:max_length - 9]}-{digest}"
+    return cleaned
+
+
+def make_instance_id(persona_id: str, instance_type: str) -> str:
+    return safe_name(f"{persona_id}__{instance_type}")
+
+
+# ---------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------
+def _fail(where: str, field_path: str, problem: str) -> DataValidationError:
+    return DataValidationError(f"{where}: field '{field_path}': {problem}")
+
+
+def _text(row: dict, key: str, where: str, prefix: str = "") -> str:
+    if key not in row or row[key] is None:
+        raise _fail(where, prefix + key, "missing")
+    value = row[key]
+    if not isinstance(value, str):
+        raise _fail(where, prefix + key, f"expected a string, got {type(value).__name__}")
+    if not value.strip():
+        raise _fail(where, prefix + key, "empty")
+    return value
+
+
+def _list(value: Any, where: str, field_path: str) -> list:
+    # Parquet and datasets may hand back tuples or numpy arrays for list columns.
+    if value is None:
+        raise _fail(where, field_path, "missing")
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
+        raise _fail(where, field_path, f"expected a list, got {type(value).__name__}")
+    return list(value)
+
+
+def parse_instance(row: Any, where: str) -> Instance:
+    """Validate one row of the dataset's schema and build an Instance."""
+    if not isinstance(row, dict):
+        raise DataValidationError(f"{where}: expected an object, got {type(row).__name__}")
+    persona_id = row.get("persona_id")
+    if isinstance(persona_id, int) and not isinstance(persona_id, bool):
+        persona_id = str(persona_id)
+        row = {**row, "persona_id": persona_id}
+    persona_id = _text(row, "persona_id", where)
+    instance_type = _text(row, "instance_type", where)
+    if instance_type not in INSTANCE_TYPES:
+        raise _fail(where, "instance_type", f"must be one of {', '.join(INSTANCE_TYPES)}, "
+                                            f"got {instance_type!r}")
+    request = _text(row, "current_request", where)
+    factor = _text(row, "current_context_factor", where)
+    preference = _text(row, "current_contextual_preference", where)
+    checklist = _list(row.get("current_checklist"), where, "current_checklist")
+    if not checklist:
+        raise _fail(where, "current_checklist", "empty")
+    for i, item in enumerate(checklist):
+        if not isinstance(item, str) or not item.strip():
+            raise _fail(where, f"current_checklist[{i}]", "expected a non-empty string")
+    sessions_raw = _list(row.get("prior_interactions"), where, "prior_interactions")
+    if not sessions_raw:
+        raise _fail(where, "prior_interactions", "empty")
+    sessions = []
+    for s, session in enumerate(sessions_raw):
+        prefix = f"prior_interactions[{s}]."
+        if not isinstance(session, dict):
+            raise _fail(where, f"prior_interactions[{s}]", "expected an object")
+        dialogue_raw = _list(session.get("dialogue"), where, prefix + "dialogue")
+        if not dialogue_raw:
+            raise _fail(where, prefix + "dialogue", "empty")
+        turns = []
+        for t, turn in enumerate(dialogue_raw):
+            tprefix = f"{prefix}dialogue[{t}]."
+            if not isinstance(turn, dict):
+                raise _fail(where, f"{prefix}dialogue[{t}]", "expected an object")
+            role = _text(turn, "role", where, tprefix)
+            if role not in ROLES:
+                raise _fail(where, tprefix + "role", f"must be 'user' or 'assistant', got {role!r}")
+            content = turn.get("content")
+            if not isinstance(content, str):
+                raise _fail(where, tprefix + "content",
+                            "missing" if content is None else
+                            f"expected a string, got {type(content).__name__}")
+            turns.append(Turn(role, content))
+        sessions.append(Session(
+            context_factor=_text(session, "context_factor", where, prefix),
+            contextual_preference=_text(session, "contextual_preference", where, prefix),
+            dialogue=tuple(turns),
+        ))
+    known = {"instance_id", "persona_id", "instance_type", "current_request",
+             "current_context_factor", "current_contextual_preference", "current_checklist",
+             "prior_interactions"}
+    explicit_id = row.get("instance_id")
+    if explicit_id is not None and not isinstance(explicit_id, str):
+        raise _fail(where, "instance_id", "expected a string")
+    instance_id = safe_name(explicit_id) if explicit_id else make_instance_id(persona_id, instance_type)
+    return Instance(
+        instance_id=instance_id,
+        persona_id=persona_id,
+        instance_type=instance_type,
+        current_request=request,
+        current_context_factor=factor,
+        current_contextual_preference=preference,
+        current_checklist=tuple(checklist),
+        prior_interactions=tuple(sessions),
+        source=where,
+        extra={k: v for k, v in row.items() if k not in known and _jsonable(v)},
+    )
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------
+# Sources
+# ---------------------------------------------------------------------------------------
+def _rows_from_file(path: Path) -> Iterator[tuple[Any, str]]:
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield json.loads(line), f"{path}: row {number}"
+                except json.JSONDecodeError as exc:
+                    raise DataValidationError(f"{path}: row {number}: not valid JSON ({exc})") from exc
+    elif suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DataValidationError(f"{path}: not valid JSON ({exc})") from exc
+        if isinstance(data, dict) and "instances" in data and isinstance(data["instances"], list):
+            data = data["instances"]
+        if isinstance(data, list):
+            for number, row in enumerate(data):
+                yield row, f"{path}: row {number}"
+        else:
+            yield data, f"{path}"
+    elif suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as exc:  # pragma: no cover - pyarrow is a requirement
+            raise DataValidationError(f"{path}: reading parquet needs pyarrow") from exc
+        for number, row in enumerate(pq.read_table(path).to_pylist()):
+            yield row, f"{path}: row {number}"
+    else:
+        raise DataValidationError(f"{path}: unsupported file type (use .jsonl, .json or .parquet)")
+
+
+def _rows_from_dir(directory: Path) -> Iterator[tuple[Any, str]]:
+    # The synthesis pipeline writes its instances to <output_dir>/instances/.
+    if (directory / "instances").is_dir():
+        directory = directory / "instances"
+    files = sorted(p for p in directory.iterdir()
+                   if p.is_file() and p.suffix.lower() in (".json", ".jsonl", ".parquet")
+                   and not p.name.startswith("."))
+    if not files:
+        raise DataValidationError(f"{directory}: no .json, .jsonl or .parquet files")
+    for path in files:
+        yield from _rows_from_file(path)
+
+
+def _rows_from_hub(dataset: str, split: str) -> Iterator[tuple[Any, str]]:
+    try:
+        from datasets import load_dataset
+    except ImportError as exc:  # pragma: no cover - datasets is a requirement
+        raise DataValidationError("loading from the Hugging Face hub needs `pip install datasets`") from exc
+    rows = load_dataset(dataset, split=split)
+    for number, row in enumerate(rows):
+        yield row, f"{dataset}[{split}]: row {number}"
+
+
+def parse_rows(rows: Iterable[tuple[Any, str]], limit: int | None = None) -> list[Instance]:
+    instances: list[Instance] = []
+    seen: dict[str, str] = {}
+    for row, where in rows:
+        instance = parse_instance(row, where)
+        if instance.instance_id in seen:
+            raise DataValidationError(
+                f"{where}: instance ({instance.persona_id!r}, {instance.instance_type!r}) "
+                f"duplicates {seen[instance.instance_id]}")
+        seen[instance.instance_id] = where
+        instances.append(instance)
+        if limit is not None and len(instances) >= limit:
+            break
+    return instances
+
+
+def load_instances(*, data_path: str | Path | None = None, dataset: str | None = None,
+                   split: str = "test", limit: int | None = None) -> list[Instance]:
+    """Load and validate instances from a file or directory, or else from the hub."""
+    if data_path is not None:
+        path = Path(data_path)
+        if not path.exists():
+            raise DataValidationError(f"{path}: no such file or directory")
+        rows = _rows_from_dir(path) if path.is_dir() else _rows_from_file(path)
+    elif dataset is not None:
+        rows = _rows_from_hub(dataset, split)
+    else:
+        raise ValueError("give a data path or a dataset name")
+    instances = parse_rows(rows, limit=limit)
+    if not instances:
+        raise DataValidationError(f"{data_path or dataset}: no instances")
+    return instances
+
+
+# ---------------------------------------------------------------------------------------
+# Session log formatting (one format for every step)
+# ---------------------------------------------------------------------------------------
+def format_dialogue(dialogue: Iterable[Turn]) -> str:
+    return "\n\n".join(
+        f"{'User' if turn.role == 'user' else 'AI Assistant'}: {turn.content}" for turn in dialogue)
+
+
+def format_session_log(sessions: Iterable[Session]) -> str:
+    """Sessions numbered from 1, oldest first; roles 'User' and 'AI Assistant'."""
+    return "\n\n".join(f"### Session {i}\n\n{format_dialogue(s.dialogue)}"
+                       for i, s in enumerate(sessions, start=1))
+
+
+def format_checklist(checklist: Iterable[str]) -> str:
+    return "\n".join(f"{i}. {item}" for i, item in enumerate(checklist, start=1))
+
+
+def relevant_positions(instance: Instance) -> list[int]:
+    """1-based positions of prior sessions whose preference equals the current one
+    (the paper's Figure 3 and the oracle setting)."""
+    target = instance.current_contextual_preference.strip()
+    return [i for i, s in enumerate(instance.prior_interactions, start=1)
+            if s.contextual_preference.strip() == target]
+
+
+def approx_tokens(text: str) -> int:
+    """A tokenizer-free length estimate (about 4 characters per token for English)."""
+    return max(1, round(len(text) / 4))

@@ -1,0 +1,100 @@
+"""Scores and their aggregation.
+
+Matching labels score 1 / 0.5 / 0 (§2.3). Per instance:
+    precision = Σ MATCH(q̂, p) over the inferred checklist / |inferred checklist|
+    recall    = Σ MATCH(q, p̂) over the ground-truth checklist / |ground-truth checklist|
+The released harness pools the sums and counts over all instances (micro); the paper's
+formula reads as a per-instance average (macro). Both are reported, micro first, so our
+numbers line up with the released ``results.json``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+LABEL_SCORES = {"fully covered": 1.0, "partially covered": 0.5, "not covered": 0.0}
+
+
+def label_score(label: str) -> float:
+    return LABEL_SCORES[label.strip().lower()]
+
+
+def f1_score(precision: float | None, recall: float | None) -> float | None:
+    if precision is None or recall is None:
+        return None
+    if precision + recall == 0:
+        return 0.0
+    return 2 * precision * recall / (precision + recall)
+
+
+@dataclass(frozen=True)
+class InferenceCounts:
+    """The four numbers one instance contributes to the pooled (micro) metrics."""
+    n_predicted_matched: float  # Σ scores of inferred-checklist entries against the truth
+    n_predicted: int            # number of inferred-checklist entries
+    n_true_matched: float       # Σ scores of ground-truth entries against the inference
+    n_true: int                 # number of ground-truth entries
+
+    @property
+    def precision(self) -> float | None:
+        return self.n_predicted_matched / self.n_predicted if self.n_predicted else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.n_true_matched / self.n_true if self.n_true else None
+
+    @property
+    def f1(self) -> float | None:
+        return f1_score(self.precision, self.recall)
+
+    def as_dict(self) -> dict:
+        return {"precision": self.precision, "recall": self.recall, "f1": self.f1,
+                "n_true_matched": self.n_true_matched, "n_predicted_matched": self.n_predicted_matched,
+                "n_true": self.n_true, "n_predicted": self.n_predicted}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "InferenceCounts":
+        return cls(float(data["n_predicted_matched"]), int(data["n_predicted"]),
+                   float(data["n_true_matched"]), int(data["n_true"]))
+
+    @classmethod
+    def from_scores(cls, precision_scores: Sequence[float], recall_scores: Sequence[float]) -> "InferenceCounts":
+        return cls(float(sum(precision_scores)), len(precision_scores),
+                   float(sum(recall_scores)), len(recall_scores))
+
+
+def micro_inference(counts: Iterable[InferenceCounts]) -> dict:
+    """Pooled over instances, exactly as the released results.json (fractions)."""
+    counts = list(counts)
+    pooled = InferenceCounts(
+        n_predicted_matched=sum(c.n_predicted_matched for c in counts),
+        n_predicted=sum(c.n_predicted for c in counts),
+        n_true_matched=sum(c.n_true_matched for c in counts),
+        n_true=sum(c.n_true for c in counts),
+    )
+    out = pooled.as_dict()
+    out["n_instances"] = len(counts)
+    return out
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def macro_inference(counts: Iterable[InferenceCounts]) -> dict:
+    """Per-instance precision, recall and F1, then averaged over instances.
+
+    An instance with an empty inferred checklist has no precision of its own; it counts
+    as precision 0 (it inferred nothing that matches), so it cannot inflate the average.
+    """
+    counts = list(counts)
+    precisions = [c.precision if c.precision is not None else 0.0 for c in counts]
+    recalls = [c.recall if c.recall is not None else 0.0 for c in counts]
+    f1s = [f1_score(p, r) or 0.0 for p, r in zip(precisions, recalls)]
+    return {"precision": _mean(precisions), "recall": _mean(recalls), "f1": _mean(f1s),
+            "n_instances": len(counts)}
+
+
+def generation_summary(scores: Iterable[float]) -> dict:
+    scores = list(scores)
+    return {"average_score": _mean(scores), "n_instances": len(scores)}

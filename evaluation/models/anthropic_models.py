@@ -1,0 +1,131 @@
+"""Anthropic's Claude models through the ``anthropic`` SDK (messages API).
+
+Addressed as ``anthropic:NAME`` or a bare ``claude-*`` name. The system prompt goes in the
+``system`` field; ``max_tokens`` is required by the API (4096 when the caller gives none).
+
+Claude 3.7 Sonnet runs with the paper's settings (Table 8): temperature 1 and extended
+thinking with a budget of 1024 tokens; ``max_tokens`` is raised above the budget when
+needed, and only the text blocks of the answer are returned (the thinking is dropped).
+
+Temperature: anthropic SDK 2.x removed the sampling parameters from ``messages.create`` and
+its default API version (2026-10-21) rejects them with HTTP 400. The paper's settings need
+one (0 for Claude 3.5 Sonnet, 1 for 3.7), so when a request has a temperature it is sent in
+the body under the API version that accepts it (``legacy_api_version``). A model built with
+``temperature=None`` sends none and uses the SDK's default version.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+from evaluation.models.model import (
+    Completion,
+    Model,
+    ModelConfigurationError,
+    Request,
+    ResponseCache,
+    TransientModelError,
+    Usage,
+    register_provider,
+)
+from evaluation.models.openai_models import CLIENTS, call_sdk
+
+
+@register_provider("anthropic")
+class AnthropicModel(Model):
+    """Claude through the messages API. Honours ANTHROPIC_BASE_URL (read at the first call)."""
+
+    provider = "anthropic"
+    api_key_env = "ANTHROPIC_API_KEY"
+    base_url_env = "ANTHROPIC_BASE_URL"
+    default_max_tokens = 4096
+    # Extended thinking as in the paper (Claude 3.7 Sonnet, Table 8).
+    thinking_prefixes: tuple[str, ...] = ("claude-3-7-sonnet",)
+    thinking_budget = 1024
+    thinking_temperature = 1.0
+    # The API version under which the messages API accepts `temperature`.
+    legacy_api_version = "2023-06-01"
+
+    def __init__(self, name: str | None = None, *, base_url: str | None = None,
+                 api_key: str | None = None, temperature: float | None = 0.0,
+                 max_tokens: int | None = None, timeout: float | None = None,
+                 max_retries: int | None = None, cache: ResponseCache | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(name, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
+                         max_retries=max_retries, cache=cache, sleep=sleep)
+        self._base_url = base_url
+        self._api_key = api_key
+
+    def resolved_base_url(self) -> str | None:
+        return self._base_url or os.environ.get(self.base_url_env) or None
+
+    def resolved_api_key(self) -> str | None:
+        return self._api_key or os.environ.get(self.api_key_env) or None
+
+    def uses_thinking(self) -> bool:
+        return self.name.lower().startswith(self.thinking_prefixes)
+
+    def check(self) -> None:
+        if not self.resolved_api_key():
+            raise ModelConfigurationError(
+                f"{self.name}: the environment variable {self.api_key_env} is not set; "
+                f"export {self.api_key_env}=... to use Anthropic models")
+
+    def client(self) -> Any:
+        base_url, api_key = self.resolved_base_url(), self.resolved_api_key()
+        if not api_key:
+            self.check()
+
+        def make() -> Any:
+            import anthropic
+
+            return anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
+
+        return CLIENTS.get((type(self).__qualname__, base_url, api_key), make)
+
+    def build_params(self, request: Request) -> dict:
+        max_tokens = request.max_tokens if request.max_tokens is not None else self.default_max_tokens
+        temperature = request.temperature
+        params: dict[str, Any] = {
+            "model": self.name,
+            "messages": [{"role": m["role"], "content": m["content"]} for m in request.messages],
+        }
+        if request.system_prompt:
+            params["system"] = request.system_prompt
+        if self.uses_thinking():
+            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+            if max_tokens <= self.thinking_budget:
+                # The budget counts towards max_tokens; keep the caller's room for the answer.
+                max_tokens += self.thinking_budget
+            temperature = self.thinking_temperature
+        params["max_tokens"] = max_tokens
+        if temperature is not None:
+            params["extra_body"] = {"temperature": temperature}
+            params["extra_headers"] = {"anthropic-version": self.legacy_api_version}
+        if request.timeout is not None:
+            params["timeout"] = request.timeout
+        return params
+
+    def complete(self, request: Request) -> Completion:
+        client = self.client()
+        response = call_sdk(self.name, client.messages.create, **self.build_params(request))
+        return parse_message(response, self.name)
+
+
+def parse_message(response: Any, model_name: str) -> Completion:
+    """Join the text blocks of a message (thinking blocks are dropped)."""
+    blocks = getattr(response, "content", None) or []
+    texts = [block.text for block in blocks
+             if getattr(block, "type", None) == "text" and isinstance(getattr(block, "text", None), str)]
+    if not texts:
+        raise TransientModelError(
+            f"{model_name}: malformed response without a text block "
+            f"(stop_reason={getattr(response, 'stop_reason', None)!r})")
+    usage = getattr(response, "usage", None)
+    return Completion(
+        text="".join(texts),
+        usage=(Usage(getattr(usage, "input_tokens", 0) or 0, getattr(usage, "output_tokens", 0) or 0)
+               if usage is not None else None),
+        raw=response,
+    )

@@ -1,0 +1,528 @@
+"""The one seam every LLM call in the project goes through.
+
+A model is a small class. Users write the shape the original README shows:
+
+    from evaluation.models.model import Model, register_model
+
+    @register_model
+    class YourModel(Model):
+        model_name = "your-model-name"
+        def __call__(self, system_prompt, user_prompt):
+            return "..."
+
+Provider adapters instead implement ``complete(request) -> Completion``: one attempt, no
+retries. Pipelines never call either directly; they call ``generate``/``chat``, which add,
+once for every model: retries with backoff, token and latency accounting, and an optional
+response cache. A user's ``__call__``-only class gets all of that too.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import random
+import sqlite3
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Sequence
+
+import config
+
+Message = dict  # {"role": "user" | "assistant", "content": str}
+
+
+# ---------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------
+class ModelError(Exception):
+    """Base class of every error raised by the model layer."""
+
+
+class ModelConfigurationError(ModelError):
+    """A missing key, an unreachable server, an unknown name: fix the setup, not the call."""
+
+
+class UnknownModelError(ModelConfigurationError):
+    pass
+
+
+class TransientModelError(ModelError):
+    """An error that retrying may fix (rate limit, overload, timeout, dropped connection)."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentModelError(ModelError):
+    """An error that retrying cannot fix (bad request, context length, auth, unknown model)."""
+
+
+class ModelCallFailed(ModelError):
+    """Raised by the seam when a call failed for good; says why and after how many attempts."""
+
+    def __init__(self, model: str, reason: str, attempts: int, last_error: BaseException | None):
+        super().__init__(f"{model}: {reason} (after {attempts} attempt{'s' * (attempts != 1)})")
+        self.model = model
+        self.reason = reason
+        self.attempts = attempts
+        self.last_error = last_error
+
+
+# ---------------------------------------------------------------------------------------
+# Requests and completions
+# ---------------------------------------------------------------------------------------
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class Completion:
+    text: str
+    usage: Usage | None = None
+    raw: Any = None
+
+
+@dataclass(frozen=True)
+class Request:
+    system_prompt: str
+    messages: tuple[Message, ...]
+    temperature: float | None = None
+    max_tokens: int | None = None
+    json_schema: dict | None = None
+    timeout: float | None = None
+    # Distinguishes a deliberate re-ask (e.g. after an unparseable answer) from the first
+    # ask in the cache key. It is never sent to the model.
+    variant: int = 0
+
+    @property
+    def user_prompt(self) -> str:
+        """The conversation as one user prompt, for models that take a single turn."""
+        if len(self.messages) == 1:
+            return self.messages[0]["content"]
+        lines = []
+        for message in self.messages:
+            speaker = "User" if message["role"] == "user" else "AI Assistant"
+            lines.append(f"{speaker}: {message['content']}")
+        return "\n\n".join(lines)
+
+    def cache_key(self, model_name: str) -> str:
+        payload = json.dumps(
+            [model_name, self.system_prompt, list(self.messages), self.temperature,
+             self.max_tokens, self.json_schema, self.variant],
+            sort_keys=True, ensure_ascii=False,
+        )
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def validate_messages(messages: Sequence[Message]) -> tuple[Message, ...]:
+    if not messages:
+        raise ValueError("a request needs at least one message")
+    out = []
+    for i, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        if role not in ("user", "assistant"):
+            raise ValueError(f"message {i}: role must be 'user' or 'assistant', got {role!r}")
+        if not isinstance(content, str):
+            raise ValueError(f"message {i}: content must be a string")
+        out.append({"role": role, "content": content})
+    if out[-1]["role"] != "user":
+        raise ValueError("the last message must come from the user")
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------
+# Accounting
+# ---------------------------------------------------------------------------------------
+class UsageTracker:
+    """Calls, retries, tokens and latency of one model; safe to update from many threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.failed_calls = 0
+        self.attempts = 0
+        self.retries = 0
+        self.cache_hits = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.latencies: list[float] = []
+
+    def record_attempt(self, retry: bool) -> None:
+        with self._lock:
+            self.attempts += 1
+            self.retries += int(retry)
+
+    def record_success(self, usage: Usage | None, latency: float) -> None:
+        with self._lock:
+            self.calls += 1
+            if usage is not None:
+                self.prompt_tokens += usage.prompt_tokens
+                self.completion_tokens += usage.completion_tokens
+            self.latencies.append(latency)
+
+    def record_failure(self) -> None:
+        with self._lock:
+            self.failed_calls += 1
+
+    def record_cache_hit(self) -> None:
+        with self._lock:
+            self.cache_hits += 1
+
+    def snapshot(self, model_name: str | None = None) -> dict:
+        with self._lock:
+            latencies = list(self.latencies)
+            out = {
+                "calls": self.calls,
+                "failed_calls": self.failed_calls,
+                "attempts": self.attempts,
+                "retries": self.retries,
+                "cache_hits": self.cache_hits,
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "latency_total_s": round(sum(latencies), 3),
+                "latency_median_s": round(statistics.median(latencies), 4) if latencies else None,
+            }
+        out["estimated_cost_usd"] = estimate_cost(model_name, out["prompt_tokens"],
+                                                  out["completion_tokens"])
+        return out
+
+
+def estimate_cost(model_name: str | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+    price = config.PRICES_PER_MTOK.get(model_name or "")
+    if price is None:
+        return None
+    return round((prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6, 6)
+
+
+# ---------------------------------------------------------------------------------------
+# Cache
+# ---------------------------------------------------------------------------------------
+class ResponseCache:
+    """Completed answers on disk (SQLite), keyed by the full request and the model name.
+
+    A rerun after an interruption then replays finished calls instead of paying for them
+    again, also inside a multi-turn dialogue. One connection, guarded by a lock.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS completions ("
+                " key TEXT PRIMARY KEY, text TEXT NOT NULL,"
+                " prompt_tokens INTEGER, completion_tokens INTEGER)"
+            )
+            self._db.commit()
+
+    def get(self, key: str) -> Completion | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT text, prompt_tokens, completion_tokens FROM completions WHERE key = ?",
+                (key,),
+            ).fetchone()
+        if row is None:
+            return None
+        usage = Usage(row[1], row[2]) if row[1] is not None else None
+        return Completion(text=row[0], usage=usage)
+
+    def put(self, key: str, completion: Completion) -> None:
+        usage = completion.usage
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?)",
+                (key, completion.text, usage.prompt_tokens if usage else None,
+                 usage.completion_tokens if usage else None),
+            )
+            self._db.commit()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+# ---------------------------------------------------------------------------------------
+# Retry policy
+# ---------------------------------------------------------------------------------------
+_RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+_PERMANENT_STATUS = {400, 401, 402, 403, 404, 405, 413, 422}
+
+
+def _status_code(exc: BaseException) -> int | None:
+    for attr in ("status_code", "code", "status"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int) and 100 <= value < 600:
+            return value
+    response = getattr(exc, "response", None)
+    value = getattr(response, "status_code", None)
+    return value if isinstance(value, int) else None
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    value = getattr(exc, "retry_after", None)
+    if isinstance(value, (int, float)):
+        return float(value)
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    try:
+        if headers.get("retry-after-ms"):
+            return float(headers["retry-after-ms"]) / 1000.0
+        if headers.get("retry-after"):
+            return float(headers["retry-after"])
+    except (TypeError, ValueError):
+        return None  # an HTTP-date or garbage: fall back to our own backoff
+    return None
+
+
+def classify_error(exc: BaseException) -> tuple[bool, float | None, str]:
+    """Return (retryable, retry_after_seconds, reason) for an exception from one attempt."""
+    if isinstance(exc, TransientModelError):
+        return True, exc.retry_after, str(exc)
+    if isinstance(exc, (PermanentModelError, ModelConfigurationError)):
+        return False, None, str(exc)
+    status = _status_code(exc)
+    reason = f"{type(exc).__name__}: {exc}"
+    if status is not None:
+        if status in _RETRYABLE_STATUS or status >= 500:
+            return True, _retry_after(exc), f"HTTP {status}: {exc}"
+        if status in _PERMANENT_STATUS or 400 <= status < 500:
+            return False, None, f"HTTP {status}: {exc}"
+    name = type(exc).__name__.lower()
+    if isinstance(exc, (TimeoutError, ConnectionError)) or "timeout" in name or "connection" in name:
+        return True, None, reason
+    if isinstance(exc, (ValueError, TypeError, KeyError, AttributeError, NotImplementedError)):
+        # A programming or request-building error: the same call would fail the same way.
+        return False, None, reason
+    # Unknown errors from a user's own __call__ (an HTTP library we do not know, say) are
+    # retried: the number of attempts is bounded, so a real bug still surfaces quickly.
+    return True, None, reason
+
+
+def backoff_delay(attempt: int, retry_after: float | None) -> float:
+    """Exponential backoff with full jitter; a server's Retry-After is a floor."""
+    ceiling = min(config.RETRY_MAX_DELAY, config.RETRY_BASE_DELAY * (2 ** attempt))
+    delay = random.uniform(0.5 * ceiling, ceiling)
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, config.RETRY_MAX_DELAY * 2))
+    return delay
+
+
+# ---------------------------------------------------------------------------------------
+# The Model base class
+# ---------------------------------------------------------------------------------------
+class Model:
+    """Base class of every LLM. See the module docstring for the two ways to subclass it."""
+
+    model_name: ClassVar[str | None] = None
+    provider: ClassVar[str] = "custom"
+    # True when the adapter can constrain decoding to a JSON schema (llama.cpp, vLLM).
+    supports_json_schema: ClassVar[bool] = False
+
+    def __init__(self, name: str | None = None, *, temperature: float | None = 0.0,
+                 max_tokens: int | None = None, timeout: float | None = None,
+                 max_retries: int | None = None, cache: ResponseCache | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.name = name or self.model_name or type(self).__name__
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout = config.REQUEST_TIMEOUT if timeout is None else timeout
+        self.max_retries = config.MAX_RETRIES if max_retries is None else max_retries
+        self.cache = cache
+        self.usage = UsageTracker()
+        self._sleep = sleep
+
+    # -- what users and adapters implement ------------------------------------------------
+    def __call__(self, system_prompt: str, user_prompt: str) -> str:
+        """One turn. Users override this; pipelines call ``chat``/``generate`` instead."""
+        return self.chat(system_prompt, [{"role": "user", "content": user_prompt}])
+
+    def complete(self, request: Request) -> Completion:
+        """One attempt at a request, no retries. Provider adapters override this."""
+        if type(self).__call__ is Model.__call__:
+            raise NotImplementedError(
+                f"{type(self).__name__} must implement __call__(system_prompt, user_prompt) "
+                "or complete(request)")
+        # A __call__-only model: a conversation is flattened into one user prompt.
+        return Completion(text=type(self).__call__(self, request.system_prompt, request.user_prompt))
+
+    def check(self) -> None:
+        """Fail fast, before any work, when a key is missing or a server is unreachable."""
+
+    # -- the seam ---------------------------------------------------------------------------
+    def chat(self, system_prompt: str, messages: Sequence[Message], **options: Any) -> str:
+        """A system prompt and a conversation (simulators use this); returns the text."""
+        return self.generate(system_prompt, messages, **options).text
+
+    def generate(self, system_prompt: str, messages: Sequence[Message], *,
+                 json_schema: dict | None = None, temperature: float | None = ...,  # type: ignore[assignment]
+                 max_tokens: int | None = ..., variant: int = 0) -> Completion:  # type: ignore[assignment]
+        request = Request(
+            system_prompt=system_prompt or "",
+            messages=validate_messages(messages),
+            temperature=self.temperature if temperature is ... else temperature,
+            max_tokens=self.max_tokens if max_tokens is ... else max_tokens,
+            json_schema=json_schema,
+            timeout=self.timeout,
+            variant=variant,
+        )
+        key = request.cache_key(self.name) if self.cache is not None else None
+        if key is not None:
+            cached = self.cache.get(key)
+            if cached is not None:
+                self.usage.record_cache_hit()
+                return cached
+
+        last_error: BaseException | None = None
+        reason = "no attempt made"
+        attempts = 0
+        for attempt in range(self.max_retries + 1):
+            attempts = attempt + 1
+            self.usage.record_attempt(retry=attempt > 0)
+            started = time.perf_counter()
+            try:
+                completion = self.complete(request)
+                if not isinstance(completion, Completion):
+                    completion = Completion(text=completion)
+                if not isinstance(completion.text, str):
+                    raise PermanentModelError(
+                        f"{self.name} returned {type(completion.text).__name__}, not text")
+            except Exception as exc:  # classified below; nothing is swallowed
+                last_error = exc
+                retryable, retry_after, reason = classify_error(exc)
+                if not retryable or attempt == self.max_retries:
+                    break
+                self._sleep(backoff_delay(attempt, retry_after))
+                continue
+            self.usage.record_success(completion.usage, time.perf_counter() - started)
+            if key is not None:
+                self.cache.put(key, completion)
+            return completion
+        self.usage.record_failure()
+        raise ModelCallFailed(self.name, reason, attempts, last_error) from last_error
+
+
+# ---------------------------------------------------------------------------------------
+# Registry and name resolution
+# ---------------------------------------------------------------------------------------
+_REGISTRY: dict[str, type[Model]] = {}
+_PROVIDERS: dict[str, type[Model]] = {}
+_registry_lock = threading.Lock()
+_discovered = False
+
+
+def register_model(cls: type[Model]) -> type[Model]:
+    """Class decorator: make ``cls`` available by its ``model_name``."""
+    if not (isinstance(cls, type) and issubclass(cls, Model)):
+        raise TypeError("@register_model decorates subclasses of Model")
+    name = cls.model_name
+    if not name or not isinstance(name, str):
+        raise TypeError(f"{cls.__name__} needs a model_name class attribute to be registered")
+    existing = _REGISTRY.get(name)
+    if existing is not None and existing.__qualname__ != cls.__qualname__:
+        raise ValueError(f"model name {name!r} is registered twice: "
+                         f"{existing.__module__}.{existing.__qualname__} and "
+                         f"{cls.__module__}.{cls.__qualname__}")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def register_provider(prefix: str) -> Callable[[type[Model]], type[Model]]:
+    """Class decorator for provider adapters, addressed as ``prefix:model-name``."""
+    def decorate(cls: type[Model]) -> type[Model]:
+        _PROVIDERS[prefix] = cls
+        return cls
+    return decorate
+
+
+def discover_models() -> None:
+    """Import every module in evaluation/models/ once, so that their classes register.
+
+    Modules must not open connections or read keys at import; SDKs are imported lazily.
+    """
+    global _discovered
+    with _registry_lock:
+        if _discovered:
+            return
+        import importlib
+        import pkgutil
+
+        package = importlib.import_module("evaluation.models")
+        for info in pkgutil.iter_modules(package.__path__):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"evaluation.models.{info.name}")
+        _discovered = True
+
+
+def registered_models() -> dict[str, type[Model]]:
+    discover_models()
+    return dict(_REGISTRY)
+
+
+def provider_prefixes() -> list[str]:
+    discover_models()
+    return sorted(_PROVIDERS)
+
+
+def guess_provider(name: str) -> str | None:
+    lowered = name.lower()
+    if lowered.startswith(("gpt-", "o1", "o3", "o4", "chatgpt-")):
+        return "openai"
+    if lowered.startswith("claude-"):
+        return "anthropic"
+    if lowered.startswith("gemini-"):
+        return "google"
+    if "/" in name:
+        return "together"
+    return None
+
+
+def _construct(cls: type[Model], name: str | None, params: dict) -> Model:
+    """Instantiate, passing only the keyword arguments the class's __init__ accepts."""
+    signature = inspect.signature(cls.__init__)
+    accepts_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+    kwargs = {k: v for k, v in params.items() if accepts_all or k in signature.parameters}
+    if name is not None and (accepts_all or "name" in signature.parameters):
+        kwargs["name"] = name
+    model = cls(**kwargs)
+    if not hasattr(model, "usage"):  # a user __init__ that forgot super().__init__()
+        Model.__init__(model, name)
+        for key in ("temperature", "max_tokens", "timeout", "max_retries", "cache"):
+            if key in params:
+                setattr(model, key, params[key])
+    return model
+
+
+def resolve_model(spec: str, *, role: str | None = None, **params: Any) -> Model:
+    """Turn a command-line name into a Model.
+
+    Order: an explicit ``provider:`` prefix; a registered ``model_name``; a guess from the
+    name (gpt-/o1/o3/o4 → OpenAI, claude- → Anthropic, gemini- → Google, org/name → Together).
+    ``role`` picks the generation parameters of config.ROLE_PARAMS; ``params`` override them.
+    """
+    discover_models()
+    merged = dict(config.ROLE_PARAMS.get(role, {})) if role else {}
+    merged.update({k: v for k, v in params.items() if v is not None})
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix in _PROVIDERS:
+        return _construct(_PROVIDERS[prefix], rest, merged)
+    if spec in _REGISTRY:
+        return _construct(_REGISTRY[spec], None, merged)
+    provider = guess_provider(spec)
+    if provider is not None and provider in _PROVIDERS:
+        return _construct(_PROVIDERS[provider], spec, merged)
+    known = ", ".join(sorted(_REGISTRY)) or "none"
+    raise UnknownModelError(
+        f"unknown model {spec!r}. Registered models: {known}. Hosted models are named by "
+        f"provider: gpt-*/o1*/o3*/o4* (OpenAI), claude-* (Anthropic), gemini-* (Google), "
+        f"org/name (Together), or with a prefix: "
+        f"{', '.join(p + ':' for p in sorted(_PROVIDERS))}NAME.")

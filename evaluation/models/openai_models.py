@@ -1,0 +1,300 @@
+"""OpenAI, and any OpenAI-compatible server (vLLM, PrefMatcher-7B), through the ``openai`` SDK.
+
+Addressed as ``openai:NAME`` (or a bare ``gpt-*``/``o1*``/``o3*``/``o4*`` name),
+``vllm:NAME`` / ``local-server:NAME`` (optionally ``NAME@http://host:port/v1``), and
+``kixlab/prefmatcher-7b`` (config.PREFMATCHER_MODEL) for the PrefMatcher server.
+
+Nothing here runs at import: the SDK is imported, keys are read and clients are made on the
+first call. One client is shared by every thread per (adapter class, base URL, API key); the
+SDK's own retries are off (``max_retries=0``) because the seam in model.py retries.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable, Hashable
+
+import config
+from evaluation.models.model import (
+    Completion,
+    Model,
+    ModelConfigurationError,
+    Request,
+    ResponseCache,
+    TransientModelError,
+    Usage,
+    register_model,
+    register_provider,
+)
+
+
+# ---------------------------------------------------------------------------------------
+# Shared SDK clients
+# ---------------------------------------------------------------------------------------
+class ClientCache:
+    """SDK clients made lazily, once per key, safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clients: dict[Hashable, Any] = {}
+
+    def get(self, key: Hashable, factory: Callable[[], Any]) -> Any:
+        client = self._clients.get(key)
+        if client is None:
+            with self._lock:
+                client = self._clients.get(key)
+                if client is None:
+                    client = factory()
+                    self._clients[key] = client
+        return client
+
+    def clear(self) -> None:
+        """Close and forget every client (tests call this between servers)."""
+        with self._lock:
+            clients = list(self._clients.values())
+            self._clients.clear()
+        for client in clients:
+            close = getattr(client, "close", None)
+            if callable(close):
+                close()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._clients)
+
+
+CLIENTS = ClientCache()
+
+
+def reset_clients() -> None:
+    CLIENTS.clear()
+
+
+def chat_messages(request: Request) -> list[dict]:
+    """The OpenAI-style message list: the system prompt (if any), then the conversation."""
+    messages = [{"role": "system", "content": request.system_prompt}] if request.system_prompt else []
+    messages.extend({"role": m["role"], "content": m["content"]} for m in request.messages)
+    return messages
+
+
+def parse_chat_completion(response: Any, model_name: str) -> Completion:
+    """Text and usage of an OpenAI-style chat completion; a malformed one is transient."""
+    choices = getattr(response, "choices", None)
+    if not choices:
+        raise TransientModelError(f"{model_name}: malformed response without choices")
+    message = getattr(choices[0], "message", None)
+    text = getattr(message, "content", None)
+    if not isinstance(text, str):
+        raise TransientModelError(f"{model_name}: malformed response without message content "
+                                  f"(finish_reason={getattr(choices[0], 'finish_reason', None)!r})")
+    usage = getattr(response, "usage", None)
+    prompt_tokens = getattr(usage, "prompt_tokens", None)
+    completion_tokens = getattr(usage, "completion_tokens", None)
+    return Completion(
+        text=text,
+        usage=Usage(prompt_tokens or 0, completion_tokens or 0) if usage is not None else None,
+        raw=response,
+    )
+
+
+def call_sdk(model_name: str, fn: Callable[..., Any], **params: Any) -> Any:
+    """Call an SDK method; a body that is not JSON (a proxy's error page, a cut-off answer)
+    is retried, which the SDK would otherwise surface as a ValueError."""
+    try:
+        return fn(**params)
+    except json.JSONDecodeError as exc:
+        raise TransientModelError(f"{model_name}: malformed response body ({exc})") from exc
+
+
+# ---------------------------------------------------------------------------------------
+# OpenAI
+# ---------------------------------------------------------------------------------------
+@register_provider("openai")
+class OpenAIModel(Model):
+    """OpenAI chat completions. Honours OPENAI_BASE_URL (read at the first call)."""
+
+    provider = "openai"
+    api_key_env = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
+    # o-series reasoning models take no temperature and count max_completion_tokens.
+    reasoning_prefixes: tuple[str, ...] = ("o1", "o3", "o4")
+
+    def __init__(self, name: str | None = None, *, base_url: str | None = None,
+                 api_key: str | None = None, temperature: float | None = 0.0,
+                 max_tokens: int | None = None, timeout: float | None = None,
+                 max_retries: int | None = None, cache: ResponseCache | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(name, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
+                         max_retries=max_retries, cache=cache, sleep=sleep)
+        self._base_url = base_url
+        self._api_key = api_key
+
+    # -- configuration (read when used, never at import) -------------------------------------
+    def resolved_base_url(self) -> str | None:
+        return self._base_url or os.environ.get(self.base_url_env) or None
+
+    def resolved_api_key(self) -> str | None:
+        return self._api_key or os.environ.get(self.api_key_env) or None
+
+    def is_reasoning_model(self) -> bool:
+        return self.name.lower().startswith(self.reasoning_prefixes)
+
+    def check(self) -> None:
+        if not self.resolved_api_key():
+            raise ModelConfigurationError(
+                f"{self.name}: the environment variable {self.api_key_env} is not set; "
+                f"export {self.api_key_env}=... to use OpenAI models")
+
+    def client(self) -> Any:
+        base_url, api_key = self.resolved_base_url(), self.resolved_api_key()
+        if not api_key:
+            self.check()
+
+        def make() -> Any:
+            import openai
+
+            return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
+
+        return CLIENTS.get((type(self).__qualname__, base_url, api_key), make)
+
+    # -- one attempt -------------------------------------------------------------------------
+    def build_params(self, request: Request) -> dict:
+        params: dict[str, Any] = {"model": self.name, "messages": chat_messages(request)}
+        if self.is_reasoning_model():
+            if request.max_tokens is not None:
+                params["max_completion_tokens"] = request.max_tokens
+        else:
+            if request.temperature is not None:
+                params["temperature"] = request.temperature
+            if request.max_tokens is not None:
+                params["max_tokens"] = request.max_tokens
+        if request.timeout is not None:
+            params["timeout"] = request.timeout
+        return params
+
+    def complete(self, request: Request) -> Completion:
+        client = self.client()
+        response = call_sdk(self.name, client.chat.completions.create, **self.build_params(request))
+        return parse_chat_completion(response, self.name)
+
+
+# ---------------------------------------------------------------------------------------
+# OpenAI-compatible servers (vLLM)
+# ---------------------------------------------------------------------------------------
+def split_name_and_url(spec: str | None) -> tuple[str | None, str | None]:
+    """``NAME@http://host:port/v1`` -> (NAME, URL); any other spec -> (spec, None)."""
+    if spec:
+        name, sep, url = spec.rpartition("@")
+        if sep and name and url.startswith(("http://", "https://")):
+            return name, url
+    return spec, None
+
+
+@register_provider("local-server")
+@register_provider("vllm")
+class OpenAICompatibleModel(OpenAIModel):
+    """A model served by an OpenAI-compatible server such as ``vllm serve``.
+
+    The base URL comes from ``NAME@URL`` in the model spec, else ``base_url=``, else
+    config.LOCAL_SERVER_BASE_URL (env CUPID_LOCAL_SERVER_URL); the API key from
+    config.LOCAL_SERVER_API_KEY. A JSON schema constrains decoding through the
+    ``response_format={"type": "json_schema", ...}`` field, which current vLLM accepts
+    (its older ``guided_json`` extra field was removed in vLLM 0.12).
+    """
+
+    provider = "vllm"
+    supports_json_schema = True
+    url_env = "CUPID_LOCAL_SERVER_URL"
+    key_env = "CUPID_LOCAL_SERVER_API_KEY"
+    check_timeout = 5.0
+
+    def __init__(self, name: str | None = None, *, base_url: str | None = None,
+                 api_key: str | None = None, temperature: float | None = 0.0,
+                 max_tokens: int | None = None, timeout: float | None = None,
+                 max_retries: int | None = None, cache: ResponseCache | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        name, url = split_name_and_url(name)
+        super().__init__(name, base_url=url or base_url, api_key=api_key,
+                         temperature=temperature, max_tokens=max_tokens, timeout=timeout,
+                         max_retries=max_retries, cache=cache, sleep=sleep)
+
+    def default_base_url(self) -> str:
+        return config.LOCAL_SERVER_BASE_URL
+
+    def resolved_base_url(self) -> str:
+        return (self._base_url or self.default_base_url()).rstrip("/")
+
+    def resolved_api_key(self) -> str:
+        return self._api_key or config.LOCAL_SERVER_API_KEY or "EMPTY"
+
+    def is_reasoning_model(self) -> bool:
+        return False  # served models take the plain parameters
+
+    def build_params(self, request: Request) -> dict:
+        params = super().build_params(request)
+        if request.json_schema is not None:
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": request.json_schema},
+            }
+        return params
+
+    def check(self) -> None:
+        """GET {base}/models: the server must be up before any work starts."""
+        url = f"{self.resolved_base_url()}/models"
+        http_request = urllib.request.Request(
+            url, headers={"Authorization": f"Bearer {self.resolved_api_key()}"})
+        hint = (f"start the server, or point {self.url_env} (or the NAME@URL form of the "
+                f"model name) at it")
+        try:
+            with urllib.request.urlopen(http_request, timeout=self.check_timeout) as response:
+                body = response.read()
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                raise ModelConfigurationError(
+                    f"{self.name}: the server at {url} refused the API key (HTTP {exc.code}); "
+                    f"set {self.key_env}") from exc
+            raise ModelConfigurationError(
+                f"{self.name}: {url} answered HTTP {exc.code}; is this an OpenAI-compatible "
+                f"server? {hint}") from exc
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ModelConfigurationError(
+                f"{self.name}: cannot reach the OpenAI-compatible server at {url} ({reason}); "
+                f"{hint}") from exc
+        try:
+            json.loads(body)
+        except ValueError as exc:
+            raise ModelConfigurationError(
+                f"{self.name}: {url} did not answer with JSON; is this an OpenAI-compatible "
+                f"server? {hint}") from exc
+
+
+@register_model
+class PrefMatcherModel(OpenAICompatibleModel):
+    """PrefMatcher-7B served by vLLM (evaluation/serve_prefmatcher.sh).
+
+    Name and URL come from config.PREFMATCHER_MODEL / config.PREFMATCHER_BASE_URL
+    (env CUPID_PREFMATCHER_MODEL / CUPID_PREFMATCHER_URL).
+    """
+
+    model_name = config.PREFMATCHER_MODEL
+    provider = "prefmatcher"
+    url_env = "CUPID_PREFMATCHER_URL"
+
+    def __init__(self, name: str | None = None, **params: Any) -> None:
+        super().__init__(name or config.PREFMATCHER_MODEL, **params)
+
+    def default_base_url(self) -> str:
+        return config.PREFMATCHER_BASE_URL
+
+
+def prefmatcher_model(**params: Any) -> PrefMatcherModel:
+    """The PrefMatcher model with the matcher role's parameters (temperature 0)."""
+    merged = dict(config.ROLE_PARAMS.get("matcher", {}))
+    merged.update(params)
+    return PrefMatcherModel(**merged)

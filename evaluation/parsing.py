@@ -1,0 +1,286 @@
+"""Parsers for model answers.
+
+Lenient where models vary (header case and spelling, bold markers, code fences, "8/10"),
+strict where it matters for the metric: a matcher answer must label every checklist entry
+with one of the three labels, and a judge score must lie in 1-10. A parser raises
+``ParseError`` with a short reason; the step then asks again (bounded) and finally records
+the failure with the raw answers.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Sequence
+
+from evaluation.metrics import LABEL_SCORES
+
+
+class ParseError(ValueError):
+    pass
+
+
+# ---------------------------------------------------------------------------------------
+# Markdown sections
+# ---------------------------------------------------------------------------------------
+_HEADER_LINE = re.compile(r"^\s*(#{1,6}\s+.*|\*\*[^*\n]+\*\*\s*:?\s*)$")
+
+
+def _strip_decoration(text: str) -> str:
+    text = text.strip()
+    text = re.sub(r"^```[A-Za-z]*\s*\n?|\n?```\s*$", "", text).strip()
+    text = re.sub(r"^\s*(?:[-*]\s+|>\s*)", "", text)
+    text = text.strip().strip("*_").strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'“”":
+        text = text[1:-1].strip()
+    if text.startswith("“") and text.endswith("”"):
+        text = text[1:-1].strip()
+    return text
+
+
+def find_section(text: str, header_pattern: str) -> str | None:
+    """Return the body under the first header matching ``header_pattern`` (a regex matched
+    case-insensitively against the header's words), up to the next header.
+
+    Headers may be markdown (``### Title``), bold (``**Title**`` or ``**Title:** body``) or
+    a plain ``Title:`` line.
+    """
+    header = re.compile(
+        r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*|__)?[ \t]*(?:" + header_pattern +
+        r")[ \t]*:?[ \t]*(?:\*\*|__)?[ \t]*:?[ \t]*(?P<rest>.*)$",
+        re.IGNORECASE | re.MULTILINE)
+    match = header.search(text)
+    if match is None:
+        return None
+    body_lines = [match.group("rest")] if match.group("rest").strip() else []
+    for line in text[match.end():].splitlines():
+        if re.match(r"^\s*#{1,6}\s+\S", line):
+            break
+        body_lines.append(line)
+    return "\n".join(body_lines).strip()
+
+
+# "Most Likely Preferences", the figure's "Preferneces", "Preference", any case.
+_PREFERENCE_HEADER = r"most[ \t]+likely[ \t]+pref[a-z]*"
+
+
+def parse_inferred_preference(text: str) -> dict:
+    """Figure 21's answer: ``### Analysis`` then ``### Most Likely Preferences``."""
+    body = find_section(text, _PREFERENCE_HEADER)
+    if body is None:
+        raise ParseError("no 'Most Likely Preferences' section")
+    lines = [line for line in (l.strip() for l in body.splitlines()) if line and line != "```"]
+    preference = _strip_decoration(" ".join(lines))
+    if not preference:
+        raise ParseError("the 'Most Likely Preferences' section is empty")
+    analysis = find_section(text, r"analysis") or ""
+    # The analysis section ends where the preference header starts.
+    analysis = re.split(r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?[ \t]*" + _PREFERENCE_HEADER,
+                        analysis)[0].strip()
+    return {"analysis": analysis, "preference": preference}
+
+
+def parse_response(text: str) -> dict:
+    response = text.strip()
+    if not response:
+        raise ParseError("empty response")
+    return {"response": response}
+
+
+def parse_judge(text: str) -> dict:
+    """Figure 16's answer: the score under ``### Evaluation Score`` (1-10)."""
+    body = find_section(text, r"evaluation[ \t]+score")
+    if body is None:
+        raise ParseError("no 'Evaluation Score' section")
+    cleaned = body.replace("*", " ")
+    match = re.search(r"(?<![\d.])(\d+(?:\.\d+)?)", cleaned)
+    if match is None:
+        raise ParseError("no number under 'Evaluation Score'")
+    score = float(match.group(1))
+    if not 1 <= score <= 10:
+        raise ParseError(f"score {match.group(1)} is outside 1-10")
+    analysis = text[: text.lower().find("evaluation score")].strip()
+    return {"analysis": analysis, "score": int(score) if score.is_integer() else score}
+
+
+# ---------------------------------------------------------------------------------------
+# JSON answers
+# ---------------------------------------------------------------------------------------
+def extract_json(text: str) -> Any:
+    """The JSON value in an answer: a ```json fenced block, else the first balanced
+    object or array. Trailing commas, a common slip, are tolerated."""
+    candidates = [m.group(1) for m in re.finditer(r"```(?:json|JSON)?\s*\n?(.*?)```", text, re.S)]
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start >= 0:
+        candidates.append(_balanced(text, start))
+    for candidate in candidates:
+        if not candidate:
+            continue
+        for attempt in (candidate, re.sub(r",\s*([}\]])", r"\1", candidate)):
+            try:
+                return json.loads(attempt)
+            except json.JSONDecodeError:
+                continue
+    raise ParseError("no valid JSON in the answer")
+
+
+def _balanced(text: str, start: int) -> str:
+    opening = text[start]
+    closing = "}" if opening == "{" else "]"
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        char = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return text[start:i + 1]
+    return text[start:]
+
+
+def parse_checklist(text: str) -> dict:
+    """The decomposer's answer: ``{"checklist": ["...?", ...]}`` with at least one entry."""
+    data = extract_json(text)
+    if isinstance(data, dict):
+        data = data.get("checklist")
+    if not isinstance(data, list):
+        raise ParseError("no 'checklist' list")
+    checklist = []
+    for i, item in enumerate(data):
+        if isinstance(item, dict):  # {"question": ...} or {"entry": ...}
+            item = item.get("question") or item.get("entry") or item.get("item")
+        if not isinstance(item, str) or not item.strip():
+            raise ParseError(f"checklist entry {i + 1} is not a non-empty string")
+        checklist.append(item.strip())
+    if not checklist:
+        raise ParseError("the checklist is empty")
+    return {"checklist": checklist}
+
+
+def normalize_label(label: Any) -> str:
+    if not isinstance(label, str):
+        raise ParseError(f"label {label!r} is not a string")
+    key = re.sub(r"[\s_\-]+", " ", label.strip().strip("\"'*").lower())
+    if key in LABEL_SCORES:
+        return key.title()
+    raise ParseError(f"unknown label {label!r}")
+
+
+def parse_match(text: str, checklist: Sequence[str]) -> dict:
+    """Figure 14's answer: every checklist entry labelled exactly once.
+
+    Entries are identified by ``index`` (1-based as in the prompt; a 0-based answer is
+    accepted when it is exactly 0..n-1), or by position when the answer lists exactly n
+    results without indices.
+    """
+    data = extract_json(text)
+    results = data.get("results") if isinstance(data, dict) else data
+    if not isinstance(results, list):
+        raise ParseError("no 'results' list")
+    n = len(checklist)
+    parsed = []
+    for i, item in enumerate(results):
+        if not isinstance(item, dict):
+            raise ParseError(f"result {i + 1} is not an object")
+        parsed.append((item.get("index"), normalize_label(item.get("label"))))
+    indices = []
+    for position, (index, _) in enumerate(parsed):
+        if index is None:
+            indices.append(None)
+            continue
+        try:
+            indices.append(int(str(index).strip().strip("()")))
+        except ValueError as exc:
+            raise ParseError(f"result {position + 1} has index {index!r}") from exc
+    if all(i is None for i in indices):
+        if len(parsed) != n:
+            raise ParseError(f"{len(parsed)} results without indices for {n} checklist entries")
+        indices = list(range(1, n + 1))
+    elif None in indices:
+        raise ParseError("some results have no index")
+    elif sorted(indices) == list(range(n)):
+        indices = [i + 1 for i in indices]
+    by_index: dict[int, str] = {}
+    for index, (_, label) in zip(indices, parsed):
+        if not 1 <= index <= n:
+            raise ParseError(f"index {index} is outside 1..{n}")
+        if index in by_index and by_index[index] != label:
+            raise ParseError(f"entry {index} is labelled twice, differently")
+        by_index[index] = label
+    missing = [i for i in range(1, n + 1) if i not in by_index]
+    if missing:
+        raise ParseError(f"entries {missing} are not labelled")
+    return {"results": [
+        {"index": i, "entry": checklist[i - 1], "label": by_index[i],
+         "score": LABEL_SCORES[by_index[i].lower()]}
+        for i in range(1, n + 1)]}
+
+
+def parse_summaries(text: str, n_sessions: int) -> dict:
+    """Figure 23's answer: one summary per session, with context and preferences."""
+    data = extract_json(text)
+    summaries = data.get("summaries") if isinstance(data, dict) else data
+    if not isinstance(summaries, list) or not summaries:
+        raise ParseError("no 'summaries' list")
+    if len(summaries) != n_sessions:
+        raise ParseError(f"{len(summaries)} summaries for {n_sessions} sessions")
+    out = []
+    for i, item in enumerate(summaries, start=1):
+        if not isinstance(item, dict):
+            raise ParseError(f"summary {i} is not an object")
+        entry = {"session_id": i}
+        for key in ("context", "preferences"):
+            value = item.get(key)
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ParseError(f"summary {i}: '{key}' is not a list of strings")
+            entry[key] = [v.strip() for v in value if v.strip()]
+        out.append(entry)
+    return {"summaries": out}
+
+
+# JSON schemas for adapters that can constrain decoding (llama.cpp, vLLM).
+CHECKLIST_SCHEMA = {
+    "type": "object",
+    "properties": {"checklist": {"type": "array", "items": {"type": "string"},
+                                 "minItems": 1, "maxItems": 4}},
+    "required": ["checklist"],
+}
+
+
+def match_schema(n_entries: int) -> dict:
+    return {
+        "type": "object",
+        "properties": {"results": {
+            "type": "array", "minItems": n_entries, "maxItems": n_entries,
+            "items": {"type": "object", "properties": {
+                "index": {"type": "integer"},
+                "entry": {"type": "string"},
+                "label": {"type": "string",
+                          "enum": ["Fully Covered", "Partially Covered", "Not Covered"]}},
+                "required": ["index", "entry", "label"]}}},
+        "required": ["results"],
+    }
+
+
+SUMMARY_SCHEMA = {
+    "type": "object",
+    "properties": {"summaries": {"type": "array", "items": {
+        "type": "object", "properties": {
+            "session_id": {"type": "integer"},
+            "analysis": {"type": "string"},
+            "context": {"type": "array", "items": {"type": "string"}},
+            "preferences": {"type": "array", "items": {"type": "string"}}},
+        "required": ["session_id", "context", "preferences"]}}},
+    "required": ["summaries"],
+}

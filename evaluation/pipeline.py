@@ -1,0 +1,327 @@
+"""One instance through the benchmark: (summarize →) infer → decompose → match ×2, and
+generate → judge; then the aggregate over a run.
+
+Steps already done in the instance's file are read back, not asked again; every finished
+step is saved at once. A failed step is recorded with its reason and raw answers and makes
+the instance count as failed; nothing is scored 0 in its place.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from evaluation import steps as S
+from evaluation.data import INSTANCE_TYPES, Instance, Session, format_session_log, relevant_positions
+from evaluation.metrics import InferenceCounts, generation_summary, macro_inference, micro_inference
+from evaluation.models.model import Model
+from evaluation.store import InstanceRecord, RunStore, now
+from evaluation.steps import StepFailed, StepResult
+from utils.io import atomic_write_json, read_json
+
+log = logging.getLogger("cupid.evaluation")
+
+TASKS = ("inference", "generation", "both")
+
+
+@dataclass
+class InstanceOutcome:
+    instance_id: str
+    instance_type: str
+    status: str  # "done" | "failed" | "skipped"
+    inference: InferenceCounts | None = None
+    generation_score: float | None = None
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    skip_reason: str | None = None
+
+
+def select_sessions(instance: Instance, setting: str) -> tuple[Session, ...]:
+    """The prior sessions a setting shows the model. Oracle (§4.1): only the sessions whose
+    preference equals the current one, in their original order."""
+    if setting == "oracle":
+        keep = set(relevant_positions(instance))
+        return tuple(s for i, s in enumerate(instance.prior_interactions, start=1) if i in keep)
+    return instance.prior_interactions
+
+
+def scorer_name(evaluator: Model, matcher: Model) -> str:
+    return evaluator.name if matcher is evaluator else f"{evaluator.name}+{matcher.name}"
+
+
+class Evaluation:
+    """Evaluates instances of one run directory with one model, evaluator and matcher."""
+
+    def __init__(self, *, model: Model, evaluator: Model, matcher: Model | None = None,
+                 store: RunStore, task: str = "inference", setting: str = "default",
+                 inner_workers: int = 4):
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}")
+        if setting == "oracle_preference" and task != "generation":
+            raise ValueError("the oracle_preference setting applies to the generation task only")
+        self.model = model
+        self.evaluator = evaluator
+        self.matcher = matcher or evaluator
+        self.use_prefmatcher = matcher is not None and matcher is not evaluator
+        self.store = store
+        self.task = task
+        self.setting = setting
+        self.scorer = scorer_name(evaluator, self.matcher)
+        # Overlap inside an instance: the generation chain runs beside the inference chain,
+        # and the two match directions and the session summaries run side by side. Leaves
+        # (single calls) have their own pool so a chain waiting on them can never starve it.
+        self._chains = ThreadPoolExecutor(max_workers=max(1, inner_workers),
+                                          thread_name_prefix="cupid-chain")
+        self._leaves = ThreadPoolExecutor(max_workers=max(2, 2 * inner_workers),
+                                          thread_name_prefix="cupid-leaf")
+
+    def close(self) -> None:
+        self._chains.shutdown(wait=True)
+        self._leaves.shutdown(wait=True)
+
+    # -- step bookkeeping ------------------------------------------------------------------
+    def _run(self, record: InstanceRecord, name: str, call: Callable[[], StepResult],
+             scorer: str | None = None) -> dict:
+        existing = record.step(name, scorer)
+        if existing and existing.get("status") == "done":
+            return existing["output"]
+        try:
+            result = call()
+        except StepFailed as exc:
+            record.set_step(name, {"status": "failed", "model": None, "prompt_version": None,
+                                   "output": None, "raw": exc.raw, "error": exc.reason,
+                                   "attempts": exc.attempts, "usage": None,
+                                   "finished_at": now()}, scorer)
+            log.warning("%s: step %s failed: %s", record.data["instance_id"], name, exc.reason)
+            raise _ChainFailed(name, exc.reason) from exc
+        record.set_step(name, {"status": "done", "model": result.model,
+                               "prompt_version": result.prompt_version, "output": result.output,
+                               "raw": result.raw, "error": None, "attempts": result.attempts,
+                               "usage": result.usage, "finished_at": now()}, scorer)
+        return result.output
+
+    def _parallel(self, *calls: Callable[[], object]) -> list:
+        """Run calls side by side; collect every chain failure instead of the first only."""
+        futures = [self._leaves.submit(call) for call in calls]
+        results, failures = [], []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except _ChainFailed as exc:
+                failures.extend(exc.failures)
+                results.append(None)
+        if failures:
+            raise _ChainFailed.many(failures)
+        return results
+
+    # -- history ---------------------------------------------------------------------------
+    def _history(self, instance: Instance, record: InstanceRecord) -> tuple[str, bool]:
+        sessions = select_sessions(instance, self.setting)
+        if self.setting != "summary":
+            return format_session_log(sessions), False
+        summaries = self._run(record, "summarize", lambda: self._summaries(sessions))
+        return S.format_summaries(summaries["summaries"]), True
+
+    def _summaries(self, sessions: Sequence[Session]) -> StepResult:
+        """Each session summarized once per run directory and shared by every instance
+        and both tasks (the three instances of a persona share most sessions)."""
+        def one(session: Session) -> tuple[dict, StepResult | None]:
+            text = format_session_log([session])
+            path = self.store.summary_path(text)
+            with self.store.summary_lock(text):
+                if path.exists():
+                    return read_json(path)["summary"], None
+                result = S.summarize_session(self.model, session)
+                summary = result.output["summaries"][0]
+                atomic_write_json(path, {"session": text, "summary": summary,
+                                         "model": result.model, "raw": result.raw,
+                                         "prompt_version": result.prompt_version})
+                return summary, result
+
+        futures = [self._leaves.submit(one, s) for s in sessions]
+        summaries, raw, usage, reasons = [], [], {"prompt_tokens": 0, "completion_tokens": 0}, []
+        for future in futures:
+            try:
+                summary, result = future.result()
+            except StepFailed as exc:
+                reasons.append(exc.reason)
+                raw.extend(exc.raw)
+                continue
+            summaries.append(summary)
+            if result is not None:
+                raw.extend(result.raw)
+                for k in usage:
+                    usage[k] += result.usage[k]
+        if reasons:
+            raise StepFailed(f"{len(reasons)} of {len(sessions)} sessions: {reasons[0]}", raw, len(raw))
+        return StepResult(output={"summaries": summaries}, raw=raw, attempts=len(raw),
+                          model=self.model.name, prompt_version=S.prompt_version("summarize"),
+                          usage=usage)
+
+    # -- the two tasks -----------------------------------------------------------------------
+    def _inference(self, instance: Instance, record: InstanceRecord, history: str,
+                   from_summaries: bool) -> InferenceCounts:
+        truth = instance.current_contextual_preference
+        inferred = self._run(record, "infer", lambda: S.infer_preference(
+            self.model, history, instance.current_request, from_summaries=from_summaries))
+        preference = inferred["preference"]
+        checklist = self._run(record, "decompose", lambda: S.decompose(self.evaluator, preference),
+                              self.scorer)["checklist"]
+        precision, recall = self._parallel(
+            lambda: self._run(record, "match_precision", lambda: S.match_checklist(
+                self.matcher, truth, checklist, prefmatcher=self.use_prefmatcher), self.scorer),
+            lambda: self._run(record, "match_recall", lambda: S.match_checklist(
+                self.matcher, preference, instance.current_checklist,
+                prefmatcher=self.use_prefmatcher), self.scorer),
+        )
+        counts = InferenceCounts.from_scores([r["score"] for r in precision["results"]],
+                                             [r["score"] for r in recall["results"]])
+        record.set_scorer_field(self.scorer, "inference", counts.as_dict())
+        return counts
+
+    def _generation(self, instance: Instance, record: InstanceRecord, history: str,
+                    from_summaries: bool) -> float:
+        truth = instance.current_contextual_preference
+        if self.setting == "oracle_preference":
+            call = lambda: S.generate_with_preference(self.model, truth, instance.current_request)
+        else:
+            call = lambda: S.generate_response(self.model, history, instance.current_request,
+                                               from_summaries=from_summaries)
+        response = self._run(record, "generate", call)["response"]
+        judgement = self._run(record, "judge", lambda: S.judge_response(
+            self.evaluator, truth, instance.current_checklist, instance.current_request, response),
+            self.scorer)
+        record.set_scorer_field(self.scorer, "generation", {"score": judgement["score"]})
+        return judgement["score"]
+
+    # -- one instance ------------------------------------------------------------------------
+    def evaluate(self, instance: Instance) -> InstanceOutcome:
+        outcome = InstanceOutcome(instance.instance_id, instance.instance_type, "done")
+        record = self.store.load(instance, self.setting, self.model.name)
+        record.ensure_scorer(self.scorer, self.evaluator.name, self.matcher.name)
+        if self.setting == "oracle" and not relevant_positions(instance):
+            outcome.status, outcome.skip_reason = "skipped", "no prior session has the current preference"
+            record.save()
+            return outcome
+        record.save()
+        try:
+            history, from_summaries = ("", False) if self.setting == "oracle_preference" \
+                else self._history(instance, record)
+        except _ChainFailed as exc:
+            outcome.status, outcome.failures = "failed", exc.failures
+            return outcome
+        chains: list[Callable[[], object]] = []
+        if self.task in ("inference", "both"):
+            chains.append(lambda: self._inference(instance, record, history, from_summaries))
+        if self.task in ("generation", "both"):
+            chains.append(lambda: self._generation(instance, record, history, from_summaries))
+        # The last chain runs beside in the chain pool; the first in this thread.
+        side = self._chains.submit(chains[-1]) if len(chains) > 1 else None
+        results = []
+        for i, chain in enumerate(chains):
+            try:
+                results.append(side.result() if side is not None and i == len(chains) - 1
+                               else chain())
+            except _ChainFailed as exc:
+                outcome.failures.extend(exc.failures)
+                results.append(None)
+        for chain_name, result in zip([c for c in ("inference", "generation")
+                                       if self.task in (c, "both")], results):
+            if chain_name == "inference":
+                outcome.inference = result
+            else:
+                outcome.generation_score = result
+        if outcome.failures:
+            outcome.status = "failed"
+        return outcome
+
+
+class _ChainFailed(Exception):
+    def __init__(self, step: str, reason: str):
+        super().__init__(f"{step}: {reason}")
+        self.failures = [(step, reason)]
+
+    @classmethod
+    def many(cls, failures: list[tuple[str, str]]) -> "_ChainFailed":
+        exc = cls(*failures[0])
+        exc.failures = list(failures)
+        return exc
+
+
+# ---------------------------------------------------------------------------------------
+# Aggregation
+# ---------------------------------------------------------------------------------------
+def _short(reason: str, limit: int = 160) -> str:
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+
+
+def aggregate(outcomes: Iterable[InstanceOutcome], task: str) -> dict:
+    """results.json's metrics: the released micro-pooled schema, then macro and per type."""
+    outcomes = list(outcomes)
+
+    def block(group: Sequence[InstanceOutcome]) -> dict:
+        counts = [o.inference for o in group if o.inference is not None]
+        scores = [o.generation_score for o in group if o.generation_score is not None]
+        out: dict = {}
+        if task in ("inference", "both"):
+            micro = micro_inference(counts)
+            out["inference"] = {k: micro[k] for k in (
+                "precision", "recall", "f1", "n_true_matched", "n_predicted_matched",
+                "n_true", "n_predicted")}
+            out["inference_macro"] = macro_inference(counts)
+            out["inference_n_instances"] = len(counts)
+        if task in ("generation", "both"):
+            out["generation"] = generation_summary(scores)
+        return out
+
+    results = block(outcomes)
+    results["by_instance_type"] = {
+        t: block([o for o in outcomes if o.instance_type == t]) for t in INSTANCE_TYPES
+        if any(o.instance_type == t for o in outcomes)}
+    failures: dict[str, Counter] = defaultdict(Counter)
+    for o in outcomes:
+        for step, reason in o.failures:
+            failures[step][_short(reason)] += 1
+    results["counts"] = {
+        "instances": len(outcomes),
+        "evaluated": sum(o.status == "done" for o in outcomes),
+        "failed": sum(o.status == "failed" for o in outcomes),
+        "skipped": sum(o.status == "skipped" for o in outcomes),
+        "failures_by_step": {step: dict(c) for step, c in failures.items()},
+        "skip_reasons": dict(Counter(o.skip_reason for o in outcomes if o.skip_reason)),
+    }
+    return results
+
+
+class RunningScores:
+    """Micro P/R/F1 and mean judge score over the outcomes so far (for the progress bar)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: list[InferenceCounts] = []
+        self._scores: list[float] = []
+        self.failed = 0
+
+    def add(self, outcome: InstanceOutcome) -> None:
+        with self._lock:
+            if outcome.inference is not None:
+                self._counts.append(outcome.inference)
+            if outcome.generation_score is not None:
+                self._scores.append(outcome.generation_score)
+            self.failed += outcome.status == "failed"
+
+    def postfix(self) -> dict:
+        with self._lock:
+            out = {}
+            if self._counts:
+                micro = micro_inference(self._counts)
+                out.update(P=f"{micro['precision']:.3f}", R=f"{micro['recall']:.3f}",
+                           F1=f"{micro['f1']:.3f}")
+            if self._scores:
+                out["judge"] = f"{sum(self._scores) / len(self._scores):.2f}"
+            if self.failed:
+                out["failed"] = self.failed
+            return out

@@ -1,0 +1,356 @@
+"""A real HTTP server on 127.0.0.1 that plays an LLM provider, for tests.
+
+It speaks enough of three wire protocols for the official SDKs to talk to it:
+
+* OpenAI chat completions: ``POST /v1/chat/completions`` and ``GET /v1/models`` (the
+  ``openai`` SDK with ``base_url=server.openai_base_url``, vLLM-style servers, and the
+  ``together`` SDK with ``base_url=server.base_url``, which posts to the same path);
+* Anthropic messages: ``POST /v1/messages`` (the ``anthropic`` SDK with
+  ``base_url=server.base_url``).
+
+Usage::
+
+    from fake_llm_server import FakeLLMServer, FakeResponse
+
+    with FakeLLMServer(responder=lambda req: "Score: 7") as server:
+        ...  # point OPENAI_BASE_URL at server.openai_base_url, ANTHROPIC_BASE_URL at
+             # server.base_url (the ``fake_llm_env`` fixture of tests/conftest.py does it)
+        server.script(FakeResponse(status=429, headers={"Retry-After": "0.2"}), "hello")
+        ...
+        server.requests  # what the server received, in order
+
+API (kept stable: the evaluation and synthesis tests script their answers through it):
+
+``FakeResponse(text=None, status=200, headers=None, delay=0.0, raw_body=None, hang=False)``
+    ``text``: the answer; ``None`` with status 200 gives a malformed answer (OpenAI: null
+    content; Anthropic: no content blocks). ``status`` >= 400: an error in the API's own
+    error format (``text`` becomes its message). ``headers``: extra response headers, e.g.
+    ``{"Retry-After": "1"}``. ``delay``: seconds to wait before answering. ``raw_body``:
+    these bytes are sent as the body instead (a malformed body). ``hang``: never answer
+    (sleeps past any client timeout, at most ``HANG_SECONDS``, and stops early when the
+    server stops).
+
+``FakeLLMServer(responder=None, latency=0.0)``
+    ``start()``, ``stop()``, or use it as a context manager. ``base_url`` is
+    ``"http://127.0.0.1:PORT"``; ``openai_base_url`` is ``base_url + "/v1"``.
+    ``script(*items)`` queues ``FakeResponse`` objects or strings, consumed in order before
+    the responder is asked. ``responder``: a callable ``(req: dict) -> str | FakeResponse``
+    answering every unscripted request (default: ``"OK"``). ``latency``: seconds added to
+    every answer. ``requests``: a snapshot list of the request dicts received, in arrival
+    order, including those answered with errors.
+
+The request dict given to the responder and stored in ``requests``::
+
+    {"api": "openai" | "anthropic", "model": str, "system": str (the system message of an
+     OpenAI request, the ``system`` field of an Anthropic one; "" when absent),
+     "messages": [{"role", "content"}, ...] (without the OpenAI system message),
+     "body": the full JSON body, "headers": {lower-cased name: value}, "path": str}
+
+Token usage in answers is whitespace token counts: prompt tokens are the words of the
+system prompt and of every message; completion tokens are the words of the answer. Tests
+can therefore check the accounting exactly (``FakeLLMServer.count_tokens``).
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+HANG_SECONDS = 30.0
+
+_OPENAI_ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_api_key",
+                       404: "model_not_found", 429: "rate_limit_exceeded"}
+_ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
+                          403: "permission_error", 404: "not_found_error",
+                          413: "request_too_large", 429: "rate_limit_error",
+                          529: "overloaded_error"}
+
+
+@dataclass
+class FakeResponse:
+    text: str | None = None
+    status: int = 200
+    headers: dict | None = None
+    delay: float = 0.0
+    raw_body: bytes | None = None
+    hang: bool = False
+
+
+def count_tokens(text: str | None) -> int:
+    """The fake tokenizer: whitespace-separated words."""
+    return len(text.split()) if text else 0
+
+
+def _content_text(content: Any) -> str:
+    """The text of a message content: a string, or a list of text blocks/parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(_content_text(block.get("text", "")) if isinstance(block, dict) else str(block)
+                        for block in content)
+    return "" if content is None else str(content)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # many client threads connect at once
+    allow_reuse_address = True
+    owner: "FakeLLMServer"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs' connection pools expect
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return  # keep test output clean
+
+    # -- routing ----------------------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802 - stdlib name
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path in ("/v1/models", "/models"):
+            owner = self.server.owner
+            data = [{"id": name, "object": "model", "created": 0, "owned_by": "fake"}
+                    for name in owner.models]
+            self._send_json(200, {"object": "list", "data": data})
+        else:
+            self._send_json(404, {"error": {"message": f"no route GET {path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if path.endswith("/chat/completions"):
+            api = "openai"
+        elif path.endswith("/messages"):
+            api = "anthropic"
+        else:
+            self._send_json(404, {"error": {"message": f"no route POST {path}", "type": "not_found"}})
+            return
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            self._send_error(api, 400, f"request body is not JSON: {exc}", None)
+            return
+        req = self._parse_request(api, body, path)
+        owner = self.server.owner
+        owner._record(req)
+        try:
+            response = owner._next_response(req)
+        except Exception as exc:  # a bug in a test's responder: answer 500 and say why
+            owner._record_responder_error(exc)
+            self._send_error(api, 500, f"responder raised {type(exc).__name__}: {exc}", None)
+            return
+        self._answer(api, req, response)
+
+    # -- requests and answers -----------------------------------------------------------------
+    def _parse_request(self, api: str, body: dict, path: str) -> dict:
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        if api == "openai":
+            system_parts, messages = [], []
+            for message in body.get("messages") or []:
+                role = message.get("role")
+                text = _content_text(message.get("content"))
+                if role in ("system", "developer"):
+                    system_parts.append(text)
+                else:
+                    messages.append({"role": role, "content": text})
+            system = "\n".join(system_parts)
+        else:
+            system = _content_text(body.get("system"))
+            messages = [{"role": m.get("role"), "content": _content_text(m.get("content"))}
+                        for m in body.get("messages") or []]
+        return {"api": api, "model": body.get("model"), "system": system, "messages": messages,
+                "body": body, "headers": headers, "path": path}
+
+    def _answer(self, api: str, req: dict, response: FakeResponse) -> None:
+        owner = self.server.owner
+        wait = owner.latency + response.delay
+        if wait > 0 and owner._stopping.wait(wait):
+            self.close_connection = True
+            return
+        if response.hang:
+            owner._stopping.wait(HANG_SECONDS)
+            self.close_connection = True  # the client has long given up; just drop it
+            return
+        if response.raw_body is not None:
+            self._send_bytes(response.status, response.raw_body, "application/json", response.headers)
+            return
+        if response.status >= 400:
+            self._send_error(api, response.status, response.text, response.headers)
+            return
+        prompt_tokens = count_tokens(req["system"]) + sum(count_tokens(m["content"])
+                                                          for m in req["messages"])
+        completion_tokens = count_tokens(response.text)
+        model = req["model"] or "fake-model"
+        if api == "openai":
+            payload = {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
+                "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                             "message": {"role": "assistant", "content": response.text,
+                                         "refusal": None}}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens},
+            }
+        else:
+            content = []
+            if response.text is not None:
+                thinking = req["body"].get("thinking") or {}
+                if thinking.get("type") == "enabled":
+                    content.append({"type": "thinking", "thinking": "Let me think about this.",
+                                    "signature": "fake-signature"})
+                content.append({"type": "text", "text": response.text})
+            payload = {
+                "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
+                "model": model, "content": content, "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens},
+            }
+        self._send_json(response.status, payload, response.headers)
+
+    def _send_error(self, api: str, status: int, message: str | None, headers: dict | None) -> None:
+        message = message or f"fake error {status}"
+        if api == "anthropic":
+            kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
+            payload = {"type": "error", "error": {"type": kind, "message": message}}
+        else:
+            kind = _OPENAI_ERROR_TYPES.get(status, "server_error")
+            payload = {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+        self._send_json(status, payload, headers)
+
+    def _send_json(self, status: int, payload: Any, headers: dict | None = None) -> None:
+        self._send_bytes(status, json.dumps(payload).encode("utf-8"), "application/json", headers)
+
+    def _send_bytes(self, status: int, data: bytes, content_type: str,
+                    headers: dict | None = None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, str(value))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up (a timeout test)
+
+
+class FakeLLMServer:
+    """A loopback LLM server; see the module docstring for its API."""
+
+    count_tokens = staticmethod(count_tokens)
+
+    def __init__(self, responder: Callable[[dict], "str | FakeResponse"] | None = None,
+                 latency: float = 0.0) -> None:
+        self.responder = responder
+        self.latency = latency
+        # What GET /v1/models lists (vLLM's check() asks for it).
+        self.models: list[str] = ["fake-model"]
+        self._lock = threading.Lock()
+        self._script: deque[FakeResponse] = deque()
+        self._requests: list[dict] = []
+        self._responder_errors: list[BaseException] = []
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> "FakeLLMServer":
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.owner = self
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-llm-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._stopping.set()  # wakes hanging and delayed handlers
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> "FakeLLMServer":
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the fake server is not running")
+        return self._server.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return self.base_url + "/v1"
+
+    # -- scripting ------------------------------------------------------------------------------
+    def script(self, *items: "FakeResponse | str") -> None:
+        """Queue answers, consumed in order before the responder is asked."""
+        with self._lock:
+            for item in items:
+                if isinstance(item, str):
+                    item = FakeResponse(text=item)
+                if not isinstance(item, FakeResponse):
+                    raise TypeError(f"script() takes FakeResponse or str, not {type(item).__name__}")
+                self._script.append(item)
+
+    @property
+    def pending(self) -> int:
+        """Scripted answers not yet consumed."""
+        with self._lock:
+            return len(self._script)
+
+    @property
+    def requests(self) -> list[dict]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def responder_errors(self) -> list[BaseException]:
+        """Exceptions raised by the responder (each was answered with a 500)."""
+        with self._lock:
+            return list(self._responder_errors)
+
+    # -- used by the handler --------------------------------------------------------------------
+    def _record(self, req: dict) -> None:
+        with self._lock:
+            self._requests.append(req)
+
+    def _record_responder_error(self, exc: BaseException) -> None:
+        with self._lock:
+            self._responder_errors.append(exc)
+
+    def _next_response(self, req: dict) -> FakeResponse:
+        with self._lock:
+            scripted = self._script.popleft() if self._script else None
+        if scripted is not None:
+            return scripted
+        responder = self.responder
+        answer = responder(req) if responder is not None else "OK"
+        if isinstance(answer, str):
+            return FakeResponse(text=answer)
+        if isinstance(answer, FakeResponse):
+            return answer
+        raise TypeError(f"the responder returned {type(answer).__name__}, not str or FakeResponse")
