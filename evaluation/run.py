@@ -92,7 +92,8 @@ def _fmt(value, digits: int = 3) -> str:
     return "  -  " if value is None else f"{value:.{digits}f}"
 
 
-def print_summary(results: dict, path: Path, out=sys.stdout) -> None:
+def print_summary(results: dict, path: Path, out=None) -> None:
+    out = out or sys.stdout
     s = results["settings"]
     print(f"\nCUPID · model {s['model']} · setting {s['setting']} · task {s['task']} · "
           f"scorer {s['scorer']}", file=out)

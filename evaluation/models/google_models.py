@@ -1,0 +1,207 @@
+"""Google's Gemini models through the ``google-genai`` SDK (``from google import genai``).
+
+Addressed as ``google:NAME`` or a bare ``gemini-*`` name. The Gemini API is used with the
+key in GOOGLE_API_KEY (GEMINI_API_KEY is accepted too); Vertex AI instead when
+GOOGLE_CLOUD_PROJECT is set (region from GOOGLE_CLOUD_LOCATION, default us-central1, and
+application-default credentials). GOOGLE_GEMINI_BASE_URL points the Gemini API client
+elsewhere.
+
+Request building and response parsing are plain functions (``build_request``,
+``parse_response``) so they are tested without the network. The SDK's own retries are off
+(one attempt); the seam in model.py retries, reading ``APIError.code`` as the HTTP status.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable
+
+from evaluation.models.model import (
+    Completion,
+    Model,
+    ModelConfigurationError,
+    PermanentModelError,
+    Request,
+    ResponseCache,
+    TransientModelError,
+    Usage,
+    register_provider,
+)
+from evaluation.models.openai_models import CLIENTS, call_sdk
+
+DEFAULT_LOCATION = "us-central1"
+
+# gRPC-style statuses of Google errors that carry no numeric code.
+_TRANSIENT_STATUSES = {"RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED",
+                       "ABORTED", "UNKNOWN"}
+
+
+def build_request(request: Request, model: str) -> dict:
+    """The keyword arguments of ``client.models.generate_content`` for one request."""
+    contents = [{"role": "model" if m["role"] == "assistant" else "user",
+                 "parts": [{"text": m["content"]}]} for m in request.messages]
+    generation: dict[str, Any] = {}
+    if request.system_prompt:
+        generation["system_instruction"] = request.system_prompt
+    if request.temperature is not None:
+        generation["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        generation["max_output_tokens"] = request.max_tokens
+    if request.timeout is not None:
+        # HttpOptions.timeout is in milliseconds; this one attempt, no SDK retries.
+        generation["http_options"] = {"timeout": int(request.timeout * 1000),
+                                      "retry_options": {"attempts": 1}}
+    return {"model": model, "contents": contents, "config": generation}
+
+
+def _get(obj: Any, name: str) -> Any:
+    """Attribute of an SDK object or key of its dict form (tests build either)."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def parse_response(response: Any, model: str = "gemini") -> Completion:
+    """Text (thought parts dropped) and usage of a GenerateContentResponse."""
+    candidates = _get(response, "candidates") or []
+    if not candidates:
+        feedback = _get(response, "prompt_feedback")
+        block_reason = _get(feedback, "block_reason") if feedback is not None else None
+        if block_reason:
+            # The same prompt is blocked the same way again: do not retry.
+            raise PermanentModelError(f"{model}: the prompt was blocked ({block_reason})")
+        raise TransientModelError(f"{model}: malformed response without candidates")
+    candidate = candidates[0]
+    parts = _get(_get(candidate, "content"), "parts") or []
+    texts = [_get(part, "text") for part in parts
+             if isinstance(_get(part, "text"), str) and not _get(part, "thought")]
+    if not texts:
+        raise TransientModelError(f"{model}: response without text "
+                                  f"(finish_reason={_get(candidate, 'finish_reason')!s})")
+    usage = _get(response, "usage_metadata")
+    if usage is not None:
+        # Thinking tokens are billed as output: count them with the completion.
+        completion_tokens = (_get(usage, "candidates_token_count") or 0) + \
+            (_get(usage, "thoughts_token_count") or 0)
+        usage = Usage(_get(usage, "prompt_token_count") or 0, completion_tokens)
+    return Completion(text="".join(texts), usage=usage, raw=response)
+
+
+def map_error(exc: BaseException, model: str = "gemini") -> BaseException:
+    """Make a google.genai APIError classifiable by the seam.
+
+    An error with a numeric ``code`` (the HTTP status) is classified as it is; one without
+    (a malformed error body) is mapped through its gRPC status name.
+    """
+    code = getattr(exc, "code", None)
+    if isinstance(code, int) and 100 <= code < 600:
+        return exc
+    status = str(getattr(exc, "status", "") or "").upper()
+    if status in _TRANSIENT_STATUSES or not status:
+        return TransientModelError(f"{model}: {exc}")
+    return PermanentModelError(f"{model}: {status}: {exc}")
+
+
+@register_provider("google")
+class GoogleModel(Model):
+    provider = "google"
+    api_key_env = "GOOGLE_API_KEY"
+    alternative_key_env = "GEMINI_API_KEY"
+    project_env = "GOOGLE_CLOUD_PROJECT"
+    location_env = "GOOGLE_CLOUD_LOCATION"
+    base_url_env = "GOOGLE_GEMINI_BASE_URL"
+
+    def __init__(self, name: str | None = None, *, api_key: str | None = None,
+                 project: str | None = None, location: str | None = None,
+                 base_url: str | None = None, temperature: float | None = 0.0,
+                 max_tokens: int | None = None, timeout: float | None = None,
+                 max_retries: int | None = None, cache: ResponseCache | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(name, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
+                         max_retries=max_retries, cache=cache, sleep=sleep)
+        self._api_key = api_key
+        self._project = project
+        self._location = location
+        self._base_url = base_url
+
+    # -- configuration (read when used) ------------------------------------------------------
+    def resolved_project(self) -> str | None:
+        return self._project or os.environ.get(self.project_env) or None
+
+    def resolved_location(self) -> str:
+        return self._location or os.environ.get(self.location_env) or DEFAULT_LOCATION
+
+    def resolved_api_key(self) -> str | None:
+        return (self._api_key or os.environ.get(self.api_key_env)
+                or os.environ.get(self.alternative_key_env) or None)
+
+    def resolved_base_url(self) -> str | None:
+        return self._base_url or os.environ.get(self.base_url_env) or None
+
+    def uses_vertex(self) -> bool:
+        return self.resolved_project() is not None
+
+    def check(self) -> None:
+        if self.uses_vertex():
+            try:
+                import google.auth
+                from google.auth.exceptions import DefaultCredentialsError
+            except ImportError as exc:
+                raise ModelConfigurationError(
+                    f"{self.name}: Vertex AI ({self.project_env} is set) needs google-auth: "
+                    f"pip install google-genai") from exc
+            try:
+                google.auth.default()
+            except DefaultCredentialsError as exc:
+                raise ModelConfigurationError(
+                    f"{self.name}: {self.project_env} is set, so Vertex AI is used, but no "
+                    f"application-default credentials were found; run `gcloud auth "
+                    f"application-default login` or set GOOGLE_APPLICATION_CREDENTIALS") from exc
+            return
+        if not self.resolved_api_key():
+            raise ModelConfigurationError(
+                f"{self.name}: the environment variable {self.api_key_env} is not set; "
+                f"export {self.api_key_env}=... (or set {self.project_env} to use Vertex AI)")
+
+    def client(self) -> Any:
+        if self.uses_vertex():
+            key: tuple = (type(self).__qualname__, "vertex", self.resolved_project(),
+                          self.resolved_location())
+        else:
+            api_key = self.resolved_api_key()
+            if not api_key:
+                self.check()
+            key = (type(self).__qualname__, "gemini", self.resolved_base_url(), api_key)
+
+        def make() -> Any:
+            from google import genai
+            from google.genai import types
+
+            options = types.HttpOptions(retry_options=types.HttpRetryOptions(attempts=1))
+            if key[1] == "vertex":
+                return genai.Client(vertexai=True, project=key[2], location=key[3],
+                                    http_options=options)
+            if key[2]:
+                options.base_url = key[2]
+            return genai.Client(api_key=key[3], http_options=options)
+
+        return CLIENTS.get(key, make)
+
+    def build_request(self, request: Request) -> dict:
+        return build_request(request, self.name)
+
+    def parse_response(self, response: Any) -> Completion:
+        return parse_response(response, self.name)
+
+    def complete(self, request: Request) -> Completion:
+        from google.genai import errors
+
+        client = self.client()
+        try:
+            response = call_sdk(self.name, client.models.generate_content, **self.build_request(request))
+        except errors.APIError as exc:
+            mapped = map_error(exc, self.name)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        return self.parse_response(response)
