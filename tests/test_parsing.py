@@ -1,0 +1,142 @@
+import pytest
+
+from evaluation.parsing import (ParseError, extract_json, parse_checklist, parse_inferred_preference,
+                                parse_judge, parse_match, parse_response, parse_summaries)
+
+# --- inferred preference (Figure 21) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("header", [
+    "### Most Likely Preferneces",       # the paper's own spelling
+    "### Most Likely Preferences",
+    "## most likely preference",
+    "**Most Likely Preferences:**",
+    "MOST LIKELY PREFERENCES:",
+])
+def test_inferred_preference_headers_are_lenient(header):
+    text = f"### Analysis\nThe user wants X.\n\n{header}\nBullet lists with **exact** sources.\n"
+    out = parse_inferred_preference(text)
+    assert out["preference"] == "Bullet lists with **exact** sources."
+    assert out["analysis"] == "The user wants X."
+
+
+def test_inferred_preference_on_the_header_line_and_decorations():
+    out = parse_inferred_preference('**Most Likely Preferences:** "Keep it to three bullets."')
+    assert out["preference"] == "Keep it to three bullets."
+    out = parse_inferred_preference("### Most Likely Preferences\n```\n- Use metric units.\n```")
+    assert out["preference"] == "Use metric units."
+
+
+def test_inferred_preference_stops_at_the_next_header():
+    out = parse_inferred_preference("### Most Likely Preferences\nShort answers.\n### Notes\nignore me")
+    assert out["preference"] == "Short answers."
+
+
+@pytest.mark.parametrize("text", ["", "The user likes short answers.", "### Most Likely Preferences\n\n   \n"])
+def test_inferred_preference_missing_or_empty_is_an_error(text):
+    with pytest.raises(ParseError):
+        parse_inferred_preference(text)
+
+
+# --- judge (Figure 16) -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tail, score", [
+    ("### Evaluation Score\n8", 8),
+    ("### Evaluation Score\n**8**", 8),
+    ("### Evaluation Score\n8/10", 8),
+    ("### Evaluation Score\nScore: 10 out of 10", 10),
+    ("**Evaluation Score:** 7", 7),
+    ("### evaluation score\n\n6.5", 6.5),
+    ("### Evaluation Score\n1", 1),
+])
+def test_judge_scores(tail, score):
+    text = "### Evaluation of AI Assistant's Response\n1. **Checklist item 1:** good (10 words).\n\n" + tail
+    out = parse_judge(text)
+    assert out["score"] == score
+    assert "Checklist item 1" in out["analysis"]
+
+
+@pytest.mark.parametrize("text", [
+    "### Evaluation Score\n0", "### Evaluation Score\n11", "### Evaluation Score\nexcellent",
+    "The response scores 8.", "",
+])
+def test_judge_rejects_missing_or_out_of_range_scores(text):
+    with pytest.raises(ParseError):
+        parse_judge(text)
+
+
+# --- JSON answers ----------------------------------------------------------------------------
+
+
+def test_extract_json_from_fences_prose_and_trailing_commas():
+    assert extract_json('```json\n{"a": [1, 2,]}\n```') == {"a": [1, 2]}
+    assert extract_json('Sure! Here it is: {"a": "b {c}"} Hope it helps.') == {"a": "b {c}"}
+    assert extract_json('[{"x": 1}]') == [{"x": 1}]
+    with pytest.raises(ParseError):
+        extract_json("no json here")
+    with pytest.raises(ParseError):
+        extract_json('{"a": ')
+
+
+def test_checklist_parsing():
+    assert parse_checklist('```json\n{"checklist": ["Is it short?", " Is it formal? "]}\n```') == \
+        {"checklist": ["Is it short?", "Is it formal?"]}
+    assert parse_checklist('["Is it short?"]') == {"checklist": ["Is it short?"]}
+    for bad in ('{"checklist": []}', '{"items": ["a"]}', '{"checklist": ["ok", 3]}', '{"checklist": [""]}'):
+        with pytest.raises(ParseError):
+            parse_checklist(bad)
+
+
+CHECKLIST = ["Is it short?", "Is it formal?", "Does it cite sources?"]
+
+
+def _match_json(items):
+    import json
+    return "```json\n" + json.dumps({"results": items}) + "\n```"
+
+
+def test_match_labels_every_entry_with_scores():
+    text = _match_json([{"index": 1, "entry": "x", "label": "Fully Covered"},
+                        {"index": 2, "entry": "y", "label": "partially covered"},
+                        {"index": 3, "entry": "z", "label": "NOT_COVERED"}])
+    out = parse_match(text, CHECKLIST)
+    assert [r["score"] for r in out["results"]] == [1.0, 0.5, 0.0]
+    assert [r["entry"] for r in out["results"]] == CHECKLIST  # entries come from our checklist
+    assert [r["label"] for r in out["results"]] == ["Fully Covered", "Partially Covered", "Not Covered"]
+
+
+def test_match_accepts_zero_based_or_positional_indices():
+    zero = _match_json([{"index": i, "label": "Not Covered"} for i in range(3)])
+    assert [r["index"] for r in parse_match(zero, CHECKLIST)["results"]] == [1, 2, 3]
+    positional = _match_json([{"label": "Fully Covered"}] * 3)
+    assert [r["score"] for r in parse_match(positional, CHECKLIST)["results"]] == [1.0] * 3
+
+
+@pytest.mark.parametrize("items", [
+    [{"index": 1, "label": "Fully Covered"}, {"index": 2, "label": "Fully Covered"}],  # one missing
+    [{"index": 1, "label": "Mostly Covered"}, {"index": 2, "label": "Fully Covered"},
+     {"index": 3, "label": "Not Covered"}],                                               # bad label
+    [{"index": 1, "label": "Fully Covered"}, {"index": 2, "label": "Fully Covered"},
+     {"index": 7, "label": "Not Covered"}],                                               # bad index
+    [{"index": 1, "label": "Fully Covered"}, {"index": 1, "label": "Not Covered"},
+     {"index": 2, "label": "Fully Covered"}, {"index": 3, "label": "Not Covered"}],       # contradiction
+    [{"label": "Fully Covered"}] * 2,                                                    # too few, no index
+])
+def test_match_is_strict_where_the_metric_depends_on_it(items):
+    with pytest.raises(ParseError):
+        parse_match(_match_json(items), CHECKLIST)
+
+
+def test_summaries_and_response():
+    text = _match_json([])  # reuse helper shape only for fences
+    with pytest.raises(ParseError):
+        parse_summaries(text, 1)
+    good = '{"summaries": [{"session_id": 1, "context": "c", "preferences": ["p1", " "]}]}'
+    assert parse_summaries(good, 1) == {"summaries": [{"session_id": 1, "context": ["c"],
+                                                      "preferences": ["p1"]}]}
+    with pytest.raises(ParseError):
+        parse_summaries(good, 2)
+    assert parse_response("  hello \n") == {"response": "hello"}
+    with pytest.raises(ParseError):
+        parse_response("  \n")
