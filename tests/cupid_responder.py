@@ -44,7 +44,9 @@ def make_row(persona: str, instance_type: str, plan: InstancePlan, n_sessions: i
 
 
 def _section(text: str, header: str) -> str:
-    match = re.search(re.escape(header) + r"\s*\n+```\n(.*?)\n```", text, re.S)
+    """The value under a ``#### Header``, fenced (Figure 14) or not (PrefMatcher)."""
+    match = re.search(re.escape(header) + r"\s*\n+```\n(.*?)\n```", text, re.S) or \
+        re.search(re.escape(header) + r"\s*\n+(.*?)(?=\n+#### |\Z)", text, re.S)
     if match is None:
         raise AssertionError(f"no {header!r} block in prompt")
     return match.group(1).strip()

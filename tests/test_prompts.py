@@ -186,7 +186,8 @@ def test_prefmatcher_variant_says_criterion_and_has_no_examples():
     system, user = prompt.render(preference="CRIT", checklist="1. Q?")
     both = system + user
     assert "criterion" in system.lower()
-    assert "#### Criterion\n\n```\nCRIT\n```" in user
+    # No code fences around the values: the layout the finetuned matcher was trained on.
+    assert "#### Criterion\n\nCRIT\n\n#### Checklist\n\n1. Q?" in user
     assert "preference" not in both.lower()
     assert "Examples" not in both and "Example 1" not in both
     assert not _json_blocks(both)  # only the output-format skeleton, which is not JSON

@@ -1,0 +1,107 @@
+"""Throughput and memory of the evaluation pipeline against the loopback server.
+
+    python benchmarks/eval_throughput.py --n 300 --latency 0.3 --workers 32
+    python benchmarks/eval_throughput.py --n 100 300 600 --latency 0.3 --workers 32
+
+For each N: generates N instances of realistic size (8 sessions, ~8k tokens of history),
+runs ``python -m evaluation.run --task both`` in a child process against a loopback server
+that answers every call after ``latency`` seconds, and prints the wall time, the number of
+calls, the ideal time (calls × latency / workers) and their ratio, and the child's peak RSS.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from fake_llm_server import FakeLLMServer  # noqa: E402
+
+ID = re.compile(r"\[\[case (\d+)\]\]")
+FILLER = ("Could you restructure the plan so each phase lists its owner, the deadline and the "
+          "risk it carries, and keep the language plain enough for the volunteers? ")
+
+
+def make_rows(n: int) -> list[dict]:
+    rows = []
+    for i in range(n):
+        sessions = [{
+            "context_factor": f"Factor {s}",
+            "contextual_preference": f"Preference {s} of case {i}.",
+            "dialogue": [{"role": "user" if t % 2 == 0 else "assistant",
+                          "content": (FILLER * 3)[: 520 + 40 * t]} for t in range(7)],
+        } for s in range(8)]
+        rows.append({"persona_id": f"bench-{i // 3}", "instance_type": ("consistent", "contrastive", "changing")[i % 3],
+                     "current_request": f"Please draft the schedule. [[case {i}]]",
+                     "current_context_factor": "Factor 0",
+                     "current_contextual_preference": f"Preference 0 of case {i}.",
+                     "current_checklist": ["Does the response name owners?", "Does it give deadlines?",
+                                           "Is the language plain?"],
+                     "prior_interactions": sessions})
+    return rows
+
+
+def responder(req: dict) -> str:
+    user = req["messages"][-1]["content"]
+    if "Decompose the preference" in user:
+        return '```json\n{"checklist": ["Does the response name owners?", "Is it short?"]}\n```'
+    if "#### Checklist" in user:
+        entries = re.search(r"#### Checklist\s*```\n(.*?)\n```", user, re.S).group(1).splitlines()
+        results = [{"index": k, "entry": e, "label": "Fully Covered" if k % 2 else "Partially Covered"}
+                   for k, e in enumerate(entries, start=1)]
+        return "```json\n" + json.dumps({"results": results}) + "\n```"
+    if "### AI Assistant's Response" in user:
+        return "### Evaluation of AI Assistant's Response\n1. fine\n\n### Evaluation Score\n7"
+    case = ID.search(user)
+    if "## Current Interaction" in user:
+        return f"### Analysis\nok\n\n### Most Likely Preferences\nThe user wants owners named (case {case.group(1)})."
+    return f"Here is the schedule for case {case.group(1) if case else '?'}."
+
+
+def run_once(n: int, latency: float, workers: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(responder=responder, latency=latency) as server:
+        data = Path(tmp) / "data.jsonl"
+        data.write_text("\n".join(json.dumps(r) for r in make_rows(n)))
+        url = server.openai_base_url
+        cmd = [sys.executable, "-m", "evaluation.run", "--model", f"vllm:bench-model@{url}",
+               "--evaluator", f"vllm:bench-evaluator@{url}", "--data", str(data),
+               "--results_dir", str(Path(tmp) / "results"), "--task", "both",
+               "--n_workers", str(workers), "--no_cache"]
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, _, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+        stdout, stderr = proc.communicate()
+        results = json.loads((Path(tmp) / "results" / "bench-model" / "results.json").read_text())
+        calls = len(server.requests)
+        ideal = calls * latency / workers
+        return {"n": n, "wall_s": wall, "calls": calls, "ideal_s": ideal, "ratio": wall / ideal,
+                "peak_rss_mb": usage.ru_maxrss / 1024, "failed": results["counts"]["failed"],
+                "evaluated": results["counts"]["evaluated"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, nargs="+", default=[300])
+    parser.add_argument("--latency", type=float, default=0.3)
+    parser.add_argument("--workers", type=int, default=32)
+    args = parser.parse_args()
+    print(f"latency {args.latency}s, {args.workers} workers, task both (6 calls per instance)")
+    print(f"{'N':>6}{'wall s':>9}{'calls':>7}{'ideal s':>9}{'ratio':>7}{'peak RSS MB':>13}{'evaluated':>11}")
+    for n in args.n:
+        r = run_once(n, args.latency, args.workers)
+        print(f"{r['n']:>6}{r['wall_s']:>9.1f}{r['calls']:>7}{r['ideal_s']:>9.1f}{r['ratio']:>7.2f}"
+              f"{r['peak_rss_mb']:>13.0f}{r['evaluated']:>11}")
+
+
+if __name__ == "__main__":
+    main()
