@@ -300,6 +300,9 @@ def classify_error(exc: BaseException) -> tuple[bool, float | None, str]:
     name = type(exc).__name__.lower()
     if isinstance(exc, (TimeoutError, ConnectionError)) or "timeout" in name or "connection" in name:
         return True, None, reason
+    if isinstance(exc, json.JSONDecodeError):
+        # A malformed body from the server (truncated, an HTML error page): ask again.
+        return True, None, f"malformed response body: {exc}"
     if isinstance(exc, (ValueError, TypeError, KeyError, AttributeError, NotImplementedError)):
         # A programming or request-building error: the same call would fail the same way.
         return False, None, reason
