@@ -1,12 +1,14 @@
 """A real HTTP server on 127.0.0.1 that plays an LLM provider, for tests.
 
-It speaks enough of three wire protocols for the official SDKs to talk to it:
+It speaks enough of these wire protocols for the official SDKs to talk to it:
 
 * OpenAI chat completions: ``POST /v1/chat/completions`` and ``GET /v1/models`` (the
   ``openai`` SDK with ``base_url=server.openai_base_url``, vLLM-style servers, and the
   ``together`` SDK with ``base_url=server.base_url``, which posts to the same path);
 * Anthropic messages: ``POST /v1/messages`` (the ``anthropic`` SDK with
-  ``base_url=server.base_url``).
+  ``base_url=server.base_url``);
+* Gemini: ``POST /v1beta/models/MODEL:generateContent`` (``google-genai`` with
+  ``http_options={"base_url": server.base_url}``).
 
 Usage::
 
@@ -41,9 +43,11 @@ API (kept stable: the evaluation and synthesis tests script their answers throug
 
 The request dict given to the responder and stored in ``requests``::
 
-    {"api": "openai" | "anthropic", "model": str, "system": str (the system message of an
-     OpenAI request, the ``system`` field of an Anthropic one; "" when absent),
-     "messages": [{"role", "content"}, ...] (without the OpenAI system message),
+    {"api": "openai" | "anthropic" | "google", "model": str, "system": str (the system
+     message of an OpenAI request, the ``system`` field of an Anthropic one, the system
+     instruction of a Gemini one; "" when absent),
+     "messages": [{"role": "user" | "assistant", "content": str}, ...] (without the OpenAI
+     system message; Gemini's "model" role is given as "assistant"),
      "body": the full JSON body, "headers": {lower-cased name: value}, "path": str}
 
 Token usage in answers is whitespace token counts: prompt tokens are the words of the
@@ -69,6 +73,9 @@ _ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_err
                           403: "permission_error", 404: "not_found_error",
                           413: "request_too_large", 429: "rate_limit_error",
                           529: "overloaded_error"}
+_GOOGLE_STATUSES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
+                    404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL",
+                    503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
 
 
 @dataclass
@@ -105,6 +112,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the SDKs' connection pools expect
+    # Headers and body go out in separate writes: without TCP_NODELAY, Nagle's algorithm and
+    # the client's delayed ACK add ~40 ms to many answers.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -125,10 +135,14 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         path = self.path.split("?", 1)[0].rstrip("/")
+        model_in_path = None
         if path.endswith("/chat/completions"):
             api = "openai"
         elif path.endswith("/messages"):
             api = "anthropic"
+        elif path.endswith(":generateContent") and "/models/" in path:
+            api = "google"
+            model_in_path = path.rsplit("/models/", 1)[1][: -len(":generateContent")]
         else:
             self._send_json(404, {"error": {"message": f"no route POST {path}", "type": "not_found"}})
             return
@@ -138,6 +152,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(api, 400, f"request body is not JSON: {exc}", None)
             return
         req = self._parse_request(api, body, path)
+        if model_in_path is not None:
+            req["model"] = model_in_path
         owner = self.server.owner
         owner._record(req)
         try:
@@ -161,6 +177,13 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     messages.append({"role": role, "content": text})
             system = "\n".join(system_parts)
+        elif api == "google":
+            instruction = body.get("systemInstruction") or body.get("system_instruction") or {}
+            system = _content_text(instruction.get("parts") if isinstance(instruction, dict)
+                                   else instruction)
+            messages = [{"role": "assistant" if c.get("role") == "model" else "user",
+                         "content": _content_text(c.get("parts"))}
+                        for c in body.get("contents") or []]
         else:
             system = _content_text(body.get("system"))
             messages = [{"role": m.get("role"), "content": _content_text(m.get("content"))}
@@ -198,6 +221,16 @@ class _Handler(BaseHTTPRequestHandler):
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens},
             }
+        elif api == "google":
+            parts = [] if response.text is None else [{"text": response.text}]
+            payload = {
+                "candidates": [{"content": {"role": "model", "parts": parts},
+                                "finishReason": "STOP", "index": 0}],
+                "usageMetadata": {"promptTokenCount": prompt_tokens,
+                                  "candidatesTokenCount": completion_tokens,
+                                  "totalTokenCount": prompt_tokens + completion_tokens},
+                "modelVersion": model,
+            }
         else:
             content = []
             if response.text is not None:
@@ -219,6 +252,9 @@ class _Handler(BaseHTTPRequestHandler):
         if api == "anthropic":
             kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
             payload = {"type": "error", "error": {"type": kind, "message": message}}
+        elif api == "google":
+            payload = {"error": {"code": status, "message": message,
+                                 "status": _GOOGLE_STATUSES.get(status, "UNKNOWN")}}
         else:
             kind = _OPENAI_ERROR_TYPES.get(status, "server_error")
             payload = {"error": {"message": message, "type": kind, "param": None, "code": kind}}

@@ -1,0 +1,75 @@
+"""Shared fixtures. Tests never reach the internet and never need a real API key.
+
+* An autouse fixture makes retries fast (tiny backoff delays), removes every provider's key
+  and base-URL variable from the environment, and drops the cached SDK clients after each
+  test.
+* ``fake_server``: a started tests/fake_llm_server.FakeLLMServer, stopped after the test.
+* ``fake_llm_env``: ``fake_server`` plus fake keys, with OPENAI_BASE_URL, ANTHROPIC_BASE_URL,
+  TOGETHER_BASE_URL and GOOGLE_GEMINI_BASE_URL pointing at it, so that
+  ``resolve_model("gpt-4o")`` etc. talk to the fake server through the real SDKs.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+for path in (ROOT, ROOT / "tests"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import config  # noqa: E402
+from fake_llm_server import FakeLLMServer  # noqa: E402
+
+# Every variable through which a real key, account or endpoint could leak into a test.
+PROVIDER_ENV_VARS = (
+    "OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID",
+    "OPENAI_CUSTOM_HEADERS",
+    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_PROFILE",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "TOGETHER_API_KEY", "TOGETHER_BASE_URL", "TOGETHER_PROJECT_ID", "TOGETHER_CUSTOM_HEADERS",
+    "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
+    "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_APPLICATION_CREDENTIALS",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: a test that takes more than a few seconds")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(config, "RETRY_BASE_DELAY", 0.001)
+    monkeypatch.setattr(config, "RETRY_MAX_DELAY", 0.01)
+    for name in PROVIDER_ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    yield
+    # Clients are keyed by base URL; the next test's server has another port.
+    from evaluation.models.openai_models import reset_clients
+
+    reset_clients()
+
+
+@pytest.fixture
+def fake_server():
+    server = FakeLLMServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fake_llm_env(fake_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> FakeLLMServer:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_server.openai_base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-anthropic")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_server.base_url)
+    monkeypatch.setenv("TOGETHER_API_KEY", "test-together")
+    monkeypatch.setenv("TOGETHER_BASE_URL", fake_server.base_url)
+    monkeypatch.setenv("GOOGLE_API_KEY", "test-google")
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", fake_server.base_url)
+    return fake_server
