@@ -89,12 +89,57 @@ def run_once(n: int, latency: float, workers: int) -> dict:
                 "evaluated": results["counts"]["evaluated"]}
 
 
+def python_heap(n: int, workers: int) -> tuple[float, float]:
+    """Run in this process under tracemalloc (no latency) and return the Python heap's
+    (current, peak) in MB after the run: what the pipeline itself keeps, without the
+    allocator's retained pages that RSS also counts."""
+    import tracemalloc
+
+    sys.path.insert(0, str(ROOT))
+    from evaluation import run
+
+    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(responder=responder) as server:
+        server._record = lambda req: None  # the server shares the process: keep its log out
+        url = server.openai_base_url
+
+        def write_data(size: int, name: str) -> None:
+            (Path(tmp) / f"{name}.jsonl").write_text("\n".join(json.dumps(r) for r in make_rows(size)))
+
+        def evaluate(name: str) -> None:
+            data = Path(tmp) / f"{name}.jsonl"
+            with open(os.devnull, "w") as sink:
+                stdout, sys.stdout = sys.stdout, sink
+                try:
+                    run.main(["--model", f"vllm:bench-model@{url}", "--evaluator", f"vllm:bench-evaluator@{url}",
+                              "--data", str(data), "--results_dir", str(Path(tmp) / name),
+                              "--task", "both", "--n_workers", str(workers), "--no_cache"])
+                finally:
+                    sys.stdout = stdout
+
+        write_data(2 * workers, "warmup")
+        write_data(n, "measured")  # the benchmark's own data generation stays untraced
+        evaluate("warmup")  # imports, clients and thread pools, untraced
+        tracemalloc.start(1)
+        evaluate("measured")
+        current, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return current / 1e6, peak / 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, nargs="+", default=[300])
     parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--workers", type=int, default=32)
+    parser.add_argument("--python_heap", action="store_true",
+                        help="instead: the Python heap's peak per N, in process, under tracemalloc")
     args = parser.parse_args()
+    if args.python_heap:
+        print(f"{'N':>6}{'heap now MB':>13}{'heap peak MB':>14}")
+        for n in args.n:
+            current, peak = python_heap(n, args.workers)
+            print(f"{n:>6}{current:>13.1f}{peak:>14.1f}")
+        return
     print(f"latency {args.latency}s, {args.workers} workers, task both (6 calls per instance)")
     print(f"{'N':>6}{'wall s':>9}{'calls':>7}{'ideal s':>9}{'ratio':>7}{'peak RSS MB':>13}{'evaluated':>11}")
     for n in args.n:

@@ -260,38 +260,68 @@ def _rows_from_hub(dataset: str, split: str) -> Iterator[tuple[Any, str]]:
         yield row, f"{dataset}[{split}]: row {number}"
 
 
-def parse_rows(rows: Iterable[tuple[Any, str]], limit: int | None = None) -> list[Instance]:
-    instances: list[Instance] = []
-    seen: dict[str, str] = {}
-    for row, where in rows:
-        instance = parse_instance(row, where)
-        if instance.instance_id in seen:
-            raise DataValidationError(
-                f"{where}: instance ({instance.persona_id!r}, {instance.instance_type!r}) "
-                f"duplicates {seen[instance.instance_id]}")
-        seen[instance.instance_id] = where
-        instances.append(instance)
-        if limit is not None and len(instances) >= limit:
-            break
-    return instances
+class InstanceSource:
+    """The instances of a file, directory or hub split, validated in full up front but
+    held in memory only while they are evaluated.
+
+    ``validate()`` parses every row once, keeping only the ids (for duplicates), so bad data
+    stops a run before any LLM call; iterating then parses the rows again lazily, so a
+    run's memory does not grow with the size of the dataset.
+    """
+
+    def __init__(self, *, data_path: str | Path | None = None, dataset: str | None = None,
+                 split: str = "test", limit: int | None = None):
+        if data_path is None and dataset is None:
+            raise ValueError("give a data path or a dataset name")
+        self.data_path = Path(data_path) if data_path is not None else None
+        self.dataset, self.split, self.limit = dataset, split, limit
+        self.count: int | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.data_path) if self.data_path is not None else f"{self.dataset}[{self.split}]"
+
+    def _rows(self) -> Iterator[tuple[Any, str]]:
+        if self.data_path is not None:
+            if not self.data_path.exists():
+                raise DataValidationError(f"{self.data_path}: no such file or directory")
+            if self.data_path.is_dir():
+                return _rows_from_dir(self.data_path)
+            return _rows_from_file(self.data_path)
+        return _rows_from_hub(self.dataset, self.split)
+
+    def _parsed(self) -> Iterator[Instance]:
+        for n, (row, where) in enumerate(self._rows()):
+            if self.limit is not None and n >= self.limit:
+                return
+            yield parse_instance(row, where)
+
+    def validate(self) -> int:
+        seen: dict[str, str] = {}
+        for instance in self._parsed():
+            if instance.instance_id in seen:
+                raise DataValidationError(
+                    f"{instance.source}: instance ({instance.persona_id!r}, {instance.instance_type!r}) "
+                    f"duplicates {seen[instance.instance_id]}")
+            seen[instance.instance_id] = instance.source
+        if not seen:
+            raise DataValidationError(f"{self.name}: no instances")
+        self.count = len(seen)
+        return self.count
+
+    def __iter__(self) -> Iterator[Instance]:
+        return self._parsed()
+
+    def __len__(self) -> int:
+        return self.count if self.count is not None else self.validate()
 
 
 def load_instances(*, data_path: str | Path | None = None, dataset: str | None = None,
                    split: str = "test", limit: int | None = None) -> list[Instance]:
     """Load and validate instances from a file or directory, or else from the hub."""
-    if data_path is not None:
-        path = Path(data_path)
-        if not path.exists():
-            raise DataValidationError(f"{path}: no such file or directory")
-        rows = _rows_from_dir(path) if path.is_dir() else _rows_from_file(path)
-    elif dataset is not None:
-        rows = _rows_from_hub(dataset, split)
-    else:
-        raise ValueError("give a data path or a dataset name")
-    instances = parse_rows(rows, limit=limit)
-    if not instances:
-        raise DataValidationError(f"{data_path or dataset}: no instances")
-    return instances
+    source = InstanceSource(data_path=data_path, dataset=dataset, split=split, limit=limit)
+    source.validate()
+    return list(source)
 
 
 # ---------------------------------------------------------------------------------------

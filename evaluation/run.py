@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import config
-from evaluation.data import DataValidationError, load_instances
+from evaluation.data import DataValidationError, InstanceSource
 from evaluation.models.model import ModelConfigurationError, ModelError, ResponseCache, resolve_model
 from evaluation.pipeline import TASKS, Evaluation, InstanceOutcome, RunningScores, aggregate
 from evaluation.steps import PROMPTS, prompt_version
@@ -165,12 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.data and args.data_dir:
             raise DataValidationError("give --data or --data_dir, not both")
         data_path = args.data or args.data_dir
-        instances = load_instances(data_path=data_path, dataset=None if data_path else args.dataset,
+        instances = InstanceSource(data_path=data_path, dataset=None if data_path else args.dataset,
                                    split=args.split, limit=args.limit)
+        instances.validate()
     except DataValidationError as exc:
         print(f"error: bad data: {exc}", file=sys.stderr)
         return 2
-    data_source = str(data_path) if data_path else f"{args.dataset}[{args.split}]"
+    data_source = instances.name
 
     # 2. Models, checked before any work (missing keys, unreachable servers).
     cache = None if args.no_cache else ResponseCache(Path(args.results_dir) / ".llm_cache.sqlite")
