@@ -1,0 +1,123 @@
+"""Stage 7 (Appendix B.5, SPEC §3.7): three instances per persona from its sessions.
+
+With the 13-session journey, each instance keeps 8 of the 12 prior sessions:
+
+- consistent:  drop the 2 A' sessions and the 2 B sessions;              truth = A
+- contrastive: drop the 2 A' sessions and 2 random "other" sessions;      truth = A
+- changing:    drop the 2 B sessions and 2 random "other" sessions;       truth = A'
+
+The final session's own preference in the template is A' (Figure 18), yet SPEC §3.7 gives
+the consistent and contrastive instances the ground truth A: with the A' sessions removed,
+A is the only preference of the current factor the history shows. We follow SPEC §3.7.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+
+from evaluation.data import Instance, make_instance_id, parse_instance
+from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER
+
+INSTANCE_TYPES = ("consistent", "contrastive", "changing")
+
+
+def instance_rng(seed: int, persona_id: str, instance_type: str) -> random.Random:
+    digest = hashlib.sha256(f"{seed}:{persona_id}:{instance_type}".encode()).hexdigest()
+    return random.Random(int(digest[:16], 16))
+
+
+def kept_sessions(roles: list[str], instance_type: str, rng: random.Random) -> list[int]:
+    """1-based indices of the prior sessions an instance keeps, oldest first."""
+    prior = [i for i, role in enumerate(roles, start=1) if role != FINAL]
+    by_role = {role: [i for i in prior if roles[i - 1] == role] for role in (A, A_CHANGED, B, OTHER)}
+    if instance_type == "consistent":
+        dropped = by_role[A_CHANGED] + by_role[B]
+    elif instance_type == "contrastive":
+        dropped = by_role[A_CHANGED] + rng.sample(by_role[OTHER], 2)
+    elif instance_type == "changing":
+        dropped = by_role[B] + rng.sample(by_role[OTHER], 2)
+    else:
+        raise ValueError(f"unknown instance type {instance_type!r}")
+    return [i for i in prior if i not in dropped]
+
+
+def ground_truth(instance_type: str, original: str, changed: str) -> str:
+    # SPEC §3.7: consistent and contrastive -> A; changing -> A'.
+    return changed if instance_type == "changing" else original
+
+
+def build_instances(persona_id: str, sessions_doc: dict, checklists: dict[str, list[str]],
+                    dialogues: dict[int, dict], seed: int, extra_metadata: dict | None = None
+                    ) -> list[dict]:
+    """The three instance rows of one persona, in the evaluation's data format.
+
+    ``sessions_doc`` is the validated sessions artifact, ``checklists`` maps a preference
+    to its checklist, ``dialogues`` maps a session index to its dialogue artifact."""
+    sessions = sessions_doc["sessions"]
+    roles = [s["role"] for s in sessions]
+    final = sessions[-1]
+    if final["role"] != FINAL:
+        raise ValueError(f"{persona_id}: the last session is not the final one")
+    rows = []
+    for instance_type in INSTANCE_TYPES:
+        rng = instance_rng(seed, persona_id, instance_type)
+        keep = kept_sessions(roles, instance_type, rng)
+        truth = ground_truth(instance_type, sessions_doc["original_preference"],
+                             sessions_doc["changed_preference"])
+        prior = []
+        for index in keep:
+            session = sessions[index - 1]
+            dialogue = dialogues[index]["dialogue"]
+            prior.append({"context_factor": session["context_factor"],
+                          "contextual_preference": session["contextual_preference"],
+                          "dialogue": [{"role": t["role"], "content": t["content"]} for t in dialogue]})
+        row = {
+            "instance_id": make_instance_id(persona_id, instance_type),
+            "persona_id": persona_id,
+            "instance_type": instance_type,
+            "current_request": final["request"],
+            "current_context_factor": sessions_doc["current_factor"],
+            "current_contextual_preference": truth,
+            "current_checklist": list(checklists[truth]),
+            "prior_interactions": prior,
+            "metadata": {
+                "source": "synthesis",
+                "session_indices": keep,
+                "session_roles": [roles[i - 1] for i in keep],
+                "final_session_index": final["index"],
+                "contrastive_context_factor": sessions_doc["contrastive_factor"],
+                "contrastive_preference": sessions_doc["contrastive_preference"],
+                "original_preference": sessions_doc["original_preference"],
+                "changed_preference": sessions_doc["changed_preference"],
+                **(extra_metadata or {}),
+            },
+        }
+        validate_instance(row, instance_type, n_prior=len(sessions) - 5)
+        rows.append(row)
+    return rows
+
+
+def validate_instance(row: dict, instance_type: str, n_prior: int) -> Instance:
+    """The row must load with the evaluation's own parser and have the B.5 structure."""
+    instance = parse_instance(row, f"instance {row.get('instance_id')}")
+    if len(instance.prior_interactions) != n_prior:
+        raise ValueError(f"{instance.instance_id}: {len(instance.prior_interactions)} prior "
+                         f"sessions, expected {n_prior}")
+    current = instance.current_context_factor
+    truth = instance.current_contextual_preference
+    same = [s for s in instance.prior_interactions
+            if s.context_factor == current and s.contextual_preference == truth]
+    if not same:
+        raise ValueError(f"{instance.instance_id}: no prior session shares the current factor "
+                         f"and preference")
+    metadata = row["metadata"]
+    contrast = [s for s in instance.prior_interactions
+                if s.context_factor == metadata["contrastive_context_factor"]]
+    changed = [s for s in instance.prior_interactions
+               if s.context_factor == current and s.contextual_preference != truth]
+    expected = {"consistent": (0, 0), "contrastive": (2, 0), "changing": (0, 2)}[instance_type]
+    if (len(contrast), len(changed)) != expected:
+        raise ValueError(f"{instance.instance_id}: {len(contrast)} contrastive and {len(changed)} "
+                         f"changed-preference sessions, expected {expected[0]} and {expected[1]}")
+    return instance
+

@@ -1,0 +1,102 @@
+"""python -m synthesis.run: generate CUPID-style data (§3, Appendix B).
+
+    python -m synthesis.run --output_dir synthetic_data --model claude-3-5-sonnet-20241022 \\
+        --n_personas 10 --n_factors 8 --n_sessions 13 --max_turns 16 --n_workers 4
+
+Seeds come from PersonaHub (proj-persona/PersonaHub, config `instruction`) unless
+``--persona_seeds FILE`` (or ``--persona_seeds bundled`` for the small list shipped in
+synthesis/data/) is given; an unreachable hub falls back to the bundled list with a message.
+The output directory is read as it is by ``python -m evaluation.run --data_dir DIR``.
+A rerun with the same settings continues where the last one stopped. Exit status: 0 when
+every persona produced its instances, 1 when any persona failed, 2 on a setup error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from synthesis.pipeline import SynthesisConfig
+
+    d = SynthesisConfig()
+    p = argparse.ArgumentParser(prog="python -m synthesis.run", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--output_dir", default=str(d.output_dir), help="where every artifact is written")
+    p.add_argument("--model", default=d.model, help="synthesizer (personas, factors, sessions)")
+    p.add_argument("--user_model", default=d.user_model, help="user simulator (Figure 19)")
+    p.add_argument("--assistant_model", default=d.assistant_model, help="assistant simulator")
+    p.add_argument("--decomposer_model", default=d.decomposer_model,
+                   help="the evaluation's preference decomposer, for the checklists")
+    p.add_argument("--n_personas", type=int, default=d.n_personas)
+    p.add_argument("--n_factors", type=int, default=d.n_factors)
+    p.add_argument("--n_sessions", type=int, default=d.n_sessions)
+    p.add_argument("--max_turns", type=int, default=d.max_turns,
+                   help="most messages in a dialogue, the opening request included")
+    p.add_argument("--n_workers", type=int, default=d.n_workers, help="concurrent LLM calls (threads)")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of every random choice")
+    p.add_argument("--persona_seeds", default=None, metavar="FILE|bundled",
+                   help="seed descriptions (.jsonl/.json with an 'input persona' field, or .txt "
+                        "one per line), or 'bundled'; default: PersonaHub via `datasets`")
+    p.add_argument("--persona_batch_size", type=int, default=d.persona_batch_size,
+                   help="personas described per call (Figure 13)")
+    p.add_argument("--max_regenerations", type=int, default=d.max_attempts - 1,
+                   help="re-asks of an invalid generation before its persona fails")
+    p.add_argument("--log_file", default=None, help="also write the log to this file")
+    p.add_argument("--no_progress", action="store_true", help="hide the progress bars")
+    return p
+
+
+def setup_logging(log_file: str | None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    # Our own messages at INFO; libraries (HTTP clients log every request) at WARNING.
+    logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for ours in ("synthesis", "evaluation"):
+        logging.getLogger(ours).setLevel(logging.INFO)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_file)
+    log = logging.getLogger("synthesis")
+    from evaluation.models.model import ModelConfigurationError
+    from synthesis.pipeline import SettingsError, SynthesisConfig, run_synthesis
+    from synthesis.personas import SeedSourceError
+
+    cfg = SynthesisConfig(
+        output_dir=Path(args.output_dir), model=args.model, user_model=args.user_model,
+        assistant_model=args.assistant_model, decomposer_model=args.decomposer_model,
+        n_personas=args.n_personas, n_factors=args.n_factors, n_sessions=args.n_sessions,
+        max_turns=args.max_turns, n_workers=args.n_workers, seed=args.seed,
+        persona_seeds=args.persona_seeds, persona_batch_size=args.persona_batch_size,
+        max_attempts=args.max_regenerations + 1,
+        show_progress=False if args.no_progress else None,
+    )
+    try:
+        cfg.check()
+        summary = run_synthesis(cfg)
+    except (ModelConfigurationError, SettingsError, SeedSourceError) as exc:
+        log.error("%s", exc)
+        return 2
+    counts = summary["counts"]
+    log.info("seeds: %s", summary["seed_source"])
+    log.info("personas: %d requested, %d complete, %d failed; sessions %d, dialogues %d "
+             "(%d satisfied), instances %d; regenerations %d; %.1f s",
+             counts["personas_requested"], counts["personas_complete"], counts["personas_failed"],
+             counts["sessions"], counts["dialogues"], counts["dialogues_satisfied"],
+             counts["instances"], summary["regenerations"]["total"], summary["wall_time_s"])
+    for failure in summary["failures"]:
+        log.error("FAILED %s at %s: %s", failure["persona_id"], failure["stage"], failure["reason"])
+    print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **counts}))
+    return 1 if summary["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
