@@ -82,17 +82,21 @@ class Evaluation:
         self._leaves.shutdown(wait=True)
 
     # -- step bookkeeping ------------------------------------------------------------------
-    def _run(self, record: InstanceRecord, name: str, call: Callable[[], StepResult],
+    def _run(self, record: InstanceRecord, name: str, call: Callable[[int], StepResult],
              scorer: str | None = None) -> dict:
+        """Return a done step's output, or run ``call(first_variant)`` and record it. A step
+        that failed in an earlier run is asked again from where its attempts stopped."""
         existing = record.step(name, scorer)
         if existing and existing.get("status") == "done":
             return existing["output"]
+        first_variant = (existing or {}).get("next_variant", 0)
         try:
-            result = call()
+            result = call(first_variant)
         except StepFailed as exc:
             record.set_step(name, {"status": "failed", "model": None, "prompt_version": None,
                                    "output": None, "raw": exc.raw, "error": exc.reason,
                                    "attempts": exc.attempts, "usage": None,
+                                   "next_variant": exc.next_variant,
                                    "finished_at": now()}, scorer)
             log.warning("%s: step %s failed: %s", record.data["instance_id"], name, exc.reason)
             raise _ChainFailed(name, exc.reason) from exc
@@ -121,10 +125,10 @@ class Evaluation:
         sessions = select_sessions(instance, self.setting)
         if self.setting != "summary":
             return format_session_log(sessions), False
-        summaries = self._run(record, "summarize", lambda: self._summaries(sessions))
+        summaries = self._run(record, "summarize", lambda v: self._summaries(sessions, v))
         return S.format_summaries(summaries["summaries"]), True
 
-    def _summaries(self, sessions: Sequence[Session]) -> StepResult:
+    def _summaries(self, sessions: Sequence[Session], first_variant: int = 0) -> StepResult:
         """Each session summarized once per run directory and shared by every instance
         and both tasks (the three instances of a persona share most sessions)."""
         def one(session: Session) -> tuple[dict, StepResult | None]:
@@ -133,7 +137,7 @@ class Evaluation:
             with self.store.summary_lock(text):
                 if path.exists():
                     return read_json(path)["summary"], None
-                result = S.summarize_session(self.model, session)
+                result = S.summarize_session(self.model, session, first_variant=first_variant)
                 summary = result.output["summaries"][0]
                 atomic_write_json(path, {"session": text, "summary": summary,
                                          "model": result.model, "raw": result.raw,
@@ -148,6 +152,7 @@ class Evaluation:
             except StepFailed as exc:
                 reasons.append(exc.reason)
                 raw.extend(exc.raw)
+                next_variants.append(exc.next_variant)
                 continue
             summaries.append(summary)
             if result is not None:
@@ -155,7 +160,8 @@ class Evaluation:
                 for k in usage:
                     usage[k] += result.usage[k]
         if reasons:
-            raise StepFailed(f"{len(reasons)} of {len(sessions)} sessions: {reasons[0]}", raw, len(raw))
+            raise StepFailed(f"{len(reasons)} of {len(sessions)} sessions: {reasons[0]}", raw, len(raw),
+                             next_variant=max(next_variants))
         return StepResult(output={"summaries": summaries}, raw=raw, attempts=len(raw),
                           model=self.model.name, prompt_version=S.prompt_version("summarize"),
                           usage=usage)
@@ -164,17 +170,19 @@ class Evaluation:
     def _inference(self, instance: Instance, record: InstanceRecord, history: str,
                    from_summaries: bool) -> InferenceCounts:
         truth = instance.current_contextual_preference
-        inferred = self._run(record, "infer", lambda: S.infer_preference(
-            self.model, history, instance.current_request, from_summaries=from_summaries))
+        inferred = self._run(record, "infer", lambda v: S.infer_preference(
+            self.model, history, instance.current_request, from_summaries=from_summaries,
+            first_variant=v))
         preference = inferred["preference"]
-        checklist = self._run(record, "decompose", lambda: S.decompose(self.evaluator, preference),
-                              self.scorer)["checklist"]
+        checklist = self._run(record, "decompose", lambda v: S.decompose(
+            self.evaluator, preference, first_variant=v), self.scorer)["checklist"]
         precision, recall = self._parallel(
-            lambda: self._run(record, "match_precision", lambda: S.match_checklist(
-                self.matcher, truth, checklist, prefmatcher=self.use_prefmatcher), self.scorer),
-            lambda: self._run(record, "match_recall", lambda: S.match_checklist(
+            lambda: self._run(record, "match_precision", lambda v: S.match_checklist(
+                self.matcher, truth, checklist, prefmatcher=self.use_prefmatcher,
+                first_variant=v), self.scorer),
+            lambda: self._run(record, "match_recall", lambda v: S.match_checklist(
                 self.matcher, preference, instance.current_checklist,
-                prefmatcher=self.use_prefmatcher), self.scorer),
+                prefmatcher=self.use_prefmatcher, first_variant=v), self.scorer),
         )
         counts = InferenceCounts.from_scores([r["score"] for r in precision["results"]],
                                              [r["score"] for r in recall["results"]])
@@ -185,14 +193,15 @@ class Evaluation:
                     from_summaries: bool) -> float:
         truth = instance.current_contextual_preference
         if self.setting == "oracle_preference":
-            call = lambda: S.generate_with_preference(self.model, truth, instance.current_request)
+            call = lambda v: S.generate_with_preference(self.model, truth, instance.current_request,
+                                                        first_variant=v)
         else:
-            call = lambda: S.generate_response(self.model, history, instance.current_request,
-                                               from_summaries=from_summaries)
+            call = lambda v: S.generate_response(self.model, history, instance.current_request,
+                                                 from_summaries=from_summaries, first_variant=v)
         response = self._run(record, "generate", call)["response"]
-        judgement = self._run(record, "judge", lambda: S.judge_response(
-            self.evaluator, truth, instance.current_checklist, instance.current_request, response),
-            self.scorer)
+        judgement = self._run(record, "judge", lambda v: S.judge_response(
+            self.evaluator, truth, instance.current_checklist, instance.current_request, response,
+            first_variant=v), self.scorer)
         record.set_scorer_field(self.scorer, "generation", {"score": judgement["score"]})
         return judgement["score"]
 

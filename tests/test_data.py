@@ -111,3 +111,22 @@ def test_session_log_format_and_oracle_selection(rows, tmp_path):
     assert [s.dialogue[0].content.split(" of")[0] for s in oracle] == ["Session 2 request", "Session 4 request"]
     assert select_sessions(instance, "default") == instance.prior_interactions
     assert format_checklist(["A?", "B?"]) == "1. A?\n2. B?"
+
+
+def test_atomic_writes_leave_readable_files_and_no_temporaries(tmp_path):
+    import os
+    import stat
+
+    from utils.io import atomic_write_json, read_json
+    path = tmp_path / "out" / "x.json"
+    atomic_write_json(path, {"a": 1})
+    atomic_write_json(path, {"a": 2})
+    assert read_json(path) == {"a": 2}
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask
+    assert [p.name for p in path.parent.iterdir()] == ["x.json"]
+    path.write_text("{broken")
+    with pytest.raises(ValueError, match="x.json: not valid JSON"):
+        read_json(path)

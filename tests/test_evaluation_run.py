@@ -297,3 +297,26 @@ def test_kill_minus_9_then_resume_repeats_no_finished_step(plans, data_file, tmp
         assert asked_after == 12 - len(finished_before)
         # In flight at the kill: at most the inference chain and the generation chain beside it.
         assert calls_before - len(finished_before) <= 3
+
+
+def test_rerun_asks_a_failed_step_afresh_instead_of_replaying_the_cache(server, data_file, tmp_path, plans):
+    original = server.cupid.__call__
+    refuse = {"on": True}
+
+    def responder(req):
+        if refuse["on"] and server.cupid.kind(req) == "judge":
+            return "No score today."
+        return original(req)
+
+    server.responder = responder
+    args = cli(server, data_file, tmp_path / "res", "--task", "both")  # cache on
+    assert run_module.main(args) == 1
+    judge_calls = sum(server.cupid.kind(r) == "judge" for r in server.requests)
+    assert judge_calls == 2 * (config.MAX_PARSE_RETRIES + 1)
+    refuse["on"] = False
+    assert run_module.main(args) == 0
+    # Two fresh judge calls (not the cached refusals), nothing else asked again.
+    assert sum(server.cupid.kind(r) == "judge" for r in server.requests) == judge_calls + 2
+    assert_expected(read_results(tmp_path / "res"))
+    record = json.loads((tmp_path / "res" / "test-model" / "persona-a__consistent.json").read_text())
+    assert record["evaluations"]["test-evaluator"]["steps"]["judge"]["status"] == "done"

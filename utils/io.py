@@ -4,8 +4,24 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
+
+
+_umask_lock = threading.Lock()
+_umask: int | None = None
+
+
+def _default_mode() -> int:
+    """0666 less the process umask: what open() would give. mkstemp's 0600 would make
+    results unreadable to the rest of a team sharing the directory."""
+    global _umask
+    with _umask_lock:
+        if _umask is None:
+            _umask = os.umask(0o022)
+            os.umask(_umask)
+    return 0o666 & ~_umask
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -13,6 +29,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _default_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()

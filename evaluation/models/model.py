@@ -217,6 +217,9 @@ class ResponseCache:
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
+            # WAL with NORMAL sync survives a killed process (only a power cut may lose the
+            # last answers, which are then asked again); FULL would fsync every answer.
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS completions ("
                 " key TEXT PRIMARY KEY, text TEXT NOT NULL,"
