@@ -146,6 +146,7 @@ class Evaluation:
 
         futures = [self._leaves.submit(one, s) for s in sessions]
         summaries, raw, usage, reasons = [], [], {"prompt_tokens": 0, "completion_tokens": 0}, []
+        next_variants: list[int] = []
         for future in futures:
             try:
                 summary, result = future.result()
