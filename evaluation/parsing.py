@@ -284,3 +284,19 @@ SUMMARY_SCHEMA = {
         "required": ["session_id", "context", "preferences"]}}},
     "required": ["summaries"],
 }
+
+
+# Layout grammars (llama.cpp GBNF) for the free-text answers, followed by the embedded model
+# only (see Request.answer_grammar). They fix the headers the parsers above look for and
+# bound each line, so that a small model reaches the part that is scored before its token
+# limit. The words inside stay the model's own.
+_LAYOUT_RULES = r'''
+line ::= [^\n#] [^\n]{0,400} "\n"
+'''
+
+INFERENCE_ANSWER_GRAMMAR = r'''root ::= "### Analysis\n\n" line line? line? "\n### Most Likely Preferneces\n\n" line
+''' + _LAYOUT_RULES
+
+JUDGE_ANSWER_GRAMMAR = r'''root ::= "### Evaluation of AI Assistant's Response\n\n" line line? line? line? "\n### Evaluation Score\n\n" score "\n"
+score ::= "10" | [1-9]
+''' + _LAYOUT_RULES

@@ -52,7 +52,8 @@ class StepResult:
 
 
 def run_step(model: Model, prompt_key: str, values: dict, parse: Callable[[str], dict], *,
-             json_schema: dict | None = None, first_variant: int = 0) -> StepResult:
+             json_schema: dict | None = None, answer_grammar: str | None = None,
+             first_variant: int = 0) -> StepResult:
     """Ask, parse, re-ask. ``first_variant`` > 0 continues after attempts recorded by an
     earlier run, so a rerun gets fresh answers instead of the cached unparseable ones."""
     prompt = load_prompt(PROMPTS[prompt_key])
@@ -63,7 +64,8 @@ def run_step(model: Model, prompt_key: str, values: dict, parse: Callable[[str],
     for variant in range(first_variant, first_variant + config.MAX_PARSE_RETRIES + 1):
         try:
             completion = model.generate(system_prompt, [{"role": "user", "content": user_prompt}],
-                                        json_schema=json_schema, variant=variant)
+                                        json_schema=json_schema, answer_grammar=answer_grammar,
+                                        variant=variant)
         except ModelCallFailed as exc:
             raise StepFailed(f"{type(exc).__name__}: {exc.reason}", raw, len(raw) + 1,
                              next_variant=variant) from exc
@@ -96,9 +98,11 @@ def infer_preference(model: Model, history: str, request: str, *, from_summaries
     if from_summaries:
         return run_step(model, "infer_from_summaries",
                         {"session_summaries": history, "current_request": request},
-                        parsing.parse_inferred_preference, first_variant=first_variant)
+                        parsing.parse_inferred_preference,
+                        answer_grammar=parsing.INFERENCE_ANSWER_GRAMMAR, first_variant=first_variant)
     return run_step(model, "infer", {"previous_interactions": history, "current_request": request},
-                    parsing.parse_inferred_preference, first_variant=first_variant)
+                    parsing.parse_inferred_preference,
+                    answer_grammar=parsing.INFERENCE_ANSWER_GRAMMAR, first_variant=first_variant)
 
 
 def generate_response(model: Model, history: str, request: str, *, from_summaries: bool = False,
@@ -164,4 +168,5 @@ def judge_response(model: Model, preference: str, checklist: Sequence[str], requ
     return run_step(model, "judge",
                     {"preference": preference, "checklist": format_checklist(checklist),
                      "user_request": request, "ai_response": response},
-                    parsing.parse_judge, first_variant=first_variant)
+                    parsing.parse_judge, answer_grammar=parsing.JUDGE_ANSWER_GRAMMAR,
+                    first_variant=first_variant)

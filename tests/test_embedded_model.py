@@ -228,3 +228,57 @@ def test_prompt_longer_than_the_context_fails_at_once_with_a_clear_reason():
     assert "the prompt is" in failed.reason
     # The model is still usable afterwards.
     assert model.chat("", [{"role": "user", "content": "Say hello."}], max_tokens=8).strip()
+
+
+@pytest.mark.slow
+def test_layout_grammars_give_answers_the_parsers_read():
+    from evaluation import parsing
+
+    model = resolve_model("smollm2-135m")
+    inferred = model.generate(
+        "Infer the user's preference from their history.",
+        [{"role": "user", "content": "History: the user asked twice for recipes without "
+                                     "nuts. Current request: a lunch idea for my son."}],
+        answer_grammar=parsing.INFERENCE_ANSWER_GRAMMAR, max_tokens=400)
+    preference = parsing.parse_inferred_preference(inferred.text)["preference"]
+    assert preference and "#" not in preference
+    judged = model.generate(
+        "Rate the response from 1 to 10.",
+        [{"role": "user", "content": "Request: a lunch idea. Response: a peanut sandwich."}],
+        answer_grammar=parsing.JUDGE_ANSWER_GRAMMAR, max_tokens=400)
+    assert 1 <= parsing.parse_judge(judged.text)["score"] <= 10
+
+
+@pytest.mark.slow
+def test_answers_are_capped_whatever_the_role_asks():
+    model = resolve_model("smollm2-135m", role="evaluated")  # asks for 4,096 tokens
+    assert model.max_tokens > smollm2.MAX_TOKENS_CAP
+    completion = model.generate("", [{"role": "user", "content":
+                                      "Count from 1 to 2000, one number per line."}])
+    assert completion.usage.completion_tokens <= smollm2.MAX_TOKENS_CAP
+
+
+@pytest.mark.slow
+def test_the_readme_run_on_one_sample_instance(tmp_path):
+    """The README's first command, limited to one instance: every step ends done."""
+    from evaluation import run as run_module
+
+    code = run_module.main([
+        "--model", "smollm2-135m", "--evaluator", "smollm2-135m",
+        "--data_dir", str(ROOT / "data" / "sample"), "--task", "both", "--limit", "1",
+        "--results_dir", str(tmp_path), "--n_workers", "2"])
+    assert code == 0
+    results = json.loads((tmp_path / "smollm2-135m" / "results.json").read_text())
+    assert results["counts"] == {**results["counts"], "instances": 1, "evaluated": 1, "failed": 0}
+    inference = results["inference"]
+    assert inference["n_true"] >= 1 and 1 <= inference["n_predicted"] <= 4
+    assert 0.0 <= inference["f1"] <= 1.0
+    assert 1 <= results["generation"]["average_score"] <= 10
+    (record_path,) = [p for p in (tmp_path / "smollm2-135m").glob("sample-*.json")]
+    record = json.loads(record_path.read_text())
+    steps = dict(record["steps"])
+    for evaluation in record["evaluations"].values():
+        steps.update(evaluation["steps"])
+    assert {name: step["status"] for name, step in steps.items()} == {
+        name: "done" for name in ("infer", "generate", "decompose", "match_precision",
+                                  "match_recall", "judge")}

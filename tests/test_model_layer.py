@@ -3,6 +3,7 @@ fake server: answers, retries that succeed and give up, timeouts, malformed bodi
 that fail at once, usage accounting, many threads at once, provider-specific parameters."""
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -95,6 +96,23 @@ def test_openai_ignores_json_schema(fake_llm_env: FakeLLMServer):
     model = OpenAIModel("gpt-4o")
     model.generate("sys", user("q"), json_schema={"type": "object"})
     assert "response_format" not in fake_llm_env.requests[0]["body"]
+
+
+def test_hosted_and_server_adapters_send_no_answer_grammar(fake_llm_env: FakeLLMServer):
+    # The layout grammar is for the embedded model only: the benchmark's models answer
+    # unconstrained, as in the paper.
+    from evaluation.parsing import INFERENCE_ANSWER_GRAMMAR
+    OpenAIModel("gpt-4o").generate("sys", user("q"), answer_grammar=INFERENCE_ANSWER_GRAMMAR)
+    body = fake_llm_env.requests[0]["body"]
+    assert "Most Likely" not in json.dumps(body) and "grammar" not in json.dumps(body)
+    assert not OpenAIModel.supports_answer_grammar
+
+
+def test_answer_grammar_is_part_of_the_cache_key():
+    from evaluation.models.model import Request
+    plain = Request("sys", ({"role": "user", "content": "q"},))
+    laid_out = Request("sys", ({"role": "user", "content": "q"},), answer_grammar="root ::= \"x\"")
+    assert plain.cache_key("m") != laid_out.cache_key("m")
 
 
 def test_usage_summed_per_model(fake_llm_env: FakeLLMServer):

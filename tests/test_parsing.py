@@ -1,4 +1,5 @@
 import pytest
+from evaluation import parsing
 
 from evaluation.parsing import (ParseError, extract_json, parse_checklist, parse_inferred_preference,
                                 parse_judge, parse_match, parse_response, parse_summaries)
@@ -140,3 +141,17 @@ def test_summaries_and_response():
     assert parse_response("  hello \n") == {"response": "hello"}
     with pytest.raises(ParseError):
         parse_response("  \n")
+
+
+def test_layout_grammars_match_what_the_parsers_read():
+    # An answer laid out exactly as each grammar's fixed text parses, so the embedded
+    # model's constrained answers reach the scored fields.
+    inferred = ("### Analysis\n\nThe user wants short answers.\n"
+                "\n### Most Likely Preferneces\n\nKeep it under 100 words.\n")
+    assert parsing.parse_inferred_preference(inferred)["preference"] == "Keep it under 100 words."
+    judged = ("### Evaluation of AI Assistant's Response\n\n1. It is short.\n"
+              "\n### Evaluation Score\n\n10\n")
+    assert parsing.parse_judge(judged)["score"] == 10
+    for grammar, header in ((parsing.INFERENCE_ANSWER_GRAMMAR, "### Most Likely Preferneces"),
+                            (parsing.JUDGE_ANSWER_GRAMMAR, "### Evaluation Score")):
+        assert header in grammar and grammar.startswith("root ::= ")

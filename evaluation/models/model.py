@@ -95,6 +95,11 @@ class Request:
     temperature: float | None = None
     max_tokens: int | None = None
     json_schema: dict | None = None
+    # The layout of a free-text answer as a llama.cpp GBNF grammar (headers in order, a
+    # score's digits). Only the embedded model uses it: a 135M model does not keep a
+    # markdown layout on its own. Hosted and server adapters ignore it, so the benchmark's
+    # models answer unconstrained, as in the paper.
+    answer_grammar: str | None = None
     timeout: float | None = None
     # Distinguishes a deliberate re-ask (e.g. after an unparseable answer) from the first
     # ask in the cache key. It is never sent to the model.
@@ -114,7 +119,7 @@ class Request:
     def cache_key(self, model_name: str) -> str:
         payload = json.dumps(
             [model_name, self.system_prompt, list(self.messages), self.temperature,
-             self.max_tokens, self.json_schema, self.variant],
+             self.max_tokens, self.json_schema, self.answer_grammar, self.variant],
             sort_keys=True, ensure_ascii=False,
         )
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
@@ -333,6 +338,8 @@ class Model:
     provider: ClassVar[str] = "custom"
     # True when the adapter can constrain decoding to a JSON schema (llama.cpp, vLLM).
     supports_json_schema: ClassVar[bool] = False
+    # True when the adapter follows Request.answer_grammar (the embedded model only).
+    supports_answer_grammar: ClassVar[bool] = False
 
     def __init__(self, name: str | None = None, *, temperature: float | None = 0.0,
                  max_tokens: int | None = None, timeout: float | None = None,
@@ -370,7 +377,8 @@ class Model:
         return self.generate(system_prompt, messages, **options).text
 
     def generate(self, system_prompt: str, messages: Sequence[Message], *,
-                 json_schema: dict | None = None, temperature: float | None = ...,  # type: ignore[assignment]
+                 json_schema: dict | None = None, answer_grammar: str | None = None,
+                 temperature: float | None = ...,  # type: ignore[assignment]
                  max_tokens: int | None = ..., variant: int = 0) -> Completion:  # type: ignore[assignment]
         request = Request(
             system_prompt=system_prompt or "",
@@ -378,6 +386,7 @@ class Model:
             temperature=self.temperature if temperature is ... else temperature,
             max_tokens=self.max_tokens if max_tokens is ... else max_tokens,
             json_schema=json_schema,
+            answer_grammar=answer_grammar,
             timeout=self.timeout,
             variant=variant,
         )

