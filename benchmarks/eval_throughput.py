@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -66,6 +65,19 @@ def responder(req: dict) -> str:
     return f"Here is the schedule for case {case.group(1) if case else '?'}."
 
 
+def _high_water_kb(pid: int) -> int:
+    """The child's own peak RSS (VmHWM) so far. Not getrusage's ru_maxrss: on Linux that
+    carries over the parent's RSS at fork, and this parent holds the N generated rows."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return 0  # the child has just exited; the caller keeps its last reading
+    return 0
+
+
 def run_once(n: int, latency: float, workers: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(responder=responder, latency=latency) as server:
         data = Path(tmp) / "data.jsonl"
@@ -77,15 +89,17 @@ def run_once(n: int, latency: float, workers: int) -> dict:
                "--n_workers", str(workers), "--no_cache"]
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _, _, usage = os.wait4(proc.pid, 0)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        peak_kb = 0
+        while proc.poll() is None:
+            peak_kb = max(peak_kb, _high_water_kb(proc.pid))
+            time.sleep(0.05)
         wall = time.perf_counter() - started
-        stdout, stderr = proc.communicate()
         results = json.loads((Path(tmp) / "results" / "bench-model" / "results.json").read_text())
         calls = len(server.requests)
         ideal = calls * latency / workers
         return {"n": n, "wall_s": wall, "calls": calls, "ideal_s": ideal, "ratio": wall / ideal,
-                "peak_rss_mb": usage.ru_maxrss / 1024, "failed": results["counts"]["failed"],
+                "peak_rss_mb": peak_kb / 1024, "failed": results["counts"]["failed"],
                 "evaluated": results["counts"]["evaluated"]}
 
 
