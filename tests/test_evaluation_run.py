@@ -209,6 +209,33 @@ def test_summary_setting_summarizes_each_distinct_session_once(server, tmp_path,
     assert "The user wants it short." in infer_prompt
 
 
+def test_failed_session_summary_fails_the_instance_and_is_asked_afresh(tmp_path, plans, capsys):
+    # Every summary answer is unparseable: the instance fails at "summarize", is counted,
+    # the run exits 1, and a rerun asks again with new variants instead of the cached ones.
+    responder = CupidResponder(plans)
+
+    def broken_summaries(req):
+        if responder.kind(req) == "summarize":
+            responder.calls["summarize"] += 1
+            return "I cannot summarize this."
+        return responder(req)
+
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps(make_row("p", "consistent", plans[0])) + "\n")
+    with FakeLLMServer(responder=broken_summaries) as srv:
+        args = cli(srv, path, tmp_path / "res", "--setting", "summary")
+        assert run_module.main(args) == 1
+        results = read_results(tmp_path / "res", setting="summary")
+        assert results["counts"]["failed"] == 1 and results["counts"]["evaluated"] == 0
+        assert list(results["counts"]["failures_by_step"]) == ["summarize"]
+        assert "unparseable" in next(iter(results["counts"]["failures_by_step"]["summarize"]))
+        assert "failed at summarize" in capsys.readouterr().out
+        first = responder.calls["summarize"]
+        assert first == 3 * (config.MAX_PARSE_RETRIES + 1)  # 3 sessions, each asked 3 times
+        assert run_module.main(args) == 1
+        assert responder.calls["summarize"] == 2 * first  # asked afresh, not replayed
+
+
 def test_bad_data_stops_before_any_call(server, tmp_path, plans, capsys):
     row = make_row("p", "consistent", plans[0])
     row["prior_interactions"][1]["dialogue"][0].pop("content")
