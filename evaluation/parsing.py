@@ -124,8 +124,6 @@ def extract_json(text: str) -> Any:
 
 
 def _balanced(text: str, start: int) -> str:
-    opening = text[start]
-    closing = "}" if opening == "{" else "]"
     depth, in_string, escaped = 0, False, False
     for i in range(start, len(text)):
         char = text[i]

@@ -47,7 +47,7 @@ def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
         monkeypatch.delenv(name, raising=False)
     yield
     # Clients are keyed by base URL; the next test's server has another port.
-    from evaluation.models.openai_models import reset_clients
+    from evaluation.models.hosted import reset_clients
 
     reset_clients()
 

@@ -18,8 +18,8 @@ from evaluation.models.model import (
     estimate_cost,
     resolve_model,
 )
+from evaluation.models.hosted import CLIENTS
 from evaluation.models.openai_models import (
-    CLIENTS,
     OpenAICompatibleModel,
     OpenAIModel,
     PrefMatcherModel,

@@ -15,30 +15,20 @@ the body under the API version that accepts it (``legacy_api_version``). A model
 """
 from __future__ import annotations
 
-import os
-import time
-from typing import Any, Callable
+from typing import Any
 
-from evaluation.models.model import (
-    Completion,
-    Model,
-    ModelConfigurationError,
-    Request,
-    ResponseCache,
-    TransientModelError,
-    Usage,
-    register_provider,
-)
-from evaluation.models.openai_models import CLIENTS, call_sdk
+from evaluation.models.hosted import HostedModel, call_sdk
+from evaluation.models.model import Completion, Request, TransientModelError, Usage, register_provider
 
 
 @register_provider("anthropic")
-class AnthropicModel(Model):
+class AnthropicModel(HostedModel):
     """Claude through the messages API. Honours ANTHROPIC_BASE_URL (read at the first call)."""
 
     provider = "anthropic"
     api_key_env = "ANTHROPIC_API_KEY"
     base_url_env = "ANTHROPIC_BASE_URL"
+    provider_label = "Anthropic models"
     default_max_tokens = 4096
     # Extended thinking as in the paper (Claude 3.7 Sonnet, Table 8).
     thinking_prefixes: tuple[str, ...] = ("claude-3-7-sonnet",)
@@ -47,42 +37,13 @@ class AnthropicModel(Model):
     # The API version under which the messages API accepts `temperature`.
     legacy_api_version = "2023-06-01"
 
-    def __init__(self, name: str | None = None, *, base_url: str | None = None,
-                 api_key: str | None = None, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, timeout: float | None = None,
-                 max_retries: int | None = None, cache: ResponseCache | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(name, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                         max_retries=max_retries, cache=cache, sleep=sleep)
-        self._base_url = base_url
-        self._api_key = api_key
-
-    def resolved_base_url(self) -> str | None:
-        return self._base_url or os.environ.get(self.base_url_env) or None
-
-    def resolved_api_key(self) -> str | None:
-        return self._api_key or os.environ.get(self.api_key_env) or None
-
     def uses_thinking(self) -> bool:
         return self.name.lower().startswith(self.thinking_prefixes)
 
-    def check(self) -> None:
-        if not self.resolved_api_key():
-            raise ModelConfigurationError(
-                f"{self.name}: the environment variable {self.api_key_env} is not set; "
-                f"export {self.api_key_env}=... to use Anthropic models")
+    def make_client(self, base_url: str | None, api_key: str) -> Any:
+        import anthropic
 
-    def client(self) -> Any:
-        base_url, api_key = self.resolved_base_url(), self.resolved_api_key()
-        if not api_key:
-            self.check()
-
-        def make() -> Any:
-            import anthropic
-
-            return anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
-
-        return CLIENTS.get((type(self).__qualname__, base_url, api_key), make)
+        return anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0)
 
     def build_params(self, request: Request) -> dict:
         max_tokens = request.max_tokens if request.max_tokens is not None else self.default_max_tokens

@@ -27,7 +27,7 @@ from evaluation.models.model import (
     Usage,
     register_provider,
 )
-from evaluation.models.openai_models import CLIENTS, call_sdk
+from evaluation.models.hosted import CLIENTS, call_sdk
 
 DEFAULT_LOCATION = "us-central1"
 

@@ -11,17 +11,15 @@ SDK's own retries are off (``max_retries=0``) because the seam in model.py retri
 from __future__ import annotations
 
 import json
-import os
-import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Hashable
+from typing import Any, Callable
 
 import config
+from evaluation.models.hosted import HostedModel, call_sdk
 from evaluation.models.model import (
     Completion,
-    Model,
     ModelConfigurationError,
     Request,
     ResponseCache,
@@ -30,48 +28,6 @@ from evaluation.models.model import (
     register_model,
     register_provider,
 )
-
-
-# ---------------------------------------------------------------------------------------
-# Shared SDK clients
-# ---------------------------------------------------------------------------------------
-class ClientCache:
-    """SDK clients made lazily, once per key, safe to share between threads."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._clients: dict[Hashable, Any] = {}
-
-    def get(self, key: Hashable, factory: Callable[[], Any]) -> Any:
-        client = self._clients.get(key)
-        if client is None:
-            with self._lock:
-                client = self._clients.get(key)
-                if client is None:
-                    client = factory()
-                    self._clients[key] = client
-        return client
-
-    def clear(self) -> None:
-        """Close and forget every client (tests call this between servers)."""
-        with self._lock:
-            clients = list(self._clients.values())
-            self._clients.clear()
-        for client in clients:
-            close = getattr(client, "close", None)
-            if callable(close):
-                close()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._clients)
-
-
-CLIENTS = ClientCache()
-
-
-def reset_clients() -> None:
-    CLIENTS.clear()
 
 
 def chat_messages(request: Request) -> list[dict]:
@@ -101,65 +57,27 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
     )
 
 
-def call_sdk(model_name: str, fn: Callable[..., Any], **params: Any) -> Any:
-    """Call an SDK method; a body that is not JSON (a proxy's error page, a cut-off answer)
-    is retried, which the SDK would otherwise surface as a ValueError."""
-    try:
-        return fn(**params)
-    except json.JSONDecodeError as exc:
-        raise TransientModelError(f"{model_name}: malformed response body ({exc})") from exc
-
-
 # ---------------------------------------------------------------------------------------
 # OpenAI
 # ---------------------------------------------------------------------------------------
 @register_provider("openai")
-class OpenAIModel(Model):
+class OpenAIModel(HostedModel):
     """OpenAI chat completions. Honours OPENAI_BASE_URL (read at the first call)."""
 
     provider = "openai"
     api_key_env = "OPENAI_API_KEY"
     base_url_env = "OPENAI_BASE_URL"
+    provider_label = "OpenAI models"
     # o-series reasoning models take no temperature and count max_completion_tokens.
     reasoning_prefixes: tuple[str, ...] = ("o1", "o3", "o4")
-
-    def __init__(self, name: str | None = None, *, base_url: str | None = None,
-                 api_key: str | None = None, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, timeout: float | None = None,
-                 max_retries: int | None = None, cache: ResponseCache | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(name, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                         max_retries=max_retries, cache=cache, sleep=sleep)
-        self._base_url = base_url
-        self._api_key = api_key
-
-    # -- configuration (read when used, never at import) -------------------------------------
-    def resolved_base_url(self) -> str | None:
-        return self._base_url or os.environ.get(self.base_url_env) or None
-
-    def resolved_api_key(self) -> str | None:
-        return self._api_key or os.environ.get(self.api_key_env) or None
 
     def is_reasoning_model(self) -> bool:
         return self.name.lower().startswith(self.reasoning_prefixes)
 
-    def check(self) -> None:
-        if not self.resolved_api_key():
-            raise ModelConfigurationError(
-                f"{self.name}: the environment variable {self.api_key_env} is not set; "
-                f"export {self.api_key_env}=... to use OpenAI models")
+    def make_client(self, base_url: str | None, api_key: str) -> Any:
+        import openai
 
-    def client(self) -> Any:
-        base_url, api_key = self.resolved_base_url(), self.resolved_api_key()
-        if not api_key:
-            self.check()
-
-        def make() -> Any:
-            import openai
-
-            return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
-
-        return CLIENTS.get((type(self).__qualname__, base_url, api_key), make)
+        return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
 
     # -- one attempt -------------------------------------------------------------------------
     def build_params(self, request: Request) -> dict:

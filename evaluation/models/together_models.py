@@ -7,60 +7,24 @@ required; TOGETHER_BASE_URL (read at the first call) points the client elsewhere
 """
 from __future__ import annotations
 
-import os
-import time
-from typing import Any, Callable
+from typing import Any
 
-from evaluation.models.model import (
-    Completion,
-    Model,
-    ModelConfigurationError,
-    Request,
-    ResponseCache,
-    register_provider,
-)
-from evaluation.models.openai_models import CLIENTS, call_sdk, chat_messages, parse_chat_completion
+from evaluation.models.hosted import HostedModel, call_sdk
+from evaluation.models.model import Completion, Request, register_provider
+from evaluation.models.openai_models import chat_messages, parse_chat_completion
 
 
 @register_provider("together")
-class TogetherModel(Model):
+class TogetherModel(HostedModel):
     provider = "together"
     api_key_env = "TOGETHER_API_KEY"
     base_url_env = "TOGETHER_BASE_URL"
+    provider_label = "models hosted by Together"
 
-    def __init__(self, name: str | None = None, *, base_url: str | None = None,
-                 api_key: str | None = None, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, timeout: float | None = None,
-                 max_retries: int | None = None, cache: ResponseCache | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(name, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                         max_retries=max_retries, cache=cache, sleep=sleep)
-        self._base_url = base_url
-        self._api_key = api_key
+    def make_client(self, base_url: str | None, api_key: str) -> Any:
+        import together
 
-    def resolved_base_url(self) -> str | None:
-        return self._base_url or os.environ.get(self.base_url_env) or None
-
-    def resolved_api_key(self) -> str | None:
-        return self._api_key or os.environ.get(self.api_key_env) or None
-
-    def check(self) -> None:
-        if not self.resolved_api_key():
-            raise ModelConfigurationError(
-                f"{self.name}: the environment variable {self.api_key_env} is not set; "
-                f"export {self.api_key_env}=... to use models hosted by Together")
-
-    def client(self) -> Any:
-        base_url, api_key = self.resolved_base_url(), self.resolved_api_key()
-        if not api_key:
-            self.check()
-
-        def make() -> Any:
-            import together
-
-            return together.Together(api_key=api_key, base_url=base_url, max_retries=0)
-
-        return CLIENTS.get((type(self).__qualname__, base_url, api_key), make)
+        return together.Together(api_key=api_key, base_url=base_url, max_retries=0)
 
     def build_params(self, request: Request) -> dict:
         params: dict[str, Any] = {"model": self.name, "messages": chat_messages(request)}

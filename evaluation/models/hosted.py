@@ -1,0 +1,117 @@
+"""What every provider reached over HTTP with an API key shares: SDK clients made lazily and
+shared between threads, the key and base URL read from the environment when first used
+(never at import), a ``check()`` that names the missing variable, and SDK calls whose
+malformed bodies count as transient.
+
+A new provider subclasses ``HostedModel``, names its environment variables, and writes
+``make_client`` (the SDK's constructor, SDK retries off) and ``complete`` (one attempt).
+This module registers nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any, Callable, ClassVar, Hashable
+
+from evaluation.models.model import (
+    Model,
+    ModelConfigurationError,
+    ResponseCache,
+    TransientModelError,
+)
+
+
+class ClientCache:
+    """SDK clients made lazily, once per key, safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clients: dict[Hashable, Any] = {}
+
+    def get(self, key: Hashable, factory: Callable[[], Any]) -> Any:
+        client = self._clients.get(key)
+        if client is None:
+            with self._lock:
+                client = self._clients.get(key)
+                if client is None:
+                    client = factory()
+                    self._clients[key] = client
+        return client
+
+    def clear(self) -> None:
+        """Close and forget every client (tests call this between servers)."""
+        with self._lock:
+            clients = list(self._clients.values())
+            self._clients.clear()
+        for client in clients:
+            close = getattr(client, "close", None)
+            if callable(close):
+                close()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._clients)
+
+
+CLIENTS = ClientCache()
+
+
+def reset_clients() -> None:
+    CLIENTS.clear()
+
+
+def call_sdk(model_name: str, fn: Callable[..., Any], **params: Any) -> Any:
+    """Call an SDK method; a body that is not JSON (a proxy's error page, a cut-off answer)
+    is retried, which the SDK would otherwise surface as a ValueError."""
+    try:
+        return fn(**params)
+    except json.JSONDecodeError as exc:
+        raise TransientModelError(f"{model_name}: malformed response body ({exc})") from exc
+
+
+class HostedModel(Model):
+    """A model behind a provider's API key. Subclasses set ``api_key_env``,
+    ``base_url_env`` and ``provider_label`` and implement ``make_client``."""
+
+    api_key_env: ClassVar[str] = ""
+    base_url_env: ClassVar[str] = ""
+    provider_label: ClassVar[str] = "this provider's models"  # ends "... to use {label}"
+
+    def __init__(self, name: str | None = None, *, base_url: str | None = None,
+                 api_key: str | None = None, temperature: float | None = 0.0,
+                 max_tokens: int | None = None, timeout: float | None = None,
+                 max_retries: int | None = None, cache: ResponseCache | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(name, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
+                         max_retries=max_retries, cache=cache, sleep=sleep)
+        self._base_url = base_url
+        self._api_key = api_key
+
+    # -- configuration (read when used, never at import) -------------------------------------
+    def resolved_base_url(self) -> str | None:
+        return self._base_url or (os.environ.get(self.base_url_env) if self.base_url_env
+                                  else None) or None
+
+    def resolved_api_key(self) -> str | None:
+        return self._api_key or os.environ.get(self.api_key_env) or None
+
+    def check(self) -> None:
+        if not self.resolved_api_key():
+            raise ModelConfigurationError(
+                f"{self.name}: the environment variable {self.api_key_env} is not set; "
+                f"export {self.api_key_env}=... to use {self.provider_label}")
+
+    # -- the client --------------------------------------------------------------------------
+    def make_client(self, base_url: str | None, api_key: str) -> Any:
+        """A new SDK client with the SDK's own retries off (the seam retries)."""
+        raise NotImplementedError
+
+    def client(self) -> Any:
+        """The SDK client shared by every thread for this class, base URL and key."""
+        base_url, api_key = self.resolved_base_url(), self.resolved_api_key()
+        if not api_key:
+            self.check()
+        return CLIENTS.get((type(self).__qualname__, base_url, api_key),
+                           lambda: self.make_client(base_url, api_key))
