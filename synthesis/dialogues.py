@@ -15,6 +15,7 @@ from __future__ import annotations
 from evaluation.data import format_checklist
 from evaluation.models.model import Model, ModelCallFailed
 from synthesis.generation import GenerationFailed, generate_validated
+from synthesis.schemas import user_turn_schema
 from synthesis.validate import validate_user_turn
 from utils.prompts import load_prompt
 
@@ -75,7 +76,8 @@ def simulate_dialogue(user_model: Model, assistant_model: Model, persona_descrip
             )
             generated = generate_validated(user_model, system, user,
                                            lambda raw: validate_user_turn(raw, len(checklist)),
-                                           max_attempts=max_attempts, first_variant=first_variant)
+                                           max_attempts=max_attempts, first_variant=first_variant,
+                                           json_schema=user_turn_schema(len(checklist)))
             regenerations += generated.attempts - 1
             turn = generated.value
             selected_so_far.extend(turn["selected_items"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from evaluation.models.model import Model
 from synthesis.generation import Generated, generate_validated
 from synthesis.prompting import load_examples
+from synthesis.schemas import factors_schema
 from synthesis.taxonomy import Taxonomy, format_factor_types, format_preference_types, format_task_types
 from synthesis.validate import validate_factors
 from utils.prompts import load_prompt
@@ -27,4 +28,4 @@ def generate_factors(model: Model, persona_description: str, n_factors: int, tax
     return generate_validated(model, system, user,
                               lambda raw: validate_factors(raw, n_factors, taxonomy),
                               max_attempts=max_attempts, first_variant=first_variant,
-                              previous=previous)
+                              previous=previous, json_schema=factors_schema(n_factors, taxonomy))

@@ -36,8 +36,13 @@ class GenerationFailed(Exception):
 
 def generate_validated(model: Model, system: str, user: str, validate: Callable[[str], Any], *,
                        max_attempts: int, first_variant: int = 0,
-                       previous: tuple[str, str] | None = None) -> Generated:
+                       previous: tuple[str, str] | None = None,
+                       json_schema: dict | None = None) -> Generated:
     """``validate(raw)`` returns the parsed value or raises InvalidGeneration.
+
+    ``json_schema`` describes the expected document to models that can constrain their
+    decoding (the embedded model, vLLM); the others ignore it and answer as the prompt
+    asks. JSON is valid YAML, so the YAML stages read a constrained answer as they are.
 
     ``first_variant``/``previous`` (the last raw answer and its reason) continue the
     attempts of an earlier run that failed, instead of replaying them from the cache."""
@@ -49,7 +54,7 @@ def generate_validated(model: Model, system: str, user: str, validate: Callable[
             messages += [{"role": "assistant", "content": last[0].strip() or "(empty answer)"},
                          {"role": "user", "content": FEEDBACK.format(reason=last[1])}]
         try:
-            completion = model.generate(system, messages, variant=variant)
+            completion = model.generate(system, messages, variant=variant, json_schema=json_schema)
         except ModelCallFailed as exc:
             raise GenerationFailed(f"model call failed: {exc}", attempt,
                                    last[0] if last else None, variant) from exc

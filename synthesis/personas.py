@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from synthesis.generation import generate_validated
+from synthesis.schemas import persona_batch_schema
 from synthesis.taxonomy import (
     BUNDLED_SEEDS_FILE,
     Taxonomy,
@@ -222,4 +223,4 @@ def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, m
     return generate_validated(model, system, user,
                               lambda raw: validate_persona_batch(raw, len(templates)),
                               max_attempts=max_attempts, first_variant=first_variant,
-                              previous=previous)
+                              previous=previous, json_schema=persona_batch_schema(len(templates)))

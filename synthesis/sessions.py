@@ -8,6 +8,7 @@ from evaluation.models.model import Model
 from synthesis.generation import Generated, generate_validated
 from synthesis.journey import Journey, format_journey_requirements
 from synthesis.prompting import load_examples
+from synthesis.schemas import sessions_schema
 from synthesis.taxonomy import Taxonomy
 from synthesis.validate import validate_sessions
 from utils.prompts import load_prompt
@@ -39,4 +40,7 @@ def generate_sessions(model: Model, persona_description: str, factors: list[dict
     return generate_validated(model, system, user,
                               lambda raw: validate_sessions(raw, journey, factors, taxonomy),
                               max_attempts=max_attempts, first_variant=first_variant,
-                              previous=previous)
+                              previous=previous,
+                              json_schema=sessions_schema(journey.n_sessions,
+                                                          [f["context_factor"] for f in factors],
+                                                          taxonomy))

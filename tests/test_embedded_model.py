@@ -180,6 +180,39 @@ def test_sampled_json_answers_parse_too():
     assert len(texts) > 1  # the variant reaches the sampler's seed
 
 
+def test_free_strings_are_bounded_and_properties_keep_their_order():
+    schema = {"type": "object", "required": ["zeta", "alpha"], "properties": {
+        "zeta": {"type": "string"},
+        "alpha": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}},
+        "mid": {"type": "string", "maxLength": 5},
+        "pat": {"type": "string", "pattern": "^[A-Z]+$"}}}
+    bounded = smollm2.bound_strings(schema, 40)
+    assert bounded["properties"]["zeta"]["maxLength"] == 40
+    assert "maxLength" not in bounded["properties"]["alpha"]["items"]  # an enum bounds itself
+    assert bounded["properties"]["mid"]["maxLength"] == 5
+    assert "maxLength" not in bounded["properties"]["pat"]
+    assert "maxLength" not in schema["properties"]["zeta"]  # the caller's schema is untouched
+    grammar = smollm2._grammar(schema)._grammar
+    root = next(line for line in grammar.splitlines() if line.startswith("root ::="))
+    assert root.index("zeta") < root.index("alpha")  # schema order, not alphabetical
+
+
+@pytest.mark.slow
+def test_a_looping_string_is_closed_and_the_json_completes():
+    # Greedy decoding repeats itself inside a free string; the bound closes the string, so
+    # the document still ends and parses instead of being cut off by max_tokens.
+    model = resolve_model("smollm2-135m")
+    schema = {"type": "object", "properties": {"story": {"type": "string"}, "title": {"type": "string"}},
+              "required": ["story", "title"], "additionalProperties": False}
+    completion = model.generate("", [{"role": "user", "content": "Write a very long story about a "
+                                                                 "baker as JSON."}],
+                                json_schema=schema, max_tokens=1000)
+    parsed = json.loads(completion.text)
+    assert list(parsed) == ["story", "title"]
+    assert len(parsed["story"]) <= smollm2.MAX_JSON_STRING_CHARS
+    assert completion.usage.completion_tokens < 1000
+
+
 def test_schema_grammar_keeps_control_characters_out_of_strings():
     grammar = smollm2._grammar(CHECKLIST_SCHEMA)._grammar
     assert smollm2._STRICT_CHAR_RULE in grammar

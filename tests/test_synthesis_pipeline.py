@@ -99,6 +99,20 @@ def test_full_pipeline_two_personas_six_instances_then_evaluated(fake_server, tm
     assert assistant_calls and all(r["system"] == ASSISTANT_SYSTEM_PROMPT for r in assistant_calls)
     assert responder.calls["descriptions"] == 1  # both personas described in one batch
 
+    # Every structured stage sends its document's schema (a vLLM server constrains decoding
+    # with it); the assistant simulator answers in free text and sends none.
+    roots = {}
+    for req in fake_server.requests:
+        response_format = req["body"].get("response_format")
+        root = None if response_format is None else \
+            tuple(response_format["json_schema"]["schema"]["properties"])
+        roots.setdefault(stage_of(req), set()).add(root)
+    assert roots == {"descriptions": {("personas",)}, "factors": {("context_factors",)},
+                     "sessions": {("scenarios",)}, "decompose": {("checklist",)},
+                     "user_simulator": {("evaluation", "score", "end_conversation",
+                                         "selected_items", "thinking", "message")},
+                     "assistant": {None}}
+
     personas = read_json(out / "personas.json")["personas"]
     assert len(personas) == 2 and all(p["description"] for p in personas)
     for persona in personas:

@@ -10,6 +10,7 @@ import yaml
 
 from evaluation.data import load_instances
 from synthesis import personas as P
+from synthesis import schemas as S
 from synthesis.instances import build_instances, ground_truth, kept_sessions
 from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, check_journey, \
     format_journey_requirements, make_journey
@@ -375,6 +376,67 @@ def test_validate_user_turn():
             validate_user_turn(json.dumps(broken), 2)
     with pytest.raises(InvalidGeneration, match="JSON object"):
         validate_user_turn("[1, 2]", 2)
+
+
+# ---------------------------------------------------------------------------------------
+# Schemas for constrained decoding: what they admit, the validators accept
+# ---------------------------------------------------------------------------------------
+def _canonical_factors():
+    items = good_factors()
+    for item in items:
+        item["task_types"] = ["Planning", "Writing & editing"]
+    return items
+
+
+def test_schema_documents_pass_the_validators_and_broken_ones_fail_the_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    # Each stage: a document as a constrained model writes it (bare JSON, schema's root key).
+    personas = {"personas": [{"description": SIX, "occupation": "nurse"}]}
+    factors = {"context_factors": _canonical_factors()}
+    parsed_factors = validate_factors(json.dumps(factors), 5, TAX)["factors"]
+    scenarios = {"scenarios": good_scenarios(parsed_factors)}
+    turn = {"evaluation": [{"item": 1, "strengths": "s", "weaknesses": "w", "satisfied": False},
+                           {"item": 2, "strengths": "s", "weaknesses": "w", "satisfied": True}],
+            "score": 7, "end_conversation": False, "selected_items": [1], "thinking": "t",
+            "message": "Not quite."}
+    names = [f["context_factor"] for f in parsed_factors]
+    cases = [
+        (S.persona_batch_schema(1), personas, lambda raw: validate_persona_batch(raw, 1)),
+        (S.factors_schema(5, TAX), factors, lambda raw: validate_factors(raw, 5, TAX)),
+        (S.sessions_schema(10, names, TAX), scenarios,
+         lambda raw: validate_sessions(raw, JOURNEY, parsed_factors, TAX)),
+        (S.user_turn_schema(2), turn, lambda raw: validate_user_turn(raw, 2)),
+    ]
+    for schema, document, validate in cases:
+        jsonschema.validate(document, schema)
+        validate(json.dumps(document))  # the YAML stages read JSON too
+
+    broken = [
+        (S.persona_batch_schema(2), personas),                                   # one too few
+        (S.persona_batch_schema(1), {"personas": [{"description": "Too short. Two.",
+                                                   "occupation": "nurse"}]}),  # not six sentences
+        (S.persona_batch_schema(1), {"personas": [{"description": SIX.replace(" ", "\n", 1),
+                                                   "occupation": "nurse"}]}),
+        (S.factors_schema(5, TAX), {"context_factors": [{**f, "factor_type": "Animal"}
+                                                        for f in _canonical_factors()]}),
+        (S.sessions_schema(10, names[:4], TAX), scenarios),                      # factor 5 unknown
+        (S.user_turn_schema(2), {**turn, "score": 11}),
+        (S.user_turn_schema(2), {**turn, "selected_items": [3]}),
+        (S.user_turn_schema(2), {**turn, "extra": 1}),
+    ]
+    for schema, document in broken:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(document, schema)
+
+
+def test_six_sentence_pattern():
+    import re
+
+    assert re.fullmatch(S.SIX_SENTENCES, SIX)
+    assert re.fullmatch(S.SIX_SENTENCES, "Ana is 40. She runs! Is she calm? Yes. No. Maybe.")
+    for text in ("One. Two. Three. Four. Five.", SIX + " Seven.", "lowercase start. B. C. D. E. F.",
+                 SIX.replace(" ", "\n", 1), 'A "quoted" one. B. C. D. E. F.'):
+        assert not re.fullmatch(S.SIX_SENTENCES, text), text
 
 
 # ---------------------------------------------------------------------------------------

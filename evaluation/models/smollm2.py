@@ -20,14 +20,15 @@ Notes on the implementation:
   ``tokenizer.chat_template`` when no ``chat_format`` is given). With an empty system
   prompt that template inserts SmolLM2's own default system message.
 * Temperature 0 (the default) decodes greedily, with a mild repetition penalty on free-text
-  answers (``REPEAT_PENALTY``) and every answer capped at ``MAX_TOKENS_CAP``. Above 0, sampling
+  answers (``REPEAT_PENALTY``) and every answer capped at ``MAX_TOKENS_CAP`` (JSON-schema
+  answers at ``MAX_JSON_TOKENS_CAP``). Above 0, sampling
   uses llama-cpp-python's defaults (top_p 0.95, top_k 40, min_p 0.05). Each call passes a
   fixed seed plus the request's ``variant``, so a sampled answer does not depend on the
   order of calls, while a deliberate re-ask (another variant) can get a different answer.
 * A JSON schema constrains decoding through a grammar built from the schema (with JSON
   strings kept free of raw control characters, see ``strict_json_strings``). A 135M model
-  can still loop inside a string until ``max_tokens`` cuts the JSON short; ``maxLength`` /
-  ``maxItems`` in the schema bound that.
+  would loop inside a string until ``max_tokens`` cut the JSON short, so every free string
+  is bounded (``MAX_JSON_STRING_CHARS``); properties are written in the schema's order.
 * ``request.timeout`` is not enforced: there is no network to hang on, and generation is
   bounded by ``max_tokens``. When prompt + max_tokens exceeds the context, llama.cpp
   shortens the answer to what fits; a prompt that alone fills the context is refused with
@@ -67,6 +68,17 @@ SEED = 1234
 # answer. 512 tokens hold every answer the benchmark's formats need.
 MAX_TOKENS_CAP = int(os.environ.get("CUPID_EMBEDDED_MAX_TOKENS") or 512)
 DEFAULT_MAX_TOKENS = MAX_TOKENS_CAP
+# The same limit for answers held to a JSON schema. Their grammar ends the document once
+# its structure is complete, and synthesis asks for documents of thousands of tokens (eight
+# context factors, thirteen scenarios); the evaluation's JSON answers stay near 100 tokens.
+MAX_JSON_TOKENS_CAP = int(os.environ.get("CUPID_EMBEDDED_MAX_JSON_TOKENS") or 4096)
+# The longest free string of a JSON answer. Inside a string nothing but the length ends a
+# loop ("and I am [YourName] and I am ..." until max_tokens cut the document short, in the
+# synthesis of context factors); a bound makes the grammar close the string and go on.
+# The converter writes a bound as nested rules, one level per character, and llama.cpp's
+# sampler crashes the process (segmentation fault) on this machine from about 1,500 levels;
+# 1,000 runs, so a larger setting is held to that.
+MAX_JSON_STRING_CHARS = min(int(os.environ.get("CUPID_EMBEDDED_MAX_JSON_STRING_CHARS") or 600), 1000)
 # A mild penalty on repeated tokens: without it greedy decoding loops on 3 of the 6 sample
 # instances' responses (the same two lines until the limit); 1.1 keeps answers on topic.
 REPEAT_PENALTY = float(os.environ.get("CUPID_EMBEDDED_REPEAT_PENALTY") or 1.1)
@@ -82,7 +94,7 @@ _load_lock = threading.Lock()     # guards the one-time load
 _call_lock = threading.Lock()     # serializes use of the llama.cpp context
 _grammar_lock = threading.Lock()
 _engine: Any = None               # the process's llama_cpp.Llama, once loaded
-_grammars: dict[str, Any] = {}    # JSON schema (canonical text) -> LlamaGrammar
+_grammars: dict[str, Any] = {}    # JSON schema (text, in its own key order) -> LlamaGrammar
 
 # Seconds the last load took (None before the first load); read by the benchmark.
 load_seconds: float | None = None
@@ -201,13 +213,29 @@ def strict_json_strings(gbnf: str) -> str:
     return gbnf.replace(_LOOSE_CHAR_RULE, _STRICT_CHAR_RULE)
 
 
+def bound_strings(schema: Any, max_chars: int) -> Any:
+    """A copy of ``schema`` whose free strings (no enum, const, pattern or maxLength of
+    their own) are at most ``max_chars`` long."""
+    if isinstance(schema, list):
+        return [bound_strings(item, max_chars) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    bounded = {key: bound_strings(value, max_chars) if key != "enum" and key != "const" else value
+               for key, value in schema.items()}
+    if bounded.get("type") == "string" and not {"enum", "const", "pattern", "maxLength"} & set(bounded):
+        bounded["maxLength"] = max_chars
+    return bounded
+
+
 def _grammar(schema: dict) -> Any:
     """A LlamaGrammar for a JSON schema, built once per distinct schema.
 
     A schema the converter cannot handle falls back to a grammar for any JSON value, with a
     warning: the answer is still JSON, and the caller validates it against the schema.
     """
-    key = json.dumps(schema, sort_keys=True)
+    # Not sorted: the grammar writes properties in the schema's order, which is the order
+    # the prompt asks for (reasons before the verdict they lead to).
+    key = json.dumps(bound_strings(schema, MAX_JSON_STRING_CHARS))
     with _grammar_lock:
         grammar = _grammars.get(key)
         if grammar is None:
@@ -256,7 +284,8 @@ class SmolLM2(Model):
         options: dict[str, Any] = {
             "messages": messages,
             "temperature": 0.0 if request.temperature is None else float(request.temperature),
-            "max_tokens": min(request.max_tokens or DEFAULT_MAX_TOKENS, MAX_TOKENS_CAP),
+            "max_tokens": min(request.max_tokens or DEFAULT_MAX_TOKENS,
+                              MAX_TOKENS_CAP if request.json_schema is None else MAX_JSON_TOKENS_CAP),
             # JSON answers are bounded by their grammar and need repeated punctuation.
             "repeat_penalty": 1.0 if request.json_schema is not None else REPEAT_PENALTY,
             "seed": SEED + request.variant,

@@ -1,0 +1,89 @@
+"""JSON schemas of the documents each synthesis stage asks for.
+
+They are passed with the request so that a model that can constrain its decoding (the
+embedded model through a llama.cpp grammar, a vLLM server through guided decoding) can only
+write a document of the right shape: the right number of items, every field, and names
+drawn from the lists the prompt gives (taxonomy types, the persona's context factors).
+Models that cannot constrain decoding ignore the schema and follow the prompt's format; the
+validators in ``synthesis.validate`` check every answer either way, so a schema never
+replaces a check. Every root is an object (what structured-output APIs require), whose one
+list the validators find by its key.
+
+Features are limited to those both llama.cpp's schema converter and vLLM's guided decoding
+take: object, array with minItems/maxItems, string, integer, boolean, enum.
+"""
+from __future__ import annotations
+
+from synthesis.taxonomy import Taxonomy
+
+_TEXT = {"type": "string"}
+
+
+def _object(properties: dict) -> dict:
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def _exactly(n: int, items: dict) -> dict:
+    return {"type": "array", "items": items, "minItems": n, "maxItems": n}
+
+
+def _one_of(values) -> dict:
+    return {"type": "string", "enum": list(values)}
+
+
+# Figure 13 asks for a six-sentence description: six sentences, each opened by a capital
+# letter and closed by ., ! or ?, on one line. (The validator, for unconstrained models, only
+# asks for three or more, since a title like "Dr." splits a sentence in two.)
+SIX_SENTENCES = r'^[A-Z][^.!?"\\\x00-\x1f]+[.!?]( [A-Z][^.!?"\\\x00-\x1f]+[.!?]){5}$'
+
+
+def persona_batch_schema(n_personas: int) -> dict:
+    """Figure 13: one {description, occupation} per persona template, in order."""
+    persona = _object({"description": {"type": "string", "pattern": SIX_SENTENCES},
+                       "occupation": _TEXT})
+    return _object({"personas": _exactly(n_personas, persona)})
+
+
+def factors_schema(n_factors: int, taxonomy: Taxonomy) -> dict:
+    """Figure 17: ``n_factors`` context factors with types from Table 7."""
+    factor = _object({
+        "factor_type": _one_of(taxonomy.factor_types),
+        "backstory": _TEXT,
+        "context_factor": _TEXT,
+        "task_types": {"type": "array", "items": _one_of(taxonomy.task_types), "minItems": 1},
+        "preference_type": _one_of(taxonomy.all_preference_types),
+        "contextual_preference": _TEXT,
+        "related_factor": _TEXT,
+    })
+    return _object({"context_factors": _exactly(n_factors, factor)})
+
+
+def sessions_schema(n_sessions: int, factor_names: list[str], taxonomy: Taxonomy) -> dict:
+    """Figure 18: ``n_sessions`` scenarios, each naming one of the persona's factors."""
+    scenario = _object({
+        "id": {"type": "integer"},
+        "context_factor": _one_of(factor_names),
+        "contextual_preference": _TEXT,
+        "task_type": _one_of(taxonomy.task_types),
+        "story": _TEXT,
+        "request_with_factor_and_preference": _TEXT,
+        "request_with_factor": _TEXT,
+        "resource": _TEXT,
+    })
+    return _object({"scenarios": _exactly(n_sessions, scenario)})
+
+
+def user_turn_schema(n_items: int) -> dict:
+    """Figure 19 with our output format: the per-item evaluation, the score, the message."""
+    item_numbers = {"type": "integer", "enum": list(range(1, n_items + 1))}
+    evaluation = _object({"item": item_numbers, "strengths": _TEXT, "weaknesses": _TEXT,
+                          "satisfied": {"type": "boolean"}})
+    return _object({
+        "evaluation": _exactly(n_items, evaluation),
+        "score": {"type": "integer", "enum": list(range(1, 11))},
+        "end_conversation": {"type": "boolean"},
+        "selected_items": {"type": "array", "items": item_numbers},
+        "thinking": _TEXT,
+        "message": _TEXT,
+    })
