@@ -77,7 +77,7 @@ def _p(value: float | None, n_bootstrap: int) -> str:
 def _r(corr: A.Correlation) -> str:
     if corr.r is None:
         return f"r = n/a ({corr.note}; n = {corr.n})"
-    p = "" if corr.p_value is None else (f", p < 0.001" if corr.p_value < 0.001 else f", p = {corr.p_value:.3f}")
+    p = "" if corr.p_value is None else (", p < 0.001" if corr.p_value < 0.001 else f", p = {corr.p_value:.3f}")
     note = f"; {corr.note}" if corr.note else ""
     return f"r = {corr.r:.3f}{p} (n = {corr.n}{note})"
 
@@ -854,7 +854,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         raise FileNotFoundError(f"{results_dir}: no run directories (no run.json found)")
     output.mkdir(parents=True, exist_ok=True)
 
-    md = [f"# CUPID evaluation report", "",
+    md = ["# CUPID evaluation report", "",
           f"Results: `{results_dir}` · generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
           "",
           f"All numbers are recomputed from the per-instance files. Inference P/R/F1 are percentages; "

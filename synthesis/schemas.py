@@ -32,10 +32,18 @@ def _one_of(values) -> dict:
     return {"type": "string", "enum": list(values)}
 
 
-# Figure 13 asks for a six-sentence description: six sentences, each opened by a capital
-# letter and closed by ., ! or ?, on one line. (The validator, for unconstrained models, only
-# asks for three or more, since a title like "Dr." splits a sentence in two.)
-SIX_SENTENCES = r'^[A-Z][^.!?"\\\x00-\x1f]+[.!?]( [A-Z][^.!?"\\\x00-\x1f]+[.!?]){5}$'
+# Figure 13 asks for a six-sentence description: six sentence ends or more (., ! or ?
+# followed by a space, or at the end), on one line. The bound is loose on purpose ("Dr. Ruiz"
+# counts as an end, "3.5" does not), so that a capable model under guided decoding is barely
+# held back while a small one cannot stop after its first sentence. A sentence holds at most
+# 400 characters: a converter reads nothing of a patterned string but its pattern, and
+# without that bound SmolLM2 wrote one sentence until max_tokens, for minutes. Quotes and
+# backslashes are left out because converters differ on whether a pattern applies to the
+# JSON text or to the decoded string. (The validator, for unconstrained models, asks for
+# three sentences or more.)
+_PLAIN = r'[^.!?"\\\x00-\x1f]'
+_SENTENCE = rf'({_PLAIN}|[.!?]{_PLAIN.replace("[^", "[^ ")}){{1,400}}[.!?]'
+SIX_SENTENCES = rf'^({_SENTENCE} ){{5,}}{_SENTENCE}$'
 
 
 def persona_batch_schema(n_personas: int) -> dict:
@@ -51,7 +59,9 @@ def factors_schema(n_factors: int, taxonomy: Taxonomy) -> dict:
         "factor_type": _one_of(taxonomy.factor_types),
         "backstory": _TEXT,
         "context_factor": _TEXT,
-        "task_types": {"type": "array", "items": _one_of(taxonomy.task_types), "minItems": 1},
+        # A bounded list: a small model repeats one item until max_tokens otherwise.
+        "task_types": {"type": "array", "items": _one_of(taxonomy.task_types), "minItems": 1,
+                       "maxItems": len(taxonomy.task_types)},
         "preference_type": _one_of(taxonomy.all_preference_types),
         "contextual_preference": _TEXT,
         "related_factor": _TEXT,
@@ -83,7 +93,7 @@ def user_turn_schema(n_items: int) -> dict:
         "evaluation": _exactly(n_items, evaluation),
         "score": {"type": "integer", "enum": list(range(1, 11))},
         "end_conversation": {"type": "boolean"},
-        "selected_items": {"type": "array", "items": item_numbers},
+        "selected_items": {"type": "array", "items": item_numbers, "maxItems": n_items},
         "thinking": _TEXT,
         "message": _TEXT,
     })
