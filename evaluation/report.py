@@ -23,8 +23,12 @@ from typing import Any, Callable
 from evaluation import analysis as A
 from evaluation.data import INSTANCE_TYPES, safe_name
 from evaluation.metrics import micro_inference
+from config import DEFAULT_EVALUATOR
 from evaluation.published import display_name, lookup, paper_model_name, scorer_kind
 from utils.io import atomic_write_text
+
+# The evaluator (matcher, decomposer, judge) behind every published number.
+PAPER_EVALUATOR = DEFAULT_EVALUATOR
 
 CSV_COLUMNS = [
     "model", "paper_model", "setting", "scorer", "evaluator", "matcher", "instance_type",
@@ -324,16 +328,27 @@ def inference_table(an: Analysis, scorer: str, layout: str, kind: str = "micro")
             continue
         rows.append([an.label(model)] + cells)
         paper = paper_model_name(model)
-        if kind == "micro" and paper and paper_table:
+        # The paper says only "averaged across all instances", not micro or macro, so its
+        # row stands under both tables.
+        if paper and paper_table:
             paper_cells = []
             for setting, group in columns:
                 published = lookup(paper, "inference", setting, group, paper_scorer)
                 values = published["values"] if published else {}
                 paper_cells += [f"{values[m]:.1f}" if m in values else "—" for m in A.INFERENCE_METRICS] + [""]
-            rows.append([f"↳ paper ({paper_table})"] + paper_cells)
+            rows.append([_paper_label(paper_table, an, scorer)] + paper_cells)
     if not rows:
         return None
     return _md_table(header, rows)
+
+
+def _paper_label(paper_table: str, an: Analysis, scorer: str) -> str:
+    """`↳ paper (Table N)`, flagged when our evaluator is not the one the paper used, so a
+    reader does not take a gap between judges for a gap between models."""
+    evaluator, _ = an.scorer_parts(scorer)
+    if evaluator != PAPER_EVALUATOR:
+        return f"↳ paper ({paper_table}; evaluator {PAPER_EVALUATOR}, ours {evaluator})"
+    return f"↳ paper ({paper_table})"
 
 
 def generation_table(an: Analysis, scorer: str, layout: str) -> str | None:
@@ -362,7 +377,7 @@ def generation_table(an: Analysis, scorer: str, layout: str) -> str | None:
             for setting, group in columns:
                 published = lookup(paper, "generation", setting, group, "gpt-4o")
                 paper_cells += [f"{published['values']['score']:.2f}" if published else "—", ""]
-            rows.append([f"↳ paper ({paper_table})"] + paper_cells)
+            rows.append([_paper_label(paper_table, an, scorer)] + paper_cells)
     if not rows:
         return None
     return _md_table(header, rows)
@@ -863,7 +878,8 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
           f"are 95% percentile bootstrap intervals over instances ({n_bootstrap} resamples, seed {seed}). "
           f"`n` = evaluated instances / instances that apply (see Coverage). Rows `↳ paper` hold the published numbers "
           f"(only for the exact model versions of the paper's Table 8; the paper used 756 instances and "
-          f"gpt-4o-2024-11-20 as evaluator).", ""]
+          f"{PAPER_EVALUATOR} as evaluator; the label says so when ours differs). The paper reports its inference "
+          f"numbers \"averaged across all instances\" without saying micro or macro, so its row stands under both.", ""]
 
     md += ["## Runs", ""]
     md.append(_md_table(["Model", "Paper name", "Setting", "Instance files", "Scorers", "Tasks", "Directory"],
