@@ -59,6 +59,9 @@ def test_discovery_finds_every_adapter():
     ("google:gemini-exp", GoogleModel, "gemini-exp"),
     ("vllm:Qwen/Qwen2.5-7B-Instruct", OpenAICompatibleModel, "Qwen/Qwen2.5-7B-Instruct"),
     ("local-server:llama", OpenAICompatibleModel, "llama"),
+    # The original README's synthesis command names a Bedrock id.
+    ("anthropic.claude-3-5-sonnet-20241022-v2:0", AnthropicModel, "claude-3-5-sonnet-20241022"),
+    ("us.anthropic.claude-3-7-sonnet-20250219-v1:0", AnthropicModel, "claude-3-7-sonnet-20250219"),
     (config.PREFMATCHER_MODEL, PrefMatcherModel, config.PREFMATCHER_MODEL),
 ])
 def test_name_resolution(spec, cls, name):
@@ -74,6 +77,9 @@ def test_prefix_beats_guess_and_registered_beats_guess():
     # An unknown prefix is part of the name, not a provider.
     with pytest.raises(UnknownModelError):
         resolve_model("nosuchprovider:model")
+    # Only Claude ids of Bedrock's shape are translated.
+    with pytest.raises(UnknownModelError):
+        resolve_model("anthropic.titan-text-v1:0")
 
 
 def test_role_parameters_and_overrides():

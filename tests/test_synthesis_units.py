@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 
 import pytest
@@ -65,6 +66,33 @@ def test_prompts_load_cite_their_figure_and_have_no_pdf_artifacts(name):
     text = prompt.system_prompt + prompt.user_prompt
     for artifact in ("↪", "↳", "\\*", "\\_"):
         assert artifact not in text
+
+
+@pytest.mark.parametrize("name,figure", [("persona_descriptions", 13), ("context_factors", 17),
+                                         ("interaction_sessions", 18), ("user_simulator", 19)])
+def test_each_prompt_cites_its_own_figure(name, figure):
+    assert f"Figure {figure}" in load_prompt(f"synthesis/{name}").source
+
+
+def test_assistant_simulator_system_prompt_is_the_papers():
+    from synthesis.dialogues import ASSISTANT_SYSTEM_PROMPT
+    # Appendix B.4, word for word.
+    assert ASSISTANT_SYSTEM_PROMPT == ("You are a conversational assistant. "
+                                       "Limit your answers to 6 sentences.")
+
+
+def test_session_examples_keep_the_same_details_in_both_request_versions():
+    # Figure 18: the request with factor "should include all the same details"; only the
+    # preference is removed. Our example must not teach the opposite.
+    from synthesis.prompting import load_examples
+    text = load_examples("synthesis/interaction_sessions")
+    block = text.split("```yaml", 1)[1].split("```", 1)[0]
+    for scenario in yaml.safe_load(block)["scenarios"]:
+        plain = scenario["request_with_factor"].replace("[resource]", "").strip().rstrip("?.")
+        full = scenario["request_with_factor_and_preference"]
+        for number in re.findall(r"\d[\d,]*", plain):
+            assert number in full
+        assert len(full) > len(plain)
 
 
 # ---------------------------------------------------------------------------------------

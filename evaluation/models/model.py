@@ -20,7 +20,9 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import random
+import re
 import sqlite3
 import statistics
 import threading
@@ -501,6 +503,19 @@ def guess_provider(name: str) -> str | None:
     return None
 
 
+# An Amazon Bedrock id of a Claude model, as the original release's README names its
+# synthesizer ("anthropic.claude-3-5-sonnet-20241022-v2:0"), with an optional cross-region
+# prefix ("us."). Group 1 is the Anthropic API's name of the same model.
+_BEDROCK_CLAUDE = re.compile(r"^(?:[a-z]{2,4}\.)?anthropic\.(claude-[A-Za-z0-9.-]+?)-v\d+(?::\d+)?$")
+
+
+def anthropic_name_of_bedrock_id(spec: str) -> str | None:
+    """``claude-3-5-sonnet-20241022`` for ``anthropic.claude-3-5-sonnet-20241022-v2:0``;
+    None for anything that is not a Bedrock Claude id."""
+    found = _BEDROCK_CLAUDE.match(spec)
+    return found.group(1) if found else None
+
+
 def _construct(cls: type[Model], name: str | None, params: dict) -> Model:
     """Instantiate, passing only the keyword arguments the class's __init__ accepts."""
     signature = inspect.signature(cls.__init__)
@@ -521,7 +536,8 @@ def resolve_model(spec: str, *, role: str | None = None, **params: Any) -> Model
     """Turn a command-line name into a Model.
 
     Order: an explicit ``provider:`` prefix; a registered ``model_name``; a guess from the
-    name (gpt-/o1/o3/o4 → OpenAI, claude- → Anthropic, gemini- → Google, org/name → Together).
+    name (gpt-/o1/o3/o4 → OpenAI, claude- → Anthropic, gemini- → Google, org/name → Together;
+    a Bedrock Claude id such as anthropic.claude-3-5-sonnet-20241022-v2:0 → Anthropic).
     ``role`` picks the generation parameters of config.ROLE_PARAMS; ``params`` override them.
     """
     discover_models()
@@ -532,6 +548,13 @@ def resolve_model(spec: str, *, role: str | None = None, **params: Any) -> Model
         return _construct(_PROVIDERS[prefix], rest, merged)
     if spec in _REGISTRY:
         return _construct(_REGISTRY[spec], None, merged)
+    bedrock_name = anthropic_name_of_bedrock_id(spec)
+    if bedrock_name is not None and "anthropic" in _PROVIDERS:
+        # The same model weights behind Anthropic's own API, so that the original README's
+        # synthesis command runs verbatim with ANTHROPIC_API_KEY.
+        logging.getLogger(__name__).info("%s is a Bedrock id; calling %s through the Anthropic API",
+                                         spec, bedrock_name)
+        return _construct(_PROVIDERS["anthropic"], bedrock_name, merged)
     provider = guess_provider(spec)
     if provider is not None and provider in _PROVIDERS:
         return _construct(_PROVIDERS[provider], spec, merged)
