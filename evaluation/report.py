@@ -23,12 +23,12 @@ from typing import Any, Callable
 from evaluation import analysis as A
 from evaluation.data import INSTANCE_TYPES, safe_name
 from evaluation.metrics import micro_inference
-from config import DEFAULT_EVALUATOR
 from evaluation.published import display_name, lookup, paper_model_name, scorer_kind
 from utils.io import atomic_write_text
 
-# The evaluator (matcher, decomposer, judge) behind every published number.
-PAPER_EVALUATOR = DEFAULT_EVALUATOR
+# The evaluator (matcher, decomposer, judge) behind every published number (§2.3): a fact of
+# the paper, not a setting, so it does not follow config.DEFAULT_EVALUATOR.
+PAPER_EVALUATOR = "gpt-4o-2024-11-20"
 
 CSV_COLUMNS = [
     "model", "paper_model", "setting", "scorer", "evaluator", "matcher", "instance_type",

@@ -17,7 +17,7 @@ from collections import Counter
 
 import yaml
 
-ASSISTANT_SYSTEM_PROMPT = "You are a conversational assistant. Limit your answers to 6 sentences."
+from synthesis.dialogues import ASSISTANT_SYSTEM_PROMPT
 
 _TASKS = ["Writing & editing", "Planning", "Communicating", "Problem solving", "Learning"]
 _FACTOR_TYPES = ["Tool/Technology", "Person/Group", "Location/Place", "Content/Media",
