@@ -54,7 +54,7 @@ def stage_of(req: dict) -> str:
         return "factors"
     if "**Requirements for the User Journey**" in system:
         return "sessions"
-    if "atomic checklist" in system:
+    if "creating an evaluation checklist from the preference" in system:
         return "decompose"
     if "### **Your Persona Profile**" in system:
         return "user_simulator"
@@ -215,8 +215,7 @@ class ScriptedSynthesis:
                                               allow_unicode=True, width=1000))
 
     def answer_decompose(self, req: dict, user: str) -> str:
-        match = re.search(r"#### Preference\s*\n(.*?)\n\s*---", user, flags=re.S)
-        preference = (match.group(1) if match else user).strip()
+        preference = user.split("**Preferences**", 1)[-1].strip()
         words = re.findall(r"[A-Za-z']+", preference)
         half = max(1, len(words) // 2)
         checklist = [f"Does the response satisfy: {' '.join(words[:half])}?",

@@ -100,7 +100,8 @@ def test_full_pipeline_two_personas_six_instances_then_evaluated(fake_server, tm
     assert responder.calls["descriptions"] == 1  # both personas described in one batch
 
     # Every structured stage sends its document's schema (a vLLM server constrains decoding
-    # with it); the assistant simulator answers in free text and sends none.
+    # with it), except the decomposer, whose request is the released harness's (no schema);
+    # the assistant simulator answers in free text and sends none.
     roots = {}
     for req in fake_server.requests:
         response_format = req["body"].get("response_format")
@@ -108,7 +109,7 @@ def test_full_pipeline_two_personas_six_instances_then_evaluated(fake_server, tm
             tuple(response_format["json_schema"]["schema"]["properties"])
         roots.setdefault(stage_of(req), set()).add(root)
     assert roots == {"descriptions": {("personas",)}, "factors": {("context_factors",)},
-                     "sessions": {("scenarios",)}, "decompose": {("checklist",)},
+                     "sessions": {("scenarios",)}, "decompose": {None},
                      "user_simulator": {("evaluation", "score", "end_conversation",
                                          "selected_items", "thinking", "message")},
                      "assistant": {None}}
