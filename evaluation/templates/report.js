@@ -38,7 +38,7 @@
       else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
       else node.setAttribute(k, v === true ? "" : v);
     }
-    for (const kid of kids.flat()) {
+    for (const kid of kids.flat(Infinity)) {
       if (kid === null || kid === undefined || kid === false) continue;
       node.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
     }
@@ -209,7 +209,7 @@
   // ---------------------------------------------------------------- instance page
   function sessionsBox(inst, sessions, setting) {
     if (!inst.sessions) {
-      return el("div", { class: "box" }, el("h2", null, "Prior sessions"),
+      return el("div", { class: "box", id: "sessions" }, el("h2", null, "Prior sessions"),
         el("p", { class: "note" }, "The instance data were not found, so the sessions cannot be shown (relevant positions: " +
           ((inst.relevant || []).join(", ") || "none") + "). Pass --data_dir to the report."));
     }
