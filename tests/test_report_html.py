@@ -212,3 +212,42 @@ def test_report_without_instance_data_still_works(sample, tmp_path, browser):
     browser.wait_for("!!document.querySelector('#panels .panel')")
     assert "not found" in browser.evaluate("document.querySelector('#sessions').innerText")
     assert browser.errors == []
+
+
+# ---------------------------------------------------------------------------------------
+# python -m synthesis.report
+# ---------------------------------------------------------------------------------------
+@needs_chromium
+def test_synthesis_report_shows_personas_dialogues_and_instances(fake_server, tmp_path, browser):
+    from synthesis.pipeline import SynthesisConfig, run_synthesis
+    from synthesis.report import main as synthesis_report
+    from synthesis.scripted import ScriptedSynthesis
+
+    fake_server.responder = ScriptedSynthesis()
+    url = fake_server.openai_base_url
+    out = tmp_path / "synthetic"
+    run_synthesis(SynthesisConfig(output_dir=out, n_personas=2, persona_seeds="bundled", n_workers=4,
+                                  show_progress=False, model=f"vllm:synth@{url}", user_model=f"vllm:user@{url}",
+                                  assistant_model=f"vllm:assistant@{url}", decomposer_model=f"vllm:decomposer@{url}"))
+    assert synthesis_report([str(out)]) == 0
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "<script src" not in html and not re.search(r"""(src|href)=["']https?://""", html)
+    browser.errors.clear()
+    browser.open(out / "report.html")
+    personas = read_json(out / "personas.json")["personas"]
+    assert texts(browser, "section.persona > h2") == [p["persona_id"] for p in personas]
+    assert browser.evaluate("document.querySelectorAll('section.persona table.factors tr').length") == 2 * (8 + 1)
+    assert browser.evaluate("document.querySelectorAll('details.session').length") == 2 * 13
+    assert browser.evaluate("document.querySelectorAll('tr.instance').length") == 6
+    # A dialogue: the simulator's scores and the checklist items it referred to.
+    pid = personas[0]["persona_id"]
+    dialogue = read_json(out / "personas" / pid / "dialogues" / "01.json")
+    browser.evaluate(f"document.querySelector('#{pid} details.session[data-session=\"1\"]').open = true")
+    shown = browser.evaluate(f"document.querySelector('#{pid} details.session[data-session=\"1\"]').innerText")
+    for turn in dialogue["user_turns"]:
+        assert f"Simulator score: {turn['score']}/10" in shown
+        for item in turn["selected_items"]:
+            assert dialogue["checklist"][item - 1] in shown
+    shot(browser, "synthesis")
+    assert browser.errors == []
+    assert synthesis_report([str(tmp_path / "nothing")]) == 1
