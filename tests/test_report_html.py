@@ -4,6 +4,7 @@ saved under tests/artifacts/ (ignored by git); their paths are printed."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -16,7 +17,10 @@ from sample_results import BROKEN, UNSCORABLE, build
 from utils.io import read_json
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-needs_chromium = pytest.mark.skipif(find_chromium() is None, reason="chromium is not installed (.ci/run installs it)")
+# CI (.ci/run) sets CUPID_REQUIRE_BROWSER=1: there a missing browser fails instead of skipping.
+REQUIRED = os.environ.get("CUPID_REQUIRE_BROWSER") == "1"
+needs_chromium = pytest.mark.skipif(find_chromium() is None and not REQUIRED,
+                                    reason="chromium is not installed (.ci/run installs it)")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +39,7 @@ def sample(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    if find_chromium() is None:
+    if find_chromium() is None and not REQUIRED:
         pytest.skip("chromium is not installed (.ci/run installs it)")
     with Browser() as b:
         yield b
