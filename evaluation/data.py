@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import re
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -293,12 +297,44 @@ def _rows_from_hub(dataset: str, split: str) -> Iterator[tuple[Any, str]]:
         from datasets import load_dataset
     except ImportError as exc:  # pragma: no cover - datasets is a requirement
         raise DataValidationError("loading from the Hugging Face hub needs `pip install datasets`") from exc
+    _check_hub_reachable(dataset, split)
+    quiet = [logging.getLogger(n) for n in ("huggingface_hub", "datasets", "fsspec")]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:  # their retry warnings would bury the one line that matters
+        logger.setLevel(logging.ERROR)
     try:
         rows = load_dataset(dataset, split=split)
     except Exception as exc:  # the hub library raises many types; each is a setup error
         raise DataValidationError(f"{dataset}[{split}]: {_hub_error(exc, dataset, split)}") from exc
+    finally:
+        for logger, level in zip(quiet, levels):
+            logger.setLevel(level)
     for number, row in enumerate(rows):
         yield row, f"{dataset}[{split}]: row {number}"
+
+
+def _check_hub_reachable(dataset: str, split: str) -> None:
+    """One short request to the hub, unless it is switched off: an unreachable hub is named
+    at once instead of after the hub library's own minute of retries."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes") or \
+            os.environ.get("HF_DATASETS_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return
+    try:
+        from huggingface_hub import constants
+        endpoint = constants.ENDPOINT
+    except ImportError:  # pragma: no cover - datasets depends on huggingface_hub
+        return
+    try:
+        with urllib.request.urlopen(endpoint, timeout=10):
+            pass
+    except urllib.error.HTTPError:
+        return  # it answered
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise DataValidationError(
+            f"{dataset}[{split}]: the Hugging Face hub at {endpoint} is unreachable ({reason}); "
+            f"connect, pass --data_dir with local files (e.g. data/sample), or set "
+            f"HF_HUB_OFFLINE=1 to use a copy already downloaded") from exc
 
 
 def _hub_error(exc: BaseException, dataset: str, split: str) -> str:

@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     evaluation = Evaluation(model=model, evaluator=evaluator, matcher=matcher, store=store,
                             task=args.task, setting=args.setting, inner_workers=args.n_workers)
     try:
-        store.check()
+        store.read_manifest()
         survey = store.survey(instances, evaluation.is_finished)
         if survey.changed:
             names = ", ".join(i for i, _ in survey.changed[:5])
@@ -288,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{run_dir} holds results of other content for {len(survey.changed)} "
                 f"instance(s) with the same id: {names}{more} (e.g. {survey.changed[0][1]}). "
                 f"Use another --results_dir, or move those files away to evaluate them afresh.")
+        store.check()
     except (RunConflictError, CorruptRunFile, ValueError) as exc:
         evaluation.close()
         error(str(exc))
