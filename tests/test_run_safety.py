@@ -382,3 +382,23 @@ def test_separate_invocations_aggregate_like_one_run(server, tmp_path, plans):
     one, two = results_of(tmp_path / "one"), results_of(tmp_path / "two")
     for key in ("inference", "inference_macro", "generation", "by_instance_type"):
         assert one[key] == two[key], key
+
+
+def test_synthesis_rerun_removes_orphan_temporary_files(tmp_path):
+    from synthesis import run as synthesis_run
+    from synthesis.scripted import ScriptedSynthesis
+    from utils import io
+
+    out = tmp_path / "synth"
+    with FakeLLMServer(responder=ScriptedSynthesis()) as server:
+        url = server.openai_base_url
+        args = ["--output_dir", str(out), "--n_personas", "1", "--persona_seeds", "bundled",
+                "--no_progress", "--model", f"vllm:synth@{url}", "--user_model", f"vllm:user@{url}",
+                "--assistant_model", f"vllm:assistant@{url}", "--decomposer_model", f"vllm:dec@{url}"]
+        assert synthesis_run.main(args) == 0
+        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True).stdout.strip()
+        orphan = next(out.rglob("*.json")).parent / f".x.json.{io._HOST}~{dead}.abc.tmp"
+        orphan.write_text("{")
+        assert synthesis_run.main(args) == 0
+        assert not orphan.exists()
