@@ -37,6 +37,7 @@ class InstanceOutcome:
     generation_score: float | None = None
     failures: list[tuple[str, str]] = field(default_factory=list)
     skip_reason: str | None = None
+    already_done: bool = False  # every step it needs was on disk when its lock was taken
 
 
 def select_sessions(instance: Instance, setting: str) -> tuple[Session, ...]:
@@ -252,6 +253,7 @@ class Evaluation:
     def _evaluate(self, instance: Instance) -> InstanceOutcome:
         outcome = InstanceOutcome(instance.instance_id, instance.instance_type, "done")
         record = self.store.load(instance, self.setting, self.model.name)
+        outcome.already_done = self.is_finished(record.data)
         record.ensure_scorer(self.scorer, self.evaluator.name, self.matcher.name)
         if self.setting == "oracle" and not relevant_positions(instance):
             outcome.status, outcome.skip_reason = "skipped", "no prior session has the current preference"

@@ -365,13 +365,14 @@ def main(argv: list[str] | None = None) -> int:
         evaluation.close()
     wall = round(time.perf_counter() - started, 2)
 
-    ran = [o for i, o in outcomes.items() if o.status != "busy" and i not in set(survey.done)]
+    found_done = set(survey.done) | {i for i, o in outcomes.items() if o.already_done}
+    ran = [o for i, o in outcomes.items() if o.status != "busy" and i not in found_done]
     finished_now = {i for i, o in outcomes.items() if o.status in ("done", "skipped")}
     this_invocation = {
         "task": args.task, "started": started_at, "wall_time_s": wall,
-        "instances": n_selected, "found_done": len(survey.done), "ran": len(ran),
+        "instances": n_selected, "found_done": len(found_done), "ran": len(ran),
         "ran_failed": sum(o.status == "failed" for o in ran),
-        "remaining": n_selected - len(finished_now | set(survey.done)),
+        "remaining": n_selected - len(finished_now | found_done),
         "in_progress_elsewhere": len(busy),
         "interrupted": stop_code == 130,
     }

@@ -286,7 +286,7 @@ class RunStore:
         except (ValueError, UnicodeDecodeError) as exc:
             reason = str(exc).removeprefix(f"{path}: ")
             target = move_aside(path)
-            log.error("%s: %s; moved to %s, the instance is evaluated afresh", path, reason, target)
+            log.warning("%s: %s; moved to %s, the instance is evaluated afresh", path, reason, target)
             return None, (path, target, reason)
         if data.get("instance_id") != instance.instance_id:
             raise RunConflictError(

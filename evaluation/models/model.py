@@ -481,7 +481,7 @@ class Model:
                 retryable, retry_after, reason = classify_error(exc)
                 reason = redact(reason)
                 if _status_code(exc) in (401, 403):
-                    log.error("%s: the server refused the key: %s", self.name, reason)
+                    log.warning("%s: the server refused the key: %s", self.name, reason)
                     raise AuthenticationFailed(
                         f"{self.name}: the server refused the API key ({reason})") from None
                 if not retryable or attempt == self.max_retries:
