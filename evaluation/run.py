@@ -419,4 +419,8 @@ def write_results(store: RunStore, evaluation: Evaluation, args, data_source: st
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # during setup, before any instance started
+        print("\ninterrupted before any work; nothing to resume", file=sys.stderr)
+        sys.exit(130)
