@@ -105,6 +105,21 @@ def shaping_settings(cfg: "SynthesisConfig") -> dict:
     return values
 
 
+# How the release's utils/generation.py sends an OpenAI model's request: single-turn calls
+# (generate: personas, factors, sessions, decomposer) with the system prompt as a
+# "developer" message, chats (generate_chat: the simulators) as a "system" message, both
+# with max_completion_tokens. Other providers' adapters take no such options.
+SINGLE_TURN = {"system_role": "developer", "max_tokens_field": "max_completion_tokens"}
+CHAT = {"system_role": "system", "max_tokens_field": "max_completion_tokens"}
+
+
+def resolve_stage_model(spec: str, openai_wire: dict, **params: Any) -> Model:
+    model = resolve_model(spec, **params)
+    if model.provider == "openai":  # OpenAI's own API, not a vLLM or other compatible server
+        model = resolve_model(spec, **params, **openai_wire)
+    return model
+
+
 class SettingsError(ValueError):
     """Bad options, or options that differ from those the output directory was made with."""
 
@@ -190,11 +205,13 @@ class Synthesis:
             models = {
                 # Each stage passes its own temperature and max_tokens (synthesis/parameters.py);
                 # the decomposer step uses the model's, so they are set here.
-                "synthesizer": resolve_model(cfg.model, cache=self.cache),
-                "user_simulator": resolve_model(cfg.user_model, cache=self.cache),
-                "assistant_simulator": resolve_model(cfg.assistant_model, cache=self.cache),
-                "decomposer": resolve_model(cfg.decomposer_model, cache=self.cache,
-                                            **STAGE_PARAMS["preference_decomposer"]),
+                "synthesizer": resolve_stage_model(cfg.model, SINGLE_TURN, cache=self.cache),
+                "user_simulator": resolve_stage_model(cfg.user_model, CHAT, cache=self.cache),
+                "assistant_simulator": resolve_stage_model(cfg.assistant_model, CHAT,
+                                                           cache=self.cache),
+                "decomposer": resolve_stage_model(cfg.decomposer_model, SINGLE_TURN,
+                                                  cache=self.cache,
+                                                  **STAGE_PARAMS["preference_decomposer"]),
             }
         self.models = models
         self._lock = threading.Lock()

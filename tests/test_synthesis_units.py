@@ -79,7 +79,7 @@ RELEASE_PROMPTS = ["persona_generator", "context_factors_generator", "sessions_g
 def test_synthesis_prompts_are_the_releases_verbatim(name):
     prompt = load_prompt(f"synthesis/{name}")
     assert prompt.source == f"kixlab/CUPID@a8560ca prompts/synthesis/{name}.yaml (MIT)"
-    assert prompt.str_format
+    assert prompt.style == "format"
     original = release_file(f"prompts/synthesis/{name}.yaml")
     if original is not None:
         data = yaml.safe_load(original)

@@ -2,9 +2,9 @@
 
 Templates hold literal JSON braces, so ``str.format`` cannot fill them; ``Prompt.render``
 replaces only ``{name}`` placeholders that the template declares under ``variables``.
-A template copied from a harness that fills it with ``str.format`` (``{{``/``}}`` for
-braces) says ``placeholders: str.format`` and is rendered the same way, so that its text
-stays verbatim. ``user_prompt`` may be absent (a chat whose messages are the conversation).
+A file reproduced from the released harness says ``template: format``: its prompts are
+Python format strings, filled with ``str.format`` as the release fills them (``{{`` and
+``}}`` are literal braces).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class Prompt:
     variables: tuple[str, ...]
     source: str
     version: str  # content hash, stored with results so prompt changes are never mixed
-    str_format: bool = False  # ``placeholders: str.format``: {{ and }} are literal braces
+    style: str = "placeholders"  # or "format" (``template: format``)
 
     def render(self, **values: object) -> tuple[str, str]:
         missing = [v for v in self.variables if v not in values]
@@ -38,9 +38,10 @@ class Prompt:
         if unknown:
             raise KeyError(f"prompt {self.name!r} has no variable {', '.join(unknown)}")
 
+        if self.style == "format":
+            return self.system_prompt.format(**values), self.user_prompt.format(**values)
+
         def fill(template: str) -> str:
-            if self.str_format:
-                return template.format(**values)
             return _PLACEHOLDER.sub(
                 lambda m: str(values[m.group(1)]) if m.group(1) in self.variables else m.group(0),
                 template)
@@ -58,21 +59,20 @@ def load_prompt(name: str) -> Prompt:
     data = yaml.safe_load(text)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping with system_prompt and user_prompt")
-    data.setdefault("user_prompt", "")
     for field in ("system_prompt", "user_prompt"):
         if not isinstance(data.get(field), str):
             raise ValueError(f"{path}: field {field!r} must be a string")
-    str_format = data.get("placeholders") == "str.format"
-    if not str_format and data.get("placeholders") is not None:
-        raise ValueError(f"{path}: 'placeholders' must be 'str.format' when given")
+    style = data.get("template", "placeholders")
+    if style not in ("placeholders", "format"):
+        raise ValueError(f"{path}: template must be placeholders or format, got {style!r}")
     variables = tuple(data.get("variables") or ())
     for field in ("system_prompt", "user_prompt"):
-        scanned = data[field].replace("{{", "").replace("}}", "") if str_format else data[field]
-        for found in _PLACEHOLDER.findall(scanned):
+        text_of_field = data[field].replace("{{", "").replace("}}", "") if style == "format" else data[field]
+        for found in _PLACEHOLDER.findall(text_of_field):
             if found not in variables and found.islower() and found.replace("_", "").isalpha():
                 # A lower-case {word} that is not declared is most likely a forgotten variable.
                 raise ValueError(f"{path}: placeholder {{{found}}} in {field} is not listed "
                                  f"under 'variables'")
     return Prompt(name=name, system_prompt=data["system_prompt"], user_prompt=data["user_prompt"],
                   variables=variables, source=str(data.get("source", "")),
-                  version=hashlib.sha256(text.encode("utf-8")).hexdigest()[:12], str_format=str_format)
+                  version=hashlib.sha256(text.encode("utf-8")).hexdigest()[:12], style=style)
