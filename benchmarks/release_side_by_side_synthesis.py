@@ -13,8 +13,10 @@ extracted with ``git archive`` into a temporary directory and driven in its own 
 through its own modules (PersonaTemplateSampler, PersonaGenerator, then
 ``synthesize_data`` per persona, which runs its context-factor, session, decomposer and
 interaction modules); its Together client (hard-wired to Together's host) is pointed at the
-loopback server. Ours runs as ``python -m synthesis.run``. Both use a Together-hosted model
-name for ``--model``, so that both go through OpenAI-style chat requests with ``max_tokens``.
+loopback server. Ours runs as ``python -m synthesis.run``. ``--model`` is a Together-hosted
+name by default; a ``gpt-*`` name goes to OpenAI's API on both sides (OPENAI_BASE_URL is the
+loopback server, which lists the name, as the release asks for OpenAI's model list at import).
+The assistant simulator is the release's fixed Together model on both sides.
 
 What is compared: per stage, the multiset of requests as (model, system prompt, messages,
 temperature, max_tokens); the count of identical whole JSON bodies is printed too.
@@ -103,6 +105,7 @@ def main() -> int:
     parser.add_argument("--n_factors", type=int, default=8)
     parser.add_argument("--n_sessions", type=int, default=13)
     parser.add_argument("--max_turns", type=int, default=4)
+    parser.add_argument("--model", default=MODEL, help="--model of both sides")
     parser.add_argument("--dump", default=None, help="write both sides' requests to this JSON file")
     args = parser.parse_args()
     sizes = [str(args.n_personas), str(args.n_factors), str(args.n_sessions), str(args.max_turns)]
@@ -117,7 +120,10 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
         env.update(TOGETHER_API_KEY="loopback", TOGETHER_BASE_URL=server.openai_base_url,
                    PYTHONPATH=str(release_dir))
-        done = subprocess.run([sys.executable, "-c", DRIVER, str(BUNDLED_SEEDS_FILE), MODEL,
+        if args.model.startswith("gpt-"):
+            server.models = [args.model]
+            env.update(OPENAI_API_KEY="loopback", OPENAI_BASE_URL=server.openai_base_url)
+        done = subprocess.run([sys.executable, "-c", DRIVER, str(BUNDLED_SEEDS_FILE), args.model,
                                server.openai_base_url, str(tmp / "release_out"), *sizes],
                               cwd=release_dir, env=env, capture_output=True, text=True)
         if done.returncode != 0:
@@ -125,7 +131,7 @@ def main() -> int:
             return 2
         release = server.requests
         env["PYTHONPATH"] = str(ROOT)
-        done = subprocess.run([sys.executable, "-m", "synthesis.run", "--model", MODEL,
+        done = subprocess.run([sys.executable, "-m", "synthesis.run", "--model", args.model,
                                "--output_dir", str(tmp / "ours_out"), "--persona_seeds",
                                str(BUNDLED_SEEDS_FILE), "--n_personas", sizes[0],
                                "--n_factors", sizes[1], "--n_sessions", sizes[2],
@@ -136,8 +142,10 @@ def main() -> int:
             return 2
         ours = server.requests[len(release):]
         if args.dump:
-            Path(args.dump).write_text(json.dumps({"release": release, "ours": ours}, indent=1))
-    print(f"release kixlab/CUPID@{RELEASE_COMMIT} vs ours, --model {MODEL}, "
+            Path(args.dump).write_text(json.dumps(
+                {"release": release, "ours": ours}, indent=1,
+                default=lambda o: o.decode("utf-8", "replace") if isinstance(o, bytes) else str(o)))
+    print(f"release kixlab/CUPID@{RELEASE_COMMIT} vs ours, --model {args.model}, "
           f"{args.n_personas} personas, --max_turns {args.max_turns}")
     return 0 if compare(release, ours) else 1
 
