@@ -16,18 +16,20 @@ import time
 from pathlib import Path
 
 import config
-from evaluation.data import DataValidationError, InstanceSource
-from evaluation.models.model import ModelConfigurationError, ModelError, ResponseCache, resolve_model
+from evaluation.data import DATASET_PRIOR_SESSIONS, DataValidationError, InstanceSource
+from evaluation.models.model import (ModelConfigurationError, ModelError, ResponseCache, check_models,
+                                     resolve_model)
 from evaluation.pipeline import TASKS, Evaluation, InstanceOutcome, RunningScores, aggregate
 from evaluation.steps import PROMPTS, prompt_version
 from evaluation.store import SETTINGS, RunConflictError, RunStore, run_dir_for
+from utils.cli import Parser, generation_params, non_negative_int, positive_float, positive_int
 from utils.executor import iter_with_progress
 
 log = logging.getLogger("cupid.evaluation")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m evaluation.run",
         description="Evaluate a model on CUPID: infer the user's contextual preference from "
                     "prior sessions (precision/recall/F1) and/or answer the request (judge score 1-10).",
@@ -60,12 +62,26 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--data", help="one data file: .jsonl, .json or .parquet in the dataset's schema")
     source.add_argument("--dataset", default=config.HF_DATASET, help="Hugging Face dataset name")
     source.add_argument("--split", default=config.HF_SPLIT, help="dataset split")
-    source.add_argument("--limit", type=int, help="evaluate only the first N instances")
-    p.add_argument("--n_workers", type=int, default=4, help="instances evaluated at once (threads)")
-    p.add_argument("--timeout", type=float, default=config.REQUEST_TIMEOUT,
+    source.add_argument("--limit", type=positive_int,
+                        help="evaluate only the first N instances (every row is still validated)")
+    p.add_argument("--n_workers", type=positive_int, default=4, help="instances evaluated at once (threads)")
+    p.add_argument("--timeout", type=positive_float, default=config.REQUEST_TIMEOUT,
                    help="seconds one request may take before it is retried")
-    p.add_argument("--max_retries", type=int, default=config.MAX_RETRIES,
-                   help="retries of a request after 429/5xx/timeouts/connection errors")
+    p.add_argument("--max_retries", type=non_negative_int, default=config.MAX_RETRIES,
+                   help="retries of a request after 429/5xx/timeouts/connection errors (0: none)")
+    gen = p.add_argument_group(
+        "generation overrides (the run is then not the benchmark's default: its directory and "
+        "scorer are named after them, e.g. results/M[temperature=0.2]/, and run.json records them)")
+    gen.add_argument("--seed", type=non_negative_int, default=None,
+                     help="sent with every request of every role to providers that take a seed "
+                          "(OpenAI, Together, Google, vLLM, the embedded model; not Anthropic)")
+    gen.add_argument("--model_args", type=generation_params, default=None, metavar="K=V,...",
+                     help="the evaluated model's temperature, max_tokens or seed, replacing what "
+                          "each step asks for, e.g. temperature=0.2,max_tokens=1024")
+    gen.add_argument("--evaluator_args", type=generation_params, default=None, metavar="K=V,...",
+                     help="the same for the evaluator (decompose, match, judge)")
+    gen.add_argument("--matcher_args", type=generation_params, default=None, metavar="K=V,...",
+                     help="the same for PrefMatcher (with --use_matcher)")
     p.add_argument("--no_cache", action="store_true",
                    help="do not keep LLM answers in RESULTS_DIR/.llm_cache.sqlite (the cache lets a "
                         "rerun replay calls that finished, and lets settings share identical calls)")
@@ -125,6 +141,15 @@ def print_summary(results: dict, path: Path, out=None) -> None:
     print(f"results: {path}", file=out)
 
 
+def role_overrides(args: argparse.Namespace) -> dict[str, dict]:
+    """Each role's generation overrides: --seed for every role, then the role's own
+    --*_args (which win). Empty when the user chose none: the benchmark's parameters."""
+    seed = {} if args.seed is None else {"seed": args.seed}
+    return {"evaluated": {**seed, **(args.model_args or {})},
+            "evaluator": {**seed, **(args.evaluator_args or {})},
+            "matcher": {**seed, **(args.matcher_args or {})}}
+
+
 def recorded_usage(store: RunStore) -> dict:
     """Tokens of every finished step in the run directory, summed per model that ran it:
     the run's cost so far, across resumed invocations."""
@@ -156,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.setting == "oracle_preference" and args.task != "generation":
         print("error: --setting oracle_preference applies to --task generation only", file=sys.stderr)
         return 2
-    if args.n_workers < 1:
-        print("error: --n_workers must be at least 1", file=sys.stderr)
+    if args.matcher_args and not args.use_matcher:
+        print("error: --matcher_args needs --use_matcher", file=sys.stderr)
         return 2
 
     # 1. Data, validated in full before any model is touched.
@@ -172,19 +197,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: bad data: {exc}", file=sys.stderr)
         return 2
     data_source = instances.name
+    for warning in instances.warnings:
+        print(f"warning: {data_source}: {warning} (the dataset's instances have "
+              f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)", file=sys.stderr)
+        log.warning("%s: %s", data_source, warning)
 
     # 2. Models, checked before any work (missing keys, unreachable servers).
     cache = None if args.no_cache else ResponseCache(Path(args.results_dir) / ".llm_cache.sqlite")
     common = {"timeout": args.timeout, "max_retries": args.max_retries, "cache": cache}
+    overrides = role_overrides(args)
     try:
-        model = resolve_model(args.model, role="evaluated", **common)
-        evaluator = resolve_model(args.evaluator, role="evaluator", **common)
+        model = resolve_model(args.model, role="evaluated", overrides=overrides["evaluated"], **common)
+        evaluator = resolve_model(args.evaluator, role="evaluator", overrides=overrides["evaluator"],
+                                  **common)
         matcher = None
         if args.use_matcher:
             matcher = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{args.matcher_url}",
-                                    role="matcher", **common)
-        for m in filter(None, (model, evaluator, matcher)):
-            m.check()
+                                    role="matcher", overrides=overrides["matcher"], **common)
+        check_models([model, evaluator, matcher])
     except ModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -198,9 +228,13 @@ def main(argv: list[str] | None = None) -> int:
                 for k in keys] + ["summarize"]
     if args.setting == "oracle_preference":
         keys = [{"generate": "generate_oracle_preference"}.get(k, k) for k in keys]
-    run_dir = run_dir_for(args.results_dir, model.name, args.setting)
-    manifest = {"model": model.name, "setting": args.setting, "data_source": data_source,
+    # A run with generation overrides is another run: its own directory, named by its label.
+    run_dir = run_dir_for(args.results_dir, model.label, args.setting)
+    manifest = {"model": model.label, "setting": args.setting, "data_source": data_source,
                 "prompt_versions": {PROMPTS[k]: prompt_version(k) for k in keys}}
+    if model.overrides:
+        manifest["model_name"] = model.name
+        manifest["generation_overrides"] = dict(model.overrides)
     try:
         store = RunStore(run_dir, manifest).open()
     except (RunConflictError, ValueError) as exc:
@@ -248,8 +282,9 @@ def main(argv: list[str] | None = None) -> int:
         "recorded": recorded_usage(store),
     }
     results["settings"] = {
-        "model": model.name, "setting": args.setting, "task": args.task,
-        "evaluator": evaluator.name, "matcher": (matcher or evaluator).name,
+        "model": model.label, "setting": args.setting, "task": args.task,
+        "evaluator": evaluator.label, "matcher": (matcher or evaluator).label,
+        "generation_overrides": {role: params for role, params in overrides.items() if params},
         "scorer": evaluation.scorer, "data_source": data_source,
         "prompt_versions": manifest["prompt_versions"],
         "wall_time_s": round(time.perf_counter() - started, 2),

@@ -375,9 +375,11 @@ def test_resume_after_kill_repeats_no_finished_call(tmp_path):
 
 def test_cli_defaults_match_the_original():
     args = cli.build_parser().parse_args([])
-    assert (args.output_dir, args.model, args.n_personas, args.n_factors, args.n_sessions,
+    models = cli.role_models(args)
+    assert (args.output_dir, models["model"], args.n_personas, args.n_factors, args.n_sessions,
             args.max_turns, args.n_workers) == ("synthetic_data", "claude-3-5-sonnet-20241022",
                                                 4, 8, 13, 16, 1)
-    assert args.user_model == "gpt-4o-2024-11-20"
-    assert args.assistant_model == "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo"
+    assert models["user_model"] == "gpt-4o-2024-11-20"
+    assert models["assistant_model"] == "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo"
+    assert models["decomposer_model"] == "gpt-4o-2024-11-20"
     assert args.persona_seeds is None  # PersonaHub by default
