@@ -141,6 +141,16 @@ def print_summary(results: dict, path: Path, out=None) -> None:
     print(f"results: {path}", file=out)
 
 
+def bundled_path(path: str | None) -> str | None:
+    """A relative data path that does not exist here but names a file shipped with the
+    project (``data/sample``) resolves to the installed copy, so the README's commands work
+    from any directory."""
+    if path is None or Path(path).is_absolute() or Path(path).exists():
+        return path
+    shipped = config.ROOT / path
+    return str(shipped) if shipped.exists() else path
+
+
 def role_overrides(args: argparse.Namespace) -> dict[str, dict]:
     """Each role's generation overrides: --seed for every role, then the role's own
     --*_args (which win). Empty when the user chose none: the benchmark's parameters."""
@@ -189,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.data and args.data_dir:
             raise DataValidationError("give --data or --data_dir, not both")
-        data_path = args.data or args.data_dir
+        data_path = bundled_path(args.data or args.data_dir)
         instances = InstanceSource(data_path=data_path, dataset=None if data_path else args.dataset,
                                    split=args.split, limit=args.limit)
         instances.validate()
