@@ -34,8 +34,9 @@ def _save(plt, fig, path: Path) -> None:
 
 
 def _pad(limits: tuple[float, float], share: float = 0.04) -> tuple[float, float]:
+    """The range with a margin; more above, where a top point's n label sits."""
     span = limits[1] - limits[0]
-    return limits[0] - share * span, limits[1] + share * span
+    return limits[0] - share * span, limits[1] + 2.5 * share * span
 
 
 def _corr_text(corr: Any) -> str:
