@@ -3,12 +3,7 @@ flag errors (exit 2, one line), and the ``key=value,...`` generation parameters.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Callable, NoReturn
-
-# Generation parameters a user may set per role; every adapter translates them.
-GENERATION_PARAMS: dict[str, Callable[[str], object]] = {}
-
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on stderr, exit status 2."""
@@ -43,11 +38,13 @@ def _temperature(text: str) -> float:
     return _number(float, text, lambda v: 0 <= v <= 2, "a temperature between 0 and 2")
 
 
-GENERATION_PARAMS.update({
+# Generation parameters a user may set per role (the Request fields every adapter
+# translates; evaluation/models/model.py OVERRIDABLE), each with its parser.
+GENERATION_PARAMS: dict[str, Callable[[str], object]] = {
     "temperature": _temperature,
     "max_tokens": positive_int,
     "seed": non_negative_int,
-})
+}
 
 
 def generation_params(text: str) -> dict:
@@ -69,9 +66,3 @@ def generation_params(text: str) -> dict:
     if not params:
         raise argparse.ArgumentTypeError("expected at least one key=value pair")
     return params
-
-
-def fail(message: str, code: int = 2) -> int:
-    """Print ``error: message`` on one line and return the exit status."""
-    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
-    return code
