@@ -6,7 +6,7 @@ the figures (P/R/F1 bars, Figures 3, 4, 5 and 9).
 
 Reads every directory under RESULTS_DIR holding a run.json (grouped by the model and
 setting it names), recomputes every number from the per-instance files, and writes
-report.md, report.csv and PNG figures to --output (default RESULTS_DIR).
+report.md, report.csv, PNG figures and report.html to --output (default RESULTS_DIR).
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from evaluation.published import display_name, lookup, paper_model_name, scorer_
 from evaluation.figures import plotter as _plotter
 from evaluation.figures import pyplot as _pyplot
 from evaluation.report_gaps import Gap, find_gaps, gaps_markdown
+from evaluation.report_html import write_html_report
 from utils.io import atomic_write_text
 
 # The evaluator (matcher, decomposer, judge) behind every published number (§2.3): a fact of
@@ -734,6 +735,7 @@ class ReportFiles:
     markdown: Path
     csv: Path
     figures: list[Path]
+    analysis: Analysis | None = None
     gaps: list[Gap] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
 
@@ -836,7 +838,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
     md_path, csv_path = output / "report.md", output / "report.csv"
     atomic_write_text(csv_path, render_csv(an.csv_rows()))
     atomic_write_text(md_path, "\n".join(md).rstrip() + "\n")
-    return ReportFiles(md_path, csv_path, written, gaps, an.ignored)
+    return ReportFiles(md_path, csv_path, written, an, gaps, an.ignored)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -853,6 +855,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="fewest instances behind a figure's bin or point before it is merged "
                              f"(Figure 9) or drawn hollow (default {DEFAULT_MIN_BIN_SIZE})")
     parser.add_argument("--no_figures", action="store_true", help="write report.md and report.csv only")
+    parser.add_argument("--no_html", action="store_true", help="do not write report.html")
+    parser.add_argument("--data_dir", "--data", dest="data", action="append", default=None,
+                        help="the instances the runs evaluated, for report.html's sessions and ground "
+                             "truth (default: each run.json's data_source)")
     args = parser.parse_args(argv)
     if args.n_bootstrap < 1:
         parser.error("--n_bootstrap must be at least 1")
@@ -866,6 +872,9 @@ def main(argv: list[str] | None = None) -> int:
         files = build_report(args.results_dir, args.output, n_bootstrap=args.n_bootstrap, seed=args.seed,
                              n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
                              figures=not args.no_figures)
+        html = None if args.no_html else write_html_report(
+            args.results_dir, files.markdown.parent, runs=files.analysis.runs,
+            model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -873,6 +882,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {files.csv}")
     for path in files.figures:
         print(f"wrote {path}")
+    if html is not None:
+        print(f"wrote {html}")
     for note in files.ignored:
         print(f"note: {note}")
     if files.gaps:

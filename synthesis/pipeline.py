@@ -527,7 +527,7 @@ class Synthesis:
         """Fail fast on a missing key or an unreachable server, before any work; every
         missing key is named in one message."""
         unique = {id(model): model for model in self.models.values()}
-        check_models(list(unique.values()))
+        check_models(list(unique.values()), probe=False)
 
     def run(self) -> dict:
         started = time.perf_counter()

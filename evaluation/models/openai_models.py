@@ -163,6 +163,9 @@ class OpenAICompatibleModel(OpenAIModel):
             }
         return params
 
+    def probe(self) -> None:
+        """check() already asked the server for its models."""
+
     def check(self) -> None:
         """GET {base}/models: the server must be up before any work starts."""
         url = f"{self.resolved_base_url()}/models"
