@@ -282,7 +282,6 @@ def main(argv: list[str] | None = None) -> int:
     for warning in instances.warnings:
         print(f"warning: {data_source}: {warning} (the dataset's instances have "
               f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)", file=sys.stderr)
-        log.warning("%s: %s", data_source, warning)
 
     # 2. Models, each endpoint reached once before any work (missing keys, unreachable
     #    servers, refused keys). Nothing is written before this passes.
