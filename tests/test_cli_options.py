@@ -19,6 +19,18 @@ from synthesis import run as synthesis_run
 from tests.fixtures_results import build_results_dir
 
 
+@pytest.fixture(autouse=True)
+def restore_logging():
+    """synthesis.run.main installs a root handler on the (captured) stderr; later tests must
+    not log into that closed stream."""
+    import logging
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
 @pytest.fixture
 def rows():
     plans = two_instance_plans()
