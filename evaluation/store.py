@@ -36,9 +36,20 @@ LOCKS_DIR = ".locks"
 RUN_LOCK = ".run.lock"
 
 
-def _is_reserved(file_name: str) -> bool:
+def is_reserved_file(file_name: str) -> bool:
     """run.json, results.json and results.<scorer>.json are not instance files."""
     return file_name in RESERVED or file_name.startswith("results.")
+
+
+def is_results_file(file_name: str) -> bool:
+    """results.json and results.<scorer>.json: a run's aggregates."""
+    return file_name.endswith(".json") and (file_name == RESULTS or file_name.startswith("results."))
+
+
+def is_instance_file(path: Path) -> bool:
+    """A per-instance file of a run directory: a .json file that is neither reserved nor hidden
+    (a hidden file is an atomic write in progress)."""
+    return path.suffix == ".json" and not path.name.startswith(".") and not is_reserved_file(path.name)
 
 
 class RunConflictError(RuntimeError):
@@ -63,7 +74,7 @@ def instance_file_name(instance_id: str) -> str:
     of the original to any other, so distinct ids give distinct names; an id whose name
     would be reserved gets a '+' in front, a character no safe name contains."""
     name = f"{safe_name(instance_id)}.json"
-    return f"+{name}" if _is_reserved(name) else name
+    return f"+{name}" if is_reserved_file(name) else name
 
 
 def move_aside(path: Path) -> Path:
@@ -350,7 +361,7 @@ class RunStore:
         return InstanceRecord(path, data)
 
     def instance_files(self) -> list[Path]:
-        return [p for p in sorted(self.run_dir.glob("*.json")) if not _is_reserved(p.name)]
+        return [p for p in sorted(self.run_dir.glob("*.json")) if is_instance_file(p)]
 
     def iter_records(self) -> Iterator[dict]:
         """Every readable instance file of the directory (another process's included); a file

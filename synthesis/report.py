@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evaluation.html_page import esc, page
+from utils.html_page import esc, page
 from utils.io import atomic_write_text, read_json
 
 ROLE_TITLES = {"A": "A (current factor, original preference)", "A'": "A' (current factor, changed preference)",

@@ -1,4 +1,4 @@
-"""Statistics of evaluation.analysis: bootstrap, paired bootstrap, correlation, binning,
+"""Statistics of evaluation.report (statistics.py, results.py): bootstrap, paired bootstrap, correlation, binning,
 and reading run directories."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from evaluation import analysis as A
+from evaluation.report import results
+from evaluation.report import statistics as A
 from evaluation.metrics import InferenceCounts, macro_inference, micro_inference
 from tests.fixtures_results import GPT4O, M, S, build_results_dir
 
@@ -265,7 +266,7 @@ def results_dir(tmp_path):
 
 
 def test_load_runs_groups_by_model_and_setting(results_dir):
-    runs = A.load_runs(results_dir)
+    runs = results.load_runs(results_dir)
     keys = {r.key for r in runs}
     assert (GPT4O, "default") in keys and (GPT4O, "oracle_preference") in keys
     assert len(runs) == 6
@@ -281,12 +282,12 @@ def test_load_runs_groups_by_model_and_setting(results_dir):
 
 
 def test_outcomes_count_failed_and_missing(results_dir):
-    run = next(r for r in A.load_runs(results_dir) if r.key == (GPT4O, "default"))
-    inf = A.outcome(run, S, "inference")
+    run = next(r for r in results.load_runs(results_dir) if r.key == (GPT4O, "default"))
+    inf = results.outcome(run, S, "inference")
     assert inf.n == 7
     assert inf.failed == {"p3__consistent": ("infer", "ModelCallFailed: 500")}
     assert inf.missing == ["p3__changing"]
-    gen = A.outcome(run, S, "generation")
+    gen = results.outcome(run, S, "generation")
     assert gen.n == 8 and list(gen.failed) == ["p3__changing"] and gen.missing == []
     assert gen.failed_by_step() == {"generate": 1}
     assert gen.values["p1__changing"] == 10.0
@@ -300,7 +301,7 @@ def test_unreadable_and_foreign_files_are_warned_about(results_dir):
     run_dir = results_dir / "claude-3-7-sonnet-20250219"
     (run_dir / "p1__consistent.json").write_text("{ truncated", encoding="utf-8")
     (run_dir / "notes.json").write_text(json.dumps({"hello": 1}), encoding="utf-8")
-    run = next(r for r in A.load_runs(results_dir) if r.model == "claude-3-7-sonnet-20250219")
+    run = next(r for r in results.load_runs(results_dir) if r.model == "claude-3-7-sonnet-20250219")
     assert len(run.instances) == 8
     assert any("p1__consistent.json" in w and "unreadable" in w for w in run.warnings)
     assert any("notes.json" in w for w in run.warnings)
@@ -312,9 +313,9 @@ def test_malformed_result_counts_as_failed(results_dir):
     data["evaluations"][S]["generation"] = {"score": "high"}
     del data["evaluations"][S]["inference"]["n_true"]
     path.write_text(json.dumps(data))
-    run = next(r for r in A.load_runs(results_dir) if r.model == "claude-3-7-sonnet-20250219")
-    assert A.outcome(run, S, "inference").failed["p1__consistent"][0] == "inference result"
-    assert A.outcome(run, S, "generation").failed["p1__consistent"][0] == "generation result"
+    run = next(r for r in results.load_runs(results_dir) if r.model == "claude-3-7-sonnet-20250219")
+    assert results.outcome(run, S, "inference").failed["p1__consistent"][0] == "inference result"
+    assert results.outcome(run, S, "generation").failed["p1__consistent"][0] == "generation result"
 
 
 def test_runs_of_the_same_model_and_setting_merge(tmp_path):
@@ -324,7 +325,7 @@ def test_runs_of_the_same_model_and_setting_merge(tmp_path):
     write_run(tmp_path / "b", "m", "default",
               [instance_file("m", "default", "p2", "consistent", s_counts=(2, 2, 2, 2), score=9),
                instance_file("m", "default", "p1", "consistent", s_counts=(0, 2, 0, 2), score=1)])
-    runs = A.load_runs(tmp_path)
+    runs = results.load_runs(tmp_path)
     assert len(runs) == 1 and len(runs[0].directories) == 2
     assert sorted(runs[0].instances) == ["p1__consistent", "p2__consistent"]
     assert runs[0].instances["p1__consistent"]["evaluations"][S]["generation"]["score"] == 5
@@ -332,17 +333,11 @@ def test_runs_of_the_same_model_and_setting_merge(tmp_path):
     assert first.name == "m"
 
 
-def test_choose_scorer_prefers_the_evaluator_scorer(results_dir):
-    run = next(r for r in A.load_runs(results_dir) if r.key == (GPT4O, "default"))
-    assert A.choose_scorer(run, "inference") == S
-    assert A.choose_scorer(run, "generation") == S
-
-
 def test_oracle_instance_without_relevant_session_is_skipped(results_dir):
-    run = next(r for r in A.load_runs(results_dir) if r.key == (GPT4O, "oracle"))
-    inf = A.outcome(run, S, "inference")
+    run = next(r for r in results.load_runs(results_dir) if r.key == (GPT4O, "oracle"))
+    inf = results.outcome(run, S, "inference")
     assert inf.skipped == ["p3__contrastive"] and inf.missing == [] and inf.failed == {}
     assert (inf.n, inf.n_applicable) == (8, 8)
     # In the default setting the same kind of instance is simply missing until evaluated.
-    default = next(r for r in A.load_runs(results_dir) if r.key == (GPT4O, "default"))
-    assert A.outcome(default, S, "inference").skipped == []
+    default = next(r for r in results.load_runs(results_dir) if r.key == (GPT4O, "default"))
+    assert results.outcome(default, S, "inference").skipped == []

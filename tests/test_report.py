@@ -1,5 +1,5 @@
 """`python -m evaluation.report` on the fixture results directory of tests/fixtures_results.py,
-and the paper's published numbers (evaluation/published.py, data/published/*.json).
+and the paper's published numbers (evaluation/report/published.py, data/published/*.json).
 
 Expected numbers, by hand from the fixture (counts = matched-inferred, |inferred|,
 matched-truth, |truth|):
@@ -29,8 +29,9 @@ import struct
 
 import pytest
 
-from evaluation import published as P
+from evaluation.report import published as P
 from evaluation import report as R
+from evaluation.report import build as report_build
 from tests.fixtures_results import CLAUDE, GPT4O, M, R1, S, build_results_dir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -251,7 +252,7 @@ def test_figures_skipped_without_matplotlib(tmp_path, monkeypatch):
 
     def no_matplotlib():
         raise ImportError("No module named 'matplotlib'")
-    monkeypatch.setattr(R, "_pyplot", no_matplotlib)
+    monkeypatch.setattr(report_build, "pyplot", no_matplotlib)
     files = R.build_report(results, tmp_path / "out", n_bootstrap=20)
     assert files.figures == []
     assert "figures not drawn: matplotlib is not installed" in files.markdown.read_text()

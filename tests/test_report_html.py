@@ -12,7 +12,7 @@ import pytest
 
 from browser import Browser, find_chromium
 from evaluation import report as R
-from evaluation.html_page import markdown_to_html
+from utils.html_page import markdown_to_html
 from sample_results import BROKEN, UNSCORABLE, build
 from utils.io import read_json
 

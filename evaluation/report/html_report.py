@@ -19,10 +19,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from evaluation import analysis as A
+from evaluation.report.results import Run, history_of, load_runs, setting_order
 from evaluation.data import DataValidationError, Instance, InstanceSource
-from evaluation.html_page import chunk_element, esc, markdown_to_html, page, script_json
-from evaluation.published import display_name
+from utils.html_page import chunk_element, esc, markdown_to_html, page, script_json
+from evaluation.report.published import display_name
 
 STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage", "finished_at")
 ROUND = 4
@@ -31,7 +31,7 @@ ROUND = 4
 # =======================================================================================
 # Instance data (sessions, request, ground truth)
 # =======================================================================================
-def _source_specs(runs: list[A.Run], data_paths: Iterable[str | Path] | None,
+def _source_specs(runs: list[Run], data_paths: Iterable[str | Path] | None,
                   results_dir: Path) -> tuple[list[dict], list[str]]:
     """Where to read instances from: the paths given, else each run's manifest."""
     if data_paths:
@@ -59,7 +59,7 @@ def _source_specs(runs: list[A.Run], data_paths: Iterable[str | Path] | None,
     return specs, notes
 
 
-def load_instance_data(runs: list[A.Run], results_dir: Path,
+def load_instance_data(runs: list[Run], results_dir: Path,
                        data_paths: Iterable[str | Path] | None = None) -> tuple[dict[str, Instance], list[str]]:
     wanted = {i for run in runs for i in run.instances}
     specs, notes = _source_specs(runs, data_paths, results_dir)
@@ -140,10 +140,10 @@ def instance_detail(data: dict) -> dict:
 class Payload:
     """The index, the shared sessions and one detail chunk per run."""
 
-    def __init__(self, runs: list[A.Run], model_order: list[str], labels: dict[str, str],
+    def __init__(self, runs: list[Run], model_order: list[str], labels: dict[str, str],
                  instance_data: dict[str, Instance]):
         order = {m: k for k, m in enumerate(model_order)}
-        self.runs = sorted(runs, key=lambda r: (order.get(r.model, len(order)), A._setting_order(r.setting)))
+        self.runs = sorted(runs, key=lambda r: (order.get(r.model, len(order)), setting_order(r.setting)))
         self.scorers = sorted({s for r in self.runs for s in r.scorers}, key=lambda s: ("+" in s, s))
         self.labels = labels
         self.data = instance_data
@@ -168,7 +168,7 @@ class Payload:
     def _instance(self, instance_id: str, data: dict) -> int:
         if instance_id in self._instance_index:
             return self._instance_index[instance_id]
-        history = A.history_of(data)
+        history = history_of(data)
         entry: dict[str, Any] = {"id": instance_id, "persona": data.get("persona_id"),
                                  "type": data.get("instance_type") or "unknown",
                                  "relevant": history.get("relevant_positions"),
@@ -294,13 +294,13 @@ def render(payload: Payload, report_md: str, figure_dir: Path, notes: list[str],
     return page(title, body, scripts=("report.js",))
 
 
-def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: list[A.Run] | None = None,
+def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: list[Run] | None = None,
                       model_order: list[str] | None = None, labels: dict[str, str] | None = None,
                       data_paths: Iterable[str | Path] | None = None) -> Path:
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in
     ``output_dir`` and the run directories under ``results_dir``."""
     results_dir, output_dir = Path(results_dir), Path(output_dir)
-    runs = runs if runs is not None else A.load_runs(results_dir)
+    runs = runs if runs is not None else load_runs(results_dir)
     if not runs:
         raise FileNotFoundError(f"{results_dir}: no run directories (no run.json found)")
     models = model_order or sorted({r.model for r in runs})

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import config
-from evaluation import analysis as A
+from evaluation.report.results import Run
 
 # Figure 5 draws a correlation; fewer points give no r (analysis.pearson).
 MIN_MODELS_FOR_CORRELATION = 3
@@ -62,7 +62,7 @@ def _data_flags(data_source: str | None) -> list[str]:
     return ["--data", data_source] if path.is_file() else ["--data_dir", data_source]
 
 
-def run_spec(run: A.Run, evaluator: str | None) -> RunSpec:
+def run_spec(run: Run, evaluator: str | None) -> RunSpec:
     manifest = run.manifests[0] if run.manifests else {}
     model = str(manifest.get("model_name") or run.model)
     overrides = manifest.get("generation_overrides") or {}

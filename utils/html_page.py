@@ -1,6 +1,6 @@
 """Building blocks of the self-contained HTML reports (evaluation and synthesis).
 
-A page is one file: its styles and scripts come from ``evaluation/templates/`` and are
+A page is one file: its styles and scripts come from ``utils/templates/`` and are
 inlined, figures become data URIs, and bulky data travels as gzip-compressed, base64
 chunks inside ``<script type="application/octet-stream">`` elements that the page's script
 decodes (``DecompressionStream``) only when a view needs them. Nothing is fetched.

@@ -1,4 +1,4 @@
-"""The report's PNG figures (matplotlib, Agg), drawn from report.FigureData payloads.
+"""The report's PNG figures (matplotlib, Agg), drawn from figure_data.FigureData payloads.
 
 Rules every figure keeps, so that a reader can trust it at a glance:
 * fixed, honest axes: F1 and P/R from 0 to 100 %, the judge score from 1 to 10, whatever

@@ -1,0 +1,18 @@
+"""The report over a results directory (python -m evaluation.report RESULTS_DIR).
+
+    results.py      the run directories read by store.py's file rules; per-instance outcomes
+    statistics.py   bootstrap intervals, paired differences, correlation, binning
+    analysis.py     the computation shared by tables, CSV and figures (class Analysis)
+    format.py       numbers, intervals and tables as text
+    tables.py       the markdown tables in the paper's layouts
+    figure_data.py  what each figure shows;  figures.py  drawing it (matplotlib)
+    gaps.py         what the results cannot show yet, and the command that would make it
+    published.py    the paper's published numbers
+    build.py        report.md and report.csv;  html_report.py  report.html
+    cli.py          the command line
+"""
+from evaluation.report.build import ReportFiles, build_report
+from evaluation.report.cli import main
+from evaluation.report.format import CSV_COLUMNS
+
+__all__ = ["CSV_COLUMNS", "ReportFiles", "build_report", "main"]

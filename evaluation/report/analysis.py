@@ -1,0 +1,187 @@
+"""Everything the report computes from a results directory: the runs, their outcomes per
+scorer and task, and one cell (estimates with intervals) per run, scorer and instance type,
+cached so that the tables, the CSV and the figures share one computation."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluation.data import INSTANCE_TYPES
+from evaluation.metrics import micro_inference
+from evaluation.report import statistics as S
+from evaluation.report.format import DEFAULT_MIN_BIN_SIZE
+from evaluation.report.published import PAPER_MODELS, display_name, lookup, paper_model_name, scorer_kind
+from evaluation.report.results import Outcome, Run, load_runs, outcome
+
+
+@dataclass
+class Cell:
+    """One (run, scorer, instance type): everything the tables and the CSV show."""
+    run: Run
+    scorer: str
+    group: str
+    instance_files: int
+    inference: Outcome | None = None
+    micro: dict[str, S.Estimate] = field(default_factory=dict)
+    macro: dict[str, S.Estimate] = field(default_factory=dict)
+    pooled: dict | None = None
+    generation: Outcome | None = None
+    score: S.Estimate | None = None
+
+
+class Analysis:
+    """Everything computed from a results directory, with outcome caches."""
+
+    def __init__(self, results_dir: str | Path, n_bootstrap: int = S.DEFAULT_N_BOOTSTRAP,
+                 seed: int = 0, n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE):
+        self.results_dir = Path(results_dir)
+        self.n_bootstrap = n_bootstrap
+        self.seed = seed
+        self.n_length_bins = n_length_bins
+        self.min_bin_size = min_bin_size
+        self.ignored: list[str] = []   # directories with a run.json that are not evaluation runs
+        self.runs = load_runs(self.results_dir, self.ignored)
+        self._outcomes: dict[tuple, Outcome] = {}
+        self._cells: dict[tuple, Cell] = {}
+        self.labels = self._labels()
+
+    # --- basics ------------------------------------------------------------------------
+    def _labels(self) -> dict[str, str]:
+        models = sorted({run.model for run in self.runs})
+        names = {m: display_name(m) for m in models}
+        counts = Counter(names.values())
+        return {m: (names[m] if counts[names[m]] == 1 else m) for m in models}
+
+    def label(self, model: str) -> str:
+        return self.labels.get(model, model)
+
+    def models(self) -> list[str]:
+        """Models in the paper's row order (known ones first), then by name."""
+        def order(model: str):
+            paper = paper_model_name(model)
+            return (0, PAPER_MODELS.index(paper), model) if paper else (1, 0, model)
+        return sorted({run.model for run in self.runs}, key=order)
+
+    def run(self, model: str, setting: str) -> Run | None:
+        for run in self.runs:
+            if run.model == model and run.setting == setting:
+                return run
+        return None
+
+    def outcome(self, run: Run, scorer: str, task: str) -> Outcome:
+        key = (run.key, scorer, task)
+        if key not in self._outcomes:
+            self._outcomes[key] = outcome(run, scorer, task)
+        return self._outcomes[key]
+
+    def groups(self, run: Run) -> list[str]:
+        present = {run.instance_type(i) for i in run.ids()}
+        extra = sorted(present - set(INSTANCE_TYPES))
+        return ["all"] + [t for t in INSTANCE_TYPES if t in present] + extra
+
+    def boot(self, items, metric: str) -> S.Estimate:
+        return S.bootstrap(items, metric, n_bootstrap=self.n_bootstrap, seed=self.seed)
+
+    def cell(self, run: Run, scorer: str, group: str) -> Cell:
+        key = (run.key, scorer, group)
+        if key in self._cells:
+            return self._cells[key]
+        ids = run.ids(group)
+        cell = Cell(run, scorer, group, len(ids))
+        if run.has_task("inference", scorer):
+            out = self.outcome(run, scorer, "inference").restrict(ids)
+            counts = [out.values[i] for i in sorted(out.values)]
+            cell.inference = out
+            cell.micro = S.bootstrap_inference(counts, "micro", n_bootstrap=self.n_bootstrap, seed=self.seed)
+            cell.macro = S.bootstrap_inference(counts, "macro", n_bootstrap=self.n_bootstrap, seed=self.seed)
+            cell.pooled = micro_inference(counts)
+        if run.has_task("generation", scorer):
+            out = self.outcome(run, scorer, "generation").restrict(ids)
+            cell.generation = out
+            cell.score = self.boot([out.values[i] for i in sorted(out.values)], "mean")
+        self._cells[key] = cell
+        return cell
+
+    # --- scorers -----------------------------------------------------------------------
+    def scorer_parts(self, scorer: str) -> tuple[str, str]:
+        for run in self.runs:
+            for data in run.instances.values():
+                entry = (data.get("evaluations") or {}).get(scorer)
+                if isinstance(entry, dict) and entry.get("evaluator"):
+                    return str(entry["evaluator"]), str(entry.get("matcher") or entry["evaluator"])
+        evaluator, _, matcher = scorer.partition("+")
+        return evaluator, matcher or evaluator
+
+    def scorers(self, task: str) -> list[str]:
+        found = {s for run in self.runs for s in run.scorers if run.has_task(task, s)}
+        return sorted(found, key=lambda s: ("+" in s, s))
+
+    def primary_scorer(self, task: str) -> str | None:
+        """The plain (evaluator-matched) scorer most runs have; model-level figures use it."""
+        counts = Counter(s for run in self.runs for s in run.scorers
+                         if run.has_task(task, s) and "+" not in s)
+        if not counts:
+            counts = Counter(s for run in self.runs for s in run.scorers if run.has_task(task, s))
+        if not counts:
+            return None
+        return sorted(counts, key=lambda s: (-counts[s], s))[0]
+
+    def matcher_pairs(self) -> list[tuple[str, str]]:
+        """(evaluator scorer, evaluator+matcher scorer) pairs found in the same runs."""
+        pairs = set()
+        for run in self.runs:
+            names = set(run.scorers)
+            for scorer in names:
+                base = scorer.partition("+")[0]
+                if "+" in scorer and base in names:
+                    pairs.add((base, scorer))
+        return sorted(pairs)
+
+    # --- CSV rows ----------------------------------------------------------------------
+    def csv_rows(self) -> list[dict]:
+        rows = []
+        for model in self.models():
+            for run in [r for r in self.runs if r.model == model]:
+                for scorer in (run.scorers or ["(none)"]):
+                    evaluator, matcher = self.scorer_parts(scorer)
+                    for group in self.groups(run):
+                        rows.append(self._csv_row(run, scorer, evaluator, matcher, group))
+        return rows
+
+    def _csv_row(self, run: Run, scorer: str, evaluator: str, matcher: str, group: str) -> dict:
+        cell = self.cell(run, scorer, group)
+        paper = paper_model_name(run.model)
+        row: dict[str, Any] = {
+            "model": run.model, "paper_model": paper, "setting": run.setting, "scorer": scorer,
+            "evaluator": evaluator, "matcher": matcher, "instance_type": group,
+            "instance_files": cell.instance_files, "n_bootstrap": self.n_bootstrap, "seed": self.seed,
+            "run_dirs": ";".join(str(d) for d in run.directories),
+        }
+        if cell.inference is not None:
+            row.update(inference_evaluated=cell.inference.n, inference_failed=len(cell.inference.failed),
+                       inference_missing=len(cell.inference.missing),
+                       inference_skipped=len(cell.inference.skipped))
+            for name in S.INFERENCE_METRICS:
+                for prefix, ests in (("", cell.micro), ("macro_", cell.macro)):
+                    est = ests[name]
+                    row[f"{prefix}{name}"], row[f"{prefix}{name}_low"], row[f"{prefix}{name}_high"] = \
+                        est.value, est.low, est.high
+            for key in ("n_predicted_matched", "n_predicted", "n_true_matched", "n_true"):
+                row[key] = cell.pooled[key]
+            published = lookup(paper, "inference", run.setting, group, scorer_kind(scorer, matcher))
+            if published:
+                row["paper_table_inference"] = published["table"]
+                for name in S.INFERENCE_METRICS:
+                    row[f"paper_{name}"] = published["values"][name] / 100
+        if cell.generation is not None:
+            row.update(generation_evaluated=cell.generation.n, generation_failed=len(cell.generation.failed),
+                       generation_missing=len(cell.generation.missing),
+                       generation_skipped=len(cell.generation.skipped),
+                       score=cell.score.value, score_low=cell.score.low, score_high=cell.score.high)
+            published = lookup(paper, "generation", run.setting, group, "gpt-4o")
+            if published:
+                row["paper_table_generation"] = published["table"]
+                row["paper_score"] = published["values"]["score"]
+        return row

@@ -1,0 +1,121 @@
+"""report.md, report.csv and the PNG figures of a results directory, assembled from the
+tables and figure data."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from evaluation.report.analysis import Analysis
+from evaluation.report.figure_data import (inference_generation_data, length_data, matcher_data,
+                                           position_data, prf_bars_data)
+from evaluation.report.figures import plotter, pyplot
+from evaluation.report.format import (DEFAULT_MIN_BIN_SIZE, PAPER_EVALUATOR, md_table, render_csv)
+from evaluation.report.gaps import Gap, find_gaps, gaps_markdown
+from evaluation.report.published import paper_model_name, scorer_kind
+from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
+from evaluation.report.tables import (coverage_section, differences_section, generation_table,
+                                      inference_table)
+from utils.io import atomic_write_text
+
+
+@dataclass
+class ReportFiles:
+    markdown: Path
+    csv: Path
+    figures: list[Path]
+    analysis: Analysis | None = None
+    gaps: list[Gap] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+
+def build_report(results_dir: str | Path, output_dir: str | Path | None = None, *,
+                 n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int = 0,
+                 n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE,
+                 figures: bool = True) -> ReportFiles:
+    results_dir = Path(results_dir)
+    output = Path(output_dir) if output_dir is not None else results_dir
+    an = Analysis(results_dir, n_bootstrap=n_bootstrap, seed=seed, n_length_bins=n_length_bins,
+                  min_bin_size=min_bin_size)
+    if not an.runs:
+        notes = f" ({'; '.join(an.ignored)})" if an.ignored else ""
+        raise FileNotFoundError(f"{results_dir}: no evaluation run directories (no run.json of an "
+                                f"evaluation run found){notes}")
+    gaps = find_gaps(an, results_dir)
+    output.mkdir(parents=True, exist_ok=True)
+
+    md = ["# CUPID evaluation report", "",
+          f"Results: `{results_dir}` · generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+          "",
+          f"All numbers are recomputed from the per-instance files. Inference P/R/F1 are percentages; "
+          f"**micro** pools the match sums and checklist sizes over instances (as the released "
+          f"results.json), **macro** averages per-instance scores (the paper's §2.3 formula). Brackets "
+          f"are 95% percentile bootstrap intervals over instances ({n_bootstrap} resamples, seed {seed}). "
+          f"`n` = evaluated instances / instances that apply (see Coverage). Rows `↳ paper` hold the published numbers "
+          f"(only for the exact model versions of the paper's Table 8; the paper used 756 instances and "
+          f"{PAPER_EVALUATOR} as evaluator; the label says so when ours differs). The paper reports its inference "
+          f"numbers \"averaged across all instances\" without saying micro or macro, so its row stands under both.", ""]
+
+    md += ["## Runs", ""]
+    md.append(md_table(["Model", "Paper name", "Setting", "Instance files", "Scorers", "Tasks", "Directory"],
+                        [[r.model, paper_model_name(r.model) or "—", r.setting, str(len(r.instances)),
+                          ", ".join(f"`{s}`" for s in r.scorers) or "—", ", ".join(sorted(r.tasks)) or "—",
+                          "; ".join(str(d.relative_to(results_dir)) if d != results_dir else "."
+                                    for d in r.directories)]
+                         for m in an.models() for r in an.runs if r.model == m]))
+    md += ["", coverage_section(an), "", gaps_markdown(gaps, an.ignored), ""]
+
+    md += ["## Inference", ""]
+    for scorer in an.scorers("inference"):
+        _, matcher = an.scorer_parts(scorer)
+        kind = scorer_kind(scorer, matcher)
+        main = "Table 11" if kind == "prefmatcher" else "Table 1"
+        for layout, title in (("main", f"{main} layout"), ("summary", "Table 9 layout (summary setting)")):
+            if layout == "summary" and "+" in scorer:
+                title = "Summary setting"
+            for avg in ("micro", "macro"):
+                table = inference_table(an, scorer, layout, avg)
+                if table:
+                    md += [f"### {title} — scorer `{scorer}`, {avg}", "", table, ""]
+    md += ["## Generation", ""]
+    gen_scorers = an.scorers("generation")
+    for scorer in gen_scorers:
+        if "+" in scorer and scorer.partition("+")[0] in gen_scorers:
+            continue  # the same judge as the evaluator's own scorer
+        for layout, title in (("main", "Table 3 layout"), ("summary", "Table 10 layout (summary setting)")):
+            table = generation_table(an, scorer, layout)
+            if table:
+                md += [f"### {title} — judge `{scorer}`", "", table, ""]
+
+    md += [differences_section(an), ""]
+
+    figure_data = [prf_bars_data(an), position_data(an), length_data(an), *matcher_data(an),
+                   inference_generation_data(an)]
+    written: list[Path] = []
+    plot_error = None
+    if figures:
+        try:
+            pyplot()
+        except ImportError as exc:
+            plot_error = f"figures not drawn: matplotlib is not installed ({exc})"
+    md += ["## Figures", ""]
+    if plot_error:
+        md += [plot_error, ""]
+    for data in figure_data:
+        md += [f"### {data.title}", ""]
+        if data.skipped:
+            md += [f"Not drawn: {data.skipped}.", ""]
+            continue
+        if figures and not plot_error:
+            path = output / f"{data.name}.png"
+            plotter(data.name)(data, path)
+            written.append(path)
+            md += [f"![{data.title}]({path.name})", ""]
+        md += [data.caption, ""]
+        if data.table:
+            md += [data.table, ""]
+
+    md_path, csv_path = output / "report.md", output / "report.csv"
+    atomic_write_text(csv_path, render_csv(an.csv_rows()))
+    atomic_write_text(md_path, "\n".join(md).rstrip() + "\n")
+    return ReportFiles(md_path, csv_path, written, an, gaps, an.ignored)

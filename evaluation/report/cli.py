@@ -1,0 +1,72 @@
+"""Report over a results directory: tables in the paper's layout with bootstrap CIs,
+paired differences, failure counts, the paper's published numbers next to ours, and
+the figures (P/R/F1 bars, Figures 3, 4, 5 and 9).
+
+    python -m evaluation.report RESULTS_DIR [--output DIR] [--n_bootstrap 1000] [--seed 0]
+
+Reads every directory under RESULTS_DIR holding a run.json (grouped by the model and
+setting it names), recomputes every number from the per-instance files, and writes
+report.md, report.csv, PNG figures and report.html to --output (default RESULTS_DIR).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from evaluation.report.build import build_report
+from evaluation.report.format import DEFAULT_MIN_BIN_SIZE
+from evaluation.report.html_report import write_html_report
+from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evaluation.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("results_dir", help="a results directory (searched recursively for run.json)")
+    parser.add_argument("--output", default=None, help="where to write report.md, report.csv and the "
+                                                       "figures (default: RESULTS_DIR)")
+    parser.add_argument("--n_bootstrap", type=int, default=DEFAULT_N_BOOTSTRAP,
+                        help="bootstrap resamples for the confidence intervals (default 1000)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    parser.add_argument("--n_length_bins", type=int, default=5,
+                        help="equal-size bins of history length for Figure 9 (default 5)")
+    parser.add_argument("--min_bin_size", type=int, default=DEFAULT_MIN_BIN_SIZE,
+                        help="fewest instances behind a figure's bin or point before it is merged "
+                             f"(Figure 9) or drawn hollow (default {DEFAULT_MIN_BIN_SIZE})")
+    parser.add_argument("--no_figures", action="store_true", help="write report.md and report.csv only")
+    parser.add_argument("--no_html", action="store_true", help="do not write report.html")
+    parser.add_argument("--data_dir", "--data", dest="data", action="append", default=None,
+                        help="the instances the runs evaluated, for report.html's sessions and ground "
+                             "truth (default: each run.json's data_source)")
+    args = parser.parse_args(argv)
+    if args.n_bootstrap < 1:
+        parser.error("--n_bootstrap must be at least 1")
+    if args.n_length_bins < 1:
+        parser.error("--n_length_bins must be at least 1")
+    if args.min_bin_size < 1:
+        parser.error("--min_bin_size must be at least 1")
+    if not Path(args.results_dir).is_dir():
+        parser.error(f"{args.results_dir}: not a directory")
+    try:
+        files = build_report(args.results_dir, args.output, n_bootstrap=args.n_bootstrap, seed=args.seed,
+                             n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
+                             figures=not args.no_figures)
+        html = None if args.no_html else write_html_report(
+            args.results_dir, files.markdown.parent, runs=files.analysis.runs,
+            model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {files.markdown}")
+    print(f"wrote {files.csv}")
+    for path in files.figures:
+        print(f"wrote {path}")
+    if html is not None:
+        print(f"wrote {html}")
+    for note in files.ignored:
+        print(f"note: {note}")
+    if files.gaps:
+        print(f"\nNot in this report ({len(files.gaps)}; see report.md, \"What this report cannot show yet\"):")
+        for gap in files.gaps:
+            print("\n".join(gap.lines()))
+    return 0

@@ -1,0 +1,297 @@
+"""Reading a results directory for the report (docs/results_format.md): the runs, merged
+by (model, setting), and each task's per-instance outcome under each scorer.
+
+Every per-instance number is recomputed from the instance files (the `inference` counts and
+`generation.score` of each scorer), never read from results.json, so a partial run can be
+analysed: instances whose steps failed or have not run yet are counted and left out. Which
+file is an instance file and what a manifest is are store.py's rules, not restated here.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable
+
+from evaluation.metrics import InferenceCounts
+from evaluation.store import MANIFEST, SETTINGS, is_instance_file, is_results_file
+from utils.io import read_json
+
+# Which steps each task's result depends on: (instance-level steps, scorer-level steps).
+TASK_STEPS = {
+    "inference": (("summarize", "infer"), ("decompose", "match_precision", "match_recall")),
+    "generation": (("summarize", "generate"), ("judge",)),
+}
+
+
+@dataclass
+class Run:
+    """All instance files of one (model, setting), possibly from several run directories.
+    ``scorers`` and ``tasks`` are computed once, when first asked (after loading)."""
+    model: str
+    setting: str
+    directories: list[Path] = field(default_factory=list)
+    manifests: list[dict] = field(default_factory=list)
+    results: list[dict] = field(default_factory=list)      # results.json files, if any
+    instances: dict[str, dict] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    _judged: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.model, self.setting
+
+    def instance_type(self, instance_id: str) -> str:
+        return str(self.instances[instance_id].get("instance_type") or "unknown")
+
+    def ids(self, instance_type: str | None = None) -> list[str]:
+        return sorted(i for i in self.instances
+                      if instance_type in (None, "all") or self.instance_type(i) == instance_type)
+
+    @cached_property
+    def scorers(self) -> list[str]:
+        found: dict[str, None] = {}
+        for data in self.instances.values():
+            for scorer in (data.get("evaluations") or {}):
+                found[scorer] = None
+        for results in self.results:
+            scorer = (results.get("settings") or {}).get("scorer")
+            if scorer:
+                found[scorer] = None
+        return sorted(found)
+
+    @property
+    def expected_instances(self) -> int | None:
+        """How many instances results.json says the run has (None without results.json)."""
+        totals = [(r.get("counts") or {}).get("instances") for r in self.results]
+        totals = [t for t in totals if isinstance(t, int)]
+        return max(totals) if totals else None
+
+    @cached_property
+    def tasks(self) -> set[str]:
+        """The tasks this run performed: from its steps, or results.json's settings.task."""
+        tasks: set[str] = set()
+        for data in self.instances.values():
+            steps = data.get("steps") or {}
+            if "infer" in steps:
+                tasks.add("inference")
+            if "generate" in steps:
+                tasks.add("generation")
+            for evaluation in (data.get("evaluations") or {}).values():
+                if not isinstance(evaluation, dict):
+                    continue
+                if evaluation.get("inference") is not None:
+                    tasks.add("inference")
+                if evaluation.get("generation") is not None:
+                    tasks.add("generation")
+        for results in self.results:
+            task = (results.get("settings") or {}).get("task")
+            if task in ("inference", "generation"):
+                tasks.add(task)
+            elif task == "both":
+                tasks.update(("inference", "generation"))
+        return tasks
+
+    def has_task(self, task: str, scorer: str) -> bool:
+        """Whether to report ``task`` under ``scorer``. A matcher scorer
+        ("<evaluator>+<matcher>") reports generation only when it holds judge results."""
+        if task not in self.tasks:
+            return False
+        if task == "generation" and "+" in scorer:
+            if scorer not in self._judged:
+                self._judged[scorer] = any(_scorer_has(data, scorer, "generation")
+                                           for data in self.instances.values())
+            return self._judged[scorer]
+        return True
+
+
+def _scorer_has(data: dict, scorer: str, task: str) -> bool:
+    evaluation = (data.get("evaluations") or {}).get(scorer)
+    if not isinstance(evaluation, dict):
+        return False
+    if evaluation.get(task) is not None:
+        return True
+    return any(step in (evaluation.get("steps") or {}) for step in TASK_STEPS[task][1])
+
+
+def find_run_dirs(root: str | Path) -> list[Path]:
+    """Every directory under ``root`` (itself included) that holds a run.json."""
+    root = Path(root)
+    return sorted(p.parent for p in root.rglob(MANIFEST) if p.is_file())
+
+
+def not_a_run(manifest: Any) -> str | None:
+    """Why a run.json is not an evaluation run's manifest, or None when it is one."""
+    if not isinstance(manifest, dict):
+        return "its run.json is not an object"
+    if isinstance(manifest.get("settings"), dict) and "model" not in manifest:
+        return "a synthesis output (its run.json holds synthesis settings)"
+    if not isinstance(manifest.get("model"), str) or not manifest["model"]:
+        return "its run.json names no model"
+    return None
+
+
+def load_runs(root: str | Path, ignored: list[str] | None = None) -> list[Run]:
+    """Read every run directory under ``root``; runs of the same (model, setting) merge.
+
+    Unreadable or foreign files are skipped with a warning on the run, never silently; a
+    directory whose run.json is not an evaluation run's (a synthesis output, say) is left
+    out with a note appended to ``ignored``.
+    """
+    runs: dict[tuple[str, str], Run] = {}
+    ignored = [] if ignored is None else ignored
+    for directory in find_run_dirs(root):
+        try:
+            manifest = read_json(directory / MANIFEST)
+        except (OSError, ValueError) as exc:
+            ignored.append(f"{directory}: left out, its run.json cannot be read ({exc})")
+            continue
+        reason = not_a_run(manifest)
+        if reason:
+            ignored.append(f"{directory}: left out, not an evaluation run: {reason}")
+            continue
+        model = str(manifest["model"])
+        setting = str(manifest.get("setting") or "default")
+        run = runs.setdefault((model, setting), Run(model, setting))
+        run.directories.append(directory)
+        run.manifests.append(manifest)
+        for path in sorted(directory.iterdir()):
+            if not path.is_file():
+                continue
+            if is_results_file(path.name):
+                # Aggregates are never used for numbers; only their settings and counts.
+                try:
+                    results = read_json(path)
+                    if isinstance(results, dict):
+                        run.results.append(results)
+                except (OSError, ValueError) as exc:
+                    run.warnings.append(f"{path}: unreadable ({exc}); not used")
+                continue
+            if not is_instance_file(path):
+                continue
+            try:
+                data = read_json(path)
+            except (OSError, ValueError) as exc:
+                run.warnings.append(f"{path}: unreadable, left out ({exc})")
+                continue
+            if not isinstance(data, dict) or not data.get("instance_id"):
+                run.warnings.append(f"{path}: not an instance file (no instance_id), left out")
+                continue
+            instance_id = str(data["instance_id"])
+            if instance_id in run.instances:
+                run.warnings.append(f"{path}: instance {instance_id} already read from another "
+                                    f"directory of the same model and setting; this copy is left out")
+                continue
+            run.instances[instance_id] = data
+    return sorted(runs.values(), key=lambda r: (r.model, setting_order(r.setting)))
+
+
+def setting_order(setting: str) -> tuple[int, str]:
+    return (SETTINGS.index(setting) if setting in SETTINGS else len(SETTINGS), setting)
+
+
+# =======================================================================================
+# Per-instance outcomes
+# =======================================================================================
+@dataclass
+class Outcome:
+    """One task under one scorer in one run: the usable per-instance values, and the
+    instances left out (failed: the first failed step and its error; missing: not done yet;
+    skipped: the setting does not apply, i.e. oracle with no relevant prior session)."""
+    values: dict[str, Any] = field(default_factory=dict)
+    failed: dict[str, tuple[str, str]] = field(default_factory=dict)   # id -> (step, error)
+    missing: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def n_applicable(self) -> int:
+        """Instances the task applies to: evaluated + failed + missing (not skipped)."""
+        return len(self.values) + len(self.failed) + len(self.missing)
+
+    def failed_by_step(self) -> Counter:
+        return Counter(step for step, _ in self.failed.values())
+
+    def errors(self) -> Counter:
+        """(step, error text) -> how many instances."""
+        return Counter(self.failed.values())
+
+    def restrict(self, ids: Iterable[str]) -> "Outcome":
+        ids = set(ids)
+        return Outcome({k: v for k, v in self.values.items() if k in ids},
+                       {k: v for k, v in self.failed.items() if k in ids},
+                       [k for k in self.missing if k in ids],
+                       [k for k in self.skipped if k in ids])
+
+
+def _first_failed_step(data: dict, scorer: str, task: str) -> tuple[str, str] | None:
+    instance_steps, scorer_steps = TASK_STEPS[task]
+    steps = data.get("steps") or {}
+    evaluation = (data.get("evaluations") or {}).get(scorer)
+    scorer_step_data = (evaluation.get("steps") or {}) if isinstance(evaluation, dict) else {}
+    for name in instance_steps:
+        step = steps.get(name)
+        if isinstance(step, dict) and step.get("status") == "failed":
+            return name, str(step.get("error") or "")
+    for name in scorer_steps:
+        step = scorer_step_data.get(name)
+        if isinstance(step, dict) and step.get("status") == "failed":
+            return name, str(step.get("error") or "")
+    return None
+
+
+def _inference_value(evaluation: dict) -> InferenceCounts | None:
+    data = evaluation.get("inference")
+    if data is None:
+        return None
+    return InferenceCounts.from_dict(data)
+
+
+def _generation_value(evaluation: dict) -> float | None:
+    data = evaluation.get("generation")
+    if data is None:
+        return None
+    score = data.get("score") if isinstance(data, dict) else None
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or math.isnan(float(score)):
+        raise ValueError(f"generation.score is {score!r}, not a number")
+    return float(score)
+
+
+def outcome(run: Run, scorer: str, task: str) -> Outcome:
+    """Per-instance values of ``task`` ("inference": InferenceCounts, "generation": judge
+    score) under ``scorer``, and which instances are left out and why."""
+    if task not in TASK_STEPS:
+        raise ValueError(f"unknown task {task!r}")
+    read = _inference_value if task == "inference" else _generation_value
+    result = Outcome()
+    for instance_id in run.ids():
+        data = run.instances[instance_id]
+        evaluation = (data.get("evaluations") or {}).get(scorer)
+        value = None
+        if isinstance(evaluation, dict):
+            try:
+                value = read(evaluation)
+            except (KeyError, TypeError, ValueError) as exc:
+                result.failed[instance_id] = (f"{task} result", f"malformed: {exc}")
+                continue
+        if value is not None:
+            result.values[instance_id] = value
+            continue
+        failure = _first_failed_step(data, scorer, task)
+        if failure:
+            result.failed[instance_id] = failure
+        elif run.setting == "oracle" and history_of(data).get("relevant_positions") == []:
+            result.skipped.append(instance_id)
+        else:
+            result.missing.append(instance_id)
+    return result
+
+
+def history_of(data: dict) -> dict:
+    history = data.get("history")
+    return history if isinstance(history, dict) else {}

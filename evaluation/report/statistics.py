@@ -1,0 +1,321 @@
+"""Statistics over per-instance results: bootstrap CIs, paired bootstrap, Pearson
+correlation, binning (Figures 3 and 9).
+
+Bootstrap: resample instances with replacement (numpy, seeded) and recompute the statistic
+on each resample; the 95% interval is the 2.5th-97.5th percentile of the resampled values.
+A resample is held as a vector of draw counts over instances, so the pooled (micro)
+metrics are ratios of weighted sums and a paired comparison applies the same weights to
+both sides, matched by instance_id.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Hashable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from evaluation.metrics import InferenceCounts, f1_score
+
+DEFAULT_N_BOOTSTRAP = 1000
+DEFAULT_CONFIDENCE = 0.95
+
+INFERENCE_METRICS = ("precision", "recall", "f1")
+
+
+# =======================================================================================
+# Estimates
+# =======================================================================================
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its bootstrap interval over ``n`` instances."""
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int
+
+    @property
+    def width(self) -> float | None:
+        return None if self.low is None or self.high is None else self.high - self.low
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "low": self.low, "high": self.high, "n": self.n}
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """statistic(a) - statistic(b) on the instances both have, with a paired bootstrap CI.
+
+    ``p_value`` is the two-sided bootstrap p-value of "no difference": twice the share of
+    resamples on the far side of zero (capped at 1); 0 means fewer than 1 in n_bootstrap.
+    """
+    difference: float | None
+    low: float | None
+    high: float | None
+    p_value: float | None
+    n: int
+    value_a: float | None
+    value_b: float | None
+
+    def as_dict(self) -> dict:
+        return {"difference": self.difference, "low": self.low, "high": self.high,
+                "p_value": self.p_value, "n": self.n, "value_a": self.value_a, "value_b": self.value_b}
+
+
+# =======================================================================================
+# Statistics as functions of weighted sums
+# =======================================================================================
+def instance_prf(counts: InferenceCounts) -> tuple[float, float, float]:
+    """One instance's precision, recall and F1, with the convention of
+    ``metrics.macro_inference``: an empty checklist scores 0 rather than being skipped."""
+    precision = counts.precision if counts.precision is not None else 0.0
+    recall = counts.recall if counts.recall is not None else 0.0
+    return precision, recall, f1_score(precision, recall) or 0.0
+
+
+def _safe_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def _f1(precision: np.ndarray, recall: np.ndarray) -> np.ndarray:
+    total = precision + recall
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f1 = np.where(total > 0, 2 * precision * recall / np.where(total > 0, total, 1), 0.0)
+    return np.where(np.isnan(precision) | np.isnan(recall), np.nan, f1)
+
+
+def _micro_from_sums(sums: np.ndarray) -> dict[str, np.ndarray]:
+    """sums[..., :] = (Σ n_predicted_matched, Σ n_predicted, Σ n_true_matched, Σ n_true)."""
+    precision = _safe_ratio(sums[..., 0], sums[..., 1])
+    recall = _safe_ratio(sums[..., 2], sums[..., 3])
+    return {"precision": precision, "recall": recall, "f1": _f1(precision, recall)}
+
+
+def _counts_matrix(counts: Sequence[InferenceCounts]) -> np.ndarray:
+    return np.array([[c.n_predicted_matched, c.n_predicted, c.n_true_matched, c.n_true]
+                     for c in counts], dtype=float).reshape(len(counts), 4)
+
+
+def _prf_matrix(counts: Sequence[InferenceCounts]) -> np.ndarray:
+    return np.array([instance_prf(c) for c in counts], dtype=float).reshape(len(counts), 3)
+
+
+# Each metric: (how to turn the per-instance items into a data matrix, how to turn the
+# weighted column sums (and the number of instances) into the statistic).
+def _metric_spec(metric: str):
+    if metric == "mean":
+        return (lambda items: np.asarray(items, dtype=float).reshape(len(items), 1),
+                lambda sums, n: sums[..., 0] / n)
+    kind, _, name = metric.partition("_")
+    if name not in INFERENCE_METRICS or kind not in ("micro", "macro"):
+        raise ValueError(f"unknown metric {metric!r}: use 'mean', 'micro_<p|r|f1>' or 'macro_<p|r|f1>'")
+    if kind == "micro":
+        return _counts_matrix, lambda sums, n: _micro_from_sums(sums)[name]
+    column = INFERENCE_METRICS.index(name)
+    return _prf_matrix, lambda sums, n: sums[..., column] / n
+
+
+def bootstrap_weights(n: int, n_bootstrap: int, seed: int | None) -> np.ndarray:
+    """(n_bootstrap, n) resampling counts: row b says how often each of the n instances is
+    drawn in resample b (n draws with replacement). Same (n, n_bootstrap, seed), same
+    weights, so every statistic over the same instances shares its resamples."""
+    if n_bootstrap < 1:
+        raise ValueError("n_bootstrap must be at least 1")
+    if n < 1:
+        raise ValueError("n must be at least 1")
+    if seed is None:
+        return _draw_weights(n, n_bootstrap, None)
+    return _cached_weights(n, n_bootstrap, seed)
+
+
+def _draw_weights(n: int, n_bootstrap: int, seed: int | None) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n, size=(n_bootstrap, n))
+    offsets = (np.arange(n_bootstrap) * n)[:, None]
+    weights = np.bincount((draws + offsets).ravel(), minlength=n_bootstrap * n)
+    return weights.reshape(n_bootstrap, n).astype(float)
+
+
+@lru_cache(maxsize=8)
+def _cached_weights(n: int, n_bootstrap: int, seed: int) -> np.ndarray:
+    weights = _draw_weights(n, n_bootstrap, seed)
+    weights.setflags(write=False)
+    return weights
+
+
+def _percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+    finite = samples[np.isfinite(samples)]
+    if finite.size == 0:
+        return None, None
+    tail = (1.0 - confidence) / 2 * 100
+    low, high = np.percentile(finite, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _as_float(value: Any) -> float | None:
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def _bootstrap_many(items: Sequence[Any], metrics: Sequence[str], n_bootstrap: int, seed: int | None,
+                    confidence: float) -> dict[str, Estimate]:
+    """Several statistics of the same data matrix from one set of resampled sums."""
+    specs = [_metric_spec(m) for m in metrics]
+    n = len(items)
+    if n == 0:
+        return {m: Estimate(None, None, None, 0) for m in metrics}
+    data = specs[0][0](list(items))
+    totals = data.sum(axis=0)
+    resampled = bootstrap_weights(n, n_bootstrap, seed) @ data
+    out = {}
+    for metric, (_, statistic) in zip(metrics, specs):
+        low, high = _percentile_interval(statistic(resampled, n), confidence)
+        out[metric] = Estimate(_as_float(statistic(totals, n)), low, high, n)
+    return out
+
+
+def bootstrap(items: Sequence[Any], metric: str = "mean", *, n_bootstrap: int = DEFAULT_N_BOOTSTRAP,
+              seed: int | None = 0, confidence: float = DEFAULT_CONFIDENCE) -> Estimate:
+    """The statistic over all items and its percentile bootstrap interval.
+
+    ``metric`` is ``"mean"`` (items are numbers, e.g. judge scores) or ``"micro_f1"``,
+    ``"micro_precision"``, ``"micro_recall"``, ``"macro_f1"``, ... (items are InferenceCounts).
+    """
+    return _bootstrap_many(items, [metric], n_bootstrap, seed, confidence)[metric]
+
+
+def bootstrap_mean(values: Sequence[float], **kwargs) -> Estimate:
+    return bootstrap(list(values), "mean", **kwargs)
+
+
+def bootstrap_inference(counts: Sequence[InferenceCounts], kind: str = "micro", *,
+                        n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int | None = 0,
+                        confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Estimate]:
+    """Precision, recall and F1 (micro: pooled counts; macro: per-instance mean) with CIs.
+    The three share one set of resamples."""
+    metrics = [f"{kind}_{name}" for name in INFERENCE_METRICS]
+    estimates = _bootstrap_many(list(counts), metrics, n_bootstrap, seed, confidence)
+    return {name: estimates[f"{kind}_{name}"] for name in INFERENCE_METRICS}
+
+
+def paired_bootstrap(a: Mapping[Hashable, Any], b: Mapping[Hashable, Any], metric: str = "mean", *,
+                     n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int | None = 0,
+                     confidence: float = DEFAULT_CONFIDENCE) -> PairedDifference:
+    """statistic(a) - statistic(b), paired by key (instance_id): only keys in both count,
+    and each resample draws the same instances for both sides."""
+    keys = sorted(set(a) & set(b), key=str)
+    n = len(keys)
+    if n == 0:
+        return PairedDifference(None, None, None, None, 0, None, None)
+    to_matrix, statistic = _metric_spec(metric)
+    data_a = to_matrix([a[k] for k in keys])
+    data_b = to_matrix([b[k] for k in keys])
+    value_a = _as_float(statistic(data_a.sum(axis=0), n))
+    value_b = _as_float(statistic(data_b.sum(axis=0), n))
+    difference = None if value_a is None or value_b is None else value_a - value_b
+    weights = bootstrap_weights(n, n_bootstrap, seed)
+    diffs = statistic(weights @ data_a, n) - statistic(weights @ data_b, n)
+    low, high = _percentile_interval(diffs, confidence)
+    finite = diffs[np.isfinite(diffs)]
+    p_value = None
+    if finite.size:
+        p_value = float(min(1.0, 2 * min(np.mean(finite <= 0), np.mean(finite >= 0))))
+    return PairedDifference(difference, low, high, p_value, n, value_a, value_b)
+
+
+# =======================================================================================
+# Correlation
+# =======================================================================================
+@dataclass(frozen=True)
+class Correlation:
+    r: float | None
+    p_value: float | None
+    n: int
+    note: str = ""
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> Correlation:
+    """Pearson's r (numpy) and its two-sided p-value (scipy, when installed; else None).
+    Fewer than 3 points or a constant variable give r=None with a note saying why."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError("x and y must be 1-d sequences of the same length")
+    n = int(x.size)
+    if n < 3:
+        return Correlation(None, None, n, "needs at least 3 points")
+    dx, dy = x - x.mean(), y - y.mean()
+    denominator = math.sqrt(float(dx @ dx) * float(dy @ dy))
+    if denominator == 0:
+        return Correlation(None, None, n, "a variable is constant")
+    r = max(-1.0, min(1.0, float(dx @ dy) / denominator))
+    try:
+        from scipy import stats
+    except ImportError:
+        return Correlation(r, None, n, "p-value needs scipy")
+    return Correlation(r, float(stats.pearsonr(x, y)[1]), n)
+
+
+# =======================================================================================
+# Binning (Figures 3 and 9)
+# =======================================================================================
+@dataclass(frozen=True)
+class Bin:
+    low: float          # smallest value in the bin
+    high: float         # largest value in the bin
+    keys: tuple         # the items (instance ids) in the bin
+
+    @property
+    def n(self) -> int:
+        return len(self.keys)
+
+
+def equal_size_bins(values: Mapping[Hashable, float], n_bins: int) -> list[Bin]:
+    """Split items into ``n_bins`` groups of (nearly) equal size by value, as in Appendix F.4:
+    every bin holds values larger than the previous bin's maximum, so equal values never
+    straddle a boundary (ties can make bins unequal, or fewer than asked)."""
+    if n_bins < 1:
+        raise ValueError("n_bins must be at least 1")
+    items = sorted(values.items(), key=lambda kv: (kv[1], str(kv[0])))
+    n = len(items)
+    if n == 0:
+        return []
+    cuts = [0]
+    for i in range(1, n_bins):
+        cut = max(round(i * n / n_bins), cuts[-1])
+        while 0 < cut < n and items[cut][1] == items[cut - 1][1]:
+            cut += 1
+        cuts.append(cut)
+    cuts.append(n)
+    bins = []
+    for start, end in zip(cuts, cuts[1:]):
+        if end > start:
+            chunk = items[start:end]
+            bins.append(Bin(float(chunk[0][1]), float(chunk[-1][1]), tuple(k for k, _ in chunk)))
+    return bins
+
+
+def group_by_value(values: Mapping[Hashable, float], resolution: float = 0.5) -> list[Bin]:
+    """Group items by their value rounded to a multiple of ``resolution`` (Figure 3:
+    the mean position of relevant sessions), in increasing order."""
+    groups: dict[float, list] = {}
+    for key, value in values.items():
+        rounded = round(round(value / resolution) * resolution, 10)
+        groups.setdefault(rounded, []).append(key)
+    return [Bin(v, v, tuple(sorted(groups[v], key=str))) for v in sorted(groups)]
+
+
+def bin_means(bins: Sequence[Bin], ys: Mapping[Hashable, float]) -> list[tuple[float | None, int]]:
+    """For each bin, the mean of ``ys`` over its keys that have a value, and how many."""
+    out = []
+    for b in bins:
+        present = [ys[k] for k in b.keys if k in ys and ys[k] is not None]
+        out.append((sum(present) / len(present) if present else None, len(present)))
+    return out
+
+
+def mean_position(positions: Iterable[int] | None) -> float | None:
+    positions = list(positions or [])
+    return sum(positions) / len(positions) if positions else None

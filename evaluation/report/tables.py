@@ -1,0 +1,218 @@
+"""The report's markdown tables: inference and generation in the paper's layouts with the
+published numbers beside ours, coverage (what was evaluated, failed, missing) and paired
+differences between settings and models."""
+from __future__ import annotations
+
+from evaluation.report import statistics as S
+from evaluation.report.analysis import Analysis
+from evaluation.report.format import (GROUPS, PAPER_EVALUATOR, TYPE_TITLES, fmt_ci, fmt_p, fmt_pct, fmt_score,
+                                      md_table)
+from evaluation.report.published import lookup, paper_model_name, scorer_kind
+from evaluation.report.results import Outcome
+
+
+INFERENCE_LAYOUTS = {
+    # name: (paper table for gpt-4o scorer, for prefmatcher scorer, columns)
+    "main": ("Table 1", "Table 11", [("default", g) for g in GROUPS] + [("oracle", "all")]),
+    "summary": ("Table 9", None, [("summary", g) for g in GROUPS]),
+}
+GENERATION_LAYOUTS = {
+    "main": ("Table 3", [("default", g) for g in GROUPS] + [("oracle", "all"), ("oracle_preference", "all")]),
+    "summary": ("Table 10", [("summary", g) for g in GROUPS]),
+}
+
+
+def _column_title(setting: str, group: str) -> str:
+    if setting == "oracle":
+        return "Oracle"
+    if setting == "oracle_preference":
+        return "Oracle preference"
+    return TYPE_TITLES.get(group, group)
+
+
+def _n_cell(outcome: Outcome | None) -> str:
+    return "—" if outcome is None else f"{outcome.n}/{outcome.n_applicable}"
+
+
+def inference_table(an: Analysis, scorer: str, layout: str, kind: str = "micro") -> str | None:
+    gpt_table, pm_table, columns = INFERENCE_LAYOUTS[layout]
+    _, matcher = an.scorer_parts(scorer)
+    paper_scorer = scorer_kind(scorer, matcher)
+    paper_table = pm_table if paper_scorer == "prefmatcher" else gpt_table
+    if "+" in scorer and paper_scorer != "prefmatcher":
+        paper_table = None  # a matcher the paper never used
+    header = ["Model"]
+    for setting, group in columns:
+        title = _column_title(setting, group)
+        header += [f"{title} P", f"{title} R", f"{title} F1", f"{title} n"]
+    rows = []
+    for model in an.models():
+        cells = []
+        any_data = False
+        for setting, group in columns:
+            run = an.run(model, setting)
+            cell = an.cell(run, scorer, group) if run and scorer in run.scorers else None
+            if cell is None or cell.inference is None or cell.instance_files == 0:
+                cells += ["—"] * 4
+                continue
+            any_data = True
+            ests = cell.micro if kind == "micro" else cell.macro
+            cells += [fmt_ci(ests[m], fmt_pct) for m in S.INFERENCE_METRICS]
+            cells.append(_n_cell(cell.inference))
+        if not any_data:
+            continue
+        rows.append([an.label(model)] + cells)
+        paper = paper_model_name(model)
+        # The paper says only "averaged across all instances", not micro or macro, so its
+        # row stands under both tables.
+        if paper and paper_table:
+            paper_cells = []
+            for setting, group in columns:
+                published = lookup(paper, "inference", setting, group, paper_scorer)
+                values = published["values"] if published else {}
+                paper_cells += [f"{values[m]:.1f}" if m in values else "—" for m in S.INFERENCE_METRICS] + [""]
+            rows.append([_paper_label(paper_table, an, scorer)] + paper_cells)
+    if not rows:
+        return None
+    return md_table(header, rows)
+
+
+def _paper_label(paper_table: str, an: Analysis, scorer: str) -> str:
+    """`↳ paper (Table N)`, flagged when our evaluator is not the one the paper used, so a
+    reader does not take a gap between judges for a gap between models."""
+    evaluator, _ = an.scorer_parts(scorer)
+    if evaluator != PAPER_EVALUATOR:
+        return f"↳ paper ({paper_table}; evaluator {PAPER_EVALUATOR}, ours {evaluator})"
+    return f"↳ paper ({paper_table})"
+
+
+def generation_table(an: Analysis, scorer: str, layout: str) -> str | None:
+    paper_table, columns = GENERATION_LAYOUTS[layout]
+    header = ["Model"]
+    for setting, group in columns:
+        title = _column_title(setting, group)
+        header += [title, f"{title} n"]
+    rows = []
+    for model in an.models():
+        cells, any_data = [], False
+        for setting, group in columns:
+            run = an.run(model, setting)
+            cell = an.cell(run, scorer, group) if run and scorer in run.scorers else None
+            if cell is None or cell.generation is None or cell.instance_files == 0:
+                cells += ["—", "—"]
+                continue
+            any_data = True
+            cells += [fmt_ci(cell.score, fmt_score), _n_cell(cell.generation)]
+        if not any_data:
+            continue
+        rows.append([an.label(model)] + cells)
+        paper = paper_model_name(model)
+        if paper:
+            paper_cells = []
+            for setting, group in columns:
+                published = lookup(paper, "generation", setting, group, "gpt-4o")
+                paper_cells += [f"{published['values']['score']:.2f}" if published else "—", ""]
+            rows.append([_paper_label(paper_table, an, scorer)] + paper_cells)
+    if not rows:
+        return None
+    return md_table(header, rows)
+
+
+def coverage_section(an: Analysis) -> str:
+    header = ["Model", "Setting", "Scorer", "Task", "Instance files", "Expected (results.json)",
+              "Evaluated", "Failed", "Missing", "Skipped", "Failed at step"]
+    rows, errors = [], []
+    for model in an.models():
+        for run in [r for r in an.runs if r.model == model]:
+            expected = run.expected_instances
+            for scorer in run.scorers or ["(none)"]:
+                for task in ("inference", "generation"):
+                    if not run.has_task(task, scorer):
+                        continue
+                    out = an.outcome(run, scorer, task)
+                    steps = ", ".join(f"{s}: {c}" for s, c in sorted(out.failed_by_step().items())) or "—"
+                    rows.append([an.label(model), run.setting, scorer, task, str(len(run.instances)),
+                                 "—" if expected is None else str(expected), str(out.n),
+                                 str(len(out.failed)), str(len(out.missing)), str(len(out.skipped)), steps])
+                    for (step, error), count in sorted(out.errors().items()):
+                        short = " ".join(error.split())[:160] or "(no error text)"
+                        errors.append(f"- {an.label(model)} / {run.setting} / {scorer} / {task}: "
+                                      f"`{step}` failed on {count} instance(s): {short}")
+    parts = ["## Coverage and failures", "",
+             "Every number in this report rests only on the instances whose steps are all done "
+             "(\"Evaluated\"). Instances whose steps failed (\"Failed\") or have not run yet "
+             "(\"Missing\") are left out and counted here; \"Skipped\" instances are those the "
+             "setting does not apply to (oracle: no prior session holds the current preference). "
+             "Table cells give `n` = evaluated / (instance files − skipped).", ""]
+    if rows:
+        parts.append(md_table(header, rows))
+    incomplete = [(r, r.expected_instances) for r in an.runs
+                  if r.expected_instances is not None and r.expected_instances > len(r.instances)]
+    for run, expected in incomplete:
+        parts.append(f"\n- {an.label(run.model)} / {run.setting}: results.json counts {expected} "
+                     f"instances but only {len(run.instances)} instance files exist.")
+    if errors:
+        parts += ["", "Failure reasons:", ""] + errors
+    warnings = [f"- {w}" for run in an.runs for w in run.warnings]
+    if warnings:
+        parts += ["", "Warnings while reading:", ""] + warnings
+    return "\n".join(parts)
+
+
+def differences_section(an: Analysis) -> str:
+    inf_scorer = an.primary_scorer("inference")
+    gen_scorer = an.primary_scorer("generation")
+    rows = []
+
+    def add(label_a: str, label_b: str, what: str, a: dict, b: dict, metric: str, fmt):
+        d = S.paired_bootstrap(a, b, metric, n_bootstrap=an.n_bootstrap, seed=an.seed)
+        if d.n == 0:
+            return
+        rows.append([label_a, label_b, what, str(d.n), fmt(d.value_a), fmt(d.value_b),
+                     fmt_ci(S.Estimate(d.difference, d.low, d.high, d.n), fmt), fmt_p(d.p_value, an.n_bootstrap)])
+
+    def values(run: Run | None, scorer: str | None, task: str) -> dict | None:
+        if run is None or scorer is None or not run.has_task(task, scorer) or scorer not in run.scorers:
+            return None
+        return an.outcome(run, scorer, task).values
+
+    # Settings against the default setting, per model.
+    for model in an.models():
+        base = an.run(model, "default")
+        for setting in ("oracle", "summary", "oracle_preference"):
+            other = an.run(model, setting)
+            if base is None or other is None:
+                continue
+            for task, scorer, metric, fmt, what in (
+                    ("inference", inf_scorer, "micro_f1", fmt_pct, "F1 (micro)"),
+                    ("generation", gen_scorer, "mean", fmt_score, "judge score")):
+                a, b = values(other, scorer, task), values(base, scorer, task)
+                if a and b:
+                    add(f"{an.label(model)} {setting}", f"{an.label(model)} default", what, a, b, metric, fmt)
+    # Matcher scorer against the evaluator scorer, same inferred preferences.
+    for base_scorer, matcher_scorer in an.matcher_pairs():
+        for run in an.runs:
+            a, b = values(run, matcher_scorer, "inference"), values(run, base_scorer, "inference")
+            if a and b:
+                add(f"{an.label(run.model)} {run.setting} [{matcher_scorer}]",
+                    f"same, [{base_scorer}]", "F1 (micro)", a, b, "micro_f1", fmt_pct)
+    # Models against each other, default setting.
+    models = [m for m in an.models() if an.run(m, "default")]
+    for i, ma in enumerate(models):
+        for mb in models[i + 1:]:
+            ra, rb = an.run(ma, "default"), an.run(mb, "default")
+            for task, scorer, metric, fmt, what in (
+                    ("inference", inf_scorer, "micro_f1", fmt_pct, "F1 (micro)"),
+                    ("generation", gen_scorer, "mean", fmt_score, "judge score")):
+                a, b = values(ra, scorer, task), values(rb, scorer, task)
+                if a and b:
+                    add(an.label(ma), an.label(mb), what, a, b, metric, fmt)
+    parts = ["## Paired differences", "",
+             f"A − B on the instances both have (paired by instance_id), with a paired bootstrap "
+             f"95% CI ({an.n_bootstrap} resamples, seed {an.seed}) and a two-sided bootstrap p-value. "
+             f"Inference uses scorer `{inf_scorer}`, generation `{gen_scorer}` unless named.", ""]
+    if rows:
+        parts.append(md_table(["A", "B", "Metric", "n paired", "A", "B", "A − B [95% CI]", "p"], rows))
+    else:
+        parts.append("No pairs to compare.")
+    return "\n".join(parts)
