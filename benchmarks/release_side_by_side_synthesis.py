@@ -7,7 +7,7 @@ repository root:
     python benchmarks/release_side_by_side_synthesis.py [--n_personas 2] [--max_turns 4]
 
 What runs: one loopback server (tests/fake_llm_server.py) answers both sides with the
-scripted synthesis responder (synthesis/scripted.py), which answers from the prompt alone,
+scripted synthesis responder (tests/synthesis_responder.py), which answers from the prompt alone,
 so equal requests get equal answers and both sides walk the same path. The release is
 extracted with ``git archive`` into a temporary directory and driven in its own process
 through its own modules (PersonaTemplateSampler, PersonaGenerator, then
@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fake_llm_server import FakeLLMServer  # noqa: E402
-from synthesis.scripted import ScriptedSynthesis, stage_of  # noqa: E402
+from synthesis_responder import ScriptedSynthesis, stage_of  # noqa: E402
 from synthesis.taxonomy import BUNDLED_SEEDS_FILE  # noqa: E402
 
 RELEASE_COMMIT = "a8560ca"

@@ -1,7 +1,7 @@
 """How fast does synthesis run when every call takes a set latency?
 
 Runs the whole pipeline for N personas against the loopback server (tests/fake_llm_server.py)
-with scripted answers (synthesis/scripted.py) and compares the wall time with two lower
+with scripted answers (tests/synthesis_responder.py) and compares the wall time with two lower
 bounds:
 
 * the critical path: the longest chain of dependent calls (one description batch, the
@@ -31,7 +31,7 @@ for path in (ROOT, ROOT / "tests"):
 
 from fake_llm_server import FakeLLMServer  # noqa: E402
 from synthesis.pipeline import SynthesisConfig, run_synthesis  # noqa: E402
-from synthesis.scripted import ScriptedSynthesis  # noqa: E402
+from synthesis_responder import ScriptedSynthesis  # noqa: E402
 from utils.io import read_json  # noqa: E402
 
 

@@ -225,7 +225,7 @@ def test_report_without_instance_data_still_works(sample, tmp_path, browser):
 def test_synthesis_report_shows_personas_dialogues_and_instances(fake_server, tmp_path, browser):
     from synthesis.pipeline import SynthesisConfig, run_synthesis
     from synthesis.report import main as synthesis_report
-    from synthesis.scripted import ScriptedSynthesis
+    from synthesis_responder import ScriptedSynthesis
 
     fake_server.responder = ScriptedSynthesis()
     url = fake_server.openai_base_url

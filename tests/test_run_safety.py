@@ -386,7 +386,7 @@ def test_separate_invocations_aggregate_like_one_run(server, tmp_path, plans):
 
 def test_synthesis_rerun_removes_orphan_temporary_files(tmp_path):
     from synthesis import run as synthesis_run
-    from synthesis.scripted import ScriptedSynthesis
+    from synthesis_responder import ScriptedSynthesis
     from utils import io
 
     out = tmp_path / "synth"

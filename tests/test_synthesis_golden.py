@@ -20,7 +20,7 @@ from synthesis.dialogues import simulate_dialogue
 from synthesis.factors import generate_factors
 from synthesis.journey import make_journey
 from synthesis.parameters import SEED, STAGE_PARAMS
-from synthesis.scripted import ScriptedSynthesis, stage_of
+from synthesis_responder import ScriptedSynthesis, stage_of
 from synthesis.sessions import generate_sessions
 from synthesis.taxonomy import BUNDLED_SEEDS_FILE, load_occupations, load_taxonomy
 

@@ -19,7 +19,7 @@ from synthesis.dialogues import ASSISTANT_PROMPT
 from utils.prompts import load_prompt
 from synthesis.personas import SeedSourceError
 from synthesis.pipeline import SettingsMismatch, SynthesisConfig, run_synthesis
-from synthesis.scripted import ScriptedSynthesis, stage_of
+from synthesis_responder import ScriptedSynthesis, stage_of
 from utils.io import read_json
 
 ROOT = Path(__file__).resolve().parent.parent
