@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import config
 from evaluation import parsing
 from evaluation.data import Session, format_checklist, format_checklist_bullets, format_session_log
-from evaluation.models.model import Model, ModelCallFailed, ModelConfigurationError
+from evaluation.models.asking import NoUsableAnswer, ask_until_usable
+from evaluation.models.model import Model
 from evaluation.parsing import ParseError
 from utils.prompts import Prompt, load_prompt
 
@@ -142,37 +142,21 @@ def run_step(model: Model, prompt_key: str, values: dict, parse: Callable[[str],
     sent = sent_record(prompt, values, refs or {}, system_prompt, user_prompt,
                        getattr(model, "temperature", None),
                        max_tokens if max_tokens is not None else getattr(model, "max_tokens", None))
-    raw: list[str] = []
-    usage = {"prompt_tokens": 0, "completion_tokens": 0}
-    latency = 0.0
-    reason = ""
-    for variant in range(first_variant, first_variant + config.MAX_PARSE_RETRIES + 1):
-        started = time.perf_counter()
-        try:
-            completion = model.generate(system_prompt, [{"role": "user", "content": user_prompt}],
-                                        json_schema=json_schema, answer_grammar=answer_grammar,
-                                        variant=variant, **options)
-        except ModelCallFailed as exc:
-            latency += time.perf_counter() - started
-            raise StepFailed(f"{type(exc).__name__}: {exc.reason}", raw, len(raw) + 1,
-                             next_variant=variant, sent=sent, latency_s=round(latency, 4)) from exc
-        except ModelConfigurationError:
-            raise
-        latency += time.perf_counter() - started
-        raw.append(completion.text)
-        if completion.usage is not None:
-            usage["prompt_tokens"] += completion.usage.prompt_tokens
-            usage["completion_tokens"] += completion.usage.completion_tokens
-        try:
-            output = parse(completion.text)
-        except ParseError as exc:
-            reason = f"unparseable answer: {exc}"
-            continue
-        return StepResult(output=output, raw=raw, attempts=len(raw), model=model.name,
-                          prompt_version=prompt.version, usage=usage, sent=sent,
-                          latency_s=round(latency, 4))
-    raise StepFailed(reason, raw, len(raw), next_variant=first_variant + len(raw), sent=sent,
-                     latency_s=round(latency, 4))
+    try:
+        answer = ask_until_usable(model, system_prompt, [{"role": "user", "content": user_prompt}], parse,
+                                  tries=config.MAX_PARSE_RETRIES + 1, invalid=(ParseError,),
+                                  first_variant=first_variant, json_schema=json_schema,
+                                  answer_grammar=answer_grammar, **options)
+    except NoUsableAnswer as exc:
+        if exc.call_failed is not None:
+            raise StepFailed(f"{type(exc.call_failed).__name__}: {exc.call_failed.reason}", exc.raws,
+                             len(exc.raws) + 1, next_variant=exc.next_variant, sent=sent,
+                             latency_s=exc.latency_s) from exc.call_failed
+        raise StepFailed(f"unparseable answer: {exc.reason}", exc.raws, len(exc.raws),
+                         next_variant=exc.next_variant, sent=sent, latency_s=exc.latency_s) from None
+    return StepResult(output=answer.value, raw=answer.raws, attempts=answer.attempts, model=model.name,
+                      prompt_version=prompt.version, usage=answer.usage, sent=sent,
+                      latency_s=answer.latency_s)
 
 
 def prompt_version(prompt_key: str) -> str:

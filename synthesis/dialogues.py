@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 
+from evaluation.models.asking import NoUsableAnswer, ask_until_usable
 from evaluation.models.model import Model, ModelCallFailed
 from synthesis.generation import GenerationFailed
 from synthesis.parameters import STAGE_PARAMS, USER_SIMULATOR_TRIES
@@ -87,31 +88,37 @@ def user_simulator_system_prompt(persona_description: str, session: dict, checkl
 
 def ask_user_simulator(model: Model, system: str, chat: list[dict], first_variant: int) -> tuple[str, int]:
     """The raw answer (stripped) and the number of tries. An unparseable answer is asked
-    again with the same request (a new variant, so no cache replays it), as the release
-    does, up to USER_SIMULATOR_TRIES times in all."""
-    last = ""
-    for attempt in range(USER_SIMULATOR_TRIES):
-        last = model.generate(system, chat, answer_grammar=USER_SIMULATOR_GRAMMAR,
-                              variant=first_variant + attempt, **STAGE_PARAMS["user_simulator"]
-                              ).text.strip()
-        try:
-            parse_user_turn(last)
-            return last, attempt + 1
-        except InvalidUserTurn as exc:
-            reason = str(exc)
-    raise GenerationFailed(f"user simulator answer unusable after {USER_SIMULATOR_TRIES} tries: "
-                           f"{reason}", USER_SIMULATOR_TRIES, last, first_variant + USER_SIMULATOR_TRIES)
+    again with the same request, as the release does, up to USER_SIMULATOR_TRIES times in all."""
+    try:
+        answer = ask_until_usable(model, system, chat, parse_user_turn, tries=USER_SIMULATOR_TRIES,
+                                  invalid=(InvalidUserTurn,), first_variant=first_variant, strip=True,
+                                  answer_grammar=USER_SIMULATOR_GRAMMAR, **STAGE_PARAMS["user_simulator"])
+    except NoUsableAnswer as exc:
+        if exc.call_failed is not None:
+            raise exc.call_failed from None
+        raise GenerationFailed(f"user simulator answer unusable after {USER_SIMULATOR_TRIES} tries: "
+                               f"{exc.reason}", USER_SIMULATOR_TRIES, exc.raws[-1],
+                               exc.next_variant) from None
+    return answer.raw, answer.attempts
+
+
+def _nonempty(reply: str) -> str:
+    if not reply:
+        raise ValueError("empty reply")
+    return reply
 
 
 def assistant_reply(model: Model, chat: list[dict], max_attempts: int, first_variant: int = 0) -> str:
     system, _ = load_prompt(ASSISTANT_PROMPT).render()
-    for variant in range(first_variant, first_variant + max_attempts):
-        reply = model.generate(system, chat, variant=variant,
-                               **STAGE_PARAMS["assistant_simulator"]).text.strip()
-        if reply:
-            return reply
-    raise GenerationFailed(f"the assistant simulator answered with empty text {max_attempts} times",
-                           max_attempts, "", first_variant + max_attempts)
+    try:
+        return ask_until_usable(model, system, chat, _nonempty, tries=max_attempts,
+                                first_variant=first_variant, strip=True,
+                                **STAGE_PARAMS["assistant_simulator"]).value
+    except NoUsableAnswer as exc:
+        if exc.call_failed is not None:
+            raise exc.call_failed from None
+        raise GenerationFailed(f"the assistant simulator answered with empty text {max_attempts} times",
+                               max_attempts, "", exc.next_variant) from None
 
 
 def simulate_dialogue(user_model: Model, assistant_model: Model, persona_description: str,

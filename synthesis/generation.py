@@ -1,15 +1,15 @@
-"""Ask, validate, and ask again a bounded number of times.
+"""The generation stages' ask-validate-re-ask (personas, factors, sessions).
 
-A re-ask shows the model its invalid answer and the reason, and carries a new ``variant``,
-so the response cache never replays the invalid answer in place of a new one, while a
-rerun after a kill replays every finished attempt from the cache in the same order.
+A re-ask shows the model its invalid answer and the reason (the release has no re-ask here:
+it drops the persona), through the shared loop of evaluation/models/asking.py.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from evaluation.models.model import Model, ModelCallFailed
+from evaluation.models.asking import NoUsableAnswer, ask_until_usable
+from evaluation.models.model import Model
 from synthesis.parsing import InvalidGeneration
 
 FEEDBACK = ("Your answer could not be used: {reason}\n\n"
@@ -46,24 +46,16 @@ def generate_validated(model: Model, system: str, user: str, validate: Callable[
 
     ``first_variant``/``previous`` (the last raw answer and its reason) continue the
     attempts of an earlier run that failed, instead of replaying them from the cache."""
-    last: tuple[str, str] | None = previous
-    for attempt in range(max_attempts):
-        variant = first_variant + attempt
-        messages = [{"role": "user", "content": user}]
-        if last is not None:
-            messages += [{"role": "assistant", "content": last[0].strip() or "(empty answer)"},
-                         {"role": "user", "content": FEEDBACK.format(reason=last[1])}]
-        try:
-            completion = model.generate(system, messages, variant=variant, json_schema=json_schema,
-                                        **(params or {}))
-        except ModelCallFailed as exc:
-            raise GenerationFailed(f"model call failed: {exc}", attempt,
-                                   last[0] if last else None, variant) from exc
-        try:
-            return Generated(value=validate(completion.text), raw=completion.text,
-                             attempts=attempt + 1)
-        except InvalidGeneration as exc:
-            last = (completion.text, str(exc))
-    assert last is not None
-    raise GenerationFailed(f"invalid after {max_attempts} attempts: {last[1]}", max_attempts,
-                           last[0], first_variant + max_attempts)
+    try:
+        answer = ask_until_usable(model, system, [{"role": "user", "content": user}], validate,
+                                  tries=max_attempts, invalid=(InvalidGeneration,),
+                                  first_variant=first_variant, show_invalid=FEEDBACK,
+                                  previous=previous, json_schema=json_schema, **(params or {}))
+    except NoUsableAnswer as exc:
+        last_raw = exc.raws[-1] if exc.raws else (previous[0] if previous else None)
+        if exc.call_failed is not None:
+            raise GenerationFailed(f"model call failed: {exc.call_failed}", len(exc.raws), last_raw,
+                                   exc.next_variant) from exc.call_failed
+        raise GenerationFailed(f"invalid after {max_attempts} attempts: {exc.reason}", max_attempts,
+                               last_raw, exc.next_variant) from None
+    return Generated(value=answer.value, raw=answer.raw, attempts=answer.attempts)

@@ -1,0 +1,94 @@
+"""Asking until the answer is usable: the one re-ask loop of both pipelines.
+
+Every re-ask is a new ``variant`` of the request, so the response cache never replays an
+unusable answer in place of a new one, while a rerun after a kill replays every finished
+attempt from the cache in the same order. What a re-ask sends is the caller's choice, because
+it must be what the released harness sends: the identical request (the evaluation's steps,
+the user simulator), or the conversation extended with the unusable answer and the reason
+(synthesis's generation stages, where the release has no re-ask to follow).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from evaluation.models.model import Model, ModelCallFailed
+
+
+@dataclass
+class Answer:
+    value: Any
+    raws: list[str]               # every answer received, the usable one last
+    usage: dict = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
+    latency_s: float = 0.0        # seconds spent in the model calls
+
+    @property
+    def raw(self) -> str:
+        return self.raws[-1]
+
+    @property
+    def attempts(self) -> int:
+        return len(self.raws)
+
+
+class NoUsableAnswer(Exception):
+    """Every answer was unusable (``reason`` is the last one's), or a call failed for good
+    (``call_failed`` holds the model layer's error; no answer was received for that attempt)."""
+
+    def __init__(self, reason: str, raws: list[str], next_variant: int, *,
+                 call_failed: ModelCallFailed | None = None, usage: dict | None = None,
+                 latency_s: float = 0.0):
+        super().__init__(reason)
+        self.reason = reason
+        self.raws = raws
+        self.next_variant = next_variant  # where a later run's fresh attempts start
+        self.call_failed = call_failed
+        self.usage = usage or {"prompt_tokens": 0, "completion_tokens": 0}
+        self.latency_s = latency_s
+
+
+def ask_until_usable(model: Model, system_prompt: str, messages: list[dict],
+                     read: Callable[[str], Any], *, tries: int,
+                     invalid: tuple[type[Exception], ...] = (ValueError,), first_variant: int = 0,
+                     show_invalid: str | None = None, previous: tuple[str, str] | None = None,
+                     strip: bool = False, **request: Any) -> Answer:
+    """Send ``messages`` up to ``tries`` times until ``read(answer)`` returns a value instead
+    of raising one of ``invalid``.
+
+    ``show_invalid``: a message template with ``{reason}``; when given, a re-ask appends the
+    unusable answer and this message to the conversation; otherwise it repeats the request.
+    ``previous`` (an earlier run's last unusable answer and its reason) is shown on the first
+    attempt too, with ``first_variant`` continuing that run's attempts. ``strip``: read and
+    keep the answer without surrounding whitespace. ``request``: passed to ``model.generate``."""
+    raws: list[str] = []
+    usage = {"prompt_tokens": 0, "completion_tokens": 0}
+    latency = 0.0
+    last = previous
+    for attempt in range(tries):
+        variant = first_variant + attempt
+        sent = list(messages)
+        if show_invalid is not None and last is not None:
+            sent += [{"role": "assistant", "content": last[0].strip() or "(empty answer)"},
+                     {"role": "user", "content": show_invalid.format(reason=last[1])}]
+        started = time.perf_counter()
+        try:
+            completion = model.generate(system_prompt, sent, variant=variant, **request)
+        except ModelCallFailed as exc:
+            latency += time.perf_counter() - started
+            raise NoUsableAnswer(str(exc), raws, variant, call_failed=exc, usage=usage,
+                                 latency_s=round(latency, 4)) from exc
+        latency += time.perf_counter() - started
+        text = completion.text.strip() if strip else completion.text
+        raws.append(text)
+        if getattr(completion, "usage", None) is not None:
+            usage["prompt_tokens"] += completion.usage.prompt_tokens
+            usage["completion_tokens"] += completion.usage.completion_tokens
+        try:
+            value = read(text)
+        except invalid as exc:
+            last = (text, str(exc))
+            continue
+        return Answer(value, raws, usage, round(latency, 4))
+    raise NoUsableAnswer(last[1] if last else "no answer", raws, first_variant + tries, usage=usage,
+                         latency_s=round(latency, 4))
