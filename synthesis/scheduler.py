@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import queue
+import sys
 import threading
 from typing import Any, Callable
 
@@ -91,3 +92,30 @@ class TaskRunner:
                 return
             if priority != _STOP:
                 self._unfinished -= 1
+
+
+class Progress:
+    """One progress bar per stage; totals grow as tasks are submitted."""
+
+    def __init__(self, stages: tuple[str, ...], show: bool | None) -> None:
+        from tqdm.auto import tqdm
+
+        show = sys.stderr.isatty() if show is None else show
+        self._lock = threading.Lock()
+        self.bars = {stage: tqdm(total=0, desc=f"{i}/{len(stages)} {stage}", position=i - 1, disable=not show,
+                                 dynamic_ncols=True, leave=True)
+                     for i, stage in enumerate(stages, start=1)}
+
+    def add(self, stage: str) -> None:
+        with self._lock:
+            bar = self.bars[stage]
+            bar.total += 1
+            bar.refresh()
+
+    def done(self, stage: str) -> None:
+        with self._lock:
+            self.bars[stage].update(1)
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()

@@ -1,0 +1,97 @@
+"""A synthesis output directory: where each artifact lives, and the personas' failures.
+
+Layout of an output directory::
+
+    run.json                          the settings that shape the data (a rerun must match)
+    personas.json                     templates (stage 1) and descriptions (stage 2)
+    personas/<persona_id>/factors.json        stage 3
+    personas/<persona_id>/sessions.json       stage 4 (with the journey template)
+    personas/<persona_id>/checklists.json     stage 5 (preference -> checklist)
+    personas/<persona_id>/dialogues/<i>.json  stage 6, one per session but the last
+    personas/<persona_id>/failure.json        why the persona failed (removed on success)
+    instances/<instance_id>.json      stage 7, the evaluation's data format
+    summary.json                      counts, regenerations, failures, usage
+    .llm_cache.sqlite                 every finished LLM call, replayed on a rerun
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from evaluation.data import make_instance_id
+from utils.io import atomic_write_json, read_json
+
+log = logging.getLogger("synthesis.pipeline")
+
+
+class OutputDir:
+    def __init__(self, out: str | Path) -> None:
+        self.out = Path(out)
+
+    def persona_dir(self, persona_id: str) -> Path:
+        return self.out / "personas" / persona_id
+
+    def artifact(self, persona_id: str, name: str) -> Path:
+        return self.persona_dir(persona_id) / name
+
+    def dialogue_path(self, persona_id: str, index: int) -> Path:
+        return self.persona_dir(persona_id) / "dialogues" / f"{index:02d}.json"
+
+    def instance_path(self, persona_id: str, instance_type: str) -> Path:
+        return self.out / "instances" / f"{make_instance_id(persona_id, instance_type)}.json"
+
+
+@dataclass
+class Failure:
+    persona_id: str
+    stage: str
+    reason: str
+    attempts: int = 0
+    last_raw_output: str | None = None
+    next_variant: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class FailureLog:
+    """This run's failures (the first of each persona) and the previous run's, from which a
+    failed stage continues. A persona's failure.json stays on disk until the persona
+    completes, or is replaced by a new failure, so that a kill during this run loses nothing."""
+
+    def __init__(self, outputs: OutputDir) -> None:
+        self.outputs = outputs
+        self._lock = threading.Lock()
+        self.failures: dict[str, Failure] = {}
+        self.previous: dict[str, Failure] = {}
+
+    def record(self, failure: Failure) -> None:
+        with self._lock:
+            if failure.persona_id in self.failures:
+                return  # the first failure of a persona is the one reported
+            self.failures[failure.persona_id] = failure
+        log.error("persona %s failed at %s: %s", failure.persona_id, failure.stage, failure.reason)
+        atomic_write_json(self.outputs.artifact(failure.persona_id, "failure.json"), failure.to_dict())
+
+    def has(self, persona_id: str) -> bool:
+        with self._lock:
+            return persona_id in self.failures
+
+    def resume_point(self, persona_id: str, stage: str) -> tuple[int, tuple[str, str] | None]:
+        """Where a stage that failed in an earlier run continues: fresh attempts after the
+        failed ones (replaying them from the cache would fail the same way)."""
+        previous = self.previous.get(persona_id)
+        if previous is None or previous.stage != stage or previous.next_variant <= 0:
+            return 0, None
+        reason = re.sub(r"^invalid after \d+ attempts: ", "", previous.reason)
+        last = (previous.last_raw_output, reason) if previous.last_raw_output else None
+        return previous.next_variant, last
+
+    def load_previous(self, personas: list[dict]) -> None:
+        for persona in personas:
+            path = self.outputs.artifact(persona["persona_id"], "failure.json")
+            if path.exists():
+                self.previous[persona["persona_id"]] = Failure(**read_json(path))

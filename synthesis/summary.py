@@ -1,0 +1,64 @@
+"""summary.json of a synthesis run: counts, regenerations, failures, usage, wall time."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from synthesis.instances import INSTANCE_TYPES
+from synthesis.settings import shaping_settings
+from utils.io import read_json
+
+if TYPE_CHECKING:
+    from synthesis.pipeline import Synthesis
+
+
+def summarize(run: "Synthesis", wall_time: float) -> dict:
+    counts = {"personas_requested": len(run.personas), "personas_complete": 0,
+              "personas_failed": len(run.failure_log.failures), "sessions": 0, "dialogues": 0,
+              "dialogues_satisfied": 0, "instances": 0}
+    regenerations = {"descriptions": 0, "factors": 0, "sessions": 0, "dialogues": 0}
+    turns: list[int] = []
+    batches_seen = set()
+    for persona in run.personas:
+        pid = persona["persona_id"]
+        batch = persona.get("description_batch")
+        if persona.get("description_attempts") and batch not in batches_seen:
+            batches_seen.add(batch)
+            regenerations["descriptions"] += persona["description_attempts"] - 1
+        for stage in ("factors", "sessions"):
+            path = run.artifact(pid, f"{stage}.json")
+            if path.exists():
+                regenerations[stage] += read_json(path).get("attempts", 1) - 1
+        sessions_path = run.artifact(pid, "sessions.json")
+        if sessions_path.exists():
+            counts["sessions"] += len(read_json(sessions_path)["sessions"])
+        dialogue_dir = run.persona_dir(pid) / "dialogues"
+        for path in sorted(dialogue_dir.glob("*.json")) if dialogue_dir.is_dir() else []:
+            dialogue = read_json(path)
+            counts["dialogues"] += 1
+            counts["dialogues_satisfied"] += int(dialogue["satisfied"])
+            regenerations["dialogues"] += dialogue.get("regenerations", 0)
+            turns.append(dialogue["n_turns"])
+        n_instances = sum(run.instance_path(pid, t).exists() for t in INSTANCE_TYPES)
+        counts["instances"] += n_instances
+        counts["personas_complete"] += int(n_instances == len(INSTANCE_TYPES)
+                                           and pid not in run.failure_log.failures)
+    failed_attempts = sum(max(f.attempts - 1, 0) for f in run.failure_log.failures.values())
+    usage = {}
+    for role, model in run.models.items():
+        snapshot = model.usage.snapshot(model.name) if hasattr(model, "usage") else {}
+        usage[role] = {"model": model.name, **snapshot}
+    return {
+        "output_dir": str(run.out),
+        "seed_source": run.seed_source,
+        "settings": {**shaping_settings(run.cfg), "n_personas": run.cfg.n_personas,
+                     "n_workers": run.cfg.n_workers},
+        "counts": counts,
+        "mean_dialogue_turns": round(sum(turns) / len(turns), 2) if turns else None,
+        "regenerations": {**regenerations, "in_failed_generations": failed_attempts,
+                          "total": sum(regenerations.values()) + failed_attempts},
+        "stages": {name: asdict(s) for name, s in run.stats.items()},
+        "failures": [f.to_dict() for f in run.failure_log.failures.values()],
+        "usage": usage,
+        "wall_time_s": round(wall_time, 3),
+    }
