@@ -11,9 +11,10 @@ from typing import Any, Callable
 from evaluation.models.asking import NoUsableAnswer, ask_until_usable
 from evaluation.models.model import Model
 from synthesis.parsing import InvalidGeneration
+from utils.prompts import load_prompt
 
-FEEDBACK = ("Your answer could not be used: {reason}\n\n"
-            "Return the complete output again, in the required format, fixing this problem.")
+# The message after an invalid answer; its ``{reason}`` is filled by the re-ask loop.
+FEEDBACK_PROMPT = "synthesis/reask_invalid_answer"
 
 
 @dataclass
@@ -49,7 +50,7 @@ def generate_validated(model: Model, system: str, user: str, validate: Callable[
     try:
         answer = ask_until_usable(model, system, [{"role": "user", "content": user}], validate,
                                   tries=max_attempts, invalid=(InvalidGeneration,),
-                                  first_variant=first_variant, show_invalid=FEEDBACK,
+                                  first_variant=first_variant, show_invalid=load_prompt(FEEDBACK_PROMPT).user_prompt,
                                   previous=previous, json_schema=json_schema, **(params or {}))
     except NoUsableAnswer as exc:
         last_raw = exc.raws[-1] if exc.raws else (previous[0] if previous else None)
