@@ -37,7 +37,7 @@ LOCAL_SERVER_BASE_URL = os.environ.get("CUPID_LOCAL_SERVER_URL", "http://localho
 LOCAL_SERVER_API_KEY = os.environ.get("CUPID_LOCAL_SERVER_API_KEY", "EMPTY")
 
 # --- The seam: retries and timeouts -----------------------------------------------------
-# A hung request must not stall a run for the SDKs' 600 s default (a fault of the original).
+# A hung request must not stall a run for the SDKs' 600 s default.
 REQUEST_TIMEOUT = _env_float("CUPID_REQUEST_TIMEOUT", 120.0)
 MAX_RETRIES = _env_int("CUPID_MAX_RETRIES", 6)
 RETRY_BASE_DELAY = _env_float("CUPID_RETRY_BASE_DELAY", 1.0)

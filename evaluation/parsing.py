@@ -27,9 +27,6 @@ class ParseError(ValueError):
 # ---------------------------------------------------------------------------------------
 # Markdown sections
 # ---------------------------------------------------------------------------------------
-_HEADER_LINE = re.compile(r"^\s*(#{1,6}\s+.*|\*\*[^*\n]+\*\*\s*:?\s*)$")
-
-
 def _strip_decoration(text: str) -> str:
     text = text.strip()
     text = re.sub(r"^```[A-Za-z]*\s*\n?|\n?```\s*$", "", text).strip()

@@ -143,10 +143,6 @@ class InstanceRecord:
             steps = self._steps(scorer)
             return steps.get(name)
 
-    def done_output(self, name: str, scorer: str | None = None) -> dict | None:
-        step = self.step(name, scorer)
-        return step["output"] if step and step.get("status") == "done" else None
-
     def _steps(self, scorer: str | None) -> dict:
         if scorer is None:
             return self.data.setdefault("steps", {})

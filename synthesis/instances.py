@@ -1,4 +1,4 @@
-"""Stage 7 (Appendix B.5, SPEC §3.7): three instances per persona from its sessions.
+"""Stage 7 (Appendix B.5): three instances per persona from its sessions.
 
 With the 13-session journey, each instance keeps 8 of the 12 prior sessions:
 
@@ -6,19 +6,17 @@ With the 13-session journey, each instance keeps 8 of the 12 prior sessions:
 - contrastive: drop the 2 A' sessions and 2 random "other" sessions;      truth = A
 - changing:    drop the 2 B sessions and 2 random "other" sessions;       truth = A'
 
-The final session's own preference in the template is A' (Figure 18), yet SPEC §3.7 gives
-the consistent and contrastive instances the ground truth A: with the A' sessions removed,
-A is the only preference of the current factor the history shows. We follow SPEC §3.7.
+The final session's own preference in the template is A' (Figure 18), yet the consistent
+and contrastive instances get the ground truth A: with the A' sessions removed, A is the
+only preference of the current factor the history shows.
 """
 from __future__ import annotations
 
 import hashlib
 import random
 
-from evaluation.data import Instance, make_instance_id, parse_instance
+from evaluation.data import INSTANCE_TYPES, Instance, make_instance_id, parse_instance
 from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER
-
-INSTANCE_TYPES = ("consistent", "contrastive", "changing")
 
 
 def instance_rng(seed: int, persona_id: str, instance_type: str) -> random.Random:
@@ -42,7 +40,7 @@ def kept_sessions(roles: list[str], instance_type: str, rng: random.Random) -> l
 
 
 def ground_truth(instance_type: str, original: str, changed: str) -> str:
-    # SPEC §3.7: consistent and contrastive -> A; changing -> A'.
+    # Consistent and contrastive keep only A in the history; changing shows A' last.
     return changed if instance_type == "changing" else original
 
 

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
+import evaluation.data
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = ROOT / "data" / "sample"
 BUILD_SCRIPT = SAMPLE_DIR / "build_sample.py"
 
-INSTANCE_TYPES = {"consistent", "contrastive", "changing"}
+INSTANCE_TYPES = set(evaluation.data.INSTANCE_TYPES)
 FIELDS = {
     "persona_id": str,
     "instance_type": str,

@@ -1,7 +1,7 @@
 """Run a function over many items on a thread pool, with one progress bar.
 
 Threads, not processes: the work is waiting on HTTP, and clients are shared safely across
-threads (forked processes sharing a client was a fault of the original release). At most
+threads (a client shared by forked processes breaks its connections). At most
 ``2 * n_workers`` items are in flight, so memory stays flat in the number of items.
 """
 from __future__ import annotations
@@ -60,13 +60,3 @@ def iter_with_progress(fn: Callable[[T], R], items: Iterable[T], *, n_workers: i
         pool.shutdown(wait=True)
     finally:
         bar.close()
-
-
-def map_with_progress(fn: Callable[[T], R], items: Iterable[T], **kwargs) -> list[R]:
-    """Like ``map``, on a thread pool, results in input order."""
-    items = list(items)
-    index = {id(item): i for i, item in enumerate(items)}
-    results: list = [None] * len(items)
-    for item, result in iter_with_progress(fn, items, **kwargs):
-        results[index[id(item)]] = result
-    return results

@@ -6,7 +6,7 @@ this project. It is NOT benchmark data: it only mirrors the schema and the
 construction of the Hugging Face dataset ``kixlab/CUPID`` so that the harness
 can be run and tested offline on a tiny model.
 
-Construction (paper Appendix B.3/B.5, SPEC section 3 steps 3, 4 and 7):
+Construction (paper Appendix B.3/B.5):
 
 * 8 context factors per persona; the last two are a contrastive pair
   (same factor type, mutually exclusive preferences).
@@ -32,11 +32,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from evaluation.data import INSTANCE_TYPES  # noqa: E402
 
 SEED = "cupid-sample-v1"
 N_SESSIONS = 13
-INSTANCE_TYPES = ("consistent", "contrastive", "changing")
 # Size budget of one instance's prior sessions rendered as text (see prior_text):
 # the sample runs on SmolLM2-135M (8,192-token context, ~150 prompt tokens/s on
 # 2 cores). Its tokenizer gives 3.2-3.6 characters per token on this text, so
