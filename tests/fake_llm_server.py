@@ -32,7 +32,7 @@ API (kept stable: the evaluation and synthesis tests script their answers throug
     (sleeps past any client timeout, at most ``HANG_SECONDS``, and stops early when the
     server stops).
 
-``FakeLLMServer(responder=None, latency=0.0)``
+``FakeLLMServer(responder=None, latency=0.0, token_limit=None, token_window=60.0)``
     ``start()``, ``stop()``, or use it as a context manager. ``base_url`` is
     ``"http://127.0.0.1:PORT"``; ``openai_base_url`` is ``base_url + "/v1"``.
     ``script(*items)`` queues ``FakeResponse`` objects or strings, consumed in order before
@@ -40,6 +40,15 @@ API (kept stable: the evaluation and synthesis tests script their answers throug
     answering every unscripted request (default: ``"OK"``). ``latency``: seconds added to
     every answer. ``requests``: a snapshot list of the request dicts received, in arrival
     order, including those answered with errors.
+
+Rate limit (``token_limit``): a token bucket of ``token_limit`` tokens refilled in full every
+``token_window`` seconds, charged each answer's prompt + completion tokens when the request
+arrives. Answers carry OpenAI's headers ``x-ratelimit-limit-tokens``,
+``x-ratelimit-remaining-tokens`` and ``x-ratelimit-reset-tokens`` (e.g. ``"0.250s"``, the
+time until the bucket is full); a request the bucket cannot pay is answered 429 with
+``retry-after``/``retry-after-ms`` (the time until it could be paid) and is not charged; a
+scripted answer refused this way stays queued. ``rate_limited`` counts the 429s sent,
+``charged_tokens`` the tokens paid.
 
 The request dict given to the responder and stored in ``requests``::
 
@@ -103,6 +112,10 @@ def _content_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+def _prompt_tokens(req: dict) -> int:
+    return count_tokens(req["system"]) + sum(count_tokens(m["content"]) for m in req["messages"])
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # many client threads connect at once
@@ -157,11 +170,24 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         owner._record(req)
         try:
-            response = owner._next_response(req)
+            response, scripted = owner._next_response(req)
         except Exception as exc:  # a bug in a test's responder: answer 500 and say why
             owner._record_responder_error(exc)
             self._send_error(api, 500, f"responder raised {type(exc).__name__}: {exc}", None)
             return
+        if owner.token_limit is not None and response.status < 400 and not response.hang \
+                and response.raw_body is None:
+            cost = _prompt_tokens(req) + count_tokens(response.text)
+            limit_headers, refused_for = owner._charge(cost)
+            if refused_for is not None:
+                if scripted:
+                    owner._requeue(response)
+                limit_headers.update({"retry-after": f"{refused_for:.3f}",
+                                      "retry-after-ms": str(int(refused_for * 1000) + 1)})
+                self._send_error(api, 429, "Rate limit reached for tokens per min", limit_headers)
+                return
+            response = FakeResponse(response.text, response.status,
+                                    {**(response.headers or {}), **limit_headers}, response.delay)
         self._answer(api, req, response)
 
     # -- requests and answers -----------------------------------------------------------------
@@ -207,8 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
         if response.status >= 400:
             self._send_error(api, response.status, response.text, response.headers)
             return
-        prompt_tokens = count_tokens(req["system"]) + sum(count_tokens(m["content"])
-                                                          for m in req["messages"])
+        prompt_tokens = _prompt_tokens(req)
         completion_tokens = count_tokens(response.text)
         model = req["model"] or "fake-model"
         if api == "openai":
@@ -284,9 +309,16 @@ class FakeLLMServer:
     count_tokens = staticmethod(count_tokens)
 
     def __init__(self, responder: Callable[[dict], "str | FakeResponse"] | None = None,
-                 latency: float = 0.0) -> None:
+                 latency: float = 0.0, token_limit: int | None = None,
+                 token_window: float = 60.0) -> None:
         self.responder = responder
         self.latency = latency
+        self.token_limit = token_limit
+        self.token_window = token_window
+        self._bucket_level = float(token_limit or 0)
+        self._bucket_stamp = time.monotonic()
+        self.rate_limited = 0
+        self.charged_tokens = 0
         # What GET /v1/models lists (vLLM's check() asks for it).
         self.models: list[str] = ["fake-model"]
         self._lock = threading.Lock()
@@ -378,15 +410,42 @@ class FakeLLMServer:
         with self._lock:
             self._responder_errors.append(exc)
 
-    def _next_response(self, req: dict) -> FakeResponse:
+    def _charge(self, cost: int) -> tuple[dict, float | None]:
+        """Pay ``cost`` tokens from the bucket: (rate-limit headers, None), or (headers,
+        seconds until it could be paid) when it cannot."""
+        limit = float(self.token_limit)
+        rate = limit / self.token_window
+        with self._lock:
+            now = time.monotonic()
+            self._bucket_level = min(limit, self._bucket_level + (now - self._bucket_stamp) * rate)
+            self._bucket_stamp = now
+            refused_for = None
+            if self._bucket_level >= min(cost, limit):
+                self._bucket_level -= cost
+                self.charged_tokens += cost
+            else:
+                refused_for = (min(cost, limit) - self._bucket_level) / rate
+                self.rate_limited += 1
+            level = self._bucket_level
+        headers = {"x-ratelimit-limit-tokens": str(int(limit)),
+                   "x-ratelimit-remaining-tokens": str(max(0, int(level))),
+                   "x-ratelimit-reset-tokens": f"{max(0.0, limit - level) / rate:.3f}s"}
+        return headers, refused_for
+
+    def _requeue(self, response: FakeResponse) -> None:
+        with self._lock:
+            self._script.appendleft(response)
+
+    def _next_response(self, req: dict) -> tuple[FakeResponse, bool]:
+        """The answer to give, and whether it came from the script."""
         with self._lock:
             scripted = self._script.popleft() if self._script else None
         if scripted is not None:
-            return scripted
+            return scripted, True
         responder = self.responder
         answer = responder(req) if responder is not None else "OK"
         if isinstance(answer, str):
-            return FakeResponse(text=answer)
+            return FakeResponse(text=answer), False
         if isinstance(answer, FakeResponse):
-            return answer
+            return answer, False
         raise TypeError(f"the responder returned {type(answer).__name__}, not str or FakeResponse")

@@ -12,8 +12,9 @@ A model is a small class. Users write the shape the original README shows:
 
 Provider adapters instead implement ``complete(request) -> Completion``: one attempt, no
 retries. Pipelines never call either directly; they call ``generate``/``chat``, which add,
-once for every model: retries with backoff, token and latency accounting, and an optional
-response cache. A user's ``__call__``-only class gets all of that too.
+once for every model: retries with backoff, pacing to the endpoint's rate limits
+(limits.py), token and latency accounting, and an optional response cache. A user's
+``__call__``-only class gets all of that too.
 """
 from __future__ import annotations
 
@@ -88,6 +89,9 @@ class Completion:
     text: str
     usage: Usage | None = None
     raw: Any = None
+    # The answer's HTTP headers, when the adapter has them: the limiter reads the
+    # provider's rate-limit statement from them.
+    headers: Any = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,7 @@ class UsageTracker:
         self.attempts = 0
         self.retries = 0
         self.cache_hits = 0
+        self.rate_limited = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.latencies: list[float] = []
@@ -177,6 +182,10 @@ class UsageTracker:
         with self._lock:
             self.failed_calls += 1
 
+    def record_rate_limited(self) -> None:
+        with self._lock:
+            self.rate_limited += 1
+
     def record_cache_hit(self) -> None:
         with self._lock:
             self.cache_hits += 1
@@ -190,6 +199,7 @@ class UsageTracker:
                 "attempts": self.attempts,
                 "retries": self.retries,
                 "cache_hits": self.cache_hits,
+                "rate_limited": self.rate_limited,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "latency_total_s": round(sum(latencies), 3),
@@ -294,6 +304,10 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
+def _headers_of(exc: BaseException) -> Any:
+    return getattr(getattr(exc, "response", None), "headers", None)
+
+
 def classify_error(exc: BaseException) -> tuple[bool, float | None, str]:
     """Return (retryable, retry_after_seconds, reason) for an exception from one attempt."""
     if isinstance(exc, TransientModelError):
@@ -373,6 +387,22 @@ class Model:
     def check(self) -> None:
         """Fail fast, before any work, when a key is missing or a server is unreachable."""
 
+    def limiter_key(self) -> tuple | None:
+        """The endpoint and key this model's calls count against (hosted adapters say);
+        None: no provider limits to keep, unless the user set some for this model."""
+        return None
+
+    def rate_limiter(self):
+        """The limiter shared by every model on this endpoint and key, or None."""
+        from evaluation.models import limits
+
+        key = self.limiter_key()
+        if key is None:
+            if not limits.has_user_limits(self.name):
+                return None
+            key = ("model", self.name)
+        return limits.limiter_for(key, self.name)
+
     # -- the seam ---------------------------------------------------------------------------
     def chat(self, system_prompt: str, messages: Sequence[Message], **options: Any) -> str:
         """A system prompt and a conversation (simulators use this); returns the text."""
@@ -399,11 +429,16 @@ class Model:
                 self.usage.record_cache_hit()
                 return cached
 
+        limiter = self.rate_limiter()
+        prompt_chars = len(request.system_prompt) + sum(len(m["content"]) for m in request.messages)
         last_error: BaseException | None = None
         reason = "no attempt made"
         attempts = 0
+        waited_pause = False
         for attempt in range(self.max_retries + 1):
             attempts = attempt + 1
+            ticket = (limiter.acquire(prompt_chars, request.max_tokens, waited_pause=waited_pause)
+                      if limiter is not None else None)
             self.usage.record_attempt(retry=attempt > 0)
             started = time.perf_counter()
             try:
@@ -413,13 +448,25 @@ class Model:
                 if not isinstance(completion.text, str):
                     raise PermanentModelError(
                         f"{self.name} returned {type(completion.text).__name__}, not text")
-            except Exception as exc:  # classified below; nothing is swallowed
+            except BaseException as exc:  # classified below; nothing is swallowed
+                status = _status_code(exc)
+                if ticket is not None:
+                    ticket.fail(status, _retry_after(exc), _headers_of(exc))
+                if not isinstance(exc, Exception):
+                    raise  # KeyboardInterrupt, SystemExit: the ticket is released, go
+                if status == 429:
+                    self.usage.record_rate_limited()
                 last_error = exc
                 retryable, retry_after, reason = classify_error(exc)
                 if not retryable or attempt == self.max_retries:
                     break
+                # After a 429 the limiter holds every other caller on the endpoint until the
+                # retry-after; this one waits it out here (at least as long) and skips that hold.
                 self._sleep(backoff_delay(attempt, retry_after))
+                waited_pause = ticket is not None and ticket.rate_limited
                 continue
+            if ticket is not None:
+                ticket.settle(completion.usage, completion.headers)
             self.usage.record_success(completion.usage, time.perf_counter() - started)
             if key is not None:
                 self.cache.put(key, completion)

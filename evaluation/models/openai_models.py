@@ -17,7 +17,7 @@ import urllib.request
 from typing import Any, Callable
 
 import config
-from evaluation.models.hosted import HostedModel, call_sdk
+from evaluation.models.hosted import HostedModel, call_sdk_with_headers
 from evaluation.models.model import (
     Completion,
     ModelConfigurationError,
@@ -96,8 +96,11 @@ class OpenAIModel(HostedModel):
 
     def complete(self, request: Request) -> Completion:
         client = self.client()
-        response = call_sdk(self.name, client.chat.completions.create, **self.build_params(request))
-        return parse_chat_completion(response, self.name)
+        response, headers = call_sdk_with_headers(self.name, client.chat.completions, "create",
+                                                  **self.build_params(request))
+        completion = parse_chat_completion(response, self.name)
+        completion.headers = headers
+        return completion
 
 
 # ---------------------------------------------------------------------------------------
