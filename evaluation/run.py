@@ -17,6 +17,9 @@ from pathlib import Path
 
 import config
 from evaluation.data import DataValidationError, InstanceSource
+from evaluation.batch_rounds import run_batch_rounds
+from evaluation.models.batch import BatchRunner
+from evaluation.models.limits import parse_rate_limit, set_user_limits
 from evaluation.models.model import ModelConfigurationError, ModelError, ResponseCache, resolve_model
 from evaluation.pipeline import TASKS, Evaluation, InstanceOutcome, RunningScores, aggregate
 from evaluation.steps import PROMPTS, prompt_version
@@ -69,6 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no_cache", action="store_true",
                    help="do not keep LLM answers in RESULTS_DIR/.llm_cache.sqlite (the cache lets a "
                         "rerun replay calls that finished, and lets settings share identical calls)")
+    p.add_argument("--batch", action="store_true",
+                   help="send the OpenAI and Anthropic models' calls (evaluated model and evaluator) "
+                        "through the providers' batch APIs at half price, in rounds; batch ids are kept "
+                        "in the run directory's batches.json, so a rerun resumes them")
+    p.add_argument("--rate_limit", action="append", default=[], metavar="[MODEL=]tpm=N,rpm=N,in_flight=N",
+                   help="limits to keep on an endpoint (all endpoints, or MODEL's) besides those the "
+                        "provider states in its rate-limit headers; repeatable")
     p.add_argument("--log_file", help="also write a detailed log here")
     return p
 
@@ -118,7 +128,8 @@ def print_summary(results: dict, path: Path, out=None) -> None:
             print(f"  failed at {step} ×{n}: {reason}", file=out)
     for role, usage in results["usage"]["this_invocation"].items():
         cost = usage.get("estimated_cost_usd")
-        print(f"{role}: {usage['model']} · {usage['calls']} calls ({usage['cache_hits']} cached, "
+        print(f"{role}: {usage['model']} · {usage['calls']} calls ({usage['batch_calls']} in batches, "
+              f"{usage['cache_hits']} cached, "
               f"{usage['retries']} retries, {usage['failed_calls']} failed) · "
               f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens"
               + (f" · ~${cost:.4f}" if cost is not None else ""), file=out)
@@ -134,10 +145,11 @@ def recorded_usage(store: RunStore) -> dict:
     def add(step: dict | None) -> None:
         if not step or not step.get("usage") or not step.get("model"):
             return
-        entry = totals.setdefault(step["model"], {"steps": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        entry = totals.setdefault(step["model"], {"steps": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                                  "batch_prompt_tokens": 0, "batch_completion_tokens": 0})
         entry["steps"] += 1
-        entry["prompt_tokens"] += step["usage"]["prompt_tokens"]
-        entry["completion_tokens"] += step["usage"]["completion_tokens"]
+        for k in ("prompt_tokens", "completion_tokens", "batch_prompt_tokens", "batch_completion_tokens"):
+            entry[k] += step["usage"].get(k, 0)
 
     for record in store.iter_records():
         for step in record.get("steps", {}).values():
@@ -146,7 +158,9 @@ def recorded_usage(store: RunStore) -> dict:
             for step in evaluation.get("steps", {}).values():
                 add(step)
     for name, entry in totals.items():
-        entry["estimated_cost_usd"] = estimate_cost(name, entry["prompt_tokens"], entry["completion_tokens"])
+        entry["estimated_cost_usd"] = estimate_cost(name, entry["prompt_tokens"], entry["completion_tokens"],
+                                                    entry["batch_prompt_tokens"],
+                                                    entry["batch_completion_tokens"])
     return totals
 
 
@@ -174,6 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     data_source = instances.name
 
     # 2. Models, checked before any work (missing keys, unreachable servers).
+    if args.batch and args.no_cache:
+        print("error: --batch keeps the batches' answers in the cache; drop --no_cache", file=sys.stderr)
+        return 2
+    try:
+        set_user_limits(dict(parse_rate_limit(spec) for spec in args.rate_limit))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     cache = None if args.no_cache else ResponseCache(Path(args.results_dir) / ".llm_cache.sqlite")
     common = {"timeout": args.timeout, "max_retries": args.max_retries, "cache": cache}
     try:
@@ -207,8 +229,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    evaluation = Evaluation(model=model, evaluator=evaluator, matcher=matcher, store=store,
-                            task=args.task, setting=args.setting, inner_workers=args.n_workers)
+    def make_evaluation() -> Evaluation:
+        return Evaluation(model=model, evaluator=evaluator, matcher=matcher, store=store,
+                          task=args.task, setting=args.setting, inner_workers=args.n_workers)
+
+    if args.batch:
+        try:
+            run_batch_rounds(make_evaluation, instances, BatchRunner(run_dir / "batches.json"),
+                             [m for m in (model, evaluator, matcher) if m is not None],
+                             n_workers=args.n_workers)
+        except KeyboardInterrupt:
+            print(f"\ninterrupted: the submitted batches are listed in {run_dir / 'batches.json'}; "
+                  f"rerun the same command to resume them.", file=sys.stderr)
+            return 130
+        except ModelError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    evaluation = make_evaluation()
     running = RunningScores()
 
     def evaluate(instance) -> InstanceOutcome:

@@ -75,6 +75,11 @@ def run_step(model: Model, prompt_key: str, values: dict, parse: Callable[[str],
         if completion.usage is not None:
             usage["prompt_tokens"] += completion.usage.prompt_tokens
             usage["completion_tokens"] += completion.usage.completion_tokens
+            if completion.usage.batch:  # priced at the batch price in results.json
+                usage["batch_prompt_tokens"] = usage.get("batch_prompt_tokens", 0) + \
+                    completion.usage.prompt_tokens
+                usage["batch_completion_tokens"] = usage.get("batch_completion_tokens", 0) + \
+                    completion.usage.completion_tokens
         try:
             output = parse(completion.text)
         except ParseError as exc:

@@ -8,7 +8,8 @@ It speaks enough of these wire protocols for the official SDKs to talk to it:
 * Anthropic messages: ``POST /v1/messages`` (the ``anthropic`` SDK with
   ``base_url=server.base_url``);
 * Gemini: ``POST /v1beta/models/MODEL:generateContent`` (``google-genai`` with
-  ``http_options={"base_url": server.base_url}``).
+  ``http_options={"base_url": server.base_url}``);
+* the OpenAI and Anthropic batch APIs (tests/fake_batch_api.py).
 
 Usage::
 
@@ -74,6 +75,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+import fake_batch_api
+
 HANG_SECONDS = 30.0
 
 _OPENAI_ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_api_key",
@@ -116,6 +119,33 @@ def _prompt_tokens(req: dict) -> int:
     return count_tokens(req["system"]) + sum(count_tokens(m["content"]) for m in req["messages"])
 
 
+def parse_body(api: str, body: dict, path: str, headers: dict) -> dict:
+    """The request dict (see the module docstring) of one API body."""
+    if api == "openai":
+        system_parts, messages = [], []
+        for message in body.get("messages") or []:
+            role = message.get("role")
+            text = _content_text(message.get("content"))
+            if role in ("system", "developer"):
+                system_parts.append(text)
+            else:
+                messages.append({"role": role, "content": text})
+        system = "\n".join(system_parts)
+    elif api == "google":
+        instruction = body.get("systemInstruction") or body.get("system_instruction") or {}
+        system = _content_text(instruction.get("parts") if isinstance(instruction, dict)
+                               else instruction)
+        messages = [{"role": "assistant" if c.get("role") == "model" else "user",
+                     "content": _content_text(c.get("parts"))}
+                    for c in body.get("contents") or []]
+    else:
+        system = _content_text(body.get("system"))
+        messages = [{"role": m.get("role"), "content": _content_text(m.get("content"))}
+                    for m in body.get("messages") or []]
+    return {"api": api, "model": body.get("model"), "system": system, "messages": messages,
+            "body": body, "headers": headers, "path": path}
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # many client threads connect at once
@@ -136,6 +166,8 @@ class _Handler(BaseHTTPRequestHandler):
     # -- routing ----------------------------------------------------------------------------
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         path = self.path.split("?", 1)[0].rstrip("/")
+        if fake_batch_api.route(self, "GET", path, b""):
+            return
         if path in ("/v1/models", "/models"):
             owner = self.server.owner
             data = [{"id": name, "object": "model", "created": 0, "owned_by": "fake"}
@@ -148,6 +180,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         path = self.path.split("?", 1)[0].rstrip("/")
+        if fake_batch_api.route(self, "POST", path, raw):
+            return
         model_in_path = None
         if path.endswith("/chat/completions"):
             api = "openai"
@@ -193,29 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
     # -- requests and answers -----------------------------------------------------------------
     def _parse_request(self, api: str, body: dict, path: str) -> dict:
         headers = {name.lower(): value for name, value in self.headers.items()}
-        if api == "openai":
-            system_parts, messages = [], []
-            for message in body.get("messages") or []:
-                role = message.get("role")
-                text = _content_text(message.get("content"))
-                if role in ("system", "developer"):
-                    system_parts.append(text)
-                else:
-                    messages.append({"role": role, "content": text})
-            system = "\n".join(system_parts)
-        elif api == "google":
-            instruction = body.get("systemInstruction") or body.get("system_instruction") or {}
-            system = _content_text(instruction.get("parts") if isinstance(instruction, dict)
-                                   else instruction)
-            messages = [{"role": "assistant" if c.get("role") == "model" else "user",
-                         "content": _content_text(c.get("parts"))}
-                        for c in body.get("contents") or []]
-        else:
-            system = _content_text(body.get("system"))
-            messages = [{"role": m.get("role"), "content": _content_text(m.get("content"))}
-                        for m in body.get("messages") or []]
-        return {"api": api, "model": body.get("model"), "system": system, "messages": messages,
-                "body": body, "headers": headers, "path": path}
+        return parse_body(api, body, path, headers)
 
     def _answer(self, api: str, req: dict, response: FakeResponse) -> None:
         owner = self.server.owner
@@ -319,6 +331,11 @@ class FakeLLMServer:
         self._bucket_stamp = time.monotonic()
         self.rate_limited = 0
         self.charged_tokens = 0
+        # Batch APIs (tests/fake_batch_api.py).
+        self.batch_delay = 0.0
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict] = {}
+        self.batch_items = 0
         # What GET /v1/models lists (vLLM's check() asks for it).
         self.models: list[str] = ["fake-model"]
         self._lock = threading.Lock()
@@ -431,6 +448,9 @@ class FakeLLMServer:
                    "x-ratelimit-remaining-tokens": str(max(0, int(level))),
                    "x-ratelimit-reset-tokens": f"{max(0.0, limit - level) / rate:.3f}s"}
         return headers, refused_for
+
+    def _parse_body(self, api: str, body: dict, path: str) -> dict:
+        return parse_body(api, body, path, {})
 
     def _requeue(self, response: FakeResponse) -> None:
         with self._lock:

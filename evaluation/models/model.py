@@ -82,6 +82,7 @@ class ModelCallFailed(ModelError):
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    batch: bool = False  # answered through a provider's batch API, at the batch price
 
 
 @dataclass
@@ -161,6 +162,9 @@ class UsageTracker:
         self.retries = 0
         self.cache_hits = 0
         self.rate_limited = 0
+        self.batch_calls = 0
+        self.batch_prompt_tokens = 0
+        self.batch_completion_tokens = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.latencies: list[float] = []
@@ -177,6 +181,17 @@ class UsageTracker:
                 self.prompt_tokens += usage.prompt_tokens
                 self.completion_tokens += usage.completion_tokens
             self.latencies.append(latency)
+
+    def record_batch(self, usage: Usage | None) -> None:
+        """A call answered in a batch (batch.py): counted as a call, priced as a batch one."""
+        with self._lock:
+            self.calls += 1
+            self.batch_calls += 1
+            if usage is not None:
+                self.prompt_tokens += usage.prompt_tokens
+                self.completion_tokens += usage.completion_tokens
+                self.batch_prompt_tokens += usage.prompt_tokens
+                self.batch_completion_tokens += usage.completion_tokens
 
     def record_failure(self) -> None:
         with self._lock:
@@ -200,21 +215,32 @@ class UsageTracker:
                 "retries": self.retries,
                 "cache_hits": self.cache_hits,
                 "rate_limited": self.rate_limited,
+                "batch_calls": self.batch_calls,
+                "batch_prompt_tokens": self.batch_prompt_tokens,
+                "batch_completion_tokens": self.batch_completion_tokens,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "latency_total_s": round(sum(latencies), 3),
                 "latency_median_s": round(statistics.median(latencies), 4) if latencies else None,
             }
         out["estimated_cost_usd"] = estimate_cost(model_name, out["prompt_tokens"],
-                                                  out["completion_tokens"])
+                                                  out["completion_tokens"],
+                                                  out["batch_prompt_tokens"],
+                                                  out["batch_completion_tokens"])
         return out
 
 
-def estimate_cost(model_name: str | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+def estimate_cost(model_name: str | None, prompt_tokens: int, completion_tokens: int,
+                  batch_prompt_tokens: int = 0, batch_completion_tokens: int = 0) -> float | None:
+    """USD at config.PRICES_PER_MTOK; the batch_* tokens (included in the totals) are
+    priced at config.BATCH_DISCOUNT of the online price."""
     price = config.PRICES_PER_MTOK.get(model_name or "")
     if price is None:
         return None
-    return round((prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6, 6)
+    online = (prompt_tokens - batch_prompt_tokens) * price[0] + \
+        (completion_tokens - batch_completion_tokens) * price[1]
+    batch = (batch_prompt_tokens * price[0] + batch_completion_tokens * price[1]) * config.BATCH_DISCOUNT
+    return round((online + batch) / 1e6, 6)
 
 
 # ---------------------------------------------------------------------------------------
@@ -240,28 +266,31 @@ class ResponseCache:
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS completions ("
                 " key TEXT PRIMARY KEY, text TEXT NOT NULL,"
-                " prompt_tokens INTEGER, completion_tokens INTEGER)"
+                " prompt_tokens INTEGER, completion_tokens INTEGER, batch INTEGER DEFAULT 0)"
             )
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(completions)")}
+            if "batch" not in columns:  # a cache written before batch mode existed
+                self._db.execute("ALTER TABLE completions ADD COLUMN batch INTEGER DEFAULT 0")
             self._db.commit()
 
     def get(self, key: str) -> Completion | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT text, prompt_tokens, completion_tokens FROM completions WHERE key = ?",
+                "SELECT text, prompt_tokens, completion_tokens, batch FROM completions WHERE key = ?",
                 (key,),
             ).fetchone()
         if row is None:
             return None
-        usage = Usage(row[1], row[2]) if row[1] is not None else None
+        usage = Usage(row[1], row[2], bool(row[3])) if row[1] is not None else None
         return Completion(text=row[0], usage=usage)
 
     def put(self, key: str, completion: Completion) -> None:
         usage = completion.usage
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?)",
                 (key, completion.text, usage.prompt_tokens if usage else None,
-                 usage.completion_tokens if usage else None),
+                 usage.completion_tokens if usage else None, int(bool(usage and usage.batch))),
             )
             self._db.commit()
 
@@ -356,6 +385,9 @@ class Model:
     supports_json_schema: ClassVar[bool] = False
     # True when the adapter follows Request.answer_grammar (the embedded model only).
     supports_answer_grammar: ClassVar[bool] = False
+    # Batch mode (batch.py): set to a BatchRunner, calls that miss the cache are deferred
+    # to the provider's batch API instead of being sent.
+    batch_runner: Any = None
 
     def __init__(self, name: str | None = None, *, temperature: float | None = 0.0,
                  max_tokens: int | None = None, timeout: float | None = None,
@@ -426,8 +458,11 @@ class Model:
         if key is not None:
             cached = self.cache.get(key)
             if cached is not None:
-                self.usage.record_cache_hit()
+                if not (cached.usage is not None and cached.usage.batch and self.batch_runner):
+                    self.usage.record_cache_hit()  # a batch answer was counted when fetched
                 return cached
+        if self.batch_runner is not None:
+            self.batch_runner.defer(self, request, key)  # raises BatchDeferred, or goes on
 
         limiter = self.rate_limiter()
         prompt_chars = len(request.system_prompt) + sum(len(m["content"]) for m in request.messages)
