@@ -24,6 +24,7 @@ from evaluation.models.model import ModelConfigurationError, ModelError, Respons
 from evaluation.pipeline import TASKS, Evaluation, InstanceOutcome, RunningScores, aggregate
 from evaluation.steps import PROMPTS, prompt_version
 from evaluation.store import SETTINGS, RunConflictError, RunStore, run_dir_for
+from evaluation.sweep import ProgressLog, ShardedInstances, parse_shard, print_sweep_table, sweep_runs
 from utils.executor import iter_with_progress
 
 log = logging.getLogger("cupid.evaluation")
@@ -35,8 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate a model on CUPID: infer the user's contextual preference from "
                     "prior sessions (precision/recall/F1) and/or answer the request (judge score 1-10).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", required=True,
-                   help="model to evaluate: a registered model_name (see evaluation/models/), a hosted "
+    p.add_argument("--model", nargs="+",
+                   help="model(s) to evaluate, several for a sweep in one process (one run directory "
+                        "each, one summary table at the end): a registered model_name (see evaluation/models/), a hosted "
                         "name (gpt-*/o1*/o3*/o4* → OpenAI, claude-* → Anthropic, gemini-* → Google, "
                         "org/name → Together), a prefixed name (openai:, anthropic:, together:, google:, "
                         "vllm:NAME[@URL], local-server:NAME[@URL]), or smollm2-135m (embedded, offline)")
@@ -79,6 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate_limit", action="append", default=[], metavar="[MODEL=]tpm=N,rpm=N,in_flight=N",
                    help="limits to keep on an endpoint (all endpoints, or MODEL's) besides those the "
                         "provider states in its rate-limit headers; repeatable")
+    p.add_argument("--sweep", metavar="FILE.yaml",
+                   help="a YAML file listing the runs of a sweep (models, settings, options); see "
+                        "evaluation/sweep.py")
+    p.add_argument("--shard", metavar="I/N",
+                   help="evaluate only shard I of N (1 <= I <= N): the instances whose id hashes to I, "
+                        "the same split on every machine; shards may share one results directory")
+    p.add_argument("--progress_every", type=int, default=0, metavar="K",
+                   help="log a progress line (counts, rate, ETA) every K instances; by default every "
+                        "~5%% when stderr is not a terminal (nohup, SLURM, CI), never when it is")
     p.add_argument("--log_file", help="also write a detailed log here")
     return p
 
@@ -165,8 +176,64 @@ def recorded_usage(store: RunStore) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     setup_logging(args.log_file)
+    try:
+        runs = sweep_runs(args, parser)
+        if args.shard:
+            parse_shard(args.shard)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    shared = SharedResources()
+    try:
+        if len(runs) == 1:
+            return evaluate_one(runs[0], shared)
+        rows = []
+        for run in runs:
+            print(f"\n=== sweep run {len(rows) + 1}/{len(runs)}: {run.model} [{run.setting}] ===",
+                  file=sys.stderr, flush=True)
+            code = evaluate_one(run, shared)
+            rows.append((run, shared.last_results, code))
+            shared.last_results = None
+            if code == 130:
+                break
+        print_sweep_table(rows)
+        return max(code for _, _, code in rows)
+    finally:
+        shared.close()
+
+
+class SharedResources:
+    """What the runs of a sweep share: the response cache per results directory and the
+    models per (name, role, options); the rate limiters are shared by endpoint anyway."""
+
+    def __init__(self) -> None:
+        self.caches: dict[Path, ResponseCache] = {}
+        self.models: dict[tuple, object] = {}
+        self.last_results: dict | None = None
+
+    def cache(self, results_dir: str) -> ResponseCache:
+        path = Path(results_dir).resolve() / ".llm_cache.sqlite"
+        if path not in self.caches:
+            self.caches[path] = ResponseCache(path)
+        return self.caches[path]
+
+    def model(self, spec: str, role: str, **params):
+        key = (spec, role, tuple(sorted((k, id(v) if k == "cache" else v) for k, v in params.items())))
+        if key not in self.models:
+            self.models[key] = resolve_model(spec, role=role, **params)
+        return self.models[key]
+
+    def close(self) -> None:
+        for cache in self.caches.values():
+            cache.close()
+        self.caches.clear()
+
+
+def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
+    """One model and setting into its run directory; returns the exit status."""
     if args.setting == "oracle_preference" and args.task != "generation":
         print("error: --setting oracle_preference applies to --task generation only", file=sys.stderr)
         return 2
@@ -185,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     except DataValidationError as exc:
         print(f"error: bad data: {exc}", file=sys.stderr)
         return 2
-    data_source = instances.name
+    data_source = instances.name  # the same for every shard, so shards share a run directory
+    if args.shard:
+        instances = ShardedInstances(instances, *parse_shard(args.shard))
 
     # 2. Models, checked before any work (missing keys, unreachable servers).
     if args.batch and args.no_cache:
@@ -196,15 +265,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    cache = None if args.no_cache else ResponseCache(Path(args.results_dir) / ".llm_cache.sqlite")
+    cache = None if args.no_cache else shared.cache(args.results_dir)
     common = {"timeout": args.timeout, "max_retries": args.max_retries, "cache": cache}
     try:
         model = resolve_model(args.model, role="evaluated", **common)
-        evaluator = resolve_model(args.evaluator, role="evaluator", **common)
+        # The evaluator and matcher are one object for every run of a sweep.
+        evaluator = shared.model(args.evaluator, "evaluator", **common)
         matcher = None
         if args.use_matcher:
-            matcher = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{args.matcher_url}",
-                                    role="matcher", **common)
+            matcher = shared.model(f"vllm:{config.PREFMATCHER_MODEL}@{args.matcher_url}",
+                                   "matcher", **common)
         for m in filter(None, (model, evaluator, matcher)):
             m.check()
     except ModelError as exc:
@@ -258,8 +328,12 @@ def main(argv: list[str] | None = None) -> int:
             outcome = InstanceOutcome(instance.instance_id, instance.instance_type, "failed",
                                       failures=[("internal", f"{type(exc).__name__}: {exc}")])
         running.add(outcome)
+        if progress is not None:
+            progress.add(outcome.status == "failed")
         return outcome
 
+    every = args.progress_every or (0 if sys.stderr.isatty() else max(1, len(instances) // 20))
+    progress = ProgressLog(len(instances), every, f"{model.name} [{args.setting}]") if every else None
     started = time.perf_counter()
     outcomes: list[InstanceOutcome] = []
     try:
@@ -295,8 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     # beside it keeps a PrefMatcher run from hiding the GPT-4o one.
     path = store.write_results(results, evaluation.scorer)
     print_summary(results, path)
-    if cache is not None:
-        cache.close()
+    shared.last_results = results
     return 1 if results["counts"]["failed"] else 0
 
 
