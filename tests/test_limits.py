@@ -171,3 +171,15 @@ def test_estimates_settle_to_actual_usage():
     # Calibrated: 2 characters per token, 20-token answers.
     assert limiter.estimate_tokens(400, 10) == pytest.approx(220)
     assert limiter._tokens.level == pytest.approx(6000 - 220, abs=5)
+
+
+def test_vllm_server_farm_round_robin():
+    with FakeLLMServer(responder=lambda req: "one") as first, \
+            FakeLLMServer(responder=lambda req: "two") as second:
+        model = resolve_model(f"vllm:farmed@{first.openai_base_url},{second.openai_base_url}")
+        model.check()  # both servers answer GET /models
+        answers = [model.chat("", user(str(i))) for i in range(6)]
+        assert sorted(answers) == ["one"] * 3 + ["two"] * 3
+        assert len(first.requests) == len(second.requests) == 3
+        assert model.rate_limiter() is resolve_model(
+            f"vllm:other@{first.openai_base_url},{second.openai_base_url}").rate_limiter()
