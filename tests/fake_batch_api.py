@@ -1,8 +1,12 @@
 """The batch endpoints of the loopback fake server (tests/fake_llm_server.py).
 
-OpenAI Batch API (also what the ``together`` SDK's batches speak):
+OpenAI Batch API:
   ``POST /v1/files`` (multipart upload, purpose "batch"), ``POST /v1/batches``,
   ``GET /v1/batches/ID``, ``GET /v1/files/ID/content``.
+Together's batch API (the same JSONL lines and output, its own upload and job objects):
+  ``POST /v1/files`` without a file part answers 302 to ``PUT /upload/ID``, then
+  ``POST /v1/files/ID/preprocess``; ``POST /v1/batches`` returns ``{"job": ...}`` and
+  ``GET /v1/batches/ID`` the job (status ``IN_PROGRESS``/``COMPLETED``).
 Anthropic Message Batches:
   ``POST /v1/messages/batches``, ``GET /v1/messages/batches/ID``,
   ``GET /v1/messages/batches/ID/results``.
@@ -35,7 +39,7 @@ def route(handler: Any, method: str, path: str, raw: bytes) -> bool:
         message = email.parser.BytesParser().parsebytes(
             f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
         data, purpose, filename = b"", "", "upload.jsonl"
-        for part in message.get_payload():
+        for part in (message.get_payload() if message.is_multipart() else []):
             name = part.get_param("name", header="content-disposition")
             if name == "file":
                 data = part.get_payload(decode=True)
@@ -43,11 +47,31 @@ def route(handler: Any, method: str, path: str, raw: bytes) -> bool:
             elif name == "purpose":
                 purpose = part.get_payload(decode=True).decode()
         file_id = f"file-{uuid.uuid4().hex[:16]}"
+        if not data:  # Together: the content comes by PUT to the URL given here
+            with owner._lock:
+                owner.files[file_id] = b""
+                owner.together_files.add(file_id)
+            base = f"http://127.0.0.1:{handler.server.server_address[1]}"
+            handler._send_bytes(302, b"", "text/plain", {"Location": f"{base}/upload/{file_id}",
+                                                         "X-Together-File-Id": file_id})
+            return True
         with owner._lock:
             owner.files[file_id] = data
         handler._send_json(200, {"id": file_id, "object": "file", "bytes": len(data),
                                  "created_at": _now(), "filename": filename,
                                  "purpose": purpose, "status": "processed"})
+        return True
+    if method == "PUT" and len(parts) == 2 and parts[0] == "upload":
+        with owner._lock:
+            owner.files[parts[1]] = raw
+        handler._send_bytes(200, b"", "text/plain")
+        return True
+    if method == "POST" and len(parts) == 4 and parts[:2] == ["v1", "files"] and parts[3] == "preprocess":
+        with owner._lock:
+            size = len(owner.files.get(parts[2], b""))
+        handler._send_json(200, {"id": parts[2], "object": "file", "bytes": size, "created_at": _now(),
+                                 "filename": "batch.jsonl", "purpose": "batch-api", "FileType": "jsonl",
+                                 "processing_status": "COMPLETED"})
         return True
     if method == "GET" and len(parts) == 4 and parts[:2] == ["v1", "files"] and parts[3] == "content":
         with owner._lock:
@@ -67,13 +91,22 @@ def route(handler: Any, method: str, path: str, raw: bytes) -> bool:
             return True
         lines = [json.loads(line) for line in data.decode().splitlines() if line.strip()]
         batch_id = f"batch_{uuid.uuid4().hex[:16]}"
+        together = body.get("input_file_id") in owner.together_files
         _register(owner, batch_id, "openai", lines, body)
-        handler._send_json(200, _openai_batch(owner, batch_id))
+        with owner._lock:
+            owner.batches[batch_id]["together"] = together
+        if together:
+            handler._send_json(200, {"job": _together_job(owner, batch_id), "warning": None})
+        else:
+            handler._send_json(200, _openai_batch(owner, batch_id))
         return True
     if method == "GET" and len(parts) == 3 and parts[:2] == ["v1", "batches"]:
         if _known(handler, owner, parts[2]):
             _maybe_finish(owner, parts[2])
-            handler._send_json(200, _openai_batch(owner, parts[2]))
+            if owner.batches[parts[2]].get("together"):
+                handler._send_json(200, _together_job(owner, parts[2]))
+            else:
+                handler._send_json(200, _openai_batch(owner, parts[2]))
         return True
     if method == "POST" and path == "/v1/messages/batches":
         body = json.loads(raw or b"{}")
@@ -190,6 +223,18 @@ def _openai_batch(owner: Any, batch_id: str) -> dict:
             "output_file_id": b["output_file_id"], "error_file_id": b["error_file_id"],
             "request_counts": {"total": n, "completed": n - failed if done else 0, "failed": failed},
             "errors": None, "metadata": None}
+
+
+def _together_job(owner: Any, batch_id: str) -> dict:
+    with owner._lock:
+        b = dict(owner.batches[batch_id])
+    done = b["results"] is not None
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(b["created_at"]))
+    return {"id": batch_id, "status": "COMPLETED" if done else "IN_PROGRESS",
+            "endpoint": b["endpoint"], "input_file_id": b["input_file_id"],
+            "output_file_id": b["output_file_id"], "error_file_id": b["error_file_id"],
+            "progress": 100.0 if done else 0.0, "created_at": stamp,
+            "completed_at": stamp if done else None}
 
 
 def _anthropic_batch(handler: Any, owner: Any, batch_id: str) -> dict:

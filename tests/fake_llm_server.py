@@ -176,6 +176,13 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(404, {"error": {"message": f"no route GET {path}", "type": "not_found"}})
 
+    def do_PUT(self) -> None:  # noqa: N802 - stdlib name
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if not fake_batch_api.route(self, "PUT", path, raw):
+            self._send_json(404, {"error": {"message": f"no route PUT {path}", "type": "not_found"}})
+
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -335,6 +342,7 @@ class FakeLLMServer:
         self.batch_delay = 0.0
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict] = {}
+        self.together_files: set[str] = set()
         self.batch_items = 0
         # What GET /v1/models lists (vLLM's check() asks for it).
         self.models: list[str] = ["fake-model"]

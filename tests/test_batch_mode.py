@@ -153,3 +153,22 @@ def test_killed_batch_run_resumes_without_resubmitting(env, data_file, tmp_path)
     custom_ids = [c for b in env.batches.values() for c in b["custom_ids"]]
     assert len(custom_ids) == len(set(custom_ids)) == 12  # 4 + 4 + 4, none twice
     assert "resuming 1 submitted batch" in code.stderr
+
+
+def test_together_batch_through_its_sdk(fake_llm_env, tmp_path):
+    """Together's upload (302 to a PUT, then preprocess), job objects and output file."""
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    model = resolve_model("meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo", cache=cache)
+    runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
+    model.batch_runner = runner
+    fake_llm_env.responder = lambda req: f"echo {req['messages'][-1]['content']}"
+    for text in ("one", "two"):
+        with pytest.raises(BatchDeferred):
+            model.chat("", [{"role": "user", "content": text}])
+    runner.run_round()
+    assert [model.chat("", [{"role": "user", "content": t}]) for t in ("one", "two")] == \
+        ["echo one", "echo two"]
+    (batch,) = fake_llm_env.batches.values()
+    assert batch["together"] and len(batch["custom_ids"]) == 2
+    assert model.usage.snapshot()["batch_calls"] == 2
+    assert all(r["path"] == "batch" for r in fake_llm_env.requests)

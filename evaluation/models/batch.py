@@ -15,9 +15,10 @@ restarted run polls them instead of submitting their requests again. An item tha
 in its batch is asked online in the next round (the seam's bounded retries), and if that
 fails too the step is recorded failed like any other.
 
-Adapters: OpenAI (``files.create`` + ``batches.create``, results in the output file) and
-Anthropic (``messages.batches``). Other models (vLLM servers, the embedded model, a user's
-``__call__``) answer online.
+Adapters: OpenAI (``files.create`` + ``batches.create``, results in the output file),
+Anthropic (``messages.batches``) and Together (``files.upload`` + ``batches.create``).
+Other models (Gemini for now, vLLM servers, the embedded model, a user's ``__call__``)
+answer online.
 """
 from __future__ import annotations
 
@@ -103,6 +104,65 @@ class OpenAIBatch:
         return out
 
 
+class TogetherBatch(OpenAIBatch):
+    """Together's batch API: OpenAI's JSONL lines and output files, its own upload (a
+    presigned PUT) and job objects."""
+
+    provider = "together"
+
+    def line(self, custom_id: str, request: Request) -> dict:
+        body = {k: v for k, v in self.model.build_params(request).items() if k != "timeout"}
+        return {"custom_id": custom_id, "body": body}
+
+    def submit(self, lines: list[dict]) -> str:
+        import tempfile
+
+        client = self.model.client()
+        with tempfile.TemporaryDirectory(prefix="cupid_batch_") as tmp:
+            path = Path(tmp) / "cupid_batch.jsonl"
+            path.write_text("\n".join(json.dumps(line, ensure_ascii=False) for line in lines),
+                            encoding="utf-8")
+            uploaded = client.files.upload(file=path, purpose="batch-api", check=False)
+        created = client.batches.create(input_file_id=uploaded.id, endpoint=self.endpoint)
+        return created.job.id
+
+    def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
+        job = self.model.client().batches.retrieve(batch_id)
+        status = (job.status or "").upper()
+        return (status in ("COMPLETED", "FAILED", "EXPIRED", "CANCELLED"), status,
+                int(job.progress or 0), 100)
+
+    def fetch(self, batch_id: str) -> dict[str, Completion | str]:
+        from openai.types.chat import ChatCompletion
+
+        from evaluation.models.openai_models import parse_chat_completion
+
+        client = self.model.client()
+        job = client.batches.retrieve(batch_id)
+        out: dict[str, Completion | str] = {}
+        for file_id in (job.output_file_id, job.error_file_id):
+            if not file_id:
+                continue
+            for line in client.files.content(file_id).read().decode("utf-8").splitlines():
+                if not line.strip():
+                    continue
+                item = json.loads(line)
+                response = item.get("response") or {}
+                body = response.get("body") or {}
+                if response.get("status_code") == 200 and not item.get("error"):
+                    try:
+                        out[item["custom_id"]] = parse_chat_completion(
+                            ChatCompletion.model_validate(body), self.model.name)
+                    except Exception as exc:  # a malformed item fails alone
+                        out[item["custom_id"]] = f"malformed batch answer: {exc}"
+                else:
+                    error = item.get("error") or body.get("error") or {}
+                    out[item["custom_id"]] = f"HTTP {response.get('status_code')}: {error}"
+        if (job.status or "").upper() != "COMPLETED" and not out:
+            out["*"] = f"batch {batch_id} ended {job.status}: {job.error}"
+        return out
+
+
 class AnthropicBatch:
     """Anthropic's Message Batches API."""
 
@@ -151,11 +211,14 @@ def batch_adapter(model: Model) -> Any | None:
     """The batch adapter of a model's provider, or None (the model answers online)."""
     from evaluation.models.anthropic_models import AnthropicModel
     from evaluation.models.openai_models import OpenAICompatibleModel, OpenAIModel
+    from evaluation.models.together_models import TogetherModel
 
     if isinstance(model, OpenAIModel) and not isinstance(model, OpenAICompatibleModel):
         return OpenAIBatch(model)
     if isinstance(model, AnthropicModel):
         return AnthropicBatch(model)
+    if isinstance(model, TogetherModel):
+        return TogetherBatch(model)
     return None
 
 
