@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not keep LLM answers in RESULTS_DIR/.llm_cache.sqlite (the cache lets a "
                         "rerun replay calls that finished, and lets settings share identical calls)")
     p.add_argument("--batch", action="store_true",
-                   help="send the OpenAI, Anthropic and Together models' calls (evaluated model and evaluator) "
+                   help="send the OpenAI, Anthropic, Together and Gemini models' calls (evaluated model and evaluator) "
                         "through the providers' batch APIs at half price, in rounds; batch ids are kept "
                         "in the run directory's batches.json, so a rerun resumes them")
     p.add_argument("--rate_limit", action="append", default=[], metavar="[MODEL=]tpm=N,rpm=N,in_flight=N",

@@ -7,6 +7,8 @@ Together's batch API (the same JSONL lines and output, its own upload and job ob
   ``POST /v1/files`` without a file part answers 302 to ``PUT /upload/ID``, then
   ``POST /v1/files/ID/preprocess``; ``POST /v1/batches`` returns ``{"job": ...}`` and
   ``GET /v1/batches/ID`` the job (status ``IN_PROGRESS``/``COMPLETED``).
+Gemini batch mode (inline requests):
+  ``POST /v1beta/models/MODEL:batchGenerateContent``, ``GET /v1beta/batches/ID``.
 Anthropic Message Batches:
   ``POST /v1/messages/batches``, ``GET /v1/messages/batches/ID``,
   ``GET /v1/messages/batches/ID/results``.
@@ -100,6 +102,13 @@ def route(handler: Any, method: str, path: str, raw: bytes) -> bool:
         else:
             handler._send_json(200, _openai_batch(owner, batch_id))
         return True
+    if method == "GET" and len(parts) == 3 and parts[1] == "batches" \
+            and f"batches/{parts[2]}" in owner.batches:  # the SDK's API version may vary
+        batch_id = f"batches/{parts[2]}"
+        if _known(handler, owner, batch_id):
+            _maybe_finish(owner, batch_id)
+            handler._send_json(200, _google_batch(owner, batch_id))
+        return True
     if method == "GET" and len(parts) == 3 and parts[:2] == ["v1", "batches"]:
         if _known(handler, owner, parts[2]):
             _maybe_finish(owner, parts[2])
@@ -107,6 +116,17 @@ def route(handler: Any, method: str, path: str, raw: bytes) -> bool:
                 handler._send_json(200, _together_job(owner, parts[2]))
             else:
                 handler._send_json(200, _openai_batch(owner, parts[2]))
+        return True
+    if method == "POST" and path.endswith(":batchGenerateContent") and "/models/" in path:
+        body = json.loads(raw or b"{}")
+        model = path.rsplit("/models/", 1)[1][: -len(":batchGenerateContent")]
+        requests = ((body.get("batch") or {}).get("inputConfig") or {}).get("requests") or {}
+        items = [{"custom_id": (item.get("metadata") or {}).get("key"),
+                  "params": {**item.get("request", {}), "model": model}}
+                 for item in requests.get("requests") or []]
+        batch_id = f"batches/{uuid.uuid4().hex[:16]}"
+        _register(owner, batch_id, "google", items, {})
+        handler._send_json(200, _google_batch(owner, batch_id))
         return True
     if method == "POST" and path == "/v1/messages/batches":
         body = json.loads(raw or b"{}")
@@ -168,7 +188,10 @@ def _maybe_finish(owner: Any, batch_id: str) -> None:
         custom_id = item.get("custom_id")
         if response.status >= 400 or response.text is None:
             message = response.text or f"fake error {response.status}"
-            if api == "openai":
+            if api == "google":
+                results.append({"error": {"code": response.status, "message": message},
+                                "metadata": {"key": custom_id}})
+            elif api == "openai":
                 errors.append({"id": f"batch_req_{uuid.uuid4().hex[:8]}", "custom_id": custom_id,
                                "response": {"status_code": response.status or 500,
                                             "body": {"error": {"message": message}}},
@@ -180,7 +203,14 @@ def _maybe_finish(owner: Any, batch_id: str) -> None:
             continue
         prompt, completion = _prompt_tokens(req), count_tokens(response.text)
         model = req["model"] or "fake-model"
-        if api == "openai":
+        if api == "google":
+            results.append({"metadata": {"key": custom_id}, "response": {
+                "candidates": [{"content": {"role": "model", "parts": [{"text": response.text}]},
+                                "finishReason": "STOP", "index": 0}],
+                "usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": completion,
+                                  "totalTokenCount": prompt + completion},
+                "modelVersion": model}})
+        elif api == "openai":
             results.append({"id": f"batch_req_{uuid.uuid4().hex[:8]}", "custom_id": custom_id,
                             "response": {"status_code": 200, "request_id": uuid.uuid4().hex, "body": {
                                 "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
@@ -208,7 +238,7 @@ def _maybe_finish(owner: Any, batch_id: str) -> None:
                 err_id = f"file-{uuid.uuid4().hex[:16]}"
                 owner.files[err_id] = "\n".join(json.dumps(r) for r in errors).encode()
                 batch["error_file_id"] = err_id
-        batch["status"] = "completed" if api == "openai" else "ended"
+        batch["status"] = "ended"
 
 
 def _openai_batch(owner: Any, batch_id: str) -> dict:
@@ -223,6 +253,23 @@ def _openai_batch(owner: Any, batch_id: str) -> dict:
             "output_file_id": b["output_file_id"], "error_file_id": b["error_file_id"],
             "request_counts": {"total": n, "completed": n - failed if done else 0, "failed": failed},
             "errors": None, "metadata": None}
+
+
+def _google_batch(owner: Any, batch_id: str) -> dict:
+    with owner._lock:
+        b = dict(owner.batches[batch_id])
+    done = b["results"] is not None
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(b["created_at"]))
+    metadata = {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+                "name": batch_id, "state": "BATCH_STATE_SUCCEEDED" if done else "BATCH_STATE_RUNNING",
+                "createTime": stamp, "updateTime": stamp,
+                "batchStats": {"requestCount": str(len(b["items"])),
+                               "successfulRequestCount": str(sum("response" in r for r in b["results"]))
+                               if done else "0"}}
+    if done:
+        metadata["endTime"] = stamp
+        metadata["output"] = {"inlinedResponses": {"inlinedResponses": b["results"]}}
+    return {"name": batch_id, "metadata": metadata, "done": done}
 
 
 def _together_job(owner: Any, batch_id: str) -> dict:

@@ -172,3 +172,31 @@ def test_together_batch_through_its_sdk(fake_llm_env, tmp_path):
     assert batch["together"] and len(batch["custom_ids"]) == 2
     assert model.usage.snapshot()["batch_calls"] == 2
     assert all(r["path"] == "batch" for r in fake_llm_env.requests)
+
+
+def test_gemini_batch_through_its_sdk(fake_llm_env, tmp_path):
+    """Gemini's batch mode: inline requests keyed by metadata; a failed item is asked online."""
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    model = resolve_model("gemini-2.0-flash", cache=cache)
+    runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
+    model.batch_runner = runner
+
+    def responder(req):
+        text = req["messages"][-1]["content"]
+        if text == "bad" and req["path"] == "batch":
+            return FakeResponse(status=500, text="item failed")
+        return f"gemini says {text} to {req['system']}"
+
+    fake_llm_env.responder = responder
+    for text in ("one", "bad"):
+        with pytest.raises(BatchDeferred):
+            model.chat("be brief", [{"role": "user", "content": text}])
+    runner.run_round()
+    assert model.chat("be brief", [{"role": "user", "content": "one"}]) == "gemini says one to be brief"
+    assert model.chat("be brief", [{"role": "user", "content": "bad"}]) == "gemini says bad to be brief"
+    (batch,) = fake_llm_env.batches.values()
+    assert len(batch["custom_ids"]) == 2
+    online = [r for r in fake_llm_env.requests if r["path"] != "batch"]
+    assert len(online) == 1 and online[0]["messages"][-1]["content"] == "bad"
+    snap = model.usage.snapshot()
+    assert snap["batch_calls"] == 1 and snap["calls"] == 2

@@ -16,9 +16,9 @@ in its batch is asked online in the next round (the seam's bounded retries), and
 fails too the step is recorded failed like any other.
 
 Adapters: OpenAI (``files.create`` + ``batches.create``, results in the output file),
-Anthropic (``messages.batches``) and Together (``files.upload`` + ``batches.create``).
-Other models (Gemini for now, vLLM servers, the embedded model, a user's ``__call__``)
-answer online.
+Anthropic (``messages.batches``), Together (``files.upload`` + ``batches.create``) and
+the Gemini API (``batches.create`` with inline requests). Other models (Vertex AI, vLLM
+servers, the embedded model, a user's ``__call__``) answer online.
 """
 from __future__ import annotations
 
@@ -207,10 +207,60 @@ class AnthropicBatch:
         return out
 
 
+class GeminiBatch:
+    """Gemini batch mode with inline requests (``client.batches``), each keyed by metadata."""
+
+    provider = "google"
+    ended_states = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
+                    "JOB_STATE_EXPIRED")
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def line(self, custom_id: str, request: Request) -> dict:
+        params = self.model.build_request(request)
+        config = {k: v for k, v in params["config"].items() if k != "http_options"}
+        return {"contents": params["contents"], "config": config, "metadata": {"key": custom_id}}
+
+    def submit(self, lines: list[dict]) -> str:
+        job = self.model.client().batches.create(model=self.model.name, src=lines)
+        return job.name
+
+    def _state(self, job: Any) -> str:
+        return str(getattr(job.state, "value", job.state))
+
+    def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
+        job = self.model.client().batches.get(name=batch_id)
+        state = self._state(job)
+        responses = (job.dest.inlined_responses if job.dest is not None else None) or []
+        return state in self.ended_states, state, len(responses), len(responses)
+
+    def fetch(self, batch_id: str) -> dict[str, Completion | str]:
+        from evaluation.models.google_models import parse_response
+
+        job = self.model.client().batches.get(name=batch_id)
+        out: dict[str, Completion | str] = {}
+        for item in (job.dest.inlined_responses if job.dest is not None else None) or []:
+            key = (item.metadata or {}).get("key")
+            if key is None:
+                continue
+            if item.error is not None or item.response is None:
+                out[key] = f"failed in the batch: {item.error}"
+                continue
+            try:
+                out[key] = parse_response(item.response, self.model.name)
+            except Exception as exc:  # a blocked or malformed item fails alone
+                out[key] = f"{type(exc).__name__}: {exc}"
+        if self._state(job) != "JOB_STATE_SUCCEEDED" and not out:
+            out["*"] = f"batch {batch_id} ended {self._state(job)}"
+        return out
+
+
 def batch_adapter(model: Model) -> Any | None:
     """The batch adapter of a model's provider, or None (the model answers online)."""
     from evaluation.models.anthropic_models import AnthropicModel
     from evaluation.models.openai_models import OpenAICompatibleModel, OpenAIModel
+    from evaluation.models.google_models import GoogleModel
     from evaluation.models.together_models import TogetherModel
 
     if isinstance(model, OpenAIModel) and not isinstance(model, OpenAICompatibleModel):
@@ -219,6 +269,8 @@ def batch_adapter(model: Model) -> Any | None:
         return AnthropicBatch(model)
     if isinstance(model, TogetherModel):
         return TogetherBatch(model)
+    if isinstance(model, GoogleModel) and not model.uses_vertex():
+        return GeminiBatch(model)
     return None
 
 
