@@ -200,3 +200,11 @@ def test_gemini_batch_through_its_sdk(fake_llm_env, tmp_path):
     assert len(online) == 1 and online[0]["messages"][-1]["content"] == "bad"
     snap = model.usage.snapshot()
     assert snap["batch_calls"] == 1 and snap["calls"] == 2
+
+
+def test_batches_split_by_count_and_size(tmp_path, monkeypatch):
+    runner = BatchRunner(tmp_path / "b.json", max_items=3, out=io.StringIO())
+    lines = [(f"k{i}", {"custom_id": f"k{i}", "body": "x" * 100}) for i in range(7)]
+    assert [len(c) for c in runner._chunks(lines)] == [3, 3, 1]
+    runner.max_items, runner.max_bytes = 100, 300
+    assert [len(c) for c in runner._chunks(lines)] == [2, 2, 2, 1]

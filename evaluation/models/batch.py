@@ -286,6 +286,7 @@ class BatchRunner:
         self.state_path = Path(state_path)
         self.poll_interval = config.BATCH_POLL_INTERVAL if poll_interval is None else poll_interval
         self.max_items = max_items or config.BATCH_MAX_ITEMS
+        self.max_bytes = config.BATCH_MAX_BYTES
         self.out = out or sys.stderr
         self._sleep = sleep
         self._lock = threading.Lock()
@@ -325,12 +326,11 @@ class BatchRunner:
                 (key, model, request))
         opened = []
         for (_, name, _), items in groups.items():
-            for start in range(0, len(items), self.max_items):
-                chunk = items[start:start + self.max_items]
-                model = chunk[0][1]
-                adapter = batch_adapter(model)
-                ids = {key[:48]: key for key, _, _ in chunk}
-                lines = [adapter.line(key[:48], request) for key, _, request in chunk]
+            model = items[0][1]
+            adapter = batch_adapter(model)
+            for chunk in self._chunks([(key, adapter.line(key[:48], request)) for key, _, request in items]):
+                ids = {key[:48]: key for key, _ in chunk}
+                lines = [line for _, line in chunk]
                 batch_id = adapter.submit(lines)
                 self.submitted_items += len(lines)
                 entry = {"batch_id": batch_id, "provider": adapter.provider, "model": name,
@@ -341,6 +341,21 @@ class BatchRunner:
                 print(f"batch round {self.rounds}: submitted {adapter.provider} batch {batch_id} "
                       f"({len(lines)} requests to {name})", file=self.out, flush=True)
         self._wait_and_fetch(opened)
+
+    def _chunks(self, keyed_lines: list[tuple[str, dict]]) -> Iterable[list[tuple[str, dict]]]:
+        """Split at ``max_items`` requests or ``max_bytes`` of JSONL, whichever comes first
+        (OpenAI takes 200 MB a file, Anthropic 256 MB a batch)."""
+        chunk: list[tuple[str, dict]] = []
+        size = 0
+        for key, line in keyed_lines:
+            length = len(json.dumps(line, ensure_ascii=False).encode("utf-8")) + 1
+            if chunk and (len(chunk) >= self.max_items or size + length > self.max_bytes):
+                yield chunk
+                chunk, size = [], 0
+            chunk.append((key, line))
+            size += length
+        if chunk:
+            yield chunk
 
     def resume(self, models: Iterable[Model]) -> int:
         """Wait for and fetch the batches an earlier, interrupted run submitted; returns
