@@ -20,7 +20,13 @@ from evaluation.data import DataValidationError, InstanceSource
 from evaluation.batch_rounds import run_batch_rounds
 from evaluation.models.batch import BatchRunner
 from evaluation.models.limits import parse_rate_limit, set_user_limits
-from evaluation.models.model import ModelConfigurationError, ModelError, ResponseCache, resolve_model
+from evaluation.models.model import (
+    ModelConfigurationError,
+    ModelError,
+    ResponseCache,
+    UsageTracker,
+    resolve_model,
+)
 from evaluation.pipeline import TASKS, Evaluation, InstanceOutcome, RunningScores, aggregate
 from evaluation.steps import PROMPTS, prompt_version
 from evaluation.store import SETTINGS, RunConflictError, RunStore, run_dir_for
@@ -275,6 +281,8 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         if args.use_matcher:
             matcher = shared.model(f"vllm:{config.PREFMATCHER_MODEL}@{args.matcher_url}",
                                    "matcher", **common)
+        for m in filter(None, (evaluator, matcher)):
+            m.usage = UsageTracker()  # this run's calls only, in its results.json
         for m in filter(None, (model, evaluator, matcher)):
             m.check()
     except ModelError as exc:

@@ -65,7 +65,13 @@ def test_sweep_of_two_models_one_table(server, data_file, tmp_path, capsys):
     args.insert(2, f"vllm:other-model@{url}")
     assert run_module.main(args) == 0
     assert_expected(read_results(tmp_path / "res"))
-    assert read_results(tmp_path / "res", model="other-model")["counts"]["instances"] == 2
+    other = read_results(tmp_path / "res", model="other-model")
+    assert other["counts"]["instances"] == 2
+    # The shared evaluator's usage is counted per run, not summed over the sweep; the
+    # second model infers the same preferences, so its evaluator calls come from the cache.
+    assert read_results(tmp_path / "res")["usage"]["this_invocation"]["evaluator"]["calls"] == 8
+    second = other["usage"]["this_invocation"]["evaluator"]
+    assert (second["calls"], second["cache_hits"]) == (0, 8)
     out = capsys.readouterr().out
     assert "sweep: 2 runs" in out
     table = out[out.index("sweep: 2 runs"):]
