@@ -6,7 +6,7 @@ the figures (P/R/F1 bars, Figures 3, 4, 5 and 9).
 
 Reads every directory under RESULTS_DIR holding a run.json (grouped by the model and
 setting it names), recomputes every number from the per-instance files, and writes
-report.md, report.csv and PNG figures to --output (default RESULTS_DIR).
+report.md, report.csv, PNG figures and report.html to --output (default RESULTS_DIR).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from evaluation import analysis as A
 from evaluation.data import INSTANCE_TYPES, safe_name
 from evaluation.metrics import micro_inference
 from evaluation.published import display_name, lookup, paper_model_name, scorer_kind
+from evaluation.report_html import write_html_report
 from utils.io import atomic_write_text
 
 # The evaluator (matcher, decomposer, judge) behind every published number (§2.3): a fact of
@@ -848,6 +849,7 @@ class ReportFiles:
     markdown: Path
     csv: Path
     figures: list[Path]
+    analysis: Analysis | None = None
 
 
 def render_csv(rows: list[dict]) -> str:
@@ -943,7 +945,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
     md_path, csv_path = output / "report.md", output / "report.csv"
     atomic_write_text(csv_path, render_csv(an.csv_rows()))
     atomic_write_text(md_path, "\n".join(md).rstrip() + "\n")
-    return ReportFiles(md_path, csv_path, written)
+    return ReportFiles(md_path, csv_path, written, an)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -957,6 +959,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n_length_bins", type=int, default=5,
                         help="equal-size bins of history length for Figure 9 (default 5)")
     parser.add_argument("--no_figures", action="store_true", help="write report.md and report.csv only")
+    parser.add_argument("--no_html", action="store_true", help="do not write report.html")
+    parser.add_argument("--data_dir", "--data", dest="data", action="append", default=None,
+                        help="the instances the runs evaluated, for report.html's sessions and ground "
+                             "truth (default: each run.json's data_source)")
     args = parser.parse_args(argv)
     if args.n_bootstrap < 1:
         parser.error("--n_bootstrap must be at least 1")
@@ -967,6 +973,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         files = build_report(args.results_dir, args.output, n_bootstrap=args.n_bootstrap, seed=args.seed,
                              n_length_bins=args.n_length_bins, figures=not args.no_figures)
+        html = None if args.no_html else write_html_report(
+            args.results_dir, files.markdown.parent, runs=files.analysis.runs,
+            model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -974,6 +983,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {files.csv}")
     for path in files.figures:
         print(f"wrote {path}")
+    if html is not None:
+        print(f"wrote {html}")
     return 0
 
 

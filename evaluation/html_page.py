@@ -1,0 +1,174 @@
+"""Building blocks of the self-contained HTML reports (evaluation and synthesis).
+
+A page is one file: its styles and scripts come from ``evaluation/templates/`` and are
+inlined, figures become data URIs, and bulky data travels as gzip-compressed, base64
+chunks inside ``<script type="application/octet-stream">`` elements that the page's script
+decodes (``DecompressionStream``) only when a view needs them. Nothing is fetched.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import html
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def template(name: str) -> str:
+    return (TEMPLATES / name).read_text(encoding="utf-8")
+
+
+def esc(text: Any) -> str:
+    return html.escape("" if text is None else str(text), quote=True)
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def script_json(value: Any) -> str:
+    """JSON safe inside a <script> element (no '</' can close it)."""
+    return compact_json(value).replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def gzip_chunk(value: Any) -> str:
+    """``value`` as JSON, gzip-compressed, base64: the page inflates it on demand."""
+    raw = compact_json(value).encode("utf-8")
+    return base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
+
+
+def chunk_element(name: str, value: Any) -> str:
+    return f'<script type="application/octet-stream" id="chunk-{esc(name)}">{gzip_chunk(value)}</script>'
+
+
+def data_uri(path: Path) -> str | None:
+    kinds = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+    kind = kinds.get(path.suffix.lower())
+    if kind is None or not path.is_file():
+        return None
+    return f"data:{kind};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def page(title: str, body: str, *, scripts: tuple[str, ...] = (), extra_head: str = "") -> str:
+    """A whole document: the shared stylesheet and the named scripts inlined."""
+    style = template("report.css")
+    code = "\n".join(template(name) for name in scripts)
+    script = f"<script>\n{code}\n</script>" if code else ""
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{esc(title)}</title>\n<style>\n{style}\n</style>\n{extra_head}</head>\n"
+            f"<body>\n{body}\n{script}\n</body>\n</html>\n")
+
+
+# ---------------------------------------------------------------------------------------
+# The subset of Markdown that report.md uses
+# ---------------------------------------------------------------------------------------
+_IMAGE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<src>[^)]+)\)\s*$")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
+
+
+def inline(text: str) -> str:
+    """Escape, then `code` and **bold**."""
+    parts = re.split(r"(`[^`]*`)", text)
+    out = []
+    for part in parts:
+        if len(part) >= 2 and part.startswith("`") and part.endswith("`"):
+            out.append(f"<code>{esc(part[1:-1])}</code>")
+        else:
+            out.append(re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", esc(part)))
+    return "".join(out)
+
+
+def _cells(line: str) -> list[str]:
+    body = line.strip()
+    body = body[1:] if body.startswith("|") else body
+    body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", body)]
+
+
+def _table(lines: list[str]) -> str:
+    header = _cells(lines[0])
+    rows = [_cells(line) for line in lines[2:]] if len(lines) > 1 and set(lines[1].replace("|", "").strip()) <= set("-: ") \
+        else [_cells(line) for line in lines[1:]]
+    head = "".join(f"<th>{inline(c)}</th>" for c in header)
+    body = []
+    for row in rows:
+        cls = ' class="paper"' if row and row[0].startswith("↳") else ""
+        body.append(f"<tr{cls}>" + "".join(f"<td>{inline(c)}</td>" for c in row) + "</tr>")
+    return (f'<div class="table-wrap"><table class="md"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div>')
+
+
+def markdown_to_html(text: str, image_dir: Path | None = None) -> tuple[str, list[tuple[int, str, str]]]:
+    """HTML of ``text`` and its headings (level, id, title). Images named in the text are
+    read from ``image_dir`` and inlined; a missing one is said to be missing."""
+    out: list[str] = []
+    headings: list[tuple[int, str, str]] = []
+    used: set[str] = set()
+    lines = text.splitlines()
+    i = 0
+    paragraph: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            out.append(f"<p>{inline(' '.join(paragraph))}</p>")
+            paragraph.clear()
+
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        if not stripped:
+            flush()
+            i += 1
+            continue
+        heading = _HEADING.match(stripped)
+        if heading:
+            flush()
+            level, title = len(heading.group(1)), heading.group(2)
+            anchor = slug(title)
+            while anchor in used:
+                anchor += "-x"
+            used.add(anchor)
+            headings.append((level, anchor, title))
+            out.append(f'<h{level} id="{anchor}">{inline(title)}</h{level}>')
+            i += 1
+            continue
+        if stripped.startswith("|"):
+            flush()
+            block = []
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                block.append(lines[i])
+                i += 1
+            out.append(_table(block))
+            continue
+        if stripped.startswith("- "):
+            flush()
+            items = []
+            while i < len(lines) and lines[i].strip().startswith("- "):
+                items.append(f"<li>{inline(lines[i].strip()[2:])}</li>")
+                i += 1
+            out.append(f"<ul>{''.join(items)}</ul>")
+            continue
+        image = _IMAGE.match(stripped)
+        if image:
+            flush()
+            src = image.group("src")
+            uri = data_uri(image_dir / src) if image_dir is not None else None
+            if uri:
+                out.append(f'<figure><img alt="{esc(image.group("alt"))}" src="{uri}"></figure>')
+            else:
+                out.append(f'<p class="note">Figure {esc(src)} not found beside report.md.</p>')
+            i += 1
+            continue
+        paragraph.append(stripped)
+        i += 1
+    flush()
+    return "\n".join(out), headings

@@ -1,0 +1,318 @@
+"""report.html: the summary of report.md, an instance browser and instance pages in one file.
+
+    python -m evaluation.report RESULTS_DIR            # writes report.html beside report.md
+    python -m evaluation.report RESULTS_DIR --data_dir data/sample
+
+The summary (tables with their intervals, figures) is static HTML painted at once. The
+instance browser and pages are drawn by the inlined script (templates/report.js) from
+gzip-compressed chunks decoded on demand: an index (one row per run and instance, the
+instances' shared fields), the prior sessions (each distinct session stored once, however
+many instances and models show it), and one chunk per run with its steps. Instance files do
+not hold sessions or ground truth, so those come from the data the runs name in run.json
+(``data_source``), or from ``--data_dir`` / ``--data``.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from evaluation import analysis as A
+from evaluation.data import DataValidationError, Instance, InstanceSource
+from evaluation.html_page import chunk_element, esc, markdown_to_html, page, script_json
+from evaluation.published import display_name
+
+STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage", "finished_at")
+ROUND = 4
+
+
+# =======================================================================================
+# Instance data (sessions, request, ground truth)
+# =======================================================================================
+def _source_specs(runs: list[A.Run], data_paths: Iterable[str | Path] | None,
+                  results_dir: Path) -> tuple[list[dict], list[str]]:
+    """Where to read instances from: the paths given, else each run's manifest."""
+    if data_paths:
+        return [{"data_path": Path(p)} for p in data_paths], []
+    specs, notes, seen = [], [], set()
+    for run in runs:
+        for manifest in run.manifests:
+            source = manifest.get("data_source")
+            if isinstance(source, dict):  # {"path": ...} or {"dataset": ..., "split": ...}
+                source = source.get("path") or (f"{source['dataset']}[{source.get('split', 'test')}]"
+                                                 if source.get("dataset") else None)
+            if not source or source in seen:
+                continue
+            seen.add(source)
+            candidates = [Path(source), results_dir / source, results_dir.parent / source]
+            found = next((c for c in candidates if c.exists()), None)
+            hub = re.fullmatch(r"(?P<dataset>[^\[\]]+)\[(?P<split>[^\[\]]+)\]", str(source))
+            if found is not None:
+                specs.append({"data_path": found})
+            elif hub and "/" in hub.group("dataset"):
+                specs.append({"dataset": hub.group("dataset"), "split": hub.group("split")})
+            else:
+                notes.append(f"data source {source!r} (named in run.json) not found; "
+                             f"pass --data_dir to show sessions and ground truth")
+    return specs, notes
+
+
+def load_instance_data(runs: list[A.Run], results_dir: Path,
+                       data_paths: Iterable[str | Path] | None = None) -> tuple[dict[str, Instance], list[str]]:
+    wanted = {i for run in runs for i in run.instances}
+    specs, notes = _source_specs(runs, data_paths, results_dir)
+    found: dict[str, Instance] = {}
+    for spec in specs:
+        source = InstanceSource(**spec)
+        try:
+            for instance in source:
+                if instance.instance_id in wanted and instance.instance_id not in found:
+                    found[instance.instance_id] = instance
+        except (DataValidationError, OSError, ImportError, ValueError) as exc:
+            notes.append(f"data source {source.name}: not read ({exc})")
+        except Exception as exc:  # the hub: network, authentication, missing dataset
+            notes.append(f"data source {source.name}: not read ({type(exc).__name__}: {exc})")
+    missing = len(wanted - set(found))
+    if specs and missing:
+        notes.append(f"{missing} of {len(wanted)} instances not found in the data; "
+                     f"their sessions and ground truth are not shown")
+    return found, notes
+
+
+# =======================================================================================
+# The payload
+# =======================================================================================
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return round(float(value), ROUND)
+
+
+def _step_cost(step: dict) -> float | None:
+    from evaluation.models.model import estimate_cost
+    usage = step.get("usage") or {}
+    if not usage:
+        return None
+    return estimate_cost(step.get("model"), int(usage.get("prompt_tokens") or 0),
+                         int(usage.get("completion_tokens") or 0))
+
+
+def trim_step(step: dict) -> dict:
+    """What the page shows of a step: raw answers only when a parse or call failed (the
+    parsed output holds the rest), the sent request only for a failed step."""
+    out = {k: step[k] for k in STEP_FIELDS if k in step}
+    if step.get("status") != "done" or (step.get("attempts") or 1) > 1:
+        out["raw"] = step.get("raw")
+        if step.get("status") != "done" and step.get("request") is not None:
+            out["request"] = step["request"]
+    cost = _step_cost(step)
+    if cost is not None:
+        out["cost"] = cost
+    return out
+
+
+def _all_steps(data: dict) -> Iterable[tuple[str, dict]]:
+    for name, step in (data.get("steps") or {}).items():
+        if isinstance(step, dict):
+            yield name, step
+    for evaluation in (data.get("evaluations") or {}).values():
+        if isinstance(evaluation, dict):
+            for name, step in (evaluation.get("steps") or {}).items():
+                if isinstance(step, dict):
+                    yield name, step
+
+
+def instance_detail(data: dict) -> dict:
+    evaluations = {}
+    for scorer, evaluation in (data.get("evaluations") or {}).items():
+        if not isinstance(evaluation, dict):
+            continue
+        evaluations[scorer] = {
+            "evaluator": evaluation.get("evaluator"), "matcher": evaluation.get("matcher"),
+            "inference": evaluation.get("inference"), "generation": evaluation.get("generation"),
+            "steps": {n: trim_step(s) for n, s in (evaluation.get("steps") or {}).items() if isinstance(s, dict)}}
+    return {"steps": {n: trim_step(s) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
+            "evaluations": evaluations, "history": data.get("history") or {}}
+
+
+class Payload:
+    """The index, the shared sessions and one detail chunk per run."""
+
+    def __init__(self, runs: list[A.Run], model_order: list[str], labels: dict[str, str],
+                 instance_data: dict[str, Instance]):
+        order = {m: k for k, m in enumerate(model_order)}
+        self.runs = sorted(runs, key=lambda r: (order.get(r.model, len(order)), A._setting_order(r.setting)))
+        self.scorers = sorted({s for r in self.runs for s in r.scorers}, key=lambda s: ("+" in s, s))
+        self.labels = labels
+        self.data = instance_data
+        self.sessions: list[list] = []
+        self._session_ids: dict[str, int] = {}
+        self.instances: list[dict] = []
+        self._instance_index: dict[str, int] = {}
+        self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "fail": []}
+        self.metrics = [{"p": [], "r": [], "f1": [], "j": []} for _ in self.scorers]
+        self.details: list[dict[str, dict]] = []
+        self._build()
+
+    def _session(self, session) -> int:
+        record = [session.context_factor, session.contextual_preference,
+                  [[0 if t.role == "user" else 1, t.content] for t in session.dialogue]]
+        key = hashlib.sha256(script_json(record).encode("utf-8")).hexdigest()
+        if key not in self._session_ids:
+            self._session_ids[key] = len(self.sessions)
+            self.sessions.append(record)
+        return self._session_ids[key]
+
+    def _instance(self, instance_id: str, data: dict) -> int:
+        if instance_id in self._instance_index:
+            return self._instance_index[instance_id]
+        history = A.history_of(data)
+        entry: dict[str, Any] = {"id": instance_id, "persona": data.get("persona_id"),
+                                 "type": data.get("instance_type") or "unknown",
+                                 "relevant": history.get("relevant_positions"),
+                                 "tokens": history.get("history_tokens")}
+        instance = self.data.get(instance_id)
+        if instance is not None:
+            entry.update(request=instance.current_request, factor=instance.current_context_factor,
+                         preference=instance.current_contextual_preference,
+                         checklist=list(instance.current_checklist),
+                         sessions=[self._session(s) for s in instance.prior_interactions])
+            if instance.extra.get("metadata"):
+                entry["metadata"] = instance.extra["metadata"]
+        self._instance_index[instance_id] = len(self.instances)
+        self.instances.append(entry)
+        return self._instance_index[instance_id]
+
+    def _build(self) -> None:
+        for run_index, run in enumerate(self.runs):
+            details: dict[str, dict] = {}
+            for instance_id in run.ids():
+                data = run.instances[instance_id]
+                inst = self._instance(instance_id, data)
+                details[str(inst)] = instance_detail(data)
+                tokens, cost, failed = 0, None, []
+                for name, step in _all_steps(data):
+                    usage = step.get("usage") or {}
+                    tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+                    step_cost = _step_cost(step)
+                    if step_cost is not None:
+                        cost = (cost or 0.0) + step_cost
+                    if step.get("status") == "failed" and name not in failed:
+                        failed.append(name)
+                self.rows["inst"].append(inst)
+                self.rows["run"].append(run_index)
+                self.rows["tok"].append(tokens)
+                self.rows["cost"].append(None if cost is None else round(cost, 6))
+                self.rows["fail"].append(failed or 0)
+                evaluations = data.get("evaluations") or {}
+                for k, scorer in enumerate(self.scorers):
+                    evaluation = evaluations.get(scorer) if isinstance(evaluations.get(scorer), dict) else {}
+                    inference = evaluation.get("inference") if isinstance(evaluation.get("inference"), dict) else {}
+                    generation = evaluation.get("generation") if isinstance(evaluation.get("generation"), dict) else {}
+                    self.metrics[k]["p"].append(_num(inference.get("precision")))
+                    self.metrics[k]["r"].append(_num(inference.get("recall")))
+                    self.metrics[k]["f1"].append(_num(inference.get("f1")))
+                    self.metrics[k]["j"].append(_num(generation.get("score")))
+            self.details.append(details)
+
+    def primary(self, task: str) -> int | None:
+        key = "f1" if task == "inference" else "j"
+        counts = [sum(v is not None for v in m[key]) for m in self.metrics]
+        if not counts or max(counts) == 0:
+            return None
+        # The plain evaluator (the paper's GPT-4o matcher) before a matcher scorer.
+        return max(range(len(counts)), key=lambda k: (counts[k] > 0, "+" not in self.scorers[k], counts[k]))
+
+    def index(self, notes: list[str], title: str) -> dict:
+        return {"title": title, "notes": notes,
+                "runs": [{"model": r.model, "label": self.labels.get(r.model, display_name(r.model)),
+                          "setting": r.setting, "scorers": [self.scorers.index(s) for s in r.scorers]}
+                         for r in self.runs],
+                "scorers": self.scorers,
+                "primary": {"inference": self.primary("inference"), "generation": self.primary("generation")},
+                "instances": self.instances, "rows": self.rows, "metrics": self.metrics}
+
+    def worst(self, key: str, scorer: int | None, n: int = 5) -> list[int]:
+        if scorer is None:
+            return []
+        values = self.metrics[scorer][key]
+        present = [i for i, v in enumerate(values) if v is not None]
+        return sorted(present, key=lambda i: (values[i], i))[:n]
+
+
+# =======================================================================================
+# The page
+# =======================================================================================
+def _worst_section(payload: Payload) -> str:
+    """Links straight to the instance pages of the lowest F1 and judge scores."""
+    blocks = []
+    for key, task, title, fmt in (("f1", "inference", "Lowest inference F1", lambda v: f"F1 {100 * v:.1f}"),
+                                  ("j", "generation", "Lowest judge score", lambda v: f"score {v:g}")):
+        scorer = payload.primary(task)
+        rows = payload.worst(key, scorer)
+        if not rows:
+            continue
+        items = []
+        for row in rows:
+            inst = payload.instances[payload.rows["inst"][row]]
+            run = payload.runs[payload.rows["run"][row]]
+            value = payload.metrics[scorer][key][row]
+            items.append(f'<li><a class="worst-link" href="#i={row}&amp;s={scorer}">{esc(fmt(value))} · '
+                         f'{esc(inst["id"])} · {esc(payload.labels.get(run.model, run.model))} '
+                         f'({esc(run.setting)})</a></li>')
+        blocks.append(f'<div class="worst"><h3>{title} <span class="muted">scorer '
+                      f'<code>{esc(payload.scorers[scorer])}</code></span></h3><ol>{"".join(items)}</ol></div>')
+    n_failed = sum(1 for f in payload.rows["fail"] if f)
+    failed = (f'<p><a href="#instances&amp;failed=any">{n_failed} instance result(s) with a failed step</a></p>'
+              if n_failed else "<p>No failed step.</p>")
+    return (f'<section class="glance"><h2 id="worst-instances">Worst instances</h2>'
+            f'<p class="muted">Click one to see why it scored so; every instance is in the '
+            f'<a href="#instances">instance browser</a>.</p><div class="worst-grid">{"".join(blocks)}</div>'
+            f'{failed}</section>')
+
+
+def render(payload: Payload, report_md: str, figure_dir: Path, notes: list[str], title: str) -> str:
+    summary_html, headings = markdown_to_html(report_md, figure_dir)
+    toc = "".join(f'<li><a href="#{anchor}">{esc(text)}</a></li>' for level, anchor, text in headings if level == 2)
+    note_html = "".join(f'<p class="warning">{esc(n)}</p>' for n in notes)
+    chunks = [chunk_element("index", payload.index(notes, title)),
+              chunk_element("sessions", payload.sessions)]
+    chunks += [chunk_element(f"run{k}", details) for k, details in enumerate(payload.details)]
+    body = f"""<header class="top"><span class="brand">CUPID report</span>
+<nav><a href="#summary" data-view="summary">Summary</a><a href="#instances" data-view="instances">Instances</a></nav>
+<span class="muted" id="status"></span></header>
+<main>
+<section id="view-summary" class="view">{note_html}{_worst_section(payload)}
+<nav class="toc"><ul>{toc}</ul></nav>
+<article class="markdown">{summary_html}</article></section>
+<section id="view-instances" class="view" hidden></section>
+<section id="view-instance" class="view" hidden></section>
+</main>
+{"".join(chunks)}"""
+    return page(title, body, scripts=("report.js",))
+
+
+def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: list[A.Run] | None = None,
+                      model_order: list[str] | None = None, labels: dict[str, str] | None = None,
+                      data_paths: Iterable[str | Path] | None = None) -> Path:
+    """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in
+    ``output_dir`` and the run directories under ``results_dir``."""
+    results_dir, output_dir = Path(results_dir), Path(output_dir)
+    runs = runs if runs is not None else A.load_runs(results_dir)
+    if not runs:
+        raise FileNotFoundError(f"{results_dir}: no run directories (no run.json found)")
+    models = model_order or sorted({r.model for r in runs})
+    labels = labels or {m: display_name(m) for m in models}
+    instance_data, notes = load_instance_data(runs, results_dir, data_paths)
+    for run in runs:
+        notes += run.warnings[:5]
+    md_path = output_dir / "report.md"
+    report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
+    title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
+    payload = Payload(runs, models, labels, instance_data)
+    path = output_dir / "report.html"
+    from utils.io import atomic_write_text
+    atomic_write_text(path, render(payload, report_md, output_dir, notes, title))
+    return path
