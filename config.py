@@ -41,6 +41,9 @@ REQUEST_TIMEOUT = _env_float("CUPID_REQUEST_TIMEOUT", 120.0)
 MAX_RETRIES = _env_int("CUPID_MAX_RETRIES", 6)
 RETRY_BASE_DELAY = _env_float("CUPID_RETRY_BASE_DELAY", 1.0)
 RETRY_MAX_DELAY = _env_float("CUPID_RETRY_MAX_DELAY", 60.0)
+# How long a run waits, after its own work, for instances another process is evaluating in
+# the same run directory, before it reports them as in progress elsewhere.
+LOCK_WAIT_S = _env_float("CUPID_LOCK_WAIT", 120.0)
 # How many times a step re-asks when the answer cannot be parsed.
 MAX_PARSE_RETRIES = _env_int("CUPID_MAX_PARSE_RETRIES", 2)
 

@@ -4,10 +4,11 @@
 
 Evaluates N instances (eval_throughput.py's rows, task both) once in one run, then as
 ``--shard 1/S`` ... ``--shard S/S`` into one shared directory (as machines sharing a file
-system would), then runs without ``--shard`` over that directory, which reads every
-finished instance back. Prints each shard's size, the calls made by the shards against the
-single run's, the calls made by the aggregating pass (expect 0), and whether its metrics
-equal the single run's.
+system would); results.json aggregates every instance file in the directory, so after the
+last shard it should hold the single run's metrics. Then runs without ``--shard`` over that
+directory, which reads every finished instance back. Prints each shard's size, the calls
+made by the shards against the single run's, whether the last shard's metrics equal the
+single run's, the calls of the pass without --shard (expect 0), and its metrics.
 """
 from __future__ import annotations
 
@@ -58,14 +59,19 @@ def main() -> None:
         for i in range(1, args.shards + 1):
             shard_calls += run(tmp / "shared", "--shard", f"{i}/{args.shards}")
             shard = json.loads((tmp / "shared" / "bench-model" / "results.json").read_text())
-            sizes.append(shard["counts"]["instances"])
+            sizes.append(shard["this_invocation"]["instances"])
+        last_shard = json.loads((tmp / "shared" / "bench-model" / "results.json").read_text())
         aggregate_calls = run(tmp / "shared")
         combined = json.loads((tmp / "shared" / "bench-model" / "results.json").read_text())
     same = all(single.get(k) == combined.get(k) for k in METRIC_KEYS)
+    keys = ("inference", "inference_macro", "generation", "by_instance_type")
+    same_last = all(single.get(k) == last_shard.get(k) for k in keys)
     print(f"{args.n} instances, task both, {args.shards} shards of sizes {sizes} (sum {sum(sizes)})")
     print(f"calls: single run {single_calls}, shards together {shard_calls}, "
           f"aggregating pass {aggregate_calls}")
-    print(f"aggregated metrics identical to the single run: {same} "
+    print(f"the last shard's results.json (every instance file in the directory) has the single "
+          f"run's metrics: {same_last}")
+    print(f"a run without --shard over the directory: metrics identical to the single run: {same} "
           f"(F1 {combined['inference']['f1']:.6f} vs {single['inference']['f1']:.6f}, judge "
           f"{combined['generation']['average_score']} vs {single['generation']['average_score']})")
 

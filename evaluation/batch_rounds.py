@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence
 
 from evaluation.models.batch import BatchDeferred, BatchRunner
-from evaluation.models.model import Model, ModelConfigurationError
+from evaluation.models.model import Model, ModelConfigurationError, RunCancelled
 
 log = logging.getLogger("cupid.evaluation")
 
@@ -39,7 +39,7 @@ def run_batch_rounds(make_evaluation: Callable[[], object], instances: Iterable,
                 evaluation.evaluate(instance)
             except BatchDeferred:
                 deferred.append(instance)
-            except ModelConfigurationError:
+            except (ModelConfigurationError, RunCancelled):
                 raise
             except Exception as exc:  # the online pass records it against the instance
                 log.warning("%s: %s in a batch round; recorded by the online pass",

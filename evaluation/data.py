@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import re
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -66,6 +70,13 @@ class Instance:
         }
         row.update(self.extra)
         return row
+
+    def fingerprint(self) -> str:
+        """A hash of the instance's content (canonical JSON of its row): results computed
+        from one instance are never reported for a changed one under the same id."""
+        canonical = json.dumps(self.to_row(), sort_keys=True, ensure_ascii=False,
+                               separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
 
 
 # ---------------------------------------------------------------------------------------
@@ -203,20 +214,44 @@ def _jsonable(value: Any) -> bool:
 # ---------------------------------------------------------------------------------------
 # Sources
 # ---------------------------------------------------------------------------------------
+def _undecodable(path: Path, exc: UnicodeDecodeError, data: bytes | None = None) -> DataValidationError:
+    where = ""
+    if data is not None:
+        line = data.count(b"\n", 0, exc.start) + 1
+        where = f" in line {line}"
+    return DataValidationError(f"{path}: not UTF-8 text (byte {exc.start}{where}: "
+                               f"{exc.object[exc.start:exc.start + 4]!r}); save it as UTF-8")
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise DataValidationError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+
+
 def _rows_from_file(path: Path) -> Iterator[tuple[Any, str]]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    yield json.loads(line), f"{path}: row {number}"
-                except json.JSONDecodeError as exc:
-                    raise DataValidationError(f"{path}: row {number}: not valid JSON ({exc})") from exc
-    elif suffix == ".json":
+        data = _read_bytes(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _undecodable(path, exc, data) from exc
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataValidationError(f"{path}: row {number}: not valid JSON ({exc})") from exc
+            yield row, f"{path}: row {number}"
+    elif suffix == ".json":
+        raw = _read_bytes(path)
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise _undecodable(path, exc, raw) from exc
         except json.JSONDecodeError as exc:
             raise DataValidationError(f"{path}: not valid JSON ({exc})") from exc
         if isinstance(data, dict) and "instances" in data and isinstance(data["instances"], list):
@@ -231,7 +266,14 @@ def _rows_from_file(path: Path) -> Iterator[tuple[Any, str]]:
             import pyarrow.parquet as pq
         except ImportError as exc:  # pragma: no cover - pyarrow is a requirement
             raise DataValidationError(f"{path}: reading parquet needs pyarrow") from exc
-        for number, row in enumerate(pq.read_table(path).to_pylist()):
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except OSError as exc:
+            raise DataValidationError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+        except Exception as exc:  # pyarrow's ArrowInvalid and kin: not a parquet file
+            raise DataValidationError(
+                f"{path}: not a readable parquet file ({type(exc).__name__}: {exc})") from exc
+        for number, row in enumerate(rows):
             yield row, f"{path}: row {number}"
     else:
         raise DataValidationError(f"{path}: unsupported file type (use .jsonl, .json or .parquet)")
@@ -255,9 +297,58 @@ def _rows_from_hub(dataset: str, split: str) -> Iterator[tuple[Any, str]]:
         from datasets import load_dataset
     except ImportError as exc:  # pragma: no cover - datasets is a requirement
         raise DataValidationError("loading from the Hugging Face hub needs `pip install datasets`") from exc
-    rows = load_dataset(dataset, split=split)
+    _check_hub_reachable(dataset, split)
+    quiet = [logging.getLogger(n) for n in ("huggingface_hub", "datasets", "fsspec")]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:  # their retry warnings would bury the one line that matters
+        logger.setLevel(logging.ERROR)
+    try:
+        rows = load_dataset(dataset, split=split)
+    except Exception as exc:  # the hub library raises many types; each is a setup error
+        raise DataValidationError(f"{dataset}[{split}]: {_hub_error(exc, dataset, split)}") from exc
+    finally:
+        for logger, level in zip(quiet, levels):
+            logger.setLevel(level)
     for number, row in enumerate(rows):
         yield row, f"{dataset}[{split}]: row {number}"
+
+
+def _check_hub_reachable(dataset: str, split: str) -> None:
+    """One short request to the hub, unless it is switched off: an unreachable hub is named
+    at once instead of after the hub library's own minute of retries."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes") or \
+            os.environ.get("HF_DATASETS_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return
+    try:
+        from huggingface_hub import constants
+        endpoint = constants.ENDPOINT
+    except ImportError:  # pragma: no cover - datasets depends on huggingface_hub
+        return
+    try:
+        with urllib.request.urlopen(endpoint, timeout=10):
+            pass
+    except urllib.error.HTTPError:
+        return  # it answered
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise DataValidationError(
+            f"{dataset}[{split}]: the Hugging Face hub at {endpoint} is unreachable ({reason}); "
+            f"connect, pass --data_dir with local files (e.g. data/sample), or set "
+            f"HF_HUB_OFFLINE=1 to use a copy already downloaded") from exc
+
+
+def _hub_error(exc: BaseException, dataset: str, split: str) -> str:
+    """One line for why the hub could not give the split."""
+    text = " ".join(str(exc).split())
+    name = type(exc).__name__
+    if "split" in text.lower() and isinstance(exc, (ValueError, KeyError)):
+        return f"no split {split!r} ({text[:200]}); pass --split"
+    if "DatasetNotFound" in name or "doesn't exist on the Hub" in text or "RepositoryNotFound" in name:
+        return "no such dataset on the Hugging Face hub (or it is private); pass --dataset, or --data_dir for local files"
+    if any(word in (name + text).lower() for word in ("connection", "offline", "timeout", "resolve", "unreachable")):
+        return ("the Hugging Face hub is unreachable and the dataset is not cached "
+                f"({name}); connect, or pass --data_dir with local files (e.g. data/sample)")
+    return f"cannot be loaded ({name}: {text[:200]})"
 
 
 class InstanceSource:
@@ -276,6 +367,8 @@ class InstanceSource:
         self.data_path = Path(data_path) if data_path is not None else None
         self.dataset, self.split, self.limit = dataset, split, limit
         self.count: int | None = None
+        self.total: int | None = None
+        self.fingerprint: str | None = None
 
     @property
     def name(self) -> str:
@@ -297,17 +390,37 @@ class InstanceSource:
             yield parse_instance(row, where)
 
     def validate(self) -> int:
+        """Parse every row (all of them, even under ``limit``), refuse duplicates, and
+        fingerprint the data: ``fingerprint`` is a hash of every instance's content,
+        whatever ``limit`` selects, so every part of one data set shares it."""
         seen: dict[str, str] = {}
-        for instance in self._parsed():
-            if instance.instance_id in seen:
-                raise DataValidationError(
-                    f"{instance.source}: instance ({instance.persona_id!r}, {instance.instance_type!r}) "
-                    f"duplicates {seen[instance.instance_id]}")
-            seen[instance.instance_id] = instance.source
+        digest = hashlib.sha256()
+        try:
+            rows = self._rows()
+            for row, where in rows:
+                instance = parse_instance(row, where)
+                if instance.instance_id in seen:
+                    raise DataValidationError(
+                        f"{instance.source}: instance ({instance.persona_id!r}, {instance.instance_type!r}) "
+                        f"duplicates {seen[instance.instance_id]}")
+                seen[instance.instance_id] = instance.source
+                digest.update(f"{instance.instance_id}\0{instance.fingerprint()}\n".encode("utf-8"))
+        except RecursionError as exc:
+            raise DataValidationError(f"{self.name}: nested too deeply to be an instance") from exc
         if not seen:
             raise DataValidationError(f"{self.name}: no instances")
-        self.count = len(seen)
+        self.total = len(seen)
+        self.fingerprint = digest.hexdigest()[:32]
+        self.count = len(seen) if self.limit is None else min(self.limit, len(seen))
         return self.count
+
+    def describe(self) -> dict:
+        """The data this run came from, for the run's manifest."""
+        if self.count is None:
+            self.validate()
+        source: dict = ({"path": str(self.data_path.resolve())} if self.data_path is not None
+                        else {"dataset": self.dataset, "split": self.split})
+        return {**source, "fingerprint": self.fingerprint, "n_instances": self.total}
 
     def __iter__(self) -> Iterator[Instance]:
         return self._parsed()

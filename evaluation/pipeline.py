@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,11 +32,12 @@ TASKS = ("inference", "generation", "both")
 class InstanceOutcome:
     instance_id: str
     instance_type: str
-    status: str  # "done" | "failed" | "skipped"
+    status: str  # "done" | "failed" | "skipped" | "busy" (locked by another process) | "unfinished"
     inference: InferenceCounts | None = None
     generation_score: float | None = None
     failures: list[tuple[str, str]] = field(default_factory=list)
     skip_reason: str | None = None
+    already_done: bool = False  # every step it needs was on disk when its lock was taken
 
 
 def select_sessions(instance: Instance, setting: str) -> tuple[Session, ...]:
@@ -77,9 +79,33 @@ class Evaluation:
         self._leaves = ThreadPoolExecutor(max_workers=max(2, 2 * inner_workers),
                                           thread_name_prefix="cupid-leaf")
 
-    def close(self) -> None:
-        self._chains.shutdown(wait=True)
-        self._leaves.shutdown(wait=True)
+    def close(self, wait: bool = True) -> None:
+        """Stop the inner pools; ``wait=False`` (a stopping run) leaves hung calls behind."""
+        self._chains.shutdown(wait=wait, cancel_futures=not wait)
+        self._leaves.shutdown(wait=wait, cancel_futures=not wait)
+
+    def needed_steps(self) -> list[tuple[str, str | None]]:
+        """(step, scorer or None) that this task and setting need for an instance."""
+        steps: list[tuple[str, str | None]] = []
+        if self.setting == "summary":
+            steps.append(("summarize", None))
+        if self.task in ("inference", "both"):
+            steps += [("infer", None), ("decompose", self.scorer), ("match_precision", self.scorer),
+                      ("match_recall", self.scorer)]
+        if self.task in ("generation", "both"):
+            steps += [("generate", None), ("judge", self.scorer)]
+        return steps
+
+    def is_finished(self, data: dict) -> bool:
+        """Whether an instance file already holds every step this invocation needs."""
+        if data.get("skipped"):
+            return True
+        for name, scorer in self.needed_steps():
+            steps = data.get("steps", {}) if scorer is None else \
+                (data.get("evaluations", {}).get(scorer) or {}).get("steps", {})
+            if (steps.get(name) or {}).get("status") != "done":
+                return False
+        return True
 
     # -- step bookkeeping ------------------------------------------------------------------
     def _run(self, record: InstanceRecord, name: str, call: Callable[[int], StepResult],
@@ -208,12 +234,30 @@ class Evaluation:
 
     # -- one instance ------------------------------------------------------------------------
     def evaluate(self, instance: Instance) -> InstanceOutcome:
+        """Evaluate one instance holding its lock; an instance another process holds is not
+        waited for: its outcome is "busy"."""
+        lock = self.store.instance_lock(instance.instance_id)
+        if not lock.acquire(blocking=False):
+            log.info("%s: in progress in another process; skipped for now", instance.instance_id)
+            return InstanceOutcome(instance.instance_id, instance.instance_type, "busy")
+        started = time.perf_counter()
+        try:
+            outcome = self._evaluate(instance)
+        finally:
+            lock.release()
+        log.info("%s: %s in %.2fs%s", instance.instance_id, outcome.status,
+                 time.perf_counter() - started,
+                 "".join(f"; {step} failed: {reason}" for step, reason in outcome.failures))
+        return outcome
+
+    def _evaluate(self, instance: Instance) -> InstanceOutcome:
         outcome = InstanceOutcome(instance.instance_id, instance.instance_type, "done")
         record = self.store.load(instance, self.setting, self.model.name)
+        outcome.already_done = self.is_finished(record.data)
         record.ensure_scorer(self.scorer, self.evaluator.name, self.matcher.name)
         if self.setting == "oracle" and not relevant_positions(instance):
             outcome.status, outcome.skip_reason = "skipped", "no prior session has the current preference"
-            record.save()
+            record.set_field("skipped", outcome.skip_reason)
             return outcome
         record.save()
         try:
@@ -304,6 +348,58 @@ def aggregate(outcomes: Iterable[InstanceOutcome], task: str) -> dict:
         "skip_reasons": dict(Counter(o.skip_reason for o in outcomes if o.skip_reason)),
     }
     return results
+
+
+def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
+    """An instance file's outcome for one scorer, whichever invocation (or process) made it:
+    its results, the steps that failed (and were not asked again since), or "unfinished"."""
+    evaluation = (data.get("evaluations") or {}).get(scorer) or {}
+    failures = [(name, step.get("error") or "failed")
+                for steps in (data.get("steps") or {}, evaluation.get("steps") or {})
+                for name, step in steps.items() if (step or {}).get("status") == "failed"]
+    inference = evaluation.get("inference")
+    generation = evaluation.get("generation")
+    outcome = InstanceOutcome(
+        instance_id=str(data.get("instance_id")), instance_type=str(data.get("instance_type")),
+        status="done",
+        inference=InferenceCounts.from_dict(inference) if inference else None,
+        generation_score=generation.get("score") if generation else None,
+        failures=failures)
+    if data.get("skipped"):
+        outcome.status, outcome.skip_reason = "skipped", data["skipped"]
+    elif failures:
+        outcome.status = "failed"
+    elif outcome.inference is None and outcome.generation_score is None:
+        outcome.status = "unfinished"
+    return outcome
+
+
+def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
+    """results.json of a run directory: every finished instance file, for every task, for
+    one scorer. Several invocations or processes writing one directory aggregate to the
+    numbers one run would give. ``task`` adds a task's block even when it has no result."""
+    outcomes = [outcome_from_record(d, scorer) for d in records]
+    has_inference = task in ("inference", "both") or any(
+        o.inference is not None or any(s in INFERENCE_STEPS for s, _ in o.failures) for o in outcomes)
+    has_generation = task in ("generation", "both") or any(
+        o.generation_score is not None or any(s in GENERATION_STEPS for s, _ in o.failures)
+        for o in outcomes)
+    tasks = "both" if has_inference and has_generation else \
+        ("generation" if has_generation else "inference")
+    results = aggregate(outcomes, tasks)
+    results["counts"]["unfinished"] = sum(o.status == "unfinished" for o in outcomes)
+    results["counts"]["by_task"] = {
+        name: {"done": sum(getattr(o, attr) is not None for o in outcomes),
+               "failed": sum(any(s in steps for s, _ in o.failures) for o in outcomes)}
+        for name, attr, steps, present in (
+            ("inference", "inference", INFERENCE_STEPS, has_inference),
+            ("generation", "generation_score", GENERATION_STEPS, has_generation)) if present}
+    results["tasks"] = tasks
+    return results
+
+
+INFERENCE_STEPS = {"infer", "decompose", "match_precision", "match_recall"}
+GENERATION_STEPS = {"generate", "judge"}
 
 
 class RunningScores:

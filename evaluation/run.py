@@ -4,34 +4,55 @@
     python -m evaluation.run --model smollm2-135m --evaluator smollm2-135m --data_dir data/sample
 
 Exit status: 0 when every instance was evaluated, 1 when any instance failed (the summary
-and results.json say which step failed and why), 2 for bad input or setup (nothing run),
-130 when interrupted (rerun the same command to resume).
+and results.json say which step failed and why), 2 for bad input or setup (nothing run and
+nothing written) or a key the server refused mid-run, 130 when interrupted (rerun the same
+command to resume).
+
+Several invocations may share a run directory at once (other tasks, shards, machines on a
+shared disk): each instance is worked on by one process at a time, and results.json is the
+aggregate of every instance file in the directory.
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
 import config
 from evaluation.data import DataValidationError, InstanceSource
-from evaluation.batch_rounds import run_batch_rounds
-from evaluation.models.batch import BatchRunner
-from evaluation.models.limits import parse_rate_limit, set_user_limits
 from evaluation.models.model import (
     ModelConfigurationError,
     ModelError,
     ResponseCache,
+    RunCancelled,
+    cancel_all,
+    reset_cancel,
     UsageTracker,
     resolve_model,
 )
-from evaluation.pipeline import TASKS, Evaluation, InstanceOutcome, RunningScores, aggregate
+from evaluation.batch_rounds import run_batch_rounds
+from evaluation.models.batch import BatchRunner
+from evaluation.models.limits import parse_rate_limit, set_user_limits
+from evaluation.pipeline import TASKS, Evaluation, InstanceOutcome, RunningScores, aggregate_records
 from evaluation.steps import PROMPTS, prompt_version
-from evaluation.store import SETTINGS, RunConflictError, RunStore, run_dir_for
+from evaluation.store import (
+    BATCHES,
+    SETTINGS,
+    CorruptRunFile,
+    RunConflictError,
+    RunStore,
+    now,
+    run_dir_for,
+)
 from evaluation.sweep import ProgressLog, ShardedInstances, parse_shard, print_sweep_table, sweep_runs
 from utils.executor import iter_with_progress
+from utils.io import clean_orphan_tmp
+from utils.redact import RedactingFormatter, redact
 
 log = logging.getLogger("cupid.evaluation")
 
@@ -106,12 +127,13 @@ def setup_logging(log_file: str | None) -> None:
     root.handlers.clear()
     console = logging.StreamHandler(sys.stderr)
     console.setLevel(logging.ERROR)
-    console.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    console.setFormatter(RedactingFormatter("%(levelname)s %(message)s"))
     root.addHandler(console)
     if log_file:
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
         handler = logging.FileHandler(log_file, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setLevel(logging.INFO)
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         root.addHandler(handler)
 
 
@@ -138,8 +160,16 @@ def print_summary(results: dict, path: Path, out=None) -> None:
         print(f"macro (per-instance mean): P {_fmt(m['precision'])}  R {_fmt(m['recall'])}  "
               f"F1 {_fmt(m['f1'])}", file=out)
     c = results["counts"]
-    print(f"instances: {c['instances']} · evaluated {c['evaluated']} · FAILED {c['failed']} · "
-          f"skipped {c['skipped']}", file=out)
+    print(f"instances in the run directory: {c['instances']} · evaluated {c['evaluated']} · "
+          f"FAILED {c['failed']} · skipped {c['skipped']}"
+          + (f" · unfinished {c['unfinished']}" if c.get("unfinished") else ""), file=out)
+    this = results.get("this_invocation")
+    if this:
+        print(f"this invocation: found done {this['found_done']} · ran {this['ran']} "
+              f"({this['ran_failed']} failed) · remaining {this['remaining']}"
+              + (f" ({this['in_progress_elsewhere']} in progress elsewhere)"
+                 if this["in_progress_elsewhere"] else "")
+              + f" · {this['wall_time_s']:.1f} s (all invocations {s['wall_time_s']:.1f} s)", file=out)
     for step, reasons in c["failures_by_step"].items():
         for reason, n in reasons.items():
             print(f"  failed at {step} ×{n}: {reason}", file=out)
@@ -181,16 +211,54 @@ def recorded_usage(store: RunStore) -> dict:
     return totals
 
 
+def error(message: str) -> None:
+    """One line on stderr, with every known key redacted."""
+    print(redact(f"error: {message}"), file=sys.stderr)
+
+
+def _worker_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate()
+            if t is not threading.current_thread() and not t.daemon and t.is_alive()]
+
+
+def _stop_workers(evaluation: Evaluation, grace: float) -> bool:
+    """Tell every call to stop and give worker threads ``grace`` seconds to return; True
+    when they all did. Threads cannot be killed: one blocked in a hung request is left."""
+    cancel_all()
+    evaluation.close(wait=False)
+    deadline = time.monotonic() + grace
+    for thread in _worker_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not _worker_threads()
+
+
+def _exit_now(code: int) -> int:
+    """Return ``code``, or end the process at once when worker threads are still blocked
+    (the interpreter would otherwise wait for them at exit)."""
+    if _worker_threads():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(code)
+    return code
+
+
+def _second_interrupt(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    os.write(2, b"\ninterrupted again: stopping at once\n")
+    os._exit(130)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     setup_logging(args.log_file)
+    reset_cancel()
     try:
         runs = sweep_runs(args, parser)
         if args.shard:
             parse_shard(args.shard)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error(str(exc))
         return 2
     shared = SharedResources()
     try:
@@ -213,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
 
 class SharedResources:
     """What the runs of a sweep share: the response cache per results directory and the
-    models per (name, role, options); the rate limiters are shared by endpoint anyway."""
+    evaluator and matcher per (name, role, options); the rate limiters are shared by
+    endpoint anyway."""
 
     def __init__(self) -> None:
         self.caches: dict[Path, ResponseCache] = {}
@@ -223,16 +292,21 @@ class SharedResources:
     def cache(self, results_dir: str) -> ResponseCache:
         path = Path(results_dir).resolve() / ".llm_cache.sqlite"
         if path not in self.caches:
-            self.caches[path] = ResponseCache(path)
+            cache = self.caches[path] = ResponseCache(path)
+            if cache.moved_aside:
+                print(f"warning: {cache.path}: not a usable cache ({cache.moved_aside[1]}); moved "
+                      f"to {cache.moved_aside[0].name} and started afresh", file=sys.stderr)
         return self.caches[path]
 
     def model(self, spec: str, role: str, **params):
-        key = (spec, role, tuple(sorted((k, id(v) if k == "cache" else v) for k, v in params.items())))
+        key = (spec, role, tuple(sorted(params.items())))
         if key not in self.models:
             self.models[key] = resolve_model(spec, role=role, **params)
         return self.models[key]
 
     def close(self) -> None:
+        if _worker_threads():  # threads still blocked after an interrupt may use a cache
+            return
         for cache in self.caches.values():
             cache.close()
         self.caches.clear()
@@ -241,10 +315,10 @@ class SharedResources:
 def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     """One model and setting into its run directory; returns the exit status."""
     if args.setting == "oracle_preference" and args.task != "generation":
-        print("error: --setting oracle_preference applies to --task generation only", file=sys.stderr)
+        error("--setting oracle_preference applies to --task generation only")
         return 2
     if args.n_workers < 1:
-        print("error: --n_workers must be at least 1", file=sys.stderr)
+        error("--n_workers must be at least 1")
         return 2
 
     # 1. Data, validated in full before any model is touched.
@@ -256,23 +330,23 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
                                    split=args.split, limit=args.limit)
         instances.validate()
     except DataValidationError as exc:
-        print(f"error: bad data: {exc}", file=sys.stderr)
+        error(f"bad data: {exc}")
         return 2
     data_source = instances.name  # the same for every shard, so shards share a run directory
     if args.shard:
         instances = ShardedInstances(instances, *parse_shard(args.shard))
 
-    # 2. Models, checked before any work (missing keys, unreachable servers).
+    # 2. Models, each endpoint reached once before any work (missing keys, unreachable
+    #    servers, refused keys). Nothing is written before this passes.
     if args.batch and args.no_cache:
-        print("error: --batch keeps the batches' answers in the cache; drop --no_cache", file=sys.stderr)
+        error("--batch keeps the batches' answers in the cache; drop --no_cache")
         return 2
     try:
         set_user_limits(dict(parse_rate_limit(spec) for spec in args.rate_limit))
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error(str(exc))
         return 2
-    cache = None if args.no_cache else shared.cache(args.results_dir)
-    common = {"timeout": args.timeout, "max_retries": args.max_retries, "cache": cache}
+    common = {"timeout": args.timeout, "max_retries": args.max_retries}
     try:
         model = resolve_model(args.model, role="evaluated", **common)
         # The evaluator and matcher are one object for every run of a sweep.
@@ -281,15 +355,16 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         if args.use_matcher:
             matcher = shared.model(f"vllm:{config.PREFMATCHER_MODEL}@{args.matcher_url}",
                                    "matcher", **common)
-        for m in filter(None, (evaluator, matcher)):
+        models = [m for m in (model, evaluator, matcher) if m is not None]
+        for m in models[1:]:
             m.usage = UsageTracker()  # this run's calls only, in its results.json
-        for m in filter(None, (model, evaluator, matcher)):
-            m.check()
+        for m in models:
+            m.preflight()
     except ModelError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error(str(exc))
         return 2
 
-    # 3. The run directory.
+    # 3. The run directory: settings, data and every instance file checked before writing.
     needed = {"inference": ["infer", "decompose", "match_prefmatcher" if matcher else "match"],
               "generation": ["generate", "judge"]}
     keys = needed["inference"] * (args.task != "generation") + needed["generation"] * (args.task != "inference")
@@ -300,86 +375,172 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         keys = [{"generate": "generate_oracle_preference"}.get(k, k) for k in keys]
     run_dir = run_dir_for(args.results_dir, model.name, args.setting)
     manifest = {"model": model.name, "setting": args.setting, "data_source": data_source,
+                "data": instances.describe(),
                 "prompt_versions": {PROMPTS[k]: prompt_version(k) for k in keys}}
+    store = RunStore(run_dir, manifest)
+    evaluation = Evaluation(model=model, evaluator=evaluator, matcher=matcher, store=store,
+                            task=args.task, setting=args.setting, inner_workers=args.n_workers)
     try:
-        store = RunStore(run_dir, manifest).open()
-    except (RunConflictError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        store.read_manifest()
+        survey = store.survey(instances, evaluation.is_finished)
+        if survey.changed:
+            names = ", ".join(i for i, _ in survey.changed[:5])
+            more = f" and {len(survey.changed) - 5} more" if len(survey.changed) > 5 else ""
+            raise RunConflictError(
+                f"{run_dir} holds results of other content for {len(survey.changed)} "
+                f"instance(s) with the same id: {names}{more} (e.g. {survey.changed[0][1]}). "
+                f"Use another --results_dir, or move those files away to evaluate them afresh.")
+        store.check()
+    except (RunConflictError, CorruptRunFile, ValueError) as exc:
+        evaluation.close()
+        error(str(exc))
         return 2
+    for path, target, reason in survey.moved_aside:
+        print(redact(f"warning: {path}: {reason}; moved to {target.name}, the instance is "
+                     f"evaluated afresh"), file=sys.stderr)
 
-    def make_evaluation() -> Evaluation:
-        return Evaluation(model=model, evaluator=evaluator, matcher=matcher, store=store,
-                          task=args.task, setting=args.setting, inner_workers=args.n_workers)
+    cache = None if args.no_cache else shared.cache(args.results_dir)
+    for m in models:
+        m.cache = cache
+    store.open()
+    clean_orphan_tmp(run_dir)
+    n_selected = len(instances)
+    print(f"{run_dir}: {len(survey.done)} of {n_selected} instances already done, "
+          f"{len(survey.todo)} to run", file=sys.stderr)
 
     if args.batch:
+        def make_evaluation() -> Evaluation:
+            return Evaluation(model=model, evaluator=evaluator, matcher=matcher, store=store,
+                              task=args.task, setting=args.setting, inner_workers=args.n_workers)
+
+        todo = set(survey.todo)
         try:
-            run_batch_rounds(make_evaluation, instances, BatchRunner(run_dir / "batches.json"),
-                             [m for m in (model, evaluator, matcher) if m is not None],
-                             n_workers=args.n_workers)
+            run_batch_rounds(make_evaluation, [i for i in instances if i.instance_id in todo],
+                             BatchRunner(run_dir / BATCHES), models, n_workers=args.n_workers)
         except KeyboardInterrupt:
+            evaluation.close()
             print(f"\ninterrupted: the submitted batches are listed in {run_dir / 'batches.json'}; "
                   f"rerun the same command to resume them.", file=sys.stderr)
-            return 130
+            return _exit_now(130)
         except ModelError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            evaluation.close()
+            error(str(exc))
             return 2
-    evaluation = make_evaluation()
+
     running = RunningScores()
 
     def evaluate(instance) -> InstanceOutcome:
         try:
             outcome = evaluation.evaluate(instance)
-        except ModelConfigurationError:
+        except (ModelConfigurationError, RunCancelled):
             raise
         except Exception as exc:  # recorded and counted as a failure, never dropped
             log.exception("%s: unexpected error", instance.instance_id)
             outcome = InstanceOutcome(instance.instance_id, instance.instance_type, "failed",
-                                      failures=[("internal", f"{type(exc).__name__}: {exc}")])
-        running.add(outcome)
-        if progress is not None:
-            progress.add(outcome.status == "failed")
+                                      failures=[("internal", redact(f"{type(exc).__name__}: {exc}"))])
+        if outcome.status != "busy":
+            running.add(outcome)
+            if progress is not None:
+                progress.add(outcome.status == "failed")
         return outcome
 
-    every = args.progress_every or (0 if sys.stderr.isatty() else max(1, len(instances) // 20))
-    progress = ProgressLog(len(instances), every, f"{model.name} [{args.setting}]") if every else None
-    started = time.perf_counter()
-    outcomes: list[InstanceOutcome] = []
-    try:
-        for _, outcome in iter_with_progress(evaluate, instances, n_workers=args.n_workers,
-                                             desc=f"{model.name} [{args.setting}]",
-                                             postfix=running.postfix):
-            outcomes.append(outcome)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: {len(outcomes)} of {len(instances)} instances finished; every finished "
-              f"step is saved in {run_dir}. Rerun the same command to resume.", file=sys.stderr)
-        return 130
-    except ModelConfigurationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        evaluation.close()
+    every = args.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
+    progress = ProgressLog(n_selected, every, f"{model.name} [{args.setting}]") if every else None
 
-    results = aggregate(outcomes, args.task)
+    started = time.perf_counter()
+    started_at = now()
+    outcomes: dict[str, InstanceOutcome] = {}
+    busy: list = []
+    stop_code, stop_message = None, None
+    try:
+        for instance, outcome in iter_with_progress(evaluate, instances, n_workers=args.n_workers,
+                                                    desc=f"{model.name} [{args.setting}]",
+                                                    postfix=running.postfix):
+            outcomes[instance.instance_id] = outcome
+            if outcome.status == "busy":
+                busy.append(instance)
+        # Instances another process held: taken up again once it lets go (their finished
+        # steps are then read back, not asked again), for at most config.LOCK_WAIT_S.
+        deadline = time.monotonic() + config.LOCK_WAIT_S
+        while busy and time.monotonic() < deadline:
+            time.sleep(0.2)
+            still = []
+            for instance in busy:
+                outcome = evaluate(instance)
+                outcomes[instance.instance_id] = outcome
+                if outcome.status == "busy":
+                    still.append(instance)
+            busy = still
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, _second_interrupt)
+        print("\ninterrupted: stopping (press Ctrl-C again to end at once)", file=sys.stderr)
+        _stop_workers(evaluation, grace=3.0)
+        stop_code = 130
+        stop_message = (f"interrupted: {sum(o.status != 'busy' for o in outcomes.values())} of "
+                        f"{n_selected} instances finished in this invocation; every finished step "
+                        f"is saved in {run_dir}. Rerun the same command to resume.")
+    except ModelConfigurationError as exc:
+        _stop_workers(evaluation, grace=3.0)
+        stop_code, stop_message = 2, f"error: {exc}"
+    else:
+        evaluation.close()
+    wall = round(time.perf_counter() - started, 2)
+
+    found_done = set(survey.done) | {i for i, o in outcomes.items() if o.already_done}
+    ran = [o for i, o in outcomes.items() if o.status != "busy" and i not in found_done]
+    finished_now = {i for i, o in outcomes.items() if o.status in ("done", "skipped")}
+    this_invocation = {
+        "task": args.task, "started": started_at, "wall_time_s": wall,
+        "instances": n_selected, "found_done": len(found_done), "ran": len(ran),
+        "ran_failed": sum(o.status == "failed" for o in ran),
+        "remaining": n_selected - len(finished_now | found_done),
+        "in_progress_elsewhere": len(busy),
+        "interrupted": stop_code == 130,
+    }
+    try:
+        results = write_results(store, evaluation, args, data_source, manifest, this_invocation,
+                                models=(("model", model), ("evaluator", evaluator), ("matcher", matcher)))
+    except KeyboardInterrupt:
+        return _exit_now(130)
+    shared.last_results = results
+    if stop_code is not None:
+        print(redact(stop_message), file=sys.stderr)
+        return _exit_now(stop_code)
+    print_summary(results, store.run_dir / "results.json")
+    return 1 if this_invocation["ran_failed"] else 0
+
+
+def write_results(store: RunStore, evaluation: Evaluation, args, data_source: str, manifest: dict,
+                  this_invocation: dict, models) -> dict:
+    """results.json: the aggregate of every instance file in the run directory (whatever
+    this invocation's task), its usage, and the timings of every invocation so far."""
+    totals = store.record_invocation(this_invocation)
+    results = aggregate_records(store.iter_records(), evaluation.scorer, args.task)
     results["usage"] = {
         "this_invocation": {role: {"model": m.name, **m.usage.snapshot(m.name)}
-                            for role, m in (("model", model), ("evaluator", evaluator),
-                                            ("matcher", matcher)) if m is not None},
+                            for role, m in models if m is not None},
         "recorded": recorded_usage(store),
     }
+    results["this_invocation"] = this_invocation
     results["settings"] = {
-        "model": model.name, "setting": args.setting, "task": args.task,
-        "evaluator": evaluator.name, "matcher": (matcher or evaluator).name,
+        "model": evaluation.model.name, "setting": args.setting, "task": results.pop("tasks"),
+        "invocation_task": args.task,
+        "evaluator": evaluation.evaluator.name, "matcher": evaluation.matcher.name,
         "scorer": evaluation.scorer, "data_source": data_source,
-        "prompt_versions": manifest["prompt_versions"],
-        "wall_time_s": round(time.perf_counter() - started, 2),
+        "data": store.manifest.get("data"),
+        "prompt_versions": store.manifest.get("prompt_versions", manifest["prompt_versions"]),
+        "wall_time_s": totals["wall_time_s"], "invocations": totals["invocations"],
     }
-    # The released layout keeps results.json (the latest invocation); a copy per scorer
-    # beside it keeps a PrefMatcher run from hiding the GPT-4o one.
-    path = store.write_results(results, evaluation.scorer)
-    print_summary(results, path)
-    shared.last_results = results
-    return 1 if results["counts"]["failed"] else 0
+    # The released layout keeps results.json; a copy per scorer beside it keeps a
+    # PrefMatcher run from hiding the GPT-4o one.
+    with store.run_lock():
+        store.write_results(results, evaluation.scorer)
+    return results
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # during setup, before any instance started
+        print("\ninterrupted before any work; nothing to resume", file=sys.stderr)
+        sys.exit(130)

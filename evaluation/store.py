@@ -2,32 +2,52 @@
 
 Every per-instance file is rewritten atomically after every step, so a run killed at any
 moment resumes where it stopped and never repeats a finished step. A rerun whose settings
-differ from the directory's manifest is refused rather than mixing results.
+or data differ from the directory's manifest is refused rather than mixing results.
+
+Several processes (or machines sharing the directory) may work on one run directory: an
+instance is evaluated only by the process holding its lock (``flock`` on a file under
+``.locks/``, released by the kernel when the holder dies, so ``kill -9`` leaves nothing
+stuck); the manifest and ``results.json`` are updated under the directory's own lock.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import hashlib
+import logging
+import os
 import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from evaluation.data import Instance, approx_tokens, format_session_log, relevant_positions, safe_name
 from utils.io import atomic_write_json, read_json
+from utils.redact import redact
+
+log = logging.getLogger("cupid.evaluation.store")
 
 SETTINGS = ("default", "oracle", "summary", "oracle_preference")
 MANIFEST = "run.json"
 RESULTS = "results.json"
-RESERVED = {MANIFEST, RESULTS}
+BATCHES = "batches.json"  # batch mode's submitted batch ids (evaluation/models/batch.py)
+RESERVED = {MANIFEST, RESULTS, BATCHES}
+LOCKS_DIR = ".locks"
+RUN_LOCK = ".run.lock"
 
 
 def _is_reserved(file_name: str) -> bool:
-    """run.json, results.json and results.<scorer>.json are not instance files."""
+    """run.json, results.json, results.<scorer>.json and batches.json are not instance files."""
     return file_name in RESERVED or file_name.startswith("results.")
 
 
 class RunConflictError(RuntimeError):
-    """The run directory holds results made with other settings."""
+    """The run directory holds results made with other settings or other data."""
+
+
+class CorruptRunFile(RuntimeError):
+    """A file of the run directory that cannot be read and cannot be rebuilt."""
 
 
 def now() -> str:
@@ -39,8 +59,69 @@ def run_dir_for(results_dir: str | Path, model_name: str, setting: str) -> Path:
     return base if setting == "default" else base / setting
 
 
+def instance_file_name(instance_id: str) -> str:
+    """Injective: ``safe_name`` keeps an id made of [A-Za-z0-9._-] as it is and appends a hash
+    of the original to any other, so distinct ids give distinct names; an id whose name
+    would be reserved gets a '+' in front, a character no safe name contains."""
+    name = f"{safe_name(instance_id)}.json"
+    return f"+{name}" if _is_reserved(name) else name
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a broken file out of the way (kept for inspection, never deleted)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    target = path.with_name(f"{path.name}.corrupt-{stamp}-{os.getpid()}")
+    path.replace(target)
+    return target
+
+
+# ---------------------------------------------------------------------------------------
+# Locks
+# ---------------------------------------------------------------------------------------
+class FileLock:
+    """An exclusive ``flock`` on a lock file; the kernel releases it when the holder dies."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking and deadline is None else fcntl.LOCK_NB))
+            except BlockingIOError:
+                if not blocking or (deadline is not None and time.monotonic() >= deadline):
+                    os.close(fd)
+                    return False
+                time.sleep(0.05)
+                continue
+            self._fd = fd
+            return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def __enter__(self) -> "FileLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.release()
+
+
+# ---------------------------------------------------------------------------------------
+# One instance's file
+# ---------------------------------------------------------------------------------------
 class InstanceRecord:
-    """One instance's results file; updates are serialized by a lock and saved atomically."""
+    """One instance's results file; updates are serialized by a lock and saved atomically.
+    The process holding the instance's file lock is its only writer, so what it loaded
+    after taking the lock is what is on disk."""
 
     def __init__(self, path: Path, data: dict):
         self.path = path
@@ -70,6 +151,7 @@ class InstanceRecord:
             entry.setdefault("steps", {})
 
     def set_step(self, name: str, step: dict, scorer: str | None = None) -> None:
+        step = {**step, "raw": redact(step.get("raw")), "error": redact(step.get("error"))}
         with self.lock:
             self._steps(scorer)[name] = step
             atomic_write_json(self.path, self.data)
@@ -79,11 +161,28 @@ class InstanceRecord:
             self.data["evaluations"][scorer][key] = value
             atomic_write_json(self.path, self.data)
 
+    def set_field(self, key: str, value: Any) -> None:
+        with self.lock:
+            self.data[key] = value
+            atomic_write_json(self.path, self.data)
+
     def save(self) -> None:
         with self.lock:
             atomic_write_json(self.path, self.data)
 
 
+@dataclass
+class Survey:
+    """What a run directory holds for the instances of one invocation, before any work."""
+    done: list[str] = field(default_factory=list)
+    todo: list[str] = field(default_factory=list)
+    changed: list[tuple[str, Path]] = field(default_factory=list)  # id, file
+    moved_aside: list[tuple[Path, Path, str]] = field(default_factory=list)  # file, to, why
+
+
+# ---------------------------------------------------------------------------------------
+# The run directory
+# ---------------------------------------------------------------------------------------
 class RunStore:
     def __init__(self, run_dir: str | Path, manifest: dict):
         self.run_dir = Path(run_dir)
@@ -91,57 +190,154 @@ class RunStore:
         self._summary_locks: dict[str, threading.Lock] = {}
         self._summary_locks_guard = threading.Lock()
 
+    def run_lock(self) -> FileLock:
+        return FileLock(self.run_dir / RUN_LOCK)
+
     # -- the manifest ----------------------------------------------------------------------
-    def open(self) -> "RunStore":
-        """Create the directory, or check that an existing one was made with our settings."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+    def conflicts_with(self, existing: dict) -> list[str]:
+        conflicts = [
+            f"{key}: {existing.get(key)!r} there, {self.manifest.get(key)!r} now"
+            for key in ("model", "setting") if existing.get(key) != self.manifest.get(key)]
+        old_versions = existing.get("prompt_versions", {})
+        for name, version in self.manifest.get("prompt_versions", {}).items():
+            if name in old_versions and old_versions[name] != version:
+                conflicts.append(f"prompt {name}: version {old_versions[name]} there, {version} now")
+        old_data, new_data = existing.get("data") or {}, self.manifest.get("data") or {}
+        if old_data.get("fingerprint") and new_data.get("fingerprint") \
+                and old_data["fingerprint"] != new_data["fingerprint"]:
+            conflicts.append(f"data: {_describe_data(old_data)} there, {_describe_data(new_data)} now")
+        return conflicts
+
+    def read_manifest(self) -> dict | None:
         path = self.run_dir / MANIFEST
-        if path.exists():
+        if not path.exists():
+            return None
+        try:
             existing = read_json(path)
-            conflicts = [
-                f"{key}: {existing.get(key)!r} there, {self.manifest.get(key)!r} now"
-                for key in ("model", "setting") if existing.get(key) != self.manifest.get(key)]
-            old_versions = existing.get("prompt_versions", {})
-            for name, version in self.manifest.get("prompt_versions", {}).items():
-                if name in old_versions and old_versions[name] != version:
-                    conflicts.append(f"prompt {name}: version {old_versions[name]} there, {version} now")
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CorruptRunFile(
+                f"{path}: not valid JSON ({str(exc).split(': ', 1)[-1]}); it records the run's "
+                f"settings and data, so move it away to start the manifest afresh (instance "
+                f"files are kept and reused)") from exc
+        if not isinstance(existing, dict):
+            raise CorruptRunFile(f"{path}: expected a JSON object; move it away to start afresh")
+        return existing
+
+    def check(self) -> None:
+        """Refuse, before anything is written, a directory made with other settings or data."""
+        existing = self.read_manifest()
+        if existing is not None:
+            conflicts = self.conflicts_with(existing)
             if conflicts:
                 raise RunConflictError(
-                    f"{self.run_dir} holds results made with other settings ("
+                    f"{self.run_dir} holds results made with other settings or data ("
                     + "; ".join(conflicts) + "). Use another --results_dir, or move it away.")
-            merged = dict(existing)
-            merged["prompt_versions"] = {**old_versions, **self.manifest.get("prompt_versions", {})}
-            merged["updated"] = now()
-            self.manifest = merged
-        else:
-            self.manifest = {**self.manifest, "created": now()}
-        atomic_write_json(path, self.manifest)
+
+    def open(self) -> "RunStore":
+        """Create the directory, or check that an existing one was made with our settings,
+        and record this invocation's settings in the manifest."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with self.run_lock():
+            existing = self.read_manifest()
+            if existing is not None:
+                self.check()
+                merged = dict(existing)
+                merged["prompt_versions"] = {**existing.get("prompt_versions", {}),
+                                             **self.manifest.get("prompt_versions", {})}
+                merged["data"] = self.manifest.get("data") or existing.get("data")
+                merged["data_source"] = self.manifest.get("data_source", existing.get("data_source"))
+                merged["updated"] = now()
+                self.manifest = merged
+            else:
+                self.manifest = {**self.manifest, "created": now()}
+            atomic_write_json(self.run_dir / MANIFEST, self.manifest)
         return self
+
+    def record_invocation(self, entry: dict) -> dict:
+        """Append one invocation (task, timings, what it ran) to the manifest; return the
+        accumulated totals."""
+        with self.run_lock():
+            manifest = self.read_manifest() or dict(self.manifest)
+            invocations = manifest.setdefault("invocations", [])
+            invocations.append(entry)
+            manifest["wall_time_s"] = round(sum(i.get("wall_time_s", 0) for i in invocations), 2)
+            atomic_write_json(self.run_dir / MANIFEST, manifest)
+            self.manifest = manifest
+        return {"wall_time_s": manifest["wall_time_s"], "invocations": len(invocations)}
 
     # -- instances -------------------------------------------------------------------------
     def instance_path(self, instance_id: str) -> Path:
-        name = safe_name(instance_id)
-        if _is_reserved(f"{name}.json"):
-            name = f"instance-{name}"
-        path = (self.run_dir / f"{name}.json").resolve()
+        path = (self.run_dir / instance_file_name(instance_id)).resolve()
         if path.parent != self.run_dir.resolve():  # defence in depth; safe_name forbids it
             raise ValueError(f"instance id {instance_id!r} escapes the results directory")
         return path
 
-    def load(self, instance: Instance, setting: str, model_name: str) -> InstanceRecord:
-        path = self.instance_path(instance.instance_id)
-        if path.exists():
+    def instance_lock(self, instance_id: str) -> FileLock:
+        return FileLock(self.run_dir / LOCKS_DIR / f"{instance_file_name(instance_id)}.lock")
+
+    def _read_instance(self, path: Path, instance: Instance) -> tuple[dict | None, tuple | None]:
+        """The instance's file (None when there is none) and, when it could not be read,
+        (file, where it was moved, why): the instance is then evaluated afresh."""
+        if not path.exists():
+            return None, None
+        try:
             data = read_json(path)
-            if data.get("instance_id") != instance.instance_id:
+            if not isinstance(data, dict) or not isinstance(data.get("steps", {}), dict):
+                raise ValueError("not an instance record (expected a JSON object with steps)")
+        except (ValueError, UnicodeDecodeError) as exc:
+            reason = str(exc).removeprefix(f"{path}: ")
+            target = move_aside(path)
+            log.warning("%s: %s; moved to %s, the instance is evaluated afresh", path, reason, target)
+            return None, (path, target, reason)
+        if data.get("instance_id") != instance.instance_id:
+            raise RunConflictError(
+                f"{path} belongs to instance {data.get('instance_id')!r}, "
+                f"not {instance.instance_id!r}")
+        return data, None
+
+    def survey(self, instances: Iterable[Instance], is_finished: Callable[[dict], bool]) -> Survey:
+        """Sort the invocation's instances into done and to do; list the ones whose file was
+        computed from other content; move unreadable files aside. Reads, writes nothing else."""
+        survey = Survey()
+        if not self.run_dir.is_dir():
+            survey.todo = [i.instance_id for i in instances]
+            return survey
+        for instance in instances:
+            path = self.instance_path(instance.instance_id)
+            data, moved = self._read_instance(path, instance)
+            if moved:
+                survey.moved_aside.append(moved)
+            if data is None:
+                survey.todo.append(instance.instance_id)
+                continue
+            recorded = data.get("fingerprint")
+            if recorded is not None and recorded != instance.fingerprint():
+                survey.changed.append((instance.instance_id, path))
+            elif is_finished(data):
+                survey.done.append(instance.instance_id)
+            else:
+                survey.todo.append(instance.instance_id)
+        return survey
+
+    def load(self, instance: Instance, setting: str, model_name: str) -> InstanceRecord:
+        """The instance's record, read afresh; call it holding the instance's lock."""
+        path = self.instance_path(instance.instance_id)
+        data, _ = self._read_instance(path, instance)
+        fingerprint = instance.fingerprint()
+        if data is not None:
+            if data.get("fingerprint") not in (None, fingerprint):
                 raise RunConflictError(
-                    f"{path} belongs to instance {data.get('instance_id')!r}, "
-                    f"not {instance.instance_id!r}")
+                    f"{path} was computed from other content of instance {instance.instance_id!r} "
+                    f"(fingerprint {data.get('fingerprint')} there, {fingerprint} now); "
+                    f"use another --results_dir, or move the file away to evaluate it afresh")
+            data["fingerprint"] = fingerprint
             return InstanceRecord(path, data)
         history = format_session_log(instance.prior_interactions)
         data = {
             "instance_id": instance.instance_id,
             "persona_id": instance.persona_id,
             "instance_type": instance.instance_type,
+            "fingerprint": fingerprint,
             "model": model_name,
             "setting": setting,
             "history": {
@@ -154,10 +350,20 @@ class RunStore:
         }
         return InstanceRecord(path, data)
 
+    def instance_files(self) -> list[Path]:
+        return [p for p in sorted(self.run_dir.glob("*.json")) if not _is_reserved(p.name)]
+
     def iter_records(self) -> Iterator[dict]:
-        for path in sorted(self.run_dir.glob("*.json")):
-            if not _is_reserved(path.name):
-                yield read_json(path)
+        """Every readable instance file of the directory (another process's included); a file
+        that cannot be read is logged and left for the run that owns it to move aside."""
+        for path in self.instance_files():
+            try:
+                data = read_json(path)
+            except (ValueError, UnicodeDecodeError, FileNotFoundError) as exc:
+                log.error("%s: skipped in the aggregate: %s", path, exc)
+                continue
+            if isinstance(data, dict):
+                yield data
 
     # -- session summaries (summary setting), shared by every instance ------------------
     def summary_path(self, session_text: str) -> Path:
@@ -170,6 +376,12 @@ class RunStore:
 
     def write_results(self, results: dict, scorer: str) -> Path:
         path = self.run_dir / RESULTS
+        results = redact(results)
         atomic_write_json(path, results)
         atomic_write_json(self.run_dir / f"results.{safe_name(scorer)}.json", results)
         return path
+
+
+def _describe_data(data: dict) -> str:
+    where = data.get("path") or f"{data.get('dataset')}[{data.get('split')}]"
+    return f"{where} ({data.get('n_instances')} instances, fingerprint {data.get('fingerprint')})"

@@ -49,6 +49,11 @@ class ShardedInstances:
         self._length: int | None = None
         self.name = f"{getattr(source, 'name', 'instances')} (shard {index}/{count})"
 
+    def describe(self) -> dict:
+        """The whole data's description: every shard's manifest names the same data, so
+        shards share one run directory."""
+        return self.source.describe()
+
     def __iter__(self) -> Iterator:
         return (i for i in self.source if shard_of(i.instance_id, self.count) == self.index)
 

@@ -56,9 +56,14 @@ def setup_logging(log_file: str | None) -> None:
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
     # Our own messages at INFO; libraries (HTTP clients log every request) at WARNING.
-    logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for ours in ("synthesis", "evaluation"):
+    from utils.redact import RedactingFormatter
+
+    formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in handlers:  # no key reaches the console or the log file
+        handler.setFormatter(formatter)
+    logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True)
+    # "cupid" holds the model layer's retries and failures.
+    for ours in ("synthesis", "evaluation", "cupid"):
         logging.getLogger(ours).setLevel(logging.INFO)
 
 
@@ -79,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         max_attempts=args.max_regenerations + 1,
         show_progress=False if args.no_progress else None,
     )
+    from utils.io import clean_orphan_tmp
+
+    clean_orphan_tmp(cfg.output_dir)  # left by a writer killed mid-write
     try:
         cfg.check()
         summary = run_synthesis(cfg)

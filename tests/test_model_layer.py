@@ -12,6 +12,7 @@ import pytest
 import config
 from evaluation.models.anthropic_models import AnthropicModel
 from evaluation.models.model import (
+    AuthenticationFailed,
     ModelCallFailed,
     ModelConfigurationError,
     ResponseCache,
@@ -261,10 +262,16 @@ def test_client_errors_fail_at_once(fake_llm_env: FakeLLMServer, status: int, me
     sleeps = SleepRecorder()
     model = OpenAIModel("gpt-4o", sleep=sleeps)
     fake_llm_env.script(FakeResponse(status=status, text=message), "never reached")
-    with pytest.raises(ModelCallFailed) as info:
-        model.chat("", user("q"))
-    assert info.value.attempts == 1
-    assert f"HTTP {status}" in info.value.reason and message in info.value.reason
+    if status in (401, 403):
+        # A refused key: every call would fail alike, so it is a setup error that stops a run.
+        with pytest.raises(AuthenticationFailed) as auth:
+            model.chat("", user("q"))
+        assert f"HTTP {status}" in str(auth.value) and message in str(auth.value)
+    else:
+        with pytest.raises(ModelCallFailed) as info:
+            model.chat("", user("q"))
+        assert info.value.attempts == 1
+        assert f"HTTP {status}" in info.value.reason and message in info.value.reason
     assert sleeps.delays == []
     assert len(fake_llm_env.requests) == 1
 

@@ -47,7 +47,12 @@ def test_shards_in_one_directory_aggregate_to_the_single_run(server, data_file, 
     single = read_results(tmp_path / "single")
     shared = tmp_path / "shared"
     for shard in ("1/2", "2/2"):
-        assert run_module.main(cli(server, data_file, shared, "--task", "both", "--shard", shard)) in (0,)
+        assert run_module.main(cli(server, data_file, shared, "--task", "both", "--shard", shard)) == 0
+    # results.json aggregates every instance file in the directory: after the last shard
+    # it holds the single run's numbers.
+    after_shards = read_results(shared)
+    for key in ("inference", "inference_macro", "generation", "by_instance_type"):
+        assert after_shards[key] == single[key], key
     before = len(server.requests)
     # A run without --shard over the shared directory reads every finished instance back.
     assert run_module.main(cli(server, data_file, shared, "--task", "both")) == 0

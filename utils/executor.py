@@ -28,29 +28,36 @@ def iter_with_progress(fn: Callable[[T], R], items: Iterable[T], *, n_workers: i
     bar = tqdm(total=total, desc=desc, disable=not show, dynamic_ncols=True)
     source = iter(items)
     window = max(1, 2 * n_workers)
+    pool = ThreadPoolExecutor(max_workers=max(1, n_workers))
     try:
-        with ThreadPoolExecutor(max_workers=max(1, n_workers)) as pool:
-            pending: dict[Future, T] = {}
+        pending: dict[Future, T] = {}
 
-            def refill() -> None:
-                while len(pending) < window:
-                    try:
-                        item = next(source)
-                    except StopIteration:
-                        return
-                    pending[pool.submit(fn, item)] = item
+        def refill() -> None:
+            while len(pending) < window:
+                try:
+                    item = next(source)
+                except StopIteration:
+                    return
+                pending[pool.submit(fn, item)] = item
 
+        refill()
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                item = pending.pop(future)
+                result = future.result()
+                bar.update(1)
+                if postfix is not None:
+                    bar.set_postfix(postfix(), refresh=False)
+                yield item, result
             refill()
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    item = pending.pop(future)
-                    result = future.result()
-                    bar.update(1)
-                    if postfix is not None:
-                        bar.set_postfix(postfix(), refresh=False)
-                    yield item, result
-                refill()
+    except BaseException:
+        # Ctrl-C, or an error escaping fn: queued items are dropped and the caller is not
+        # made to wait for items in flight (a hung request would hold it for its timeout).
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    else:
+        pool.shutdown(wait=True)
     finally:
         bar.close()
 

@@ -2,11 +2,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import socket
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("cupid.io")
+# A temporary file is ".<target>.<host>~<pid>.<random>.tmp": the writer's host and pid let a
+# later run tell an orphan (its writer is dead) from a write in progress.
+_HOST = socket.gethostname().replace(".", "_").replace("~", "_") or "host"
+# Another machine's temporary file (a shared directory) is an orphan only once it is old.
+ORPHAN_AGE_S = 3600.0
 
 
 _umask_lock = threading.Lock()
@@ -27,7 +37,8 @@ def _default_mode() -> int:
 def atomic_write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_HOST}~{os.getpid()}.", suffix=".tmp",
+                               dir=path.parent)
     try:
         os.fchmod(fd, _default_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -62,3 +73,44 @@ def read_json(path: str | Path) -> Any:
             return json.load(handle)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_orphan_tmp(directory: str | Path, recursive: bool = True) -> list[Path]:
+    """Delete the temporary files that killed writers left under ``directory``: those of
+    this host whose process is gone, and any older than ORPHAN_AGE_S. Returns them."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    removed = []
+    pattern = "**/.*.tmp" if recursive else ".*.tmp"
+    for tmp in directory.glob(pattern):
+        if not tmp.is_file():
+            continue
+        orphan = False
+        host, sep, rest = tmp.name[:-len(".tmp")].rpartition("~")
+        if sep and host.endswith(f".{_HOST}"):
+            pid = rest.split(".", 1)[0]
+            orphan = pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid))
+        if not orphan:
+            try:
+                orphan = time.time() - tmp.stat().st_mtime > ORPHAN_AGE_S
+            except FileNotFoundError:
+                continue
+        if orphan:
+            try:
+                tmp.unlink()
+            except FileNotFoundError:
+                continue
+            removed.append(tmp)
+            log.info("removed an orphan temporary file %s", tmp)
+    return removed

@@ -170,6 +170,27 @@ class GoogleModel(Model):
             return endpoint_key("vertex", f"{self.resolved_project()}/{self.resolved_location()}", None)
         return endpoint_key(self.provider, self.resolved_base_url(), self.resolved_api_key())
 
+    def probe(self) -> None:
+        """List one model (free): an unreachable endpoint or a refused key stops the run
+        before any work; any other HTTP answer shows the endpoint is up."""
+        from evaluation.models.model import _status_code
+        from utils.redact import redact
+
+        client = self.client()
+        where = self.resolved_base_url() or ("Vertex AI" if self.uses_vertex() else "the Gemini API")
+        try:
+            next(iter(client.models.list(config={"page_size": 1})), None)
+        except Exception as exc:  # classified: a status means reachable, else unreachable
+            status = _status_code(exc)
+            if status in (401, 403):
+                raise ModelConfigurationError(redact(
+                    f"{self.name}: {where} refused the credentials (HTTP {status}); check "
+                    f"{self.api_key_env}")) from None
+            if status is not None:
+                return
+            raise ModelConfigurationError(redact(
+                f"{self.name}: cannot reach {where}: {type(exc).__name__}: {exc}")) from None
+
     def client(self) -> Any:
         if self.uses_vertex():
             key: tuple = (type(self).__qualname__, "vertex", self.resolved_project(),

@@ -20,7 +20,9 @@ from evaluation.models.model import (
     ModelConfigurationError,
     ResponseCache,
     TransientModelError,
+    _status_code,
 )
+from utils.redact import redact, register_secret
 
 
 class ClientCache:
@@ -94,6 +96,7 @@ class HostedModel(Model):
     api_key_env: ClassVar[str] = ""
     base_url_env: ClassVar[str] = ""
     provider_label: ClassVar[str] = "this provider's models"  # ends "... to use {label}"
+    probe_timeout: ClassVar[float] = 10.0
 
     def __init__(self, name: str | None = None, *, base_url: str | None = None,
                  api_key: str | None = None, temperature: float | None = 0.0,
@@ -104,6 +107,7 @@ class HostedModel(Model):
                          max_retries=max_retries, cache=cache, sleep=sleep)
         self._base_url = base_url
         self._api_key = api_key
+        register_secret(api_key)
 
     # -- configuration (read when used, never at import) -------------------------------------
     def resolved_base_url(self) -> str | None:
@@ -123,6 +127,26 @@ class HostedModel(Model):
         from evaluation.models.limits import endpoint_key
 
         return endpoint_key(self.provider, self.resolved_base_url(), self.resolved_api_key())
+
+    def probe(self) -> None:
+        """List the provider's models once (a GET that costs nothing): a wrong base URL or a
+        refused key stops the run here, not after every instance has spent its retries.
+        Any other HTTP answer (a proxy without the models route) shows the server is up."""
+        client = self.client()
+        url = str(getattr(client, "base_url", "") or self.resolved_base_url() or "the default endpoint")
+        try:
+            client.models.list(timeout=self.probe_timeout)
+        except Exception as exc:  # classified: a status means reachable, else unreachable
+            status = _status_code(exc)
+            if status in (401, 403):
+                raise ModelConfigurationError(redact(
+                    f"{self.name}: {url} refused the API key (HTTP {status}); check "
+                    f"{self.api_key_env}")) from None
+            if status is not None:
+                return
+            where = f" (set by {self.base_url_env})" if self.base_url_env and self.resolved_base_url() else ""
+            raise ModelConfigurationError(redact(
+                f"{self.name}: cannot reach {url}{where}: {type(exc).__name__}: {exc}")) from None
 
     # -- the client --------------------------------------------------------------------------
     def make_client(self, base_url: str | None, api_key: str) -> Any:

@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
 import config
+from utils.redact import redact
 
-Message = dict  # {"role": "user" | "assistant", "content": str}
+Message = dict
+log = logging.getLogger("cupid.models")  # {"role": "user" | "assistant", "content": str}
 
 
 # ---------------------------------------------------------------------------------------
@@ -50,6 +52,27 @@ class ModelConfigurationError(ModelError):
 
 class UnknownModelError(ModelConfigurationError):
     pass
+
+
+class AuthenticationFailed(ModelConfigurationError):
+    """The server refused the key (HTTP 401/403): every further call would fail the same way."""
+
+
+class RunCancelled(ModelError):
+    """The run is stopping (Ctrl-C, or a refused key elsewhere): no new attempt is made."""
+
+
+# Set when the process is stopping: the seam starts no new attempt and cuts its backoff
+# sleeps short, so worker threads return within moments of a Ctrl-C instead of retrying.
+CANCEL = threading.Event()
+
+
+def cancel_all() -> None:
+    CANCEL.set()
+
+
+def reset_cancel() -> None:
+    CANCEL.clear()
 
 
 class TransientModelError(ModelError):
@@ -257,21 +280,47 @@ class ResponseCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
+        # A cache that is not a database (a truncated copy, another file under its name) is
+        # moved aside and a fresh one made: it only saves money, it holds no results.
+        self.moved_aside: tuple[Path, str] | None = None
+        try:
+            self._db = self._open()
+        except sqlite3.DatabaseError as exc:
+            self.moved_aside = (self._move_aside(), str(exc))
+            log.warning("%s is not a usable SQLite database (%s); moved to %s and started afresh",
+                        self.path, exc, self.moved_aside[0])
+            self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
             # WAL with NORMAL sync survives a killed process (only a power cut may lose the
             # last answers, which are then asked again); FULL would fsync every answer.
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(
                 "CREATE TABLE IF NOT EXISTS completions ("
                 " key TEXT PRIMARY KEY, text TEXT NOT NULL,"
                 " prompt_tokens INTEGER, completion_tokens INTEGER, batch INTEGER DEFAULT 0)"
             )
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(completions)")}
+            columns = {row[1] for row in db.execute("PRAGMA table_info(completions)")}
             if "batch" not in columns:  # a cache written before batch mode existed
-                self._db.execute("ALTER TABLE completions ADD COLUMN batch INTEGER DEFAULT 0")
-            self._db.commit()
+                db.execute("ALTER TABLE completions ADD COLUMN batch INTEGER DEFAULT 0")
+            db.execute("SELECT count(*) FROM completions WHERE key = ''").fetchone()
+            db.commit()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def _move_aside(self) -> Path:
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            source = Path(f"{self.path}{suffix}")
+            if source.exists():
+                source.replace(Path(f"{target}{suffix}"))
+        return target
 
     def get(self, key: str) -> Completion | None:
         with self._lock:
@@ -344,7 +393,7 @@ def classify_error(exc: BaseException) -> tuple[bool, float | None, str]:
     if isinstance(exc, (PermanentModelError, ModelConfigurationError)):
         return False, None, str(exc)
     status = _status_code(exc)
-    reason = f"{type(exc).__name__}: {exc}"
+    reason = redact(f"{type(exc).__name__}: {exc}")
     if status is not None:
         if status in _RETRYABLE_STATUS or status >= 500:
             return True, _retry_after(exc), f"HTTP {status}: {exc}"
@@ -417,7 +466,17 @@ class Model:
         return Completion(text=type(self).__call__(self, request.system_prompt, request.user_prompt))
 
     def check(self) -> None:
-        """Fail fast, before any work, when a key is missing or a server is unreachable."""
+        """Fail fast, before any work, when a key is missing (no network)."""
+
+    def probe(self) -> None:
+        """One cheap request to the model's endpoint (a models list): raise
+        ModelConfigurationError naming the URL when it cannot be reached or refuses the
+        key. Models without an endpoint (embedded, a user's __call__) have nothing to probe."""
+
+    def preflight(self) -> None:
+        """What a run does once per configured model before any instance starts."""
+        self.check()
+        self.probe()
 
     def limiter_key(self) -> tuple | None:
         """The endpoint and key this model's calls count against (hosted adapters say);
@@ -471,6 +530,8 @@ class Model:
         attempts = 0
         waited_pause = False
         for attempt in range(self.max_retries + 1):
+            if CANCEL.is_set():
+                raise RunCancelled(f"{self.name}: the run is stopping")
             attempts = attempt + 1
             ticket = (limiter.acquire(prompt_chars, request.max_tokens, waited_pause=waited_pause)
                       if limiter is not None else None)
@@ -492,22 +553,46 @@ class Model:
                 if status == 429:
                     self.usage.record_rate_limited()
                 last_error = exc
+                if isinstance(exc, AuthenticationFailed):
+                    raise
                 retryable, retry_after, reason = classify_error(exc)
+                reason = redact(reason)
+                if _status_code(exc) in (401, 403):
+                    log.warning("%s: the server refused the key: %s", self.name, reason)
+                    raise AuthenticationFailed(
+                        f"{self.name}: the server refused the API key ({reason})") from None
                 if not retryable or attempt == self.max_retries:
                     break
+                delay = backoff_delay(attempt, retry_after)
+                log.info("%s: attempt %d of %d failed after %.2fs (%s); retrying in %.2fs",
+                         self.name, attempts, self.max_retries + 1,
+                         time.perf_counter() - started, reason, delay)
                 # After a 429 the limiter holds every other caller on the endpoint until the
                 # retry-after; this one waits it out here (at least as long) and skips that hold.
-                self._sleep(backoff_delay(attempt, retry_after))
+                self._pause(delay)
                 waited_pause = ticket is not None and ticket.rate_limited
                 continue
             if ticket is not None:
                 ticket.settle(completion.usage, completion.headers)
-            self.usage.record_success(completion.usage, time.perf_counter() - started)
+            latency = time.perf_counter() - started
+            self.usage.record_success(completion.usage, latency)
+            if attempt:
+                log.info("%s: answered on attempt %d in %.2fs", self.name, attempts, latency)
+            completion.text = redact(completion.text)
             if key is not None:
                 self.cache.put(key, completion)
             return completion
         self.usage.record_failure()
+        log.warning("%s: call failed after %d attempt%s: %s", self.name, attempts,
+                    "s" * (attempts != 1), reason)
         raise ModelCallFailed(self.name, reason, attempts, last_error) from last_error
+
+    def _pause(self, delay: float) -> None:
+        """Back off; a stopping run wakes at once instead of sleeping out the delay."""
+        if self._sleep is time.sleep:
+            CANCEL.wait(delay)
+        else:
+            self._sleep(delay)
 
 
 # ---------------------------------------------------------------------------------------

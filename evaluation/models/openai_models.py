@@ -182,6 +182,9 @@ class OpenAICompatibleModel(OpenAIModel):
             }
         return params
 
+    def probe(self) -> None:
+        """check() already asked the server for its models."""
+
     def check(self) -> None:
         """GET {base}/models on every server: each must be up before any work starts."""
         for base_url in self.base_urls():
