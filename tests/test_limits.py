@@ -183,3 +183,16 @@ def test_vllm_server_farm_round_robin():
         assert len(first.requests) == len(second.requests) == 3
         assert model.rate_limiter() is resolve_model(
             f"vllm:other@{first.openai_base_url},{second.openai_base_url}").rate_limiter()
+
+
+def test_a_hanging_probe_holds_the_others_two_seconds_at_most():
+    with FakeLLMServer(responder=lambda req: FakeResponse(hang=True)
+                       if req["messages"][0]["content"] == "0" else "OK") as server:
+        model = resolve_model(f"vllm:slow@{server.openai_base_url}", timeout=5, max_retries=0)
+        started = time.monotonic()
+        first = threading.Thread(target=lambda: pytest.raises(Exception, model.chat, "", user("0")))
+        first.start()
+        time.sleep(0.1)
+        assert model.chat("", user("1")) == "OK"
+        assert time.monotonic() - started < model.rate_limiter().probe_wait_s + 1.0
+        first.join(10)

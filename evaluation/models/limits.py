@@ -16,7 +16,8 @@ returns, so the bucket tracks what the provider actually counted. The refill rat
 from the headers: ``(limit - remaining) / reset`` is exact for a bucket that refills
 linearly, which is what the providers document. Until the first answer has told it the
 limits, a limiter with nothing set lets one request through at a time (a probe), so the
-first wave of a 32-thread run cannot empty the budget at once. After a 429 every request
+first wave of a 32-thread run cannot empty the budget at once (at most ``probe_wait_s``:
+a slow first answer does not hold the others longer). After a 429 every request
 on the endpoint waits for the ``retry-after``, and the usable rate drops by 10% (recovering
 slowly with successes).
 
@@ -184,6 +185,7 @@ class RateLimiter:
 
     recovery_per_success = 0.002
     min_factor = 0.5
+    probe_wait_s = 2.0
 
     def __init__(self, name: str = "", user: UserLimits | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -196,6 +198,7 @@ class RateLimiter:
         self._apply_user_limits()
         self._learned = self.user.any()  # user-set limits need no probe
         self._in_flight = 0
+        self._probe_started = 0.0
         self._pause_until = 0.0
         self._factor = 1.0
         self._next_ticket = 0
@@ -240,6 +243,8 @@ class RateLimiter:
                     break
                 self._cond.wait(timeout=None if delay is None else delay)
             self._serving += 1
+            if not self._learned and self._in_flight == 0:
+                self._probe_started = self._clock()
             self._in_flight += 1
             self.requests += 1
             if self._tokens is not None:
@@ -255,7 +260,12 @@ class RateLimiter:
         if ticket_no != self._serving:
             return None
         if not self._learned and self._in_flight >= 1:
-            return None  # probing: one request until the first answer states the limits
+            # Probing: one request until the first answer states the limits, for at most
+            # probe_wait_s (a slow or hanging first answer must not serialize the run).
+            waited = self._clock() - self._probe_started
+            if waited < self.probe_wait_s:
+                return self.probe_wait_s - waited
+            self._learned = True
         if self.user.max_in_flight is not None and self._in_flight >= self.user.max_in_flight:
             return None
         now = self._clock()
