@@ -50,14 +50,27 @@ MAX_PARSE_RETRIES = _env_int("CUPID_MAX_PARSE_RETRIES", 2)
 # --- Generation parameters per role ------------------------------------------------------
 # Adapters translate these to what each API accepts (o-series models take no temperature,
 # Claude 3.7 Sonnet runs at temperature 1 with extended thinking, as in the paper's Table 8).
+# The evaluation's values are the released harness's (kixlab/CUPID at a8560ca): temperature
+# 0 and max_tokens 8192 for the evaluated model (evaluation/models/gpt_41_nano.py), the
+# matcher and the judge (evaluation/modules/), 4096 for the decomposer
+# (DECOMPOSER_MAX_TOKENS). The temperature is the integer 0, as the release sends it, so
+# that the request bodies are the release's byte for byte.
+# The release asks its evaluator (utils/generation.py, generate) for OpenAI models with the
+# system prompt as a "developer" message and max_completion_tokens, and its evaluated model
+# (gpt_41_nano.py) with a "system" message and max_tokens; OpenAI adapters take these two
+# choices as system_role / max_tokens_field, other adapters ignore them.
 ROLE_PARAMS: dict[str, dict] = {
-    "evaluated": {"temperature": 0.0, "max_tokens": 4096},        # Table 8
-    "evaluator": {"temperature": 0.0, "max_tokens": 2048},        # §2.3, App. A
-    "matcher": {"temperature": 0.0, "max_tokens": 1024},          # PrefMatcher-7B
+    "evaluated": {"temperature": 0, "max_tokens": 8192},
+    "evaluator": {"temperature": 0, "max_tokens": 8192,
+                  "system_role": "developer", "max_tokens_field": "max_completion_tokens"},
+    "matcher": {"temperature": 0, "max_tokens": 8192},            # PrefMatcher-7B (vLLM)
     "synthesizer": {"temperature": 0.7, "max_tokens": 8192},      # App. B.1-B.3
     "user_simulator": {"temperature": 0.3, "max_tokens": 2048},   # App. B.4
     "assistant_simulator": {"temperature": 0.7, "max_tokens": 1024},  # App. B.4
 }
+# The decomposer's own limit (synthesis/modules/preference_decomposer.py in the release),
+# asked by the decompose step whatever model runs it.
+DECOMPOSER_MAX_TOKENS = 4096
 
 # --- Batch mode (--batch) --------------------------------------------------------------
 # Batch APIs (OpenAI, Anthropic) bill half the online price.

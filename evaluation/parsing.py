@@ -1,10 +1,14 @@
 """Parsers for model answers.
 
-Lenient where models vary (header case and spelling, bold markers, code fences, "8/10"),
-strict where it matters for the metric: a matcher answer must label every checklist entry
-with one of the three labels, and a judge score must lie in 1-10. A parser raises
-``ParseError`` with a short reason; the step then asks again (bounded) and finally records
-the failure with the raw answers.
+Every answer the released harness (kixlab/CUPID at a8560ca) reads is read the same way:
+where its reading yields a usable value (see evaluation/release_parsing.py) that value is
+taken as it is, so the scores and the next step's request are the release's. Beyond that
+the parsers are lenient where models vary (header case and spelling, bold markers, code
+fences, "Score: 8") and strict where the release would silently score 0 or count a broken
+answer: a matcher answer must label every checklist entry with one of the three labels,
+and a judge score must lie in 1-10. A parser raises ``ParseError`` with a short reason; the
+step then asks again (bounded) and finally records the failure with the raw answers.
+docs/release_parsing.md lists the cases.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import json
 import re
 from typing import Any, Sequence
 
+from evaluation import release_parsing as release
 from evaluation.metrics import LABEL_SCORES
 
 
@@ -59,24 +64,43 @@ def find_section(text: str, header_pattern: str) -> str | None:
     return "\n".join(body_lines).strip()
 
 
-# "Most Likely Preferences", the figure's "Preferneces", "Preference", any case.
+# "Most Likely Preference(s)", the paper's "Preferneces", any case.
 _PREFERENCE_HEADER = r"most[ \t]+likely[ \t]+pref[a-z]*"
 
 
+def _usable(text: str) -> bool:
+    return any(ch.isalnum() for ch in text)
+
+
 def parse_inferred_preference(text: str) -> dict:
-    """Figure 21's answer: ``### Analysis`` then ``### Most Likely Preferences``."""
+    """The inference answer: ``### Analysis`` then ``### Most Likely Preference``.
+
+    The release's reading (the first line after the header) is taken when the header line
+    holds nothing else and that line has words; otherwise the first line of the section
+    after a lenient header (any level, bold, "Preferences", "Preferneces", a colon), or
+    the text after the header on its own line."""
+    analysis = _analysis(text)
+    if release.PREFERENCE_HEADER in text:
+        after = text.strip().split(release.PREFERENCE_HEADER, 1)[1]
+        header_rest = after.split("\n", 1)[0]
+        preference = release.release_preference(text)
+        if not header_rest.strip() and _usable(preference):
+            return {"analysis": analysis, "preference": preference}
     body = find_section(text, _PREFERENCE_HEADER)
     if body is None:
-        raise ParseError("no 'Most Likely Preferences' section")
+        raise ParseError("no 'Most Likely Preference' section")
     lines = [line for line in (l.strip() for l in body.splitlines()) if line and line != "```"]
-    preference = _strip_decoration(" ".join(lines))
-    if not preference:
-        raise ParseError("the 'Most Likely Preferences' section is empty")
+    preference = _strip_decoration(lines[0]) if lines else ""
+    if not _usable(preference):
+        raise ParseError("the 'Most Likely Preference' section is empty")
+    return {"analysis": analysis, "preference": preference}
+
+
+def _analysis(text: str) -> str:
     analysis = find_section(text, r"analysis") or ""
     # The analysis section ends where the preference header starts.
-    analysis = re.split(r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?[ \t]*" + _PREFERENCE_HEADER,
-                        analysis)[0].strip()
-    return {"analysis": analysis, "preference": preference}
+    return re.split(r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*)?[ \t]*" + _PREFERENCE_HEADER,
+                    analysis)[0].strip()
 
 
 def parse_response(text: str) -> dict:
@@ -87,7 +111,16 @@ def parse_response(text: str) -> dict:
 
 
 def parse_judge(text: str) -> dict:
-    """Figure 16's answer: the score under ``### Evaluation Score`` (1-10)."""
+    """The judge's answer: the score under ``### Evaluation Score`` (1-10).
+
+    The release's reading is taken when it gives a score in 1-10 (it cuts "7.5" to 7 and
+    "8/10" to 8); otherwise the first number of a leniently found section ("Score: 8",
+    "8 (Very Good)", a bold or "##" header). A score outside 1-10 is an error."""
+    position = text.lower().find("evaluation score")
+    analysis = text[: text.rfind("\n", 0, position) + 1].strip() if position >= 0 else ""
+    score = release.release_judge_score(text)
+    if 1 <= score <= 10:
+        return {"analysis": analysis, "score": int(score) if score.is_integer() else score}
     body = find_section(text, r"evaluation[ \t]+score")
     if body is None:
         raise ParseError("no 'Evaluation Score' section")
@@ -95,11 +128,10 @@ def parse_judge(text: str) -> dict:
     match = re.search(r"(?<![\d.])(\d+(?:\.\d+)?)", cleaned)
     if match is None:
         raise ParseError("no number under 'Evaluation Score'")
-    score = float(match.group(1))
-    if not 1 <= score <= 10:
+    value = float(match.group(1))
+    if not 1 <= value <= 10:
         raise ParseError(f"score {match.group(1)} is outside 1-10")
-    analysis = text[: text.lower().find("evaluation score")].strip()
-    return {"analysis": analysis, "score": int(score) if score.is_integer() else score}
+    return {"analysis": analysis, "score": int(value) if value.is_integer() else value}
 
 
 # ---------------------------------------------------------------------------------------
@@ -146,7 +178,19 @@ def _balanced(text: str, start: int) -> str:
 
 
 def parse_checklist(text: str) -> dict:
-    """The decomposer's answer: ``{"checklist": ["...?", ...]}`` with at least one entry."""
+    """The decomposer's answer: ``{"checklist": ["...?", ...]}`` with at least one entry.
+
+    The release's reading (JSON of the ```json block or of the whole answer) is taken as it
+    is when it is a list of non-empty strings; otherwise the JSON is found leniently
+    (another fence, prose around it, trailing commas) and entries given as objects are
+    read from their "question"/"entry"/"item" field."""
+    try:
+        checklist = release.release_checklist(text)
+    except release.ReleaseFailure:
+        checklist = None
+    if isinstance(checklist, list) and checklist and \
+            all(isinstance(item, str) and item.strip() for item in checklist):
+        return {"checklist": list(checklist)}
     data = extract_json(text)
     if isinstance(data, dict):
         data = data.get("checklist")
@@ -195,16 +239,14 @@ def parse_match(text: str, checklist: Sequence[str]) -> dict:
         if index is None:
             indices.append(None)
             continue
-        try:
-            indices.append(int(str(index).strip().strip("()")))
-        except ValueError as exc:
-            raise ParseError(f"result {position + 1} has index {index!r}") from exc
-    if all(i is None for i in indices):
+        found = re.fullmatch(r"\s*\(?\s*(\d+)\s*[.):]?\s*", str(index))  # 2, "2", "2.", "(2)"
+        if found is None:
+            raise ParseError(f"result {position + 1} has index {index!r}")
+        indices.append(int(found.group(1)))
+    if None in indices:
         if len(parsed) != n:
-            raise ParseError(f"{len(parsed)} results without indices for {n} checklist entries")
-        indices = list(range(1, n + 1))
-    elif None in indices:
-        raise ParseError("some results have no index")
+            raise ParseError(f"{len(parsed)} results, some without indices, for {n} checklist entries")
+        indices = list(range(1, n + 1))  # the results in the checklist's order
     elif sorted(indices) == list(range(n)):
         indices = [i + 1 for i in indices]
     by_index: dict[int, str] = {}
@@ -292,9 +334,13 @@ _LAYOUT_RULES = r'''
 line ::= [^\n#] [^\n]{0,400} "\n"
 '''
 
-INFERENCE_ANSWER_GRAMMAR = r'''root ::= "### Analysis\n\n" line line? line? "\n### Most Likely Preferneces\n\n" line
+INFERENCE_ANSWER_GRAMMAR = r'''root ::= "### Analysis\n\n" line line? line? "\n### Most Likely Preference\n\n" line
 ''' + _LAYOUT_RULES
 
-JUDGE_ANSWER_GRAMMAR = r'''root ::= "### Evaluation of AI Assistant's Response\n\n" line line? line? line? "\n### Evaluation Score\n\n" score "\n"
+# The judge's rubric labels, in the prompt's order (10 down to 1).
+JUDGE_LABELS = ("Exceptional", "Excellent", "Very Good", "Good", "Above Average", "Acceptable",
+                "Below Average", "Poor", "Very Poor", "Unacceptable")
+
+JUDGE_ANSWER_GRAMMAR = (r'''root ::= "### Evaluation of AI Assistant's Response\n\n" line line? line? line? "\n### Evaluation Label\n\n" label "\n\n### Evaluation Score\n\n" score "\n"
 score ::= "10" | [1-9]
-''' + _LAYOUT_RULES
+label ::= ''' + " | ".join(f'"{label}"' for label in JUDGE_LABELS) + "\n" + _LAYOUT_RULES)

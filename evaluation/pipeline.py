@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
+from evaluation import release_parsing
 from evaluation import steps as S
 from evaluation.data import INSTANCE_TYPES, Instance, Session, format_session_log, relevant_positions
 from evaluation.metrics import InferenceCounts, generation_summary, macro_inference, micro_inference
@@ -37,6 +38,9 @@ class InstanceOutcome:
     generation_score: float | None = None
     failures: list[tuple[str, str]] = field(default_factory=list)
     skip_reason: str | None = None
+    # Per task, what the released harness would have done with this instance
+    # (release_parsing.OUTCOMES: same / differs / zero / drop).
+    release: dict = field(default_factory=dict)
     already_done: bool = False  # every step it needs was on disk when its lock was taken
 
 
@@ -119,18 +123,32 @@ class Evaluation:
         try:
             result = call(first_variant)
         except StepFailed as exc:
-            record.set_step(name, {"status": "failed", "model": None, "prompt_version": None,
-                                   "output": None, "raw": exc.raw, "error": exc.reason,
-                                   "attempts": exc.attempts, "usage": None,
-                                   "next_variant": exc.next_variant,
-                                   "finished_at": now()}, scorer)
+            step = {"status": "failed", "model": None, "prompt_version": None,
+                    "output": None, "raw": exc.raw, "error": exc.reason,
+                    "attempts": exc.attempts, "usage": None,
+                    "next_variant": exc.next_variant, "sent": exc.sent,
+                    "latency_s": exc.latency_s, "finished_at": now()}
+            step["release"] = self._release_view(name, step)
+            record.set_step(name, step, scorer)
             log.warning("%s: step %s failed: %s", record.data["instance_id"], name, exc.reason)
             raise _ChainFailed(name, exc.reason) from exc
-        record.set_step(name, {"status": "done", "model": result.model,
-                               "prompt_version": result.prompt_version, "output": result.output,
-                               "raw": result.raw, "error": None, "attempts": result.attempts,
-                               "usage": result.usage, "finished_at": now()}, scorer)
+        step = {"status": "done", "model": result.model,
+                "prompt_version": result.prompt_version, "output": result.output,
+                "raw": result.raw, "error": None, "attempts": result.attempts,
+                "usage": result.usage, "sent": result.sent, "latency_s": result.latency_s,
+                "finished_at": now()}
+        step["release"] = self._release_view(name, step)
+        record.set_step(name, step, scorer)
         return result.output
+
+    def _release_view(self, name: str, step: dict) -> dict | None:
+        if self.setting != "default":
+            return None  # the release has only the default setting
+        return release_parsing.step_view(name, step, prefmatcher=self.use_prefmatcher)
+
+    def _release_outcomes(self, record: InstanceRecord) -> dict:
+        with record.lock:
+            return release_outcomes_of_record(record.data, self.scorer)
 
     def _parallel(self, *calls: Callable[[], object]) -> list:
         """Run calls side by side; collect every chain failure instead of the first only."""
@@ -289,6 +307,9 @@ class Evaluation:
                 outcome.generation_score = result
         if outcome.failures:
             outcome.status = "failed"
+        outcome.release = self._release_outcomes(record)
+        if outcome.release:
+            record.set_scorer_field(self.scorer, "release", outcome.release)
         return outcome
 
 
@@ -339,6 +360,13 @@ def aggregate(outcomes: Iterable[InstanceOutcome], task: str) -> dict:
     for o in outcomes:
         for step, reason in o.failures:
             failures[step][_short(reason)] += 1
+    # How far the run is from the release's scoring: per task, the instances that the
+    # released harness would have scored 0, skipped, or read differently
+    # (evaluation/release_parsing.py, docs/release_parsing.md).
+    tasks = [t for t in ("inference", "generation") if task in (t, "both")]
+    for key, kind in (("release_would_score_zero", "zero"), ("release_would_drop", "drop"),
+                      ("release_would_differ", "differs")):
+        results[key] = {t: sum(o.release.get(t) == kind for o in outcomes) for t in tasks}
     results["counts"] = {
         "instances": len(outcomes),
         "evaluated": sum(o.status == "done" for o in outcomes),
@@ -348,6 +376,22 @@ def aggregate(outcomes: Iterable[InstanceOutcome], task: str) -> dict:
         "skip_reasons": dict(Counter(o.skip_reason for o in outcomes if o.skip_reason)),
     }
     return results
+
+
+def release_outcomes_of_record(data: dict, scorer: str) -> dict:
+    """Per task, what the released harness would have done with this instance, from its
+    steps' ``release`` views ({} outside the default setting, which the release lacks).
+    Both tasks are judged together, as the release ran them: an instance it skips during
+    inference never reaches generation."""
+    if data.get("setting", "default") != "default":
+        return {}
+    model_steps = data.get("steps") or {}
+    scorer_steps = ((data.get("evaluations") or {}).get(scorer) or {}).get("steps") or {}
+    views = {name: (model_steps.get(name) or {}).get("release") for name in ("infer", "generate")}
+    views.update({name: (scorer_steps.get(name) or {}).get("release")
+                  for name in ("decompose", "match_precision", "match_recall", "judge")})
+    return {task: outcome for task, outcome in
+            release_parsing.instance_outcomes(views, "both").items() if outcome is not None}
 
 
 def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
@@ -364,7 +408,7 @@ def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
         status="done",
         inference=InferenceCounts.from_dict(inference) if inference else None,
         generation_score=generation.get("score") if generation else None,
-        failures=failures)
+        failures=failures, release=release_outcomes_of_record(data, scorer))
     if data.get("skipped"):
         outcome.status, outcome.skip_reason = "skipped", data["skipped"]
     elif failures:

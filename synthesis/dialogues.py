@@ -1,42 +1,113 @@
-"""Stage 6 (Appendix B.4): a user simulator and an assistant simulator talk until the user
-simulator scores the assistant's last reply 10, or the dialogue reaches ``max_turns``
-messages.
+"""Stage 6 (Appendix B.4): a user simulator and an assistant simulator talk, as in the
+release (kixlab/CUPID@a8560ca, synthesis/modules/interaction_simulator.py).
 
-The session's request opens the dialogue (no call). Then, turn by turn: the assistant
-simulator answers the conversation so far (its real roles, with the paper's system prompt);
-the user simulator (Figure 19) sees the whole dialogue as a transcript in one user prompt
-and answers with our JSON format: a per-item evaluation, a score, the items it references,
-its thinking and its message. A transcript rather than flipped roles, because the
-simulator answers with a structured evaluation, not a bare chat message; as "assistant"
-turns, its earlier plain messages would contradict the JSON format it must produce.
+Both are multi-turn chats. The assistant simulator's chat is the dialogue itself: the
+session's request (as the sessions stage wrote it, unstripped) and then the user's
+messages, with the release's system prompt. The user simulator's chat has the roles
+flipped: it speaks as the assistant role, its first turn is a stand-in answer whose message
+is the request, and each assistant-simulator reply comes as a user turn; it answers in the
+release's markdown layout (an evaluation, a score, CONTINUE or END, the selected items, its
+thinking, its message).
+
+``max_turns`` counts what the release counts: rounds of the loop, each asking the
+assistant simulator once (the first round answers the request; every later round first
+asks the user simulator, and ends the dialogue when it says END). So a dialogue has at most
+``max_turns`` assistant replies and ``max_turns - 1`` user-simulator messages.
 """
 from __future__ import annotations
 
-from evaluation.data import format_checklist
+import re
+
 from evaluation.models.model import Model, ModelCallFailed
-from synthesis.generation import GenerationFailed, generate_validated
-from synthesis.schemas import user_turn_schema
-from synthesis.validate import validate_user_turn
+from synthesis.generation import GenerationFailed
+from synthesis.parameters import STAGE_PARAMS, USER_SIMULATOR_TRIES
 from utils.prompts import load_prompt
 
-ASSISTANT_SYSTEM_PROMPT = "You are a conversational assistant. Limit your answers to 6 sentences."
-PROMPT = "synthesis/user_simulator"
+USER_PROMPT = "synthesis/user_simulator"
+ASSISTANT_PROMPT = "synthesis/assistant_simulator"
+
+CONTINUE_HEADER = "#### Continue or End?"
+ITEMS_HEADER = "#### Selected Checklist Items"
+MESSAGE_HEADER = "#### Your Message"
+SCORE_HEADER = "#### Evaluation Score"
+
+# The layout of the user simulator's answer, followed by the embedded model only (see
+# Request.answer_grammar); hosted models answer unconstrained, as in the release.
+USER_SIMULATOR_GRAMMAR = r'''root ::= "#### Evaluation of AI Assistant's Response\n\n" line line? line? "\n#### Evaluation Score\n\n" score "\n\n#### Continue or End?\n\n" status "\n\n#### Selected Checklist Items\n\n" line line? "\n#### Thinking\n\n" line "\n#### Your Message\n\n" line
+score ::= "10" | [1-9]
+status ::= "CONTINUE" | "END"
+line ::= [^\n#] [^\n]{0,400} "\n"
+'''
 
 
-def format_transcript(dialogue: list[dict]) -> str:
-    return "\n\n".join(f"{'You (the user)' if m['role'] == 'user' else 'AI Assistant'}: {m['content']}"
-                       for m in dialogue)
+class InvalidUserTurn(ValueError):
+    pass
 
 
-def format_selected(selected: list[int], checklist: list[str]) -> str:
-    if not selected:
-        return "None yet."
-    return "\n".join(f"{i}. {checklist[i - 1]}" for i in sorted(set(selected)))
+def opening_turn(request: str) -> str:
+    """The user simulator's stand-in first answer, whose message is the request."""
+    return (f"#### Evaluation of AI Assistant's Response\n\nN/A\n\n#### Evaluation Score\n\nN/A"
+            f"\n\n#### Continue or End?\n\nCONTINUE\n\n#### Selected Checklist Items\n\nN/A\n\n"
+            f"#### Thinking\n\nN/A\n\n#### Your Message\n\n{request}")
 
 
-def assistant_reply(model: Model, dialogue: list[dict], max_attempts: int, first_variant: int = 0) -> str:
+def parse_user_turn(text: str) -> tuple[str, bool, int | None]:
+    """(message, ended, score) of a user-simulator answer. Raises InvalidUserTurn where the
+    release's parser fails, and also on an empty message or a status that is neither
+    CONTINUE nor END (the release reads anything but END as CONTINUE)."""
+    parts = text.split(CONTINUE_HEADER)
+    if len(parts) < 2:
+        raise InvalidUserTurn(f"the answer lacks '{CONTINUE_HEADER}'")
+    after = parts[1].split(ITEMS_HEADER)
+    if len(after) < 2:
+        raise InvalidUserTurn(f"the answer lacks '{ITEMS_HEADER}' after '{CONTINUE_HEADER}'")
+    status, rest = after[0], after[1]
+    if MESSAGE_HEADER not in rest:
+        raise InvalidUserTurn(f"the answer lacks '{MESSAGE_HEADER}' after '{ITEMS_HEADER}'")
+    message = rest.split(MESSAGE_HEADER)[1].strip()
+    status = status.strip()
+    if status not in ("CONTINUE", "END"):
+        raise InvalidUserTurn(f"'{CONTINUE_HEADER}' must be CONTINUE or END, got {status[:40]!r}")
+    if not message:
+        raise InvalidUserTurn("the message is empty")
+    score = None
+    if SCORE_HEADER in text:
+        found = re.search(r"\d+", text.split(SCORE_HEADER, 1)[1].split(CONTINUE_HEADER, 1)[0])
+        score = int(found.group()) if found else None
+    return message, status == "END", score
+
+
+def user_simulator_system_prompt(persona_description: str, session: dict, checklist: list[str]) -> str:
+    system, _ = load_prompt(USER_PROMPT).render(
+        user_profile=persona_description, context_factor=session["context_factor"],
+        preference=session["contextual_preference"],
+        checklist="\n".join(f"{i}. {item}" for i, item in enumerate(checklist, start=1)))
+    return system
+
+
+def ask_user_simulator(model: Model, system: str, chat: list[dict], first_variant: int) -> tuple[str, int]:
+    """The raw answer (stripped) and the number of tries. An unparseable answer is asked
+    again with the same request (a new variant, so no cache replays it), as the release
+    does, up to USER_SIMULATOR_TRIES times in all."""
+    last = ""
+    for attempt in range(USER_SIMULATOR_TRIES):
+        last = model.generate(system, chat, answer_grammar=USER_SIMULATOR_GRAMMAR,
+                              variant=first_variant + attempt, **STAGE_PARAMS["user_simulator"]
+                              ).text.strip()
+        try:
+            parse_user_turn(last)
+            return last, attempt + 1
+        except InvalidUserTurn as exc:
+            reason = str(exc)
+    raise GenerationFailed(f"user simulator answer unusable after {USER_SIMULATOR_TRIES} tries: "
+                           f"{reason}", USER_SIMULATOR_TRIES, last, first_variant + USER_SIMULATOR_TRIES)
+
+
+def assistant_reply(model: Model, chat: list[dict], max_attempts: int, first_variant: int = 0) -> str:
+    system, _ = load_prompt(ASSISTANT_PROMPT).render()
     for variant in range(first_variant, first_variant + max_attempts):
-        reply = model.generate(ASSISTANT_SYSTEM_PROMPT, dialogue, variant=variant).text.strip()
+        reply = model.generate(system, chat, variant=variant,
+                               **STAGE_PARAMS["assistant_simulator"]).text.strip()
         if reply:
             return reply
     raise GenerationFailed(f"the assistant simulator answered with empty text {max_attempts} times",
@@ -47,50 +118,43 @@ def simulate_dialogue(user_model: Model, assistant_model: Model, persona_descrip
                       session: dict, checklist: list[str], *, max_turns: int,
                       max_attempts: int, first_variant: int = 0) -> dict:
     """One session's dialogue artifact. Raises GenerationFailed when the user simulator's
-    answers stay invalid or a call fails for good.
+    answers stay unusable or a call fails for good.
 
     ``first_variant`` > 0 simulates the dialogue afresh after an earlier run failed on it
     (every call gets new variants, so the cache does not replay the failed attempts)."""
-    if max_turns < 2:
-        raise ValueError("a dialogue needs at least 2 turns (the request and a reply)")
-    prompt = load_prompt(PROMPT)
+    if max_turns < 1:
+        raise ValueError("a dialogue needs at least 1 turn (the assistant's answer to the request)")
+    request_sent = session.get("request_sent", session["request"])
+    system = user_simulator_system_prompt(persona_description, session, checklist)
+    user_chat = [{"role": "assistant", "content": opening_turn(session["request"])}]
+    assistant_chat = [{"role": "user", "content": request_sent}]
     dialogue = [{"role": "user", "content": session["request"]}]
+    scores: list[int | None] = []
     user_turns: list[dict] = []
-    selected_so_far: list[int] = []
     regenerations = 0
     satisfied = False
+    variant = first_variant
     try:
-        while len(dialogue) < max_turns:
-            dialogue.append({"role": "assistant",
-                             "content": assistant_reply(assistant_model, dialogue, max_attempts,
-                                                        first_variant)})
-            if len(dialogue) >= max_turns:
-                break
-            system, user = prompt.render(
-                user_persona=persona_description,
-                context_factor=session["context_factor"],
-                preference=session["contextual_preference"],
-                checklist=format_checklist(checklist),
-                dialogue=format_transcript(dialogue),
-                previously_selected=format_selected(selected_so_far, checklist),
-            )
-            generated = generate_validated(user_model, system, user,
-                                           lambda raw: validate_user_turn(raw, len(checklist)),
-                                           max_attempts=max_attempts, first_variant=first_variant,
-                                           json_schema=user_turn_schema(len(checklist)))
-            regenerations += generated.attempts - 1
-            turn = generated.value
-            selected_so_far.extend(turn["selected_items"])
-            user_turns.append({"after_message": len(dialogue), "score": turn["score"],
-                               "selected_items": turn["selected_items"],
-                               "evaluation": turn["evaluation"], "thinking": turn["thinking"],
-                               "attempts": generated.attempts})
-            dialogue.append({"role": "user", "content": turn["message"]})
-            if turn["end_conversation"]:
-                satisfied = True
-                break
-    except ModelCallFailed as exc:  # the assistant simulator's call failed for good
-        raise GenerationFailed(f"assistant simulator call failed: {exc}", 0, None,
+        for turn in range(max_turns):
+            if turn > 0:
+                user_chat.append({"role": "user", "content": dialogue[-1]["content"]})
+                raw, tries = ask_user_simulator(user_model, system, user_chat, variant)
+                regenerations += tries - 1
+                user_chat.append({"role": "assistant", "content": raw})
+                message, ended, score = parse_user_turn(raw)
+                scores.append(score)
+                user_turns.append({"after_message": len(dialogue), "score": score, "raw": raw,
+                                   "attempts": tries})
+                dialogue.append({"role": "user", "content": message})
+                if ended:
+                    satisfied = True
+                    break
+                assistant_chat.append({"role": "user", "content": message})
+            reply = assistant_reply(assistant_model, assistant_chat, max_attempts, variant)
+            assistant_chat.append({"role": "assistant", "content": reply})
+            dialogue.append({"role": "assistant", "content": reply})
+    except ModelCallFailed as exc:
+        raise GenerationFailed(f"a simulator call failed: {exc}", 0, None,
                                first_variant + max_attempts) from exc
     except GenerationFailed as exc:
         exc.reason = f"user simulator after {len(dialogue)} messages: {exc.reason}"
@@ -101,7 +165,7 @@ def simulate_dialogue(user_model: Model, assistant_model: Model, persona_descrip
         "contextual_preference": session["contextual_preference"],
         "checklist": list(checklist),
         "dialogue": dialogue,
-        "scores": [t["score"] for t in user_turns],
+        "scores": scores,
         "satisfied": satisfied,
         "n_turns": len(dialogue),
         "user_turns": user_turns,

@@ -37,7 +37,7 @@ class GenerationFailed(Exception):
 def generate_validated(model: Model, system: str, user: str, validate: Callable[[str], Any], *,
                        max_attempts: int, first_variant: int = 0,
                        previous: tuple[str, str] | None = None,
-                       json_schema: dict | None = None) -> Generated:
+                       json_schema: dict | None = None, params: dict | None = None) -> Generated:
     """``validate(raw)`` returns the parsed value or raises InvalidGeneration.
 
     ``json_schema`` describes the expected document to models that can constrain their
@@ -54,7 +54,8 @@ def generate_validated(model: Model, system: str, user: str, validate: Callable[
             messages += [{"role": "assistant", "content": last[0].strip() or "(empty answer)"},
                          {"role": "user", "content": FEEDBACK.format(reason=last[1])}]
         try:
-            completion = model.generate(system, messages, variant=variant, json_schema=json_schema)
+            completion = model.generate(system, messages, variant=variant, json_schema=json_schema,
+                                        **(params or {}))
         except ModelCallFailed as exc:
             raise GenerationFailed(f"model call failed: {exc}", attempt,
                                    last[0] if last else None, variant) from exc

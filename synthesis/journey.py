@@ -1,11 +1,11 @@
-"""The journey template of Appendix B.3 (SPEC §3.4): which session gets which factor.
+"""The journey template of Appendix B.3: which session gets which factor.
 
-Of ``n_sessions`` positions, 4 random positions before the last get the current factor A
-(the first two with its original preference A, the next two with a changed, contradicting
-preference A'); 2 random positions among the rest (again before the last) get the
-contrastive factor B; every other position gets one of the other factors; the last session
-has A with the changed preference A' (Figure 18: "The final scenario should then keep the
-same preference A'").
+Of ``n_sessions`` positions, 4 random positions among the first n-2 get the current factor
+A (the first two with its original preference A, the next two with a changed, contradicting
+preference A'); 2 random positions among the rest (before the last) get the contrastive
+factor B; every other position gets one of the other factors; the last session has A with
+the changed preference A' (Figure 18: "The final scenario should then keep the same
+preference A'").
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ MIN_SESSIONS = 9  # 7 fixed slots + at least 2 others, so that every instance ty
 @dataclass(frozen=True)
 class Journey:
     roles: tuple[str, ...]          # roles[i] is the role of session i + 1
-    main_factor: str                # the factor drawn to be A (the model may swap, see sessions)
-    contrastive_factor: str
+    main_factor: str                # the first factor of the contrastive pair (the model picks A)
+    contrastive_factor: str         # the second
 
     @property
     def n_sessions(self) -> int:
@@ -47,14 +47,17 @@ class Journey:
 
 
 def make_journey(rng: random.Random, n_sessions: int, pair: tuple[str, str]) -> Journey:
-    """Draw the template for one persona. ``pair`` is the contrastive pair of factor names;
-    one of them is drawn to be the current factor A."""
+    """Draw the template for one persona with the release's draws (kixlab/CUPID@a8560ca,
+    SessionsGenerator.create_series_structure): 4 positions among the first n-2 for factor
+    A (the first two with A, the next two with A'), the last session A', then 2 positions
+    among the remaining ones (the second-to-last included) for factor B.
+
+    ``pair`` is the contrastive pair in the order of the factor list; the prompt offers both
+    and the model chooses which is A, so ``main_factor`` is only the first of the pair."""
     if n_sessions < MIN_SESSIONS:
         raise ValueError(f"a journey needs at least {MIN_SESSIONS} sessions, got {n_sessions}")
-    main, contrastive = pair if rng.random() < 0.5 else (pair[1], pair[0])
-    before_last = list(range(n_sessions - 1))
-    a_positions = sorted(rng.sample(before_last, 4))
-    rest = [p for p in before_last if p not in a_positions]
+    a_positions = sorted(rng.sample(range(n_sessions - 2), 4))
+    rest = [p for p in range(n_sessions) if p not in a_positions and p != n_sessions - 1]
     b_positions = rng.sample(rest, 2)
     roles = [OTHER] * n_sessions
     for p in a_positions[:2]:
@@ -64,22 +67,22 @@ def make_journey(rng: random.Random, n_sessions: int, pair: tuple[str, str]) -> 
     for p in b_positions:
         roles[p] = B
     roles[-1] = FINAL
-    return Journey(roles=tuple(roles), main_factor=main, contrastive_factor=contrastive)
+    return Journey(roles=tuple(roles), main_factor=pair[0], contrastive_factor=pair[1])
 
 
-_DESCRIPTIONS = {
-    A: "Context factor A with its preference A",
-    A_CHANGED: "Context factor A with the changed preference A'",
-    B: "Context factor B with its preference B",
-    OTHER: "One of the other context factors (neither A nor B) with its preference",
-    FINAL: "Context factor A with the changed preference A' (final scenario)",
+_STRUCTURE_LINES = {
+    A: "Context factor A with original preference A.",
+    A_CHANGED: "Context factor A with changed preference A'.",
+    FINAL: "Context factor A with changed preference A'.",
+    B: "Context factor B with original preference B.",
 }
 
 
-def format_journey_requirements(journey: Journey) -> str:
-    """The ``{journey_requirements}`` block of Figure 18, one line per scenario."""
-    return "\n".join(f"Scenario {i}: {_DESCRIPTIONS[role]}"
-                     for i, role in enumerate(journey.roles, start=1))
+def format_series_structure(journey: Journey) -> str:
+    """The ``{series_structure}`` block of the release's sessions prompt: a line for each
+    scenario of factor A or B, none for the others."""
+    return "\n".join(f"    - Scenario ID {i}: {_STRUCTURE_LINES[role]}"
+                     for i, role in enumerate(journey.roles, start=1) if role in _STRUCTURE_LINES)
 
 
 def check_journey(journey: Journey) -> None:

@@ -1,8 +1,8 @@
 """Stages 1 and 2 (Appendix B.1): persona templates, then persona descriptions.
 
 Templates: a seed description (PersonaHub by default; a file or the bundled list offline)
-chosen so that every persona has its own occupation token, plus balanced random traits
-from Table 5 (the least-used options so far are preferred).
+drawn for a distinct occupation token, plus balanced random attributes, as the release's
+sampler draws them; descriptions: the release's persona prompt, four templates a request.
 """
 from __future__ import annotations
 
@@ -10,20 +10,12 @@ import hashlib
 import json
 import logging
 import random
-from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from synthesis.generation import generate_validated
 from synthesis.schemas import persona_batch_schema
-from synthesis.taxonomy import (
-    BUNDLED_SEEDS_FILE,
-    Taxonomy,
-    format_decision_making_styles,
-    format_personal_values,
-    format_personality_traits,
-    occupation_pattern,
-)
+from synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy
 from synthesis.validate import validate_persona_batch
 from utils.prompts import load_prompt
 
@@ -34,6 +26,7 @@ PERSONAHUB_CONFIG = "instruction"
 PERSONAHUB_FIELD = "input persona"
 SEED_FIELDS = (PERSONAHUB_FIELD, "persona", "description", "seed", "text")
 BUNDLED = "bundled"
+PROMPT = "synthesis/persona_generator"
 
 
 class SeedSourceError(RuntimeError):
@@ -83,7 +76,8 @@ def load_hub_seeds() -> list[str]:
     except Exception as exc:  # no network, no such dataset, a changed schema: all say why
         raise SeedSourceError(f"could not load {PERSONAHUB_DATASET} ({PERSONAHUB_CONFIG}): "
                               f"{type(exc).__name__}: {exc}") from exc
-    return list(dict.fromkeys(s.strip() for s in column if isinstance(s, str) and s.strip()))
+    # As the release reads them: in order, unstripped (its draws index this list).
+    return [s for s in column if isinstance(s, str) and s.strip()]
 
 
 def load_seeds(source: str | None, hub_loader: Callable[[], list[str]] = load_hub_seeds
@@ -109,44 +103,74 @@ def load_seeds(source: str | None, hub_loader: Callable[[], list[str]] = load_hu
 # ---------------------------------------------------------------------------------------
 # Templates
 # ---------------------------------------------------------------------------------------
-def least_used(options: Sequence[str], counts: Counter, rng: random.Random, k: int = 1,
-               exclude: Iterable[str] = ()) -> list[str]:
-    """``k`` distinct options, the least used first; ties broken at random."""
-    excluded = set(exclude)
-    pool = [o for o in options if o not in excluded]
-    rng.shuffle(pool)
-    pool.sort(key=lambda o: counts[o])  # stable: the shuffle breaks ties
-    chosen = pool[:k]
-    counts.update(chosen)
-    return chosen
+# The draws below follow the release's sampler (kixlab/CUPID@a8560ca,
+# synthesis/modules/persona_template_sampler.py) call for call, so that the same seed list
+# and the same random seed give the same templates: occupation tokens sampled among those
+# with an unused matching seed, a random matching seed for each, then each attribute drawn
+# among the least-selected half of its options. The release seeds Python's global random
+# with 42; we use a private ``random.Random(seed)``, which draws the same numbers.
+def seeds_by_token(seeds: Sequence[str], tokens: Sequence[str], used: Iterable[str]) -> dict[str, list[str]]:
+    """Unused seeds holding each token (a substring match, as in the release)."""
+    used = set(used)
+    found: dict[str, list[str]] = {token: [] for token in tokens}
+    for seed in seeds:
+        if seed in used:
+            continue
+        for token in tokens:
+            if token in seed:
+                found[token].append(seed)
+    return found
 
 
-def trait_counts(templates: Iterable[dict]) -> dict[str, Counter]:
-    counts = {name: Counter() for name in ("career_level", "personality_trait", "personality_level",
-                                           "personal_value", "decision_making_style")}
-    for t in templates:
-        counts["career_level"][t["career_level"]] += 1
-        for trait in t["personality_traits"]:
-            counts["personality_trait"][trait["trait"]] += 1
-            counts["personality_level"][f"{trait['trait']}:{trait['level']}"] += 1
-        counts["personal_value"].update(t["personal_values"])
-        counts["decision_making_style"][t["decision_making_style"]] += 1
-    return counts
+def sample_seeds(seeds: Sequence[str], tokens: Sequence[str], n: int, used: list[str],
+                 rng: random.Random) -> list[tuple[str, str]]:
+    """``n`` (token, seed) pairs: rounds of distinct tokens, each with a random unused seed,
+    until ``n`` are drawn. A seed that holds two drawn tokens can be drawn twice in one round,
+    as in the release."""
+    drawn: list[tuple[str, str]] = []
+    used = list(used)
+    while len(drawn) < n:
+        found = seeds_by_token(seeds, tokens, used)
+        available = [token for token, matches in found.items() if matches]
+        if not available:
+            raise SeedSourceError(f"only {len(drawn)} unused seed descriptions hold one of the "
+                                  f"{len(tokens)} occupation tokens; {n} personas were asked for")
+        round_ = [(token, rng.choice(found[token]))
+                  for token in rng.sample(available, min(n - len(drawn), len(available)))]
+        drawn += round_
+        used += [seed for _, seed in round_]
+    return drawn
 
 
-def sample_traits(taxonomy: Taxonomy, counts: dict[str, Counter], rng: random.Random) -> dict:
-    traits = []
-    for trait in least_used(taxonomy.personality_traits, counts["personality_trait"], rng, k=2):
-        levels = [f"{trait}:{level}" for level in taxonomy.personality_levels]
-        level = least_used(levels, counts["personality_level"], rng)[0].split(":", 1)[1]
-        traits.append({"trait": trait, "level": level})
-    return {
-        "career_level": least_used(taxonomy.career_levels, counts["career_level"], rng)[0],
-        "personality_traits": traits,
-        "personal_values": least_used(taxonomy.personal_values, counts["personal_value"], rng, k=2),
-        "decision_making_style": least_used(taxonomy.decision_making_styles,
-                                            counts["decision_making_style"], rng)[0],
-    }
+class AttributeSampler:
+    """Each attribute's options drawn among the least-selected half so far (counts kept
+    for the life of the sampler, as in the release)."""
+
+    def __init__(self, taxonomy: Taxonomy) -> None:
+        self.attributes = taxonomy.persona_attributes
+        self.counts = {a.name: [0] * len(a.options) for a in self.attributes}
+
+    def draw(self, rng: random.Random) -> dict:
+        template: dict = {}
+        for attribute in self.attributes:
+            counts = self.counts[attribute.name]
+            order = sorted(range(len(attribute.options)), key=lambda i: counts[i])  # stable
+            pool: list[str] = []
+            for i in order:
+                if len(pool) >= len(attribute.options) / 2:
+                    break
+                pool.append(attribute.options[i])
+            chosen: list[str] = []
+            while len(chosen) < attribute.n_choices:
+                value = rng.choice(pool)
+                trait = " ".join(value.split(" ")[1:])
+                if attribute.has_levels and any(trait in earlier for earlier in chosen):
+                    continue  # one level per trait
+                chosen.append(value)
+                pool.remove(value)
+                counts[attribute.options.index(value)] += 1
+            template[attribute.name] = chosen[0] if attribute.n_choices == 1 else chosen
+        return template
 
 
 def persona_id_for(index: int, seed_description: str) -> str:
@@ -155,40 +179,23 @@ def persona_id_for(index: int, seed_description: str) -> str:
 
 
 def make_templates(seeds: Sequence[str], n: int, occupations: Sequence[str], taxonomy: Taxonomy,
-                   rng: random.Random, existing: Sequence[dict] = ()) -> list[dict]:
-    """``n`` templates in all: ``existing`` ones kept, new ones added.
-
-    Each new persona gets an occupation token no other persona has and a seed description
-    holding that token (B.1: sample k distinct tokens, then a random description for each).
-    Only when every token with a matching unused seed is taken are tokens reused."""
+                   seed: int, existing: Sequence[dict] = ()) -> list[dict]:
+    """``n`` templates in all: ``existing`` ones kept, new ones drawn afresh with
+    ``random.Random(seed)`` among the seeds they have not used (as the release reseeds and
+    excludes used seeds when it adds personas). A new template's ``template_id`` counts from
+    0 within its draw, as the release's ``id`` does."""
     templates = list(existing[:n])
-    used_tokens = {t["occupation_token"] for t in templates}
-    used_seeds = {t["seed_description"] for t in templates}
-    counts = trait_counts(templates)
-    matches: dict[str, list[str]] = {}
-    for token in occupations:
-        pattern = occupation_pattern(token)
-        found = [s for s in seeds if pattern.search(s)]
-        if found:
-            matches[token] = found
-    if not matches:
-        raise SeedSourceError("no seed description mentions any of the occupation tokens")
-    while len(templates) < n:
-        candidates = [t for t in matches if t not in used_tokens
-                      and any(s not in used_seeds for s in matches[t])]
-        if not candidates:  # every token used once: allow repeats, still no repeated seed
-            candidates = [t for t in matches if any(s not in used_seeds for s in matches[t])]
-            if not candidates:
-                raise SeedSourceError(f"only {len(templates)} distinct seed descriptions match "
-                                      f"an occupation token; {n} personas were asked for")
-            log.warning("more personas than distinct occupation tokens with seeds: reusing tokens")
-        token = rng.choice(sorted(candidates))
-        seed = rng.choice([s for s in matches[token] if s not in used_seeds])
-        used_tokens.add(token)
-        used_seeds.add(seed)
-        template = {"persona_id": persona_id_for(len(templates), seed), "seed_description": seed,
+    missing = n - len(templates)
+    if missing <= 0:
+        return templates
+    rng = random.Random(seed)
+    drawn = sample_seeds(seeds, occupations, missing, [t["seed_description"] for t in templates], rng)
+    attributes = AttributeSampler(taxonomy)
+    for template_id, (token, seed_description) in enumerate(drawn):
+        template = {"persona_id": persona_id_for(len(templates), seed_description),
+                    "template_id": template_id, "seed_description": seed_description,
                     "occupation_token": token}
-        template.update(sample_traits(taxonomy, counts, rng))
+        template.update(attributes.draw(rng))
         templates.append(template)
     return templates
 
@@ -196,31 +203,27 @@ def make_templates(seeds: Sequence[str], n: int, occupations: Sequence[str], tax
 # ---------------------------------------------------------------------------------------
 # Descriptions (Figure 13)
 # ---------------------------------------------------------------------------------------
+RELEASE_TEMPLATE_KEYS = ("career_level", "personality_traits", "personal_values",
+                         "decision_making_styles")
+
+
 def format_template(number: int, template: dict) -> str:
-    traits = ", ".join(f"{t['level']} {t['trait']}" for t in template["personality_traits"])
-    return "\n".join([
-        f"### Persona {number}",
-        f"- Basic Description: {template['seed_description']}",
-        f"- Occupation: {template['occupation_token']}",
-        f"- Career Level: {template['career_level']}",
-        f"- Personality Traits: {traits}",
-        f"- Personal Values: {', '.join(template['personal_values'])}",
-        f"- Decision-Making Style: {template['decision_making_style']}",
-    ])
+    """One line of the batch, as the release writes it: the number, then the template as a
+    Python dict (``str(dict)``: id, seed, then the attributes)."""
+    shown = {"id": template["template_id"], "seed": template["seed_description"]}
+    shown.update({key: template[key] for key in RELEASE_TEMPLATE_KEYS})
+    return f"{number}. {shown}"
 
 
 def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, max_attempts: int,
-                      first_variant: int = 0, previous: tuple[str, str] | None = None):
+                      first_variant: int = 0, previous: tuple[str, str] | None = None,
+                      params: dict | None = None):
     """One batch: Figure 13 → a validated description per template, in order.
     Returns a ``Generated`` whose value is the list of {description, occupation}."""
-    prompt = load_prompt("synthesis/persona_descriptions")
-    system, user = prompt.render(
-        personality_traits_list=format_personality_traits(taxonomy),
-        personal_values_list=format_personal_values(taxonomy),
-        decision_making_style_list=format_decision_making_styles(taxonomy),
-        seed_personas="\n\n".join(format_template(i, t) for i, t in enumerate(templates, start=1)),
-    )
+    system, user = load_prompt(PROMPT).render(
+        seed_descriptions="\n".join(format_template(i, t) for i, t in enumerate(templates, start=1)))
     return generate_validated(model, system, user,
                               lambda raw: validate_persona_batch(raw, len(templates)),
                               max_attempts=max_attempts, first_variant=first_variant,
-                              previous=previous, json_schema=persona_batch_schema(len(templates)))
+                              previous=previous, json_schema=persona_batch_schema(len(templates)),
+                              params=params)

@@ -41,6 +41,7 @@ from synthesis.factors import generate_factors
 from synthesis.generation import GenerationFailed
 from synthesis.instances import INSTANCE_TYPES, build_instances
 from synthesis.journey import FINAL, MIN_SESSIONS, check_journey, make_journey
+from synthesis.parameters import PERSONA_BATCH_SIZE, SEED, STAGE_PARAMS
 from synthesis.scheduler import TaskRunner
 from synthesis.sessions import generate_sessions
 from synthesis.taxonomy import load_occupations, load_taxonomy
@@ -56,21 +57,26 @@ SHAPING_SETTINGS = ("model", "user_model", "assistant_model", "decomposer_model"
 @dataclass
 class SynthesisConfig:
     output_dir: Path = Path("synthetic_data")
+    # As in the release: --model writes personas, factors and sessions, decomposes the
+    # checklists and simulates the user; the assistant simulator is a fixed model.
     model: str = "claude-3-5-sonnet-20241022"
-    user_model: str = "gpt-4o-2024-11-20"
+    user_model: str | None = None            # None: the same as ``model``
     assistant_model: str = "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo"
-    # The evaluation's decomposer and evaluator (SPEC §2 step 2), for the ground-truth checklists.
-    decomposer_model: str = config.DEFAULT_EVALUATOR
+    decomposer_model: str | None = None      # None: the same as ``model``
     n_personas: int = 4
     n_factors: int = 8
     n_sessions: int = 13
     max_turns: int = 16
     n_workers: int = 1
-    seed: int = 0
+    seed: int = SEED
     persona_seeds: str | None = None       # None: PersonaHub; "bundled"; or a file
-    persona_batch_size: int = 5
+    persona_batch_size: int = PERSONA_BATCH_SIZE
     max_attempts: int = config.MAX_PARSE_RETRIES + 1  # answers per generation, first included
     show_progress: bool | None = None      # None: when stderr is a terminal
+
+    def __post_init__(self) -> None:
+        self.user_model = self.user_model or self.model
+        self.decomposer_model = self.decomposer_model or self.model
 
     def check(self) -> None:
         if self.n_personas < 1:
@@ -79,8 +85,8 @@ class SynthesisConfig:
             raise SettingsError("--n_factors must be at least 3 (a contrastive pair and another factor)")
         if self.n_sessions < MIN_SESSIONS:
             raise SettingsError(f"--n_sessions must be at least {MIN_SESSIONS}")
-        if self.max_turns < 2:
-            raise SettingsError("--max_turns must be at least 2")
+        if self.max_turns < 1:
+            raise SettingsError("--max_turns must be at least 1")
         if self.n_workers < 1 or self.persona_batch_size < 1 or self.max_attempts < 1:
             raise SettingsError("--n_workers, --persona_batch_size and attempts must be positive")
 
@@ -97,6 +103,21 @@ def shaping_settings(cfg: "SynthesisConfig") -> dict:
     for key in ("model", "user_model", "assistant_model", "decomposer_model"):
         values[key] = model_label(values[key])
     return values
+
+
+# How the release's utils/generation.py sends an OpenAI model's request: single-turn calls
+# (generate: personas, factors, sessions, decomposer) with the system prompt as a
+# "developer" message, chats (generate_chat: the simulators) as a "system" message, both
+# with max_completion_tokens. Other providers' adapters take no such options.
+SINGLE_TURN = {"system_role": "developer", "max_tokens_field": "max_completion_tokens"}
+CHAT = {"system_role": "system", "max_tokens_field": "max_completion_tokens"}
+
+
+def resolve_stage_model(spec: str, openai_wire: dict, **params: Any) -> Model:
+    model = resolve_model(spec, **params)
+    if model.provider == "openai":  # OpenAI's own API, not a vLLM or other compatible server
+        model = resolve_model(spec, **params, **openai_wire)
+    return model
 
 
 class SettingsError(ValueError):
@@ -182,11 +203,15 @@ class Synthesis:
         if models is None:
             self.cache = ResponseCache(self.out / ".llm_cache.sqlite")
             models = {
-                "synthesizer": resolve_model(cfg.model, role="synthesizer", cache=self.cache),
-                "user_simulator": resolve_model(cfg.user_model, role="user_simulator", cache=self.cache),
-                "assistant_simulator": resolve_model(cfg.assistant_model, role="assistant_simulator",
-                                                     cache=self.cache),
-                "decomposer": resolve_model(cfg.decomposer_model, role="evaluator", cache=self.cache),
+                # Each stage passes its own temperature and max_tokens (synthesis/parameters.py);
+                # the decomposer step uses the model's, so they are set here.
+                "synthesizer": resolve_stage_model(cfg.model, SINGLE_TURN, cache=self.cache),
+                "user_simulator": resolve_stage_model(cfg.user_model, CHAT, cache=self.cache),
+                "assistant_simulator": resolve_stage_model(cfg.assistant_model, CHAT,
+                                                           cache=self.cache),
+                "decomposer": resolve_stage_model(cfg.decomposer_model, SINGLE_TURN,
+                                                  cache=self.cache,
+                                                  **STAGE_PARAMS["preference_decomposer"]),
             }
         self.models = models
         self._lock = threading.Lock()
@@ -282,9 +307,8 @@ class Synthesis:
         with self._lock:
             document = read_json(path) if path.exists() else {"seed_source": None, "personas": []}
             existing = document["personas"]
-            rng = random.Random(f"{self.cfg.seed}:templates:{len(existing)}")
             templates = persona_stage.make_templates(seeds, self.cfg.n_personas, load_occupations(),
-                                                     self.taxonomy, rng, existing=existing)
+                                                     self.taxonomy, self.cfg.seed, existing=existing)
             new = [dict(t, description=None, occupation=None) for t in templates[len(existing):]]
             sources = [s for s in (document.get("seed_source"), source) if s]
             document = {"seed_source": " + ".join(dict.fromkeys(sources)),
@@ -335,7 +359,8 @@ class Synthesis:
         try:
             generated = persona_stage.describe_personas(
                 self.models["synthesizer"], batch, self.taxonomy, max_attempts=self.cfg.max_attempts,
-                first_variant=first_variant, previous=previous)
+                first_variant=first_variant, previous=previous,
+                params=STAGE_PARAMS["persona_generator"])
         except GenerationFailed as exc:
             for persona in batch:
                 self.fail(Failure(persona["persona_id"], "descriptions", exc.reason, exc.attempts,

@@ -33,11 +33,11 @@ def _kv(rows: list[tuple[str, Any]]) -> str:
 
 
 def _traits(persona: dict) -> str:
-    traits = ", ".join(f"{t.get('trait')}: {t.get('level')}" for t in persona.get("personality_traits") or [])
+    traits = ", ".join(str(t) for t in persona.get("personality_traits") or [])
     return _kv([("Seed", persona.get("seed_description")), ("Occupation", persona.get("occupation") or persona.get("occupation_token")),
                 ("Career level", persona.get("career_level")), ("Traits", traits),
                 ("Values", ", ".join(persona.get("personal_values") or [])),
-                ("Decision making", persona.get("decision_making_style"))])
+                ("Decision making", persona.get("decision_making_styles"))])
 
 
 def _factors(doc: dict | None) -> str:
@@ -62,17 +62,12 @@ def _dialogue(d: dict) -> str:
         turns.append(f'<div class="turn"><div class="who">{k}. {who}</div><div class="text">{esc(message.get("content"))}</div></div>')
         judged = after.get(k)
         if judged:
-            items = "".join(f"<li>{i}. {esc(checklist[i - 1]) if 0 < i <= len(checklist) else '(no such item)'}</li>"
-                            for i in judged.get("selected_items") or [])
-            evaluation = "".join(
-                f"<li>item {esc(e.get('item'))}: {'satisfied' if e.get('satisfied') else 'not satisfied'}"
-                f" <span class='muted'>strengths: {esc(e.get('strengths'))}; weaknesses: {esc(e.get('weaknesses'))}</span></li>"
-                for e in judged.get("evaluation") or [])
+            # The user simulator's whole answer (evaluation, score, CONTINUE/END, the items
+            # it refers to, its thinking, its message), in the release's layout.
             turns.append(f'<div class="box sim-score"><b>Simulator score: {esc(judged.get("score"))}/10</b>'
                          f'{" · " + str(judged["attempts"]) + " attempts" if (judged.get("attempts") or 1) > 1 else ""}'
-                         f'<div>Checklist items referred to in the next message:</div><ul>{items or "<li>none</li>"}</ul>'
-                         f'<details><summary>Evaluation and thinking</summary><ul>{evaluation}</ul>'
-                         f'<p class="muted">{esc(judged.get("thinking"))}</p></details></div>')
+                         f'<details><summary>Evaluation, selected items and thinking</summary>'
+                         f'<div class="text">{esc(judged.get("raw"))}</div></details></div>')
     scores = " → ".join(str(s) for s in d.get("scores") or []) or "—"
     listed = "".join(f"<li>{esc(c)}</li>" for c in checklist)
     return (f'<div class="turns"><p><b>Preference:</b> {esc(d.get("contextual_preference"))}</p>'

@@ -26,16 +26,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m synthesis.run", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--output_dir", default=str(d.output_dir), help="where every artifact is written")
-    p.add_argument("--model", default=d.model, help="synthesizer (personas, factors, sessions)")
-    p.add_argument("--user_model", default=d.user_model, help="user simulator (Figure 19)")
-    p.add_argument("--assistant_model", default=d.assistant_model, help="assistant simulator")
-    p.add_argument("--decomposer_model", default=d.decomposer_model,
-                   help="the evaluation's preference decomposer, for the checklists")
+    p.add_argument("--model", default=d.model,
+                   help="personas, factors, sessions, checklists and the user simulator, as "
+                        "in the release")
+    p.add_argument("--user_model", default=None, help="user simulator (default: --model)")
+    p.add_argument("--assistant_model", default=d.assistant_model,
+                   help="assistant simulator (the release's fixed model by default)")
+    p.add_argument("--decomposer_model", default=None,
+                   help="preference decomposer, for the checklists (default: --model)")
     p.add_argument("--n_personas", type=int, default=d.n_personas)
     p.add_argument("--n_factors", type=int, default=d.n_factors)
     p.add_argument("--n_sessions", type=int, default=d.n_sessions)
     p.add_argument("--max_turns", type=int, default=d.max_turns,
-                   help="most messages in a dialogue, the opening request included")
+                   help="most assistant-simulator replies in a dialogue (the release's count: "
+                        "the user simulator speaks at most max_turns - 1 times)")
     p.add_argument("--n_workers", type=int, default=d.n_workers, help="concurrent LLM calls (threads)")
     p.add_argument("--seed", type=int, default=d.seed, help="seed of every random choice")
     p.add_argument("--persona_seeds", default=None, metavar="FILE|bundled",

@@ -2,9 +2,11 @@
 
 They are passed with the request so that a model that can constrain its decoding (the
 embedded model through a llama.cpp grammar, a vLLM server through guided decoding) can only
-write a document of the right shape: the right number of items, every field, and names
+write a document of the right shape (field names those of the release's prompts): the right number of items, every field, and names
 drawn from the lists the prompt gives (taxonomy types, the persona's context factors).
-Models that cannot constrain decoding ignore the schema and follow the prompt's format; the
+Hosted models (OpenAI, Anthropic, Together, Google) are sent no schema, so their requests
+are the release's; a vLLM server's request carries it as ``response_format`` in addition.
+Models that cannot constrain decoding follow the prompt's format; the
 validators in ``synthesis.validate`` check every answer either way, so a schema never
 replaces a check. Every root is an object (what structured-output APIs require), whose one
 list the validators find by its key.
@@ -57,13 +59,13 @@ def factors_schema(n_factors: int, taxonomy: Taxonomy) -> dict:
     """Figure 17: ``n_factors`` context factors with types from Table 7."""
     factor = _object({
         "factor_type": _one_of(taxonomy.factor_types),
-        "backstory": _TEXT,
-        "context_factor": _TEXT,
+        "background": _TEXT,
+        "factor": _TEXT,
         # A bounded list: a small model repeats one item until max_tokens otherwise.
         "task_types": {"type": "array", "items": _one_of(taxonomy.task_types), "minItems": 1,
                        "maxItems": len(taxonomy.task_types)},
         "preference_type": _one_of(taxonomy.all_preference_types),
-        "contextual_preference": _TEXT,
+        "preference": _TEXT,
         "related_factor": _TEXT,
     })
     return _object({"context_factors": _exactly(n_factors, factor)})
@@ -74,7 +76,7 @@ def sessions_schema(n_sessions: int, factor_names: list[str], taxonomy: Taxonomy
     scenario = _object({
         "id": {"type": "integer"},
         "context_factor": _one_of(factor_names),
-        "contextual_preference": _TEXT,
+        "preference": _TEXT,
         "task_type": _one_of(taxonomy.task_types),
         "story": _TEXT,
         "request_with_factor_and_preference": _TEXT,
@@ -82,18 +84,3 @@ def sessions_schema(n_sessions: int, factor_names: list[str], taxonomy: Taxonomy
         "resource": _TEXT,
     })
     return _object({"scenarios": _exactly(n_sessions, scenario)})
-
-
-def user_turn_schema(n_items: int) -> dict:
-    """Figure 19 with our output format: the per-item evaluation, the score, the message."""
-    item_numbers = {"type": "integer", "enum": list(range(1, n_items + 1))}
-    evaluation = _object({"item": item_numbers, "strengths": _TEXT, "weaknesses": _TEXT,
-                          "satisfied": {"type": "boolean"}})
-    return _object({
-        "evaluation": _exactly(n_items, evaluation),
-        "score": {"type": "integer", "enum": list(range(1, 11))},
-        "end_conversation": {"type": "boolean"},
-        "selected_items": {"type": "array", "items": item_numbers, "maxItems": n_items},
-        "thinking": _TEXT,
-        "message": _TEXT,
-    })

@@ -9,6 +9,7 @@ invalid for prompts holding a marker.
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -17,7 +18,8 @@ from collections import Counter
 
 import yaml
 
-from synthesis.dialogues import ASSISTANT_SYSTEM_PROMPT
+from synthesis.dialogues import ASSISTANT_PROMPT, MESSAGE_HEADER
+from utils.prompts import load_prompt
 
 _TASKS = ["Writing & editing", "Planning", "Communicating", "Problem solving", "Learning"]
 _FACTOR_TYPES = ["Tool/Technology", "Person/Group", "Location/Place", "Content/Media",
@@ -46,7 +48,7 @@ def _fenced(language: str, body: str) -> str:
 
 def stage_of(req: dict) -> str:
     system = req.get("system") or ""
-    if system.strip() == ASSISTANT_SYSTEM_PROMPT:
+    if system.strip() == load_prompt(ASSISTANT_PROMPT).system_prompt.strip():
         return "assistant"
     if system.startswith("Your task is to design user personas."):
         return "descriptions"
@@ -54,7 +56,7 @@ def stage_of(req: dict) -> str:
         return "factors"
     if "**Requirements for the User Journey**" in system:
         return "sessions"
-    if "atomic checklist" in system:
+    if "atomic checklist" in system or "evaluation checklist from the preference" in system:
         return "decompose"
     if "### **Your Persona Profile**" in system:
         return "user_simulator"
@@ -111,25 +113,28 @@ class ScriptedSynthesis:
     def invalid_answer(stage: str) -> str:
         if stage == "factors":  # parses, but no contrastive pair and too few factors
             return _fenced("yaml", yaml.safe_dump({"context_factors": [
-                {"factor_type": "Tool/Technology", "backstory": "b", "context_factor": "X",
+                {"factor_type": "Tool/Technology", "background": "b", "factor": "X",
                  "task_types": ["Planning"], "preference_type": "Tone",
-                 "contextual_preference": "p", "related_factor": "N/A"}]}))
+                 "preference": "p", "related_factor": "N/A"}]}))
         if stage == "user_simulator":
-            return _fenced("json", json.dumps({"score": 42, "message": ""}))
+            return "#### Evaluation Score\n\n42\n\n#### Continue or End?\n\nMAYBE\n"
         return _fenced("json", "[]")
 
     # -- stages ----------------------------------------------------------------------------
     def answer_descriptions(self, req: dict, user: str) -> str:
-        blocks = re.split(r"^### Persona \d+\s*$", user, flags=re.M)[1:]
+        lines = [line for line in user.split("## List of Basic Personas", 1)[1].splitlines()
+                 if re.match(r"^\d+\. \{", line)]
         personas = []
-        for i, block in enumerate(blocks, start=1):
-            seed = re.search(r"- Basic Description: (.*)", block).group(1).strip()
-            occupation = re.search(r"- Occupation: (.*)", block).group(1).strip()
+        for line in lines:
+            template = ast.literal_eval(line.split(". ", 1)[1])
+            seed = template["seed"]
+            occupation = re.sub(r"^(an?|the)\s+", "", seed.split(" who ")[0].split(",")[0],
+                                flags=re.I).strip() or "professional"
             name = ["Amara Okafor", "Lucas Meyer", "Priya Nair", "Kenji Sato", "Sofia Rossi",
                     "Diego Alvarez", "Hana Kim", "Omar Haddad"][_digest(seed) % 8]
             personas.append({
                 "description": (
-                    f"{name}, 34, they/them, works as a {occupation} ({seed.rstrip('.')}). "
+                    f"{name}, 34, they/them, works as {occupation} ({seed.rstrip('.')}). "
                     f"They want their work to be recognised as careful and useful. "
                     f"They fear wasting time on tools that do not fit their routines. "
                     f"What counts most for them is steady progress on long projects. "
@@ -137,7 +142,7 @@ class ScriptedSynthesis:
                     f"They keep detailed notes and ask many follow-up questions."),
                 "occupation": occupation,
             })
-        return _fenced("json", json.dumps(personas, indent=2))
+        return _fenced("json", json.dumps({"personas": personas}, indent=2))
 
     def answer_factors(self, req: dict, user: str) -> str:
         n = int(re.search(r"You should create \*\*(\d+)\*\* unique context factors", req["system"]).group(1))
@@ -155,36 +160,30 @@ class ScriptedSynthesis:
                 preference = f"{_STYLES[(key + i) % len(_STYLES)]} (case {key}, factor {i + 1})"
             factors.append({
                 "factor_type": factor_type,
-                "backstory": f"A backstory about factor {i + 1} of this persona.",
-                "context_factor": f"Factor {i + 1} of persona {key % 10000}",
+                "background": f"A backstory about factor {i + 1} of this persona.",
+                "factor": f"Factor {i + 1} of persona {key % 10000}",
                 "task_types": [_TASKS[(key + i) % len(_TASKS)], _TASKS[(key + i + 1) % len(_TASKS)]],
                 "preference_type": _PREFERENCE_TYPES[(key + i) % len(_PREFERENCE_TYPES)],
-                "contextual_preference": preference,
+                "preference": preference,
                 "related_factor": "N/A",
             })
-        factors[-2]["related_factor"] = factors[-1]["context_factor"]
-        factors[-1]["related_factor"] = factors[-2]["context_factor"]
+        factors[-2]["related_factor"] = factors[-1]["factor"]
+        factors[-1]["related_factor"] = factors[-2]["factor"]
         return _fenced("yaml", yaml.safe_dump({"context_factors": factors}, sort_keys=False,
                                               allow_unicode=True))
 
     def answer_sessions(self, req: dict, user: str) -> str:
         system = req["system"]
-        roles = []
-        for _, text in re.findall(r"^\s*Scenario (\d+): (.*)$", system, flags=re.M):
-            if "final scenario" in text:
-                roles.append("final")
-            elif "changed preference" in text:
-                roles.append("A'")
-            elif "factor A" in text:
-                roles.append("A")
-            elif "factor B" in text:
-                roles.append("B")
-            else:
-                roles.append("other")
+        n = int(re.search(r"\*\*(\d+) Unique Scenarios\*\*", system).group(1))
+        roles = ["other"] * n
+        for number, factor, kind in re.findall(
+                r"Scenario ID (\d+): Context factor (A|B) with (original|changed) preference", system):
+            roles[int(number) - 1] = "B" if factor == "B" else ("A'" if kind == "changed" else "A")
+        roles[-1] = "final"
         options = re.search(r'two options:\s*\n\s*- "(.*)"\s*\n\s*- "(.*)"', system)
         main, contrastive = options.group(1), options.group(2)
         factors_yaml = re.search(r"```yaml\n(.*?)\n```", user, flags=re.S).group(1)
-        factors = yaml.safe_load(factors_yaml)
+        factors = yaml.safe_load(factors_yaml)["factors"]
         by_name = {f["context_factor"]: f for f in factors}
         others = [f for f in factors if f["context_factor"] not in (main, contrastive)]
         changed = (f"Responses about {main} must now be a single dense paragraph of plain prose, "
@@ -197,55 +196,57 @@ class ScriptedSynthesis:
                 factor = by_name[contrastive]
             else:
                 factor = others[i % len(others)]
-            preference = changed if role in ("A'", "final") else factor["contextual_preference"]
+            preference = changed if role in ("A'", "final") else factor["preference"]
             with_resource = i % 4 == 0
             request = (f"Session {i}: help me with my work that involves {factor['context_factor']}"
                        f" (task {i}).")
-            scenarios.append({
+            scenario = {
                 "id": i,
                 "context_factor": factor["context_factor"],
-                "contextual_preference": preference,
+                "preference": preference,
                 "task_type": factor["task_types"][0],
                 "story": f"Story of scenario {i}, where {factor['context_factor']} plays a part.",
                 "request_with_factor_and_preference": f"{request} {preference}",
-                "request_with_factor": request + (" Here it is: [resource]" if with_resource else ""),
-                "resource": f"Resource text of scenario {i}: three lines of notes." if with_resource else "",
-            })
+                "request_with_factor": request + (" Here it is: [resource]\n" if with_resource else "\n"),
+            }
+            if with_resource:
+                scenario["resource"] = f"Resource text of scenario {i}: three lines of notes.\n"
+            scenarios.append(scenario)
         return _fenced("yaml", yaml.safe_dump({"scenarios": scenarios}, sort_keys=False,
                                               allow_unicode=True, width=1000))
 
     def answer_decompose(self, req: dict, user: str) -> str:
         match = re.search(r"#### Preference\s*\n(.*?)\n\s*---", user, flags=re.S)
+        if match is None:
+            match = re.search(r"\*\*Preferences?\*\*\s*\n(.*)", user, flags=re.S)
         preference = (match.group(1) if match else user).strip()
         words = re.findall(r"[A-Za-z']+", preference)
         half = max(1, len(words) // 2)
         checklist = [f"Does the response satisfy: {' '.join(words[:half])}?",
                      f"Does the response also satisfy: {' '.join(words[half:]) or 'the rest'}?"]
-        return _fenced("json", json.dumps({"checklist": checklist}))
+        return "**Analysis**\n\nTwo parts.\n\n**Checklist**\n\n" + _fenced("json", json.dumps({"checklist": checklist}))
 
     def answer_user_simulator(self, req: dict, user: str) -> str:
-        checklist = re.findall(r"^(\d+)\. ", req["system"].split("**Evaluation Checklist**", 1)[1]
-                               .split("### **Instructions**", 1)[0], flags=re.M)
-        n_items = max(1, len(checklist))
-        dialogue = user.split("### Dialogue So Far", 1)[1].split("### Checklist Items Referenced", 1)[0]
-        replies = dialogue.count("AI Assistant:")
-        first = dialogue.strip().splitlines()[0]
+        items = re.findall(r"^(\d+)\. ", req["system"].split("**Evaluation Checklist**", 1)[1]
+                           .split("### **Instructions**", 1)[0], flags=re.M)
+        n_items = max(1, len(items))
+        replies = sum(1 for m in req["messages"] if m["role"] == "user")
+        first = req["messages"][0]["content"].split(MESSAGE_HEADER, 1)[-1].strip()
         rounds = 1 + _digest(first) % self.max_rounds
         done = replies >= rounds
         score = 10 if done else min(9, 3 + 2 * replies)
         selected = list(range(1, n_items + 1)) if done else [1 + (replies - 1) % n_items]
-        answer = {
-            "evaluation": [{"item": i, "strengths": "some", "weaknesses": "some",
-                            "satisfied": done or i < 1 + (replies - 1) % n_items}
-                           for i in range(1, n_items + 1)],
-            "score": score,
-            "end_conversation": done,
-            "selected_items": selected,
-            "thinking": "Hint at one unmet item indirectly.",
-            "message": ("Perfect, this is exactly how I like it for this." if done else
-                        f"Hmm, turn {replies}: this still misses something I care about here."),
-        }
-        return _fenced("json", json.dumps(answer, indent=2))
+        evaluation = "\n\n".join(f"{i}. **Item {i}**: some strengths, some weaknesses."
+                                  for i in range(1, n_items + 1))
+        message = ("Perfect, this is exactly how I like it for this." if done else
+                   f"Hmm, turn {replies}: this still misses something I care about here.")
+        return (f"#### Evaluation of AI Assistant's Response\n\n{evaluation}\n\n"
+                f"#### Evaluation Score\n\n{score}\n\n"
+                f"#### Continue or End?\n\n{'END' if done else 'CONTINUE'}\n\n"
+                f"#### Selected Checklist Items\n\n**Thinking**: hint at one item.\n\n"
+                + "\n".join(f"- {i}. Item {i}" for i in selected) + "\n\n"
+                f"#### Thinking\n\n**Thinking**: be indirect.\n\n"
+                f"#### Your Message\n\n{message}")
 
     def answer_assistant(self, req: dict, user: str) -> str:
         turn = sum(1 for m in req["messages"] if m["role"] == "assistant") + 1

@@ -1,26 +1,29 @@
 """Stage 4 (Appendix B.3, Figure 18): the persona's chronological sessions, generated at
-once from the journey template, and checked against it."""
+once with the release's prompt from the journey template, and checked against it."""
 from __future__ import annotations
 
 import yaml
 
 from evaluation.models.model import Model
 from synthesis.generation import Generated, generate_validated
-from synthesis.journey import Journey, format_journey_requirements
-from synthesis.prompting import load_examples
+from synthesis.journey import Journey, format_series_structure
+from synthesis.parameters import STAGE_PARAMS
 from synthesis.schemas import sessions_schema
 from synthesis.taxonomy import Taxonomy
 from synthesis.validate import validate_sessions
 from utils.prompts import load_prompt
 
-PROMPT = "synthesis/interaction_sessions"
-FACTOR_FIELDS_SHOWN = ("context_factor", "factor_type", "backstory", "task_types",
-                       "preference_type", "contextual_preference", "related_factor")
+PROMPT = "synthesis/sessions_generator"
 
 
 def format_factors(factors: list[dict]) -> str:
-    shown = [{k: f[k] for k in FACTOR_FIELDS_SHOWN} for f in factors]
-    return yaml.safe_dump(shown, allow_unicode=True, sort_keys=False, width=100).strip()
+    """The factor list as the release shows it: a YAML document (PyYAML's default style,
+    keys sorted) of each factor's name, preference and task types."""
+    shown = {"factors": [{"context_factor": f["context_factor"],
+                          "preference": f["contextual_preference"],
+                          "task_types": f.get("task_types_written", f["task_types"])}
+                         for f in factors]}
+    return yaml.dump(shown, default_flow_style=False)
 
 
 def generate_sessions(model: Model, persona_description: str, factors: list[dict], journey: Journey,
@@ -30,10 +33,9 @@ def generate_sessions(model: Model, persona_description: str, factors: list[dict
     (see ``synthesis.validate.validate_sessions``)."""
     system, user = load_prompt(PROMPT).render(
         n_sessions=journey.n_sessions,
-        journey_requirements=format_journey_requirements(journey),
-        main_factor=journey.main_factor,
-        contrastive_factor=journey.contrastive_factor,
-        examples=load_examples(PROMPT),
+        series_structure=format_series_structure(journey),
+        first_factor=journey.main_factor,
+        second_factor=journey.contrastive_factor,
         user_persona=persona_description,
         context_factors=format_factors(factors),
     )
@@ -43,4 +45,5 @@ def generate_sessions(model: Model, persona_description: str, factors: list[dict
                               previous=previous,
                               json_schema=sessions_schema(journey.n_sessions,
                                                           [f["context_factor"] for f in factors],
-                                                          taxonomy))
+                                                          taxonomy),
+                              params=STAGE_PARAMS["sessions_generator"])

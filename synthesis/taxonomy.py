@@ -1,4 +1,5 @@
-"""The taxonomies of the synthesis pipeline (Tables 5 and 7) and the occupation tokens.
+"""The persona attributes and occupation tokens of the release's sampler, and the
+taxonomies of Table 7 that the validators check answers against.
 
 They are data (synthesis/data/), read once on first use; nothing is read at import.
 """
@@ -18,12 +19,18 @@ BUNDLED_SEEDS_FILE = DATA_DIR / "persona_seeds.jsonl"
 
 
 @dataclass(frozen=True)
+class PersonaAttribute:
+    """One attribute of a persona template: ``n_choices`` of ``options`` (each option
+    already joined with its level, "High Extroversion", when the attribute has levels)."""
+    name: str
+    n_choices: int
+    options: tuple[str, ...]
+    has_levels: bool
+
+
+@dataclass(frozen=True)
 class Taxonomy:
-    career_levels: tuple[str, ...]
-    personality_traits: tuple[str, ...]
-    personality_levels: tuple[str, ...]
-    personal_values: tuple[str, ...]
-    decision_making_styles: tuple[str, ...]
+    persona_attributes: tuple[PersonaAttribute, ...]
     factor_types: tuple[str, ...]
     preference_types: dict[str, tuple[str, ...]]  # category -> types
     task_types: tuple[str, ...]
@@ -36,13 +43,15 @@ class Taxonomy:
 @functools.lru_cache(maxsize=None)
 def load_taxonomy(path: str | Path = TAXONOMY_FILE) -> Taxonomy:
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    traits = data["persona_traits"]
+    attributes = []
+    for name, spec in data["persona_attributes"].items():
+        levels = spec.get("levels")
+        options = ([f"{level} {option}" for option in spec["options"] for level in levels]
+                   if levels else list(spec["options"]))
+        attributes.append(PersonaAttribute(name=name, n_choices=int(spec.get("n_choices", 1)),
+                                           options=tuple(options), has_levels=bool(levels)))
     return Taxonomy(
-        career_levels=tuple(traits["career_level"]),
-        personality_traits=tuple(traits["personality_traits"]),
-        personality_levels=tuple(traits["personality_levels"]),
-        personal_values=tuple(traits["personal_values"]),
-        decision_making_styles=tuple(traits["decision_making_style"]),
+        persona_attributes=tuple(attributes),
         factor_types=tuple(data["context_factor_types"]),
         preference_types={k: tuple(v) for k, v in data["preference_types"].items()},
         task_types=tuple(data["task_types"]),
@@ -52,15 +61,10 @@ def load_taxonomy(path: str | Path = TAXONOMY_FILE) -> Taxonomy:
 @functools.lru_cache(maxsize=None)
 def load_occupations(path: str | Path = OCCUPATIONS_FILE) -> tuple[str, ...]:
     lines = Path(path).read_text(encoding="utf-8").splitlines()
-    tokens = [line.strip().lower() for line in lines if line.strip() and not line.startswith("#")]
+    tokens = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
     if len(set(tokens)) != len(tokens):
         raise ValueError(f"{path}: duplicate occupation tokens")
     return tuple(tokens)
-
-
-def occupation_pattern(token: str) -> re.Pattern:
-    """A seed matches an occupation token when it holds the word or its plural."""
-    return re.compile(rf"\b{re.escape(token)}(?:s|es)?\b", re.IGNORECASE)
 
 
 # ---------------------------------------------------------------------------------------
@@ -86,32 +90,3 @@ def canonical_type(value: object, allowed: tuple[str, ...]) -> str | None:
         if candidates & names:
             return option
     return None
-
-
-# ---------------------------------------------------------------------------------------
-# The lists as they appear in the prompts
-# ---------------------------------------------------------------------------------------
-def format_task_types(taxonomy: Taxonomy) -> str:
-    return "\n".join(f"- {t}" for t in taxonomy.task_types)
-
-
-def format_factor_types(taxonomy: Taxonomy) -> str:
-    return "\n".join(f"- {t}" for t in taxonomy.factor_types)
-
-
-def format_preference_types(taxonomy: Taxonomy) -> str:
-    return "\n".join(f"- {category}: {', '.join(types)}"
-                     for category, types in taxonomy.preference_types.items())
-
-
-def format_personality_traits(taxonomy: Taxonomy) -> str:
-    levels = "/".join(taxonomy.personality_levels)
-    return "\n".join(f"- {t} ({levels})" for t in taxonomy.personality_traits)
-
-
-def format_personal_values(taxonomy: Taxonomy) -> str:
-    return "\n".join(f"- {v}" for v in taxonomy.personal_values)
-
-
-def format_decision_making_styles(taxonomy: Taxonomy) -> str:
-    return "\n".join(f"- {s}" for s in taxonomy.decision_making_styles)

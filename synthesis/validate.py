@@ -34,12 +34,15 @@ def same_text(a: str, b: str) -> bool:
     return na == nb or difflib.SequenceMatcher(None, na, nb).ratio() >= CLOSE_MATCH
 
 
-def _text_field(item: dict, key: str, where: str) -> str:
-    value = item.get(key)
+def _text_field(item: dict, key: "str | tuple[str, ...]", where: str) -> str:
+    """The stripped text under ``key`` (or the first of several names that is present)."""
+    keys = (key,) if isinstance(key, str) else key
+    found = next((k for k in keys if k in item), keys[0])
+    value = item.get(found)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str) or not value.strip():
-        raise InvalidGeneration(f"{where}: field '{key}' is missing or empty")
+        raise InvalidGeneration(f"{where}: field '{keys[0]}' is missing or empty")
     return value.strip()
 
 
@@ -89,6 +92,11 @@ def validate_persona_batch(raw: str, n_expected: int) -> list[dict]:
 # ---------------------------------------------------------------------------------------
 FACTOR_FIELDS = ("factor_type", "backstory", "context_factor", "task_types",
                  "preference_type", "contextual_preference", "related_factor")
+# The release's prompt names the fields factor, background and preference; we store them
+# as context_factor, backstory and contextual_preference (the evaluation data's names).
+FACTOR_NAME = ("factor", "context_factor")
+BACKSTORY = ("background", "backstory")
+PREFERENCE = ("preference", "contextual_preference")
 
 
 def _task_types(value: Any, taxonomy: Taxonomy, where: str) -> list[str]:
@@ -129,12 +137,15 @@ def validate_factors(raw: str, n_factors: int, taxonomy: Taxonomy) -> dict:
         related = "N/A" if related is None or str(related).strip().lower() in _NONE_VALUES \
             else str(related).strip()
         factors.append({
-            "context_factor": _text_field(item, "context_factor", where),
+            "context_factor": _text_field(item, FACTOR_NAME, where),
             "factor_type": factor_type,
-            "backstory": _text_field(item, "backstory", where),
+            "backstory": _text_field(item, BACKSTORY, where),
             "task_types": _task_types(item.get("task_types"), taxonomy, where),
+            # As written: the sessions prompt shows the model's own list, as the release does.
+            "task_types_written": (list(item["task_types"]) if isinstance(item.get("task_types"), list)
+                                   else _task_types(item.get("task_types"), taxonomy, where)),
             "preference_type": preference_type,
-            "contextual_preference": _text_field(item, "contextual_preference", where),
+            "contextual_preference": _text_field(item, PREFERENCE, where),
             "related_factor": related,
         })
     names = [normalize(f["context_factor"]) for f in factors]
@@ -180,17 +191,18 @@ def _resource_text(value: Any) -> str:
     return yaml.safe_dump(value, allow_unicode=True, sort_keys=False).strip()
 
 
-def fill_resource(request: str, resource: str) -> tuple[str, list[str]]:
-    """The request as sent: ``[resource]`` replaced by the resource. A resource without a
-    placeholder is appended after a blank line; both oddities are reported as warnings."""
+def fill_resource(request: str, resource: Any) -> tuple[str, list[str]]:
+    """The request as the release sends it to the assistant simulator: the model's text
+    unstripped, ``[resource]`` replaced by the resource as written. A resource without a
+    placeholder is left out, as the release leaves it out, with a warning."""
     warnings = []
+    text = _resource_text(resource)
     if RESOURCE_PLACEHOLDER in request:
-        if not resource:
+        if not text:
             raise InvalidGeneration("the request holds [resource] but the resource is empty")
-        return request.replace(RESOURCE_PLACEHOLDER, resource), warnings
-    if resource:
-        warnings.append("a resource was given without a [resource] placeholder; appended")
-        return f"{request}\n\n{resource}", warnings
+        return request.replace(RESOURCE_PLACEHOLDER, resource if isinstance(resource, str) else text), warnings
+    if text:
+        warnings.append("a resource was given without a [resource] placeholder; left out")
     return request, warnings
 
 
@@ -220,6 +232,8 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
             raise InvalidGeneration(f"{where}: task_type {item.get('task_type')!r} is not one of "
                                     f"{', '.join(taxonomy.task_types)}")
         factor_name = _text_field(item, "context_factor", where)
+        request_with_factor = _text_field(item, "request_with_factor", where)
+        raw_request = item["request_with_factor"]
         factor = find_factor(factor_name, factors)
         if factor is None:
             raise InvalidGeneration(f"{where}: context factor {factor_name!r} is not in the list "
@@ -228,13 +242,15 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
             "index": i,
             "role": journey.roles[i - 1],
             "factor": factor,
-            "contextual_preference": _text_field(item, "contextual_preference", where),
+            "contextual_preference": _text_field(item, PREFERENCE, where),
             "task_type": task_type,
             "story": _text_field(item, "story", where),
             "request_with_factor_and_preference":
                 _text_field(item, "request_with_factor_and_preference", where),
-            "request_with_factor": _text_field(item, "request_with_factor", where),
+            "request_with_factor": request_with_factor,
             "resource": _resource_text(item.get("resource")),
+            "raw_request": raw_request if isinstance(raw_request, str) else request_with_factor,
+            "raw_resource": item.get("resource"),
         })
 
     # Which of the pair the model made A: the factor of the first A session.
@@ -283,7 +299,9 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
         if session["task_type"] not in factor["task_types"]:
             warnings.append(f"{where}: task type {session['task_type']!r} is not one listed for "
                             f"{factor['context_factor']!r}")
-        session["request"], notes = fill_resource(session["request_with_factor"], session["resource"])
+        session["request_sent"], notes = fill_resource(session.pop("raw_request"),
+                                                       session.pop("raw_resource"))
+        session["request"] = session["request_sent"].strip()
         warnings.extend(f"{where}: {note}" for note in notes)
 
     sessions = []

@@ -64,7 +64,7 @@ class CupidResponder:
 
     def kind(self, req: dict) -> str:
         user = req["messages"][-1]["content"]
-        if "Decompose the preference" in user:
+        if user.startswith("**Preferences**"):
             return "decompose"
         if "#### Criterion" in user:
             return "match_prefmatcher"
@@ -98,7 +98,7 @@ class CupidResponder:
         user = req["messages"][-1]["content"]
         if kind == "infer":
             plan = self._plan_for_request(user)
-            return f"### Analysis\nThe user cares about X.\n\n### Most Likely Preferneces\n{plan.inferred}"
+            return f"### Analysis\n\nThe user cares about X.\n\n### Most Likely Preference\n\n{plan.inferred}"
         if kind in ("generate", "generate_oracle_preference"):
             plan = self._plan_for_request(user)
             return f"Here is my answer to: {plan.request}"

@@ -58,7 +58,8 @@ The request dict given to the responder and stored in ``requests``::
      instruction of a Gemini one; "" when absent),
      "messages": [{"role": "user" | "assistant", "content": str}, ...] (without the OpenAI
      system message; Gemini's "model" role is given as "assistant"),
-     "body": the full JSON body, "headers": {lower-cased name: value}, "path": str}
+     "body": the full JSON body, "body_bytes": the body as received (bytes),
+     "headers": {lower-cased name: value}, "path": str}
 
 Token usage in answers is whitespace token counts: prompt tokens are the words of the
 system prompt and of every message; completion tokens are the words of the answer. Tests
@@ -206,6 +207,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(api, 400, f"request body is not JSON: {exc}", None)
             return
         req = self._parse_request(api, body, path)
+        req["body_bytes"] = raw
         if model_in_path is not None:
             req["model"] = model_in_path
         owner = self.server.owner

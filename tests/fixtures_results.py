@@ -127,7 +127,7 @@ def write_run(root: Path, model: str, setting: str, instances: list[dict],
     if setting != "default":
         directory = directory / setting
     atomic_write_json(directory / "run.json", {
-        "model": model, "setting": setting, "prompt_versions": {"evaluation/infer_preference": "abc123"},
+        "model": model, "setting": setting, "prompt_versions": {"evaluation/preference_inferrer": "abc123"},
         "data_source": "fixture", "created": "2025-01-01T00:00:00+00:00"})
     for data in instances:
         atomic_write_json(directory / f"{data['instance_id']}.json", data)

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from cupid_responder import make_row, two_instance_plans
-from evaluation.data import (DataValidationError, format_checklist, format_session_log, load_instances,
+from evaluation.data import (DataValidationError, format_checklist, format_checklist_bullets, format_session_log, load_instances,
                              make_instance_id, relevant_positions, safe_name)
 from evaluation.pipeline import select_sessions
 
@@ -104,13 +104,19 @@ def test_session_log_format_and_oracle_selection(rows, tmp_path):
     path.write_text("\n".join(json.dumps(r) for r in rows))
     instance = load_instances(data_path=path)[0]
     log = format_session_log(instance.prior_interactions)
-    assert log.startswith("### Session 1\n\nUser: Session 1 request")
-    assert "\n\nAI Assistant: Answer 1.\n\n" in log and "### Session 4" in log
+    # The release's layout (utils/formatting.py): headings per message, "---" after each
+    # session, nothing after the last one.
+    assert log.startswith("### Session 1\n\n#### User\n\nSession 1 request of p1 (consistent).\n\n"
+                          "#### AI Assistant\n\nAnswer 1.\n\n#### User\n\nThanks, that works.\n\n"
+                          "---\n\n### Session 2\n\n#### User\n\n")
+    assert log.endswith("#### User\n\nThanks, that works.\n\n---") and "### Session 4" in log
+    assert log.count("---") == len(instance.prior_interactions)
     assert relevant_positions(instance) == [2, 4]
     oracle = select_sessions(instance, "oracle")
     assert [s.dialogue[0].content.split(" of")[0] for s in oracle] == ["Session 2 request", "Session 4 request"]
     assert select_sessions(instance, "default") == instance.prior_interactions
     assert format_checklist(["A?", "B?"]) == "1. A?\n2. B?"
+    assert format_checklist_bullets(["A?", "B?"]) == "- A?\n- B?"
 
 
 def test_atomic_writes_leave_readable_files_and_no_temporaries(tmp_path):

@@ -100,6 +100,61 @@ def test_full_run_gives_hand_computed_metrics(server, data_file, tmp_path, capsy
     assert "FAILED 0" in out and "0.500" in out
 
 
+def test_release_outcomes_and_what_was_sent_are_recorded(server, data_file, tmp_path, plans):
+    from evaluation.data import format_session_log, load_instances
+    from evaluation.steps import rebuild_request
+
+    answer = server.cupid.__call__
+
+    def responder(req):
+        text = answer(req)
+        kind = server.cupid.kind(req)
+        user = req["messages"][-1]["content"]
+        if kind == "infer" and plans[0].request in user:
+            # The release would read "s" here (the header it splits on is a prefix).
+            return text.replace("### Most Likely Preference", "### Most Likely Preferences")
+        if kind == "judge" and plans[1].request in user:
+            return text.replace("### Evaluation Score", "### Evaluation Score:")  # release: 0
+        return text
+
+    server.responder = responder
+    assert run_module.main(cli(server, data_file, tmp_path / "res", "--task", "both")) == 0
+    results = read_results(tmp_path / "res")
+    assert_expected(results)  # our parsers read both answers
+    assert results["release_would_score_zero"] == {"inference": 0, "generation": 1}
+    assert results["release_would_differ"] == {"inference": 1, "generation": 0}
+    assert results["release_would_drop"] == {"inference": 0, "generation": 0}
+
+    run_dir = tmp_path / "res" / "test-model"
+    a = json.loads((run_dir / "persona-a__consistent.json").read_text())
+    b = json.loads((run_dir / "persona-b__contrastive.json").read_text())
+    assert a["steps"]["infer"]["release"] == {"outcome": "differs", "value": "s"}
+    assert a["evaluations"]["test-evaluator"]["release"] == {"inference": "differs", "generation": "same"}
+    assert b["evaluations"]["test-evaluator"]["steps"]["judge"]["release"]["outcome"] == "zero"
+    assert b["evaluations"]["test-evaluator"]["release"] == {"inference": "same", "generation": "zero"}
+
+    # Every step keeps what it sent, compactly (the session log and the matcher's examples
+    # by reference), and its latency; the exact requests are rebuilt from it.
+    sent_texts = {(r["system"], r["messages"][-1]["content"]) for r in server.requests}
+    instances = {i.instance_id: i for i in load_instances(data_path=data_file)}
+    rebuilt = 0
+    for record in (a, b):
+        log = format_session_log(instances[record["instance_id"]].prior_interactions)
+        steps = dict(record["steps"], **record["evaluations"]["test-evaluator"]["steps"])
+        assert set(steps) == {"infer", "generate", "decompose", "match_precision", "match_recall", "judge"}
+        for name, step in steps.items():
+            assert step["latency_s"] >= 0
+            assert log not in json.dumps(step["sent"])
+            request = rebuild_request(step["sent"], session_log=log)
+            assert (request["system_prompt"], request["messages"][0]["content"]) in sent_texts, name
+            assert request["temperature"] == 0
+            assert request["max_tokens"] == (4096 if name == "decompose" else 8192)
+            rebuilt += 1
+    assert rebuilt == 12
+    with pytest.raises(ValueError, match="not the text this step was sent"):
+        rebuild_request(a["steps"]["infer"]["sent"], session_log=log)  # b's log, not a's
+
+
 def test_faults_on_the_wire_give_the_same_metrics(server, data_file, tmp_path):
     server.cupid.malformed_first = {"match", "judge", "infer"}  # unparseable once: re-asked
     server.script(FakeResponse(status=429, headers={"Retry-After": "0"}),
@@ -183,7 +238,7 @@ def test_changed_prompt_is_refused_not_mixed(server, data_file, tmp_path, capsys
     assert run_module.main(cli(server, data_file, base)) == 0
     manifest_path = base / "test-model" / "run.json"
     manifest = json.loads(manifest_path.read_text())
-    manifest["prompt_versions"]["evaluation/infer_preference"] = "0123456789ab"
+    manifest["prompt_versions"]["evaluation/preference_inferrer"] = "0123456789ab"
     manifest_path.write_text(json.dumps(manifest))
     calls = len(server.requests)
     assert run_module.main(cli(server, data_file, base)) == 2

@@ -69,11 +69,25 @@ def test_openai_answer_and_request(fake_llm_env: FakeLLMServer):
     assert req["model"] == "gpt-4o-2024-11-20"
     assert req["system"] == "You are terse."
     assert req["messages"] == conversation
-    assert req["body"]["messages"][0] == {"role": "system", "content": "You are terse."}
-    assert req["body"]["temperature"] == 0.0
-    assert req["body"]["max_tokens"] == config.ROLE_PARAMS["evaluator"]["max_tokens"]
-    assert "max_completion_tokens" not in req["body"]
+    # As the release's evaluator asks OpenAI models (utils/generation.py): a developer
+    # message, max_completion_tokens, the integer temperature 0.
+    assert req["body"]["messages"][0] == {"role": "developer", "content": "You are terse."}
+    assert req["body"]["temperature"] == 0 and isinstance(req["body"]["temperature"], int)
+    assert req["body"]["max_completion_tokens"] == config.ROLE_PARAMS["evaluator"]["max_tokens"] == 8192
+    assert "max_tokens" not in req["body"]
     assert req["headers"]["authorization"] == "Bearer sk-test-openai"
+
+
+def test_openai_evaluated_model_request_is_the_releases(fake_llm_env: FakeLLMServer):
+    # The release's evaluated model class (evaluation/models/gpt_41_nano.py): a system
+    # message, temperature 0, max_tokens 8192; the body byte for byte as its SDK call sends it.
+    model = resolve_model("gpt-4.1-nano-2025-04-14", role="evaluated")
+    model.generate("S", user("U"))
+    assert fake_llm_env.requests[0]["body_bytes"] == (
+        b'{"model":"gpt-4.1-nano-2025-04-14","messages":[{"role":"system","content":"S"},'
+        b'{"role":"user","content":"U"}],"max_tokens":8192,"temperature":0}')
+    with pytest.raises(ValueError, match="system_role"):
+        OpenAIModel("gpt-4o", system_role="assistant")
 
 
 def test_openai_without_system_prompt_sends_no_system_message(fake_llm_env: FakeLLMServer):
@@ -418,7 +432,7 @@ def test_anthropic_claude_37_uses_paper_settings(fake_llm_env: FakeLLMServer):
     body = fake_llm_env.requests[0]["body"]
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert body["temperature"] == 1
-    assert body["max_tokens"] == 4096 > 1024
+    assert body["max_tokens"] == config.ROLE_PARAMS["evaluated"]["max_tokens"] == 8192
     # The server answered a thinking block then a text block: only the text is returned.
     assert completion.text == "final answer only"
 
@@ -499,7 +513,8 @@ def test_together_through_its_sdk(fake_llm_env: FakeLLMServer):
     assert req["path"] == "/v1/chat/completions"
     assert req["model"] == "meta-llama/Meta-Llama-3.1-405B-Instruct-Turbo"
     assert req["system"] == "system words"
-    assert req["body"]["temperature"] == 0.0 and req["body"]["max_tokens"] == 4096
+    assert req["body"]["temperature"] == 0 and req["body"]["max_tokens"] == 8192
+    assert req["body"]["messages"][0]["role"] == "system"
     assert req["headers"]["authorization"] == "Bearer test-together"
     snap = model.usage.snapshot(model.name)
     assert (snap["calls"], snap["retries"], snap["prompt_tokens"], snap["completion_tokens"]) == (1, 2, 5, 3)
@@ -535,7 +550,8 @@ def test_vllm_name_at_url_and_guided_decoding(fake_server: FakeLLMServer):
     assert body["model"] == "kixlab/prefmatcher-7b"
     assert body["response_format"] == {"type": "json_schema",
                                        "json_schema": {"name": "response", "schema": schema}}
-    assert body["temperature"] == 0.0 and body["max_tokens"] == 1024
+    assert body["temperature"] == 0 and body["max_tokens"] == 8192
+    assert body["messages"][0]["role"] == "system"
     assert fake_server.requests[0]["headers"]["authorization"] == f"Bearer {config.LOCAL_SERVER_API_KEY}"
     model.check()  # the server is up: no error
 
@@ -569,7 +585,10 @@ def test_prefmatcher_model(fake_server: FakeLLMServer, monkeypatch):
     assert fake_server.requests[0]["model"] == config.PREFMATCHER_MODEL
 
     factory_made = prefmatcher_model()
-    assert (factory_made.temperature, factory_made.max_tokens) == (0.0, 1024)
+    assert (factory_made.temperature, factory_made.max_tokens) == (0, 8192)
+    # An evaluator role's OpenAI options do not reach a served model.
+    served = resolve_model(config.PREFMATCHER_MODEL, role="evaluator")
+    assert (served.system_role, served.max_tokens_field) == ("system", "max_tokens")
 
     with FakeLLMServer() as other:
         dead_url = other.openai_base_url

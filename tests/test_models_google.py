@@ -120,7 +120,7 @@ def test_google_through_its_sdk(fake_llm_env: FakeLLMServer):
     assert req["api"] == "google" and req["model"] == "gemini-2.0-flash"
     assert req["system"] == "sys words"
     assert [m["role"] for m in req["messages"]] == ["user", "assistant", "user"]
-    assert req["body"]["generationConfig"] == {"temperature": 0.0, "maxOutputTokens": 2048}
+    assert req["body"]["generationConfig"] == {"temperature": 0, "maxOutputTokens": 8192}
     assert req["headers"]["x-goog-api-key"] == "test-google"
     snap = model.usage.snapshot()
     assert (snap["calls"], snap["retries"], snap["prompt_tokens"], snap["completion_tokens"]) == (1, 2, 5, 3)

@@ -84,7 +84,10 @@ def test_prefix_beats_guess_and_registered_beats_guess():
 
 def test_role_parameters_and_overrides():
     evaluator = resolve_model("gpt-4o", role="evaluator")
-    assert (evaluator.temperature, evaluator.max_tokens) == (0.0, 2048)
+    assert (evaluator.temperature, evaluator.max_tokens) == (0, 8192)
+    assert (evaluator.system_role, evaluator.max_tokens_field) == ("developer", "max_completion_tokens")
+    evaluated = resolve_model("gpt-4o", role="evaluated")
+    assert (evaluated.system_role, evaluated.max_tokens_field) == ("system", "max_tokens")
     synthesizer = resolve_model("gpt-4o", role="synthesizer", max_tokens=100, timeout=7, max_retries=1)
     assert (synthesizer.temperature, synthesizer.max_tokens) == (0.7, 100)
     assert (synthesizer.timeout, synthesizer.max_retries) == (7, 1)
@@ -114,7 +117,7 @@ def test_register_model_decorator(scratch_registry):
 
     model = resolve_model("echo-test-model", role="evaluator")
     assert isinstance(model, EchoModel) and model.name == "echo-test-model"
-    assert model.max_tokens == 2048
+    assert model.max_tokens == 8192
     assert model.chat("sys", [{"role": "user", "content": "hi"}]) == "[sys] hi"
 
     with pytest.raises(ValueError, match="registered twice"):

@@ -33,6 +33,14 @@ def test_inferred_preference_stops_at_the_next_header():
     assert out["preference"] == "Short answers."
 
 
+def test_inferred_preference_is_the_first_line_as_the_release_reads_it():
+    # The release's reading is kept character for character (quotes, bold), and a second
+    # line is not part of it.
+    out = parse_inferred_preference('### Analysis\n\nA.\n\n### Most Likely Preference\n\n'
+                                    '"**Short** answers."\nSecond line.')
+    assert out == {"analysis": "A.", "preference": '"**Short** answers."'}
+
+
 @pytest.mark.parametrize("text", ["", "The user likes short answers.", "### Most Likely Preferences\n\n   \n"])
 def test_inferred_preference_missing_or_empty_is_an_error(text):
     with pytest.raises(ParseError):
@@ -49,6 +57,8 @@ def test_inferred_preference_missing_or_empty_is_an_error(text):
     ("### Evaluation Score\nScore: 10 out of 10", 10),
     ("**Evaluation Score:** 7", 7),
     ("### evaluation score\n\n6.5", 6.5),
+    ("### Evaluation Score\n\n6.5", 6),               # the release cuts at the first "."
+    ("### **Evaluation Score**\n\n9", 9),
     ("### Evaluation Score\n1", 1),
 ])
 def test_judge_scores(tail, score):
@@ -82,7 +92,8 @@ def test_extract_json_from_fences_prose_and_trailing_commas():
 
 def test_checklist_parsing():
     assert parse_checklist('```json\n{"checklist": ["Is it short?", " Is it formal? "]}\n```') == \
-        {"checklist": ["Is it short?", "Is it formal?"]}
+        {"checklist": ["Is it short?", " Is it formal? "]}  # as the release reads it
+    assert parse_checklist('Here: {"checklist": [" Is it short? "]}') == {"checklist": ["Is it short?"]}
     assert parse_checklist('["Is it short?"]') == {"checklist": ["Is it short?"]}
     for bad in ('{"checklist": []}', '{"items": ["a"]}', '{"checklist": ["ok", 3]}', '{"checklist": [""]}'):
         with pytest.raises(ParseError):
@@ -112,6 +123,13 @@ def test_match_accepts_zero_based_or_positional_indices():
     assert [r["index"] for r in parse_match(zero, CHECKLIST)["results"]] == [1, 2, 3]
     positional = _match_json([{"label": "Fully Covered"}] * 3)
     assert [r["score"] for r in parse_match(positional, CHECKLIST)["results"]] == [1.0] * 3
+    some = _match_json([{"index": 1, "label": "Fully Covered"}, {"label": "Not Covered"},
+                        {"index": "3.", "label": "Partially Covered"}])
+    assert [r["score"] for r in parse_match(some, CHECKLIST)["results"]] == [1.0, 0.0, 0.5]
+    # PrefMatcher answers with the list itself, unfenced.
+    bare = '[{"index": 1, "label": "Fully Covered"}, {"index": 2, "label": "Not Covered"}, ' \
+           '{"index": "(3)", "label": "Fully Covered"}]'
+    assert [r["score"] for r in parse_match(bare, CHECKLIST)["results"]] == [1.0, 0.0, 1.0]
 
 
 @pytest.mark.parametrize("items", [
@@ -144,14 +162,21 @@ def test_summaries_and_response():
 
 
 def test_layout_grammars_match_what_the_parsers_read():
-    # An answer laid out exactly as each grammar's fixed text parses, so the embedded
-    # model's constrained answers reach the scored fields.
+    # An answer laid out exactly as each grammar's fixed text parses, as the release reads
+    # it too, so the embedded model's constrained answers reach the scored fields.
+    from evaluation import release_parsing as release
     inferred = ("### Analysis\n\nThe user wants short answers.\n"
-                "\n### Most Likely Preferneces\n\nKeep it under 100 words.\n")
+                "\n### Most Likely Preference\n\nKeep it under 100 words.\n")
     assert parsing.parse_inferred_preference(inferred)["preference"] == "Keep it under 100 words."
+    assert release.release_preference(inferred) == "Keep it under 100 words."
     judged = ("### Evaluation of AI Assistant's Response\n\n1. It is short.\n"
-              "\n### Evaluation Score\n\n10\n")
+              "\n### Evaluation Label\n\nExceptional\n\n### Evaluation Score\n\n10\n")
     assert parsing.parse_judge(judged)["score"] == 10
-    for grammar, header in ((parsing.INFERENCE_ANSWER_GRAMMAR, "### Most Likely Preferneces"),
-                            (parsing.JUDGE_ANSWER_GRAMMAR, "### Evaluation Score")):
-        assert header in grammar and grammar.startswith("root ::= ")
+    assert release.release_judge_score(judged) == 10
+    for grammar, headers in ((parsing.INFERENCE_ANSWER_GRAMMAR, ["### Analysis", "### Most Likely Preference\\n"]),
+                             (parsing.JUDGE_ANSWER_GRAMMAR, ["### Evaluation of AI Assistant's Response",
+                                                              "### Evaluation Label", "### Evaluation Score"])):
+        assert grammar.startswith("root ::= ")
+        assert [grammar.index(h) for h in headers] == sorted(grammar.index(h) for h in headers)
+    for label in parsing.JUDGE_LABELS:
+        assert f'"{label}"' in parsing.JUDGE_ANSWER_GRAMMAR

@@ -1,273 +1,208 @@
-"""The evaluation prompt templates in prompts/evaluation/ (paper Figures 14-16, 21-23)."""
+"""The evaluation's prompt templates: the released harness's files (kixlab/CUPID at a8560ca)
+reproduced verbatim, and the few written from the paper for settings the release lacks."""
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
 
 import config
-from utils.prompts import load_prompt
+from evaluation.steps import render_matcher_examples
+from utils.prompts import format_fields, load_prompt
 
-EVAL_DIR = config.PROMPTS_DIR / "evaluation"
+MIRROR = Path("/work/.mirror/kixlab+CUPID/repo")
 
-# The names the pipeline fills; a template that drifts from these breaks a step at run time.
-EXPECTED_VARIABLES = {
-    "infer_preference": ["previous_interactions", "current_request"],
-    "decompose_preference": ["preference"],
-    "match_checklist": ["preference", "checklist"],
-    "match_checklist_prefmatcher": ["preference", "checklist"],
-    "judge_response": ["preference", "checklist", "user_request", "ai_response"],
-    "generate_response": ["interaction_sessions", "request"],
-    "generate_response_oracle_preference": ["preference", "request"],
-    "summarize_sessions": ["interaction_log"],
-    "infer_preference_from_summaries": ["session_summaries", "current_request"],
-    "generate_response_from_summaries": ["session_summaries", "request"],
+# Files reproduced from the release: name -> variables, in the file's order.
+RELEASE_FILES = {
+    "evaluation/preference_inferrer": ["interaction_log", "curr_request"],
+    "evaluation/response_generator": ["interaction_log", "curr_request"],
+    "evaluation/preference_matcher": ["examples", "checklist", "preference"],
+    "evaluation/preference_matcher_model": ["checklist", "preference"],
+    "evaluation/response_judger": ["user_request", "ai_response", "preference", "checklist"],
+    "synthesis/preference_decomposer": ["preferences"],
 }
-
-# Which figure (or section) each template must cite.
-EXPECTED_CITATION = {
-    "infer_preference": "Figure 21",
-    "decompose_preference": "Figure 15 not reproduced",
-    "match_checklist": "Figure 14",
-    "match_checklist_prefmatcher": "Figure 14",
-    "judge_response": "Figure 16",
-    "generate_response": "Figure 22",
-    "generate_response_oracle_preference": "oracle preference",
-    "summarize_sessions": "Figure 23",
-    "infer_preference_from_summaries": "Figure 21 for the summary setting",
-    "generate_response_from_summaries": "Figure 22 for the summary setting",
+# Files for the paper's settings that the release does not have.
+OUR_FILES = {
+    "evaluation/summarize_sessions": (["interaction_log"], "Figure 23"),
+    "evaluation/infer_preference_from_summaries": (["session_summaries", "curr_request"], "Figure 21"),
+    "evaluation/generate_response_from_summaries": (["session_summaries", "curr_request"], "Figure 22"),
+    "evaluation/generate_response_oracle_preference": (["preference", "request"], "oracle preference"),
 }
-
 LABELS = {"Fully Covered", "Partially Covered", "Not Covered"}
-ANY_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-JSON_BLOCK = re.compile(r"```json\n(.*?)\n```", re.S)
-FENCED = re.compile(r"```\n(.*?)\n```", re.S)
-
-ALL_FILES = sorted(p.stem for p in EVAL_DIR.glob("*.yaml"))
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def _load(stem: str):
-    return load_prompt(f"evaluation/{stem}")
+def test_every_evaluation_template_is_accounted_for():
+    on_disk = {f"evaluation/{p.stem}" for p in (config.PROMPTS_DIR / "evaluation").glob("*.yaml")}
+    assert on_disk == {n for n in (*RELEASE_FILES, *OUR_FILES) if n.startswith("evaluation/")}
 
 
-def _json_blocks(text: str) -> list[dict]:
-    """The ```json blocks of ``text`` that parse (the output-format skeletons hold <...> and do not)."""
-    parsed = []
-    for block in JSON_BLOCK.findall(text):
-        try:
-            parsed.append(json.loads(block))
-        except json.JSONDecodeError:
-            continue
-    return parsed
+@pytest.mark.parametrize("name", sorted(RELEASE_FILES))
+def test_release_file_keys_variables_and_source(name):
+    data = yaml.safe_load((config.PROMPTS_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
+    extra = {"examples"} if name == "evaluation/preference_matcher" else set()
+    assert set(data) == {"source", "template", "variables", "system_prompt", "user_prompt"} | extra
+    prompt = load_prompt(name)
+    assert prompt.style == "format"
+    assert list(prompt.variables) == RELEASE_FILES[name]
+    assert set(format_fields(prompt.system_prompt) + format_fields(prompt.user_prompt)) == set(prompt.variables)
+    assert prompt.source == f"kixlab/CUPID@a8560ca prompts/{name}.yaml (MIT)"
+    text = (config.PROMPTS_DIR / f"{name}.yaml").read_text(encoding="utf-8")
+    assert "MIT" in text and "THIRD_PARTY_NOTICES" in text
 
 
-def test_every_expected_template_exists_and_nothing_else():
-    assert set(ALL_FILES) == set(EXPECTED_VARIABLES)
+@pytest.mark.skipif(not MIRROR.is_dir(), reason="the release's mirror is not on this machine")
+@pytest.mark.parametrize("name", sorted(RELEASE_FILES))
+def test_release_file_is_the_releases_byte_for_byte(name):
+    original = subprocess.run(["git", "-C", str(MIRROR), "show", f"a8560ca:prompts/{name}.yaml"],
+                              check=True, capture_output=True).stdout.decode("utf-8")
+    theirs = yaml.safe_load(original)
+    prompt = load_prompt(name)
+    assert (prompt.system_prompt, prompt.user_prompt) == (theirs["system_prompt"], theirs["user_prompt"])
+    # The two fields are also the file's own text, unchanged, after our header.
+    assert original.strip() in (config.PROMPTS_DIR / f"{name}.yaml").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("stem", ALL_FILES)
-def test_file_has_exactly_the_documented_keys(stem):
-    data = yaml.safe_load((EVAL_DIR / f"{stem}.yaml").read_text(encoding="utf-8"))
-    assert set(data) == {"source", "variables", "system_prompt", "user_prompt"}
-    assert data["system_prompt"].strip() and data["user_prompt"].strip()
+@pytest.mark.parametrize("name", sorted(OUR_FILES))
+def test_our_files_declare_their_variables_and_cite_the_paper(name):
+    variables, citation = OUR_FILES[name]
+    prompt = load_prompt(name)
+    assert list(prompt.variables) == variables
+    if prompt.style == "format":
+        used = format_fields(prompt.system_prompt) + format_fields(prompt.user_prompt)
+    else:
+        used = PLACEHOLDER.findall(prompt.system_prompt + prompt.user_prompt)
+    assert set(used) == set(variables)
+    assert citation in prompt.source
 
 
-@pytest.mark.parametrize("stem", ALL_FILES)
-def test_declared_variables_are_exactly_the_placeholders_used(stem):
-    prompt = _load(stem)
-    used = set(ANY_PLACEHOLDER.findall(prompt.system_prompt + "\n" + prompt.user_prompt))
-    assert used == set(prompt.variables)
-    assert list(prompt.variables) == EXPECTED_VARIABLES[stem]
-    assert len(set(prompt.variables)) == len(prompt.variables)
-    for name in prompt.variables:
-        assert re.fullmatch(r"[a-z]+(_[a-z]+)*", name), name
-
-
-@pytest.mark.parametrize("stem", ALL_FILES)
-def test_render_fills_every_placeholder_and_keeps_json_braces(stem):
-    prompt = _load(stem)
-    values = {name: f"<<value of {name}>>" for name in prompt.variables}
-    system, user = prompt.render(**values)
-    for template, rendered in ((prompt.system_prompt, system), (prompt.user_prompt, user)):
-        n_placeholders = len(ANY_PLACEHOLDER.findall(template))
-        # Every brace that is not a placeholder survives, so JSON skeletons stay intact.
-        assert rendered.count("{") == template.count("{") - n_placeholders
-        assert rendered.count("}") == template.count("}") - n_placeholders
-        assert not ANY_PLACEHOLDER.search(rendered)
-    both = system + user
-    for name, value in values.items():
-        assert value in both, name
-    # The JSON skeletons shown to the model keep their keys after rendering.
-    for key in {"match_checklist": '"results"', "match_checklist_prefmatcher": '"results"',
-                "decompose_preference": '"checklist"', "summarize_sessions": '"summaries"'}.get(stem, ()):
-        assert key in both
-
-
-def test_values_are_inserted_verbatim_even_when_they_hold_braces():
-    # A checklist or a session log may contain braces or text that looks like a placeholder.
-    prompt = _load("match_checklist")
+def test_format_templates_keep_literal_braces_and_insert_values_verbatim():
+    prompt = load_prompt("evaluation/preference_matcher")
     tricky = '1. Does the response return {"ok": true}?\n2. Does it mention {preference}?'
-    _, user = prompt.render(preference="Answers must be JSON.", checklist=tricky)
-    assert tricky in user
-    assert "Answers must be JSON." in user
+    system, user = prompt.render(examples="EX", preference="Answers must be JSON.", checklist=tricky)
+    assert tricky in user and "Answers must be JSON." in user
+    assert '```json\n{\n  "results": [\n    {\n' in system  # {{ }} became literal braces
+    assert "{{" not in system and "EX" in system
+    with pytest.raises(KeyError):
+        prompt.render(preference="p", checklist="c")
 
 
-@pytest.mark.parametrize("stem", ALL_FILES)
-def test_each_file_cites_its_source(stem):
-    source = _load(stem).source
-    assert EXPECTED_CITATION[stem] in source
-    assert re.search(r"Figure \d+|§\d", source)
+def test_matcher_examples_are_the_eight_annotated_pairs():
+    examples = load_prompt("evaluation/preference_matcher").data["examples"]
+    assert len(examples) == 8
+    assert [len(e["checklist"]) for e in examples] == [3, 4, 4, 3, 3, 3, 4, 4]
+    assert all(score in (0, 0.5, 1) for e in examples for score in e["checklist"].values())
+    assert examples[0]["preference"].startswith("Procedures must prioritize equipment security")
+    assert examples[7]["checklist"]["Do the procedures apply to all content types to ensure "
+                                    "comprehensive input?"] == 0
 
 
-@pytest.mark.parametrize("stem", ALL_FILES)
-def test_no_pdf_conversion_artifacts_left(stem):
-    prompt = _load(stem)
-    text = prompt.system_prompt + prompt.user_prompt
-    for artifact in ("↪", "↩", "↳", "\\*", "\\_", "```\n\n```"):
-        assert artifact not in text, artifact
-    # Doubled fences: an opening fence directly followed by another fence.
-    assert not re.search(r"```\w*\n\s*```", text)
-    # Code fences (at the start of a line; "(```)" in a sentence is not one) are balanced.
-    assert len(re.findall(r"^```", text, re.M)) % 2 == 0
+def test_matcher_examples_render_as_the_release_laid_them_out():
+    examples = load_prompt("evaluation/preference_matcher").data["examples"]
+    text = render_matcher_examples(examples)
+    # Each example ends with a "---" line, the last one too (the release strips only the
+    # blank lines after it).
+    assert text.endswith("\n```\n\n---")
+    blocks = text[: -len("\n\n---")].split("\n\n---\n\n")
+    assert len(blocks) == 8
+    for block, example in zip(blocks, examples):
+        head, answer = block.split("\n\n#### Output\n\n```json\n")
+        assert head == f"#### Preference\n\n{example['preference']}"
+        assert answer.endswith("\n```")
+        results = json.loads(answer[:-4])["results"]
+        assert answer[:-4] == json.dumps({"results": results}, indent=2)
+        assert [r["entry"] for r in results] == list(example["checklist"])
+        assert [r["index"] for r in results] == list(range(1, len(results) + 1))
+        labels = {1: "Fully Covered", 0.5: "Partially Covered", 0: "Not Covered"}
+        assert [r["label"] for r in results] == [labels[s] for s in example["checklist"].values()]
+    assert {r["label"] for b in blocks for r in json.loads(b.split("```json\n")[1][:-4])["results"]} == LABELS
 
 
-def _matcher_examples() -> str:
-    system = _load("match_checklist").system_prompt
-    assert system.count("### Examples") == 1
-    return system.split("### Examples", 1)[1]
+def test_prefmatcher_prompt_says_criterion_and_has_no_examples_or_format():
+    system, user = load_prompt("evaluation/preference_matcher_model").render(preference="CRIT", checklist="1. Q?")
+    assert "criterion" in system.lower() and "json" not in (system + user).lower()
+    assert user == "#### Criterion\n\nCRIT\n\n#### Checklist\n\n1. Q?"
 
 
-def test_matcher_has_eight_well_formed_examples():
-    section = _matcher_examples()
-    chunks = [c for c in re.split(r"\n---\n", section) if c.strip()]
-    assert len(chunks) == 8
-    labels_seen = set()
-    for chunk in chunks:
-        # Each example: a fenced preference, a fenced numbered checklist, the JSON answer.
-        fenced = FENCED.findall(chunk)
-        assert len(fenced) == 2, chunk[:80]
-        preference, checklist = fenced
-        assert preference.strip() and "\n" not in preference.strip()
-        entries = [re.sub(r"^\d+\. ", "", line) for line in checklist.splitlines()]
-        assert [int(line.split(".", 1)[0]) for line in checklist.splitlines()] == \
-            list(range(1, len(entries) + 1))
-        answers = _json_blocks(chunk)
-        assert len(answers) == 1
-        results = answers[0]["results"]
-        assert [r["index"] for r in results] == list(range(1, len(entries) + 1))
-        assert [r["entry"] for r in results] == entries
-        assert all(e.endswith("?") for e in entries)
-        assert {r["label"] for r in results} <= LABELS
-        labels_seen |= {r["label"] for r in results}
-    assert labels_seen == LABELS
-    # The parsed JSON answers of the whole section count the same.
-    assert sum("results" in block for block in _json_blocks(section)) == 8
+def test_no_invented_examples_remain():
+    everything = "\n".join(p.read_text(encoding="utf-8")
+                           for p in (config.PROMPTS_DIR / "evaluation").glob("*.yaml"))
+    for invented in ("steering committee", "Hollis", "tree nuts", "overseas supplier",
+                     "Does the response"):
+        assert invented not in everything
 
 
-def test_matcher_examples_show_wording_differences():
-    section = _matcher_examples()
-    entries = [r["entry"] for block in _json_blocks(section) for r in block["results"]]
-    assert any(e.startswith("Does the response") for e in entries)
-    # Entries that name the subject otherwise, as the figure's "response" vs "report".
-    assert any(re.match(r"Does the (report|proposal|review|summary|itinerary|post)\b", e)
-               for e in entries)
+RELEASE_TO_SUMMARY = {
+    "evaluation/preference_inferrer": (
+        "evaluation/infer_preference_from_summaries",
+        [("You will be provided with a log of interaction sessions",
+          "You will be provided with summaries of interaction sessions"),
+         ("The sessions are presented in chronological order",
+          "The summaries are presented in chronological order"),
+         ("by analyzing the log of previous interaction sessions",
+          "by analyzing the summaries of previous interaction sessions"),
+         ("## Log of Previous Interaction Sessions\n\n{interaction_log}",
+          "## Summaries of Previous Interaction Sessions\n\n{session_summaries}"),
+         ("based on the interaction log as you will",
+          "based on the summaries of previous interaction sessions as you will"),
+         ("<Describe your analysis of the log of previous interaction sessions>",
+          "<Describe your analysis of the summaries of previous interaction sessions>")]),
+    "evaluation/response_generator": (
+        "evaluation/generate_response_from_summaries",
+        [("you will be provided with an interaction log that contains the history of interaction "
+          "sessions between the user and an AI assistant. Each session presents the messages that "
+          "were sent between the user and the AI. The interaction log is presented",
+          "you will be provided with summaries of the history of interaction sessions between the "
+          "user and an AI assistant. Each summary describes the user's context in that session and "
+          "the preferences, expectations, and intentions that the user expressed to the AI. The "
+          "summaries are presented"),
+         ("from the log to craft a response", "from the summaries to craft a response"),
+         ("## Log of Previous Interaction Sessions\n\n{interaction_log}",
+          "## Summaries of Previous Interaction Sessions\n\n{session_summaries}")]),
+}
 
 
-def test_matcher_user_prompt_has_fenced_preference_and_checklist():
-    _, user = _load("match_checklist").render(preference="PREF", checklist="1. Q?")
-    assert "#### Preference\n\n```\nPREF\n```" in user
-    assert "#### Checklist\n\n```\n1. Q?\n```" in user
-
-
-def test_prefmatcher_variant_says_criterion_and_has_no_examples():
-    prompt = _load("match_checklist_prefmatcher")
-    system, user = prompt.render(preference="CRIT", checklist="1. Q?")
-    both = system + user
-    assert "criterion" in system.lower()
-    # No code fences around the values: the layout the finetuned matcher was trained on.
-    assert "#### Criterion\n\nCRIT\n\n#### Checklist\n\n1. Q?" in user
-    assert "preference" not in both.lower()
-    assert "Examples" not in both and "Example 1" not in both
-    assert not _json_blocks(both)  # only the output-format skeleton, which is not JSON
-    assert '"results"' in system and LABELS <= set(re.findall(r"\*\*([A-Za-z ]+)\*\*:", system))
-
-
-def test_prefmatcher_variant_is_figure_14_with_criterion_minus_examples():
-    # Apart from the examples and the word, the two matchers give the same instructions.
-    gpt = _load("match_checklist").system_prompt.split("---\n\n### Examples", 1)[0]
-    ours = _load("match_checklist_prefmatcher").system_prompt
-    assert gpt.replace("preference", "criterion").strip() == ours.strip()
-
-
-def test_decomposer_asks_for_atomic_checklist_and_its_examples_follow_the_rules():
-    system = _load("decompose_preference").system_prompt
-    assert "at most 4" in system and "single sub-preference" in system
-    assert '"checklist"' in system
-    examples = [b for b in _json_blocks(system) if "checklist" in b]
-    assert len(examples) == 2
-    for block in examples:
-        items = block["checklist"]
-        assert 1 <= len(items) <= 4
-        assert all(q.startswith("Does the response") and q.endswith("?") for q in items)
-
-
-def test_inference_prompt_keeps_figure_21_format():
-    system, user = _load("infer_preference").render(previous_interactions="LOG", current_request="REQ")
-    assert "### Analysis" in user
-    # The paper's own spelling, which the models saw; the parser reads it leniently.
-    assert "### Most Likely Preferneces" in user
-    assert "a single sentence with at most 30 words" in user
-    assert user.index("LOG") < user.index("REQ")
-
-
-def _example_preferences(stem: str) -> list[str]:
-    system = _load(stem).system_prompt
-    tail = system.split("Examples of preferences:", 1)[1]
-    return [line[2:] for line in tail.strip().splitlines() if line.startswith("- ")]
-
-
-def test_inference_examples_are_a_short_bulleted_list():
-    examples = _example_preferences("infer_preference")
-    assert 4 <= len(examples) <= 5
-    assert all(len(e.split()) <= 30 and e.endswith(".") for e in examples)
-
-
-def test_summary_variants_differ_from_the_figures_only_in_the_log():
-    infer = _load("infer_preference_from_summaries")
-    assert _example_preferences("infer_preference_from_summaries") == \
-        _example_preferences("infer_preference")
-    _, user = infer.render(session_summaries="SUMS", current_request="REQ")
-    assert "## Summaries of Previous Interaction Sessions\n\nSUMS" in user
-    assert "### Most Likely Preferneces" in user
-    assert "Log of Previous" not in user
-
-    _, user = _load("generate_response_from_summaries").render(session_summaries="SUMS", request="REQ")
-    assert "## Summaries of Previous Interaction Sessions\n\nSUMS" in user
-    assert user.rstrip().endswith("## User's Request\n\nREQ")
-    _, user = _load("generate_response").render(interaction_sessions="LOG", request="REQ")
-    assert "## Log of Previous Interaction Sessions\n\nLOG" in user
-    assert user.rstrip().endswith("## User's Request\n\nREQ")
+@pytest.mark.parametrize("release_name", sorted(RELEASE_TO_SUMMARY))
+def test_summary_variants_differ_from_the_release_only_in_naming_the_log(release_name):
+    summary_name, replacements = RELEASE_TO_SUMMARY[release_name]
+    release, summary = load_prompt(release_name), load_prompt(summary_name)
+    system, user = release.system_prompt, release.user_prompt
+    for old, new in replacements:
+        assert (system + user).count(old) == 1, old
+        system, user = system.replace(old, new), user.replace(old, new)
+    assert (system, user) == (summary.system_prompt, summary.user_prompt)
 
 
 def test_oracle_preference_prompt_has_preference_and_no_log():
-    system, user = _load("generate_response_oracle_preference").render(preference="PREF", request="REQ")
+    system, user = load_prompt("evaluation/generate_response_oracle_preference").render(
+        preference="PREF", request="REQ")
     assert "## User's Preference\n\nPREF" in user and "## User's Request\n\nREQ" in user
     assert "log" not in (system + user).lower()
 
 
-def test_judge_score_section_and_inputs():
-    system, user = _load("judge_response").render(
-        preference="PREF", checklist="1. Q?", user_request="REQ", ai_response="RESP")
-    assert '**Preference:** "PREF"' in system
-    assert "**Evaluation Checklist:**\n1. Q?" in system
-    assert "### Evaluation Score" in system and "1~10" in system
-    assert user.index("### User's Request\n\nREQ") < user.index("### AI Assistant's Response\n\nRESP")
-
-
 def test_summarizer_format_names_every_field():
-    _, user = _load("summarize_sessions").render(interaction_log="LOG")
+    _, user = load_prompt("evaluation/summarize_sessions").render(interaction_log="LOG")
     for field in ('"summaries"', '"session_id"', '"analysis"', '"context"', '"preferences"'):
         assert field in user
     assert user.index("LOG") < user.index("```json")
+
+
+def test_a_stray_brace_or_undeclared_field_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "PROMPTS_DIR", tmp_path)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "one.yaml").write_text(
+        'template: format\nvariables: [a]\nsystem_prompt: "x {b}"\nuser_prompt: "{a}"\n')
+    (tmp_path / "bad" / "two.yaml").write_text(
+        'template: format\nvariables: [a]\nsystem_prompt: "{ not json"\nuser_prompt: "{a}"\n')
+    load_prompt.cache_clear()
+    try:
+        with pytest.raises(ValueError, match=r"\{b\}"):
+            load_prompt("bad/one")
+        with pytest.raises(ValueError, match="format string"):
+            load_prompt("bad/two")
+    finally:
+        load_prompt.cache_clear()

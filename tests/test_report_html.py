@@ -250,8 +250,8 @@ def test_synthesis_report_shows_personas_dialogues_and_instances(fake_server, tm
     shown = browser.evaluate(f"document.querySelector('#{pid} details.session[data-session=\"1\"]').innerText")
     for turn in dialogue["user_turns"]:
         assert f"Simulator score: {turn['score']}/10" in shown
-        for item in turn["selected_items"]:
-            assert dialogue["checklist"][item - 1] in shown
+        assert turn["raw"].split("#### Your Message", 1)[1].strip() in shown
+    assert "Evaluation, selected items and thinking" in shown
     shot(browser, "synthesis")
     assert browser.errors == []
     assert synthesis_report([str(tmp_path / "nothing")]) == 1

@@ -15,7 +15,8 @@ from cupid_responder import CupidResponder, _section
 from evaluation.data import load_instances, make_instance_id
 from fake_llm_server import FakeLLMServer
 from synthesis import run as cli
-from synthesis.dialogues import ASSISTANT_SYSTEM_PROMPT
+from synthesis.dialogues import ASSISTANT_PROMPT
+from utils.prompts import load_prompt
 from synthesis.personas import SeedSourceError
 from synthesis.pipeline import SettingsMismatch, SynthesisConfig, run_synthesis
 from synthesis.scripted import ScriptedSynthesis, stage_of
@@ -88,19 +89,23 @@ def test_full_pipeline_two_personas_six_instances_then_evaluated(fake_server, tm
     assert read_json(out / "summary.json") == summary
     assert not fake_server.responder_errors
 
-    # Every call went through the seam with the role's temperature; the assistant simulator
-    # has the paper's system prompt.
-    temperatures = {}
+    # Every call went through the seam with the release's parameters for its stage; the
+    # assistant simulator has the release's system prompt.
+    params = {}
     for req in fake_server.requests:
-        temperatures.setdefault(stage_of(req), set()).add(req["body"].get("temperature"))
-    assert temperatures == {"descriptions": {0.7}, "factors": {0.7}, "sessions": {0.7},
-                            "decompose": {0.0}, "user_simulator": {0.3}, "assistant": {0.7}}
+        params.setdefault(stage_of(req), set()).add((req["body"].get("temperature"),
+                                                     req["body"].get("max_tokens")))
+    assert params == {"descriptions": {(0.7, 4096)}, "factors": {(1.0, 8192)},
+                      "sessions": {(0.7, 8192)}, "decompose": {(0, 4096)},
+                      "user_simulator": {(0.3, 8192)}, "assistant": {(0.7, 2048)}}
+    assistant_system = load_prompt(ASSISTANT_PROMPT).system_prompt
     assistant_calls = [r for r in fake_server.requests if r["model"] == "assistant-model"]
-    assert assistant_calls and all(r["system"] == ASSISTANT_SYSTEM_PROMPT for r in assistant_calls)
+    assert assistant_calls and all(r["system"] == assistant_system for r in assistant_calls)
     assert responder.calls["descriptions"] == 1  # both personas described in one batch
 
-    # Every structured stage sends its document's schema (a vLLM server constrains decoding
-    # with it); the assistant simulator answers in free text and sends none.
+    # Every structured stage sends its document's schema to a vLLM server (which constrains
+    # decoding with it), except the decomposer, whose request is the released harness's;
+    # the simulators answer in free text and send none.
     roots = {}
     for req in fake_server.requests:
         response_format = req["body"].get("response_format")
@@ -108,10 +113,8 @@ def test_full_pipeline_two_personas_six_instances_then_evaluated(fake_server, tm
             tuple(response_format["json_schema"]["schema"]["properties"])
         roots.setdefault(stage_of(req), set()).add(root)
     assert roots == {"descriptions": {("personas",)}, "factors": {("context_factors",)},
-                     "sessions": {("scenarios",)}, "decompose": {("checklist",)},
-                     "user_simulator": {("evaluation", "score", "end_conversation",
-                                         "selected_items", "thinking", "message")},
-                     "assistant": {None}}
+                     "sessions": {("scenarios",)}, "decompose": {None},
+                     "user_simulator": {None}, "assistant": {None}}
 
     personas = read_json(out / "personas.json")["personas"]
     assert len(personas) == 2 and all(p["description"] for p in personas)
@@ -132,7 +135,7 @@ def test_full_pipeline_two_personas_six_instances_then_evaluated(fake_server, tm
             assert turns[0] == {"role": "user", "content": session["request"]}
             assert [t["role"] for t in turns] == ["user", "assistant"] * (len(turns) // 2) + ["user"]
             assert d["satisfied"] and d["scores"][-1] == 10 and all(s < 10 for s in d["scores"][:-1])
-            assert 3 <= d["n_turns"] == len(turns) <= 16
+            assert 3 <= d["n_turns"] == len(turns) <= 2 * 16
             assert d["checklist"] == checklists[session["contextual_preference"]]
 
         # Instances: the evaluation's format, a stable id, the final request, SPEC §3.7 truths.
@@ -276,7 +279,7 @@ def test_malformed_answers_are_regenerated(fake_server, tmp_path):
 
 def test_failed_persona_is_reported_and_others_go_on(fake_server, tmp_path):
     seeds = tmp_path / "seeds.txt"
-    seeds.write_text("A teacher of chemistry in a small town.\nA nurse who writes poems. FAILME\n")
+    seeds.write_text("A teacher in a small town.\nA writer who volunteers as a nurse. FAILME\n")
     responder = ScriptedSynthesis(always_invalid={"factors": "FAILME"})
     fake_server.responder = responder
     out = tmp_path / "data"
@@ -378,6 +381,8 @@ def test_cli_defaults_match_the_original():
     assert (args.output_dir, args.model, args.n_personas, args.n_factors, args.n_sessions,
             args.max_turns, args.n_workers) == ("synthetic_data", "claude-3-5-sonnet-20241022",
                                                 4, 8, 13, 16, 1)
-    assert args.user_model == "gpt-4o-2024-11-20"
+    cfg = SynthesisConfig(model=args.model, user_model=args.user_model,
+                          decomposer_model=args.decomposer_model)
+    assert cfg.user_model == cfg.decomposer_model == "claude-3-5-sonnet-20241022"  # --model
     assert args.assistant_model == "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo"
     assert args.persona_seeds is None  # PersonaHub by default

@@ -14,7 +14,7 @@ from synthesis import personas as P
 from synthesis import schemas as S
 from synthesis.instances import build_instances, ground_truth, kept_sessions
 from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, check_journey, \
-    format_journey_requirements, make_journey
+    format_series_structure, make_journey
 from synthesis.parsing import InvalidGeneration, extract_block, parse_json, parse_yaml
 from synthesis.taxonomy import BUNDLED_SEEDS_FILE, canonical_type, load_occupations, load_taxonomy
 from synthesis.validate import (
@@ -23,7 +23,6 @@ from synthesis.validate import (
     validate_factors,
     validate_persona_batch,
     validate_sessions,
-    validate_user_turn,
 )
 from utils.prompts import load_prompt
 
@@ -33,21 +32,70 @@ TAX = load_taxonomy()
 # ---------------------------------------------------------------------------------------
 # Taxonomies and prompts
 # ---------------------------------------------------------------------------------------
-def test_taxonomies_match_tables_5_and_7():
-    assert len(TAX.career_levels) == 3
-    assert TAX.personality_traits == ("Openness to Experience", "Conscientiousness",
-                                      "Agreeableness", "Neuroticism")
-    assert len(TAX.personal_values) == 10 and "Self-Direction" in TAX.personal_values
-    assert TAX.decision_making_styles == ("Analytical", "Directive", "Conceptual", "Behavioral")
+RELEASE = "/work/.mirror/kixlab+CUPID/repo"
+
+
+def release_file(path: str) -> str | None:
+    """A file of the release at a8560ca when its mirror is on this machine (not in CI)."""
+    import subprocess
+    from pathlib import Path
+
+    if not Path(RELEASE).is_dir():
+        return None
+    done = subprocess.run(["git", "-C", RELEASE, "show", f"a8560ca:{path}"], capture_output=True)
+    return done.stdout.decode() if done.returncode == 0 else None
+
+
+def test_persona_attributes_are_the_releases_and_table_7_is_kept():
+    names = [a.name for a in TAX.persona_attributes]
+    assert names == ["career_level", "personality_traits", "personal_values", "decision_making_styles"]
+    career, traits, values, styles = TAX.persona_attributes
+    assert (career.n_choices, traits.n_choices, values.n_choices, styles.n_choices) == (1, 2, 2, 1)
+    assert career.options[0] == "entry-level/beginner/junior/novice"
+    assert traits.options[:2] == ("High Openness to Experience", "Low Openness to Experience")
+    assert "High Extroversion" in traits.options and len(traits.options) == 10
+    assert values.options[:3] == ("Self-Direction", "Achievement", "Universalism")
+    assert styles.options == ("Analytical", "Directive", "Conceptual", "Behavioral")
     assert len(TAX.factor_types) == 8
     assert [len(v) for v in TAX.preference_types.values()] == [6, 5, 5]  # 16 types
     assert len(TAX.task_types) == 12
 
 
-def test_occupation_tokens_are_115_distinct_words():
+def test_occupation_tokens_are_the_releases_114_in_order():
     tokens = load_occupations()
-    assert len(tokens) == 115 == len(set(tokens))
-    assert all(t.isalpha() and t.islower() for t in tokens)
+    assert len(tokens) == 114 == len(set(tokens))
+    assert tokens[:3] == ("historian", "teacher", "analyst") and tokens[-1] == "commentator"
+    source = release_file("synthesis/modules/persona_template_sampler.py")
+    if source is not None:
+        line = next(l for l in source.splitlines() if l.startswith("COMMON_OCCUPATION_TOKENS"))
+        assert list(tokens) == json.loads(line.split("=", 1)[1].replace("'", '"'))
+
+
+RELEASE_PROMPTS = ["persona_generator", "context_factors_generator", "sessions_generator",
+                   "user_simulator", "assistant_simulator"]
+
+
+@pytest.mark.parametrize("name", RELEASE_PROMPTS)
+def test_synthesis_prompts_are_the_releases_verbatim(name):
+    prompt = load_prompt(f"synthesis/{name}")
+    assert prompt.source == f"kixlab/CUPID@a8560ca prompts/synthesis/{name}.yaml (MIT)"
+    assert prompt.style == "format"
+    original = release_file(f"prompts/synthesis/{name}.yaml")
+    if original is not None:
+        data = yaml.safe_load(original)
+        assert prompt.system_prompt == data["system_prompt"]
+        assert prompt.user_prompt == data.get("user_prompt", "")
+
+
+def test_assistant_simulator_system_prompt_is_the_releases():
+    assert load_prompt("synthesis/assistant_simulator").system_prompt == (
+        "You are a conversational assistant. Limit your answers to 6 sentences.")
+
+
+def test_str_format_prompts_keep_braces_and_fill_names():
+    system, user = load_prompt("synthesis/persona_generator").render(seed_descriptions="1. x")
+    assert '{\n  "personas": [' in system and "{{" not in system
+    assert user == "## List of Basic Personas\n\n1. x"
 
 
 def test_canonical_type_is_lenient_but_not_loose():
@@ -58,46 +106,14 @@ def test_canonical_type_is_lenient_but_not_loose():
     assert canonical_type(None, TAX.task_types) is None
 
 
-@pytest.mark.parametrize("name,figure", [("persona_descriptions", 13), ("context_factors", 17),
-                                         ("interaction_sessions", 18), ("user_simulator", 19)])
-def test_prompts_load_cite_their_own_figure_and_have_no_pdf_artifacts(name, figure):
-    prompt = load_prompt(f"synthesis/{name}")
-    assert f"Figure {figure}" in prompt.source
-    text = prompt.system_prompt + prompt.user_prompt
-    for artifact in ("↪", "↳", "\\*", "\\_"):
-        assert artifact not in text
-
-
-def test_assistant_simulator_system_prompt_is_the_papers():
-    from synthesis.dialogues import ASSISTANT_SYSTEM_PROMPT
-    # Appendix B.4, word for word.
-    assert ASSISTANT_SYSTEM_PROMPT == ("You are a conversational assistant. "
-                                       "Limit your answers to 6 sentences.")
-
-
-def test_session_examples_keep_the_same_details_in_both_request_versions():
-    # Figure 18: the request with factor "should include all the same details"; only the
-    # preference is removed. Our example must not teach the opposite.
-    from synthesis.prompting import load_examples
-    text = load_examples("synthesis/interaction_sessions")
-    block = text.split("```yaml", 1)[1].split("```", 1)[0]
-    for scenario in yaml.safe_load(block)["scenarios"]:
-        plain = scenario["request_with_factor"].replace("[resource]", "").strip().rstrip("?.")
-        full = scenario["request_with_factor_and_preference"]
-        for number in re.findall(r"\d[\d,]*", plain):
-            assert number in full
-        assert len(full) > len(plain)
-
-
 # ---------------------------------------------------------------------------------------
 # Stage 1: seeds and templates
 # ---------------------------------------------------------------------------------------
-def test_bundled_seeds_each_name_an_occupation_token():
+def test_bundled_seeds_each_hold_an_occupation_token():
     seeds = P.read_seed_file(BUNDLED_SEEDS_FILE)
     assert 25 <= len(seeds) <= 40
     tokens = load_occupations()
-    for seed in seeds:
-        assert any(P.occupation_pattern(t).search(seed) for t in tokens), seed
+    assert sum(any(t in seed for t in tokens) for seed in seeds) >= 20
 
 
 def test_seed_file_formats(tmp_path):
@@ -131,42 +147,51 @@ def test_hub_is_the_default_and_falls_back_to_the_bundled_list(caplog):
     assert "Falling back to the bundled seed list" in caplog.text
 
 
-def test_templates_have_distinct_tokens_and_balanced_traits():
+def test_templates_draw_distinct_tokens_and_one_level_per_trait():
     seeds = P.read_seed_file(BUNDLED_SEEDS_FILE)
-    templates = P.make_templates(seeds, 20, load_occupations(), TAX, random.Random(3))
+    templates = P.make_templates(seeds, 12, load_occupations(), TAX, 42)
+    assert templates == P.make_templates(seeds, 12, load_occupations(), TAX, 42)  # seeded
     tokens = [t["occupation_token"] for t in templates]
-    assert len(set(tokens)) == 20
-    assert len({t["seed_description"] for t in templates}) == 20
-    assert len({t["persona_id"] for t in templates}) == 20
+    assert len(set(tokens)) == 12
+    assert [t["template_id"] for t in templates] == list(range(12))
+    assert len({t["persona_id"] for t in templates}) == 12
     for t in templates:
-        assert P.occupation_pattern(t["occupation_token"]).search(t["seed_description"])
-        assert len({x["trait"] for x in t["personality_traits"]}) == 2
+        assert t["occupation_token"] in t["seed_description"]  # a substring, as in the release
+        traits = [" ".join(x.split(" ")[1:]) for x in t["personality_traits"]]
+        assert len(set(traits)) == 2
         assert len(set(t["personal_values"])) == 2
-    # Balanced: least-used first, so counts differ by at most one.
-    for values in (Counter(t["career_level"] for t in templates),
-                   Counter(t["decision_making_style"] for t in templates),
-                   Counter(v for t in templates for v in t["personal_values"]),
-                   Counter(x["trait"] for t in templates for x in t["personality_traits"])):
-        assert max(values.values()) - min(values.values()) <= 1, values
-    levels = Counter((x["trait"], x["level"]) for t in templates for x in t["personality_traits"])
-    for trait in TAX.personality_traits:
-        assert abs(levels[(trait, "High")] - levels[(trait, "Low")]) <= 1
+        assert isinstance(t["career_level"], str) and isinstance(t["decision_making_styles"], str)
+    # The least-selected half is drawn from, so no option runs far ahead.
+    counts = Counter(t["decision_making_styles"] for t in templates)
+    assert max(counts.values()) - min(counts.values()) <= 2
+
+
+def test_template_is_shown_as_the_release_shows_it():
+    template = {"persona_id": "p", "template_id": 0, "seed_description": "A teacher's aide.",
+                "occupation_token": "teacher", "career_level": "senior-level/advanced/lead/expert",
+                "personality_traits": ["High Extroversion", "Low Neuroticism"],
+                "personal_values": ["Power", "Security"], "decision_making_styles": "Analytical"}
+    assert P.format_template(1, template) == (
+        "1. {'id': 0, 'seed': \"A teacher's aide.\", 'career_level': 'senior-level/advanced/lead/expert', "
+        "'personality_traits': ['High Extroversion', 'Low Neuroticism'], "
+        "'personal_values': ['Power', 'Security'], 'decision_making_styles': 'Analytical'}")
 
 
 def test_templates_extend_an_existing_list_without_changing_it():
     seeds = P.read_seed_file(BUNDLED_SEEDS_FILE)
-    first = P.make_templates(seeds, 3, load_occupations(), TAX, random.Random(0))
-    more = P.make_templates(seeds, 6, load_occupations(), TAX, random.Random(1), existing=first)
+    first = P.make_templates(seeds, 3, load_occupations(), TAX, 42)
+    more = P.make_templates(seeds, 6, load_occupations(), TAX, 42, existing=first)
     assert more[:3] == first and len(more) == 6
-    assert len({t["occupation_token"] for t in more}) == 6
+    assert not {t["seed_description"] for t in more[3:]} & {t["seed_description"] for t in first}
+    assert [t["template_id"] for t in more[3:]] == [0, 1, 2]  # as the release numbers a new draw
 
 
-def test_templates_reuse_tokens_only_when_needed_and_never_seeds():
-    seeds = ["A nurse in a clinic.", "A nurse on a ship.", "A pilot of gliders."]
-    templates = P.make_templates(seeds, 3, load_occupations(), TAX, random.Random(0))
-    assert sorted(t["occupation_token"] for t in templates) == ["nurse", "nurse", "pilot"]
-    with pytest.raises(P.SeedSourceError, match="only 3 distinct"):
-        P.make_templates(seeds, 4, load_occupations(), TAX, random.Random(0))
+def test_templates_need_enough_seeds_with_tokens():
+    seeds = ["A nurse in a clinic.", "A pilot of gliders and a teacher."]
+    templates = P.make_templates(seeds, 1, load_occupations(), TAX, 0)
+    assert templates[0]["seed_description"] == seeds[1]
+    with pytest.raises(P.SeedSourceError, match="unused seed descriptions"):
+        P.make_templates(seeds, 2, load_occupations(), TAX, 0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -174,7 +199,6 @@ def test_templates_reuse_tokens_only_when_needed_and_never_seeds():
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("n_sessions", [9, 13, 20])
 def test_journey_structure_over_many_seeds(n_sessions):
-    finals_a_first = Counter()
     positions = Counter()
     for seed in range(400):
         journey = make_journey(random.Random(seed), n_sessions, ("F1", "F2"))
@@ -186,21 +210,34 @@ def test_journey_structure_over_many_seeds(n_sessions):
         assert max(a) < min(changed)          # original preference before the changed one
         assert n_sessions not in a + changed + b
         assert roles.count(OTHER) == n_sessions - 7
-        finals_a_first[journey.main_factor] += 1
+        assert n_sessions - 1 not in a + changed  # the release draws A among the first n-2
         positions.update(a + changed + b)
-    # Random positions: every position before the last is used; both factors drawn as A.
+    # Random positions: every position before the last is used.
     assert set(positions) == set(range(1, n_sessions))
-    assert min(finals_a_first.values()) > 120
 
 
-def test_journey_requirements_text_has_one_line_per_scenario():
+def test_series_structure_is_the_releases_text():
     journey = Journey(roles=(OTHER, A, B, A, OTHER, A_CHANGED, B, OTHER, A_CHANGED, FINAL),
                       main_factor="X", contrastive_factor="Y")
-    lines = format_journey_requirements(journey).splitlines()
-    assert len(lines) == 10
-    assert lines[1] == "Scenario 2: Context factor A with its preference A"
-    assert lines[5] == "Scenario 6: Context factor A with the changed preference A'"
-    assert lines[-1] == "Scenario 10: Context factor A with the changed preference A' (final scenario)"
+    assert format_series_structure(journey) == "\n".join([
+        "    - Scenario ID 2: Context factor A with original preference A.",
+        "    - Scenario ID 3: Context factor B with original preference B.",
+        "    - Scenario ID 4: Context factor A with original preference A.",
+        "    - Scenario ID 6: Context factor A with changed preference A'.",
+        "    - Scenario ID 7: Context factor B with original preference B.",
+        "    - Scenario ID 9: Context factor A with changed preference A'.",
+        "    - Scenario ID 10: Context factor A with changed preference A'."])
+
+
+def test_journey_draws_are_the_releases():
+    # SessionsGenerator.create_series_structure: sample(range(n-2), 4), then 2 of the rest.
+    rng, mirror = random.Random(5), random.Random(5)
+    journey = make_journey(rng, 13, ("X", "Y"))
+    a = sorted(mirror.sample(range(11), 4))
+    b = mirror.sample([i for i in range(13) if i not in a + [12]], 2)
+    assert journey.positions(A) == [a[0] + 1, a[1] + 1]
+    assert journey.positions(A_CHANGED) == [a[2] + 1, a[3] + 1]
+    assert sorted(journey.positions(B)) == sorted(i + 1 for i in b)
 
 
 def test_check_journey_rejects_broken_structures():
@@ -243,9 +280,9 @@ def test_validate_persona_batch():
 
 
 def factor(i, related="N/A", ftype="Tool/Technology", preference=None):
-    return {"factor_type": ftype, "backstory": f"Backstory {i}.", "context_factor": f"Factor {i}",
+    return {"factor_type": ftype, "background": f"Backstory {i}.", "factor": f"Factor {i}",
             "task_types": ["Planning", "writing and editing"], "preference_type": "Format",
-            "contextual_preference": preference or f"Preference number {i} with its own words {i * 7}.",
+            "preference": preference or f"Preference number {i} with its own words {i * 7}.",
             "related_factor": related}
 
 
@@ -274,12 +311,12 @@ def test_validate_factors_good():
     (lambda f: f[-1].update(related_factor="N/A"), "contrastive pair"),
     (lambda f: f[-1].update(related_factor="Factor 1"), "contrastive pair"),
     (lambda f: f[0].update(related_factor="Factor 2"), "only the last two"),
-    (lambda f: f[1].update(context_factor="Factor 1"), "unique"),
+    (lambda f: f[1].update(factor="Factor 1"), "unique"),
     (lambda f: f[0].update(factor_type="Animal"), "factor_type"),
     (lambda f: f[0].update(task_types=["Knitting"]), "task type"),
     (lambda f: f[0].update(preference_type="Humour"), "preference_type"),
-    (lambda f: f[0].update(contextual_preference=""), "contextual_preference"),
-    (lambda f: f[-1].update(contextual_preference=f[-2]["contextual_preference"]), "contradict"),
+    (lambda f: f[0].update(preference=""), "preference"),
+    (lambda f: f[-1].update(preference=f[-2]["preference"]), "contradict"),
 ])
 def test_validate_factors_broken(mutate, reason):
     items = good_factors()
@@ -308,7 +345,7 @@ def good_scenarios(factors, a="Factor 4", b="Factor 5"):
     for i, role in enumerate(JOURNEY.roles, start=1):
         name = {A: a, A_CHANGED: a, FINAL: a, B: b}.get(role) or others[i % 3]
         preference = CHANGED if role in (A_CHANGED, FINAL) else by_name[name]["contextual_preference"]
-        out.append({"id": i, "context_factor": name, "contextual_preference": preference,
+        out.append({"id": i, "context_factor": name, "preference": preference,
                     "task_type": "Planning", "story": f"Story {i}.",
                     "request_with_factor_and_preference": f"Request {i} with {name}, {preference}",
                     "request_with_factor": f"Request {i} with {name}." + (" [resource]" if i == 10 else ""),
@@ -336,7 +373,7 @@ def test_validate_sessions_good_and_the_model_may_swap_a_and_b():
 def test_validate_sessions_canonicalizes_close_copies():
     factors = validate_factors(factors_yaml(good_factors()), 5, TAX)["factors"]
     items = good_scenarios(factors)
-    items[0]["contextual_preference"] = items[0]["contextual_preference"].upper().rstrip(".")
+    items[0]["preference"] = items[0]["preference"].upper().rstrip(".")
     items[1]["context_factor"] = "factor 4"
     doc = validate_sessions(sessions_yaml(items), JOURNEY, factors, TAX)
     assert doc["sessions"][0]["contextual_preference"] == factors[1]["contextual_preference"]
@@ -354,9 +391,9 @@ def _set(index, **values):
     (_set(2, context_factor="Factor 1"), "context factor B"),    # B slot with another factor
     (_set(3, context_factor="Factor 5"), "context factor A"),
     (_set(0, context_factor="Unknown Factor"), "not in the list"),
-    (_set(1, contextual_preference="Something else entirely, unrelated to the factor."), "must be the one listed"),
-    (_set(5, contextual_preference="Another changed preference, not the same as the final one."), "same in every A'"),
-    (lambda s: [s[i].update(contextual_preference=s[1]["contextual_preference"]) for i in (5, 8, 9)],
+    (_set(1, preference="Something else entirely, unrelated to the factor."), "must be the one listed"),
+    (_set(5, preference="Another changed preference, not the same as the final one."), "same in every A'"),
+    (lambda s: [s[i].update(preference=s[1]["preference"]) for i in (5, 8, 9)],
      "must differ"),
     (_set(0, task_type="Knitting"), "task_type"),
     (_set(9, resource=""), "resource"),
@@ -370,10 +407,10 @@ def test_validate_sessions_broken(mutate, reason):
         validate_sessions(sessions_yaml(items), JOURNEY, factors, TAX)
 
 
-def test_fill_resource():
-    assert fill_resource("Fix [resource] please", "code") == ("Fix code please", [])
+def test_fill_resource_as_the_release():
+    assert fill_resource("Fix [resource] please\n", "code\n") == ("Fix code\n please\n", [])
     text, warnings = fill_resource("Fix this", "code")
-    assert text == "Fix this\n\ncode" and warnings
+    assert text == "Fix this" and "left out" in warnings[0]
     with pytest.raises(InvalidGeneration):
         fill_resource("Fix [resource]", "")
 
@@ -384,20 +421,22 @@ def test_find_factor_needs_a_single_close_match():
     assert find_factor("Riverside Marke", factors) is None  # two equally close names
 
 
-def test_validate_user_turn():
-    good = {"evaluation": [{"item": 1, "satisfied": False}], "score": "7", "end_conversation": False,
-            "selected_items": [1], "thinking": "t", "message": " Hmm, not quite. "}
-    turn = validate_user_turn("```json\n" + json.dumps(good) + "\n```", 2)
-    assert turn["score"] == 7 and turn["message"] == "Hmm, not quite." and not turn["end_conversation"]
-    assert validate_user_turn(json.dumps({**good, "score": 10}), 2)["end_conversation"]
-    for broken, reason in (({**good, "score": 11}, "score"), ({**good, "score": None}, "score"),
-                           ({**good, "message": ""}, "message"),
-                           ({**good, "selected_items": [3]}, "items 1 to 2"),
-                           ({**good, "evaluation": "fine"}, "evaluation")):
-        with pytest.raises(InvalidGeneration, match=reason):
-            validate_user_turn(json.dumps(broken), 2)
-    with pytest.raises(InvalidGeneration, match="JSON object"):
-        validate_user_turn("[1, 2]", 2)
+def test_user_simulator_answers_parse_as_the_release_reads_them():
+    from synthesis.dialogues import InvalidUserTurn, opening_turn, parse_user_turn
+
+    answer = ("#### Evaluation of AI Assistant's Response\n\n1. **x**: ok\n\n#### Evaluation Score\n\n"
+              "7\n\n#### Continue or End?\n\nCONTINUE\n\n#### Selected Checklist Items\n\n- 1. x\n\n"
+              "#### Thinking\n\nt\n\n#### Your Message\n\n Hmm, not quite. ")
+    assert parse_user_turn(answer) == ("Hmm, not quite.", False, 7)
+    assert parse_user_turn(answer.replace("CONTINUE", "END").replace("\n7\n", "\n10\n")) == \
+        ("Hmm, not quite.", True, 10)
+    assert parse_user_turn(opening_turn("Do X.")) == ("Do X.", False, None)
+    for broken in (answer.replace("#### Your Message", "## Message"),
+                   answer.replace("#### Continue or End?", "Continue?"),
+                   answer.replace("CONTINUE", "MAYBE"),
+                   answer.split("#### Your Message")[0] + "#### Your Message\n\n"):
+        with pytest.raises(InvalidUserTurn):
+            parse_user_turn(broken)
 
 
 # ---------------------------------------------------------------------------------------
@@ -417,17 +456,12 @@ def test_schema_documents_pass_the_validators_and_broken_ones_fail_the_schema():
     factors = {"context_factors": _canonical_factors()}
     parsed_factors = validate_factors(json.dumps(factors), 5, TAX)["factors"]
     scenarios = {"scenarios": good_scenarios(parsed_factors)}
-    turn = {"evaluation": [{"item": 1, "strengths": "s", "weaknesses": "w", "satisfied": False},
-                           {"item": 2, "strengths": "s", "weaknesses": "w", "satisfied": True}],
-            "score": 7, "end_conversation": False, "selected_items": [1], "thinking": "t",
-            "message": "Not quite."}
     names = [f["context_factor"] for f in parsed_factors]
     cases = [
         (S.persona_batch_schema(1), personas, lambda raw: validate_persona_batch(raw, 1)),
         (S.factors_schema(5, TAX), factors, lambda raw: validate_factors(raw, 5, TAX)),
         (S.sessions_schema(10, names, TAX), scenarios,
          lambda raw: validate_sessions(raw, JOURNEY, parsed_factors, TAX)),
-        (S.user_turn_schema(2), turn, lambda raw: validate_user_turn(raw, 2)),
     ]
     for schema, document, validate in cases:
         jsonschema.validate(document, schema)
@@ -442,9 +476,6 @@ def test_schema_documents_pass_the_validators_and_broken_ones_fail_the_schema():
         (S.factors_schema(5, TAX), {"context_factors": [{**f, "factor_type": "Animal"}
                                                         for f in _canonical_factors()]}),
         (S.sessions_schema(10, names[:4], TAX), scenarios),                      # factor 5 unknown
-        (S.user_turn_schema(2), {**turn, "score": 11}),
-        (S.user_turn_schema(2), {**turn, "selected_items": [3]}),
-        (S.user_turn_schema(2), {**turn, "extra": 1}),
     ]
     for schema, document in broken:
         with pytest.raises(jsonschema.ValidationError):

@@ -33,7 +33,7 @@ class AnthropicModel(HostedModel):
     # Extended thinking as in the paper (Claude 3.7 Sonnet, Table 8).
     thinking_prefixes: tuple[str, ...] = ("claude-3-7-sonnet",)
     thinking_budget = 1024
-    thinking_temperature = 1.0
+    thinking_temperature = 1  # the integer, as the release sends it
     # The API version under which the messages API accepts `temperature`.
     legacy_api_version = "2023-06-01"
 

@@ -10,7 +10,11 @@ SDK's own retries are off (``max_retries=0``) because the seam in model.py retri
 """
 from __future__ import annotations
 
+<<<<<<< HEAD
 import itertools
+=======
+import inspect
+>>>>>>> main
 import json
 import time
 import urllib.error
@@ -31,9 +35,10 @@ from evaluation.models.model import (
 )
 
 
-def chat_messages(request: Request) -> list[dict]:
-    """The OpenAI-style message list: the system prompt (if any), then the conversation."""
-    messages = [{"role": "system", "content": request.system_prompt}] if request.system_prompt else []
+def chat_messages(request: Request, system_role: str = "system") -> list[dict]:
+    """The OpenAI-style message list: the system prompt (if any) as a ``system_role``
+    message, then the conversation."""
+    messages = [{"role": system_role, "content": request.system_prompt}] if request.system_prompt else []
     messages.extend({"role": m["role"], "content": m["content"]} for m in request.messages)
     return messages
 
@@ -63,7 +68,13 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
 # ---------------------------------------------------------------------------------------
 @register_provider("openai")
 class OpenAIModel(HostedModel):
-    """OpenAI chat completions. Honours OPENAI_BASE_URL (read at the first call)."""
+    """OpenAI chat completions. Honours OPENAI_BASE_URL (read at the first call).
+
+    ``system_role`` ("system" or "developer") is the role of the system prompt's message and
+    ``max_tokens_field`` ("max_tokens" or "max_completion_tokens") the field of the token
+    limit; config.ROLE_PARAMS sets them per role as the released harness sent them.
+    Reasoning models (o1/o3/o4) always take max_completion_tokens and no temperature.
+    """
 
     provider = "openai"
     api_key_env = "OPENAI_API_KEY"
@@ -71,6 +82,17 @@ class OpenAIModel(HostedModel):
     provider_label = "OpenAI models"
     # o-series reasoning models take no temperature and count max_completion_tokens.
     reasoning_prefixes: tuple[str, ...] = ("o1", "o3", "o4")
+
+    def __init__(self, name: str | None = None, *, system_role: str = "system",
+                 max_tokens_field: str = "max_tokens", **params: Any) -> None:
+        if system_role not in ("system", "developer"):
+            raise ValueError(f"system_role must be 'system' or 'developer', got {system_role!r}")
+        if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+            raise ValueError("max_tokens_field must be 'max_tokens' or 'max_completion_tokens', "
+                             f"got {max_tokens_field!r}")
+        super().__init__(name, **params)
+        self.system_role = system_role
+        self.max_tokens_field = max_tokens_field
 
     def is_reasoning_model(self) -> bool:
         return self.name.lower().startswith(self.reasoning_prefixes)
@@ -82,7 +104,8 @@ class OpenAIModel(HostedModel):
 
     # -- one attempt -------------------------------------------------------------------------
     def build_params(self, request: Request) -> dict:
-        params: dict[str, Any] = {"model": self.name, "messages": chat_messages(request)}
+        params: dict[str, Any] = {"model": self.name,
+                                  "messages": chat_messages(request, self.system_role)}
         if self.is_reasoning_model():
             if request.max_tokens is not None:
                 params["max_completion_tokens"] = request.max_tokens
@@ -90,7 +113,7 @@ class OpenAIModel(HostedModel):
             if request.temperature is not None:
                 params["temperature"] = request.temperature
             if request.max_tokens is not None:
-                params["max_tokens"] = request.max_tokens
+                params[self.max_tokens_field] = request.max_tokens
         if request.timeout is not None:
             params["timeout"] = request.timeout
         return params
@@ -143,6 +166,8 @@ class OpenAICompatibleModel(OpenAIModel):
                  max_tokens: int | None = None, timeout: float | None = None,
                  max_retries: int | None = None, cache: ResponseCache | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
+        # A served model gets a "system" message and max_tokens, as the release's vLLM route
+        # (PrefMatcher) sent them.
         name, url = split_name_and_url(name)
         url = url or base_url
         self._farm = [u.strip().rstrip("/") for u in url.split(",") if u.strip()] if url else []
@@ -233,7 +258,9 @@ class PrefMatcherModel(OpenAICompatibleModel):
     url_env = "CUPID_PREFMATCHER_URL"
 
     def __init__(self, name: str | None = None, **params: Any) -> None:
-        super().__init__(name or config.PREFMATCHER_MODEL, **params)
+        accepted = inspect.signature(OpenAICompatibleModel.__init__).parameters
+        super().__init__(name or config.PREFMATCHER_MODEL,
+                         **{k: v for k, v in params.items() if k in accepted})
 
     def default_base_url(self) -> str:
         return config.PREFMATCHER_BASE_URL
