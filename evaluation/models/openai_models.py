@@ -10,11 +10,8 @@ SDK's own retries are off (``max_retries=0``) because the seam in model.py retri
 """
 from __future__ import annotations
 
-<<<<<<< HEAD
-import itertools
-=======
 import inspect
->>>>>>> main
+import itertools
 import json
 import time
 import urllib.error
