@@ -68,7 +68,7 @@ def main() -> None:
         env = environment(server)
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": ROOT, "env": env}
 
-        subprocess.run(command(data, tmp / "online", args.workers), check=True, **quiet)
+        subprocess.run(command(data, tmp / "online", args.workers), check=False, **quiet)
         online = results_of(tmp / "online")
         online_calls = len(server.requests)
 
@@ -96,7 +96,8 @@ def main() -> None:
 
     same = all(online.get(k) == batch.get(k) for k in METRIC_KEYS)
     print(f"{args.n} instances, task both, model {MODEL}, evaluator {EVALUATOR}")
-    print(f"online run: {online_calls} calls, estimated cost ${cost(online):.4f}")
+    print(f"online run: {online_calls} calls, estimated cost ${cost(online):.4f}, "
+          f"{online['counts']['evaluated']} evaluated, {online['counts']['failed']} failed")
     print(f"batch run:  {clean_items} requests in {clean_batches} batches, {batch_wall:.1f}s, "
           f"estimated cost ${cost(batch):.4f}")
     print(f"batch / online cost: {cost(batch) / cost(online):.3f}x (expect 0.5x)")
