@@ -8,6 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 PROMPTS_DIR = ROOT / "prompts"
 SAMPLE_DATA_DIR = ROOT / "data" / "sample"
+PUBLISHED_DIR = ROOT / "data" / "published"
 
 
 def _env_float(name: str, default: float) -> float:

@@ -445,19 +445,36 @@ def _is_results_file(path: Path) -> bool:
         path.name == "results.json" or path.name.startswith("results."))
 
 
-def load_runs(root: str | Path) -> list[Run]:
+def not_a_run(manifest: Any) -> str | None:
+    """Why a run.json is not an evaluation run's manifest, or None when it is one."""
+    if not isinstance(manifest, dict):
+        return "its run.json is not an object"
+    if isinstance(manifest.get("settings"), dict) and "model" not in manifest:
+        return "a synthesis output (its run.json holds synthesis settings)"
+    if not isinstance(manifest.get("model"), str) or not manifest["model"]:
+        return "its run.json names no model"
+    return None
+
+
+def load_runs(root: str | Path, ignored: list[str] | None = None) -> list[Run]:
     """Read every run directory under ``root``; runs of the same (model, setting) merge.
 
-    Unreadable or foreign files are skipped with a warning on the run, never silently.
+    Unreadable or foreign files are skipped with a warning on the run, never silently; a
+    directory whose run.json is not an evaluation run's (a synthesis output, say) is left
+    out with a note appended to ``ignored``.
     """
     runs: dict[tuple[str, str], Run] = {}
+    ignored = [] if ignored is None else ignored
     for directory in find_run_dirs(root):
         try:
             manifest = read_json(directory / "run.json")
         except (OSError, ValueError) as exc:
-            raise ValueError(f"{directory / 'run.json'}: cannot read the run manifest ({exc})") from exc
-        if not isinstance(manifest, dict) or not manifest.get("model"):
-            raise ValueError(f"{directory / 'run.json'}: the manifest names no model")
+            ignored.append(f"{directory}: left out, its run.json cannot be read ({exc})")
+            continue
+        reason = not_a_run(manifest)
+        if reason:
+            ignored.append(f"{directory}: left out, not an evaluation run: {reason}")
+            continue
         model = str(manifest["model"])
         setting = str(manifest.get("setting") or "default")
         run = runs.setdefault((model, setting), Run(model, setting))

@@ -212,6 +212,39 @@ def _jsonable(value: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------------------
+# Shape: what every instance of kixlab/CUPID looks like (paper §3.1, Appendix B.5)
+# ---------------------------------------------------------------------------------------
+DATASET_PRIOR_SESSIONS = 8
+
+
+def shape_departures(instance: Instance) -> list[str]:
+    """How a valid instance departs from the dataset's shape (empty when it does not).
+    Such an instance is still evaluated: synthesis with other settings makes them on
+    purpose. Only the run's user is told, since the paper's numbers assume this shape."""
+    problems = []
+    n = len(instance.prior_interactions)
+    if n != DATASET_PRIOR_SESSIONS:
+        problems.append(f"{n} prior sessions, not {DATASET_PRIOR_SESSIONS}")
+    for s, session in enumerate(instance.prior_interactions):
+        if session.dialogue[0].role != "user":
+            problems.append(f"session {s + 1} opens with the assistant, not the user")
+            break
+    return problems
+
+
+def summarize_departures(departures: list[tuple[str, str]], max_ids: int = 10) -> list[str]:
+    """One line per kind of departure, naming the instances (the first ``max_ids``)."""
+    by_problem: dict[str, list[str]] = {}
+    for instance_id, problem in departures:
+        by_problem.setdefault(problem, []).append(instance_id)
+    lines = []
+    for problem, ids in by_problem.items():
+        more = f" and {len(ids) - max_ids} more" if len(ids) > max_ids else ""
+        lines.append(f"{len(ids)} instance(s) with {problem}: {', '.join(ids[:max_ids])}{more}")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------
 # Sources
 # ---------------------------------------------------------------------------------------
 def _undecodable(path: Path, exc: UnicodeDecodeError, data: bytes | None = None) -> DataValidationError:
@@ -365,10 +398,13 @@ class InstanceSource:
         if data_path is None and dataset is None:
             raise ValueError("give a data path or a dataset name")
         self.data_path = Path(data_path) if data_path is not None else None
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
         self.dataset, self.split, self.limit = dataset, split, limit
         self.count: int | None = None
         self.total: int | None = None
         self.fingerprint: str | None = None
+        self.warnings: list[str] = []     # shape departures, one line each
 
     @property
     def name(self) -> str:
@@ -383,17 +419,19 @@ class InstanceSource:
             return _rows_from_file(self.data_path)
         return _rows_from_hub(self.dataset, self.split)
 
-    def _parsed(self) -> Iterator[Instance]:
+    def _parsed(self, limit: int | None = None) -> Iterator[Instance]:
         for n, (row, where) in enumerate(self._rows()):
-            if self.limit is not None and n >= self.limit:
+            if limit is not None and n >= limit:
                 return
             yield parse_instance(row, where)
 
     def validate(self) -> int:
         """Parse every row (all of them, even under ``limit``), refuse duplicates, and
         fingerprint the data: ``fingerprint`` is a hash of every instance's content,
-        whatever ``limit`` selects, so every part of one data set shares it."""
+        whatever ``limit`` selects, so every part of one data set shares it. Instances whose
+        shape departs from the dataset's are named in ``self.warnings``."""
         seen: dict[str, str] = {}
+        departures: list[tuple[str, str]] = []
         digest = hashlib.sha256()
         try:
             rows = self._rows()
@@ -404,6 +442,7 @@ class InstanceSource:
                         f"{instance.source}: instance ({instance.persona_id!r}, {instance.instance_type!r}) "
                         f"duplicates {seen[instance.instance_id]}")
                 seen[instance.instance_id] = instance.source
+                departures += [(instance.instance_id, problem) for problem in shape_departures(instance)]
                 digest.update(f"{instance.instance_id}\0{instance.fingerprint()}\n".encode("utf-8"))
         except RecursionError as exc:
             raise DataValidationError(f"{self.name}: nested too deeply to be an instance") from exc
@@ -411,6 +450,7 @@ class InstanceSource:
             raise DataValidationError(f"{self.name}: no instances")
         self.total = len(seen)
         self.fingerprint = digest.hexdigest()[:32]
+        self.warnings = summarize_departures(departures)
         self.count = len(seen) if self.limit is None else min(self.limit, len(seen))
         return self.count
 
@@ -423,7 +463,7 @@ class InstanceSource:
         return {**source, "fingerprint": self.fingerprint, "n_instances": self.total}
 
     def __iter__(self) -> Iterator[Instance]:
-        return self._parsed()
+        return self._parsed(self.limit)
 
     def __len__(self) -> int:
         return self.count if self.count is not None else self.validate()

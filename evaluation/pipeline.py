@@ -54,7 +54,9 @@ def select_sessions(instance: Instance, setting: str) -> tuple[Session, ...]:
 
 
 def scorer_name(evaluator: Model, matcher: Model) -> str:
-    return evaluator.name if matcher is evaluator else f"{evaluator.name}+{matcher.name}"
+    """The evaluator's label, with the matcher's when another model matches; a label carries
+    the user's generation overrides, so overridden scores never mix with the default ones."""
+    return evaluator.label if matcher is evaluator else f"{evaluator.label}+{matcher.label}"
 
 
 class Evaluation:
@@ -272,7 +274,7 @@ class Evaluation:
         outcome = InstanceOutcome(instance.instance_id, instance.instance_type, "done")
         record = self.store.load(instance, self.setting, self.model.name)
         outcome.already_done = self.is_finished(record.data)
-        record.ensure_scorer(self.scorer, self.evaluator.name, self.matcher.name)
+        record.ensure_scorer(self.scorer, self.evaluator.label, self.matcher.label)
         if self.setting == "oracle" and not relevant_positions(instance):
             outcome.status, outcome.skip_reason = "skipped", "no prior session has the current preference"
             record.set_field("skipped", outcome.skip_reason)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from pathlib import Path
 
-PUBLISHED_DIR = Path(__file__).resolve().parent.parent / "data" / "published"
+import config
+
+PUBLISHED_DIR = config.PUBLISHED_DIR
 TABLE_FILES = ("table1", "table3", "table9", "table10", "table11")
 
 # The paper's row order (Tables 1, 3, 9, 10, 11).

@@ -24,6 +24,9 @@ from evaluation import analysis as A
 from evaluation.data import INSTANCE_TYPES, safe_name
 from evaluation.metrics import micro_inference
 from evaluation.published import display_name, lookup, paper_model_name, scorer_kind
+from evaluation.figures import plotter as _plotter
+from evaluation.figures import pyplot as _pyplot
+from evaluation.report_gaps import Gap, find_gaps, gaps_markdown
 from evaluation.report_html import write_html_report
 from utils.io import atomic_write_text
 
@@ -50,6 +53,9 @@ CSV_COLUMNS = [
 ]
 
 GROUPS = ("all",) + INSTANCE_TYPES
+# A figure's point or bin resting on fewer instances is drawn hollow (Figure 3) or merged
+# into fewer bins (Figure 9): one instance must not look like a trend.
+DEFAULT_MIN_BIN_SIZE = 5
 TYPE_TITLES = {"all": "All", "consistent": "Consistent", "contrastive": "Contrastive",
                "changing": "Changing"}
 
@@ -123,12 +129,14 @@ class Analysis:
     """Everything computed from a results directory, with outcome caches."""
 
     def __init__(self, results_dir: str | Path, n_bootstrap: int = A.DEFAULT_N_BOOTSTRAP,
-                 seed: int = 0, n_length_bins: int = 5):
+                 seed: int = 0, n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE):
         self.results_dir = Path(results_dir)
         self.n_bootstrap = n_bootstrap
         self.seed = seed
         self.n_length_bins = n_length_bins
-        self.runs = A.load_runs(self.results_dir)
+        self.min_bin_size = min_bin_size
+        self.ignored: list[str] = []   # directories with a run.json that are not evaluation runs
+        self.runs = A.load_runs(self.results_dir, self.ignored)
         self._outcomes: dict[tuple, A.Outcome] = {}
         self._cells: dict[tuple, Cell] = {}
         self.labels = self._labels()
@@ -569,12 +577,14 @@ def position_data(an: Analysis) -> FigureData:
         rows.append([f"{g.low:g}", str(overall[i][1]), _pct(overall[i][0])] +
                     [f"{_pct(v[i][0])} (n={v[i][1]})" for v in per_model.values()])
     fig.table = _md_table(header, rows)
-    fig.payload = {"x": [g.low for g in groups], "overall": overall, "per_model": per_model}
+    fig.payload = {"x": [g.low for g in groups], "overall": overall, "per_model": per_model,
+                   "min_n": an.min_bin_size}
     fig.caption = (f"Per-instance F1 (scorer `{scorer}`, default setting) averaged over models and "
                    f"instances, grouped by the mean 1-based position of the sessions that hold the "
                    f"current preference (rounded to 0.5). Rests on {len(points)} (model × instance) "
                    f"results from {len(runs)} model(s); {no_relevant} left out because their history "
-                   f"has no relevant session." +
+                   f"has no relevant session. Points resting on fewer than {an.min_bin_size} "
+                   f"instances are drawn hollow." +
                    (f" Models left out (no results under this scorer): {', '.join(left_models)}." if left_models else ""))
     return fig
 
@@ -598,7 +608,15 @@ def length_data(an: Analysis) -> FigureData:
             else:
                 no_length.add(instance_id)
     no_length -= set(tokens)
-    bins = A.equal_size_bins(tokens, an.n_length_bins)
+    n_bins = max(1, min(an.n_length_bins, len(tokens) // an.min_bin_size))
+    bins = A.equal_size_bins(tokens, n_bins)
+    bins_note = "" if n_bins == an.n_length_bins else (
+        f" {an.n_length_bins} bins were asked for; {n_bins} drawn so that a bin holds at least "
+        f"{an.min_bin_size} instances ({len(tokens)} here; `--min_bin_size` sets the floor).")
+    small = [b for b in bins if b.n < an.min_bin_size]
+    if small:
+        bins_note += (f" {len(small)} bin(s) hold fewer than {an.min_bin_size} instances (too few "
+                      f"instances, or ties at a boundary); their points are drawn hollow.")
     panels = {}
     for task, runs, scorer in (("inference", inf_runs, inf_scorer), ("generation", gen_runs, gen_scorer)):
         lines = {}
@@ -611,19 +629,20 @@ def length_data(an: Analysis) -> FigureData:
     header += [f"{m} F1" for m in panels["inference"]] + [f"{m} score" for m in panels["generation"]]
     rows = []
     for i, b in enumerate(bins):
-        row = [f"{b.low:g}–{b.high:g}", str(b.n)]
+        row = [f"{b.low:g}" if b.low == b.high else f"{b.low:g}–{b.high:g}", str(b.n)]
         row += [f"{_pct(v[i][0])} (n={v[i][1]})" for v in panels["inference"].values()]
         row += [f"{_score(v[i][0])} (n={v[i][1]})" for v in panels["generation"].values()]
         rows.append(row)
     fig.table = _md_table(header, rows)
-    fig.payload = {"bins": bins, "panels": panels}
+    fig.payload = {"bins": bins, "panels": panels, "min_n": an.min_bin_size}
     n_inf = sum(n for v in panels["inference"].values() for _, n in v)
     n_gen = sum(n for v in panels["generation"].values() for _, n in v)
     fig.caption = (f"Instances split into {len(bins)} equal-size bins by history length (each bin's "
                    f"lengths exceed the previous bin's maximum; Appendix F.4); per bin, the mean per-instance "
                    f"F1 (scorer `{inf_scorer}`) and mean judge score (`{gen_scorer}`) per model, default "
                    f"setting. Rests on {n_inf} inference and {n_gen} generation results over "
-                   f"{len(tokens)} instances; {len(no_length)} instance(s) without a history length left out.")
+                   f"{len(tokens)} instances; {len(no_length)} instance(s) without a history length left out."
+                   + bins_note)
     return fig
 
 
@@ -709,139 +728,6 @@ def inference_generation_data(an: Analysis) -> FigureData:
 
 
 # =======================================================================================
-# Plotting (matplotlib, Agg)
-# =======================================================================================
-def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def _save(plt, fig, path: Path) -> None:
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def plot_prf_bars(data: FigureData, path: Path) -> None:
-    import numpy as np
-    plt = _pyplot()
-    bars = data.payload["bars"]
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(bars) + 2), 4.5))
-    x = np.arange(len(bars))
-    width = 0.26
-    for k, (metric, color) in enumerate((("precision", "#4C72B0"), ("recall", "#DD8452"), ("f1", "#55A868"))):
-        values = [100 * (b[metric].value or 0) for b in bars]
-        low = [100 * ((b[metric].value or 0) - (b[metric].low if b[metric].low is not None else b[metric].value or 0)) for b in bars]
-        high = [100 * ((b[metric].high if b[metric].high is not None else b[metric].value or 0) - (b[metric].value or 0)) for b in bars]
-        ax.bar(x + (k - 1) * width, values, width, yerr=[low, high], capsize=3, color=color,
-               label={"precision": "Precision", "recall": "Recall", "f1": "F1"}[metric])
-    ax.set_xticks(x)
-    ax.set_xticklabels([f"{b['label']}\n(n={b['n']})" for b in bars], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("%")
-    ax.set_ylim(0, 100)
-    ax.set_title("Inference: P / R / F1 (95% bootstrap CI)")
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
-    _save(plt, fig, path)
-
-
-def plot_position(data: FigureData, path: Path) -> None:
-    plt = _pyplot()
-    xs = data.payload["x"]
-    fig, ax = plt.subplots(figsize=(8.5, 4.5))
-    for label, values in data.payload["per_model"].items():
-        pts = [(x, 100 * v) for x, (v, n) in zip(xs, values) if v is not None]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", linewidth=1, alpha=0.6, label=label)
-    overall = [(x, 100 * v, n) for x, (v, n) in zip(xs, data.payload["overall"]) if v is not None]
-    ax.plot([p[0] for p in overall], [p[1] for p in overall], marker="o", color="black", linewidth=2.5,
-            label="All models")
-    for x, y, n in overall:
-        ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7)
-    ax.set_xlabel("Mean position of relevant sessions in the history")
-    ax.set_ylabel("Mean F1 (%)")
-    ax.set_title("F1 against position of relevant sessions")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    _save(plt, fig, path)
-
-
-def plot_length(data: FigureData, path: Path) -> None:
-    plt = _pyplot()
-    bins = data.payload["bins"]
-    labels = [f"{b.low:g}–{b.high:g}" for b in bins]
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
-    for ax, task, ylabel, scale in ((axes[0], "inference", "Mean F1 (%)", 100),
-                                    (axes[1], "generation", "Mean judge score (1-10)", 1)):
-        for label, values in data.payload["panels"][task].items():
-            pts = [(i, scale * v) for i, (v, n) in enumerate(values) if v is not None]
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
-        ax.set_xticks(range(len(bins)))
-        ax.set_xticklabels(labels, rotation=20, ha="right", fontsize=8)
-        ax.set_xlabel("History length (tokens), equal-size bins")
-        ax.set_ylabel(ylabel)
-        ax.set_title(task.capitalize())
-        ax.grid(alpha=0.3)
-    handles = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
-    if handles:
-        axes[1].legend(list(handles.values()), list(handles), fontsize=7, loc="upper left",
-                       bbox_to_anchor=(1.02, 1.0))
-    _save(plt, fig, path)
-
-
-def plot_matcher(data: FigureData, path: Path) -> None:
-    plt = _pyplot()
-    p = data.payload
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
-    ax = axes[0]
-    for label, x, y, n in p["models"]:
-        ax.scatter(100 * x, 100 * y, s=30)
-        ax.annotate(label, (100 * x, 100 * y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-    ax.plot([0, 100], [0, 100], linestyle="--", color="grey", linewidth=1)
-    ax.set_title("Model-wise F1 (default setting): " + _r(p["r_models"]).split(" (")[0], fontsize=9, pad=12)
-    ax = axes[1]
-    xs, ys = p["instances"]
-    ax.scatter([100 * v for v in xs], [100 * v for v in ys], s=10, alpha=0.4)
-    ax.plot([0, 100], [0, 100], linestyle="--", color="grey", linewidth=1)
-    ax.set_title("Per-instance F1: " + _r(p["r_instances"]).split(" (")[0], fontsize=9)
-    for ax in axes:
-        ax.set_xlabel(f"F1 (%) with {p['base']}", fontsize=8)
-        ax.set_ylabel(f"F1 (%) with {p['other']}", fontsize=8)
-        ax.set_xlim(-3, 108)
-        ax.set_ylim(-3, 108)
-        ax.grid(alpha=0.3)
-    _save(plt, fig, path)
-
-
-def plot_inference_generation(data: FigureData, path: Path) -> None:
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 5))
-    points = data.payload["points"]
-    for label, x, y, _, _ in points:
-        ax.scatter(100 * x, y, s=35)
-        ax.annotate(label, (100 * x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-    ax.set_xlabel("Inference F1 (%)")
-    ax.set_ylabel("Generation judge score (1-10)")
-    ax.set_title("Inference vs generation: " + _r(data.payload["corr"]).split(" (")[0], fontsize=10)
-    ax.grid(alpha=0.3)
-    _save(plt, fig, path)
-
-
-PLOTTERS = {"fig_prf1": plot_prf_bars, "fig3_position": plot_position, "fig9_length": plot_length,
-            "fig5_inference_vs_generation": plot_inference_generation}
-
-
-def _plotter(name: str):
-    return plot_matcher if name.startswith("fig4_matcher") else PLOTTERS[name]
-
-
-# =======================================================================================
 # Assembly
 # =======================================================================================
 @dataclass
@@ -850,6 +736,8 @@ class ReportFiles:
     csv: Path
     figures: list[Path]
     analysis: Analysis | None = None
+    gaps: list[Gap] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
 
 
 def render_csv(rows: list[dict]) -> str:
@@ -863,12 +751,17 @@ def render_csv(rows: list[dict]) -> str:
 
 def build_report(results_dir: str | Path, output_dir: str | Path | None = None, *,
                  n_bootstrap: int = A.DEFAULT_N_BOOTSTRAP, seed: int = 0,
-                 n_length_bins: int = 5, figures: bool = True) -> ReportFiles:
+                 n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE,
+                 figures: bool = True) -> ReportFiles:
     results_dir = Path(results_dir)
     output = Path(output_dir) if output_dir is not None else results_dir
-    an = Analysis(results_dir, n_bootstrap=n_bootstrap, seed=seed, n_length_bins=n_length_bins)
+    an = Analysis(results_dir, n_bootstrap=n_bootstrap, seed=seed, n_length_bins=n_length_bins,
+                  min_bin_size=min_bin_size)
     if not an.runs:
-        raise FileNotFoundError(f"{results_dir}: no run directories (no run.json found)")
+        notes = f" ({'; '.join(an.ignored)})" if an.ignored else ""
+        raise FileNotFoundError(f"{results_dir}: no evaluation run directories (no run.json of an "
+                                f"evaluation run found){notes}")
+    gaps = find_gaps(an, results_dir)
     output.mkdir(parents=True, exist_ok=True)
 
     md = ["# CUPID evaluation report", "",
@@ -890,7 +783,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
                           "; ".join(str(d.relative_to(results_dir)) if d != results_dir else "."
                                     for d in r.directories)]
                          for m in an.models() for r in an.runs if r.model == m]))
-    md += ["", coverage_section(an), ""]
+    md += ["", coverage_section(an), "", gaps_markdown(gaps, an.ignored), ""]
 
     md += ["## Inference", ""]
     for scorer in an.scorers("inference"):
@@ -945,7 +838,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
     md_path, csv_path = output / "report.md", output / "report.csv"
     atomic_write_text(csv_path, render_csv(an.csv_rows()))
     atomic_write_text(md_path, "\n".join(md).rstrip() + "\n")
-    return ReportFiles(md_path, csv_path, written, an)
+    return ReportFiles(md_path, csv_path, written, an, gaps, an.ignored)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -958,6 +851,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     parser.add_argument("--n_length_bins", type=int, default=5,
                         help="equal-size bins of history length for Figure 9 (default 5)")
+    parser.add_argument("--min_bin_size", type=int, default=DEFAULT_MIN_BIN_SIZE,
+                        help="fewest instances behind a figure's bin or point before it is merged "
+                             f"(Figure 9) or drawn hollow (default {DEFAULT_MIN_BIN_SIZE})")
     parser.add_argument("--no_figures", action="store_true", help="write report.md and report.csv only")
     parser.add_argument("--no_html", action="store_true", help="do not write report.html")
     parser.add_argument("--data_dir", "--data", dest="data", action="append", default=None,
@@ -968,11 +864,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--n_bootstrap must be at least 1")
     if args.n_length_bins < 1:
         parser.error("--n_length_bins must be at least 1")
+    if args.min_bin_size < 1:
+        parser.error("--min_bin_size must be at least 1")
     if not Path(args.results_dir).is_dir():
         parser.error(f"{args.results_dir}: not a directory")
     try:
         files = build_report(args.results_dir, args.output, n_bootstrap=args.n_bootstrap, seed=args.seed,
-                             n_length_bins=args.n_length_bins, figures=not args.no_figures)
+                             n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
+                             figures=not args.no_figures)
         html = None if args.no_html else write_html_report(
             args.results_dir, files.markdown.parent, runs=files.analysis.runs,
             model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data)
@@ -985,6 +884,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {path}")
     if html is not None:
         print(f"wrote {html}")
+    for note in files.ignored:
+        print(f"note: {note}")
+    if files.gaps:
+        print(f"\nNot in this report ({len(files.gaps)}; see report.md, \"What this report cannot show yet\"):")
+        for gap in files.gaps:
+            print("\n".join(gap.lines()))
     return 0
 
 

@@ -24,12 +24,13 @@ import time
 from pathlib import Path
 
 import config
-from evaluation.data import DataValidationError, InstanceSource
+from evaluation.data import DATASET_PRIOR_SESSIONS, DataValidationError, InstanceSource
 from evaluation.models.model import (
     ModelConfigurationError,
     ModelError,
     ResponseCache,
     RunCancelled,
+    check_models,
     cancel_all,
     reset_cancel,
     UsageTracker,
@@ -50,6 +51,7 @@ from evaluation.store import (
     run_dir_for,
 )
 from evaluation.sweep import ProgressLog, ShardedInstances, parse_shard, print_sweep_table, sweep_runs
+from utils.cli import Parser, generation_params, non_negative_int, positive_float, positive_int
 from utils.executor import iter_with_progress
 from utils.io import clean_orphan_tmp
 from utils.redact import RedactingFormatter, redact
@@ -58,7 +60,7 @@ log = logging.getLogger("cupid.evaluation")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="python -m evaluation.run",
         description="Evaluate a model on CUPID: infer the user's contextual preference from "
                     "prior sessions (precision/recall/F1) and/or answer the request (judge score 1-10).",
@@ -92,12 +94,26 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--data", help="one data file: .jsonl, .json or .parquet in the dataset's schema")
     source.add_argument("--dataset", default=config.HF_DATASET, help="Hugging Face dataset name")
     source.add_argument("--split", default=config.HF_SPLIT, help="dataset split")
-    source.add_argument("--limit", type=int, help="evaluate only the first N instances")
-    p.add_argument("--n_workers", type=int, default=4, help="instances evaluated at once (threads)")
-    p.add_argument("--timeout", type=float, default=config.REQUEST_TIMEOUT,
+    source.add_argument("--limit", type=positive_int,
+                        help="evaluate only the first N instances (every row is still validated)")
+    p.add_argument("--n_workers", type=positive_int, default=4, help="instances evaluated at once (threads)")
+    p.add_argument("--timeout", type=positive_float, default=config.REQUEST_TIMEOUT,
                    help="seconds one request may take before it is retried")
-    p.add_argument("--max_retries", type=int, default=config.MAX_RETRIES,
-                   help="retries of a request after 429/5xx/timeouts/connection errors")
+    p.add_argument("--max_retries", type=non_negative_int, default=config.MAX_RETRIES,
+                   help="retries of a request after 429/5xx/timeouts/connection errors (0: none)")
+    gen = p.add_argument_group(
+        "generation overrides (the run is then not the benchmark's default: its directory and "
+        "scorer are named after them, e.g. results/M[temperature=0.2]/, and run.json records them)")
+    gen.add_argument("--seed", type=non_negative_int, default=None,
+                     help="sent with every request of every role to providers that take a seed "
+                          "(OpenAI, Together, Google, vLLM, the embedded model; not Anthropic)")
+    gen.add_argument("--model_args", type=generation_params, default=None, metavar="K=V,...",
+                     help="the evaluated model's temperature, max_tokens or seed, replacing what "
+                          "each step asks for, e.g. temperature=0.2,max_tokens=1024")
+    gen.add_argument("--evaluator_args", type=generation_params, default=None, metavar="K=V,...",
+                     help="the same for the evaluator (decompose, match, judge)")
+    gen.add_argument("--matcher_args", type=generation_params, default=None, metavar="K=V,...",
+                     help="the same for PrefMatcher (with --use_matcher)")
     p.add_argument("--no_cache", action="store_true",
                    help="do not keep LLM answers in RESULTS_DIR/.llm_cache.sqlite (the cache lets a "
                         "rerun replay calls that finished, and lets settings share identical calls)")
@@ -181,6 +197,25 @@ def print_summary(results: dict, path: Path, out=None) -> None:
               f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens"
               + (f" · ~${cost:.4f}" if cost is not None else ""), file=out)
     print(f"results: {path}", file=out)
+
+
+def bundled_path(path: str | None) -> str | None:
+    """A relative data path that does not exist here but names a file shipped with the
+    project (``data/sample``) resolves to the installed copy, so the README's commands work
+    from any directory."""
+    if path is None or Path(path).is_absolute() or Path(path).exists():
+        return path
+    shipped = config.ROOT / path
+    return str(shipped) if shipped.exists() else path
+
+
+def role_overrides(args: argparse.Namespace) -> dict[str, dict]:
+    """Each role's generation overrides: --seed for every role, then the role's own
+    --*_args (which win). Empty when the user chose none: the benchmark's parameters."""
+    seed = {} if args.seed is None else {"seed": args.seed}
+    return {"evaluated": {**seed, **(args.model_args or {})},
+            "evaluator": {**seed, **(args.evaluator_args or {})},
+            "matcher": {**seed, **(args.matcher_args or {})}}
 
 
 def recorded_usage(store: RunStore) -> dict:
@@ -299,7 +334,7 @@ class SharedResources:
         return self.caches[path]
 
     def model(self, spec: str, role: str, **params):
-        key = (spec, role, tuple(sorted(params.items())))
+        key = (spec, role, repr(sorted(params.items())))
         if key not in self.models:
             self.models[key] = resolve_model(spec, role=role, **params)
         return self.models[key]
@@ -317,15 +352,15 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     if args.setting == "oracle_preference" and args.task != "generation":
         error("--setting oracle_preference applies to --task generation only")
         return 2
-    if args.n_workers < 1:
-        error("--n_workers must be at least 1")
+    if args.matcher_args and not args.use_matcher:
+        error("--matcher_args needs --use_matcher")
         return 2
 
     # 1. Data, validated in full before any model is touched.
     try:
         if args.data and args.data_dir:
             raise DataValidationError("give --data or --data_dir, not both")
-        data_path = args.data or args.data_dir
+        data_path = bundled_path(args.data or args.data_dir)
         instances = InstanceSource(data_path=data_path, dataset=None if data_path else args.dataset,
                                    split=args.split, limit=args.limit)
         instances.validate()
@@ -333,6 +368,9 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         error(f"bad data: {exc}")
         return 2
     data_source = instances.name  # the same for every shard, so shards share a run directory
+    for warning in instances.warnings:
+        print(f"warning: {data_source}: {warning} (the dataset's instances have "
+              f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)", file=sys.stderr)
     if args.shard:
         instances = ShardedInstances(instances, *parse_shard(args.shard))
 
@@ -347,19 +385,19 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         error(str(exc))
         return 2
     common = {"timeout": args.timeout, "max_retries": args.max_retries}
+    overrides = role_overrides(args)
     try:
-        model = resolve_model(args.model, role="evaluated", **common)
+        model = resolve_model(args.model, role="evaluated", overrides=overrides["evaluated"], **common)
         # The evaluator and matcher are one object for every run of a sweep.
-        evaluator = shared.model(args.evaluator, "evaluator", **common)
+        evaluator = shared.model(args.evaluator, "evaluator", overrides=overrides["evaluator"], **common)
         matcher = None
         if args.use_matcher:
             matcher = shared.model(f"vllm:{config.PREFMATCHER_MODEL}@{args.matcher_url}",
-                                   "matcher", **common)
+                                   "matcher", overrides=overrides["matcher"], **common)
         models = [m for m in (model, evaluator, matcher) if m is not None]
         for m in models[1:]:
             m.usage = UsageTracker()  # this run's calls only, in its results.json
-        for m in models:
-            m.preflight()
+        check_models(models)
     except ModelError as exc:
         error(str(exc))
         return 2
@@ -373,10 +411,14 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
                 for k in keys] + ["summarize"]
     if args.setting == "oracle_preference":
         keys = [{"generate": "generate_oracle_preference"}.get(k, k) for k in keys]
-    run_dir = run_dir_for(args.results_dir, model.name, args.setting)
-    manifest = {"model": model.name, "setting": args.setting, "data_source": data_source,
+    # A run with generation overrides is another run: its own directory, named by its label.
+    run_dir = run_dir_for(args.results_dir, model.label, args.setting)
+    manifest = {"model": model.label, "setting": args.setting, "data_source": data_source,
                 "data": instances.describe(),
                 "prompt_versions": {PROMPTS[k]: prompt_version(k) for k in keys}}
+    if model.overrides:
+        manifest["model_name"] = model.name
+        manifest["generation_overrides"] = dict(model.overrides)
     store = RunStore(run_dir, manifest)
     evaluation = Evaluation(model=model, evaluator=evaluator, matcher=matcher, store=store,
                             task=args.task, setting=args.setting, inner_workers=args.n_workers)
@@ -523,9 +565,11 @@ def write_results(store: RunStore, evaluation: Evaluation, args, data_source: st
     }
     results["this_invocation"] = this_invocation
     results["settings"] = {
-        "model": evaluation.model.name, "setting": args.setting, "task": results.pop("tasks"),
+        "model": evaluation.model.label, "setting": args.setting, "task": results.pop("tasks"),
         "invocation_task": args.task,
-        "evaluator": evaluation.evaluator.name, "matcher": evaluation.matcher.name,
+        "evaluator": evaluation.evaluator.label, "matcher": evaluation.matcher.label,
+        "generation_overrides": {role: dict(m.overrides) for role, m in models
+                                 if m is not None and m.overrides},
         "scorer": evaluation.scorer, "data_source": data_source,
         "data": store.manifest.get("data"),
         "prompt_versions": store.manifest.get("prompt_versions", manifest["prompt_versions"]),

@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import config
 from evaluation.data import make_instance_id
-from evaluation.models.model import Model, ResponseCache, resolve_model
+from evaluation.models.model import Model, ResponseCache, check_models, resolve_model
 from synthesis import personas as persona_stage
 from synthesis.dialogues import simulate_dialogue
 from synthesis.factors import generate_factors
@@ -549,12 +549,10 @@ class Synthesis:
     # The whole run
     # =====================================================================================
     def check_models(self) -> None:
-        """Fail fast on a missing key or an unreachable server, before any work."""
-        seen = set()
-        for model in self.models.values():
-            if id(model) not in seen:
-                seen.add(id(model))
-                model.check()
+        """Fail fast on a missing key or an unreachable server, before any work; every
+        missing key is named in one message."""
+        unique = {id(model): model for model in self.models.values()}
+        check_models(list(unique.values()), probe=False)
 
     def run(self) -> dict:
         started = time.perf_counter()

@@ -19,35 +19,46 @@ import sys
 from pathlib import Path
 
 
+ROLE_FLAGS = ("model", "user_model", "assistant_model", "decomposer_model")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import config
     from synthesis.pipeline import SynthesisConfig
+    from utils.cli import Parser, non_negative_int, positive_int
 
     d = SynthesisConfig()
-    p = argparse.ArgumentParser(prog="python -m synthesis.run", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = Parser(prog="python -m synthesis.run", description=__doc__.split("\n\n")[0],
+               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--output_dir", default=str(d.output_dir), help="where every artifact is written")
-    p.add_argument("--model", default=d.model,
-                   help="personas, factors, sessions, checklists and the user simulator, as "
-                        "in the release")
-    p.add_argument("--user_model", default=None, help="user simulator (default: --model)")
-    p.add_argument("--assistant_model", default=d.assistant_model,
-                   help="assistant simulator (the release's fixed model by default)")
-    p.add_argument("--decomposer_model", default=None,
+    # Role flags have no default in the namespace so that --all_models / --embedded can tell an explicit choice.
+    p.add_argument("--model", default=argparse.SUPPRESS,
+                   help=f"personas, factors, sessions, checklists and the user simulator, as in "
+                        f"the release; default {d.model}")
+    p.add_argument("--user_model", default=argparse.SUPPRESS, help="user simulator (default: --model)")
+    p.add_argument("--assistant_model", default=argparse.SUPPRESS,
+                   help=f"assistant simulator (the release's fixed model); default {d.assistant_model}")
+    p.add_argument("--decomposer_model", default=argparse.SUPPRESS,
                    help="preference decomposer, for the checklists (default: --model)")
-    p.add_argument("--n_personas", type=int, default=d.n_personas)
-    p.add_argument("--n_factors", type=int, default=d.n_factors)
-    p.add_argument("--n_sessions", type=int, default=d.n_sessions)
-    p.add_argument("--max_turns", type=int, default=d.max_turns,
+    p.add_argument("--all_models", default=None, metavar="NAME",
+                   help="one model in every role (a --*_model flag given beside it still wins)")
+    p.add_argument("--embedded", action="store_true",
+                   help=f"offline: {config.EMBEDDED_MODEL} in every role and the bundled persona "
+                        f"seeds (same as --all_models {config.EMBEDDED_MODEL} --persona_seeds bundled)")
+    p.add_argument("--n_personas", type=positive_int, default=d.n_personas)
+    p.add_argument("--n_factors", type=positive_int, default=d.n_factors)
+    p.add_argument("--n_sessions", type=positive_int, default=d.n_sessions)
+    p.add_argument("--max_turns", type=positive_int, default=d.max_turns,
                    help="most assistant-simulator replies in a dialogue (the release's count: "
                         "the user simulator speaks at most max_turns - 1 times)")
-    p.add_argument("--n_workers", type=int, default=d.n_workers, help="concurrent LLM calls (threads)")
-    p.add_argument("--seed", type=int, default=d.seed, help="seed of every random choice")
+    p.add_argument("--n_workers", type=positive_int, default=d.n_workers, help="concurrent LLM calls (threads)")
+    p.add_argument("--seed", type=non_negative_int, default=d.seed, help="seed of every random choice")
     p.add_argument("--persona_seeds", default=None, metavar="FILE|bundled",
                    help="seed descriptions (.jsonl/.json with an 'input persona' field, or .txt "
                         "one per line), or 'bundled'; default: PersonaHub via `datasets`")
-    p.add_argument("--persona_batch_size", type=int, default=d.persona_batch_size,
+    p.add_argument("--persona_batch_size", type=positive_int, default=d.persona_batch_size,
                    help="personas described per call (Figure 13)")
-    p.add_argument("--max_regenerations", type=int, default=d.max_attempts - 1,
+    p.add_argument("--max_regenerations", type=non_negative_int, default=d.max_attempts - 1,
                    help="re-asks of an invalid generation before its persona fails")
     p.add_argument("--log_file", default=None, help="also write the log to this file")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bars")
@@ -71,8 +82,27 @@ def setup_logging(log_file: str | None) -> None:
         logging.getLogger(ours).setLevel(logging.INFO)
 
 
+def role_models(args: argparse.Namespace) -> dict[str, str]:
+    """The model of each role: its own flag, else --all_models (or --embedded), else the
+    release's default."""
+    import config
+    from synthesis.pipeline import SynthesisConfig
+
+    every = config.EMBEDDED_MODEL if args.embedded else args.all_models
+    defaults = SynthesisConfig()
+    # The user simulator and the decomposer follow --model unless named (None), as in the release.
+    fallback = {"model": defaults.model, "assistant_model": defaults.assistant_model,
+                "user_model": None, "decomposer_model": None}
+    return {role: getattr(args, role, None) or every or fallback[role] for role in ROLE_FLAGS}
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.embedded and args.all_models:
+        parser.error("give --embedded or --all_models, not both")
+    if args.embedded and args.persona_seeds is None:
+        args.persona_seeds = "bundled"
     setup_logging(args.log_file)
     log = logging.getLogger("synthesis")
     from evaluation.models.model import ModelConfigurationError
@@ -80,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     from synthesis.personas import SeedSourceError
 
     cfg = SynthesisConfig(
-        output_dir=Path(args.output_dir), model=args.model, user_model=args.user_model,
-        assistant_model=args.assistant_model, decomposer_model=args.decomposer_model,
+        output_dir=Path(args.output_dir), **role_models(args),
         n_personas=args.n_personas, n_factors=args.n_factors, n_sessions=args.n_sessions,
         max_turns=args.max_turns, n_workers=args.n_workers, seed=args.seed,
         persona_seeds=args.persona_seeds, persona_batch_size=args.persona_batch_size,

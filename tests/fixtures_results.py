@@ -111,12 +111,12 @@ def instance_file(model: str, setting: str, persona: str, itype: str, *, s_count
         evaluations[M] = evaluation_entry(M, m_counts, None)
     for scorer in empty_scorers:
         evaluations.setdefault(scorer, empty_entry(scorer))
-    positions = [] if (persona, itype) in NO_RELEVANT else RELEVANT_POSITIONS[itype]
+    positions = [] if (persona, itype) in NO_RELEVANT else RELEVANT_POSITIONS.get(itype, [])
     return {
         "instance_id": f"{persona}__{itype}", "persona_id": persona, "instance_type": itype,
         "model": model, "setting": setting,
         "history": {"n_sessions": 8, "relevant_positions": positions,
-                    "history_tokens": HISTORY_TOKENS[(persona, itype)]},
+                    "history_tokens": HISTORY_TOKENS.get((persona, itype), 0)},
         "steps": steps, "evaluations": evaluations,
     }
 
@@ -181,4 +181,52 @@ def build_results_dir(root: str | Path) -> Path:
     # --- DeepSeek-R1 and Claude 3.7 Sonnet, default -------------------------------------
     write_run(root, R1, "default", uniform_run(R1, "default", (1, 2, 1, 2), (1, 2, 1.5, 2), 7))
     write_run(root, CLAUDE, "default", uniform_run(CLAUDE, "default", (2, 2, 1, 2), (2, 2, 2, 2), 9))
+    return root
+
+
+# ---------------------------------------------------------------------------------------
+# A paper-scale results tree (for looking at the figures, and for tests of their data)
+# ---------------------------------------------------------------------------------------
+REALISTIC_MODELS = {  # model: (skill: chance a checklist entry is matched, judge offset)
+    GPT4O: (0.45, 0.0),
+    CLAUDE: (0.6, 1.0),
+    R1: (0.55, 0.5),
+    "o3-mini-2025-01-31": (0.4, -0.5),
+}
+
+
+def build_realistic_results_dir(root: str | Path, n_personas: int = 252, seed: int = 0,
+                                models: dict | None = None) -> Path:
+    """Default-setting runs of several models over ``n_personas`` x 3 instances with
+    dataset-like histories (8 sessions, ~8,200 tokens, 2 relevant sessions) and random but
+    model-dependent counts, judged and matched by S and M; plus an oracle run of GPT-4o."""
+    import random
+
+    rng = random.Random(seed)
+    root = Path(root)
+    models = models or REALISTIC_MODELS
+    histories = {}
+    for p in range(n_personas):
+        for itype in TYPES:
+            positions = sorted(rng.sample(range(1, 9), 2))
+            histories[(f"r{p:03d}", itype)] = (positions, max(2000, int(rng.gauss(8200, 1800))))
+    for model, (skill, offset) in models.items():
+        for setting in ("default", "oracle") if model == GPT4O else ("default",):
+            instances = []
+            for (persona, itype), (positions, tokens) in histories.items():
+                # recency helps a little: later relevant sessions are matched more often
+                chance = min(0.95, skill + (0.25 if setting == "oracle" else 0) + 0.02 * (sum(positions) / 2 - 4.5))
+                n_pred, n_true = rng.randint(1, 4), rng.randint(2, 4)
+                pm = sum(rng.choice((0, 0.5, 1)) if rng.random() < chance else 0 for _ in range(n_pred))
+                tm = sum(rng.choice((0.5, 1)) if rng.random() < chance else 0 for _ in range(n_true))
+                pm_m = min(n_pred, max(0, pm + rng.choice((-0.5, 0, 0, 0.5))))
+                f1 = 0 if pm + tm == 0 else 2 * (pm / n_pred) * (tm / n_true) / ((pm / n_pred) + (tm / n_true) or 1)
+                score = max(1, min(10, round(3 + 6 * f1 + offset + rng.gauss(0, 1.5))))
+                data = instance_file(model, setting, persona, itype, s_counts=(pm, n_pred, tm, n_true),
+                                     m_counts=(pm_m, n_pred, tm, n_true) if setting == "default" else None,
+                                     score=score)
+                data["history"]["relevant_positions"] = positions
+                data["history"]["history_tokens"] = tokens
+                instances.append(data)
+            write_run(root, model, setting, instances)
     return root

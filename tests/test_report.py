@@ -42,7 +42,7 @@ def built(tmp_path_factory):
     results = build_results_dir(root / "results")
     out = root / "out"
     code = R.main([str(results), "--output", str(out), "--n_bootstrap", "300", "--seed", "7",
-                   "--n_length_bins", "3"])
+                   "--n_length_bins", "3", "--min_bin_size", "3"])
     assert code == 0
     rows = list(csv.DictReader(open(out / "report.csv", encoding="utf-8")))
     return {"results": results, "out": out, "rows": rows,

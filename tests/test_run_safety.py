@@ -35,7 +35,7 @@ def plans():
 
 
 def write_rows(path: Path, plans, personas) -> Path:
-    rows = [make_row(p, "consistent", plans[i % 2]) for i, p in enumerate(personas)]
+    rows = [make_row(p, "consistent", plans[i % 2], n_sessions=8) for i, p in enumerate(personas)]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return path
 

@@ -378,11 +378,14 @@ def test_resume_after_kill_repeats_no_finished_call(tmp_path):
 
 def test_cli_defaults_match_the_original():
     args = cli.build_parser().parse_args([])
-    assert (args.output_dir, args.model, args.n_personas, args.n_factors, args.n_sessions,
+    models = cli.role_models(args)
+    assert (args.output_dir, models["model"], args.n_personas, args.n_factors, args.n_sessions,
             args.max_turns, args.n_workers) == ("synthetic_data", "claude-3-5-sonnet-20241022",
                                                 4, 8, 13, 16, 1)
-    cfg = SynthesisConfig(model=args.model, user_model=args.user_model,
-                          decomposer_model=args.decomposer_model)
+    cfg = SynthesisConfig(**models)
     assert cfg.user_model == cfg.decomposer_model == "claude-3-5-sonnet-20241022"  # --model
-    assert args.assistant_model == "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo"
+    assert models["assistant_model"] == "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo"
+    only_model = cli.role_models(cli.build_parser().parse_args(["--model", "gpt-4o-2024-11-20"]))
+    cfg = SynthesisConfig(**only_model)
+    assert cfg.user_model == cfg.decomposer_model == "gpt-4o-2024-11-20"
     assert args.persona_seeds is None  # PersonaHub by default

@@ -47,6 +47,8 @@ def build_request(request: Request, model: str) -> dict:
         generation["temperature"] = request.temperature
     if request.max_tokens is not None:
         generation["max_output_tokens"] = request.max_tokens
+    if request.seed is not None:
+        generation["seed"] = request.seed
     if request.timeout is not None:
         # HttpOptions.timeout is in milliseconds; this one attempt, no SDK retries.
         generation["http_options"] = {"timeout": int(request.timeout * 1000),

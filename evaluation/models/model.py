@@ -131,6 +131,9 @@ class Request:
     # models answer unconstrained, as in the paper.
     answer_grammar: str | None = None
     timeout: float | None = None
+    # Sent to providers that take one (OpenAI, Together, Google, vLLM, the embedded model);
+    # None leaves the provider's default. Set only by a user's --seed or seed= override.
+    seed: int | None = None
     # Distinguishes a deliberate re-ask (e.g. after an unparseable answer) from the first
     # ask in the cache key. It is never sent to the model.
     variant: int = 0
@@ -147,11 +150,11 @@ class Request:
         return "\n\n".join(lines)
 
     def cache_key(self, model_name: str) -> str:
-        payload = json.dumps(
-            [model_name, self.system_prompt, list(self.messages), self.temperature,
-             self.max_tokens, self.json_schema, self.answer_grammar, self.variant],
-            sort_keys=True, ensure_ascii=False,
-        )
+        fields = [model_name, self.system_prompt, list(self.messages), self.temperature,
+                  self.max_tokens, self.json_schema, self.answer_grammar, self.variant]
+        if self.seed is not None:  # keeps the keys of unseeded requests as they were
+            fields.append({"seed": self.seed})
+        payload = json.dumps(fields, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -437,6 +440,10 @@ class Model:
     # Batch mode (batch.py): set to a BatchRunner, calls that miss the cache are deferred
     # to the provider's batch API instead of being sent.
     batch_runner: Any = None
+    # Generation parameters the user chose for this model's role (--model_args, --seed...):
+    # they replace what each step asks for, and they name the model's runs and scores
+    # (``label``), since such a run is not the benchmark's. Set by resolve_model.
+    overrides: dict[str, Any] = {}
 
     def __init__(self, name: str | None = None, *, temperature: float | None = 0.0,
                  max_tokens: int | None = None, timeout: float | None = None,
@@ -450,6 +457,14 @@ class Model:
         self.cache = cache
         self.usage = UsageTracker()
         self._sleep = sleep
+
+    @property
+    def label(self) -> str:
+        """The name, with the user's generation overrides when there are any:
+        ``gpt-4o-2024-11-20[temperature=0.2,seed=1]``."""
+        if not self.overrides:
+            return self.name
+        return f"{self.name}[{','.join(f'{k}={v}' for k, v in sorted(self.overrides.items()))}]"
 
     # -- what users and adapters implement ------------------------------------------------
     def __call__(self, system_prompt: str, user_prompt: str) -> str:
@@ -503,15 +518,18 @@ class Model:
                  json_schema: dict | None = None, answer_grammar: str | None = None,
                  temperature: float | None = ...,  # type: ignore[assignment]
                  max_tokens: int | None = ..., variant: int = 0) -> Completion:  # type: ignore[assignment]
+        settings = {"temperature": self.temperature if temperature is ... else temperature,
+                    "max_tokens": self.max_tokens if max_tokens is ... else max_tokens,
+                    "seed": None}
+        settings.update(self.overrides)  # the user's explicit choice beats the step's default
         request = Request(
             system_prompt=system_prompt or "",
             messages=validate_messages(messages),
-            temperature=self.temperature if temperature is ... else temperature,
-            max_tokens=self.max_tokens if max_tokens is ... else max_tokens,
             json_schema=json_schema,
             answer_grammar=answer_grammar,
             timeout=self.timeout,
             variant=variant,
+            **settings,
         )
         key = request.cache_key(self.name) if self.cache is not None else None
         if key is not None:
@@ -699,14 +717,53 @@ def _construct(cls: type[Model], name: str | None, params: dict) -> Model:
     return model
 
 
-def resolve_model(spec: str, *, role: str | None = None, **params: Any) -> Model:
+def resolve_model(spec: str, *, role: str | None = None, overrides: dict | None = None,
+                  **params: Any) -> Model:
     """Turn a command-line name into a Model.
 
     Order: an explicit ``provider:`` prefix; a registered ``model_name``; a guess from the
     name (gpt-/o1/o3/o4 → OpenAI, claude- → Anthropic, gemini- → Google, org/name → Together;
     a Bedrock Claude id such as anthropic.claude-3-5-sonnet-20241022-v2:0 → Anthropic).
     ``role`` picks the generation parameters of config.ROLE_PARAMS; ``params`` override them.
+    ``overrides`` (temperature, max_tokens, seed) are the user's choices: they replace the
+    parameters of every request, whatever the step asks for, and appear in ``model.label``.
     """
+    model = _resolve(spec, role, params)
+    if overrides:
+        unknown = sorted(set(overrides) - set(OVERRIDABLE))
+        if unknown:
+            raise ModelConfigurationError(f"{spec}: cannot override {', '.join(unknown)}; "
+                                          f"overridable: {', '.join(OVERRIDABLE)}")
+        model.overrides = dict(overrides)
+    return model
+
+
+def check_models(models: Sequence[Model | None], probe: bool = True) -> None:
+    """Every model's preflight (``check()`` then ``probe()``) before any work, reporting every
+    problem at once (all the missing keys in one message) rather than one per attempt."""
+    models = [m for m in models if m is not None]
+    problems: list[str] = []
+    # Keys first (no network), then one probe per endpoint, each pass reporting all it finds.
+    for stage in ("check", "probe") if probe else ("check",):
+        for model in models:
+            try:
+                getattr(model, stage)()
+            except ModelConfigurationError as exc:
+                if str(exc) not in problems:
+                    problems.append(str(exc))
+        if problems:
+            break
+    if len(problems) == 1:
+        raise ModelConfigurationError(problems[0])
+    if problems:
+        raise ModelConfigurationError(f"{len(problems)} problems: " + " | ".join(problems))
+
+
+# The request fields a user may override (Request's own fields, translated by every adapter).
+OVERRIDABLE = ("temperature", "max_tokens", "seed")
+
+
+def _resolve(spec: str, role: str | None, params: dict) -> Model:
     discover_models()
     merged = dict(config.ROLE_PARAMS.get(role, {})) if role else {}
     merged.update({k: v for k, v in params.items() if v is not None})

@@ -111,6 +111,8 @@ class OpenAIModel(HostedModel):
                 params["temperature"] = request.temperature
             if request.max_tokens is not None:
                 params[self.max_tokens_field] = request.max_tokens
+        if request.seed is not None:
+            params["seed"] = request.seed
         if request.timeout is not None:
             params["timeout"] = request.timeout
         return params

@@ -288,7 +288,7 @@ class SmolLM2(Model):
                               MAX_TOKENS_CAP if request.json_schema is None else MAX_JSON_TOKENS_CAP),
             # JSON answers are bounded by their grammar and need repeated punctuation.
             "repeat_penalty": 1.0 if request.json_schema is not None else REPEAT_PENALTY,
-            "seed": SEED + request.variant,
+            "seed": (SEED if request.seed is None else request.seed) + request.variant,
         }
         if request.json_schema is not None:
             options["grammar"] = _grammar(request.json_schema)

@@ -32,6 +32,8 @@ class TogetherModel(HostedModel):
             params["temperature"] = request.temperature
         if request.max_tokens is not None:
             params["max_tokens"] = request.max_tokens
+        if request.seed is not None:
+            params["seed"] = request.seed
         if request.timeout is not None:
             params["timeout"] = request.timeout
         return params

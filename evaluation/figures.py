@@ -1,0 +1,262 @@
+"""The report's PNG figures (matplotlib, Agg), drawn from report.FigureData payloads.
+
+Rules every figure keeps, so that a reader can trust it at a glance:
+* fixed, honest axes: F1 and P/R from 0 to 100 %, the judge score from 1 to 10, whatever
+  the data; a zoomed axis would make one instance look like a jump;
+* every series visible: with one model there is no separate "all models" line to hide it;
+  with several, the average is drawn dashed beneath the models;
+* n on every point or bar, and a point resting on fewer than ``min_n`` values drawn hollow
+  (and said so in the legend);
+* a legend wherever there are several series, in every panel;
+* a correlation that cannot be computed is said in words, not "r = n/a".
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+F1_LIMITS = (0, 100)
+JUDGE_LIMITS = (1, 10)
+HOLLOW_NOTE = "hollow: fewer than {n} values"
+
+
+def pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(plt, fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _pad(limits: tuple[float, float], share: float = 0.04) -> tuple[float, float]:
+    """The range with a margin; more above, where a top point's n label sits."""
+    span = limits[1] - limits[0]
+    return limits[0] - share * span, limits[1] + 2.5 * share * span
+
+
+def _corr_text(corr: Any) -> str:
+    if corr.r is None:
+        return f"r not computed: {corr.note} (n = {corr.n})"
+    p = "" if corr.p_value is None else (", p < 0.001" if corr.p_value < 0.001 else f", p = {corr.p_value:.3f}")
+    return f"r = {corr.r:.3f}{p} (n = {corr.n})"
+
+
+def _points(ax, xs, ys, ns, *, color, min_n: int, label: str | None, marker="o", size=6,
+            annotate=True, linestyle="-", linewidth=1.5, zorder=3, label_below=False):
+    """A line through the points, filled markers where n >= min_n and hollow ones below,
+    each point labelled with its n (above it, or below for a background series)."""
+    if not xs:
+        return
+    ax.plot(xs, ys, linestyle=linestyle, linewidth=linewidth, color=color, zorder=zorder, label=label,
+            marker=marker, markersize=size, markeredgewidth=1.5)
+    few = [(x, y) for x, y, n in zip(xs, ys, ns) if n < min_n]
+    if few:
+        ax.plot([x for x, _ in few], [y for _, y in few], marker=marker, markersize=size, color=color,
+                markerfacecolor="white", markeredgewidth=1.5, linestyle="none", zorder=zorder + 1)
+    if annotate:
+        for x, y, n in zip(xs, ys, ns):
+            ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(0, -12 if label_below else 6),
+                        ha="center", fontsize=6.5, color=color)
+
+
+def _shared_ns(series: list[list[tuple]], n_positions: int) -> list[int | None] | None:
+    """Per x position, the n every series shares there (None where no series has a point);
+    None when some position's series disagree (each point then carries its own n)."""
+    shared: list[int | None] = []
+    for k in range(n_positions):
+        ns = {values[k][1] for values in series if values[k][0] is not None}
+        if len(ns) > 1:
+            return None
+        shared.append(ns.pop() if ns else None)
+    return shared
+
+
+def _n_row(ax, xs, ns, text: str = "n={n}") -> None:
+    """The n of each x position, written once along the bottom of the axes."""
+    for x, n in zip(xs, ns):
+        if n is not None:
+            ax.annotate(text.format(n=n), (x, 0.015), xycoords=("data", "axes fraction"), ha="center",
+                        va="bottom", fontsize=6.5, color="dimgray")
+
+
+def _few_note(ax, any_few: bool, min_n: int) -> None:
+    if any_few:
+        ax.text(0.99, 0.99, HOLLOW_NOTE.format(n=min_n), transform=ax.transAxes, ha="right",
+                va="top", fontsize=7, color="dimgray")
+
+
+# ---------------------------------------------------------------------------------------
+def plot_prf_bars(data, path: Path) -> None:
+    import numpy as np
+    plt = pyplot()
+    bars = data.payload["bars"]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(bars) + 2), 4.5))
+    x = np.arange(len(bars))
+    width = 0.26
+    for k, (metric, color) in enumerate((("precision", "#4C72B0"), ("recall", "#DD8452"), ("f1", "#55A868"))):
+        values = [100 * (b[metric].value or 0) for b in bars]
+        low = [100 * ((b[metric].value or 0) - (b[metric].low if b[metric].low is not None else b[metric].value or 0)) for b in bars]
+        high = [100 * ((b[metric].high if b[metric].high is not None else b[metric].value or 0) - (b[metric].value or 0)) for b in bars]
+        rects = ax.bar(x + (k - 1) * width, values, width, yerr=[low, high], capsize=3, color=color,
+                       label={"precision": "Precision", "recall": "Recall", "f1": "F1"}[metric])
+        for rect, value in zip(rects, values):
+            ax.annotate(f"{value:.0f}", (rect.get_x() + rect.get_width() / 2, 1), ha="center",
+                        va="bottom", fontsize=6.5, color="white" if value > 8 else "black")
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{b['label']}\n(n={b['n']} instances)" for b in bars], rotation=20, ha="right",
+                       fontsize=8)
+    ax.set_ylabel("%")
+    ax.set_ylim(*F1_LIMITS)
+    ax.set_title("Inference: P / R / F1 per model (95% bootstrap CI)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(axis="y", alpha=0.3)
+    _save(plt, fig, path)
+
+
+def plot_position(data, path: Path) -> None:
+    """Figure 3. With one model its own line is the figure; with several, the models are
+    drawn over a dashed average ("All models", n = model x instance results)."""
+    plt = pyplot()
+    xs = data.payload["x"]
+    min_n = data.payload.get("min_n", 1)
+    per_model = data.payload["per_model"]
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    any_few = False
+    several = len(per_model) > 1
+    # With several models sharing each position's n, the n is written once per position.
+    shared = _shared_ns(list(per_model.values()), len(xs)) if several else None
+    if several:
+        overall = [(x, 100 * v, n) for x, (v, n) in zip(xs, data.payload["overall"]) if v is not None]
+        any_few |= any(n < min_n for _, _, n in overall)
+        _points(ax, [p[0] for p in overall], [p[1] for p in overall], [p[2] for p in overall],
+                color="black", min_n=min_n, label="All models (mean)", linestyle="--", linewidth=2.5,
+                size=8, zorder=2, label_below=True, annotate=shared is None)
+    for i, (label, values) in enumerate(per_model.items()):
+        pts = [(x, 100 * v, n) for x, (v, n) in zip(xs, values) if v is not None]
+        any_few |= any(n < min_n for _, _, n in pts)
+        _points(ax, [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts],
+                color=colors[i % len(colors)], min_n=min_n, label=label, annotate=shared is None, zorder=4)
+    if shared is not None:
+        _n_row(ax, xs, shared, "n={n}\neach")
+    ax.set_xlabel("Mean position of the relevant sessions in the history (1 = oldest)")
+    ax.set_ylabel("Mean per-instance F1 (%)")
+    ax.set_ylim(*_pad(F1_LIMITS))
+    if xs:
+        ax.set_xlim(min(0.5, min(xs) - 0.5), max(8.5, max(xs) + 0.5))
+    ax.set_title("Figure 3: F1 against the position of the relevant sessions")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              title=("n: instances per model at each position" if shared is not None else
+                     "n per point: instances" + (" (model × instance for the mean)" if several else "")),
+              title_fontsize=6.5)
+    _few_note(ax, any_few, min_n)
+    _save(plt, fig, path)
+
+
+def plot_length(data, path: Path) -> None:
+    """Figure 9: one panel per task, each with its legend and n on every point."""
+    plt = pyplot()
+    bins = data.payload["bins"]
+    min_n = data.payload.get("min_n", 1)
+    labels = [(f"{b.low:g}" if b.low == b.high else f"{b.low:g}–{b.high:g}") + f"\n({b.n} inst.)" for b in bins]
+    panels = [(task, values) for task, values in data.payload["panels"].items() if values]
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(6.5 * max(1, len(panels)), 5.6), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, (task, lines) in zip(axes[0], panels):
+        scale, limits, ylabel = ((100, F1_LIMITS, "Mean per-instance F1 (%)") if task == "inference"
+                                 else (1, JUDGE_LIMITS, "Mean judge score (1-10)"))
+        any_few = False
+        shared = _shared_ns(list(lines.values()), len(bins)) if len(lines) > 1 else None
+        for i, (label, values) in enumerate(lines.items()):
+            pts = [(k, scale * v, n) for k, (v, n) in enumerate(values) if v is not None]
+            any_few |= any(n < min_n for _, _, n in pts)
+            _points(ax, [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts],
+                    color=colors[i % len(colors)], min_n=min_n, label=label, annotate=shared is None)
+        if shared is not None:
+            _n_row(ax, range(len(bins)), shared, "n={n} each")
+        ax.set_xticks(range(len(bins)))
+        ax.set_xticklabels(labels, fontsize=7.5)
+        ax.set_xlim(-0.5, len(bins) - 0.5)
+        ax.set_ylim(*_pad(limits))
+        ax.set_xlabel("History length (estimated tokens), equal-size bins")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"Figure 9: {task} against history length", fontsize=10)
+        ax.grid(alpha=0.3)
+        # Below the panel, where it can never cover a point.
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(4, max(1, len(lines))),
+                  title="model (n = instances behind a point)", title_fontsize=6.5)
+        _few_note(ax, any_few, min_n)
+    _save(plt, fig, path)
+
+
+def plot_matcher(data, path: Path) -> None:
+    """Figure 4: F1 under the two matchers, model-wise and per instance, on 0-100 axes."""
+    plt = pyplot()
+    p = data.payload
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5.2))
+    ax = axes[0]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (label, x, y, n) in enumerate(p["models"]):
+        ax.scatter(100 * x, 100 * y, s=36, color=colors[i % len(colors)], label=f"{label} (n={n})", zorder=3)
+    if p["models"]:
+        ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("Model-wise F1 (default setting): " + _corr_text(p["r_models"]), fontsize=9)
+    ax = axes[1]
+    xs, ys = p["instances"]
+    ax.scatter([100 * v for v in xs], [100 * v for v in ys], s=12, alpha=0.4, label=f"instances (n={len(xs)})")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("Per-instance F1: " + _corr_text(p["r_instances"]), fontsize=9)
+    for ax in axes:
+        ax.plot([0, 100], [0, 100], linestyle="--", color="grey", linewidth=1, zorder=1)
+        ax.set_xlabel(f"F1 (%) with {p['base']}", fontsize=8)
+        ax.set_ylabel(f"F1 (%) with {p['other']}", fontsize=8)
+        ax.set_xlim(*_pad(F1_LIMITS))
+        ax.set_ylim(*_pad(F1_LIMITS))
+        ax.set_aspect("equal", adjustable="box")
+        ax.grid(alpha=0.3)
+    _save(plt, fig, path)
+
+
+def plot_inference_generation(data, path: Path) -> None:
+    """Figure 5: one point per model on the full F1 and judge ranges; with too few models
+    the title says so instead of showing an r."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 5.2))
+    points = data.payload["points"]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (label, x, y, n_inf, n_gen) in enumerate(points):
+        ax.scatter(100 * x, y, s=40, color=colors[i % len(colors)], zorder=3,
+                   label=f"{label} (n={n_inf} inf., {n_gen} gen.)")
+        if len(points) <= 3:
+            ax.annotate(f"{label}\nn={n_inf}/{n_gen}", (100 * x, y), textcoords="offset points",
+                        xytext=(6, 4), fontsize=7)
+    corr = data.payload["corr"]
+    ax.set_xlabel("Inference F1 (%, micro)")
+    ax.set_ylabel("Generation judge score (1-10)")
+    ax.set_xlim(*_pad(F1_LIMITS))
+    ax.set_ylim(*_pad(JUDGE_LIMITS))
+    title = "Figure 5: inference vs generation, " + _corr_text(corr)
+    ax.set_title(title, fontsize=9.5)
+    if corr.r is None:
+        # In a corner, where it does not cover a point (F1 near 0 with a judge score of 10
+        # does not occur in practice).
+        ax.text(0.02, 0.97, f"{len(points)} model(s): too few for a correlation (needs at least 3)",
+                transform=ax.transAxes, ha="left", va="top", fontsize=9, color="dimgray",
+                bbox={"facecolor": "white", "edgecolor": "lightgray", "alpha": 0.85})
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    _save(plt, fig, path)
+
+
+PLOTTERS = {"fig_prf1": plot_prf_bars, "fig3_position": plot_position, "fig9_length": plot_length,
+            "fig5_inference_vs_generation": plot_inference_generation}
+
+
+def plotter(name: str):
+    return plot_matcher if name.startswith("fig4_matcher") else PLOTTERS[name]

@@ -1,0 +1,68 @@
+"""Command-line helpers shared by the entry points: flag types that reject bad values as
+flag errors (exit 2, one line), and the ``key=value,...`` generation parameters."""
+from __future__ import annotations
+
+import argparse
+from typing import Callable, NoReturn
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _number(kind: type, text: str, check: Callable[[float], bool], need: str):
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected {need}, got {text!r}") from None
+    if not check(value):
+        raise argparse.ArgumentTypeError(f"expected {need}, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return _number(int, text, lambda v: v >= 1, "a whole number of at least 1")
+
+
+def non_negative_int(text: str) -> int:
+    return _number(int, text, lambda v: v >= 0, "a whole number of at least 0")
+
+
+def positive_float(text: str) -> float:
+    return _number(float, text, lambda v: v > 0 and v != float("inf"), "a number above 0")
+
+
+def _temperature(text: str) -> float:
+    return _number(float, text, lambda v: 0 <= v <= 2, "a temperature between 0 and 2")
+
+
+# Generation parameters a user may set per role (the Request fields every adapter
+# translates; evaluation/models/model.py OVERRIDABLE), each with its parser.
+GENERATION_PARAMS: dict[str, Callable[[str], object]] = {
+    "temperature": _temperature,
+    "max_tokens": positive_int,
+    "seed": non_negative_int,
+}
+
+
+def generation_params(text: str) -> dict:
+    """``temperature=0.2,max_tokens=1024`` -> {"temperature": 0.2, "max_tokens": 1024}.
+    Only the parameters every adapter understands (GENERATION_PARAMS) are accepted."""
+    params: dict = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or not key or not value.strip():
+            raise argparse.ArgumentTypeError(f"expected key=value pairs separated by commas, got {part!r}")
+        if key not in GENERATION_PARAMS:
+            raise argparse.ArgumentTypeError(
+                f"unknown parameter {key!r}; use {', '.join(sorted(GENERATION_PARAMS))}")
+        try:
+            params[key] = GENERATION_PARAMS[key](value.strip())
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"{key}: {exc}") from None
+    if not params:
+        raise argparse.ArgumentTypeError("expected at least one key=value pair")
+    return params
