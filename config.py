@@ -73,6 +73,13 @@ ROLE_PARAMS: dict[str, dict] = {
 # asked by the decompose step whatever model runs it.
 DECOMPOSER_MAX_TOKENS = 4096
 
+# --- Batch mode (--batch) --------------------------------------------------------------
+# Batch APIs (OpenAI, Anthropic) bill half the online price.
+BATCH_DISCOUNT = _env_float("CUPID_BATCH_DISCOUNT", 0.5)
+BATCH_POLL_INTERVAL = _env_float("CUPID_BATCH_POLL_INTERVAL", 30.0)
+BATCH_MAX_ITEMS = _env_int("CUPID_BATCH_MAX_ITEMS", 10000)  # below every provider's limit
+BATCH_MAX_BYTES = _env_int("CUPID_BATCH_MAX_BYTES", 150_000_000)  # OpenAI: 200 MB a file
+
 # --- Cost estimate (USD per million tokens: input, output). Unknown models cost None. ---
 PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
     "gpt-4o-2024-11-20": (2.50, 10.00),

@@ -50,10 +50,12 @@ def make_rows(n: int) -> list[dict]:
 
 def responder(req: dict) -> str:
     user = req["messages"][-1]["content"]
-    if "Decompose the preference" in user:
+    if user.startswith("**Preferences**") or "Decompose the preference" in user:
         return '```json\n{"checklist": ["Does the response name owners?", "Is it short?"]}\n```'
     if "#### Checklist" in user:
-        entries = re.search(r"#### Checklist\s*```\n(.*?)\n```", user, re.S).group(1).splitlines()
+        block = re.search(r"#### Checklist\s*\n+```\n(.*?)\n```", user, re.S) or \
+            re.search(r"#### Checklist\s*\n+(.*?)(?=\n+#### |\Z)", user, re.S)
+        entries = [re.sub(r"^\d+\.\s*", "", e) for e in block.group(1).strip().splitlines() if e.strip()]
         results = [{"index": k, "entry": e, "label": "Fully Covered" if k % 2 else "Partially Covered"}
                    for k, e in enumerate(entries, start=1)]
         return "```json\n" + json.dumps({"results": results}) + "\n```"

@@ -33,11 +33,16 @@ from evaluation.models.model import (
     check_models,
     cancel_all,
     reset_cancel,
+    UsageTracker,
     resolve_model,
 )
+from evaluation.batch_rounds import run_batch_rounds
+from evaluation.models.batch import BatchRunner
+from evaluation.models.limits import parse_rate_limit, set_user_limits
 from evaluation.pipeline import TASKS, Evaluation, InstanceOutcome, RunningScores, aggregate_records
 from evaluation.steps import PROMPTS, prompt_version
 from evaluation.store import (
+    BATCHES,
     SETTINGS,
     CorruptRunFile,
     RunConflictError,
@@ -45,6 +50,7 @@ from evaluation.store import (
     now,
     run_dir_for,
 )
+from evaluation.sweep import ProgressLog, ShardedInstances, parse_shard, print_sweep_table, sweep_runs
 from utils.cli import Parser, generation_params, non_negative_int, positive_float, positive_int
 from utils.executor import iter_with_progress
 from utils.io import clean_orphan_tmp
@@ -59,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate a model on CUPID: infer the user's contextual preference from "
                     "prior sessions (precision/recall/F1) and/or answer the request (judge score 1-10).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", required=True,
-                   help="model to evaluate: a registered model_name (see evaluation/models/), a hosted "
+    p.add_argument("--model", nargs="+",
+                   help="model(s) to evaluate, several for a sweep in one process (one run directory "
+                        "each, one summary table at the end): a registered model_name (see evaluation/models/), a hosted "
                         "name (gpt-*/o1*/o3*/o4* → OpenAI, claude-* → Anthropic, gemini-* → Google, "
                         "org/name → Together), a prefixed name (openai:, anthropic:, together:, google:, "
                         "vllm:NAME[@URL], local-server:NAME[@URL]), or smollm2-135m (embedded, offline)")
@@ -110,6 +117,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no_cache", action="store_true",
                    help="do not keep LLM answers in RESULTS_DIR/.llm_cache.sqlite (the cache lets a "
                         "rerun replay calls that finished, and lets settings share identical calls)")
+    p.add_argument("--batch", action="store_true",
+                   help="send the OpenAI, Anthropic, Together and Gemini models' calls (evaluated model and evaluator) "
+                        "through the providers' batch APIs at half price, in rounds; batch ids are kept "
+                        "in the run directory's batches.json, so a rerun resumes them")
+    p.add_argument("--rate_limit", action="append", default=[], metavar="[MODEL=]tpm=N,rpm=N,in_flight=N",
+                   help="limits to keep on an endpoint (all endpoints, or MODEL's) besides those the "
+                        "provider states in its rate-limit headers; repeatable")
+    p.add_argument("--sweep", metavar="FILE.yaml",
+                   help="a YAML file listing the runs of a sweep (models, settings, options); see "
+                        "evaluation/sweep.py")
+    p.add_argument("--shard", metavar="I/N",
+                   help="evaluate only shard I of N (1 <= I <= N): the instances whose id hashes to I, "
+                        "the same split on every machine; shards may share one results directory")
+    p.add_argument("--progress_every", type=int, default=0, metavar="K",
+                   help="log a progress line (counts, rate, ETA) every K instances; by default every "
+                        "~5%% when stderr is not a terminal (nohup, SLURM, CI), never when it is")
     p.add_argument("--log_file", help="also write a detailed log here")
     return p
 
@@ -168,7 +191,8 @@ def print_summary(results: dict, path: Path, out=None) -> None:
             print(f"  failed at {step} ×{n}: {reason}", file=out)
     for role, usage in results["usage"]["this_invocation"].items():
         cost = usage.get("estimated_cost_usd")
-        print(f"{role}: {usage['model']} · {usage['calls']} calls ({usage['cache_hits']} cached, "
+        print(f"{role}: {usage['model']} · {usage['calls']} calls ({usage['batch_calls']} in batches, "
+              f"{usage['cache_hits']} cached, "
               f"{usage['retries']} retries, {usage['failed_calls']} failed) · "
               f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens"
               + (f" · ~${cost:.4f}" if cost is not None else ""), file=out)
@@ -203,10 +227,11 @@ def recorded_usage(store: RunStore) -> dict:
     def add(step: dict | None) -> None:
         if not step or not step.get("usage") or not step.get("model"):
             return
-        entry = totals.setdefault(step["model"], {"steps": 0, "prompt_tokens": 0, "completion_tokens": 0})
+        entry = totals.setdefault(step["model"], {"steps": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                                  "batch_prompt_tokens": 0, "batch_completion_tokens": 0})
         entry["steps"] += 1
-        entry["prompt_tokens"] += step["usage"]["prompt_tokens"]
-        entry["completion_tokens"] += step["usage"]["completion_tokens"]
+        for k in ("prompt_tokens", "completion_tokens", "batch_prompt_tokens", "batch_completion_tokens"):
+            entry[k] += step["usage"].get(k, 0)
 
     for record in store.iter_records():
         for step in record.get("steps", {}).values():
@@ -215,7 +240,9 @@ def recorded_usage(store: RunStore) -> dict:
             for step in evaluation.get("steps", {}).values():
                 add(step)
     for name, entry in totals.items():
-        entry["estimated_cost_usd"] = estimate_cost(name, entry["prompt_tokens"], entry["completion_tokens"])
+        entry["estimated_cost_usd"] = estimate_cost(name, entry["prompt_tokens"], entry["completion_tokens"],
+                                                    entry["batch_prompt_tokens"],
+                                                    entry["batch_completion_tokens"])
     return totals
 
 
@@ -257,9 +284,71 @@ def _second_interrupt(signum, frame) -> None:  # noqa: ARG001 - signal handler s
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     setup_logging(args.log_file)
     reset_cancel()
+    try:
+        runs = sweep_runs(args, parser)
+        if args.shard:
+            parse_shard(args.shard)
+    except ValueError as exc:
+        error(str(exc))
+        return 2
+    shared = SharedResources()
+    try:
+        if len(runs) == 1:
+            return evaluate_one(runs[0], shared)
+        rows = []
+        for run in runs:
+            print(f"\n=== sweep run {len(rows) + 1}/{len(runs)}: {run.model} [{run.setting}] ===",
+                  file=sys.stderr, flush=True)
+            code = evaluate_one(run, shared)
+            rows.append((run, shared.last_results, code))
+            shared.last_results = None
+            if code == 130:
+                break
+        print_sweep_table(rows)
+        return max(code for _, _, code in rows)
+    finally:
+        shared.close()
+
+
+class SharedResources:
+    """What the runs of a sweep share: the response cache per results directory and the
+    evaluator and matcher per (name, role, options); the rate limiters are shared by
+    endpoint anyway."""
+
+    def __init__(self) -> None:
+        self.caches: dict[Path, ResponseCache] = {}
+        self.models: dict[tuple, object] = {}
+        self.last_results: dict | None = None
+
+    def cache(self, results_dir: str) -> ResponseCache:
+        path = Path(results_dir).resolve() / ".llm_cache.sqlite"
+        if path not in self.caches:
+            cache = self.caches[path] = ResponseCache(path)
+            if cache.moved_aside:
+                print(f"warning: {cache.path}: not a usable cache ({cache.moved_aside[1]}); moved "
+                      f"to {cache.moved_aside[0].name} and started afresh", file=sys.stderr)
+        return self.caches[path]
+
+    def model(self, spec: str, role: str, **params):
+        key = (spec, role, repr(sorted(params.items())))
+        if key not in self.models:
+            self.models[key] = resolve_model(spec, role=role, **params)
+        return self.models[key]
+
+    def close(self) -> None:
+        if _worker_threads():  # threads still blocked after an interrupt may use a cache
+            return
+        for cache in self.caches.values():
+            cache.close()
+        self.caches.clear()
+
+
+def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
+    """One model and setting into its run directory; returns the exit status."""
     if args.setting == "oracle_preference" and args.task != "generation":
         error("--setting oracle_preference applies to --task generation only")
         return 2
@@ -278,24 +367,36 @@ def main(argv: list[str] | None = None) -> int:
     except DataValidationError as exc:
         error(f"bad data: {exc}")
         return 2
-    data_source = instances.name
+    data_source = instances.name  # the same for every shard, so shards share a run directory
     for warning in instances.warnings:
         print(f"warning: {data_source}: {warning} (the dataset's instances have "
               f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)", file=sys.stderr)
+    if args.shard:
+        instances = ShardedInstances(instances, *parse_shard(args.shard))
 
     # 2. Models, each endpoint reached once before any work (missing keys, unreachable
     #    servers, refused keys). Nothing is written before this passes.
+    if args.batch and args.no_cache:
+        error("--batch keeps the batches' answers in the cache; drop --no_cache")
+        return 2
+    try:
+        set_user_limits(dict(parse_rate_limit(spec) for spec in args.rate_limit))
+    except ValueError as exc:
+        error(str(exc))
+        return 2
     common = {"timeout": args.timeout, "max_retries": args.max_retries}
     overrides = role_overrides(args)
     try:
         model = resolve_model(args.model, role="evaluated", overrides=overrides["evaluated"], **common)
-        evaluator = resolve_model(args.evaluator, role="evaluator", overrides=overrides["evaluator"],
-                                  **common)
+        # The evaluator and matcher are one object for every run of a sweep.
+        evaluator = shared.model(args.evaluator, "evaluator", overrides=overrides["evaluator"], **common)
         matcher = None
         if args.use_matcher:
-            matcher = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{args.matcher_url}",
-                                    role="matcher", overrides=overrides["matcher"], **common)
+            matcher = shared.model(f"vllm:{config.PREFMATCHER_MODEL}@{args.matcher_url}",
+                                   "matcher", overrides=overrides["matcher"], **common)
         models = [m for m in (model, evaluator, matcher) if m is not None]
+        for m in models[1:]:
+            m.usage = UsageTracker()  # this run's calls only, in its results.json
         check_models(models)
     except ModelError as exc:
         error(str(exc))
@@ -340,12 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         print(redact(f"warning: {path}: {reason}; moved to {target.name}, the instance is "
                      f"evaluated afresh"), file=sys.stderr)
 
-    cache = None
-    if not args.no_cache:
-        cache = ResponseCache(Path(args.results_dir) / ".llm_cache.sqlite")
-        if cache.moved_aside:
-            print(f"warning: {cache.path}: not a usable cache ({cache.moved_aside[1]}); moved to "
-                  f"{cache.moved_aside[0].name} and started afresh", file=sys.stderr)
+    cache = None if args.no_cache else shared.cache(args.results_dir)
     for m in models:
         m.cache = cache
     store.open()
@@ -353,6 +449,25 @@ def main(argv: list[str] | None = None) -> int:
     n_selected = len(instances)
     print(f"{run_dir}: {len(survey.done)} of {n_selected} instances already done, "
           f"{len(survey.todo)} to run", file=sys.stderr)
+
+    if args.batch:
+        def make_evaluation() -> Evaluation:
+            return Evaluation(model=model, evaluator=evaluator, matcher=matcher, store=store,
+                              task=args.task, setting=args.setting, inner_workers=args.n_workers)
+
+        todo = set(survey.todo)
+        try:
+            run_batch_rounds(make_evaluation, [i for i in instances if i.instance_id in todo],
+                             BatchRunner(run_dir / BATCHES), models, n_workers=args.n_workers)
+        except KeyboardInterrupt:
+            evaluation.close()
+            print(f"\ninterrupted: the submitted batches are listed in {run_dir / 'batches.json'}; "
+                  f"rerun the same command to resume them.", file=sys.stderr)
+            return _exit_now(130)
+        except ModelError as exc:
+            evaluation.close()
+            error(str(exc))
+            return 2
 
     running = RunningScores()
 
@@ -367,7 +482,12 @@ def main(argv: list[str] | None = None) -> int:
                                       failures=[("internal", redact(f"{type(exc).__name__}: {exc}"))])
         if outcome.status != "busy":
             running.add(outcome)
+            if progress is not None:
+                progress.add(outcome.status == "failed")
         return outcome
+
+    every = args.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
+    progress = ProgressLog(n_selected, every, f"{model.name} [{args.setting}]") if every else None
 
     started = time.perf_counter()
     started_at = now()
@@ -424,8 +544,7 @@ def main(argv: list[str] | None = None) -> int:
                                 models=(("model", model), ("evaluator", evaluator), ("matcher", matcher)))
     except KeyboardInterrupt:
         return _exit_now(130)
-    if cache is not None and not _worker_threads():
-        cache.close()
+    shared.last_results = results
     if stop_code is not None:
         print(redact(stop_message), file=sys.stderr)
         return _exit_now(stop_code)

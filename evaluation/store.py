@@ -31,13 +31,14 @@ log = logging.getLogger("cupid.evaluation.store")
 SETTINGS = ("default", "oracle", "summary", "oracle_preference")
 MANIFEST = "run.json"
 RESULTS = "results.json"
-RESERVED = {MANIFEST, RESULTS}
+BATCHES = "batches.json"  # batch mode's submitted batch ids (evaluation/models/batch.py)
+RESERVED = {MANIFEST, RESULTS, BATCHES}
 LOCKS_DIR = ".locks"
 RUN_LOCK = ".run.lock"
 
 
 def is_reserved_file(file_name: str) -> bool:
-    """run.json, results.json and results.<scorer>.json are not instance files."""
+    """run.json, results.json, results.<scorer>.json and batches.json are not instance files."""
     return file_name in RESERVED or file_name.startswith("results.")
 
 

@@ -1,8 +1,8 @@
 """Shared fixtures. Tests never reach the internet and never need a real API key.
 
 * An autouse fixture makes retries fast (tiny backoff delays), removes every provider's key
-  and base-URL variable from the environment, and drops the cached SDK clients after each
-  test.
+  and base-URL variable from the environment, and drops the cached SDK clients and rate
+  limiters after each test.
 * ``fake_server``: a started tests/fake_llm_server.FakeLLMServer, stopped after the test.
 * ``fake_llm_env``: ``fake_server`` plus fake keys, with OPENAI_BASE_URL, ANTHROPIC_BASE_URL,
   TOGETHER_BASE_URL and GOOGLE_GEMINI_BASE_URL pointing at it, so that
@@ -46,10 +46,12 @@ def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
     for name in PROVIDER_ENV_VARS:
         monkeypatch.delenv(name, raising=False)
     yield
-    # Clients are keyed by base URL; the next test's server has another port.
+    # Clients and limiters are keyed by base URL; the next test's server has another port.
     from evaluation.models.hosted import reset_clients
+    from evaluation.models.limits import reset_limiters
 
     reset_clients()
+    reset_limiters()
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ It speaks enough of these wire protocols for the official SDKs to talk to it:
 * Anthropic messages: ``POST /v1/messages`` (the ``anthropic`` SDK with
   ``base_url=server.base_url``);
 * Gemini: ``POST /v1beta/models/MODEL:generateContent`` (``google-genai`` with
-  ``http_options={"base_url": server.base_url}``).
+  ``http_options={"base_url": server.base_url}``);
+* the OpenAI and Anthropic batch APIs (tests/fake_batch_api.py).
 
 Usage::
 
@@ -32,7 +33,7 @@ API (kept stable: the evaluation and synthesis tests script their answers throug
     (sleeps past any client timeout, at most ``HANG_SECONDS``, and stops early when the
     server stops).
 
-``FakeLLMServer(responder=None, latency=0.0)``
+``FakeLLMServer(responder=None, latency=0.0, token_limit=None, token_window=60.0)``
     ``start()``, ``stop()``, or use it as a context manager. ``base_url`` is
     ``"http://127.0.0.1:PORT"``; ``openai_base_url`` is ``base_url + "/v1"``.
     ``script(*items)`` queues ``FakeResponse`` objects or strings, consumed in order before
@@ -40,6 +41,15 @@ API (kept stable: the evaluation and synthesis tests script their answers throug
     answering every unscripted request (default: ``"OK"``). ``latency``: seconds added to
     every answer. ``requests``: a snapshot list of the request dicts received, in arrival
     order, including those answered with errors.
+
+Rate limit (``token_limit``): a token bucket of ``token_limit`` tokens refilled in full every
+``token_window`` seconds, charged each answer's prompt + completion tokens when the request
+arrives. Answers carry OpenAI's headers ``x-ratelimit-limit-tokens``,
+``x-ratelimit-remaining-tokens`` and ``x-ratelimit-reset-tokens`` (e.g. ``"0.250s"``, the
+time until the bucket is full); a request the bucket cannot pay is answered 429 with
+``retry-after``/``retry-after-ms`` (the time until it could be paid) and is not charged; a
+scripted answer refused this way stays queued. ``rate_limited`` counts the 429s sent,
+``charged_tokens`` the tokens paid.
 
 The request dict given to the responder and stored in ``requests``::
 
@@ -65,6 +75,8 @@ from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
+
+import fake_batch_api
 
 HANG_SECONDS = 30.0
 
@@ -104,6 +116,37 @@ def _content_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+def _prompt_tokens(req: dict) -> int:
+    return count_tokens(req["system"]) + sum(count_tokens(m["content"]) for m in req["messages"])
+
+
+def parse_body(api: str, body: dict, path: str, headers: dict) -> dict:
+    """The request dict (see the module docstring) of one API body."""
+    if api == "openai":
+        system_parts, messages = [], []
+        for message in body.get("messages") or []:
+            role = message.get("role")
+            text = _content_text(message.get("content"))
+            if role in ("system", "developer"):
+                system_parts.append(text)
+            else:
+                messages.append({"role": role, "content": text})
+        system = "\n".join(system_parts)
+    elif api == "google":
+        instruction = body.get("systemInstruction") or body.get("system_instruction") or {}
+        system = _content_text(instruction.get("parts") if isinstance(instruction, dict)
+                               else instruction)
+        messages = [{"role": "assistant" if c.get("role") == "model" else "user",
+                     "content": _content_text(c.get("parts"))}
+                    for c in body.get("contents") or []]
+    else:
+        system = _content_text(body.get("system"))
+        messages = [{"role": m.get("role"), "content": _content_text(m.get("content"))}
+                    for m in body.get("messages") or []]
+    return {"api": api, "model": body.get("model"), "system": system, "messages": messages,
+            "body": body, "headers": headers, "path": path}
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # many client threads connect at once
@@ -124,6 +167,8 @@ class _Handler(BaseHTTPRequestHandler):
     # -- routing ----------------------------------------------------------------------------
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         path = self.path.split("?", 1)[0].rstrip("/")
+        if fake_batch_api.route(self, "GET", path, b""):
+            return
         if path in ("/v1/models", "/models"):
             owner = self.server.owner
             data = [{"id": name, "object": "model", "created": 0, "owned_by": "fake"}
@@ -132,10 +177,19 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(404, {"error": {"message": f"no route GET {path}", "type": "not_found"}})
 
+    def do_PUT(self) -> None:  # noqa: N802 - stdlib name
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        path = self.path.split("?", 1)[0].rstrip("/")
+        if not fake_batch_api.route(self, "PUT", path, raw):
+            self._send_json(404, {"error": {"message": f"no route PUT {path}", "type": "not_found"}})
+
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         path = self.path.split("?", 1)[0].rstrip("/")
+        if fake_batch_api.route(self, "POST", path, raw):
+            return
         model_in_path = None
         if path.endswith("/chat/completions"):
             api = "openai"
@@ -159,39 +213,30 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         owner._record(req)
         try:
-            response = owner._next_response(req)
+            response, scripted = owner._next_response(req)
         except Exception as exc:  # a bug in a test's responder: answer 500 and say why
             owner._record_responder_error(exc)
             self._send_error(api, 500, f"responder raised {type(exc).__name__}: {exc}", None)
             return
+        if owner.token_limit is not None and response.status < 400 and not response.hang \
+                and response.raw_body is None:
+            cost = _prompt_tokens(req) + count_tokens(response.text)
+            limit_headers, refused_for = owner._charge(cost)
+            if refused_for is not None:
+                if scripted:
+                    owner._requeue(response)
+                limit_headers.update({"retry-after": f"{refused_for:.3f}",
+                                      "retry-after-ms": str(int(refused_for * 1000) + 1)})
+                self._send_error(api, 429, "Rate limit reached for tokens per min", limit_headers)
+                return
+            response = FakeResponse(response.text, response.status,
+                                    {**(response.headers or {}), **limit_headers}, response.delay)
         self._answer(api, req, response)
 
     # -- requests and answers -----------------------------------------------------------------
     def _parse_request(self, api: str, body: dict, path: str) -> dict:
         headers = {name.lower(): value for name, value in self.headers.items()}
-        if api == "openai":
-            system_parts, messages = [], []
-            for message in body.get("messages") or []:
-                role = message.get("role")
-                text = _content_text(message.get("content"))
-                if role in ("system", "developer"):
-                    system_parts.append(text)
-                else:
-                    messages.append({"role": role, "content": text})
-            system = "\n".join(system_parts)
-        elif api == "google":
-            instruction = body.get("systemInstruction") or body.get("system_instruction") or {}
-            system = _content_text(instruction.get("parts") if isinstance(instruction, dict)
-                                   else instruction)
-            messages = [{"role": "assistant" if c.get("role") == "model" else "user",
-                         "content": _content_text(c.get("parts"))}
-                        for c in body.get("contents") or []]
-        else:
-            system = _content_text(body.get("system"))
-            messages = [{"role": m.get("role"), "content": _content_text(m.get("content"))}
-                        for m in body.get("messages") or []]
-        return {"api": api, "model": body.get("model"), "system": system, "messages": messages,
-                "body": body, "headers": headers, "path": path}
+        return parse_body(api, body, path, headers)
 
     def _answer(self, api: str, req: dict, response: FakeResponse) -> None:
         owner = self.server.owner
@@ -209,8 +254,7 @@ class _Handler(BaseHTTPRequestHandler):
         if response.status >= 400:
             self._send_error(api, response.status, response.text, response.headers)
             return
-        prompt_tokens = count_tokens(req["system"]) + sum(count_tokens(m["content"])
-                                                          for m in req["messages"])
+        prompt_tokens = _prompt_tokens(req)
         completion_tokens = count_tokens(response.text)
         model = req["model"] or "fake-model"
         if api == "openai":
@@ -286,9 +330,22 @@ class FakeLLMServer:
     count_tokens = staticmethod(count_tokens)
 
     def __init__(self, responder: Callable[[dict], "str | FakeResponse"] | None = None,
-                 latency: float = 0.0) -> None:
+                 latency: float = 0.0, token_limit: int | None = None,
+                 token_window: float = 60.0) -> None:
         self.responder = responder
         self.latency = latency
+        self.token_limit = token_limit
+        self.token_window = token_window
+        self._bucket_level = float(token_limit or 0)
+        self._bucket_stamp = time.monotonic()
+        self.rate_limited = 0
+        self.charged_tokens = 0
+        # Batch APIs (tests/fake_batch_api.py).
+        self.batch_delay = 0.0
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict] = {}
+        self.together_files: set[str] = set()
+        self.batch_items = 0
         # What GET /v1/models lists (vLLM's check() asks for it).
         self.models: list[str] = ["fake-model"]
         self._lock = threading.Lock()
@@ -380,15 +437,45 @@ class FakeLLMServer:
         with self._lock:
             self._responder_errors.append(exc)
 
-    def _next_response(self, req: dict) -> FakeResponse:
+    def _charge(self, cost: int) -> tuple[dict, float | None]:
+        """Pay ``cost`` tokens from the bucket: (rate-limit headers, None), or (headers,
+        seconds until it could be paid) when it cannot."""
+        limit = float(self.token_limit)
+        rate = limit / self.token_window
+        with self._lock:
+            now = time.monotonic()
+            self._bucket_level = min(limit, self._bucket_level + (now - self._bucket_stamp) * rate)
+            self._bucket_stamp = now
+            refused_for = None
+            if self._bucket_level >= min(cost, limit):
+                self._bucket_level -= cost
+                self.charged_tokens += cost
+            else:
+                refused_for = (min(cost, limit) - self._bucket_level) / rate
+                self.rate_limited += 1
+            level = self._bucket_level
+        headers = {"x-ratelimit-limit-tokens": str(int(limit)),
+                   "x-ratelimit-remaining-tokens": str(max(0, int(level))),
+                   "x-ratelimit-reset-tokens": f"{max(0.0, limit - level) / rate:.3f}s"}
+        return headers, refused_for
+
+    def _parse_body(self, api: str, body: dict, path: str) -> dict:
+        return parse_body(api, body, path, {})
+
+    def _requeue(self, response: FakeResponse) -> None:
+        with self._lock:
+            self._script.appendleft(response)
+
+    def _next_response(self, req: dict) -> tuple[FakeResponse, bool]:
+        """The answer to give, and whether it came from the script."""
         with self._lock:
             scripted = self._script.popleft() if self._script else None
         if scripted is not None:
-            return scripted
+            return scripted, True
         responder = self.responder
         answer = responder(req) if responder is not None else "OK"
         if isinstance(answer, str):
-            return FakeResponse(text=answer)
+            return FakeResponse(text=answer), False
         if isinstance(answer, FakeResponse):
-            return answer
+            return answer, False
         raise TypeError(f"the responder returned {type(answer).__name__}, not str or FakeResponse")

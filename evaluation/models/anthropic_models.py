@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluation.models.hosted import HostedModel, call_sdk
+from evaluation.models.hosted import HostedModel, call_sdk_with_headers
 from evaluation.models.model import Completion, Request, TransientModelError, Usage, register_provider
 
 
@@ -70,8 +70,11 @@ class AnthropicModel(HostedModel):
 
     def complete(self, request: Request) -> Completion:
         client = self.client()
-        response = call_sdk(self.name, client.messages.create, **self.build_params(request))
-        return parse_message(response, self.name)
+        response, headers = call_sdk_with_headers(self.name, client.messages, "create",
+                                                  **self.build_params(request))
+        completion = parse_message(response, self.name)
+        completion.headers = headers
+        return completion
 
 
 def parse_message(response: Any, model_name: str) -> Completion:

@@ -84,6 +84,11 @@ def ask_until_usable(model: Model, system_prompt: str, messages: list[dict],
         if getattr(completion, "usage", None) is not None:
             usage["prompt_tokens"] += completion.usage.prompt_tokens
             usage["completion_tokens"] += completion.usage.completion_tokens
+            if getattr(completion.usage, "batch", False):  # priced at the batch price in results.json
+                usage["batch_prompt_tokens"] = usage.get("batch_prompt_tokens", 0) + \
+                    completion.usage.prompt_tokens
+                usage["batch_completion_tokens"] = usage.get("batch_completion_tokens", 0) + \
+                    completion.usage.completion_tokens
         try:
             value = read(text)
         except invalid as exc:

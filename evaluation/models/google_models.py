@@ -165,6 +165,13 @@ class GoogleModel(Model):
                 f"{self.name}: the environment variable {self.api_key_env} is not set; "
                 f"export {self.api_key_env}=... (or set {self.project_env} to use Vertex AI)")
 
+    def limiter_key(self) -> tuple:
+        from evaluation.models.limits import endpoint_key
+
+        if self.uses_vertex():
+            return endpoint_key("vertex", f"{self.resolved_project()}/{self.resolved_location()}", None)
+        return endpoint_key(self.provider, self.resolved_base_url(), self.resolved_api_key())
+
     def probe(self) -> None:
         """List one model (free): an unreachable endpoint or a refused key stops the run
         before any work; any other HTTP answer shows the endpoint is up."""

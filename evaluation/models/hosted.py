@@ -73,6 +73,22 @@ def call_sdk(model_name: str, fn: Callable[..., Any], **params: Any) -> Any:
         raise TransientModelError(f"{model_name}: malformed response body ({exc})") from exc
 
 
+def call_sdk_with_headers(model_name: str, resource: Any, method: str,
+                          **params: Any) -> tuple[Any, Any]:
+    """Call ``resource.method(**params)`` through the SDK's raw-response wrapper (the
+    openai, anthropic and together SDKs have one) and return (parsed answer, HTTP
+    headers); the headers carry the provider's rate-limit statement for the limiter."""
+    raw_resource = getattr(resource, "with_raw_response", None)
+    if raw_resource is None:
+        return call_sdk(model_name, getattr(resource, method), **params), None
+    raw = call_sdk(model_name, getattr(raw_resource, method), **params)
+    try:
+        parsed = raw.parse()
+    except json.JSONDecodeError as exc:
+        raise TransientModelError(f"{model_name}: malformed response body ({exc})") from exc
+    return parsed, getattr(raw, "headers", None)
+
+
 class HostedModel(Model):
     """A model behind a provider's API key. Subclasses set ``api_key_env``,
     ``base_url_env`` and ``provider_label`` and implement ``make_client``."""
@@ -106,6 +122,11 @@ class HostedModel(Model):
             raise ModelConfigurationError(
                 f"{self.name}: the environment variable {self.api_key_env} is not set; "
                 f"export {self.api_key_env}=... to use {self.provider_label}")
+
+    def limiter_key(self) -> tuple:
+        from evaluation.models.limits import endpoint_key
+
+        return endpoint_key(self.provider, self.resolved_base_url(), self.resolved_api_key())
 
     def probe(self) -> None:
         """List the provider's models once (a GET that costs nothing): a wrong base URL or a

@@ -12,8 +12,9 @@ A model is a small class. Users write the shape the original README shows:
 
 Provider adapters instead implement ``complete(request) -> Completion``: one attempt, no
 retries. Pipelines never call either directly; they call ``generate``/``chat``, which add,
-once for every model: retries with backoff, token and latency accounting, and an optional
-response cache. A user's ``__call__``-only class gets all of that too.
+once for every model: retries with backoff, pacing to the endpoint's rate limits
+(limits.py), token and latency accounting, and an optional response cache. A user's
+``__call__``-only class gets all of that too.
 """
 from __future__ import annotations
 
@@ -104,6 +105,7 @@ class ModelCallFailed(ModelError):
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    batch: bool = False  # answered through a provider's batch API, at the batch price
 
 
 @dataclass
@@ -111,6 +113,9 @@ class Completion:
     text: str
     usage: Usage | None = None
     raw: Any = None
+    # The answer's HTTP headers, when the adapter has them: the limiter reads the
+    # provider's rate-limit statement from them.
+    headers: Any = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,10 @@ class UsageTracker:
         self.attempts = 0
         self.retries = 0
         self.cache_hits = 0
+        self.rate_limited = 0
+        self.batch_calls = 0
+        self.batch_prompt_tokens = 0
+        self.batch_completion_tokens = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.latencies: list[float] = []
@@ -199,9 +208,24 @@ class UsageTracker:
                 self.completion_tokens += usage.completion_tokens
             self.latencies.append(latency)
 
+    def record_batch(self, usage: Usage | None) -> None:
+        """A call answered in a batch (batch.py): counted as a call, priced as a batch one."""
+        with self._lock:
+            self.calls += 1
+            self.batch_calls += 1
+            if usage is not None:
+                self.prompt_tokens += usage.prompt_tokens
+                self.completion_tokens += usage.completion_tokens
+                self.batch_prompt_tokens += usage.prompt_tokens
+                self.batch_completion_tokens += usage.completion_tokens
+
     def record_failure(self) -> None:
         with self._lock:
             self.failed_calls += 1
+
+    def record_rate_limited(self) -> None:
+        with self._lock:
+            self.rate_limited += 1
 
     def record_cache_hit(self) -> None:
         with self._lock:
@@ -216,21 +240,33 @@ class UsageTracker:
                 "attempts": self.attempts,
                 "retries": self.retries,
                 "cache_hits": self.cache_hits,
+                "rate_limited": self.rate_limited,
+                "batch_calls": self.batch_calls,
+                "batch_prompt_tokens": self.batch_prompt_tokens,
+                "batch_completion_tokens": self.batch_completion_tokens,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "latency_total_s": round(sum(latencies), 3),
                 "latency_median_s": round(statistics.median(latencies), 4) if latencies else None,
             }
         out["estimated_cost_usd"] = estimate_cost(model_name, out["prompt_tokens"],
-                                                  out["completion_tokens"])
+                                                  out["completion_tokens"],
+                                                  out["batch_prompt_tokens"],
+                                                  out["batch_completion_tokens"])
         return out
 
 
-def estimate_cost(model_name: str | None, prompt_tokens: int, completion_tokens: int) -> float | None:
+def estimate_cost(model_name: str | None, prompt_tokens: int, completion_tokens: int,
+                  batch_prompt_tokens: int = 0, batch_completion_tokens: int = 0) -> float | None:
+    """USD at config.PRICES_PER_MTOK; the batch_* tokens (included in the totals) are
+    priced at config.BATCH_DISCOUNT of the online price."""
     price = config.PRICES_PER_MTOK.get(model_name or "")
     if price is None:
         return None
-    return round((prompt_tokens * price[0] + completion_tokens * price[1]) / 1e6, 6)
+    online = (prompt_tokens - batch_prompt_tokens) * price[0] + \
+        (completion_tokens - batch_completion_tokens) * price[1]
+    batch = (batch_prompt_tokens * price[0] + batch_completion_tokens * price[1]) * config.BATCH_DISCOUNT
+    return round((online + batch) / 1e6, 6)
 
 
 # ---------------------------------------------------------------------------------------
@@ -268,8 +304,11 @@ class ResponseCache:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS completions ("
                 " key TEXT PRIMARY KEY, text TEXT NOT NULL,"
-                " prompt_tokens INTEGER, completion_tokens INTEGER)"
+                " prompt_tokens INTEGER, completion_tokens INTEGER, batch INTEGER DEFAULT 0)"
             )
+            columns = {row[1] for row in db.execute("PRAGMA table_info(completions)")}
+            if "batch" not in columns:  # a cache written before batch mode existed
+                db.execute("ALTER TABLE completions ADD COLUMN batch INTEGER DEFAULT 0")
             db.execute("SELECT count(*) FROM completions WHERE key = ''").fetchone()
             db.commit()
         except sqlite3.DatabaseError:
@@ -289,21 +328,21 @@ class ResponseCache:
     def get(self, key: str) -> Completion | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT text, prompt_tokens, completion_tokens FROM completions WHERE key = ?",
+                "SELECT text, prompt_tokens, completion_tokens, batch FROM completions WHERE key = ?",
                 (key,),
             ).fetchone()
         if row is None:
             return None
-        usage = Usage(row[1], row[2]) if row[1] is not None else None
+        usage = Usage(row[1], row[2], bool(row[3])) if row[1] is not None else None
         return Completion(text=row[0], usage=usage)
 
     def put(self, key: str, completion: Completion) -> None:
         usage = completion.usage
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?)",
                 (key, completion.text, usage.prompt_tokens if usage else None,
-                 usage.completion_tokens if usage else None),
+                 usage.completion_tokens if usage else None, int(bool(usage and usage.batch))),
             )
             self._db.commit()
 
@@ -344,6 +383,10 @@ def _retry_after(exc: BaseException) -> float | None:
     except (TypeError, ValueError):
         return None  # an HTTP-date or garbage: fall back to our own backoff
     return None
+
+
+def _headers_of(exc: BaseException) -> Any:
+    return getattr(getattr(exc, "response", None), "headers", None)
 
 
 def classify_error(exc: BaseException) -> tuple[bool, float | None, str]:
@@ -394,6 +437,9 @@ class Model:
     supports_json_schema: ClassVar[bool] = False
     # True when the adapter follows Request.answer_grammar (the embedded model only).
     supports_answer_grammar: ClassVar[bool] = False
+    # Batch mode (batch.py): set to a BatchRunner, calls that miss the cache are deferred
+    # to the provider's batch API instead of being sent.
+    batch_runner: Any = None
     # Generation parameters the user chose for this model's role (--model_args, --seed...):
     # they replace what each step asks for, and they name the model's runs and scores
     # (``label``), since such a run is not the benchmark's. Set by resolve_model.
@@ -447,6 +493,22 @@ class Model:
         self.check()
         self.probe()
 
+    def limiter_key(self) -> tuple | None:
+        """The endpoint and key this model's calls count against (hosted adapters say);
+        None: no provider limits to keep, unless the user set some for this model."""
+        return None
+
+    def rate_limiter(self):
+        """The limiter shared by every model on this endpoint and key, or None."""
+        from evaluation.models import limits
+
+        key = self.limiter_key()
+        if key is None:
+            if not limits.has_user_limits(self.name):
+                return None
+            key = ("model", self.name)
+        return limits.limiter_for(key, self.name)
+
     # -- the seam ---------------------------------------------------------------------------
     def chat(self, system_prompt: str, messages: Sequence[Message], **options: Any) -> str:
         """A system prompt and a conversation (simulators use this); returns the text."""
@@ -473,16 +535,24 @@ class Model:
         if key is not None:
             cached = self.cache.get(key)
             if cached is not None:
-                self.usage.record_cache_hit()
+                if not (cached.usage is not None and cached.usage.batch and self.batch_runner):
+                    self.usage.record_cache_hit()  # a batch answer was counted when fetched
                 return cached
+        if self.batch_runner is not None:
+            self.batch_runner.defer(self, request, key)  # raises BatchDeferred, or goes on
 
+        limiter = self.rate_limiter()
+        prompt_chars = len(request.system_prompt) + sum(len(m["content"]) for m in request.messages)
         last_error: BaseException | None = None
         reason = "no attempt made"
         attempts = 0
+        waited_pause = False
         for attempt in range(self.max_retries + 1):
             if CANCEL.is_set():
                 raise RunCancelled(f"{self.name}: the run is stopping")
             attempts = attempt + 1
+            ticket = (limiter.acquire(prompt_chars, request.max_tokens, waited_pause=waited_pause)
+                      if limiter is not None else None)
             self.usage.record_attempt(retry=attempt > 0)
             started = time.perf_counter()
             try:
@@ -492,7 +562,14 @@ class Model:
                 if not isinstance(completion.text, str):
                     raise PermanentModelError(
                         f"{self.name} returned {type(completion.text).__name__}, not text")
-            except Exception as exc:  # classified below; nothing is swallowed
+            except BaseException as exc:  # classified below; nothing is swallowed
+                status = _status_code(exc)
+                if ticket is not None:
+                    ticket.fail(status, _retry_after(exc), _headers_of(exc))
+                if not isinstance(exc, Exception):
+                    raise  # KeyboardInterrupt, SystemExit: the ticket is released, go
+                if status == 429:
+                    self.usage.record_rate_limited()
                 last_error = exc
                 if isinstance(exc, AuthenticationFailed):
                     raise
@@ -508,8 +585,13 @@ class Model:
                 log.info("%s: attempt %d of %d failed after %.2fs (%s); retrying in %.2fs",
                          self.name, attempts, self.max_retries + 1,
                          time.perf_counter() - started, reason, delay)
+                # After a 429 the limiter holds every other caller on the endpoint until the
+                # retry-after; this one waits it out here (at least as long) and skips that hold.
                 self._pause(delay)
+                waited_pause = ticket is not None and ticket.rate_limited
                 continue
+            if ticket is not None:
+                ticket.settle(completion.usage, completion.headers)
             latency = time.perf_counter() - started
             self.usage.record_success(completion.usage, latency)
             if attempt:

@@ -11,6 +11,7 @@ SDK's own retries are off (``max_retries=0``) because the seam in model.py retri
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import time
 import urllib.error
@@ -18,7 +19,7 @@ import urllib.request
 from typing import Any, Callable
 
 import config
-from evaluation.models.hosted import HostedModel, call_sdk
+from evaluation.models.hosted import HostedModel, call_sdk_with_headers
 from evaluation.models.model import (
     Completion,
     ModelConfigurationError,
@@ -118,15 +119,19 @@ class OpenAIModel(HostedModel):
 
     def complete(self, request: Request) -> Completion:
         client = self.client()
-        response = call_sdk(self.name, client.chat.completions.create, **self.build_params(request))
-        return parse_chat_completion(response, self.name)
+        response, headers = call_sdk_with_headers(self.name, client.chat.completions, "create",
+                                                  **self.build_params(request))
+        completion = parse_chat_completion(response, self.name)
+        completion.headers = headers
+        return completion
 
 
 # ---------------------------------------------------------------------------------------
 # OpenAI-compatible servers (vLLM)
 # ---------------------------------------------------------------------------------------
 def split_name_and_url(spec: str | None) -> tuple[str | None, str | None]:
-    """``NAME@http://host:port/v1`` -> (NAME, URL); any other spec -> (spec, None)."""
+    """``NAME@http://host:port/v1`` -> (NAME, URL) (URL may list several, comma-separated);
+    any other spec -> (spec, None)."""
     if spec:
         name, sep, url = spec.rpartition("@")
         if sep and name and url.startswith(("http://", "https://")):
@@ -144,6 +149,9 @@ class OpenAICompatibleModel(OpenAIModel):
     config.LOCAL_SERVER_API_KEY. A JSON schema constrains decoding through the
     ``response_format={"type": "json_schema", ...}`` field, which current vLLM accepts
     (its older ``guided_json`` extra field was removed in vLLM 0.12).
+
+    A server farm: ``NAME@URL1,URL2,...`` (or ``base_url="URL1,URL2"``) sends each request
+    to the next URL in turn; the farm shares one rate limiter.
     """
 
     provider = "vllm"
@@ -160,7 +168,10 @@ class OpenAICompatibleModel(OpenAIModel):
         # A served model gets a "system" message and max_tokens, as the release's vLLM route
         # (PrefMatcher) sent them.
         name, url = split_name_and_url(name)
-        super().__init__(name, base_url=url or base_url, api_key=api_key,
+        url = url or base_url
+        self._farm = [u.strip().rstrip("/") for u in url.split(",") if u.strip()] if url else []
+        self._turn = itertools.count()
+        super().__init__(name, base_url=self._farm[0] if self._farm else None, api_key=api_key,
                          temperature=temperature, max_tokens=max_tokens, timeout=timeout,
                          max_retries=max_retries, cache=cache, sleep=sleep)
 
@@ -168,7 +179,17 @@ class OpenAICompatibleModel(OpenAIModel):
         return config.LOCAL_SERVER_BASE_URL
 
     def resolved_base_url(self) -> str:
+        if len(self._farm) > 1:  # round-robin; itertools.count is atomic under the GIL
+            return self._farm[next(self._turn) % len(self._farm)]
         return (self._base_url or self.default_base_url()).rstrip("/")
+
+    def base_urls(self) -> list[str]:
+        return list(self._farm) if len(self._farm) > 1 else [self.resolved_base_url()]
+
+    def limiter_key(self) -> tuple:
+        from evaluation.models.limits import endpoint_key
+
+        return endpoint_key(self.provider, ",".join(self.base_urls()), self.resolved_api_key())
 
     def resolved_api_key(self) -> str:
         return self._api_key or config.LOCAL_SERVER_API_KEY or "EMPTY"
@@ -189,8 +210,12 @@ class OpenAICompatibleModel(OpenAIModel):
         """check() already asked the server for its models."""
 
     def check(self) -> None:
-        """GET {base}/models: the server must be up before any work starts."""
-        url = f"{self.resolved_base_url()}/models"
+        """GET {base}/models on every server: each must be up before any work starts."""
+        for base_url in self.base_urls():
+            self._check_server(base_url)
+
+    def _check_server(self, base_url: str) -> None:
+        url = f"{base_url}/models"
         http_request = urllib.request.Request(
             url, headers={"Authorization": f"Bearer {self.resolved_api_key()}"})
         hint = (f"start the server, or point {self.url_env} (or the NAME@URL form of the "

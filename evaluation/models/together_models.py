@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluation.models.hosted import HostedModel, call_sdk
+from evaluation.models.hosted import HostedModel, call_sdk_with_headers
 from evaluation.models.model import Completion, Request, register_provider
 from evaluation.models.openai_models import chat_messages, parse_chat_completion
 
@@ -40,5 +40,8 @@ class TogetherModel(HostedModel):
 
     def complete(self, request: Request) -> Completion:
         client = self.client()
-        response = call_sdk(self.name, client.chat.completions.create, **self.build_params(request))
-        return parse_chat_completion(response, self.name)
+        response, headers = call_sdk_with_headers(self.name, client.chat.completions, "create",
+                                                  **self.build_params(request))
+        completion = parse_chat_completion(response, self.name)
+        completion.headers = headers
+        return completion

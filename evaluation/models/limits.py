@@ -1,0 +1,426 @@
+"""Pacing at the seam: one limiter per provider endpoint and API key.
+
+Every model and role that calls the same endpoint with the same key shares one
+``RateLimiter`` (``limiter_for``), so an evaluated model and the evaluator on one account
+draw from one budget. The limiter keeps three things under their limits:
+
+* requests in flight (a user-set cap; none by default: the executor's threads bound it);
+* tokens per minute and requests per minute, as the provider states them in its answers'
+  rate-limit headers (OpenAI/Together/vLLM ``x-ratelimit-*``, Anthropic
+  ``anthropic-ratelimit-*``), or as the user sets them (``--rate_limit``).
+
+It mirrors the provider's token bucket: each request reserves an estimate of its tokens
+(prompt characters at the endpoint's measured characters per token, plus the mean answer
+so far) before it is sent, and the estimate is settled against the answer's usage when it
+returns, so the bucket tracks what the provider actually counted. The refill rate is read
+from the headers: ``(limit - remaining) / reset`` is exact for a bucket that refills
+linearly, which is what the providers document. Until the first answer has told it the
+limits, a limiter with nothing set lets one request through at a time (a probe), so the
+first wave of a 32-thread run cannot empty the budget at once (at most ``probe_wait_s``:
+a slow first answer does not hold the others longer). After a 429 every request
+on the endpoint waits for the ``retry-after``, and the usable rate drops by 10% (recovering
+slowly with successes).
+
+Waiters are served in arrival order, so a long prompt is never starved by short ones.
+"""
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Mapping
+
+# Header names per family: (limit, remaining, reset) for tokens and requests.
+_HEADER_FAMILIES = (
+    {"tokens": ("x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+     "requests": ("x-ratelimit-limit-requests", "x-ratelimit-remaining-requests",
+                  "x-ratelimit-reset-requests")},
+    {"tokens": ("anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining",
+                "anthropic-ratelimit-tokens-reset"),
+     "requests": ("anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining",
+                  "anthropic-ratelimit-requests-reset")},
+)
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_duration(value: str | None, now: float | None = None) -> float | None:
+    """Seconds in an OpenAI-style duration ("6m0s", "1.5s", "20ms"), a plain number of
+    seconds, or an RFC 3339 / HTTP date (Anthropic's reset times); None if unreadable."""
+    if value is None:
+        return None
+    value = str(value).strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(value)
+    if parts and "".join(a + b for a, b in parts) == value.replace(" ", ""):
+        scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+        return sum(float(a) * scale[b] for a, b in parts)
+    now = time.time() if now is None else now
+    try:
+        from datetime import datetime
+
+        stamp = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        return max(0.0, stamp - now)
+    except ValueError:
+        pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
+    except (TypeError, ValueError):
+        return None
+
+
+def duration_resolution(value: str | None) -> float:
+    """The precision of a duration header: 0.001 for "20ms", 0.01 for "1.25s", 1 for "6m0s"."""
+    value = (value or "").strip()
+    if value.endswith("ms"):
+        return 0.001
+    digits = re.search(r"\.(\d+)s?$", value)
+    return 10.0 ** -len(digits.group(1)) if digits else 1.0
+
+
+@dataclass
+class StatedLimit:
+    """A provider's statement about one budget: its size, what is left, when it is full."""
+    limit: float
+    remaining: float
+    reset_s: float | None
+    resolution: float = 1.0
+
+    def measured_rate(self) -> float | None:
+        """Refill rate per second: exact for a linearly refilling bucket. None when the
+        statement cannot tell (a full bucket, or a reset too short for the header's
+        precision)."""
+        used = self.limit - self.remaining
+        if self.reset_s is not None and self.reset_s >= 10 * self.resolution and used > 0:
+            return used / self.reset_s
+        return None
+
+
+def stated_limits(headers: Mapping[str, str] | None) -> dict[str, StatedLimit]:
+    """{"tokens": ..., "requests": ...} from an answer's rate-limit headers (either family)."""
+    if not headers:
+        return {}
+    lowered = {str(k).lower(): v for k, v in dict(headers).items()}
+    out: dict[str, StatedLimit] = {}
+    for family in _HEADER_FAMILIES:
+        for kind, (limit_h, remaining_h, reset_h) in family.items():
+            if kind in out or limit_h not in lowered or remaining_h not in lowered:
+                continue
+            try:
+                limit, remaining = float(lowered[limit_h]), float(lowered[remaining_h])
+            except (TypeError, ValueError):
+                continue
+            if limit > 0:
+                reset = lowered.get(reset_h)
+                out[kind] = StatedLimit(limit, max(0.0, remaining), parse_duration(reset),
+                                        duration_resolution(reset))
+    return out
+
+
+@dataclass
+class UserLimits:
+    """Limits a user sets; None leaves that one to the provider's headers."""
+    tokens_per_minute: float | None = None
+    requests_per_minute: float | None = None
+    max_in_flight: int | None = None
+
+    def any(self) -> bool:
+        return any(v is not None for v in (self.tokens_per_minute, self.requests_per_minute,
+                                           self.max_in_flight))
+
+
+class _Bucket:
+    """A token bucket mirroring the provider's: ``level`` may go negative after a settle
+    that found a request bigger than estimated (the debt is then waited out)."""
+
+    def __init__(self, capacity: float, rate: float, level: float | None = None) -> None:
+        self.capacity = capacity
+        self.rate = rate
+        self.level = capacity if level is None else min(level, capacity)
+        self.stamp = time.monotonic()
+
+    def refill(self, now: float, factor: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate * factor)
+        self.stamp = now
+
+    def wait_for(self, amount: float, factor: float) -> float:
+        """Seconds until ``amount`` is available (an amount above capacity waits for a full
+        bucket, so an oversized request still goes, alone)."""
+        need = min(amount, self.capacity) - self.level
+        return 0.0 if need <= 0 else need / (self.rate * factor)
+
+
+class Ticket:
+    """One admitted request; ``settle`` or ``fail`` it exactly once."""
+
+    def __init__(self, limiter: "RateLimiter", estimate: float, prompt_chars: int) -> None:
+        self.limiter = limiter
+        self.estimate = estimate
+        self.prompt_chars = prompt_chars
+        self.rate_limited = False
+        self._closed = False
+
+    def settle(self, usage: Any = None, headers: Mapping[str, str] | None = None) -> None:
+        if not self._closed:
+            self._closed = True
+            self.limiter._settle(self, usage, headers)
+
+    def fail(self, status: int | None, retry_after: float | None,
+             headers: Mapping[str, str] | None = None) -> None:
+        if not self._closed:
+            self._closed = True
+            self.rate_limited = status == 429
+            self.limiter._fail(self, status, retry_after, headers)
+
+
+class RateLimiter:
+    """Paces every request to one endpoint with one key. Thread-safe; see the module doc."""
+
+    recovery_per_success = 0.002
+    min_factor = 0.5
+    probe_wait_s = 2.0
+
+    def __init__(self, name: str = "", user: UserLimits | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self.user = user or UserLimits()
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._tokens: _Bucket | None = None
+        self._requests: _Bucket | None = None
+        self._apply_user_limits()
+        self._learned = self.user.any()  # user-set limits need no probe
+        self._in_flight = 0
+        self._probe_started = 0.0
+        self._pause_until = 0.0
+        self._factor = 1.0
+        self._next_ticket = 0
+        self._serving = 0
+        # Calibration: characters per prompt token, and the mean answer length.
+        self._chars = 0
+        self._prompt_tokens = 0
+        self._answers = 0
+        self._completion_tokens = 0
+        # Counters for reports and benchmarks.
+        self.requests = 0
+        self.rate_limited = 0
+        self.waited_s = 0.0
+
+    def _apply_user_limits(self) -> None:
+        if self.user.tokens_per_minute:
+            self._tokens = _Bucket(self.user.tokens_per_minute, self.user.tokens_per_minute / 60.0)
+        if self.user.requests_per_minute:
+            self._requests = _Bucket(self.user.requests_per_minute, self.user.requests_per_minute / 60.0)
+
+    # -- estimates ----------------------------------------------------------------------------
+    def estimate_tokens(self, prompt_chars: int, max_tokens: int | None) -> float:
+        with self._cond:
+            per_token = (self._chars / self._prompt_tokens) if self._prompt_tokens else 4.0
+            answer = (self._completion_tokens / self._answers) if self._answers \
+                else min(max_tokens or 256, 256)
+        return prompt_chars / per_token + answer
+
+    # -- admission ------------------------------------------------------------------------------
+    def acquire(self, prompt_chars: int, max_tokens: int | None = None, *,
+                waited_pause: bool = False) -> Ticket:
+        """Block until the request may go; returns its ticket. ``waited_pause``: the caller
+        has already slept out a 429's retry-after itself."""
+        estimate = self.estimate_tokens(prompt_chars, max_tokens)
+        started = self._clock()
+        with self._cond:
+            ticket_no = self._next_ticket
+            self._next_ticket += 1
+            while True:
+                delay = self._admission_delay(ticket_no, estimate, waited_pause)
+                if delay == 0.0:
+                    break
+                self._cond.wait(timeout=None if delay is None else delay)
+            self._serving += 1
+            if not self._learned and self._in_flight == 0:
+                self._probe_started = self._clock()
+            self._in_flight += 1
+            self.requests += 1
+            if self._tokens is not None:
+                self._tokens.level -= estimate
+            if self._requests is not None:
+                self._requests.level -= 1
+            self.waited_s += self._clock() - started
+            self._cond.notify_all()
+        return Ticket(self, estimate, prompt_chars)
+
+    def _admission_delay(self, ticket_no: int, estimate: float, waited_pause: bool) -> float | None:
+        """0.0 when the request may go now; else seconds to wait (None: until notified)."""
+        if ticket_no != self._serving:
+            return None
+        if not self._learned and self._in_flight >= 1:
+            # Probing: one request until the first answer states the limits, for at most
+            # probe_wait_s (a slow or hanging first answer must not serialize the run).
+            waited = self._clock() - self._probe_started
+            if waited < self.probe_wait_s:
+                return self.probe_wait_s - waited
+            self._learned = True
+        if self.user.max_in_flight is not None and self._in_flight >= self.user.max_in_flight:
+            return None
+        now = self._clock()
+        if now < self._pause_until and not waited_pause:
+            return self._pause_until - now
+        delay = 0.0
+        for bucket, amount in ((self._tokens, estimate), (self._requests, 1.0)):
+            if bucket is not None:
+                bucket.refill(now, self._factor)
+                delay = max(delay, bucket.wait_for(amount, self._factor))
+        return delay
+
+    # -- answers -------------------------------------------------------------------------------
+    def _settle(self, ticket: Ticket, usage: Any, headers: Mapping[str, str] | None) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            actual = None
+            if usage is not None:
+                prompt = getattr(usage, "prompt_tokens", 0) or 0
+                completion = getattr(usage, "completion_tokens", 0) or 0
+                actual = prompt + completion
+                if prompt > 0 and ticket.prompt_chars > 0:
+                    self._chars += ticket.prompt_chars
+                    self._prompt_tokens += prompt
+                self._answers += 1
+                self._completion_tokens += completion
+            if self._tokens is not None and actual is not None:
+                self._tokens.level += ticket.estimate - actual
+            self._learn(headers)
+            self._factor = min(1.0, self._factor + self.recovery_per_success)
+            self._cond.notify_all()
+
+    def _fail(self, ticket: Ticket, status: int | None, retry_after: float | None,
+              headers: Mapping[str, str] | None) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            if status == 429:
+                self.rate_limited += 1
+                self._learn(headers)
+                self._factor = max(self.min_factor, self._factor * 0.9)
+                wait = retry_after if retry_after is not None else 1.0
+                self._pause_until = max(self._pause_until, self._clock() + wait)
+                if self._tokens is not None:
+                    self._tokens.level = min(self._tokens.level, 0.0)
+            elif self._tokens is not None:
+                # The provider did not count a request it refused or never received.
+                self._tokens.level += ticket.estimate
+            self._cond.notify_all()
+
+    def _learn(self, headers: Mapping[str, str] | None) -> None:
+        """Adopt the limits an answer states, unless the user set that one."""
+        stated = stated_limits(headers)
+        now = self._clock()
+        for kind, user_value in (("tokens", self.user.tokens_per_minute),
+                                 ("requests", self.user.requests_per_minute)):
+            info = stated.get(kind)
+            if info is None or user_value:
+                continue
+            bucket = self._tokens if kind == "tokens" else self._requests
+            measured = info.measured_rate()
+            if bucket is None:
+                # First statement: start from what the provider says is left; the limit is
+                # per minute (as documented) unless the reset time says otherwise.
+                bucket = _Bucket(info.limit, measured or info.limit / 60.0, level=info.remaining)
+                bucket.stamp = now
+                if kind == "tokens":
+                    self._tokens = bucket
+                else:
+                    self._requests = bucket
+            else:
+                bucket.capacity = info.limit
+                if measured is not None:  # smoothed: one header's rounding moves it little
+                    bucket.rate = 0.8 * bucket.rate + 0.2 * measured
+        self._learned = True  # an answer without headers states no limits: none to keep
+
+    # -- reporting --------------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        with self._cond:
+            return {
+                "requests": self.requests, "rate_limited": self.rate_limited,
+                "waited_s": round(self.waited_s, 3),
+                "tokens_per_minute": round(self._tokens.rate * 60) if self._tokens else None,
+                "requests_per_minute": round(self._requests.rate * 60) if self._requests else None,
+                "max_in_flight": self.user.max_in_flight,
+            }
+
+
+# ---------------------------------------------------------------------------------------
+# One limiter per endpoint and key
+# ---------------------------------------------------------------------------------------
+_LIMITERS: dict[Hashable, RateLimiter] = {}
+_USER_LIMITS: dict[str, UserLimits] = {}  # by model name; "*" for every endpoint
+_lock = threading.Lock()
+
+
+def endpoint_key(provider: str, base_url: str | None, api_key: str | None) -> tuple:
+    """The limiter's key: the key itself is never kept, only a digest."""
+    digest = hashlib.sha256((api_key or "").encode("utf-8")).hexdigest()[:16]
+    return (provider, (base_url or "").rstrip("/"), digest)
+
+
+def set_user_limits(limits: Mapping[str, UserLimits]) -> None:
+    """Limits from the command line, by model name ("*": every endpoint). Applies to
+    limiters made afterwards."""
+    with _lock:
+        _USER_LIMITS.clear()
+        _USER_LIMITS.update(limits)
+
+
+def has_user_limits(model_name: str) -> bool:
+    with _lock:
+        return model_name in _USER_LIMITS or "*" in _USER_LIMITS
+
+
+def limiter_for(key: Hashable, model_name: str = "") -> RateLimiter:
+    with _lock:
+        limiter = _LIMITERS.get(key)
+        if limiter is None:
+            user = _USER_LIMITS.get(model_name) or _USER_LIMITS.get("*")
+            limiter = RateLimiter(name=str(key[0]) if isinstance(key, tuple) else str(key), user=user)
+            _LIMITERS[key] = limiter
+        return limiter
+
+
+def all_limiters() -> dict[Hashable, RateLimiter]:
+    with _lock:
+        return dict(_LIMITERS)
+
+
+def reset_limiters() -> None:
+    with _lock:
+        _LIMITERS.clear()
+        _USER_LIMITS.clear()
+
+
+def parse_rate_limit(spec: str) -> tuple[str, UserLimits]:
+    """``[MODEL=]tpm=N,rpm=N,in_flight=N`` -> (model name or "*", limits)."""
+    target, fields = "*", spec
+    head, sep, tail = spec.partition("=")
+    if sep and head not in ("tpm", "rpm", "in_flight") and "," not in head:
+        target, fields = head, tail
+    limits = UserLimits()
+    for part in filter(None, (p.strip() for p in fields.split(","))):
+        name, eq, value = part.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if not eq or number <= 0 or name not in ("tpm", "rpm", "in_flight"):
+            raise ValueError(f"--rate_limit {spec!r}: expected [MODEL=]tpm=N,rpm=N,in_flight=N "
+                             f"with positive numbers, got {part!r}")
+        if name == "tpm":
+            limits.tokens_per_minute = number
+        elif name == "rpm":
+            limits.requests_per_minute = number
+        else:
+            limits.max_in_flight = int(number)
+    return target, limits

@@ -1,0 +1,210 @@
+"""Batch mode (--batch) through the real openai and anthropic SDKs against the loopback
+server's batch endpoints: the same metrics as online at half the price, batch ids saved
+at once, a killed run resumed without resubmitting, failed items asked online."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import config
+from cupid_responder import CupidResponder, make_row, two_instance_plans
+from evaluation import run as run_module
+from evaluation.models.batch import BatchDeferred, BatchRunner
+from evaluation.models.model import ResponseCache, resolve_model
+from fake_llm_server import FakeLLMServer, FakeResponse
+from test_evaluation_run import assert_expected
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL, EVALUATOR = "gpt-4o-mini", "claude-3-5-sonnet-20241022"
+
+
+@pytest.fixture(autouse=True)
+def fast_polls(monkeypatch):
+    monkeypatch.setattr(config, "BATCH_POLL_INTERVAL", 0.05)
+
+
+@pytest.fixture
+def data_file(tmp_path):
+    plans = two_instance_plans()
+    rows = [make_row("persona-a", "consistent", plans[0]),
+            make_row("persona-b", "contrastive", plans[1], relevant=(2, 3))]
+    path = tmp_path / "data.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+@pytest.fixture
+def env(fake_llm_env):
+    fake_llm_env.responder = CupidResponder(two_instance_plans())
+    return fake_llm_env
+
+
+def cli(data_file, results_dir, *extra):
+    return ["--model", MODEL, "--evaluator", EVALUATOR, "--data", str(data_file),
+            "--results_dir", str(results_dir), "--task", "both", "--n_workers", "2",
+            "--max_retries", "2", "--timeout", "5", *extra]
+
+
+def test_batch_run_matches_online_at_half_price(env, data_file, tmp_path):
+    assert run_module.main(cli(data_file, tmp_path / "online")) == 0
+    online_requests = len(env.requests)
+    assert run_module.main(cli(data_file, tmp_path / "batch", "--batch")) == 0
+    batch_requests = env.requests[online_requests:]
+    assert batch_requests and all(r["path"] == "batch" for r in batch_requests)
+    online = json.loads((tmp_path / "online" / MODEL / "results.json").read_text())
+    batch = json.loads((tmp_path / "batch" / MODEL / "results.json").read_text())
+    assert_expected(batch)
+    for key in ("inference", "inference_macro", "generation", "by_instance_type", "counts"):
+        assert batch[key] == online[key], key
+    # Round 1 infer + generate (OpenAI), 2 decompose + judge (Anthropic), 3 the matches.
+    state = json.loads((tmp_path / "batch" / MODEL / "batches.json").read_text())
+    assert sorted((b["round"], b["provider"], len(b["items"])) for b in state["batches"]) == \
+        [(1, "openai", 4), (2, "anthropic", 4), (3, "anthropic", 4)]
+    assert all(b["fetched"] for b in state["batches"])
+    for role in ("model", "evaluator"):
+        o = online["usage"]["this_invocation"][role]
+        b = batch["usage"]["this_invocation"][role]
+        assert b["batch_calls"] == b["calls"] == o["calls"]
+        assert (b["prompt_tokens"], b["completion_tokens"]) == (o["prompt_tokens"], o["completion_tokens"])
+        assert b["estimated_cost_usd"] == pytest.approx(o["estimated_cost_usd"] * 0.5, abs=2e-6)
+    for name, entry in batch["usage"]["recorded"].items():
+        assert entry["estimated_cost_usd"] == pytest.approx(
+            online["usage"]["recorded"][name]["estimated_cost_usd"] * 0.5, abs=2e-6)
+
+
+def test_failed_batch_items_are_asked_online(env, data_file, tmp_path):
+    responder = env.responder
+    failed_once: set = set()
+
+    def flaky(req):
+        if req["path"] == "batch" and req["api"] == "openai" and not failed_once:
+            failed_once.add(1)
+            return FakeResponse(status=500, text="item failed")
+        return responder(req)
+
+    env.responder = flaky
+    assert run_module.main(cli(data_file, tmp_path / "res", "--batch")) == 0
+    assert_expected(json.loads((tmp_path / "res" / MODEL / "results.json").read_text()))
+    online = [r for r in env.requests if r["path"] != "batch"]
+    assert len(online) == 1 and online[0]["api"] == "openai"
+    state = json.loads((tmp_path / "res" / MODEL / "batches.json").read_text())
+    assert sum(b["failed_items"] for b in state["batches"]) == 1
+
+
+def test_runner_defers_saves_ids_and_resumes(fake_llm_env, tmp_path):
+    """A runner killed after submitting leaves the id on disk; a new runner fetches that
+    batch and submits nothing."""
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    fake_llm_env.batch_delay = 0.3
+    model = resolve_model("gpt-4o-mini", cache=cache)
+    runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
+    model.batch_runner = runner
+    with pytest.raises(BatchDeferred):
+        model.chat("", [{"role": "user", "content": "hello"}])
+    assert runner.pending == 1 and fake_llm_env.batch_items == 0
+    # Submit, then "die" before the results: poll raises as a kill would stop it.
+    runner._wait_and_fetch = lambda opened: (_ for _ in ()).throw(KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_round()
+    saved = json.loads((tmp_path / "batches.json").read_text())["batches"]
+    assert len(saved) == 1 and not saved[0]["fetched"] and fake_llm_env.batch_items == 1
+
+    fresh = resolve_model("gpt-4o-mini", cache=cache)
+    second = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
+    fresh.batch_runner = second
+    assert second.resume([fresh]) == 1
+    assert fresh.chat("", [{"role": "user", "content": "hello"}]) == "OK"  # from the cache
+    assert fake_llm_env.batch_items == 1 and len(fake_llm_env.batches) == 1
+    assert fresh.usage.snapshot()["batch_calls"] == 1
+
+
+@pytest.mark.slow
+def test_killed_batch_run_resumes_without_resubmitting(env, data_file, tmp_path):
+    """SIGKILL the CLI while its first batch is in progress; the rerun polls that batch and
+    every later round's, and the server sees each request submitted exactly once."""
+    env.batch_delay = 1.5
+    results = tmp_path / "res"
+    child_env = {**os.environ, "PYTHONPATH": str(ROOT), "CUPID_BATCH_POLL_INTERVAL": "0.1",
+                 "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": env.openai_base_url,
+                 "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": env.base_url}
+    proc = subprocess.Popen([sys.executable, "-m", "evaluation.run", *cli(data_file, results, "--batch")],
+                            cwd=ROOT, env=child_env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    state_path = results / MODEL / "batches.json"
+    deadline = time.monotonic() + 30
+    while not state_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    assert state_path.exists() and len(env.batches) == 1
+    env.batch_delay = 0.0
+    code = subprocess.run([sys.executable, "-m", "evaluation.run", *cli(data_file, results, "--batch")],
+                          cwd=ROOT, env=child_env, capture_output=True, text=True, timeout=60)
+    assert code.returncode == 0, code.stderr
+    assert_expected(json.loads((results / MODEL / "results.json").read_text()))
+    custom_ids = [c for b in env.batches.values() for c in b["custom_ids"]]
+    assert len(custom_ids) == len(set(custom_ids)) == 12  # 4 + 4 + 4, none twice
+    assert "resuming 1 submitted batch" in code.stderr
+
+
+def test_together_batch_through_its_sdk(fake_llm_env, tmp_path):
+    """Together's upload (302 to a PUT, then preprocess), job objects and output file."""
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    model = resolve_model("meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo", cache=cache)
+    runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
+    model.batch_runner = runner
+    fake_llm_env.responder = lambda req: f"echo {req['messages'][-1]['content']}"
+    for text in ("one", "two"):
+        with pytest.raises(BatchDeferred):
+            model.chat("", [{"role": "user", "content": text}])
+    runner.run_round()
+    assert [model.chat("", [{"role": "user", "content": t}]) for t in ("one", "two")] == \
+        ["echo one", "echo two"]
+    (batch,) = fake_llm_env.batches.values()
+    assert batch["together"] and len(batch["custom_ids"]) == 2
+    assert model.usage.snapshot()["batch_calls"] == 2
+    assert all(r["path"] == "batch" for r in fake_llm_env.requests)
+
+
+def test_gemini_batch_through_its_sdk(fake_llm_env, tmp_path):
+    """Gemini's batch mode: inline requests keyed by metadata; a failed item is asked online."""
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    model = resolve_model("gemini-2.0-flash", cache=cache)
+    runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
+    model.batch_runner = runner
+
+    def responder(req):
+        text = req["messages"][-1]["content"]
+        if text == "bad" and req["path"] == "batch":
+            return FakeResponse(status=500, text="item failed")
+        return f"gemini says {text} to {req['system']}"
+
+    fake_llm_env.responder = responder
+    for text in ("one", "bad"):
+        with pytest.raises(BatchDeferred):
+            model.chat("be brief", [{"role": "user", "content": text}])
+    runner.run_round()
+    assert model.chat("be brief", [{"role": "user", "content": "one"}]) == "gemini says one to be brief"
+    assert model.chat("be brief", [{"role": "user", "content": "bad"}]) == "gemini says bad to be brief"
+    (batch,) = fake_llm_env.batches.values()
+    assert len(batch["custom_ids"]) == 2
+    online = [r for r in fake_llm_env.requests if r["path"] != "batch"]
+    assert len(online) == 1 and online[0]["messages"][-1]["content"] == "bad"
+    snap = model.usage.snapshot()
+    assert snap["batch_calls"] == 1 and snap["calls"] == 2
+
+
+def test_batches_split_by_count_and_size(tmp_path, monkeypatch):
+    runner = BatchRunner(tmp_path / "b.json", max_items=3, out=io.StringIO())
+    lines = [(f"k{i}", {"custom_id": f"k{i}", "body": "x" * 100}) for i in range(7)]
+    assert [len(c) for c in runner._chunks(lines)] == [3, 3, 1]
+    runner.max_items, runner.max_bytes = 100, 300
+    assert [len(c) for c in runner._chunks(lines)] == [2, 2, 2, 1]
