@@ -52,7 +52,7 @@ MAX_PARSE_RETRIES = _env_int("CUPID_MAX_PARSE_RETRIES", 2)
 # Adapters translate these to what each API accepts (o-series models take no temperature,
 # Claude 3.7 Sonnet runs at temperature 1 with extended thinking, as in the paper's Table 8).
 # The evaluation's values are the released harness's (kixlab/CUPID at a8560ca): temperature
-# 0 and max_tokens 8192 for the evaluated model (evaluation/models/gpt_41_nano.py), the
+# 0 and max_tokens 8192 for the evaluated model (utils/models/gpt_41_nano.py), the
 # matcher and the judge (evaluation/modules/), 4096 for the decomposer
 # (DECOMPOSER_MAX_TOKENS). The temperature is the integer 0, as the release sends it, so
 # that the request bodies are the release's byte for byte.

@@ -1,7 +1,7 @@
 """Batch mode's rounds (``python -m evaluation.run --batch``).
 
 Each round evaluates every unfinished instance with the models' calls deferred to the
-batch runner (evaluation/models/batch.py): steps whose answers are cached or recorded go
+batch runner (utils/models/batch.py): steps whose answers are cached or recorded go
 on, and each chain stops at its first call not yet answered. The collected calls go out
 as batches; their answers fill the cache; the next round takes the chains one step
 further. With the default task ``both``: round 1 infer + generate, round 2 decompose +
@@ -15,8 +15,8 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence
 
-from evaluation.models.batch import BatchDeferred, BatchRunner
-from evaluation.models.model import Model, ModelConfigurationError, RunCancelled
+from utils.models.batch import BatchDeferred, BatchRunner
+from utils.models.model import Model, ModelConfigurationError, RunCancelled
 
 log = logging.getLogger("cupid.evaluation")
 

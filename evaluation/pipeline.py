@@ -19,7 +19,7 @@ from evaluation import release_parsing
 from evaluation import steps as S
 from evaluation.data import INSTANCE_TYPES, Instance, Session, format_session_log, relevant_positions
 from evaluation.metrics import InferenceCounts, generation_summary, macro_inference, micro_inference
-from evaluation.models.model import Model
+from utils.models.model import Model
 from evaluation.store import InstanceRecord, RunStore, now
 from evaluation.steps import StepFailed, StepResult
 from utils.io import atomic_write_json, read_json

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import config
 from evaluation.data import DATASET_PRIOR_SESSIONS, DataValidationError, InstanceSource
-from evaluation.models.model import (
+from utils.models.model import (
     ModelConfigurationError,
     ModelError,
     ResponseCache,
@@ -37,8 +37,8 @@ from evaluation.models.model import (
     resolve_model,
 )
 from evaluation.batch_rounds import run_batch_rounds
-from evaluation.models.batch import BatchRunner
-from evaluation.models.limits import parse_rate_limit, set_user_limits
+from utils.models.batch import BatchRunner
+from utils.models.limits import parse_rate_limit, set_user_limits
 from evaluation.pipeline import TASKS, Evaluation, InstanceOutcome, RunningScores, aggregate_records
 from evaluation.steps import PROMPTS, prompt_version
 from evaluation.store import (
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--model", nargs="+",
                    help="model(s) to evaluate, several for a sweep in one process (one run directory "
-                        "each, one summary table at the end): a registered model_name (see evaluation/models/), a hosted "
+                        "each, one summary table at the end): a registered model_name (see utils/models/), a hosted "
                         "name (gpt-*/o1*/o3*/o4* → OpenAI, claude-* → Anthropic, gemini-* → Google, "
                         "org/name → Together), a prefixed name (openai:, anthropic:, together:, google:, "
                         "vllm:NAME[@URL], local-server:NAME[@URL]), or smollm2-135m (embedded, offline)")
@@ -221,7 +221,7 @@ def role_overrides(args: argparse.Namespace) -> dict[str, dict]:
 def recorded_usage(store: RunStore) -> dict:
     """Tokens of every finished step in the run directory, summed per model that ran it:
     the run's cost so far, across resumed invocations."""
-    from evaluation.models.model import estimate_cost
+    from utils.models.model import estimate_cost
     totals: dict[str, dict] = {}
 
     def add(step: dict | None) -> None:

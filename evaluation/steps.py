@@ -21,8 +21,8 @@ from typing import Callable, Sequence
 import config
 from evaluation import parsing
 from evaluation.data import Session, format_checklist, format_checklist_bullets, format_session_log
-from evaluation.models.asking import NoUsableAnswer, ask_until_usable
-from evaluation.models.model import Model
+from utils.models.asking import NoUsableAnswer, ask_until_usable
+from utils.models.model import Model
 from evaluation.parsing import ParseError
 from utils.prompts import Prompt, load_prompt
 

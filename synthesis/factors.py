@@ -3,7 +3,7 @@ once, with the release's prompt; the last two are a contrastive pair that name e
 in ``related_factor``."""
 from __future__ import annotations
 
-from evaluation.models.model import Model
+from utils.models.model import Model
 from synthesis.generation import Generated, generate_validated
 from synthesis.parameters import STAGE_PARAMS
 from synthesis.schemas import factors_schema

@@ -1,15 +1,15 @@
 """The generation stages' ask-validate-re-ask (personas, factors, sessions).
 
 A re-ask shows the model its invalid answer and the reason (the release has no re-ask here:
-it drops the persona), through the shared loop of evaluation/models/asking.py.
+it drops the persona), through the shared loop of utils/models/asking.py.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from evaluation.models.asking import NoUsableAnswer, ask_until_usable
-from evaluation.models.model import Model
+from utils.models.asking import NoUsableAnswer, ask_until_usable
+from utils.models.model import Model
 from synthesis.parsing import InvalidGeneration
 from utils.prompts import load_prompt
 

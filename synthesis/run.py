@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         args.persona_seeds = "bundled"
     setup_logging(args.log_file)
     log = logging.getLogger("synthesis")
-    from evaluation.models.model import ModelConfigurationError
+    from utils.models.model import ModelConfigurationError
     from synthesis.pipeline import SettingsError, SynthesisConfig, run_synthesis
     from synthesis.personas import SeedSourceError
 

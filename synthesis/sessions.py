@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from evaluation.models.model import Model
+from utils.models.model import Model
 from synthesis.generation import Generated, generate_validated
 from synthesis.journey import Journey, format_series_structure
 from synthesis.parameters import STAGE_PARAMS

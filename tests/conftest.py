@@ -47,8 +47,8 @@ def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
         monkeypatch.delenv(name, raising=False)
     yield
     # Clients and limiters are keyed by base URL; the next test's server has another port.
-    from evaluation.models.hosted import reset_clients
-    from evaluation.models.limits import reset_limiters
+    from utils.models.hosted import reset_clients
+    from utils.models.limits import reset_limiters
 
     reset_clients()
     reset_limiters()

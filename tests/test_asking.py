@@ -1,4 +1,4 @@
-"""The shared re-ask loop (evaluation/models/asking.py): what a re-ask sends, the variants,
+"""The shared re-ask loop (utils/models/asking.py): what a re-ask sends, the variants,
 and what a failure carries."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from evaluation.models.asking import NoUsableAnswer, ask_until_usable
-from evaluation.models.model import ModelCallFailed
+from utils.models.asking import NoUsableAnswer, ask_until_usable
+from utils.models.model import ModelCallFailed
 
 
 class Recorder:

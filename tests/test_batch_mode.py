@@ -17,8 +17,8 @@ import pytest
 import config
 from cupid_responder import CupidResponder, make_row, two_instance_plans
 from evaluation import run as run_module
-from evaluation.models.batch import BatchDeferred, BatchRunner
-from evaluation.models.model import ResponseCache, resolve_model
+from utils.models.batch import BatchDeferred, BatchRunner
+from utils.models.model import ResponseCache, resolve_model
 from fake_llm_server import FakeLLMServer, FakeResponse
 from test_evaluation_run import assert_expected
 

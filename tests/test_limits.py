@@ -1,4 +1,4 @@
-"""Pacing at the seam (evaluation/models/limits.py): headers read, one limiter per endpoint
+"""Pacing at the seam (utils/models/limits.py): headers read, one limiter per endpoint
 and key, a tokens-per-minute limit kept against the loopback server through the openai SDK,
 a 429 holding every caller, user-set limits."""
 from __future__ import annotations
@@ -9,15 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from evaluation.models import limits
-from evaluation.models.limits import (
+from utils.models import limits
+from utils.models.limits import (
     RateLimiter,
     UserLimits,
     parse_duration,
     parse_rate_limit,
     stated_limits,
 )
-from evaluation.models.model import resolve_model
+from utils.models.model import resolve_model
 from fake_llm_server import FakeLLMServer, FakeResponse
 
 

@@ -10,8 +10,8 @@ import time
 import pytest
 
 import config
-from evaluation.models.anthropic_models import AnthropicModel
-from evaluation.models.model import (
+from utils.models.anthropic_models import AnthropicModel
+from utils.models.model import (
     AuthenticationFailed,
     ModelCallFailed,
     ModelConfigurationError,
@@ -19,14 +19,14 @@ from evaluation.models.model import (
     estimate_cost,
     resolve_model,
 )
-from evaluation.models.hosted import CLIENTS
-from evaluation.models.openai_models import (
+from utils.models.hosted import CLIENTS
+from utils.models.openai_models import (
     OpenAICompatibleModel,
     OpenAIModel,
     PrefMatcherModel,
     prefmatcher_model,
 )
-from evaluation.models.together_models import TogetherModel
+from utils.models.together_models import TogetherModel
 from fake_llm_server import FakeLLMServer, FakeResponse, count_tokens
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -79,7 +79,7 @@ def test_openai_answer_and_request(fake_llm_env: FakeLLMServer):
 
 
 def test_openai_evaluated_model_request_is_the_releases(fake_llm_env: FakeLLMServer):
-    # The release's evaluated model class (evaluation/models/gpt_41_nano.py): a system
+    # The release's evaluated model class (utils/models/gpt_41_nano.py): a system
     # message, temperature 0, max_tokens 8192; the body byte for byte as its SDK call sends it.
     model = resolve_model("gpt-4.1-nano-2025-04-14", role="evaluated")
     model.generate("S", user("U"))
@@ -124,7 +124,7 @@ def test_hosted_and_server_adapters_send_no_answer_grammar(fake_llm_env: FakeLLM
 
 
 def test_answer_grammar_is_part_of_the_cache_key():
-    from evaluation.models.model import Request
+    from utils.models.model import Request
     plain = Request("sys", ({"role": "user", "content": "q"},))
     laid_out = Request("sys", ({"role": "user", "content": "q"},), answer_grammar="root ::= \"x\"")
     assert plain.cache_key("m") != laid_out.cache_key("m")

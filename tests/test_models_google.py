@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluation.models.google_models import GoogleModel, build_request, map_error, parse_response
-from evaluation.models.model import (
+from utils.models.google_models import GoogleModel, build_request, map_error, parse_response
+from utils.models.model import (
     ModelCallFailed,
     PermanentModelError,
     Request,

@@ -1,5 +1,5 @@
 """The registry (decorator, discovery, name resolution), user models that implement only
-``__call__``, fail-fast ``check()`` errors, and import hygiene of evaluation.models."""
+``__call__``, fail-fast ``check()`` errors, and import hygiene of utils.models."""
 from __future__ import annotations
 
 import json
@@ -10,10 +10,10 @@ import textwrap
 import pytest
 
 import config
-from evaluation.models import model as seam
-from evaluation.models.anthropic_models import AnthropicModel
-from evaluation.models.google_models import GoogleModel
-from evaluation.models.model import (
+from utils.models import model as seam
+from utils.models.anthropic_models import AnthropicModel
+from utils.models.google_models import GoogleModel
+from utils.models.model import (
     Model,
     ModelCallFailed,
     ModelConfigurationError,
@@ -23,8 +23,8 @@ from evaluation.models.model import (
     registered_models,
     resolve_model,
 )
-from evaluation.models.openai_models import OpenAICompatibleModel, OpenAIModel, PrefMatcherModel
-from evaluation.models.together_models import TogetherModel
+from utils.models.openai_models import OpenAICompatibleModel, OpenAIModel, PrefMatcherModel
+from utils.models.together_models import TogetherModel
 
 
 @pytest.fixture
@@ -232,7 +232,7 @@ def test_google_vertex_check(monkeypatch):
 # Import hygiene
 # ---------------------------------------------------------------------------------------
 def test_importing_the_model_layer_imports_no_sdk_reads_no_key_opens_no_socket():
-    """In a fresh interpreter: discover every module of evaluation/models with keys set,
+    """In a fresh interpreter: discover every module of utils/models with keys set,
     recording environment reads and refusing any socket connection."""
     script = textwrap.dedent("""
         import json, os, socket, sys
@@ -247,10 +247,10 @@ def test_importing_the_model_layer_imports_no_sdk_reads_no_key_opens_no_socket()
         socket.socket.connect = refuse
         socket.create_connection = refuse
 
-        from evaluation.models import model
+        from utils.models import model
         model.discover_models()
-        import evaluation.models.openai_models, evaluation.models.anthropic_models
-        import evaluation.models.together_models, evaluation.models.google_models
+        import utils.models.openai_models, utils.models.anthropic_models
+        import utils.models.together_models, utils.models.google_models
         sdks = [name for name in ("openai", "anthropic", "together", "google.genai", "httpx",
                                   "httpx2", "google.auth") if name in sys.modules]
         print(json.dumps({"sdks": sdks, "reads": reads,
@@ -269,3 +269,12 @@ def test_importing_the_model_layer_imports_no_sdk_reads_no_key_opens_no_socket()
                     if not name.startswith("CUPID_")
                     and any(word in name for word in ("KEY", "TOKEN", "SECRET", "BASE_URL", "PROJECT"))]
     assert secret_reads == []
+
+
+def test_the_old_extension_point_is_the_shared_model_layer():
+    """``from evaluation.models.model import Model, register_model`` (the original README's
+    extension point) is the very module of utils/models, so its registry is the one in use."""
+    import evaluation.models.model as old
+    import utils.models.model as shared
+
+    assert old is shared and old.Model is shared.Model and old.register_model is shared.register_model

@@ -14,7 +14,7 @@ import os
 import random
 from pathlib import Path
 
-from evaluation.models.model import Completion, Model, Request
+from utils.models.model import Completion, Model, Request
 from synthesis import personas as P
 from synthesis.dialogues import simulate_dialogue
 from synthesis.factors import generate_factors

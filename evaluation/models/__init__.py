@@ -1,2 +1,9 @@
-"""Model classes. Every module in this package is imported by ``discover_models()`` so that
-its ``@register_model`` classes become available by name; none may do I/O at import."""
+"""The model layer lives in ``utils/models/`` (both pipelines use it). This package keeps the
+extension point ``from evaluation.models.model import Model, register_model`` working: that
+name is the very module ``utils.models.model``, so a model registered through it is the same
+registry's."""
+import sys
+
+from utils.models import model
+
+sys.modules[__name__ + ".model"] = model

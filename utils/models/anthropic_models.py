@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluation.models.hosted import HostedModel, call_sdk_with_headers
-from evaluation.models.model import Completion, Request, TransientModelError, Usage, register_provider
+from utils.models.hosted import HostedModel, call_sdk_with_headers
+from utils.models.model import Completion, Request, TransientModelError, Usage, register_provider
 
 
 @register_provider("anthropic")

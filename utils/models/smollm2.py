@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaluation.models.model import (
+from utils.models.model import (
     Completion,
     Model,
     ModelConfigurationError,

@@ -16,7 +16,7 @@ import os
 import time
 from typing import Any, Callable
 
-from evaluation.models.model import (
+from utils.models.model import (
     Completion,
     Model,
     ModelConfigurationError,
@@ -27,7 +27,7 @@ from evaluation.models.model import (
     Usage,
     register_provider,
 )
-from evaluation.models.hosted import CLIENTS, call_sdk
+from utils.models.hosted import CLIENTS, call_sdk
 
 DEFAULT_LOCATION = "us-central1"
 
@@ -166,7 +166,7 @@ class GoogleModel(Model):
                 f"export {self.api_key_env}=... (or set {self.project_env} to use Vertex AI)")
 
     def limiter_key(self) -> tuple:
-        from evaluation.models.limits import endpoint_key
+        from utils.models.limits import endpoint_key
 
         if self.uses_vertex():
             return endpoint_key("vertex", f"{self.resolved_project()}/{self.resolved_location()}", None)
@@ -175,7 +175,7 @@ class GoogleModel(Model):
     def probe(self) -> None:
         """List one model (free): an unreachable endpoint or a refused key stops the run
         before any work; any other HTTP answer shows the endpoint is up."""
-        from evaluation.models.model import _status_code
+        from utils.models.model import _status_code
         from utils.redact import redact
 
         client = self.client()

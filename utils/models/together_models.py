@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluation.models.hosted import HostedModel, call_sdk_with_headers
-from evaluation.models.model import Completion, Request, register_provider
-from evaluation.models.openai_models import chat_messages, parse_chat_completion
+from utils.models.hosted import HostedModel, call_sdk_with_headers
+from utils.models.model import Completion, Request, register_provider
+from utils.models.openai_models import chat_messages, parse_chat_completion
 
 
 @register_provider("together")

@@ -19,8 +19,8 @@ import urllib.request
 from typing import Any, Callable
 
 import config
-from evaluation.models.hosted import HostedModel, call_sdk_with_headers
-from evaluation.models.model import (
+from utils.models.hosted import HostedModel, call_sdk_with_headers
+from utils.models.model import (
     Completion,
     ModelConfigurationError,
     Request,
@@ -187,7 +187,7 @@ class OpenAICompatibleModel(OpenAIModel):
         return list(self._farm) if len(self._farm) > 1 else [self.resolved_base_url()]
 
     def limiter_key(self) -> tuple:
-        from evaluation.models.limits import endpoint_key
+        from utils.models.limits import endpoint_key
 
         return endpoint_key(self.provider, ",".join(self.base_urls()), self.resolved_api_key())
 

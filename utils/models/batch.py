@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
 import config
-from evaluation.models.model import Completion, Model, Request
+from utils.models.model import Completion, Model, Request
 from utils.io import atomic_write_json
 
 
@@ -75,7 +75,7 @@ class OpenAIBatch:
         """custom id -> its Completion, or the reason it failed."""
         from openai.types.chat import ChatCompletion
 
-        from evaluation.models.openai_models import parse_chat_completion
+        from utils.models.openai_models import parse_chat_completion
 
         client = self.model.client()
         batch = client.batches.retrieve(batch_id)
@@ -135,7 +135,7 @@ class TogetherBatch(OpenAIBatch):
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
         from openai.types.chat import ChatCompletion
 
-        from evaluation.models.openai_models import parse_chat_completion
+        from utils.models.openai_models import parse_chat_completion
 
         client = self.model.client()
         job = client.batches.retrieve(batch_id)
@@ -191,7 +191,7 @@ class AnthropicBatch:
         return batch.processing_status == "ended", batch.processing_status, done, done + c.processing
 
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
-        from evaluation.models.anthropic_models import parse_message
+        from utils.models.anthropic_models import parse_message
 
         out: dict[str, Completion | str] = {}
         for item in self.model.client().messages.batches.results(batch_id):
@@ -236,7 +236,7 @@ class GeminiBatch:
         return state in self.ended_states, state, len(responses), len(responses)
 
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
-        from evaluation.models.google_models import parse_response
+        from utils.models.google_models import parse_response
 
         job = self.model.client().batches.get(name=batch_id)
         out: dict[str, Completion | str] = {}
@@ -258,10 +258,10 @@ class GeminiBatch:
 
 def batch_adapter(model: Model) -> Any | None:
     """The batch adapter of a model's provider, or None (the model answers online)."""
-    from evaluation.models.anthropic_models import AnthropicModel
-    from evaluation.models.openai_models import OpenAICompatibleModel, OpenAIModel
-    from evaluation.models.google_models import GoogleModel
-    from evaluation.models.together_models import TogetherModel
+    from utils.models.anthropic_models import AnthropicModel
+    from utils.models.openai_models import OpenAICompatibleModel, OpenAIModel
+    from utils.models.google_models import GoogleModel
+    from utils.models.together_models import TogetherModel
 
     if isinstance(model, OpenAIModel) and not isinstance(model, OpenAICompatibleModel):
         return OpenAIBatch(model)

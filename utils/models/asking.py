@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from evaluation.models.model import Model, ModelCallFailed
+from utils.models.model import Model, ModelCallFailed
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 A model is a small class. Users write the shape the original README shows:
 
-    from evaluation.models.model import Model, register_model
+    from utils.models.model import Model, register_model
 
     @register_model
     class YourModel(Model):
@@ -500,7 +500,7 @@ class Model:
 
     def rate_limiter(self):
         """The limiter shared by every model on this endpoint and key, or None."""
-        from evaluation.models import limits
+        from utils.models import limits
 
         key = self.limiter_key()
         if key is None:
@@ -647,7 +647,7 @@ def register_provider(prefix: str) -> Callable[[type[Model]], type[Model]]:
 
 
 def discover_models() -> None:
-    """Import every module in evaluation/models/ once, so that their classes register.
+    """Import every module in utils/models/ once, so that their classes register.
 
     Modules must not open connections or read keys at import; SDKs are imported lazily.
     """
@@ -658,10 +658,10 @@ def discover_models() -> None:
         import importlib
         import pkgutil
 
-        package = importlib.import_module("evaluation.models")
+        package = importlib.import_module("utils.models")
         for info in pkgutil.iter_modules(package.__path__):
             if not info.name.startswith("_"):
-                importlib.import_module(f"evaluation.models.{info.name}")
+                importlib.import_module(f"utils.models.{info.name}")
         _discovered = True
 
 

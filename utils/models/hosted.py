@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, Callable, ClassVar, Hashable
 
-from evaluation.models.model import (
+from utils.models.model import (
     Model,
     ModelConfigurationError,
     ResponseCache,
@@ -124,7 +124,7 @@ class HostedModel(Model):
                 f"export {self.api_key_env}=... to use {self.provider_label}")
 
     def limiter_key(self) -> tuple:
-        from evaluation.models.limits import endpoint_key
+        from utils.models.limits import endpoint_key
 
         return endpoint_key(self.provider, self.resolved_base_url(), self.resolved_api_key())
 
