@@ -34,6 +34,33 @@ from utils.models.model import Completion, Model, Request
 from utils.io import atomic_write_json
 
 
+
+def chat_batch_answers(lines: list[str], model_name: str,
+                       describe_error: Callable[[dict], Any]) -> dict[str, Completion | str]:
+    """The answers of an OpenAI-format batch output file (OpenAI's, Together's): custom id ->
+    its Completion, or why it failed (``describe_error`` picks what the provider's error says)."""
+    from openai.types.chat import ChatCompletion
+
+    from utils.models.openai_models import parse_chat_completion
+
+    out: dict[str, Completion | str] = {}
+    for line in lines:
+        if not line.strip():
+            continue
+        item = json.loads(line)
+        response = item.get("response") or {}
+        body = response.get("body") or {}
+        if response.get("status_code") == 200 and not item.get("error"):
+            try:
+                out[item["custom_id"]] = parse_chat_completion(ChatCompletion.model_validate(body),
+                                                               model_name)
+            except Exception as exc:  # a malformed item fails alone
+                out[item["custom_id"]] = f"malformed batch answer: {exc}"
+        else:
+            error = item.get("error") or body.get("error") or {}
+            out[item["custom_id"]] = f"HTTP {response.get('status_code')}: {describe_error(error)}"
+    return out
+
 class BatchDeferred(Exception):
     """Raised by the seam for a call that will be answered by the next batch round.
     Not a ModelError: steps and the pipeline let it pass without recording anything."""
@@ -73,32 +100,13 @@ class OpenAIBatch:
 
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
         """custom id -> its Completion, or the reason it failed."""
-        from openai.types.chat import ChatCompletion
-
-        from utils.models.openai_models import parse_chat_completion
-
         client = self.model.client()
         batch = client.batches.retrieve(batch_id)
         out: dict[str, Completion | str] = {}
         for file_id in (batch.output_file_id, batch.error_file_id):
-            if not file_id:
-                continue
-            for line in client.files.content(file_id).text.splitlines():
-                if not line.strip():
-                    continue
-                item = json.loads(line)
-                response = item.get("response") or {}
-                body = response.get("body") or {}
-                if response.get("status_code") == 200 and not item.get("error"):
-                    try:
-                        out[item["custom_id"]] = parse_chat_completion(
-                            ChatCompletion.model_validate(body), self.model.name)
-                    except Exception as exc:  # a malformed item fails alone
-                        out[item["custom_id"]] = f"malformed batch answer: {exc}"
-                else:
-                    error = item.get("error") or body.get("error") or {}
-                    out[item["custom_id"]] = (f"HTTP {response.get('status_code')}: "
-                                              f"{error.get('message', error)}")
+            if file_id:
+                out.update(chat_batch_answers(client.files.content(file_id).text.splitlines(),
+                                              self.model.name, lambda e: e.get("message", e)))
         if batch.status != "completed" and not out:
             out["*"] = f"batch {batch_id} ended {batch.status}"
         return out
@@ -133,31 +141,14 @@ class TogetherBatch(OpenAIBatch):
                 int(job.progress or 0), 100)
 
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
-        from openai.types.chat import ChatCompletion
-
-        from utils.models.openai_models import parse_chat_completion
-
         client = self.model.client()
         job = client.batches.retrieve(batch_id)
         out: dict[str, Completion | str] = {}
         for file_id in (job.output_file_id, job.error_file_id):
-            if not file_id:
-                continue
-            for line in client.files.content(file_id).read().decode("utf-8").splitlines():
-                if not line.strip():
-                    continue
-                item = json.loads(line)
-                response = item.get("response") or {}
-                body = response.get("body") or {}
-                if response.get("status_code") == 200 and not item.get("error"):
-                    try:
-                        out[item["custom_id"]] = parse_chat_completion(
-                            ChatCompletion.model_validate(body), self.model.name)
-                    except Exception as exc:  # a malformed item fails alone
-                        out[item["custom_id"]] = f"malformed batch answer: {exc}"
-                else:
-                    error = item.get("error") or body.get("error") or {}
-                    out[item["custom_id"]] = f"HTTP {response.get('status_code')}: {error}"
+            if file_id:
+                out.update(chat_batch_answers(
+                    client.files.content(file_id).read().decode("utf-8").splitlines(),
+                    self.model.name, lambda e: e))
         if (job.status or "").upper() != "COMPLETED" and not out:
             out["*"] = f"batch {batch_id} ended {job.status}: {job.error}"
         return out

@@ -63,6 +63,17 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
 # ---------------------------------------------------------------------------------------
 # OpenAI
 # ---------------------------------------------------------------------------------------
+def send_chat_completion(model: HostedModel, request: Request) -> Completion:
+    """One chat completion through an OpenAI-format SDK client (OpenAI's, Together's), with
+    the response headers the pacing reads."""
+    client = model.client()
+    response, headers = call_sdk_with_headers(model.name, client.chat.completions, "create",
+                                              **model.build_params(request))
+    completion = parse_chat_completion(response, model.name)
+    completion.headers = headers
+    return completion
+
+
 @register_provider("openai")
 class OpenAIModel(HostedModel):
     """OpenAI chat completions. Honours OPENAI_BASE_URL (read at the first call).
@@ -118,12 +129,7 @@ class OpenAIModel(HostedModel):
         return params
 
     def complete(self, request: Request) -> Completion:
-        client = self.client()
-        response, headers = call_sdk_with_headers(self.name, client.chat.completions, "create",
-                                                  **self.build_params(request))
-        completion = parse_chat_completion(response, self.name)
-        completion.headers = headers
-        return completion
+        return send_chat_completion(self, request)
 
 
 # ---------------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from utils.models.hosted import HostedModel, call_sdk_with_headers
+from utils.models.hosted import HostedModel
 from utils.models.model import Completion, Request, register_provider
-from utils.models.openai_models import chat_messages, parse_chat_completion
+from utils.models.openai_models import chat_messages, send_chat_completion
 
 
 @register_provider("together")
@@ -39,9 +39,4 @@ class TogetherModel(HostedModel):
         return params
 
     def complete(self, request: Request) -> Completion:
-        client = self.client()
-        response, headers = call_sdk_with_headers(self.name, client.chat.completions, "create",
-                                                  **self.build_params(request))
-        completion = parse_chat_completion(response, self.name)
-        completion.headers = headers
-        return completion
+        return send_chat_completion(self, request)
