@@ -63,6 +63,15 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
 # ---------------------------------------------------------------------------------------
 # OpenAI
 # ---------------------------------------------------------------------------------------
+def with_seed_and_timeout(params: dict, request: Request) -> dict:
+    """The request's seed and timeout, where set, in an OpenAI-format call's parameters."""
+    if request.seed is not None:
+        params["seed"] = request.seed
+    if request.timeout is not None:
+        params["timeout"] = request.timeout
+    return params
+
+
 def send_chat_completion(model: HostedModel, request: Request) -> Completion:
     """One chat completion through an OpenAI-format SDK client (OpenAI's, Together's), with
     the response headers the pacing reads."""
@@ -122,11 +131,7 @@ class OpenAIModel(HostedModel):
                 params["temperature"] = request.temperature
             if request.max_tokens is not None:
                 params[self.max_tokens_field] = request.max_tokens
-        if request.seed is not None:
-            params["seed"] = request.seed
-        if request.timeout is not None:
-            params["timeout"] = request.timeout
-        return params
+        return with_seed_and_timeout(params, request)
 
     def complete(self, request: Request) -> Completion:
         return send_chat_completion(self, request)

@@ -11,7 +11,7 @@ from typing import Any
 
 from utils.models.hosted import HostedModel
 from utils.models.model import Completion, Request, register_provider
-from utils.models.openai_models import chat_messages, send_chat_completion
+from utils.models.openai_models import chat_messages, send_chat_completion, with_seed_and_timeout
 
 
 @register_provider("together")
@@ -32,11 +32,7 @@ class TogetherModel(HostedModel):
             params["temperature"] = request.temperature
         if request.max_tokens is not None:
             params["max_tokens"] = request.max_tokens
-        if request.seed is not None:
-            params["seed"] = request.seed
-        if request.timeout is not None:
-            params["timeout"] = request.timeout
-        return params
+        return with_seed_and_timeout(params, request)
 
     def complete(self, request: Request) -> Completion:
         return send_chat_completion(self, request)
