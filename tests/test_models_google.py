@@ -136,3 +136,11 @@ def test_google_timeout_through_its_sdk(fake_llm_env: FakeLLMServer):
     fake_llm_env.script(FakeResponse(hang=True), "after the hang")
     assert model.chat("", [{"role": "user", "content": "q"}]) == "after the hang"
     assert model.usage.snapshot()["retries"] == 1
+
+
+def test_a_key_given_in_code_is_redacted():
+    from utils.redact import redact
+
+    key = "AIzaFAKEcodeKey0123456789abcdef"
+    GoogleModel("gemini-2.0-flash", api_key=key)
+    assert key not in redact(f"400 API key not valid: {key}")

@@ -28,6 +28,7 @@ from utils.models.model import (
     register_provider,
 )
 from utils.models.hosted import CLIENTS, call_sdk
+from utils.redact import register_secret
 
 DEFAULT_LOCATION = "us-central1"
 
@@ -122,6 +123,7 @@ class GoogleModel(Model):
         super().__init__(name, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
                          max_retries=max_retries, cache=cache, sleep=sleep)
         self._api_key = api_key
+        register_secret(api_key)  # a key given in code is redacted like one from the environment
         self._project = project
         self._location = location
         self._base_url = base_url
