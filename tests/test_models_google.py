@@ -144,3 +144,4 @@ def test_a_key_given_in_code_is_redacted():
     key = "AIzaFAKEcodeKey0123456789abcdef"
     GoogleModel("gemini-2.0-flash", api_key=key)
     assert key not in redact(f"400 API key not valid: {key}")
+

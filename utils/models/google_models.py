@@ -27,7 +27,7 @@ from utils.models.model import (
     Usage,
     register_provider,
 )
-from utils.models.hosted import CLIENTS, call_sdk
+from utils.models.hosted import CLIENTS, call_sdk, raise_if_unusable
 from utils.redact import register_secret
 
 DEFAULT_LOCATION = "us-central1"
@@ -177,23 +177,12 @@ class GoogleModel(Model):
     def probe(self) -> None:
         """List one model (free): an unreachable endpoint or a refused key stops the run
         before any work; any other HTTP answer shows the endpoint is up."""
-        from utils.models.model import _status_code
-        from utils.redact import redact
-
         client = self.client()
         where = self.resolved_base_url() or ("Vertex AI" if self.uses_vertex() else "the Gemini API")
         try:
             next(iter(client.models.list(config={"page_size": 1})), None)
-        except Exception as exc:  # classified: a status means reachable, else unreachable
-            status = _status_code(exc)
-            if status in (401, 403):
-                raise ModelConfigurationError(redact(
-                    f"{self.name}: {where} refused the credentials (HTTP {status}); check "
-                    f"{self.api_key_env}")) from None
-            if status is not None:
-                return
-            raise ModelConfigurationError(redact(
-                f"{self.name}: cannot reach {where}: {type(exc).__name__}: {exc}")) from None
+        except Exception as exc:
+            raise_if_unusable(self.name, exc, where, self.api_key_env, credential="the credentials")
 
     def client(self) -> Any:
         if self.uses_vertex():

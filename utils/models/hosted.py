@@ -89,6 +89,19 @@ def call_sdk_with_headers(model_name: str, resource: Any, method: str,
     return parsed, getattr(raw, "headers", None)
 
 
+def raise_if_unusable(model_name: str, exc: BaseException, where: str, key_env: str,
+                      setter: str = "", credential: str = "the API key") -> None:
+    """Classify a failed probe: an HTTP status other than 401/403 shows the endpoint is up
+    (e.g. a proxy without the models route); a refused key or no answer stops the run."""
+    status = _status_code(exc)
+    if status in (401, 403):
+        raise ModelConfigurationError(redact(
+            f"{model_name}: {where} refused {credential} (HTTP {status}); check {key_env}")) from None
+    if status is None:
+        raise ModelConfigurationError(redact(
+            f"{model_name}: cannot reach {where}{setter}: {type(exc).__name__}: {exc}")) from None
+
+
 class HostedModel(Model):
     """A model behind a provider's API key. Subclasses set ``api_key_env``,
     ``base_url_env`` and ``provider_label`` and implement ``make_client``."""
@@ -136,17 +149,9 @@ class HostedModel(Model):
         url = str(getattr(client, "base_url", "") or self.resolved_base_url() or "the default endpoint")
         try:
             client.models.list(timeout=self.probe_timeout)
-        except Exception as exc:  # classified: a status means reachable, else unreachable
-            status = _status_code(exc)
-            if status in (401, 403):
-                raise ModelConfigurationError(redact(
-                    f"{self.name}: {url} refused the API key (HTTP {status}); check "
-                    f"{self.api_key_env}")) from None
-            if status is not None:
-                return
-            where = f" (set by {self.base_url_env})" if self.base_url_env and self.resolved_base_url() else ""
-            raise ModelConfigurationError(redact(
-                f"{self.name}: cannot reach {url}{where}: {type(exc).__name__}: {exc}")) from None
+        except Exception as exc:
+            setter = f" (set by {self.base_url_env})" if self.base_url_env and self.resolved_base_url() else ""
+            raise_if_unusable(self.name, exc, url, self.api_key_env, setter)
 
     # -- the client --------------------------------------------------------------------------
     def make_client(self, base_url: str | None, api_key: str) -> Any:
