@@ -34,9 +34,9 @@ N_SESSIONS = 13
 DATASET_COLUMNS = ("persona_id", "instance_type", "current_request", "current_context_factor",
                    "current_contextual_preference", "current_checklist", "prior_interactions")
 # Size budget of one instance's prior sessions, as the harness renders them for the model
-# (evaluation.data.format_session_log): the sample runs on SmolLM2-135M (8,192-token
-# context, ~180 prompt tokens/s on 2 cores). Its tokenizer gives 3.3-3.6 characters per
-# token on this text, so 6,150 characters keep every instance under ~1,850 tokens.
+# (evaluation.data.format_session_log), so that the sample stays cheap on SmolLM2-135M
+# (8,192-token context). Its tokenizer gives 3.2-3.5 characters per token on this text, so
+# 6,150 characters keep every instance under ~1,950 tokens.
 MAX_PRIOR_CHARS = 6150
 
 
