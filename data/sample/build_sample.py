@@ -85,7 +85,8 @@ def persona_inputs(persona: dict, where: str) -> tuple[dict, dict[str, list[str]
     document, the checklist of each preference, and the dialogue of each prior session."""
     factors = persona["context_factors"]
     if len(factors) != N_FACTORS:
-        raise SampleContentError(f"{where}: expected {N_FACTORS} context factors, got {len(factors)}")
+        raise SampleContentError(f"{where}: expected {N_FACTORS} context factors, "
+                                 f"got {len(factors)}")
     by_name = {f["context_factor"]: f for f in factors}
     if len(by_name) != N_FACTORS:
         raise SampleContentError(f"{where}: two context factors share a name")
@@ -108,8 +109,9 @@ def persona_inputs(persona: dict, where: str) -> tuple[dict, dict[str, list[str]
     roles = tuple(entry["role"] for entry in entries)
     a_name = entries[roles.index(A)]["context_factor"] if A in roles else None
     if a_name not in (first["context_factor"], second["context_factor"]):
-        raise SampleContentError(f"{where}: the A sessions must use a factor of the contrastive pair")
-    b_name = second["context_factor"] if a_name == first["context_factor"] else first["context_factor"]
+        raise SampleContentError(f"{where}: the A sessions must use a factor of the "
+                                 f"contrastive pair")
+    b_name = (second if a_name == first["context_factor"] else first)["context_factor"]
     journey = Journey(roles=roles, main_factor=a_name, contrastive_factor=b_name)
     try:
         check_journey(journey)
@@ -124,11 +126,13 @@ def persona_inputs(persona: dict, where: str) -> tuple[dict, dict[str, list[str]
         expected = {A: a_name, A_CHANGED: a_name, FINAL: a_name, B: b_name}.get(role)
         if role == OTHER:
             if name not in by_name or name in (a_name, b_name):
-                raise SampleContentError(f"{at}: an 'other' session needs a factor outside the pair")
+                raise SampleContentError(f"{at}: an 'other' session needs a factor outside "
+                                         f"the pair")
         elif name != expected:
             raise SampleContentError(f"{at}: a session with role {role} uses {expected!r}, "
                                      f"not {name!r}")
-        preference = (changed if role in (A_CHANGED, FINAL) else by_name[name])["contextual_preference"]
+        source = changed if role in (A_CHANGED, FINAL) else by_name[name]
+        preference = source["contextual_preference"]
         session = {"index": index, "role": role, "context_factor": name,
                    "contextual_preference": preference}
         if role == FINAL:
@@ -207,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             path = args.out / f"{make_instance_id(persona_id, row['instance_type'])}.json"
             atomic_write_json(path, dataset_row(row))
             if not args.quiet:
-                print(f"  {row['instance_type']:<11} keeps sessions {row['metadata']['session_indices']}, "
+                kept = row["metadata"]["session_indices"]
+                print(f"  {row['instance_type']:<11} keeps sessions {kept}, "
                       f"{prior_chars(row)} chars -> {path.name}")
     return 0
 
