@@ -1,10 +1,14 @@
 """The bundled sample data (data/sample/) has the schema and construction of kixlab/CUPID.
 
-Standard library only (json), independent of evaluation/data.py: these tests check the files
-themselves, including the instance construction of the paper's Appendix B.5.
+Most tests read the JSON files themselves, independently of the code that built them, and
+check the instance construction of the paper's Appendix B.5; the last ones check that
+build_sample.py rebuilds exactly these files from sample_content.yaml and rejects content
+that breaks the construction.
 """
 from __future__ import annotations
 
+import copy
+import importlib.util
 import json
 import subprocess
 import sys
@@ -14,10 +18,21 @@ from pathlib import Path
 import pytest
 
 import evaluation.data
+from evaluation.data import InstanceSource, format_session_log, parse_instance, shape_departures
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = ROOT / "data" / "sample"
 BUILD_SCRIPT = SAMPLE_DIR / "build_sample.py"
+
+
+def _builder():
+    spec = importlib.util.spec_from_file_location("build_sample", BUILD_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+builder = _builder()
 
 INSTANCE_TYPES = set(evaluation.data.INSTANCE_TYPES)
 FIELDS = {
@@ -30,9 +45,6 @@ FIELDS = {
     "prior_interactions": list,
 }
 SESSION_FIELDS = {"context_factor": str, "contextual_preference": str, "dialogue": list}
-# Budget for SmolLM2-135M (8,192-token context): the prior sessions rendered as the model sees
-# them must stay under ~1,800 tokens; its tokenizer gives >= 3.2 characters per token here.
-MAX_PRIOR_CHARS = 5900
 
 
 def _load() -> dict[str, dict]:
@@ -48,14 +60,6 @@ def _by_persona() -> dict[str, dict[str, dict]]:
     for inst in INSTANCES.values():
         out[inst["persona_id"]][inst["instance_type"]] = inst
     return dict(out)
-
-
-def _render(inst: dict) -> str:
-    return "\n\n".join(
-        f"### Session {i}\n\n" + "\n\n".join(
-            f"{'User' if m['role'] == 'user' else 'AI Assistant'}: {m['content']}"
-            for m in s["dialogue"])
-        for i, s in enumerate(inst["prior_interactions"], start=1))
 
 
 def _key(session: dict) -> str:
@@ -198,7 +202,9 @@ def test_instances_are_cut_from_one_journey_of_twelve_sessions(pid):
 @pytest.mark.parametrize("name", sorted(INSTANCES))
 def test_size_limit_for_a_small_model(name):
     inst = INSTANCES[name]
-    assert len(_render(inst)) <= MAX_PRIOR_CHARS
+    # the session log exactly as the evaluated model is shown it
+    log = format_session_log(parse_instance(inst, name).prior_interactions)
+    assert len(log) <= builder.MAX_PRIOR_CHARS
     for session in inst["prior_interactions"]:
         for message in session["dialogue"]:
             limit = 30 if message["role"] == "user" else 70
@@ -206,6 +212,8 @@ def test_size_limit_for_a_small_model(name):
 
 
 def test_build_script_reproduces_the_files(tmp_path):
+    """The committed files are what the builder writes from the content file, byte for byte,
+    and each loads with the dataset's validator, in the dataset's shape."""
     result = subprocess.run([sys.executable, str(BUILD_SCRIPT), "--out", str(tmp_path), "--quiet"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -213,3 +221,75 @@ def test_build_script_reproduces_the_files(tmp_path):
     assert rebuilt == sorted(INSTANCES)
     for name in rebuilt:
         assert (tmp_path / name).read_bytes() == (SAMPLE_DIR / name).read_bytes(), name
+    assert InstanceSource(data_path=tmp_path).validate() == 6
+    for name in rebuilt:
+        instance = parse_instance(json.loads((tmp_path / name).read_text(encoding="utf-8")), name)
+        assert f"{instance.instance_id}.json" == name
+        assert shape_departures(instance) == []
+        assert instance.extra == {}  # the dataset's columns only, no synthesis metadata
+
+
+def test_builder_cuts_instances_with_synthesis_code():
+    """The instances are synthesis's stage 7 applied to the hand-made journey: the sessions
+    each one keeps are those that synthesis.instances.kept_sessions draws with the content
+    file's seed."""
+    from synthesis.instances import instance_rng, kept_sessions
+
+    content = builder.load_content()
+    for sessions_doc, rows in builder.build(content):
+        roles = [s["role"] for s in sessions_doc["sessions"]]
+        for row in rows:
+            rng = instance_rng(content["instance_seed"], row["persona_id"], row["instance_type"])
+            keep = kept_sessions(roles, row["instance_type"], rng)
+            assert row["metadata"]["session_indices"] == keep
+            on_disk = INSTANCES[f"{row['persona_id']}__{row['instance_type']}.json"]
+            assert builder.dataset_row(row) == on_disk
+
+
+def _break_order(persona):   # an A' session before the A sessions
+    sessions = persona["sessions"]
+    first_a = next(i for i, s in enumerate(sessions) if s["role"] == "A")
+    first_changed = next(i for i, s in enumerate(sessions) if s["role"] == "A'")
+    sessions[first_a]["role"], sessions[first_changed]["role"] = "A'", "A"
+
+
+def _break_dialogue(persona):   # the assistant speaks last
+    sessions = persona["sessions"]
+    sessions[0]["dialogue"] = sessions[0]["dialogue"][:4]
+
+
+def _break_pair(persona):   # the contrastive pair does not name each other
+    persona["context_factors"][-1]["related_factor"] = "N/A"
+
+
+def _break_factor(persona):   # a B session uses another factor
+    session = next(s for s in persona["sessions"] if s["role"] == "B")
+    session["context_factor"] = persona["context_factors"][0]["context_factor"]
+
+
+def _drop_field(persona):
+    del persona["changed_preference"]
+
+
+@pytest.mark.parametrize("breaks, message", [
+    (_break_order, "A sessions must come before the two A' sessions"),
+    (_break_dialogue, "sessions[0].dialogue: the dialogue must end with the user's message"),
+    (_break_pair, "must be a contrastive pair"),
+    (_break_factor, "a session with role B uses"),
+    (_drop_field, "missing field 'changed_preference'"),
+])
+def test_builder_rejects_content_that_breaks_the_construction(breaks, message):
+    content = copy.deepcopy(builder.load_content())
+    breaks(content["personas"][1])
+    with pytest.raises(builder.SampleContentError) as excinfo:
+        builder.build(content, where="content.yaml")
+    text = str(excinfo.value)
+    assert text.startswith("content.yaml: personas[1] (sample-02-noor-haddad): ")
+    assert message in text
+
+
+def test_builder_enforces_the_size_budget(monkeypatch):
+    monkeypatch.setattr(builder, "MAX_PRIOR_CHARS", 5000)
+    with pytest.raises(builder.SampleContentError, match=r"sample-01-priya-raman__\w+: the prior "
+                                                          r"sessions are \d+ characters"):
+        builder.build(builder.load_content())
