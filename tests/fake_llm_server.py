@@ -2,9 +2,10 @@
 
 It speaks enough of these wire protocols for the official SDKs to talk to it:
 
-* OpenAI chat completions: ``POST /v1/chat/completions`` and ``GET /v1/models`` (the
-  ``openai`` SDK with ``base_url=server.openai_base_url``, vLLM-style servers, and the
-  ``together`` SDK with ``base_url=server.base_url``, which posts to the same path);
+* OpenAI chat completions: ``POST /v1/chat/completions`` and ``GET /v1/models`` (also
+  ``/v1beta/models`` in Gemini's shape; ``models_status``/``models_bare_list`` script it; the
+  ``openai`` SDK with ``base_url=server.openai_base_url``: OpenAI, Together and vLLM-style
+  servers);
 * Anthropic messages: ``POST /v1/messages`` (the ``anthropic`` SDK with
   ``base_url=server.base_url``);
 * Gemini: ``POST /v1beta/models/MODEL:generateContent`` (``google-genai`` with
@@ -169,11 +170,21 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         if fake_batch_api.route(self, "GET", path, b""):
             return
-        if path in ("/v1/models", "/models"):
+        if path in ("/v1/models", "/models", "/v1beta/models"):
             owner = self.server.owner
-            data = [{"id": name, "object": "model", "created": 0, "owned_by": "fake"}
-                    for name in owner.models]
-            self._send_json(200, {"object": "list", "data": data})
+            if owner.models_status != 200:
+                self._send_json(owner.models_status, {"error": {
+                    "code": owner.models_status, "message": "scripted models answer",
+                    "status": "UNAUTHENTICATED", "type": "authentication_error"}})
+            elif path == "/v1beta/models":  # Gemini's shape
+                self._send_json(200, {"models": [{"name": f"models/{name}"} for name in owner.models]})
+            else:
+                data = [{"id": name, "object": "model", "created": 0, "owned_by": "fake",
+                         "type": "model", "display_name": name, "created_at": "2025-01-01T00:00:00Z"}
+                        for name in owner.models]
+                # Together answers with a bare list; OpenAI, vLLM and Anthropic with a page.
+                self._send_json(200, data if owner.models_bare_list else
+                                {"object": "list", "data": data, "has_more": False})
         else:
             self._send_json(404, {"error": {"message": f"no route GET {path}", "type": "not_found"}})
 
@@ -348,6 +359,8 @@ class FakeLLMServer:
         self.batch_items = 0
         # What GET /v1/models lists (vLLM's check() asks for it).
         self.models: list[str] = ["fake-model"]
+        self.models_status = 200        # another status answers the models route with an error
+        self.models_bare_list = False   # True: the list alone, as Together answers
         self._lock = threading.Lock()
         self._script: deque[FakeResponse] = deque()
         self._requests: list[dict] = []

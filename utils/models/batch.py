@@ -125,7 +125,7 @@ class TogetherBatch(OpenAIBatch):
     def submit(self, lines: list[dict]) -> str:
         import tempfile
 
-        client = self.model.client()
+        client = self.model.batch_client()
         with tempfile.TemporaryDirectory(prefix="cupid_batch_") as tmp:
             path = Path(tmp) / "cupid_batch.jsonl"
             path.write_text("\n".join(json.dumps(line, ensure_ascii=False) for line in lines),
@@ -135,13 +135,13 @@ class TogetherBatch(OpenAIBatch):
         return created.job.id
 
     def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
-        job = self.model.client().batches.retrieve(batch_id)
+        job = self.model.batch_client().batches.retrieve(batch_id)
         status = (job.status or "").upper()
         return (status in ("COMPLETED", "FAILED", "EXPIRED", "CANCELLED"), status,
                 int(job.progress or 0), 100)
 
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
-        client = self.model.client()
+        client = self.model.batch_client()
         job = client.batches.retrieve(batch_id)
         out: dict[str, Completion | str] = {}
         for file_id in (job.output_file_id, job.error_file_id):

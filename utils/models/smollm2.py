@@ -64,8 +64,8 @@ N_CTX = 8192                          # SmolLM2's trained context length (llama.
 SEED = 1234
 # The longest answer the embedded model may write, whatever the role asks for (the
 # evaluated role asks for 4,096). Greedy decoding of a 135M model can repeat one line until
-# the limit: on this machine that is two minutes of a serialized engine for one useless
-# answer. 512 tokens hold every answer the benchmark's formats need.
+# the limit: 4,096 tokens at the ~80 tokens/s benchmarks/embedded_model_speed.py measures on
+# two cores hold the serialized engine close to a minute for one useless answer. 512 tokens hold every answer the benchmark's formats need.
 MAX_TOKENS_CAP = int(os.environ.get("CUPID_EMBEDDED_MAX_TOKENS") or 512)
 DEFAULT_MAX_TOKENS = MAX_TOKENS_CAP
 # The same limit for answers held to a JSON schema. Their grammar ends the document once
@@ -76,8 +76,8 @@ MAX_JSON_TOKENS_CAP = int(os.environ.get("CUPID_EMBEDDED_MAX_JSON_TOKENS") or 40
 # loop ("and I am [YourName] and I am ..." until max_tokens cut the document short, in the
 # synthesis of context factors); a bound makes the grammar close the string and go on.
 # The converter writes a bound as nested rules, one level per character, and llama.cpp's
-# sampler crashes the process (segmentation fault) on this machine from about 1,500 levels;
-# 1,000 runs, so a larger setting is held to that.
+# sampler crashes the process (segmentation fault, measured with llama-cpp-python 0.3 on
+# x86-64) from about 1,500 levels; 1,000 runs, so a larger setting is held to that.
 MAX_JSON_STRING_CHARS = min(int(os.environ.get("CUPID_EMBEDDED_MAX_JSON_STRING_CHARS") or 600), 1000)
 # A mild penalty on repeated tokens: without it greedy decoding loops on 3 of the 6 sample
 # instances' responses (the same two lines until the limit); 1.1 keeps answers on topic.
