@@ -16,9 +16,9 @@ import logging
 import random
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections import Counter
 from typing import Any, Callable
 
 from utils.models.batch import BatchDeferred
@@ -363,7 +363,7 @@ class Synthesis(OutputDir):
         # Fail fast on a missing key, before any work; every missing key named in one message.
         check_models(list({id(m): m for m in self.models.values()}.values()), probe=False)
         check_settings(self.out, self.cfg)
-        missing = self.load_templates()
+        self.templates_missing = missing = self.load_templates()
         if missing and self.cfg.persona_seeds not in (None, persona_stage.BUNDLED) \
                 and not Path(self.cfg.persona_seeds).is_file():
             raise persona_stage.SeedSourceError(f"{self.cfg.persona_seeds}: no such persona seed file")
@@ -384,7 +384,8 @@ class Synthesis(OutputDir):
         self.progress = Progress(STAGES, self.cfg.show_progress)
         try:
             self.plan(list(self.personas))
-            if len(self.personas) < self.cfg.n_personas:
+            if self.templates_missing:  # made in the first pass (no model call)
+                self.templates_missing = 0
                 self._submit("templates", self.task_templates)
             self.runner.run()
         finally:
