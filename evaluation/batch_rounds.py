@@ -1,13 +1,14 @@
-"""Batch mode's rounds (``python -m evaluation.run --batch``).
+"""Batch mode's pass over the instances (``python -m evaluation.run --batch``).
 
-Each round evaluates every unfinished instance with the models' calls deferred to the
+Each pass evaluates every unfinished instance with the models' calls deferred to the
 batch runner (utils/models/batch.py): steps whose answers are cached or recorded go
-on, and each chain stops at its first call not yet answered. The collected calls go out
-as batches; their answers fill the cache; the next round takes the chains one step
-further. With the default task ``both``: round 1 infer + generate, round 2 decompose +
-judge, round 3 the two matches (a re-ask after an unparseable answer adds a round).
-When no call is left to defer, the ordinary online pass writes the results from the
-cache, and asks online only what failed in its batch.
+on, and each chain stops at its first call not yet answered. The shared loop
+(utils/models/batch_rounds.py) sends the collected calls as a round of batches, their
+answers fill the cache, and the next pass takes the chains one step further. With the
+default task ``both``: round 1 infer + generate, round 2 decompose + judge, round 3 the
+two matches (a re-ask after an unparseable answer adds a round). When no call is left to
+defer, the ordinary online pass writes the results from the cache, and asks online only
+what failed in its batch.
 """
 from __future__ import annotations
 
@@ -16,21 +17,19 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence
 
 from utils.models.batch import BatchDeferred, BatchRunner
+from utils.models.batch_rounds import run_in_rounds
 from utils.models.model import Model, ModelConfigurationError, RunCancelled
 
 log = logging.getLogger("cupid.evaluation")
 
-MAX_ROUNDS = 20
-
 
 def run_batch_rounds(make_evaluation: Callable[[], object], instances: Iterable,
                      runner: BatchRunner, models: Sequence[Model], n_workers: int = 4) -> int:
-    """Run rounds until no call is deferred; returns the number of batch rounds."""
-    for model in models:
-        model.batch_runner = runner
-    runner.resume(models)
+    """Run passes and rounds until no call is deferred; returns the number of batch rounds."""
     unfinished = list(instances)
-    for _ in range(MAX_ROUNDS):
+
+    def one_pass() -> None:
+        nonlocal unfinished
         evaluation = make_evaluation()
         deferred: list = []
 
@@ -50,10 +49,8 @@ def run_batch_rounds(make_evaluation: Callable[[], object], instances: Iterable,
                 list(pool.map(one, unfinished))
         finally:
             evaluation.close()  # waits for side chains still deferring their calls
-        if runner.pending == 0:
-            break
-        waiting = {id(i) for i in deferred}
-        unfinished = [i for i in unfinished if id(i) in waiting] or unfinished
-        runner.run_round()
-    runner.closed = True
-    return runner.rounds
+        if runner.pending:
+            waiting = {id(i) for i in deferred}
+            unfinished = [i for i in unfinished if id(i) in waiting] or unfinished
+
+    return run_in_rounds(one_pass, runner, models)

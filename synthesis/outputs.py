@@ -11,6 +11,7 @@ Layout of an output directory::
     personas/<persona_id>/failure.json        why the persona failed (removed on success)
     instances/<instance_id>.json      stage 7, the evaluation's data format
     summary.json                      counts, regenerations, failures, usage
+    batches.json                      --batch: every submitted batch id (a rerun resumes them)
     .llm_cache.sqlite                 every finished LLM call, replayed on a rerun
 """
 from __future__ import annotations

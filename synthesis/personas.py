@@ -215,6 +215,19 @@ def format_template(number: int, template: dict) -> str:
     return f"{number}. {shown}"
 
 
+def description_batches(todo: list[dict], size: int,
+                         planned: dict[str, tuple[str, ...]]) -> list[list[dict]]:
+    """The personas to describe, ``size`` a request. ``planned`` (persona id -> the ids of
+    its batch) keeps each persona in the batch it was first planned in, so that planning it
+    again (batch mode's next pass) sends the same request."""
+    new = [p["persona_id"] for p in todo if p["persona_id"] not in planned]
+    for i in range(0, len(new), size):
+        planned.update(dict.fromkeys(new[i:i + size], tuple(new[i:i + size])))
+    by_id = {p["persona_id"]: p for p in todo}
+    batches = dict.fromkeys(planned[pid] for pid in by_id)
+    return [[by_id[pid] for pid in batch if pid in by_id] for batch in batches]
+
+
 def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, max_attempts: int,
                       first_variant: int = 0, previous: tuple[str, str] | None = None,
                       params: dict | None = None):

@@ -16,12 +16,14 @@ import logging
 import random
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from utils.models.batch import BatchDeferred
 from utils.models.model import Model, ResponseCache, check_models
-from synthesis import personas as persona_stage
+from synthesis import batch_mode, personas as persona_stage
 from synthesis.dialogues import simulate_dialogue
 from synthesis.factors import generate_factors
 from synthesis.generation import GenerationFailed, Generated
@@ -30,8 +32,8 @@ from synthesis.journey import FINAL, check_journey, make_journey
 from synthesis.parameters import STAGE_PARAMS
 from synthesis.scheduler import Progress, TaskRunner
 from synthesis.sessions import generate_sessions
-from synthesis.settings import (CHAT, SINGLE_TURN, SettingsError, SettingsMismatch, SynthesisConfig,
-                                check_settings, model_label, resolve_stage_model)
+from synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
+                                model_label, stage_models)
 from synthesis.outputs import Failure, FailureLog, OutputDir
 from synthesis.summary import summarize
 from synthesis.taxonomy import load_occupations, load_taxonomy
@@ -74,32 +76,22 @@ class Synthesis(OutputDir):
         self.cache: ResponseCache | None = None
         if models is None:
             self.cache = ResponseCache(self.out / ".llm_cache.sqlite")
-            models = {
-                # Each stage passes its own temperature and max_tokens (synthesis/parameters.py);
-                # the decomposer step uses the model's, so they are set here.
-                "synthesizer": resolve_stage_model(cfg.model, SINGLE_TURN, cache=self.cache),
-                "user_simulator": resolve_stage_model(cfg.user_model, CHAT, cache=self.cache),
-                "assistant_simulator": resolve_stage_model(cfg.assistant_model, CHAT,
-                                                           cache=self.cache),
-                "decomposer": resolve_stage_model(cfg.decomposer_model, SINGLE_TURN,
-                                                  cache=self.cache,
-                                                  **STAGE_PARAMS["preference_decomposer"]),
-            }
+            models = stage_models(cfg, self.cache)
         self.models = models
+        self.batch_runner = batch_mode.make_runner(models["synthesizer"], self.out) if cfg.batch else None
         self._lock = threading.Lock()
         self.failure_log = FailureLog(self)
         self.stats: dict[str, StageStats] = {}
         self.seed_source: str | None = None
         self.personas: list[dict] = []
+        self.waiting: Counter = Counter()  # tasks of this pass waiting for a batch round
+        self._description_batches: dict[str, tuple[str, ...]] = {}  # persona id -> its batch
 
     def _count(self, stage: str, done: int = 0, skipped: int = 0) -> None:
         with self._lock:
             stats = self.stats.setdefault(stage, StageStats())
             stats.done += done
             stats.skipped += skipped
-
-    def check_settings(self) -> None:
-        check_settings(self.out, self.cfg)
 
     # =====================================================================================
     # Stage 1: persona templates
@@ -154,16 +146,20 @@ class Synthesis(OutputDir):
         def task(*args: Any) -> None:
             try:
                 fn(*args)
+            except BatchDeferred:  # answered by the next batch round: no failure, no attempt
+                with self._lock:
+                    self.waiting[stage] += 1
             finally:
                 self.progress.done(stage)
         return task
 
     def plan(self, personas: list[dict]) -> None:
+        personas = [p for p in personas if not self.failure_log.has(p["persona_id"])]
         todo = [p for p in personas if not p.get("description")]
         self._count("descriptions", skipped=len(personas) - len(todo))
-        size = self.cfg.persona_batch_size
-        for i in range(0, len(todo), size):
-            self._submit("descriptions", self.task_describe, todo[i:i + size])
+        for batch in persona_stage.description_batches(todo, self.cfg.persona_batch_size,
+                                                       self._description_batches):
+            self._submit("descriptions", self.task_describe, batch)
         for persona in personas:
             if persona.get("description"):
                 self._submit("factors", self.task_factors, persona)
@@ -362,40 +358,42 @@ class Synthesis(OutputDir):
     # =====================================================================================
     # The whole run
     # =====================================================================================
-    def check_models(self) -> None:
-        """Fail fast on a missing key or an unreachable server, before any work; every
-        missing key is named in one message."""
-        unique = {id(model): model for model in self.models.values()}
-        check_models(list(unique.values()), probe=False)
-
     def run(self) -> dict:
         started = time.perf_counter()
-        self.check_models()
-        self.check_settings()
-        missing = self.load_templates()
+        # Fail fast on a missing key, before any work; every missing key named in one message.
+        check_models(list({id(m): m for m in self.models.values()}.values()), probe=False)
+        check_settings(self.out, self.cfg)
+        self.templates_missing = missing = self.load_templates()
         if missing and self.cfg.persona_seeds not in (None, persona_stage.BUNDLED) \
                 and not Path(self.cfg.persona_seeds).is_file():
             raise persona_stage.SeedSourceError(f"{self.cfg.persona_seeds}: no such persona seed file")
         self.failure_log.load_previous(self.personas)
+        if self.batch_runner is not None:
+            batch_mode.run_in_passes(self, self.batch_runner)
+        else:
+            self.run_pass()
+        summary = summarize(self, time.perf_counter() - started)
+        atomic_write_json(self.out / "summary.json", summary)
+        return summary
+
+    def run_pass(self) -> None:
+        """The task graph over what is on disk, until no task is left (batch mode runs
+        several passes, synthesis/batch_mode.py)."""
+        self.waiting.clear()
         self.runner = TaskRunner(self.cfg.n_workers)
         self.progress = Progress(STAGES, self.cfg.show_progress)
         try:
             self.plan(list(self.personas))
-            if missing:
+            if self.templates_missing:  # made in the first pass (no model call)
+                self.templates_missing = 0
                 self._submit("templates", self.task_templates)
             self.runner.run()
         finally:
             self.progress.close()
-        summary = self.summary(time.perf_counter() - started)
-        atomic_write_json(self.out / "summary.json", summary)
-        return summary
 
     def close(self) -> None:
         if self.cache is not None:
             self.cache.close()
-
-    def summary(self, wall_time: float) -> dict:
-        return summarize(self, wall_time)
 
 
 def run_synthesis(cfg: SynthesisConfig, **kwargs: Any) -> dict:

@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="personas described per call (Figure 13)")
     p.add_argument("--max_regenerations", type=non_negative_int, default=d.max_attempts - 1,
                    help="re-asks of an invalid generation before its persona fails")
+    p.add_argument("--batch", action="store_true",
+                   help="the synthesizer's calls (descriptions, factors, sessions) through the "
+                        "OpenAI, Anthropic, Together or Gemini batch API at half price, in rounds; "
+                        "batch ids are kept in the output directory's batches.json, so a rerun "
+                        "resumes them. The simulators and the decomposer answer online")
     p.add_argument("--log_file", default=None, help="also write the log to this file")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bars")
     return p
@@ -115,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         max_turns=args.max_turns, n_workers=args.n_workers, seed=args.seed,
         persona_seeds=args.persona_seeds, persona_batch_size=args.persona_batch_size,
         max_attempts=args.max_regenerations + 1,
-        show_progress=False if args.no_progress else None,
+        show_progress=False if args.no_progress else None, batch=args.batch,
     )
     from utils.io import clean_orphan_tmp
 
@@ -126,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ModelConfigurationError, SettingsError, SeedSourceError) as exc:
         log.error("%s", exc)
         return 2
+    except KeyboardInterrupt:
+        if cfg.batch:
+            print(f"\ninterrupted: the submitted batches are listed in "
+                  f"{cfg.output_dir / 'batches.json'}; rerun the same command to resume them.",
+                  file=sys.stderr)
+        raise
     counts = summary["counts"]
     log.info("seeds: %s", summary["seed_source"])
     log.info("personas: %d requested, %d complete, %d failed; sessions %d, dialogues %d "
@@ -133,6 +144,17 @@ def main(argv: list[str] | None = None) -> int:
              counts["personas_requested"], counts["personas_complete"], counts["personas_failed"],
              counts["sessions"], counts["dialogues"], counts["dialogues_satisfied"],
              counts["instances"], summary["regenerations"]["total"], summary["wall_time_s"])
+    for role, usage in summary["usage"].items():
+        cost = usage.get("estimated_cost_usd")
+        log.info("%s: %s · %d calls (%d in batches, %d cached, %d retries, %d failed) · "
+                 "%d+%d tokens%s", role, usage["model"], usage.get("calls", 0),
+                 usage.get("batch_calls", 0), usage.get("cache_hits", 0), usage.get("retries", 0),
+                 usage.get("failed_calls", 0), usage.get("prompt_tokens", 0),
+                 usage.get("completion_tokens", 0), f" · ~${cost:.4f}" if cost is not None else "")
+    if "batch" in summary:
+        log.info("batch mode: %d round(s), %d request(s) submitted by this invocation; batch ids "
+                 "in %s", summary["batch"]["rounds"], summary["batch"]["submitted_requests"],
+                 summary["batch"]["batches_file"])
     for failure in summary["failures"]:
         log.error("FAILED %s at %s: %s", failure["persona_id"], failure["stage"], failure["reason"])
     print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **counts}))

@@ -9,7 +9,7 @@ from typing import Any
 import config
 from utils.models.model import Model, resolve_model
 from synthesis.journey import MIN_SESSIONS
-from synthesis.parameters import PERSONA_BATCH_SIZE, SEED
+from synthesis.parameters import PERSONA_BATCH_SIZE, SEED, STAGE_PARAMS
 from utils.io import atomic_write_json, read_json
 
 # Settings that shape the data: a rerun into the same directory must use the same ones.
@@ -36,6 +36,7 @@ class SynthesisConfig:
     persona_batch_size: int = PERSONA_BATCH_SIZE
     max_attempts: int = config.MAX_PARSE_RETRIES + 1  # answers per generation, first included
     show_progress: bool | None = None      # None: when stderr is a terminal
+    batch: bool = False                    # the synthesizer's calls through its batch API
 
     def __post_init__(self) -> None:
         self.user_model = self.user_model or self.model
@@ -81,6 +82,18 @@ def resolve_stage_model(spec: str, openai_wire: dict, **params: Any) -> Model:
     if model.provider == "openai":  # OpenAI's own API, not a vLLM or other compatible server
         model = resolve_model(spec, **params, **openai_wire)
     return model
+
+
+def stage_models(cfg: SynthesisConfig, cache: Any) -> dict[str, Model]:
+    """Each role's model. Each stage passes its own temperature and max_tokens
+    (synthesis/parameters.py); the decomposer step uses the model's, so they are set here."""
+    return {
+        "synthesizer": resolve_stage_model(cfg.model, SINGLE_TURN, cache=cache),
+        "user_simulator": resolve_stage_model(cfg.user_model, CHAT, cache=cache),
+        "assistant_simulator": resolve_stage_model(cfg.assistant_model, CHAT, cache=cache),
+        "decomposer": resolve_stage_model(cfg.decomposer_model, SINGLE_TURN, cache=cache,
+                                          **STAGE_PARAMS["preference_decomposer"]),
+    }
 
 
 class SettingsError(ValueError):

@@ -1,4 +1,5 @@
-"""summary.json of a synthesis run: counts, regenerations, failures, usage, wall time."""
+"""summary.json of a synthesis run: counts, regenerations, failures, usage (calls answered in
+batches priced at the batch price), wall time."""
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -48,7 +49,7 @@ def summarize(run: "Synthesis", wall_time: float) -> dict:
     for role, model in run.models.items():
         snapshot = model.usage.snapshot(model.name) if hasattr(model, "usage") else {}
         usage[role] = {"model": model.name, **snapshot}
-    return {
+    summary = {
         "output_dir": str(run.out),
         "seed_source": run.seed_source,
         "settings": {**shaping_settings(run.cfg), "n_personas": run.cfg.n_personas,
@@ -62,3 +63,8 @@ def summarize(run: "Synthesis", wall_time: float) -> dict:
         "usage": usage,
         "wall_time_s": round(wall_time, 3),
     }
+    runner = getattr(run, "batch_runner", None)
+    if runner is not None:  # --batch: this invocation's rounds; the calls are in "usage"
+        summary["batch"] = {"rounds": runner.rounds, "submitted_requests": runner.submitted_items,
+                            "batches_file": str(runner.state_path)}
+    return summary
