@@ -99,6 +99,27 @@ def test_failed_batch_items_are_asked_online(env, data_file, tmp_path):
     assert sum(b["failed_items"] for b in state["batches"]) == 1
 
 
+def test_a_request_that_failed_in_its_batch_is_asked_online_after_a_restart(fake_llm_env, tmp_path):
+    """The failed item's key is kept in batches.json: a runner started again (after a kill
+    between the fetch and the online answer) asks it online instead of batching it again."""
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    fake_llm_env.responder = lambda req: (FakeResponse(status=500, text="item failed")
+                                          if req["path"] == "batch" else "online answer")
+    model = resolve_model("gpt-4o-mini", cache=cache)
+    runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
+    model.batch_runner = runner
+    with pytest.raises(BatchDeferred):
+        model.chat("", [{"role": "user", "content": "hello"}])
+    runner.run_round()
+    (entry,) = json.loads((tmp_path / "batches.json").read_text())["batches"]
+    assert entry["failed_items"] == 1 and entry["failed_keys"] == list(entry["items"].values())
+
+    fresh = resolve_model("gpt-4o-mini", cache=cache)
+    fresh.batch_runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
+    assert fresh.chat("", [{"role": "user", "content": "hello"}]) == "online answer"
+    assert fresh.batch_runner.pending == 0 and fake_llm_env.batch_items == 1
+
+
 def test_runner_defers_saves_ids_and_resumes(fake_llm_env, tmp_path):
     """A runner killed after submitting leaves the id on disk; a new runner fetches that
     batch and submits nothing."""
@@ -208,3 +229,18 @@ def test_batches_split_by_count_and_size(tmp_path, monkeypatch):
     assert [len(c) for c in runner._chunks(lines)] == [3, 3, 1]
     runner.max_items, runner.max_bytes = 100, 300
     assert [len(c) for c in runner._chunks(lines)] == [2, 2, 2, 1]
+
+
+def test_a_model_without_a_batch_api_is_named_and_answers_online(fake_llm_env, tmp_path, caplog):
+    from utils.models.batch_rounds import run_in_rounds
+
+    served = resolve_model(f"vllm:served@{fake_llm_env.openai_base_url}",
+                           cache=ResponseCache(tmp_path / "cache.sqlite"))
+    runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
+    answers: list[str] = []
+    fake_llm_env.responder = lambda req: "served answer"
+    with caplog.at_level("WARNING", logger="cupid.batch"):
+        rounds = run_in_rounds(lambda: answers.append(served.chat("", [{"role": "user", "content": "q"}])),
+                               runner, [served])
+    assert rounds == 0 and answers == ["served answer"] and fake_llm_env.batch_items == 0
+    assert any("served has no batch API" in r.getMessage() for r in caplog.records)

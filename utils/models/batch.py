@@ -282,12 +282,15 @@ class BatchRunner:
         self._sleep = sleep
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[Model, Request]] = {}
-        self._online: set[str] = set()  # keys whose batch item failed: asked online
         self.closed = False
         self.submitted_items = 0
         self.rounds = 0
         self.state = (json.loads(self.state_path.read_text(encoding="utf-8"))
                       if self.state_path.exists() else {"batches": []})
+        # Keys whose batch item failed are asked online, also by a run started again after
+        # a kill: batches.json keeps them.
+        self._online: set[str] = {key for entry in self.state["batches"]
+                                  for key in entry.get("failed_keys", ())}
 
     # -- called by the seam ---------------------------------------------------------------
     def defer(self, model: Model, request: Request, key: str | None) -> None:
@@ -379,7 +382,7 @@ class BatchRunner:
 
     def _fetch(self, entry: dict, model: Model, adapter: Any) -> None:
         results = adapter.fetch(entry["batch_id"])
-        failed = 0
+        failed: list[str] = []
         for custom_id, key in entry["items"].items():
             answer = results.get(custom_id, results.get("*", "no answer in the batch's results"))
             if isinstance(answer, Completion):
@@ -389,13 +392,14 @@ class BatchRunner:
                 if model.cache is not None:
                     model.cache.put(key, answer)
             else:
-                failed += 1
+                failed.append(key)
                 self._online.add(key)
         entry["fetched"] = True
-        entry["failed_items"] = failed
+        entry["failed_items"] = len(failed)
+        entry["failed_keys"] = failed
         self._record(entry)
         if failed:
-            print(f"batch {entry['batch_id']}: {failed} request(s) failed; they are asked online",
+            print(f"batch {entry['batch_id']}: {len(failed)} request(s) failed; they are asked online",
                   file=self.out, flush=True)
 
     def _record(self, entry: dict) -> None:

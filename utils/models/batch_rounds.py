@@ -29,8 +29,13 @@ def run_in_rounds(run_pass: Callable[[], None], runner: BatchRunner, models: Seq
     runner is closed at the end: later calls go online. ``finish_online``: when the rounds
     ran out, one more pass (online) uses the last round's answers and asks the rest;
     otherwise the caller's own pass does that. Returns the number of rounds."""
+    from utils.models.batch import batch_adapter
+
     for model in models:
         model.batch_runner = runner
+        if batch_adapter(model) is None:
+            log.warning("batch mode: %s has no batch API (OpenAI, Anthropic, Together and the "
+                        "Gemini API have one); its calls are asked online", model.name)
     runner.resume(models)
     finished = False
     for _ in range(max_rounds):
