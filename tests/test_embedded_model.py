@@ -318,3 +318,26 @@ def test_the_readme_run_on_one_sample_instance(tmp_path):
     # The layout grammars follow the release's headers: the release reads every answer.
     (evaluation,) = record["evaluations"].values()
     assert evaluation["release"] == {"inference": "same", "generation": "same"}
+
+
+def test_the_prefix_cache_counts_the_logits_each_state_copies():
+    """A saved state holds the llama.cpp state and a copy of the logits buffer; the cache
+    must evict by both, or its capacity means nothing (several GiB for a 1 GiB cache)."""
+    import llama_cpp
+    import numpy as np
+    from types import SimpleNamespace
+
+    def state(tokens: int) -> SimpleNamespace:
+        return SimpleNamespace(llama_state_size=1 << 20, input_ids=np.zeros(tokens, np.intc),
+                               scores=np.zeros((64, 4096), np.single))  # 1 MiB of logits
+
+    ours = smollm2.prefix_cache(llama_cpp, capacity_bytes=5 << 20)
+    stock = llama_cpp.LlamaRAMCache(capacity_bytes=5 << 20)
+    for i in range(4):
+        ours[(i, 1, 2)] = state(3)
+        stock[(i, 1, 2)] = state(3)
+    # 2 MiB and 12 bytes a state: two fit in 5 MiB, and the oldest go first.
+    assert list(ours.cache_state) == [(2, 1, 2), (3, 1, 2)]
+    assert ours.cache_size == 2 * ((2 << 20) + 12)
+    assert len(stock.cache_state) == 4  # counting the llama.cpp state alone
+    assert ours[(3, 1, 2, 9)] is ours.cache_state[(3, 1, 2)]  # longest-prefix lookup kept

@@ -195,7 +195,7 @@ def load_engine() -> Any:
             raise ModelConfigurationError(
                 f"smollm2-135m: llama.cpp could not load {path}: {exc}") from exc
         if PREFIX_CACHE_BYTES > 0:
-            engine.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=PREFIX_CACHE_BYTES))
+            engine.set_cache(prefix_cache(llama_cpp, PREFIX_CACHE_BYTES))
         load_seconds = time.perf_counter() - started
         _engine = engine
         return engine
@@ -206,6 +206,25 @@ def load_engine() -> Any:
 # newline inside a string and fail to parse. llama.cpp's own converter excludes them.
 _LOOSE_CHAR_RULE = r'char ::= [^"\\] |'
 _STRICT_CHAR_RULE = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+def prefix_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
+    """llama-cpp-python's RAM cache of prompt states, held to ``capacity_bytes`` of what the
+    states really occupy. Its own count is the llama.cpp state alone, while each saved
+    state also copies the engine's logits buffer (n_batch x 49,152 floats, 100 MB), so a
+    1 GiB cache grew to several GiB of resident memory."""
+
+    class PrefixCache(llama_cpp.LlamaRAMCache):
+        @property
+        def cache_size(self) -> int:
+            return sum(state_bytes(state) for state in self.cache_state.values())
+
+    return PrefixCache(capacity_bytes=capacity_bytes)
+
+
+def state_bytes(state: Any) -> int:
+    """Bytes a saved llama-cpp-python state holds: the llama.cpp state, logits and tokens."""
+    return int(state.llama_state_size) + state.scores.nbytes + state.input_ids.nbytes
 
 
 def strict_json_strings(gbnf: str) -> str:
