@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence
 
 from utils.models.batch import BatchDeferred, BatchRunner
-from utils.models.model import Model, ModelConfigurationError, RunCancelled
+from utils.models.errors import ModelConfigurationError, RunCancelled
+from utils.models.model import Model
 
 log = logging.getLogger("cupid.evaluation")
 

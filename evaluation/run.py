@@ -25,17 +25,11 @@ from pathlib import Path
 
 import config
 from evaluation.data import DATASET_PRIOR_SESSIONS, DataValidationError, InstanceSource
-from utils.models.model import (
-    ModelConfigurationError,
-    ModelError,
-    ResponseCache,
-    RunCancelled,
-    check_models,
-    cancel_all,
-    reset_cancel,
-    UsageTracker,
-    resolve_model,
-)
+from utils.models.cache import ResponseCache
+from utils.models.errors import ModelConfigurationError, ModelError, RunCancelled
+from utils.models.registry import check_models, resolve_model
+from utils.models.retry import cancel_all, reset_cancel
+from utils.models.usage import UsageTracker
 from evaluation.batch_rounds import run_batch_rounds
 from utils.models.batch import BatchRunner
 from utils.models.limits import parse_rate_limit, set_user_limits
@@ -221,7 +215,7 @@ def role_overrides(args: argparse.Namespace) -> dict[str, dict]:
 def recorded_usage(store: RunStore) -> dict:
     """Tokens of every finished step in the run directory, summed per model that ran it:
     the run's cost so far, across resumed invocations."""
-    from utils.models.model import estimate_cost
+    from utils.models.usage import estimate_cost
     totals: dict[str, dict] = {}
 
     def add(step: dict | None) -> None:

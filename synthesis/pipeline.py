@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from utils.models.model import Model, ResponseCache, check_models
+from utils.models.cache import ResponseCache
+from utils.models.model import Model
+from utils.models.registry import check_models
 from synthesis import personas as persona_stage
 from synthesis.dialogues import simulate_dialogue
 from synthesis.factors import generate_factors

@@ -44,7 +44,7 @@ def answer(req: dict) -> str:
 def record_requests(server, base_url: str) -> dict:
     from evaluation import steps
     from evaluation.data import load_instances, format_session_log
-    from utils.models.model import resolve_model
+    from utils.models.registry import resolve_model
 
     instance = load_instances(data_path=INSTANCE)[0]
     log = format_session_log(instance.prior_interactions)

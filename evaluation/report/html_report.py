@@ -91,7 +91,7 @@ def _num(value: Any) -> float | None:
 
 
 def _step_cost(step: dict) -> float | None:
-    from utils.models.model import estimate_cost
+    from utils.models.usage import estimate_cost
     usage = step.get("usage") or {}
     if not usage:
         return None
