@@ -2,7 +2,7 @@
 
 Each step renders its template, calls the model through the seam, and parses the answer.
 The requests are the released harness's (kixlab/CUPID at a8560ca): its prompt files, its
-session-log and checklist layouts (evaluation/data.py), its few-shot examples, and its
+session-log and checklist layouts (evaluation/formatting.py), its few-shot examples, and its
 parameters (temperature 0, max_tokens 8192; 4096 for the decomposer). No JSON schema is
 sent, except to the embedded model as a decoding aid (the release never ran it).
 
@@ -20,7 +20,8 @@ from typing import Callable, Sequence
 
 import config
 from evaluation import parsing
-from evaluation.data import Session, format_checklist, format_checklist_bullets, format_session_log
+from evaluation.formatting import format_checklist, format_checklist_bullets, format_session_log
+from utils.dataset import Session
 from utils.models.asking import NoUsableAnswer, ask_until_usable
 from utils.models.model import Model
 from evaluation.parsing import ParseError

@@ -43,7 +43,8 @@ def answer(req: dict) -> str:
 
 def record_requests(server, base_url: str) -> dict:
     from evaluation import steps
-    from evaluation.data import load_instances, format_session_log
+    from evaluation.data import load_instances
+    from evaluation.formatting import format_session_log
     from utils.models.registry import resolve_model
 
     instance = load_instances(data_path=INSTANCE)[0]
