@@ -17,11 +17,12 @@ from evaluation import steps as S
 from evaluation.aggregate import InstanceOutcome, release_outcomes_of_record
 from evaluation.formatting import format_session_log, relevant_positions
 from evaluation.metrics import InferenceCounts
-from evaluation.steps import StepFailed, StepResult
 from evaluation.store import InstanceRecord, RunStore, now
 from utils.dataset import Instance, Session
 from utils.io import atomic_write_json, read_json
+from utils.decomposer import decompose
 from utils.models.model import Model
+from utils.steps import StepFailed, StepResult
 
 log = logging.getLogger("cupid.evaluation")
 
@@ -205,7 +206,7 @@ class Evaluation:
             self.model, history, instance.current_request, from_summaries=from_summaries,
             first_variant=v))
         preference = inferred["preference"]
-        checklist = self._run(record, "decompose", lambda v: S.decompose(
+        checklist = self._run(record, "decompose", lambda v: decompose(
             self.evaluator, preference, first_variant=v), self.scorer)["checklist"]
         precision, recall = self._parallel(
             lambda: self._run(record, "match_precision", lambda v: S.match_checklist(

@@ -265,7 +265,8 @@ class Synthesis(OutputDir):
                 self._submit("checklists", self.task_checklist, state, preference)
 
     def task_checklist(self, state: "PersonaState", preference: str) -> None:
-        from evaluation.steps import StepFailed, decompose_preference
+        from utils.decomposer import decompose_preference
+        from utils.steps import StepFailed
 
         pid = state.persona["persona_id"]
         if self.failure_log.has(pid):
