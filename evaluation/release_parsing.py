@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from utils.decomposer import release_checklist
-from utils.parsing import ReleaseFailure, release_json
+from utils.parsing import ReleaseFailure, release_checklist, release_json
 
 PREFERENCE_HEADER = "### Most Likely Preference"
 SCORE_HEADERS = ("### **Evaluation Score**", "### Evaluation Score")

@@ -8,11 +8,9 @@ The request is the released harness's (kixlab/CUPID at a8560ca): its prompt file
 """
 from __future__ import annotations
 
-from typing import Any
-
 import config
 from utils.models.model import Model
-from utils.parsing import ParseError, ReleaseFailure, extract_json, release_json
+from utils.parsing import ParseError, ReleaseFailure, extract_json, release_checklist
 from utils.steps import StepResult, decoding_aid, run_prompt
 
 PROMPT = "synthesis/preference_decomposer"
@@ -24,15 +22,6 @@ CHECKLIST_SCHEMA = {
                                  "minItems": 1, "maxItems": 4}},
     "required": ["checklist"],
 }
-
-
-def release_checklist(text: str) -> Any:
-    """The release's decomposed checklist (``parse_json(answer)['checklist']``)."""
-    try:
-        data = release_json(text.strip())
-        return data["checklist"]
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
-        raise ReleaseFailure(f"checklist unreadable: {type(exc).__name__}") from exc
 
 
 def parse_checklist(text: str) -> dict:

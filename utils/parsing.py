@@ -1,7 +1,7 @@
 """Reading a model's answer, in both pipelines: ``ParseError`` (the answer is unusable: ask
 again), JSON found leniently in an answer (``extract_json``), and the released harness's
-own JSON reading (``release_json``, kixlab/CUPID at a8560ca), which a parser takes first
-wherever it yields a usable value.
+own JSON readings (``release_json``, and ``release_checklist`` for the decomposer's answer;
+kixlab/CUPID at a8560ca), which a parser takes first wherever it yields a usable value.
 """
 from __future__ import annotations
 
@@ -24,6 +24,15 @@ def release_json(text: str) -> Any:
         text = text.split("```json")[1].rsplit("```", 1)[0].strip()
         return json.loads(text)
     return json.loads(text.strip())
+
+
+def release_checklist(text: str) -> Any:
+    """The release's decomposed checklist (``parse_json(answer)['checklist']``)."""
+    try:
+        data = release_json(text.strip())
+        return data["checklist"]
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise ReleaseFailure(f"checklist unreadable: {type(exc).__name__}") from exc
 
 
 def extract_json(text: str) -> Any:
