@@ -54,7 +54,7 @@ def main() -> None:
         os.environ["CUPID_EMBEDDED_THREADS"] = str(args.threads)
 
     import utils.models.smollm2 as smollm2
-    from utils.models.model import resolve_model
+    from utils.models.registry import resolve_model
 
     model = resolve_model("smollm2-135m", max_retries=0)
     started = time.perf_counter()

@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from utils.models.model import Completion, Model, Request, Usage  # noqa: E402
+from utils.models.model import Model
+from utils.models.request import Completion, Request, Usage
 from utils.models.openai_models import OpenAIModel  # noqa: E402
 from fake_llm_server import FakeLLMServer  # noqa: E402
 

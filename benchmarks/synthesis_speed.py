@@ -52,7 +52,7 @@ def measure(n_personas: int, latency: float, n_workers: int, max_rounds: int, ou
     try:
         url = child.stdout.readline().strip()
         # One unmeasured call first, so that importing the SDK is not counted.
-        from utils.models.model import resolve_model
+        from utils.models.registry import resolve_model
         warm = FakeLLMServer(responder=lambda req: "ok").start()
         try:
             resolve_model(f"vllm:warm@{warm.openai_base_url}").chat("", [{"role": "user", "content": "hi"}])

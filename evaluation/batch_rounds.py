@@ -18,7 +18,8 @@ from typing import Callable, Iterable, Sequence
 
 from utils.models.batch import BatchDeferred, BatchRunner
 from utils.models.batch_rounds import run_in_rounds
-from utils.models.model import Model, ModelConfigurationError, RunCancelled
+from utils.models.errors import ModelConfigurationError, RunCancelled
+from utils.models.model import Model
 
 log = logging.getLogger("cupid.evaluation")
 

@@ -12,16 +12,12 @@ docs/release_parsing.md lists the cases.
 """
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Sequence
 
 from evaluation import release_parsing as release
 from evaluation.metrics import LABEL_SCORES
-
-
-class ParseError(ValueError):
-    pass
+from utils.parsing import ParseError, extract_json
 
 
 # ---------------------------------------------------------------------------------------
@@ -132,79 +128,9 @@ def parse_judge(text: str) -> dict:
 
 
 # ---------------------------------------------------------------------------------------
-# JSON answers
+# JSON answers (the lenient reading, extract_json, is utils/parsing.py's; the checklist's
+# parser is utils/decomposer.py's)
 # ---------------------------------------------------------------------------------------
-def extract_json(text: str) -> Any:
-    """The JSON value in an answer: a ```json fenced block, else the first balanced
-    object or array. Trailing commas, a common slip, are tolerated."""
-    candidates = [m.group(1) for m in re.finditer(r"```(?:json|JSON)?\s*\n?(.*?)```", text, re.S)]
-    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
-    if start >= 0:
-        candidates.append(_balanced(text, start))
-    for candidate in candidates:
-        if not candidate:
-            continue
-        for attempt in (candidate, re.sub(r",\s*([}\]])", r"\1", candidate)):
-            try:
-                return json.loads(attempt)
-            except json.JSONDecodeError:
-                continue
-    raise ParseError("no valid JSON in the answer")
-
-
-def _balanced(text: str, start: int) -> str:
-    depth, in_string, escaped = 0, False, False
-    for i in range(start, len(text)):
-        char = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-            if depth == 0:
-                return text[start:i + 1]
-    return text[start:]
-
-
-def parse_checklist(text: str) -> dict:
-    """The decomposer's answer: ``{"checklist": ["...?", ...]}`` with at least one entry.
-
-    The release's reading (JSON of the ```json block or of the whole answer) is taken as it
-    is when it is a list of non-empty strings; otherwise the JSON is found leniently
-    (another fence, prose around it, trailing commas) and entries given as objects are
-    read from their "question"/"entry"/"item" field."""
-    try:
-        checklist = release.release_checklist(text)
-    except release.ReleaseFailure:
-        checklist = None
-    if isinstance(checklist, list) and checklist and \
-            all(isinstance(item, str) and item.strip() for item in checklist):
-        return {"checklist": list(checklist)}
-    data = extract_json(text)
-    if isinstance(data, dict):
-        data = data.get("checklist")
-    if not isinstance(data, list):
-        raise ParseError("no 'checklist' list")
-    checklist = []
-    for i, item in enumerate(data):
-        if isinstance(item, dict):  # {"question": ...} or {"entry": ...}
-            item = item.get("question") or item.get("entry") or item.get("item")
-        if not isinstance(item, str) or not item.strip():
-            raise ParseError(f"checklist entry {i + 1} is not a non-empty string")
-        checklist.append(item.strip())
-    if not checklist:
-        raise ParseError("the checklist is empty")
-    return {"checklist": checklist}
-
-
 def normalize_label(label: Any) -> str:
     if not isinstance(label, str):
         raise ParseError(f"label {label!r} is not a string")
@@ -287,14 +213,6 @@ def parse_summaries(text: str, n_sessions: int) -> dict:
 
 
 # JSON schemas for adapters that can constrain decoding (llama.cpp, vLLM).
-CHECKLIST_SCHEMA = {
-    "type": "object",
-    "properties": {"checklist": {"type": "array", "items": {"type": "string"},
-                                 "minItems": 1, "maxItems": 4}},
-    "required": ["checklist"],
-}
-
-
 def match_schema(n_entries: int) -> dict:
     return {
         "type": "object",

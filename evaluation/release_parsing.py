@@ -20,8 +20,9 @@ instance).
 """
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from utils.parsing import ReleaseFailure, release_checklist, release_json
 
 PREFERENCE_HEADER = "### Most Likely Preference"
 SCORE_HEADERS = ("### **Evaluation Score**", "### Evaluation Score")
@@ -29,32 +30,11 @@ LABEL_SCORES = {"Not Covered": 0, "Partially Covered": 0.5, "Fully Covered": 1}
 OUTCOMES = ("same", "differs", "zero", "drop")  # from best to worst
 
 
-class ReleaseFailure(ValueError):
-    """The release would raise here."""
-
-
-def release_json(text: str) -> Any:
-    """The release's ``parse_json``."""
-    if "```json" in text:
-        text = text.split("```json")[1].rsplit("```", 1)[0].strip()
-        return json.loads(text)
-    return json.loads(text.strip())
-
-
 def release_preference(text: str) -> str:
     """The release's inferred preference: the first line after the header."""
     if PREFERENCE_HEADER not in text:
         raise ReleaseFailure(f"no {PREFERENCE_HEADER!r}")
     return text.strip().split(PREFERENCE_HEADER)[1].strip().split("\n")[0].strip()
-
-
-def release_checklist(text: str) -> Any:
-    """The release's decomposed checklist (``parse_json(answer)['checklist']``)."""
-    try:
-        data = release_json(text.strip())
-        return data["checklist"]
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
-        raise ReleaseFailure(f"checklist unreadable: {type(exc).__name__}") from exc
 
 
 def release_match_results(text: str, prefmatcher: bool) -> Any:

@@ -1,35 +1,30 @@
 """The evaluation's steps: prompt in, parsed output out.
 
-Each step renders its template, calls the model through the seam, and parses the answer.
-The requests are the released harness's (kixlab/CUPID at a8560ca): its prompt files, its
-session-log and checklist layouts (evaluation/data.py), its few-shot examples, and its
-parameters (temperature 0, max_tokens 8192; 4096 for the decomposer). No JSON schema is
-sent, except to the embedded model as a decoding aid (the release never ran it).
-
-An unparseable answer is asked again (``config.MAX_PARSE_RETRIES`` times, as a distinct
-request so a cache does not replay it); if every answer fails, or the call itself fails
-after the seam's retries, the step raises ``StepFailed`` carrying the reason, every raw
-answer and what was sent, which the pipeline records.
+Each step renders its template, calls the model through the seam, and parses the answer
+(utils/steps.py's ``run_prompt``: the re-asks, ``StepFailed``, the record of what was
+sent). The requests are the released harness's (kixlab/CUPID at a8560ca): its prompt
+files, its session-log and checklist layouts (evaluation/formatting.py), its few-shot
+examples, and its parameters (temperature 0, max_tokens 8192; 4096 for the decomposer,
+which synthesis shares: utils/decomposer.py). No JSON schema is sent, except to the
+embedded model as a decoding aid (the release never ran it).
 """
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-import config
 from evaluation import parsing
-from evaluation.data import Session, format_checklist, format_checklist_bullets, format_session_log
-from utils.models.asking import NoUsableAnswer, ask_until_usable
+from evaluation.formatting import format_checklist, format_checklist_bullets, format_session_log
+from utils import decomposer
+from utils.dataset import Session
 from utils.models.model import Model
-from evaluation.parsing import ParseError
-from utils.prompts import Prompt, load_prompt
+from utils.prompts import load_prompt
+from utils.steps import StepResult, decoding_aid, run_prompt, text_sha256
 
 PROMPTS = {
     "infer": "evaluation/preference_inferrer",
     "infer_from_summaries": "evaluation/infer_preference_from_summaries",
-    "decompose": "synthesis/preference_decomposer",
+    "decompose": decomposer.PROMPT,
     "match": "evaluation/preference_matcher",
     "match_prefmatcher": "evaluation/preference_matcher_model",
     "generate": "evaluation/response_generator",
@@ -43,51 +38,6 @@ PROMPTS = {
 # session log (rebuilt from the data) and the matcher's few-shot block (from its prompt file).
 SESSION_LOG = "session_log"
 PROMPT_EXAMPLES = "prompt_examples"
-
-
-class StepFailed(Exception):
-    def __init__(self, reason: str, raw: Sequence[str] = (), attempts: int = 0, next_variant: int = 0,
-                 sent: dict | None = None, latency_s: float = 0.0):
-        super().__init__(reason)
-        self.reason = reason
-        self.raw = list(raw)
-        self.attempts = attempts
-        self.next_variant = next_variant
-        self.sent = sent
-        self.latency_s = latency_s
-
-
-@dataclass
-class StepResult:
-    output: dict
-    raw: list[str]
-    attempts: int
-    model: str
-    prompt_version: str
-    usage: dict = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
-    sent: dict | None = None      # what was asked (see sent_record)
-    latency_s: float = 0.0        # seconds spent in the model calls of this step
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def sent_record(prompt: Prompt, values: dict, refs: dict, system_prompt: str, user_prompt: str,
-                temperature: object, max_tokens: object) -> dict:
-    """What a step sent, compactly: the prompt file and version, the values it was filled
-    with (a value listed in ``refs`` is named, with its hash, instead of copied), the
-    hashes of the rendered texts, and the generation parameters. ``rebuild_request`` turns
-    it back into the exact system prompt and user message."""
-    filled = {}
-    for name, value in values.items():
-        if name in refs:
-            filled[name] = {"ref": refs[name], "sha256": _sha256(str(value))}
-        else:
-            filled[name] = value
-    return {"prompt": prompt.name, "prompt_version": prompt.version, "values": filled,
-            "system_sha256": _sha256(system_prompt), "user_sha256": _sha256(user_prompt),
-            "temperature": temperature, "max_tokens": max_tokens}
 
 
 def rebuild_request(sent: dict, session_log: str | None = None) -> dict:
@@ -110,53 +60,23 @@ def rebuild_request(sent: dict, session_log: str | None = None) -> dict:
                 value_text = render_matcher_examples(prompt.data["examples"])
             else:
                 raise ValueError(f"{sent['prompt']}: unknown reference {value['ref']!r}")
-            if _sha256(value_text) != value["sha256"]:
+            if text_sha256(value_text) != value["sha256"]:
                 raise ValueError(f"{sent['prompt']}: {name} is not the text this step was sent")
             values[name] = value_text
         else:
             values[name] = value
     system_prompt, user_prompt = prompt.render(**values)
-    if _sha256(system_prompt) != sent["system_sha256"] or _sha256(user_prompt) != sent["user_sha256"]:
+    if text_sha256(system_prompt) != sent["system_sha256"] or text_sha256(user_prompt) != sent["user_sha256"]:
         raise ValueError(f"{sent['prompt']}: the rebuilt request differs from the one sent")
     return {"system_prompt": system_prompt,
             "messages": [{"role": "user", "content": user_prompt}],
             "temperature": sent["temperature"], "max_tokens": sent["max_tokens"]}
 
 
-def decoding_aid(model: Model, schema: dict | None) -> dict | None:
-    """A JSON schema for the models that follow decoding aids (the embedded model only):
-    the benchmark's requests carry none, as the release's did."""
-    return schema if model.supports_answer_grammar else None
-
-
-def run_step(model: Model, prompt_key: str, values: dict, parse: Callable[[str], dict], *,
-             json_schema: dict | None = None, answer_grammar: str | None = None,
-             max_tokens: int | None = None, refs: dict | None = None,
-             first_variant: int = 0) -> StepResult:
-    """Ask, parse, re-ask. ``first_variant`` > 0 continues after attempts recorded by an
-    earlier run, so a rerun gets fresh answers instead of the cached unparseable ones.
-    ``max_tokens`` overrides the model's own limit for this step."""
-    prompt = load_prompt(PROMPTS[prompt_key])
-    system_prompt, user_prompt = prompt.render(**values)
-    options = {} if max_tokens is None else {"max_tokens": max_tokens}
-    sent = sent_record(prompt, values, refs or {}, system_prompt, user_prompt,
-                       getattr(model, "temperature", None),
-                       max_tokens if max_tokens is not None else getattr(model, "max_tokens", None))
-    try:
-        answer = ask_until_usable(model, system_prompt, [{"role": "user", "content": user_prompt}], parse,
-                                  tries=config.MAX_PARSE_RETRIES + 1, invalid=(ParseError,),
-                                  first_variant=first_variant, json_schema=json_schema,
-                                  answer_grammar=answer_grammar, **options)
-    except NoUsableAnswer as exc:
-        if exc.call_failed is not None:
-            raise StepFailed(f"{type(exc.call_failed).__name__}: {exc.call_failed.reason}", exc.raws,
-                             len(exc.raws) + 1, next_variant=exc.next_variant, sent=sent,
-                             latency_s=exc.latency_s) from exc.call_failed
-        raise StepFailed(f"unparseable answer: {exc.reason}", exc.raws, len(exc.raws),
-                         next_variant=exc.next_variant, sent=sent, latency_s=exc.latency_s) from None
-    return StepResult(output=answer.value, raw=answer.raws, attempts=answer.attempts, model=model.name,
-                      prompt_version=prompt.version, usage=answer.usage, sent=sent,
-                      latency_s=answer.latency_s)
+def run_step(model: Model, prompt_key: str, values: dict, parse: Callable[[str], dict],
+             **options) -> StepResult:
+    """``run_prompt`` on the prompt file of one of evaluation's steps (``PROMPTS``)."""
+    return run_prompt(model, PROMPTS[prompt_key], values, parse, **options)
 
 
 def prompt_version(prompt_key: str) -> str:
@@ -219,21 +139,8 @@ def format_summaries(summaries: Sequence[dict]) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Evaluator steps
+# Evaluator steps (the decomposer is utils/decomposer.py's, shared with synthesis)
 # ---------------------------------------------------------------------------------------
-def decompose(model: Model, preference: str, *, first_variant: int = 0) -> StepResult:
-    """A preference -> a yes/no checklist of at most 4 entries (the release's decomposer,
-    with its own max_tokens)."""
-    return run_step(model, "decompose", {"preferences": preference}, parsing.parse_checklist,
-                    json_schema=decoding_aid(model, parsing.CHECKLIST_SCHEMA),
-                    max_tokens=config.DECOMPOSER_MAX_TOKENS, first_variant=first_variant)
-
-
-def decompose_preference(model: Model, preference: str, *, first_variant: int = 0) -> list[str]:
-    """The checklist alone; synthesis uses this for its session preferences."""
-    return decompose(model, preference, first_variant=first_variant).output["checklist"]
-
-
 def matcher_score_to_label(score: float) -> str:
     if score == 1:
         return "Fully Covered"

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from evaluation.data import Instance, approx_tokens, format_session_log, relevant_positions, safe_name
+from evaluation.formatting import approx_tokens, format_session_log, relevant_positions
+from utils.dataset import Instance, safe_name
 from utils.io import atomic_write_json, read_json
 from utils.redact import redact
 

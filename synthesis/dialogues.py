@@ -19,7 +19,8 @@ from __future__ import annotations
 import re
 
 from utils.models.asking import NoUsableAnswer, ask_until_usable
-from utils.models.model import Model, ModelCallFailed
+from utils.models.errors import ModelCallFailed
+from utils.models.model import Model
 from synthesis.generation import GenerationFailed
 from synthesis.parameters import STAGE_PARAMS, USER_SIMULATOR_TRIES
 from utils.prompts import load_prompt

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from evaluation.data import INSTANCE_TYPES, Instance, make_instance_id, parse_instance
+from utils.dataset import Instance, INSTANCE_TYPES, make_instance_id, parse_instance
 from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER
 
 

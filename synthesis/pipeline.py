@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from utils.models.batch import BatchDeferred
-from utils.models.model import Model, ResponseCache, check_models
+from utils.models.cache import ResponseCache
+from utils.models.model import Model
+from utils.models.registry import check_models
 from synthesis import batch_mode, personas as persona_stage
 from synthesis.dialogues import simulate_dialogue
 from synthesis.factors import generate_factors
@@ -259,7 +261,8 @@ class Synthesis(OutputDir):
                 self._submit("checklists", self.task_checklist, state, preference)
 
     def task_checklist(self, state: "PersonaState", preference: str) -> None:
-        from evaluation.steps import StepFailed, decompose_preference
+        from utils.decomposer import decompose_preference
+        from utils.steps import StepFailed
 
         pid = state.persona["persona_id"]
         if self.failure_log.has(pid):

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import config
-from utils.models.model import Model, resolve_model
+from utils.models.model import Model
+from utils.models.registry import resolve_model
 from synthesis.journey import MIN_SESSIONS
 from synthesis.parameters import PERSONA_BATCH_SIZE, SEED, STAGE_PARAMS
 from utils.io import atomic_write_json, read_json

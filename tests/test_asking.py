@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from utils.models.asking import NoUsableAnswer, ask_until_usable
-from utils.models.model import ModelCallFailed
+from utils.models.errors import ModelCallFailed
 
 
 class Recorder:

@@ -18,7 +18,8 @@ import config
 from cupid_responder import CupidResponder, make_row, two_instance_plans
 from evaluation import run as run_module
 from utils.models.batch import BatchDeferred, BatchRunner
-from utils.models.model import ResponseCache, resolve_model
+from utils.models.cache import ResponseCache
+from utils.models.registry import resolve_model
 from fake_llm_server import FakeLLMServer, FakeResponse
 from test_evaluation_run import assert_expected
 

@@ -12,8 +12,12 @@ import pytest
 from cupid_responder import CupidResponder, make_row, two_instance_plans
 from evaluation import report as R
 from evaluation import run as run_module
-from evaluation.data import DataValidationError, InstanceSource
-from utils.models.model import Completion, Model, ModelConfigurationError, resolve_model
+from evaluation.data import InstanceSource
+from utils.dataset import DataValidationError
+from utils.models.errors import ModelConfigurationError
+from utils.models.model import Model
+from utils.models.registry import resolve_model
+from utils.models.request import Completion
 from fake_llm_server import FakeLLMServer
 from synthesis import run as synthesis_run
 from tests.fixtures_results import build_results_dir

@@ -3,8 +3,14 @@ import json
 import pytest
 
 from cupid_responder import make_row, two_instance_plans
-from evaluation.data import (DataValidationError, format_checklist, format_checklist_bullets, format_session_log, load_instances,
-                             make_instance_id, relevant_positions, safe_name)
+from evaluation.data import load_instances
+from evaluation.formatting import (
+    format_checklist,
+    format_checklist_bullets,
+    format_session_log,
+    relevant_positions,
+)
+from utils.dataset import DataValidationError, make_instance_id, safe_name
 from evaluation.pipeline import select_sessions
 
 

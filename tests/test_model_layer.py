@@ -11,14 +11,10 @@ import pytest
 
 import config
 from utils.models.anthropic_models import AnthropicModel
-from utils.models.model import (
-    AuthenticationFailed,
-    ModelCallFailed,
-    ModelConfigurationError,
-    ResponseCache,
-    estimate_cost,
-    resolve_model,
-)
+from utils.models.cache import ResponseCache
+from utils.models.errors import AuthenticationFailed, ModelCallFailed, ModelConfigurationError
+from utils.models.registry import resolve_model
+from utils.models.usage import estimate_cost
 from utils.models.hosted import CLIENTS
 from utils.models.openai_models import (
     OpenAICompatibleModel,
@@ -124,7 +120,7 @@ def test_hosted_and_server_adapters_send_no_answer_grammar(fake_llm_env: FakeLLM
 
 
 def test_answer_grammar_is_part_of_the_cache_key():
-    from utils.models.model import Request
+    from utils.models.request import Request
     plain = Request("sys", ({"role": "user", "content": "q"},))
     laid_out = Request("sys", ({"role": "user", "content": "q"},), answer_grammar="root ::= \"x\"")
     assert plain.cache_key("m") != laid_out.cache_key("m")

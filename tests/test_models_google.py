@@ -5,14 +5,10 @@ from __future__ import annotations
 import pytest
 
 from utils.models.google_models import GoogleModel, build_request, map_error, parse_response
-from utils.models.model import (
-    ModelCallFailed,
-    PermanentModelError,
-    Request,
-    TransientModelError,
-    classify_error,
-    resolve_model,
-)
+from utils.models.errors import ModelCallFailed, PermanentModelError, TransientModelError
+from utils.models.registry import resolve_model
+from utils.models.request import Request
+from utils.models.retry import classify_error
 from fake_llm_server import FakeLLMServer, FakeResponse
 
 

@@ -10,14 +10,12 @@ import textwrap
 import pytest
 
 import config
-from utils.models import model as seam
+from utils.models import registry
 from utils.models.anthropic_models import AnthropicModel
 from utils.models.google_models import GoogleModel
-from utils.models.model import (
-    Model,
-    ModelCallFailed,
-    ModelConfigurationError,
-    UnknownModelError,
+from utils.models.errors import ModelCallFailed, ModelConfigurationError, UnknownModelError
+from utils.models.model import Model
+from utils.models.registry import (
     provider_prefixes,
     register_model,
     registered_models,
@@ -30,9 +28,9 @@ from utils.models.together_models import TogetherModel
 @pytest.fixture
 def scratch_registry(monkeypatch):
     """Registrations made by a test vanish after it."""
-    seam.discover_models()
-    monkeypatch.setattr(seam, "_REGISTRY", dict(seam._REGISTRY))
-    return seam._REGISTRY
+    registry.discover_models()
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    return registry._REGISTRY
 
 
 # ---------------------------------------------------------------------------------------
@@ -247,14 +245,14 @@ def test_importing_the_model_layer_imports_no_sdk_reads_no_key_opens_no_socket()
         socket.socket.connect = refuse
         socket.create_connection = refuse
 
-        from utils.models import model
-        model.discover_models()
+        from utils.models import registry
+        registry.discover_models()
         import utils.models.openai_models, utils.models.anthropic_models
         import utils.models.together_models, utils.models.google_models
         sdks = [name for name in ("openai", "anthropic", "together", "google.genai", "httpx",
                                   "httpx2", "google.auth") if name in sys.modules]
         print(json.dumps({"sdks": sdks, "reads": reads,
-                          "providers": sorted(model._PROVIDERS)}))
+                          "providers": sorted(registry._PROVIDERS)}))
     """)
     env = {"PATH": "/usr/bin:/bin", "OPENAI_API_KEY": "sk-secret", "ANTHROPIC_API_KEY": "secret",
            "TOGETHER_API_KEY": "secret", "GOOGLE_API_KEY": "secret",

@@ -1,8 +1,10 @@
 import pytest
 from evaluation import parsing
 
-from evaluation.parsing import (ParseError, extract_json, parse_checklist, parse_inferred_preference,
-                                parse_judge, parse_match, parse_response, parse_summaries)
+from evaluation.parsing import (parse_inferred_preference, parse_judge, parse_match, parse_response,
+                                parse_summaries)
+from utils.decomposer import parse_checklist
+from utils.parsing import ParseError, extract_json
 
 # --- inferred preference (Figure 21) -------------------------------------------------------
 

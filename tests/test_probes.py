@@ -9,7 +9,8 @@ import time
 import pytest
 
 from fake_llm_server import FakeLLMServer, FakeResponse
-from utils.models.model import ModelCallFailed, ModelConfigurationError, check_models, resolve_model
+from utils.models.errors import ModelCallFailed, ModelConfigurationError
+from utils.models.registry import check_models, resolve_model
 from utils.models.together_models import TogetherModel, api_root, together_sdk_base_url
 
 SPECS = {

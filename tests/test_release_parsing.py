@@ -11,7 +11,8 @@ import json
 import pytest
 
 from evaluation import parsing, release_parsing as release
-from evaluation.parsing import ParseError
+from utils import decomposer
+from utils.parsing import ParseError
 
 ANALYSIS = "### Analysis\n\nThe user asked for this before.\n\n"
 
@@ -83,7 +84,7 @@ def ours(step: str, answer: str):
     if step == "infer":
         return parsing.parse_inferred_preference(answer)["preference"]
     if step == "decompose":
-        return parsing.parse_checklist(answer)["checklist"]
+        return decomposer.parse_checklist(answer)["checklist"]
     if step == "match":
         return sum(r["score"] for r in parsing.parse_match(answer, CHECKLIST)["results"])
     return parsing.parse_judge(answer)["score"]

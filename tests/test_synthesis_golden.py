@@ -14,7 +14,8 @@ import os
 import random
 from pathlib import Path
 
-from utils.models.model import Completion, Model, Request
+from utils.models.model import Model
+from utils.models.request import Completion, Request
 from synthesis import personas as P
 from synthesis.dialogues import simulate_dialogue
 from synthesis.factors import generate_factors

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from cupid_responder import CupidResponder, _section
-from evaluation.data import load_instances, make_instance_id
+from evaluation.data import load_instances
+from utils.dataset import make_instance_id
 from fake_llm_server import FakeLLMServer
 from synthesis import run as cli
 from synthesis.dialogues import ASSISTANT_PROMPT

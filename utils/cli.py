@@ -39,7 +39,7 @@ def _temperature(text: str) -> float:
 
 
 # Generation parameters a user may set per role (the Request fields every adapter
-# translates; utils/models/model.py OVERRIDABLE), each with its parser.
+# translates; utils/models/registry.py OVERRIDABLE), each with its parser.
 GENERATION_PARAMS: dict[str, Callable[[str], object]] = {
     "temperature": _temperature,
     "max_tokens": positive_int,

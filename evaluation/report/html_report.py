@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evaluation.report.results import Run, history_of, load_runs, setting_order
-from evaluation.data import DataValidationError, Instance, InstanceSource
+from evaluation.data import InstanceSource
+from utils.dataset import DataValidationError, Instance
 from utils.html_page import chunk_element, esc, markdown_to_html, page, script_json
 from evaluation.report.published import display_name
 
@@ -52,7 +53,8 @@ def _source_specs(runs: list[Run], data_paths: Iterable[str | Path] | None,
             if found is not None:
                 specs.append({"data_path": found})
             elif hub and "/" in hub.group("dataset"):
-                specs.append({"dataset": hub.group("dataset"), "split": hub.group("split")})
+                specs.append({"dataset": hub.group("dataset"), "split": hub.group("split"),
+                              "revision": (manifest.get("data") or {}).get("revision")})
             else:
                 notes.append(f"data source {source!r} (named in run.json) not found; "
                              f"pass --data_dir to show sessions and ground truth")
@@ -91,7 +93,7 @@ def _num(value: Any) -> float | None:
 
 
 def _step_cost(step: dict) -> float | None:
-    from utils.models.model import estimate_cost
+    from utils.models.usage import estimate_cost
     usage = step.get("usage") or {}
     if not usage:
         return None

@@ -18,7 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from utils.models.hosted import HostedModel, call_sdk_with_headers
-from utils.models.model import Completion, Request, TransientModelError, Usage, register_provider
+from utils.models.errors import TransientModelError
+from utils.models.registry import register_provider
+from utils.models.request import Completion, Request, Usage
 
 
 @register_provider("anthropic")

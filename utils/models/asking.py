@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from utils.models.model import Model, ModelCallFailed
+from utils.models.errors import ModelCallFailed
+from utils.models.model import Model
 
 
 @dataclass

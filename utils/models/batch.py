@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
 import config
-from utils.models.model import Completion, Model, Request
+from utils.models.model import Model
+from utils.models.request import Completion, Request
 from utils.io import atomic_write_json
 
 

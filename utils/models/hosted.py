@@ -15,13 +15,10 @@ import threading
 import time
 from typing import Any, Callable, ClassVar, Hashable
 
-from utils.models.model import (
-    Model,
-    ModelConfigurationError,
-    ResponseCache,
-    TransientModelError,
-    _status_code,
-)
+from utils.models.cache import ResponseCache
+from utils.models.errors import ModelConfigurationError, TransientModelError
+from utils.models.model import Model
+from utils.models.retry import status_code
 from utils.redact import redact, register_secret
 
 
@@ -93,7 +90,7 @@ def raise_if_unusable(model_name: str, exc: BaseException, where: str, key_env: 
                       setter: str = "", credential: str = "the API key") -> None:
     """Classify a failed probe: an HTTP status other than 401/403 shows the endpoint is up
     (e.g. a proxy without the models route); a refused key or no answer stops the run."""
-    status = _status_code(exc)
+    status = status_code(exc)
     if status in (401, 403):
         raise ModelConfigurationError(redact(
             f"{model_name}: {where} refused {credential} (HTTP {status}); check {key_env}")) from None

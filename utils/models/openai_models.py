@@ -20,16 +20,10 @@ from typing import Any, Callable
 
 import config
 from utils.models.hosted import HostedModel, call_sdk_with_headers
-from utils.models.model import (
-    Completion,
-    ModelConfigurationError,
-    Request,
-    ResponseCache,
-    TransientModelError,
-    Usage,
-    register_model,
-    register_provider,
-)
+from utils.models.cache import ResponseCache
+from utils.models.errors import ModelConfigurationError, TransientModelError
+from utils.models.registry import register_model, register_provider
+from utils.models.request import Completion, Request, Usage
 
 
 def chat_messages(request: Request, system_role: str = "system") -> list[dict]:

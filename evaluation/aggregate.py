@@ -1,0 +1,207 @@
+"""A run's aggregate: each instance file's outcome for one scorer, and results.json's
+metrics over them (the released micro-pooled schema, macro, per type, failures, how far the
+run is from the release's scoring) and its recorded usage; the running scores of the
+progress bar.
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from evaluation import release_parsing
+from evaluation.metrics import InferenceCounts, generation_summary, macro_inference, micro_inference
+from utils.dataset import INSTANCE_TYPES
+from utils.models.usage import estimate_cost
+
+
+@dataclass
+class InstanceOutcome:
+    instance_id: str
+    instance_type: str
+    status: str  # "done" | "failed" | "skipped" | "busy" (locked by another process) | "unfinished"
+    inference: InferenceCounts | None = None
+    generation_score: float | None = None
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    skip_reason: str | None = None
+    # Per task, what the released harness would have done with this instance
+    # (release_parsing.OUTCOMES: same / differs / zero / drop).
+    release: dict = field(default_factory=dict)
+    already_done: bool = False  # every step it needs was on disk when its lock was taken
+
+
+def _short(reason: str, limit: int = 160) -> str:
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= limit else reason[: limit - 1] + "…"
+
+
+def aggregate(outcomes: Iterable[InstanceOutcome], task: str) -> dict:
+    """results.json's metrics: the released micro-pooled schema, then macro and per type."""
+    outcomes = list(outcomes)
+
+    def block(group: Sequence[InstanceOutcome]) -> dict:
+        counts = [o.inference for o in group if o.inference is not None]
+        scores = [o.generation_score for o in group if o.generation_score is not None]
+        out: dict = {}
+        if task in ("inference", "both"):
+            micro = micro_inference(counts)
+            out["inference"] = {k: micro[k] for k in (
+                "precision", "recall", "f1", "n_true_matched", "n_predicted_matched",
+                "n_true", "n_predicted")}
+            out["inference_macro"] = macro_inference(counts)
+            out["inference_n_instances"] = len(counts)
+        if task in ("generation", "both"):
+            out["generation"] = generation_summary(scores)
+        return out
+
+    results = block(outcomes)
+    results["by_instance_type"] = {
+        t: block([o for o in outcomes if o.instance_type == t]) for t in INSTANCE_TYPES
+        if any(o.instance_type == t for o in outcomes)}
+    failures: dict[str, Counter] = defaultdict(Counter)
+    for o in outcomes:
+        for step, reason in o.failures:
+            failures[step][_short(reason)] += 1
+    # How far the run is from the release's scoring: per task, the instances that the
+    # released harness would have scored 0, skipped, or read differently
+    # (evaluation/release_parsing.py, docs/release_parsing.md).
+    tasks = [t for t in ("inference", "generation") if task in (t, "both")]
+    for key, kind in (("release_would_score_zero", "zero"), ("release_would_drop", "drop"),
+                      ("release_would_differ", "differs")):
+        results[key] = {t: sum(o.release.get(t) == kind for o in outcomes) for t in tasks}
+    results["counts"] = {
+        "instances": len(outcomes),
+        "evaluated": sum(o.status == "done" for o in outcomes),
+        "failed": sum(o.status == "failed" for o in outcomes),
+        "skipped": sum(o.status == "skipped" for o in outcomes),
+        "failures_by_step": {step: dict(c) for step, c in failures.items()},
+        "skip_reasons": dict(Counter(o.skip_reason for o in outcomes if o.skip_reason)),
+    }
+    return results
+
+
+def release_outcomes_of_record(data: dict, scorer: str) -> dict:
+    """Per task, what the released harness would have done with this instance, from its
+    steps' ``release`` views ({} outside the default setting, which the release lacks).
+    Both tasks are judged together, as the release ran them: an instance it skips during
+    inference never reaches generation."""
+    if data.get("setting", "default") != "default":
+        return {}
+    model_steps = data.get("steps") or {}
+    scorer_steps = ((data.get("evaluations") or {}).get(scorer) or {}).get("steps") or {}
+    views = {name: (model_steps.get(name) or {}).get("release") for name in ("infer", "generate")}
+    views.update({name: (scorer_steps.get(name) or {}).get("release")
+                  for name in ("decompose", "match_precision", "match_recall", "judge")})
+    return {task: outcome for task, outcome in
+            release_parsing.instance_outcomes(views, "both").items() if outcome is not None}
+
+
+def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
+    """An instance file's outcome for one scorer, whichever invocation (or process) made it:
+    its results, the steps that failed (and were not asked again since), or "unfinished"."""
+    evaluation = (data.get("evaluations") or {}).get(scorer) or {}
+    failures = [(name, step.get("error") or "failed")
+                for steps in (data.get("steps") or {}, evaluation.get("steps") or {})
+                for name, step in steps.items() if (step or {}).get("status") == "failed"]
+    inference = evaluation.get("inference")
+    generation = evaluation.get("generation")
+    outcome = InstanceOutcome(
+        instance_id=str(data.get("instance_id")), instance_type=str(data.get("instance_type")),
+        status="done",
+        inference=InferenceCounts.from_dict(inference) if inference else None,
+        generation_score=generation.get("score") if generation else None,
+        failures=failures, release=release_outcomes_of_record(data, scorer))
+    if data.get("skipped"):
+        outcome.status, outcome.skip_reason = "skipped", data["skipped"]
+    elif failures:
+        outcome.status = "failed"
+    elif outcome.inference is None and outcome.generation_score is None:
+        outcome.status = "unfinished"
+    return outcome
+
+
+def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
+    """results.json of a run directory: every finished instance file, for every task, for
+    one scorer. Several invocations or processes writing one directory aggregate to the
+    numbers one run would give. ``task`` adds a task's block even when it has no result."""
+    outcomes = [outcome_from_record(d, scorer) for d in records]
+    has_inference = task in ("inference", "both") or any(
+        o.inference is not None or any(s in INFERENCE_STEPS for s, _ in o.failures) for o in outcomes)
+    has_generation = task in ("generation", "both") or any(
+        o.generation_score is not None or any(s in GENERATION_STEPS for s, _ in o.failures)
+        for o in outcomes)
+    tasks = "both" if has_inference and has_generation else \
+        ("generation" if has_generation else "inference")
+    results = aggregate(outcomes, tasks)
+    results["counts"]["unfinished"] = sum(o.status == "unfinished" for o in outcomes)
+    results["counts"]["by_task"] = {
+        name: {"done": sum(getattr(o, attr) is not None for o in outcomes),
+               "failed": sum(any(s in steps for s, _ in o.failures) for o in outcomes)}
+        for name, attr, steps, present in (
+            ("inference", "inference", INFERENCE_STEPS, has_inference),
+            ("generation", "generation_score", GENERATION_STEPS, has_generation)) if present}
+    results["tasks"] = tasks
+    return results
+
+
+INFERENCE_STEPS = {"infer", "decompose", "match_precision", "match_recall"}
+GENERATION_STEPS = {"generate", "judge"}
+
+
+class RunningScores:
+    """Micro P/R/F1 and mean judge score over the outcomes so far (for the progress bar)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: list[InferenceCounts] = []
+        self._scores: list[float] = []
+        self.failed = 0
+
+    def add(self, outcome: InstanceOutcome) -> None:
+        with self._lock:
+            if outcome.inference is not None:
+                self._counts.append(outcome.inference)
+            if outcome.generation_score is not None:
+                self._scores.append(outcome.generation_score)
+            self.failed += outcome.status == "failed"
+
+    def postfix(self) -> dict:
+        with self._lock:
+            out = {}
+            if self._counts:
+                micro = micro_inference(self._counts)
+                out.update(P=f"{micro['precision']:.3f}", R=f"{micro['recall']:.3f}",
+                           F1=f"{micro['f1']:.3f}")
+            if self._scores:
+                out["judge"] = f"{sum(self._scores) / len(self._scores):.2f}"
+            if self.failed:
+                out["failed"] = self.failed
+            return out
+
+
+def recorded_usage(records: Iterable[dict]) -> dict:
+    """Tokens of every finished step in a run directory's instance files, summed per model
+    that ran it: the run's cost so far, across resumed invocations."""
+    totals: dict[str, dict] = {}
+
+    def add(step: dict | None) -> None:
+        if not step or not step.get("usage") or not step.get("model"):
+            return
+        entry = totals.setdefault(step["model"], {"steps": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                                  "batch_prompt_tokens": 0, "batch_completion_tokens": 0})
+        entry["steps"] += 1
+        for k in ("prompt_tokens", "completion_tokens", "batch_prompt_tokens", "batch_completion_tokens"):
+            entry[k] += step["usage"].get(k, 0)
+
+    for record in records:
+        for step in record.get("steps", {}).values():
+            add(step)
+        for evaluation in record.get("evaluations", {}).values():
+            for step in evaluation.get("steps", {}).values():
+                add(step)
+    for name, entry in totals.items():
+        entry["estimated_cost_usd"] = estimate_cost(name, entry["prompt_tokens"], entry["completion_tokens"],
+                                                    entry["batch_prompt_tokens"],
+                                                    entry["batch_completion_tokens"])
+    return totals

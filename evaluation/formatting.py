@@ -1,0 +1,60 @@
+"""The session log and checklist layouts: the released harness's (kixlab/CUPID at a8560ca,
+utils/formatting.py and the matcher and judge modules), character for character, since the
+prompts were written for them and the published numbers were measured with them.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from utils.dataset import Instance, Session
+
+
+def format_session_log(sessions: Iterable[Session]) -> str:
+    """Sessions numbered from 1, oldest first, each message under a ``#### User`` or
+    ``#### AI Assistant`` heading, a ``---`` line after each session::
+
+        ### Session 1
+
+        #### User
+
+        ...
+
+        #### AI Assistant
+
+        ...
+
+        ---
+
+        ### Session 2
+    """
+    parts = []
+    for number, session in enumerate(sessions, start=1):
+        parts.append(f"### Session {number}\n\n")
+        for turn in session.dialogue:
+            speaker = "User" if turn.role == "user" else "AI Assistant"
+            parts.append(f"#### {speaker}\n\n{turn.content}\n\n")
+        parts.append("---\n\n")
+    return "".join(parts).strip()  # the log ends with the last "---"
+
+
+def format_checklist(checklist: Iterable[str]) -> str:
+    """Numbered entries, one a line (``1. entry``): the matcher's layout."""
+    return "\n".join(f"{i}. {item}" for i, item in enumerate(checklist, start=1))
+
+
+def format_checklist_bullets(checklist: Iterable[str]) -> str:
+    """``- entry`` lines: the judge's layout."""
+    return "\n".join(f"- {item}" for item in checklist)
+
+
+def relevant_positions(instance: Instance) -> list[int]:
+    """1-based positions of prior sessions whose preference equals the current one
+    (the paper's Figure 3 and the oracle setting)."""
+    target = instance.current_contextual_preference.strip()
+    return [i for i, s in enumerate(instance.prior_interactions, start=1)
+            if s.contextual_preference.strip() == target]
+
+
+def approx_tokens(text: str) -> int:
+    """A tokenizer-free length estimate (about 4 characters per token for English)."""
+    return max(1, round(len(text) / 4))

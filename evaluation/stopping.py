@@ -1,0 +1,44 @@
+"""Stopping a run: on Ctrl-C every call is told to stop and worker threads get a grace
+period; a second Ctrl-C, or threads still blocked in a hung request, end the process at once."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+
+from evaluation.pipeline import Evaluation
+from utils.models.retry import cancel_all
+
+
+def worker_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate()
+            if t is not threading.current_thread() and not t.daemon and t.is_alive()]
+
+
+def stop_workers(evaluation: Evaluation, grace: float) -> bool:
+    """Tell every call to stop and give worker threads ``grace`` seconds to return; True
+    when they all did. Threads cannot be killed: one blocked in a hung request is left."""
+    cancel_all()
+    evaluation.close(wait=False)
+    deadline = time.monotonic() + grace
+    for thread in worker_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not worker_threads()
+
+
+def exit_now(code: int) -> int:
+    """Return ``code``, or end the process at once when worker threads are still blocked
+    (the interpreter would otherwise wait for them at exit)."""
+    if worker_threads():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(code)
+    return code
+
+
+def second_interrupt(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+    os.write(2, b"\ninterrupted again: stopping at once\n")
+    os._exit(130)

@@ -1,0 +1,82 @@
+"""What one call sends and gets back: ``Request``, ``Completion``, ``Usage``."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+Message = dict  # {"role": "user" | "assistant", "content": str}
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    batch: bool = False  # answered through a provider's batch API, at the batch price
+
+
+@dataclass
+class Completion:
+    text: str
+    usage: Usage | None = None
+    raw: Any = None
+    # The answer's HTTP headers, when the adapter has them: the limiter reads the
+    # provider's rate-limit statement from them.
+    headers: Any = None
+
+
+@dataclass(frozen=True)
+class Request:
+    system_prompt: str
+    messages: tuple[Message, ...]
+    temperature: float | None = None
+    max_tokens: int | None = None
+    json_schema: dict | None = None
+    # The layout of a free-text answer as a llama.cpp GBNF grammar (headers in order, a
+    # score's digits). Only the embedded model uses it: a 135M model does not keep a
+    # markdown layout on its own. Hosted and server adapters ignore it, so the benchmark's
+    # models answer unconstrained, as in the paper.
+    answer_grammar: str | None = None
+    timeout: float | None = None
+    # Sent to providers that take one (OpenAI, Together, Google, vLLM, the embedded model);
+    # None leaves the provider's default. Set only by a user's --seed or seed= override.
+    seed: int | None = None
+    # Distinguishes a deliberate re-ask (e.g. after an unparseable answer) from the first
+    # ask in the cache key. It is never sent to the model.
+    variant: int = 0
+
+    @property
+    def user_prompt(self) -> str:
+        """The conversation as one user prompt, for models that take a single turn."""
+        if len(self.messages) == 1:
+            return self.messages[0]["content"]
+        lines = []
+        for message in self.messages:
+            speaker = "User" if message["role"] == "user" else "AI Assistant"
+            lines.append(f"{speaker}: {message['content']}")
+        return "\n\n".join(lines)
+
+    def cache_key(self, model_name: str) -> str:
+        fields = [model_name, self.system_prompt, list(self.messages), self.temperature,
+                  self.max_tokens, self.json_schema, self.answer_grammar, self.variant]
+        if self.seed is not None:  # keeps the keys of unseeded requests as they were
+            fields.append({"seed": self.seed})
+        payload = json.dumps(fields, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def validate_messages(messages: Sequence[Message]) -> tuple[Message, ...]:
+    if not messages:
+        raise ValueError("a request needs at least one message")
+    out = []
+    for i, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        if role not in ("user", "assistant"):
+            raise ValueError(f"message {i}: role must be 'user' or 'assistant', got {role!r}")
+        if not isinstance(content, str):
+            raise ValueError(f"message {i}: content must be a string")
+        out.append({"role": role, "content": content})
+    if out[-1]["role"] != "user":
+        raise ValueError("the last message must come from the user")
+    return tuple(out)

@@ -1,0 +1,95 @@
+"""The retry policy of the seam: which errors are retried, how long to back off, and the
+stop flag that ends retrying when the run is stopping."""
+from __future__ import annotations
+
+import json
+import random
+import threading
+from typing import Any
+
+import config
+from utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
+from utils.redact import redact
+
+# Set when the process is stopping: the seam starts no new attempt and cuts its backoff
+# sleeps short, so worker threads return within moments of a Ctrl-C instead of retrying.
+CANCEL = threading.Event()
+
+
+def cancel_all() -> None:
+    CANCEL.set()
+
+
+def reset_cancel() -> None:
+    CANCEL.clear()
+
+
+_RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+_PERMANENT_STATUS = {400, 401, 402, 403, 404, 405, 413, 422}
+
+
+def status_code(exc: BaseException) -> int | None:
+    for attr in ("status_code", "code", "status"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int) and 100 <= value < 600:
+            return value
+    response = getattr(exc, "response", None)
+    value = getattr(response, "status_code", None)
+    return value if isinstance(value, int) else None
+
+
+def retry_after_of(exc: BaseException) -> float | None:
+    value = getattr(exc, "retry_after", None)
+    if isinstance(value, (int, float)):
+        return float(value)
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    try:
+        if headers.get("retry-after-ms"):
+            return float(headers["retry-after-ms"]) / 1000.0
+        if headers.get("retry-after"):
+            return float(headers["retry-after"])
+    except (TypeError, ValueError):
+        return None  # an HTTP-date or garbage: fall back to our own backoff
+    return None
+
+
+def headers_of(exc: BaseException) -> Any:
+    return getattr(getattr(exc, "response", None), "headers", None)
+
+
+def classify_error(exc: BaseException) -> tuple[bool, float | None, str]:
+    """Return (retryable, retry_after_seconds, reason) for an exception from one attempt."""
+    if isinstance(exc, TransientModelError):
+        return True, exc.retry_after, str(exc)
+    if isinstance(exc, (PermanentModelError, ModelConfigurationError)):
+        return False, None, str(exc)
+    status = status_code(exc)
+    reason = redact(f"{type(exc).__name__}: {exc}")
+    if status is not None:
+        if status in _RETRYABLE_STATUS or status >= 500:
+            return True, retry_after_of(exc), f"HTTP {status}: {exc}"
+        if status in _PERMANENT_STATUS or 400 <= status < 500:
+            return False, None, f"HTTP {status}: {exc}"
+    name = type(exc).__name__.lower()
+    if isinstance(exc, (TimeoutError, ConnectionError)) or "timeout" in name or "connection" in name:
+        return True, None, reason
+    if isinstance(exc, json.JSONDecodeError):
+        # A malformed body from the server (truncated, an HTML error page): ask again.
+        return True, None, f"malformed response body: {exc}"
+    if isinstance(exc, (ValueError, TypeError, KeyError, AttributeError, NotImplementedError)):
+        # A programming or request-building error: the same call would fail the same way.
+        return False, None, reason
+    # Unknown errors from a user's own __call__ (an HTTP library we do not know, say) are
+    # retried: the number of attempts is bounded, so a real bug still surfaces quickly.
+    return True, None, reason
+
+
+def backoff_delay(attempt: int, retry_after: float | None) -> float:
+    """Exponential backoff with full jitter; a server's Retry-After is a floor."""
+    ceiling = min(config.RETRY_MAX_DELAY, config.RETRY_BASE_DELAY * (2 ** attempt))
+    delay = random.uniform(0.5 * ceiling, ceiling)
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, config.RETRY_MAX_DELAY * 2))
+    return delay
