@@ -8,7 +8,7 @@ from evaluation.report.analysis import Analysis
 from evaluation.report.format import (GROUPS, PAPER_EVALUATOR, TYPE_TITLES, fmt_ci, fmt_p, fmt_pct, fmt_score,
                                       md_table)
 from evaluation.report.published import lookup, paper_model_name, scorer_kind
-from evaluation.report.results import Outcome
+from evaluation.report.results import Outcome, Run
 
 
 INFERENCE_LAYOUTS = {
