@@ -78,7 +78,6 @@ def _dialogue(d: dict) -> str:
 def _journey(pdir: Path, sessions_doc: dict | None) -> str:
     if not sessions_doc:
         return '<p class="note">No sessions yet.</p>'
-    journey = sessions_doc.get("journey") or {}
     parts = [f'<p>Current factor <b>{esc(sessions_doc.get("current_factor"))}</b>; contrastive factor '
              f'<b>{esc(sessions_doc.get("contrastive_factor"))}</b>.</p>',
              _kv([("Original preference (A)", sessions_doc.get("original_preference")),
