@@ -141,11 +141,13 @@ class HostedModel(Model):
     def probe(self) -> None:
         """List the provider's models once (a GET that costs nothing): a wrong base URL or a
         refused key stops the run here, not after every instance has spent its retries.
-        Any other HTTP answer (a proxy without the models route) shows the server is up."""
+        Any other HTTP answer (a proxy without the models route) shows the server is up.
+        Only the status is read: bodies differ (Together's is a bare list, which the openai
+        SDK's page type cannot parse)."""
         client = self.client()
         url = str(getattr(client, "base_url", "") or self.resolved_base_url() or "the default endpoint")
         try:
-            client.models.list(timeout=self.probe_timeout)
+            client.models.with_raw_response.list(timeout=self.probe_timeout)
         except Exception as exc:
             setter = f" (set by {self.base_url_env})" if self.base_url_env and self.resolved_base_url() else ""
             raise_if_unusable(self.name, exc, url, self.api_key_env, setter)

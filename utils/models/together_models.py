@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from utils.models.hosted import CLIENTS, HostedModel, raise_if_unusable
+from utils.models.hosted import CLIENTS, HostedModel
 from utils.models.model import Completion, Request, register_provider
 from utils.models.openai_models import chat_messages, send_chat_completion, with_seed_and_timeout
 
@@ -59,16 +59,6 @@ class TogetherModel(HostedModel):
             return together.Together(api_key=api_key, max_retries=0,
                                      base_url=together_sdk_base_url(root, together.__version__))
         return CLIENTS.get(("together-sdk", root, api_key), make)
-
-    def probe(self) -> None:
-        """GET /v1/models once. Together answers with a bare JSON list, which the OpenAI
-        SDK's page type cannot parse, so only the HTTP status is read."""
-        client = self.client()
-        try:
-            client.models.with_raw_response.list(timeout=self.probe_timeout)
-        except Exception as exc:
-            setter = f" (set by {self.base_url_env})" if self.resolved_base_url() else ""
-            raise_if_unusable(self.name, exc, str(client.base_url), self.api_key_env, setter)
 
     def build_params(self, request: Request) -> dict:
         params: dict[str, Any] = {"model": self.name, "messages": chat_messages(request)}
