@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         error(str(exc))
         return 2
+    if args.dry_run:
+        from evaluation import dry_run
+        return dry_run.main(runs, as_json=args.json)
     shared = SharedResources()
     try:
         if len(runs) == 1:
