@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         max_attempts=args.max_regenerations + 1,
         show_progress=False if args.no_progress else None, batch=args.batch,
     )
+    if args.json and not args.dry_run:
+        parser.error("--json goes with --dry_run")
     if args.dry_run:
         from synthesis import dry_run
 

@@ -169,3 +169,19 @@ def test_synthesis_dry_run_sends_nothing_to_a_server(tmp_path, capsys):
                                  "--n_personas", "2")
         assert srv.requests == []
     assert forecast["total"]["cost_usd"] is None  # a self-hosted model is unpriced
+
+
+def test_json_without_dry_run_is_refused(tmp_path, capsys):
+    for main in (eval_run.main, synth_run.main):
+        with pytest.raises(SystemExit) as exc:
+            main(["--model", "gpt-4o-mini", "--json", "--output_dir" if main is synth_run.main
+                  else "--results_dir", str(tmp_path / "out")])
+        assert exc.value.code == 2
+        assert "--json goes with --dry_run" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_synthesis_bad_rate_limit_stops_with_exit_2(tmp_path, capsys):
+    assert synth_run.main(["--output_dir", str(tmp_path / "out"), "--persona_seeds", "bundled",
+                           "--rate_limit", "rpm=-1", "--dry_run"]) == 2
+    assert not (tmp_path / "out").exists()
