@@ -169,8 +169,10 @@ class InstanceEstimator:
         return data if isinstance(data, dict) and data.get("fingerprint") in (None, instance.fingerprint()) else {}
 
     def _done(self, record: dict, name: str, scorer: str | None = None) -> bool:
-        steps = record.get("steps") or {} if scorer is None else \
-            ((record.get("evaluations") or {}).get(scorer) or {}).get("steps") or {}
+        if scorer is None:
+            steps = record.get("steps") or {}
+        else:
+            steps = ((record.get("evaluations") or {}).get(scorer) or {}).get("steps") or {}
         done = (steps.get(name) or {}).get("status") == "done"
         self.steps_done += done
         return done
