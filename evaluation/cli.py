@@ -93,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log a progress line (counts, rate, ETA) every K instances; by default every "
                         "~5%% when stderr is not a terminal (nohup, SLURM, CI), never when it is")
     p.add_argument("--log_file", help="also write a detailed log here")
+    p.add_argument("--dry_run", action="store_true",
+                   help="print what the run would send and cost (calls, tokens, cost online and with "
+                        "--batch, time at --rate_limit) per role, without sending or writing anything")
+    p.add_argument("--json", action="store_true",
+                   help="with --dry_run: also print the forecast as one JSON object on the last line")
     return p
 
 

@@ -59,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         error(str(exc))
         return 2
+    if args.json and not args.dry_run:
+        parser.error("--json goes with --dry_run")
+    if args.dry_run:
+        from evaluation import dry_run
+        return dry_run.main(runs, as_json=args.json)
     shared = SharedResources()
     try:
         if len(runs) == 1:

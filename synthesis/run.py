@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "resumes them. The simulators and the decomposer answer online")
     p.add_argument("--log_file", default=None, help="also write the log to this file")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bars")
+    from synthesis.dry_run import add_arguments
+
+    add_arguments(p)
     return p
 
 
@@ -122,6 +125,19 @@ def main(argv: list[str] | None = None) -> int:
         max_attempts=args.max_regenerations + 1,
         show_progress=False if args.no_progress else None, batch=args.batch,
     )
+    if args.json and not args.dry_run:
+        parser.error("--json goes with --dry_run")
+    if args.dry_run:
+        from synthesis import dry_run
+
+        return dry_run.main(cfg, args.rate_limit, as_json=args.json)
+    try:
+        from utils.models.limits import parse_rate_limit, set_user_limits
+
+        set_user_limits(dict(parse_rate_limit(spec) for spec in args.rate_limit))
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
     from utils.io import clean_orphan_tmp
 
     clean_orphan_tmp(cfg.output_dir)  # left by a writer killed mid-write

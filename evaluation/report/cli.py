@@ -3,10 +3,13 @@ paired differences, failure counts, the paper's published numbers next to ours, 
 the figures (P/R/F1 bars, Figures 3, 4, 5 and 9).
 
     python -m evaluation.report RESULTS_DIR [--output DIR] [--n_bootstrap 1000] [--seed 0]
+    python -m evaluation.report RESULTS_DIR --export samples.jsonl   # or .parquet, .csv
 
 Reads every directory under RESULTS_DIR holding a run.json (grouped by the model and
 setting it names), recomputes every number from the per-instance files, and writes
 report.md, report.csv, PNG figures and report.html to --output (default RESULTS_DIR).
+With --export or --push_to_hub it writes the per-sample rows instead (one per model,
+setting, scorer and instance; docs/results_format.md) and no report.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import sys
 from pathlib import Path
 
 from evaluation.report.build import build_report
+from evaluation.report.export import export_format, push_to_hub, write_samples
 from evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from evaluation.report.html_report import write_html_report
 from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
@@ -38,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data_dir", "--data", dest="data", action="append", default=None,
                         help="the instances the runs evaluated, for report.html's sessions and ground "
                              "truth (default: each run.json's data_source)")
+    parser.add_argument("--export", metavar="FILE", default=None,
+                        help="write one row per (model, setting, scorer, instance) to FILE (.jsonl, "
+                             ".parquet or .csv) instead of the report")
+    parser.add_argument("--push_to_hub", metavar="REPO_ID", default=None,
+                        help="upload the same rows as a Hugging Face dataset (needs a hub token; "
+                             "not exercised by the tests)")
     args = parser.parse_args(argv)
     if args.n_bootstrap < 1:
         parser.error("--n_bootstrap must be at least 1")
@@ -47,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--min_bin_size must be at least 1")
     if not Path(args.results_dir).is_dir():
         parser.error(f"{args.results_dir}: not a directory")
+    if args.export or args.push_to_hub:
+        return export_samples(args, parser)
     try:
         files = build_report(args.results_dir, args.output, n_bootstrap=args.n_bootstrap, seed=args.seed,
                              n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
@@ -69,4 +81,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nNot in this report ({len(files.gaps)}; see report.md, \"What this report cannot show yet\"):")
         for gap in files.gaps:
             print("\n".join(gap.lines()))
+    return 0
+
+
+def export_samples(args, parser: argparse.ArgumentParser) -> int:
+    from evaluation.samples import sample_rows
+
+    if args.export:
+        try:
+            export_format(args.export)
+        except ValueError as exc:
+            parser.error(str(exc))
+    notes: list[str] = []
+    rows = sample_rows(args.results_dir, data_paths=args.data, notes=notes)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not rows:
+        print(f"error: {args.results_dir}: no evaluation run found (no run.json with instance files)",
+              file=sys.stderr)
+        return 1
+    if args.export:
+        path = write_samples(rows, args.export)
+        print(f"wrote {path} ({len(rows)} rows)")
+    if args.push_to_hub:
+        push_to_hub(rows, args.push_to_hub)
+        print(f"pushed {len(rows)} rows to {args.push_to_hub}")
     return 0

@@ -1,0 +1,182 @@
+"""``python -m synthesis.run ... --dry_run``: what a synthesis would cost, before paying for it.
+
+Nothing is sent, no key is needed, nothing is written. The persona templates are drawn
+from the seeds exactly as a run draws them (no model call), so the first stage's requests,
+the persona descriptions (Figure 13), are rendered by the stage's own code as they would be
+sent. The later stages (context factors, sessions, checklists, dialogues) depend on earlier
+answers: their requests are rendered by their own code too, with stand-ins of those answers
+of the lengths in ``ASSUMPTIONS`` (the real artifact when an earlier run left one in the
+output directory, which is read, never written; a stage whose artifact exists costs nothing).
+Tokens: utils/dry_run.py.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+
+from synthesis import personas as persona_stage
+from synthesis.dialogues import assistant_reply, ask_user_simulator, opening_turn, user_simulator_system_prompt
+from synthesis.factors import generate_factors
+from synthesis.journey import FINAL, make_journey
+from synthesis.outputs import OutputDir
+from synthesis.parameters import STAGE_PARAMS
+from synthesis.sessions import generate_sessions
+from synthesis.settings import SettingsError, SynthesisConfig, stage_models
+from synthesis.taxonomy import load_occupations, load_taxonomy
+from utils.decomposer import decompose
+from utils.dry_run import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
+                           print_forecast, render, summary)
+from utils.io import read_json
+from utils.models.errors import ModelError
+
+DESCRIPTION_TOKENS = 250      # one persona's description (and its occupation) in the answer
+FACTOR_TOKENS = 80            # one context factor with its preference and task types
+SESSION_TOKENS = 100          # one session (scenario, factor, preference, request)
+REQUEST_TOKENS = 50           # a session's request, inside SESSION_TOKENS
+PREFERENCE_TOKENS = 30        # a contextual preference
+CHECKLIST_TOKENS = 80         # a decomposed checklist (up to 4 questions)
+USER_TURNS = 3                # user-simulator turns per dialogue before it ends it
+USER_ANSWER_TOKENS = 200      # the user simulator's whole answer (evaluation, score, message)
+USER_MESSAGE_TOKENS = 50      # its message to the assistant
+ASSISTANT_REPLY_TOKENS = 400  # an assistant-simulator reply
+ASSUMPTIONS = (
+    f"a persona description is {DESCRIPTION_TOKENS} tokens; a context factor {FACTOR_TOKENS}; "
+    f"a session {SESSION_TOKENS} (its request {REQUEST_TOKENS}); a preference {PREFERENCE_TOKENS}; "
+    f"a checklist {CHECKLIST_TOKENS}",
+    "the sessions use every factor: one checklist per factor (at most one per session)",
+    f"a dialogue ends after {USER_TURNS} user-simulator turns (at most --max_turns - 1): "
+    f"{USER_TURNS} user-simulator calls and {USER_TURNS + 1} assistant-simulator calls; a user-simulator "
+    f"answer is {USER_ANSWER_TOKENS} tokens (its message {USER_MESSAGE_TOKENS}), an assistant reply "
+    f"{ASSISTANT_REPLY_TOKENS}",
+    "every answer is valid at the first attempt (no regenerations)",
+)
+
+
+def main(cfg: SynthesisConfig, rate_limits: list[str], *, as_json: bool) -> int:
+    try:
+        cfg.check()
+        limits = parse_limits(rate_limits)
+        roles = forecast(cfg)
+    except (SettingsError, ModelError, ValueError, persona_stage.SeedSourceError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    result = {"dry_run": True, **summary(list(roles.values()), limits),
+              "token_counting": TOKEN_COUNTING, "assumptions": list(ASSUMPTIONS)}
+    header = [f"dry run: no request sent, nothing written; {cfg.n_personas} personas x "
+              f"{cfg.n_sessions} sessions into {cfg.output_dir}"]
+    notes = [f"how: {TOKEN_COUNTING}.",
+             "rendered by the stages' code: the persona descriptions (from the seeds); the later "
+             "stages are rendered with stand-in answers, assuming:"]
+    notes += [f"  - {a}" for a in ASSUMPTIONS]
+    print_forecast(result, header, notes, as_json=as_json)
+    return 0
+
+
+def forecast(cfg: SynthesisConfig) -> dict[str, RoleForecast]:
+    models = stage_models(cfg, cache=None)
+    render_only = {role: RenderOnly(model) for role, model in models.items()}
+    # --batch sends the synthesizer's calls only; the simulators and the decomposer answer online.
+    roles = {role: RoleForecast(role, model.name, role == "synthesizer" and batchable(model))
+             for role, model in models.items()}
+    out = OutputDir(cfg.output_dir)
+    taxonomy = load_taxonomy()
+
+    personas_file = cfg.output_dir / "personas.json"
+    existing = read_json(personas_file)["personas"] if personas_file.exists() else []
+    personas = list(existing[: cfg.n_personas])
+    if len(personas) < cfg.n_personas:
+        seeds, _ = persona_stage.load_seeds(cfg.persona_seeds)
+        templates = persona_stage.make_templates(seeds, cfg.n_personas, load_occupations(), taxonomy,
+                                                 cfg.seed, existing=personas)
+        personas += [dict(t, description=None) for t in templates[len(personas):]]
+
+    todo = [p for p in personas if not p.get("description")]
+    for batch in persona_stage.description_batches(todo, cfg.persona_batch_size, {}):
+        request = render(lambda: persona_stage.describe_personas(
+            render_only["synthesizer"], batch, taxonomy, max_attempts=1,
+            params=STAGE_PARAMS["persona_generator"]))
+        roles["synthesizer"].add_request("descriptions", request, DESCRIPTION_TOKENS * len(batch))
+
+    for persona in personas:
+        forecast_persona(cfg, out, persona, taxonomy, render_only, roles)
+    return roles
+
+
+def forecast_persona(cfg: SynthesisConfig, out: OutputDir, persona: dict, taxonomy, render_only: dict,
+                     roles: dict[str, RoleForecast]) -> None:
+    pid = persona["persona_id"]
+    description = persona.get("description") or filler(DESCRIPTION_TOKENS, "persona")
+
+    factors_path = out.artifact(pid, "factors.json")
+    if factors_path.exists():
+        factors = read_json(factors_path)["factors"]
+    else:
+        request = render(lambda: generate_factors(render_only["synthesizer"], description, cfg.n_factors,
+                                                  taxonomy, max_attempts=1))
+        roles["synthesizer"].add_request("factors", request, FACTOR_TOKENS * cfg.n_factors)
+        factors = [{"context_factor": f"Factor {i}: {filler(8, 'factor')}",
+                    "contextual_preference": filler(PREFERENCE_TOKENS, f"preference{i}"),
+                    "task_types": ["writing"]} for i in range(1, cfg.n_factors + 1)]
+
+    sessions_path = out.artifact(pid, "sessions.json")
+    if sessions_path.exists():
+        sessions = read_json(sessions_path)["sessions"]
+    else:
+        journey = make_journey(random.Random(f"{cfg.seed}:journey:{pid}"), cfg.n_sessions,
+                               (factors[-2]["context_factor"], factors[-1]["context_factor"]))
+        request = render(lambda: generate_sessions(render_only["synthesizer"], description, factors,
+                                                   journey, taxonomy, max_attempts=1))
+        roles["synthesizer"].add_request("sessions", request, SESSION_TOKENS * cfg.n_sessions)
+        sessions = [{"index": i, "role": role, "context_factor": factors[(i - 1) % len(factors)]["context_factor"],
+                     "contextual_preference": factors[(i - 1) % len(factors)]["contextual_preference"],
+                     "request": filler(REQUEST_TOKENS, "request")}
+                    for i, role in enumerate(journey.roles, start=1)]
+
+    preferences = list(dict.fromkeys(s["contextual_preference"] for s in sessions))
+    checklists_path = out.artifact(pid, "checklists.json")
+    checklists = read_json(checklists_path) if checklists_path.exists() else {}
+    stand_in_checklist = [f"Does the response {filler(CHECKLIST_TOKENS // 4 - 3, 'check')}?"] * 4
+    for preference in preferences:
+        if preference not in checklists:
+            request = render(lambda p=preference: decompose(render_only["decomposer"], p))
+            roles["decomposer"].add_request("checklists", request, CHECKLIST_TOKENS)
+
+    for session in sessions:
+        if session["role"] == FINAL or out.dialogue_path(pid, session["index"]).exists():
+            continue
+        checklist = checklists.get(session["contextual_preference"]) or stand_in_checklist
+        forecast_dialogue(cfg, description, session, checklist, render_only, roles)
+
+
+def forecast_dialogue(cfg: SynthesisConfig, description: str, session: dict, checklist: list[str],
+                      render_only: dict, roles: dict[str, RoleForecast]) -> None:
+    """The calls of one dialogue, in the order simulate_dialogue makes them."""
+    system = user_simulator_system_prompt(description, session, checklist)
+    user_chat = [{"role": "assistant", "content": opening_turn(session["request"])}]
+    assistant_chat = [{"role": "user", "content": session.get("request_sent", session["request"])}]
+    user_turns = min(USER_TURNS, cfg.max_turns - 1)
+    reply = filler(ASSISTANT_REPLY_TOKENS, "reply")
+    for turn in range(user_turns + 1):
+        if turn > 0:
+            user_chat.append({"role": "user", "content": reply})
+            request = render(lambda: ask_user_simulator(render_only["user_simulator"], system, user_chat, 0))
+            roles["user_simulator"].add_request("dialogues", request, USER_ANSWER_TOKENS)
+            user_chat.append({"role": "assistant", "content": filler(USER_ANSWER_TOKENS, "answer")})
+            assistant_chat.append({"role": "user", "content": filler(USER_MESSAGE_TOKENS, "message")})
+        request = render(lambda: assistant_reply(render_only["assistant_simulator"], assistant_chat, 1))
+        roles["assistant_simulator"].add_request("dialogues", request, ASSISTANT_REPLY_TOKENS)
+        assistant_chat.append({"role": "assistant", "content": reply})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dry_run", action="store_true",
+                        help="print what the synthesis would send and cost per role (calls, tokens, "
+                             "cost online and with --batch, time at --rate_limit), without sending or "
+                             "writing anything")
+    parser.add_argument("--json", action="store_true",
+                        help="with --dry_run: also print the forecast as one JSON object on the last line")
+    parser.add_argument("--rate_limit", action="append", default=[], metavar="[MODEL=]tpm=N,rpm=N",
+                        help="limits to keep on an endpoint (all endpoints, or MODEL's) besides those "
+                             "the provider states in its headers; --dry_run computes its time at them; "
+                             "repeatable")
