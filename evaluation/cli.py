@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"match checklists with PrefMatcher-7B ({config.PREFMATCHER_MODEL}) served by an "
                         "OpenAI-compatible server (vLLM) instead of the evaluator")
     p.add_argument("--matcher_url", default=config.PREFMATCHER_BASE_URL,
-                   help="base URL of the PrefMatcher server (also CUPID_PREFMATCHER_URL)")
+                   help="base URL of the PrefMatcher server (also CUPID_PREFMATCHER_URL); several, "
+                        "comma-separated (URL1,URL2), are asked round-robin")
     p.add_argument("--task", choices=TASKS, default="inference",
                    help="inference: infer the preference; generation: answer the request; both")
     p.add_argument("--setting", choices=SETTINGS, default="default",

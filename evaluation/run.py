@@ -26,6 +26,7 @@ from evaluation.aggregate import InstanceOutcome, RunningScores, aggregate_recor
 from evaluation.batch_rounds import run_batch_rounds
 from evaluation.cli import build_parser, bundled_path, error, role_overrides, setup_logging
 from evaluation.console import print_summary
+from evaluation.context_check import check_context
 from evaluation.data import InstanceSource
 from evaluation.pipeline import Evaluation
 from evaluation.steps import PROMPTS, prompt_version
@@ -170,6 +171,9 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         for m in models[1:]:
             m.usage = UsageTracker()  # this run's calls only, in its results.json
         check_models(models)
+        # The servers' stated contexts against the longest requests, before any paid call.
+        check_context({"evaluated": model, "evaluator": evaluator, "matcher": matcher},
+                      instances, task=args.task, setting=args.setting)
     except ModelError as exc:
         error(str(exc))
         return 2

@@ -10,7 +10,11 @@ It speaks enough of these wire protocols for the official SDKs to talk to it:
   ``base_url=server.base_url``);
 * Gemini: ``POST /v1beta/models/MODEL:generateContent`` (``google-genai`` with
   ``http_options={"base_url": server.base_url}``);
-* the OpenAI and Anthropic batch APIs (tests/fake_batch_api.py).
+* the OpenAI and Anthropic batch APIs (tests/fake_batch_api.py);
+* vLLM's OpenAI-compatible server, once ``serve_as_vllm({name: max_model_len})`` is called:
+  ``/v1/models`` lists exactly those ids with their ``max_model_len``; a chat request for
+  another id is answered 404 and one whose prompt + ``max_tokens`` exceeds the length 400,
+  both in vLLM's words and error format; ``POST /tokenize`` counts a chat's tokens.
 
 Usage::
 
@@ -33,6 +37,12 @@ API (kept stable: the evaluation and synthesis tests script their answers throug
     these bytes are sent as the body instead (a malformed body). ``hang``: never answer
     (sleeps past any client timeout, at most ``HANG_SECONDS``, and stops early when the
     server stops).
+
+``serve_as_vllm(max_model_len: dict[str, int])``
+    Validate as vLLM does (see above). Its token count is the fake tokenizer's (words), so
+    a test can put a request just over or under a length (``tokenize_calls`` counts the
+    /tokenize calls; ``tokenize_route = False`` removes the route). ``models`` lists what
+    ``GET /v1/models`` names (default: nothing, as a proxy that lists no models).
 
 ``FakeLLMServer(responder=None, latency=0.0, token_limit=None, token_window=60.0)``
     ``start()``, ``stop()``, or use it as a context manager. ``base_url`` is
@@ -182,6 +192,10 @@ class _Handler(BaseHTTPRequestHandler):
                 data = [{"id": name, "object": "model", "created": 0, "owned_by": "fake",
                          "type": "model", "display_name": name, "created_at": "2025-01-01T00:00:00Z"}
                         for name in owner.models]
+                for entry in data:  # vLLM's model card: its owner and context length
+                    if entry["id"] in owner.max_model_len:
+                        entry.update(owned_by="vllm", root=entry["id"], parent=None,
+                                     max_model_len=owner.max_model_len[entry["id"]], permission=[])
                 # Together answers with a bare list; OpenAI, vLLM and Anthropic with a page.
                 self._send_json(200, data if owner.models_bare_list else
                                 {"object": "list", "data": data, "has_more": False})
@@ -202,6 +216,9 @@ class _Handler(BaseHTTPRequestHandler):
         if fake_batch_api.route(self, "POST", path, raw):
             return
         model_in_path = None
+        if path == "/tokenize" and self.server.owner.max_model_len and self.server.owner.tokenize_route:
+            self._tokenize(raw)
+            return
         if path.endswith("/chat/completions"):
             api = "openai"
         elif path.endswith("/messages"):
@@ -223,6 +240,8 @@ class _Handler(BaseHTTPRequestHandler):
             req["model"] = model_in_path
         owner = self.server.owner
         owner._record(req)
+        if api == "openai" and owner.max_model_len and self._refused_as_vllm(req):
+            return
         try:
             response, scripted = owner._next_response(req)
         except Exception as exc:  # a bug in a test's responder: answer 500 and say why
@@ -243,6 +262,52 @@ class _Handler(BaseHTTPRequestHandler):
             response = FakeResponse(response.text, response.status,
                                     {**(response.headers or {}), **limit_headers}, response.delay)
         self._answer(api, req, response)
+
+    # -- vLLM -------------------------------------------------------------------------------
+    def _vllm_error(self, status: int, message: str, kind: str, param: str | None) -> None:
+        self._send_json(status, {"error": {"message": message, "type": kind, "param": param,
+                                           "code": status}})
+
+    def _refused_as_vllm(self, req: dict) -> bool:
+        """Answer as vLLM refuses a request (unknown model, longer than max_model_len)."""
+        lengths = self.server.owner.max_model_len
+        model = req["model"]
+        if model not in lengths:
+            self._vllm_error(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
+            return True
+        limit = lengths[model]
+        body = req["body"]
+        max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+        token_num = _prompt_tokens(req)
+        if token_num >= limit:
+            self._vllm_error(400, f"This model's maximum context length is {limit} tokens. "
+                                  f"However, your request has {token_num} input tokens. Please "
+                                  f"reduce the length of the input messages. "
+                                  f"(parameter=input_tokens, value={token_num})",
+                             "BadRequestError", "input_tokens")
+            return True
+        if max_tokens is not None and token_num + max_tokens > limit:
+            self._vllm_error(400, "'max_tokens' or 'max_completion_tokens' is too large: "
+                                  f"{max_tokens}. This model's maximum context length is {limit} "
+                                  f"tokens and your request has {token_num} input tokens "
+                                  f"({max_tokens} > {limit} - {token_num}). "
+                                  f"(parameter=max_tokens, value={max_tokens})",
+                             "BadRequestError", "max_tokens")
+            return True
+        return False
+
+    def _tokenize(self, raw: bytes) -> None:
+        """vLLM's ``POST /tokenize`` for a chat: the prompt's tokens (the fake tokenizer's)."""
+        body = json.loads(raw.decode("utf-8"))
+        req = parse_body("openai", body, "/tokenize", {})
+        lengths = self.server.owner.max_model_len
+        if req["model"] not in lengths:
+            self._vllm_error(404, f"The model `{req['model']}` does not exist.", "NotFoundError", "model")
+            return
+        count = _prompt_tokens(req)
+        self.server.owner.tokenize_calls += 1
+        self._send_json(200, {"count": count, "max_model_len": lengths[req["model"]],
+                              "tokens": list(range(count)), "token_strs": None})
 
     # -- requests and answers -----------------------------------------------------------------
     def _parse_request(self, api: str, body: dict, path: str) -> dict:
@@ -357,8 +422,12 @@ class FakeLLMServer:
         self.batches: dict[str, dict] = {}
         self.together_files: set[str] = set()
         self.batch_items = 0
-        # What GET /v1/models lists (vLLM's check() asks for it).
-        self.models: list[str] = ["fake-model"]
+        # What GET /v1/models lists (vLLM's check() asks for it): nothing, as a proxy that
+        # lists no models, until a test names them (serve_as_vllm does).
+        self.models: list[str] = []
+        self.max_model_len: dict[str, int] = {}  # vLLM mode: served ids and their lengths
+        self.tokenize_calls = 0
+        self.tokenize_route = True  # False: a vLLM-like server without /tokenize
         self.models_status = 200        # another status answers the models route with an error
         self.models_bare_list = False   # True: the list alone, as Together answers
         self._lock = threading.Lock()
@@ -414,6 +483,12 @@ class FakeLLMServer:
         return self.base_url + "/v1"
 
     # -- scripting ------------------------------------------------------------------------------
+    def serve_as_vllm(self, max_model_len: dict[str, int]) -> "FakeLLMServer":
+        """Validate and list models as ``vllm serve --max-model-len N`` does (module docstring)."""
+        self.max_model_len = dict(max_model_len)
+        self.models = list(max_model_len)
+        return self
+
     def script(self, *items: "FakeResponse | str") -> None:
         """Queue answers, consumed in order before the responder is asked."""
         with self._lock:

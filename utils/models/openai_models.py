@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
+import logging
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +25,8 @@ from utils.models.cache import ResponseCache
 from utils.models.errors import ModelConfigurationError, TransientModelError
 from utils.models.registry import register_model, register_provider
 from utils.models.request import Completion, Request, Usage
+
+log = logging.getLogger("cupid.models")
 
 
 def chat_messages(request: Request, system_role: str = "system") -> list[dict]:
@@ -164,6 +167,8 @@ class OpenAICompatibleModel(OpenAIModel):
     url_env = "CUPID_LOCAL_SERVER_URL"
     key_env = "CUPID_LOCAL_SERVER_API_KEY"
     check_timeout = 5.0
+    # The context the server states (check() reads it): prompt + max_tokens must fit.
+    max_model_len: int | None = None
 
     def __init__(self, name: str | None = None, *, base_url: str | None = None,
                  api_key: str | None = None, temperature: float | None = 0.0,
@@ -215,11 +220,19 @@ class OpenAICompatibleModel(OpenAIModel):
         """check() already asked the server for its models."""
 
     def check(self) -> None:
-        """GET {base}/models on every server: each must be up before any work starts."""
-        for base_url in self.base_urls():
-            self._check_server(base_url)
+        """GET {base}/models on every server: each must be up and serve this model before
+        any work starts. Sets ``max_model_len`` to the smallest context the servers state
+        (vLLM lists it with each model), or None when none states one."""
+        lengths = [self._check_server(base_url) for base_url in self.base_urls()]
+        stated = [n for n in lengths if n is not None]
+        self.max_model_len = min(stated) if stated else None
+        if not stated:
+            log.info("%s: the server at %s does not state its context length; the run's "
+                     "requests are not checked against it", self.name, ", ".join(self.base_urls()))
 
-    def _check_server(self, base_url: str) -> None:
+    def _check_server(self, base_url: str) -> int | None:
+        """The server's models list: raise ModelConfigurationError when it cannot be read or
+        does not list this model; return the model's ``max_model_len`` when stated."""
         url = f"{base_url}/models"
         http_request = urllib.request.Request(
             url, headers={"Authorization": f"Bearer {self.resolved_api_key()}"})
@@ -242,11 +255,56 @@ class OpenAICompatibleModel(OpenAIModel):
                 f"{self.name}: cannot reach the OpenAI-compatible server at {url} ({reason}); "
                 f"{hint}") from exc
         try:
-            json.loads(body)
+            listing = json.loads(body)
         except ValueError as exc:
             raise ModelConfigurationError(
                 f"{self.name}: {url} did not answer with JSON; is this an OpenAI-compatible "
                 f"server? {hint}") from exc
+        served = served_models(listing)
+        if not served:  # a proxy that lists nothing: the chat route will say
+            return None
+        if self.name not in served:
+            first = sorted(served)[0]
+            ask = (f"set CUPID_PREFMATCHER_MODEL={first}" if self.name == config.PREFMATCHER_MODEL
+                   else f"ask for {self.provider}:{first}@{base_url}")
+            raise ModelConfigurationError(
+                f"{self.name}: the server at {base_url} serves {', '.join(sorted(served))}, not "
+                f"{self.name}; {ask}, or serve this name (vLLM: --served-model-name "
+                f"{self.name}; llama.cpp: --alias {self.name})")
+        return served[self.name]
+
+    def count_prompt_tokens(self, system_prompt: str, user_prompt: str) -> int | None:
+        """The prompt's tokens as the server counts them, chat template included, through
+        vLLM's ``POST /tokenize`` (beside ``/v1``); None when the server has no such route
+        or does not answer."""
+        root = self.base_urls()[0]
+        root = root[: -len("/v1")] if root.endswith("/v1") else root
+        messages = chat_messages(Request(system_prompt=system_prompt,
+                                         messages=[{"role": "user", "content": user_prompt}]),
+                                 self.system_role)
+        http_request = urllib.request.Request(
+            f"{root}/tokenize", data=json.dumps({"model": self.name, "messages": messages}).encode(),
+            headers={"Authorization": f"Bearer {self.resolved_api_key()}",
+                     "Content-Type": "application/json"}, method="POST")
+        try:
+            with urllib.request.urlopen(http_request, timeout=self.check_timeout) as response:
+                count = json.loads(response.read()).get("count")
+        except (urllib.error.URLError, OSError, ValueError, AttributeError):
+            return None
+        return count if isinstance(count, int) and count >= 0 else None
+
+
+def served_models(listing: Any) -> dict[str, int | None]:
+    """{model id: its context length, or None} from an OpenAI-format models list. vLLM
+    states ``max_model_len`` with each model; OpenAI, llama.cpp's servers and most proxies
+    state none."""
+    entries = listing.get("data") if isinstance(listing, dict) else listing
+    served: dict[str, int | None] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            length = entry.get("max_model_len")
+            served[entry["id"]] = length if isinstance(length, int) and length > 0 else None
+    return served
 
 
 @register_model

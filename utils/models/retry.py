@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 from typing import Any
 
@@ -67,6 +68,10 @@ def classify_error(exc: BaseException) -> tuple[bool, float | None, str]:
         return False, None, str(exc)
     status = status_code(exc)
     reason = redact(f"{type(exc).__name__}: {exc}")
+    too_long = context_length_message(exc)
+    if too_long is not None:
+        # The same request can never fit: fail the step now, with the server's numbers.
+        return False, None, f"the request does not fit the model's context (HTTP {status}): {too_long}"
     if status is not None:
         if status in _RETRYABLE_STATUS or status >= 500:
             return True, retry_after_of(exc), f"HTTP {status}: {exc}"
@@ -84,6 +89,34 @@ def classify_error(exc: BaseException) -> tuple[bool, float | None, str]:
     # Unknown errors from a user's own __call__ (an HTTP library we do not know, say) are
     # retried: the number of attempts is bounded, so a real bug still surfaces quickly.
     return True, None, reason
+
+
+# A server's refusal of a request longer than its context, in the wordings of vLLM ("This
+# model's maximum context length is N tokens. However, your request has M input tokens" and
+# "'max_tokens' or 'max_completion_tokens' is too large: ..."), llama-cpp-python's server
+# (OpenAI's old wording, code context_length_exceeded), llama.cpp's llama-server ("request
+# (N tokens) exceeds the available context size (M tokens)", exceed_context_size_error) and
+# OpenAI's (code context_length_exceeded).
+_CONTEXT_LENGTH = re.compile(
+    r"maximum context length is \d+|context_length_exceeded|exceed_context_size_error"
+    r"|exceeds the available context size", re.IGNORECASE)
+
+
+def context_length_message(exc: BaseException) -> str | None:
+    """The server's own message when ``exc`` is a refusal of a request longer than the
+    model's context (a 400 from an OpenAI-compatible server), else None."""
+    status = status_code(exc)
+    if status is not None and not 400 <= status < 500:
+        return None
+    body = getattr(exc, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    text = " ".join(str(part) for part in (message, code, error.get("type") if isinstance(error, dict) else None)
+                    if part) or str(exc)
+    if not _CONTEXT_LENGTH.search(text):
+        return None
+    return redact(str(message or exc))
 
 
 def backoff_delay(attempt: int, retry_after: float | None) -> float:
