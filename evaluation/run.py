@@ -24,7 +24,8 @@ from pathlib import Path
 import config
 from evaluation.aggregate import InstanceOutcome, RunningScores, aggregate_records, recorded_usage
 from evaluation.batch_rounds import run_batch_rounds
-from evaluation.cli import build_parser, bundled_path, error, role_overrides, setup_logging
+from evaluation.cli import (build_parser, bundled_path, error, flag_conflict, role_overrides,
+                            setup_logging)
 from evaluation.console import print_summary
 from evaluation.context_check import check_context
 from evaluation.data import InstanceSource
@@ -119,11 +120,9 @@ class SharedResources:
 
 def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     """One model and setting into its run directory; returns the exit status."""
-    if args.setting == "oracle_preference" and args.task != "generation":
-        error("--setting oracle_preference applies to --task generation only")
-        return 2
-    if args.matcher_args and not args.use_matcher:
-        error("--matcher_args needs --use_matcher")
+    conflict = flag_conflict(args)
+    if conflict:
+        error(conflict)
         return 2
 
     # 1. Data, validated in full before any model is touched.
@@ -149,9 +148,6 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
 
     # 2. Models, each endpoint reached once before any work (missing keys, unreachable
     #    servers, refused keys). Nothing is written before this passes.
-    if args.batch and args.no_cache:
-        error("--batch keeps the batches' answers in the cache; drop --no_cache")
-        return 2
     try:
         set_user_limits(dict(parse_rate_limit(spec) for spec in args.rate_limit))
     except ValueError as exc:
