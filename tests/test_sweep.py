@@ -184,7 +184,8 @@ def test_sweep_file_model_args_run(server, data_file, tmp_path):
     assert run_module.main(["--sweep", str(sweep), "--evaluator", f"vllm:test-evaluator@{url}",
                             "--data", str(data_file), "--results_dir", str(tmp_path / "res"),
                             "--n_workers", "2"]) == 0
-    results = read_results(tmp_path / "res", model="test-model[temperature=0.2]")
+    (run_dir,) = [p for p in (tmp_path / "res").iterdir() if p.name.startswith("test-model_temperature")]
+    results = json.loads((run_dir / "results.json").read_text())
     assert results["settings"]["generation_overrides"] == {"model": {"temperature": 0.2}}
     infer = [r for r in server.requests if r["model"] == "test-model"]
-    assert infer and all(r["temperature"] == 0.2 for r in infer)
+    assert infer and all(r["body"]["temperature"] == 0.2 for r in infer)
