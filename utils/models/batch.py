@@ -61,7 +61,7 @@ def read_state(path: Path) -> tuple[dict, list[str]]:
         try:
             state = json.loads(text)
         except json.JSONDecodeError as exc:
-            problem = f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            problem = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         else:
             if not isinstance(state, dict) or not isinstance(state.get("batches"), list):
                 problem = (f"expected an object with a 'batches' list, found "
