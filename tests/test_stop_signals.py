@@ -199,6 +199,21 @@ def test_signal_guard_raises_defers_and_restores():
     assert stop_status(KeyboardInterrupt()) == 130
 
 
+def test_an_ignored_signal_stays_ignored():
+    """nohup ignores SIGHUP so that a run outlives its terminal: the guard keeps that."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with SignalGuard() as guard:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+            guard.deferring()
+            guard.second_ends_process()
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
 def test_no_future_is_scheduled_after_the_run_stopped(tmp_path):
     """An instance still being worked on when a stopping run shut its pools ends with
     RunCancelled (as its next call would), not 'cannot schedule new futures after shutdown'."""
@@ -248,3 +263,23 @@ def test_synthesis_stops_on_sigterm_and_sighup(tmp_path, signum, code):
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     final = json.loads((out / "summary.json").read_text())
     assert "stopped" not in final and final["counts"]["instances"] == 6
+
+
+@pytest.mark.slow
+def test_a_run_under_nohup_outlives_sighup(tmp_path, data_file, plans):
+    """SIGHUP ignored when the run starts (nohup): the run goes on to the end."""
+    cupid = CupidResponder(plans)
+    with FakeLLMServer(responder=cupid, latency=0.2) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "evaluation.run",
+                                 *cli(server, data_file, tmp_path / "res")],
+                                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+        deadline = time.time() + 60
+        while not server.requests:
+            assert time.time() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGHUP)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert json.loads((tmp_path / "res" / "test-model" / "results.json").read_text())["counts"]["evaluated"] == 2

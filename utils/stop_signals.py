@@ -49,7 +49,8 @@ class SignalGuard:
     and the handlers found before put back afterwards (an API caller's, a test runner's).
 
     Python lets only the main thread set handlers: a run started from another thread gets
-    none (the caller's handlers stay) and ``active`` is False. ``deferring()`` turns a
+    none (the caller's handlers stay) and ``active`` is False. A signal ignored when the run
+    starts (SIGHUP under nohup) stays ignored. ``deferring()`` turns a
     signal into a note (``received``) while files that finish a run are written, and
     ``second_ends_process()`` makes any further signal end the process at once."""
 
@@ -80,7 +81,10 @@ class SignalGuard:
     def _install(self, handler, signals=(signal.SIGTERM, signal.SIGHUP)) -> None:
         if self.active:
             for signum in signals:
-                signal.signal(signum, handler)
+                # An ignored signal stays ignored: under nohup SIGHUP is, so that the run
+                # outlives its terminal.
+                if self._previous.get(signum) is not signal.SIG_IGN:
+                    signal.signal(signum, handler)
 
     def raising(self) -> None:
         """A signal stops the run: SIGINT as before the run, SIGTERM/SIGHUP as Ctrl-C does."""
