@@ -244,7 +244,7 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
             shared.signals.second_ends_process()
             stop_workers(evaluation, grace=3.0)
             stop_code = stop_status(exc)
-            stop_message = (f"interrupted: the submitted batches are listed in {runner.state_path}; "
+            stop_message = (f"{stop_cause(exc)}: the submitted batches are listed in {runner.state_path}; "
                             f"rerun the same command to resume them.")
         except ModelError as exc:
             evaluation.close()
@@ -294,7 +294,7 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
                 if outcome.status == "busy":
                     still.append(instance)
             busy = still
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (evaluation/stopping.py)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (utils/stop_signals.py)
         shared.signals.second_ends_process()
         print(f"\n{stop_cause(exc)}: stopping (a second signal ends the process at once)",
               file=sys.stderr)
