@@ -244,8 +244,8 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
             shared.signals.second_ends_process()
             stop_workers(evaluation, grace=3.0)
             stop_code = stop_status(exc)
-            stop_message = (f"{stop_cause(exc)}: the submitted batches are listed in {runner.state_path}; "
-                            f"rerun the same command to resume them.")
+            stop_message = (f"{stop_cause(exc)}: the submitted batches are listed in "
+                            f"{runner.state_path}; rerun the same command to resume them.")
         except ModelError as exc:
             evaluation.close()
             error(str(exc))
