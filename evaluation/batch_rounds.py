@@ -20,6 +20,7 @@ from utils.models.batch import BatchDeferred, BatchRunner
 from utils.models.batch_rounds import run_in_rounds
 from utils.models.errors import ModelConfigurationError, RunCancelled
 from utils.models.model import Model
+from utils.models.retry import cancel_all
 
 log = logging.getLogger("cupid.evaluation")
 
@@ -45,11 +46,19 @@ def run_batch_rounds(make_evaluation: Callable[[], object], instances: Iterable,
                 log.warning("%s: %s in a batch round; recorded by the online pass",
                             instance.instance_id, exc)
 
+        pool = ThreadPoolExecutor(max_workers=max(1, n_workers))
         try:
-            with ThreadPoolExecutor(max_workers=max(1, n_workers)) as pool:
-                list(pool.map(one, unfinished))
-        finally:
-            evaluation.close()  # waits for side chains still deferring their calls
+            list(pool.map(one, unfinished))
+        except BaseException as exc:
+            # A stop (Ctrl-C, SIGTERM, SIGHUP) or an error: the caller is not made to wait
+            # for calls in flight; a hung one would hold it for its timeout.
+            if isinstance(exc, KeyboardInterrupt):
+                cancel_all()
+            pool.shutdown(wait=False, cancel_futures=True)
+            evaluation.close(wait=False)
+            raise
+        pool.shutdown()
+        evaluation.close()  # waits for side chains still deferring their calls
         if runner.pending:
             waiting = {id(i) for i in deferred}
             unfinished = [i for i in unfinished if id(i) in waiting] or unfinished

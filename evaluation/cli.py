@@ -140,3 +140,15 @@ def role_overrides(args: argparse.Namespace) -> dict[str, dict]:
 def error(message: str) -> None:
     """One line on stderr, with every known key redacted."""
     print(redact(f"error: {message}"), file=sys.stderr)
+
+
+def flag_conflict(args: argparse.Namespace) -> str | None:
+    """Why these flags cannot go together, or None (checked for the command line and for
+    each run of a sweep file before anything runs)."""
+    if args.setting == "oracle_preference" and args.task != "generation":
+        return "--setting oracle_preference applies to --task generation only"
+    if args.matcher_args and not args.use_matcher:
+        return "--matcher_args needs --use_matcher"
+    if args.batch and args.no_cache:
+        return "--batch keeps the batches' answers in the cache; drop --no_cache"
+    return None

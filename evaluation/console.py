@@ -39,6 +39,14 @@ def print_summary(results: dict, path: Path, out=None) -> None:
               + (f" ({this['in_progress_elsewhere']} in progress elsewhere)"
                  if this["in_progress_elsewhere"] else "")
               + f" · {this['wall_time_s']:.1f} s (all invocations {s['wall_time_s']:.1f} s)", file=out)
+    batch = (this or {}).get("batch")
+    if batch:
+        print(f"batch mode: {batch['rounds']} round(s) · {batch['batches_submitted']} batch(es) "
+              f"submitted with {batch['items_submitted']} request(s)"
+              + (f" ({batch['items_resubmitted']} submitted again)" if batch["items_resubmitted"] else "")
+              + f" · {batch['items_answered']} answered · {batch['items_failed']} failed in their batch"
+              + (f" · {batch['batches_resumed']} resumed" if batch["batches_resumed"] else "")
+              + (f" · {batch['batches_lost']} lost" if batch["batches_lost"] else ""), file=out)
     for step, reasons in c["failures_by_step"].items():
         for reason, n in reasons.items():
             print(f"  failed at {step} ×{n}: {reason}", file=out)

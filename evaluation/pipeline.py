@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Sequence
 
 from evaluation import release_parsing
@@ -21,6 +21,7 @@ from evaluation.store import InstanceRecord, RunStore, now
 from utils.dataset import Instance, Session
 from utils.io import atomic_write_json, read_json
 from utils.decomposer import decompose
+from utils.models.errors import RunCancelled
 from utils.models.model import Model
 from utils.steps import StepFailed, StepResult
 
@@ -69,11 +70,23 @@ class Evaluation:
                                           thread_name_prefix="cupid-chain")
         self._leaves = ThreadPoolExecutor(max_workers=max(2, 2 * inner_workers),
                                           thread_name_prefix="cupid-leaf")
+        self._closed = False
 
     def close(self, wait: bool = True) -> None:
         """Stop the inner pools; ``wait=False`` (a stopping run) leaves hung calls behind."""
+        self._closed = True
         self._chains.shutdown(wait=wait, cancel_futures=not wait)
         self._leaves.shutdown(wait=wait, cancel_futures=not wait)
+
+    def _submit(self, pool: ThreadPoolExecutor, fn: Callable, *args) -> Future:
+        """``pool.submit``, except that an instance still being worked on when the run
+        stops (its pools shut) ends with RunCancelled, as its next model call would."""
+        try:
+            return pool.submit(fn, *args)
+        except RuntimeError:
+            if self._closed:
+                raise RunCancelled("the run is stopping") from None
+            raise
 
     def needed_steps(self) -> list[tuple[str, str | None]]:
         """(step, scorer or None) that this task and setting need for an instance."""
@@ -139,7 +152,7 @@ class Evaluation:
 
     def _parallel(self, *calls: Callable[[], object]) -> list:
         """Run calls side by side; collect every chain failure instead of the first only."""
-        futures = [self._leaves.submit(call) for call in calls]
+        futures = [self._submit(self._leaves, call) for call in calls]
         results, failures = [], []
         for future in futures:
             try:
@@ -175,7 +188,7 @@ class Evaluation:
                                          "prompt_version": result.prompt_version})
                 return summary, result
 
-        futures = [self._leaves.submit(one, s) for s in sessions]
+        futures = [self._submit(self._leaves, one, s) for s in sessions]
         summaries, raw, usage, reasons = [], [], {"prompt_tokens": 0, "completion_tokens": 0}, []
         next_variants: list[int] = []
         for future in futures:
@@ -277,7 +290,7 @@ class Evaluation:
         if self.task in ("generation", "both"):
             chains.append(lambda: self._generation(instance, record, history, from_summaries))
         # The last chain runs beside in the chain pool; the first in this thread.
-        side = self._chains.submit(chains[-1]) if len(chains) > 1 else None
+        side = self._submit(self._chains, chains[-1]) if len(chains) > 1 else None
         results = []
         for i, chain in enumerate(chains):
             try:

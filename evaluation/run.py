@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import time
 from pathlib import Path
@@ -24,13 +23,14 @@ from pathlib import Path
 import config
 from evaluation.aggregate import InstanceOutcome, RunningScores, aggregate_records, recorded_usage
 from evaluation.batch_rounds import run_batch_rounds
-from evaluation.cli import build_parser, bundled_path, error, role_overrides, setup_logging
+from evaluation.cli import (build_parser, bundled_path, error, flag_conflict, role_overrides,
+                            setup_logging)
 from evaluation.console import print_summary
 from evaluation.context_check import check_context
 from evaluation.data import InstanceSource
 from evaluation.pipeline import Evaluation
 from evaluation.steps import PROMPTS, prompt_version
-from evaluation.stopping import exit_now, second_interrupt, stop_workers, worker_threads
+from evaluation.stopping import exit_now, stop_workers, worker_threads
 from evaluation.store import BATCHES, CorruptRunFile, RunConflictError, RunStore, now, run_dir_for
 from evaluation.sweep import ProgressLog, ShardedInstances, parse_shard, print_sweep_table, sweep_runs
 from utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
@@ -44,6 +44,7 @@ from utils.models.registry import check_models, resolve_model
 from utils.models.retry import reset_cancel
 from utils.models.usage import UsageTracker
 from utils.redact import redact
+from utils.stop_signals import STOP_CODES, SignalGuard, stop_cause, stop_status
 
 log = logging.getLogger("cupid.evaluation")
 
@@ -66,22 +67,23 @@ def main(argv: list[str] | None = None) -> int:
         from evaluation import dry_run
         return dry_run.main(runs, as_json=args.json)
     shared = SharedResources()
-    try:
-        if len(runs) == 1:
-            return evaluate_one(runs[0], shared)
-        rows = []
-        for run in runs:
-            print(f"\n=== sweep run {len(rows) + 1}/{len(runs)}: {run.model} [{run.setting}] ===",
-                  file=sys.stderr, flush=True)
-            code = evaluate_one(run, shared)
-            rows.append((run, shared.last_results, code))
-            shared.last_results = None
-            if code == 130:
-                break
-        print_sweep_table(rows)
-        return max(code for _, _, code in rows)
-    finally:
-        shared.close()
+    with shared.signals:  # SIGTERM and SIGHUP handled as Ctrl-C until the runs end
+        try:
+            if len(runs) == 1:
+                return evaluate_one(runs[0], shared)
+            rows = []
+            for run in runs:
+                print(f"\n=== sweep run {len(rows) + 1}/{len(runs)}: {run.model} [{run.setting}] ===",
+                      file=sys.stderr, flush=True)
+                code = evaluate_one(run, shared)
+                rows.append((run, shared.last_results, code))
+                shared.last_results = None
+                if code in STOP_CODES:
+                    break
+            print_sweep_table(rows)
+            return max(code for _, _, code in rows)
+        finally:
+            shared.close()
 
 
 class SharedResources:
@@ -93,6 +95,7 @@ class SharedResources:
         self.caches: dict[Path, ResponseCache] = {}
         self.models: dict[tuple, object] = {}
         self.last_results: dict | None = None
+        self.signals = SignalGuard()
 
     def cache(self, results_dir: str) -> ResponseCache:
         path = Path(results_dir).resolve() / ".llm_cache.sqlite"
@@ -119,11 +122,10 @@ class SharedResources:
 
 def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     """One model and setting into its run directory; returns the exit status."""
-    if args.setting == "oracle_preference" and args.task != "generation":
-        error("--setting oracle_preference applies to --task generation only")
-        return 2
-    if args.matcher_args and not args.use_matcher:
-        error("--matcher_args needs --use_matcher")
+    shared.signals.raising()
+    conflict = flag_conflict(args)
+    if conflict:
+        error(conflict)
         return 2
 
     # 1. Data, validated in full before any model is touched.
@@ -149,9 +151,6 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
 
     # 2. Models, each endpoint reached once before any work (missing keys, unreachable
     #    servers, refused keys). Nothing is written before this passes.
-    if args.batch and args.no_cache:
-        error("--batch keeps the batches' answers in the cache; drop --no_cache")
-        return 2
     try:
         set_user_limits(dict(parse_rate_limit(spec) for spec in args.rate_limit))
     except ValueError as exc:
@@ -226,20 +225,27 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     print(f"{run_dir}: {len(survey.done)} of {n_selected} instances already done, "
           f"{len(survey.todo)} to run", file=sys.stderr)
 
+    started = time.perf_counter()  # this invocation's time includes its batch rounds
+    started_at = now()
+    stop_code, stop_message = None, None
+    batched: set[str] = set()  # instances the batch rounds took on: run by this invocation
+    runner = None
     if args.batch:
         def make_evaluation() -> Evaluation:
             return Evaluation(model=model, evaluator=evaluator, matcher=matcher, store=store,
                               task=args.task, setting=args.setting, inner_workers=args.n_workers)
 
-        todo = set(survey.todo)
+        batched = set(survey.todo)
+        runner = BatchRunner(run_dir / BATCHES)
         try:
-            run_batch_rounds(make_evaluation, [i for i in instances if i.instance_id in todo],
-                             BatchRunner(run_dir / BATCHES), models, n_workers=args.n_workers)
-        except KeyboardInterrupt:
-            evaluation.close()
-            print(f"\ninterrupted: the submitted batches are listed in {run_dir / 'batches.json'}; "
-                  f"rerun the same command to resume them.", file=sys.stderr)
-            return exit_now(130)
+            run_batch_rounds(make_evaluation, [i for i in instances if i.instance_id in batched],
+                             runner, models, n_workers=args.n_workers)
+        except KeyboardInterrupt as exc:
+            shared.signals.second_ends_process()
+            stop_workers(evaluation, grace=3.0)
+            stop_code = stop_status(exc)
+            stop_message = (f"{stop_cause(exc)}: the submitted batches are listed in "
+                            f"{runner.state_path}; rerun the same command to resume them.")
         except ModelError as exc:
             evaluation.close()
             error(str(exc))
@@ -265,13 +271,12 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     every = args.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
     progress = ProgressLog(n_selected, every, f"{model.name} [{args.setting}]") if every else None
 
-    started = time.perf_counter()
-    started_at = now()
     outcomes: dict[str, InstanceOutcome] = {}
     busy: list = []
-    stop_code, stop_message = None, None
     try:
-        for instance, outcome in iter_with_progress(evaluate, instances, n_workers=args.n_workers,
+        # After a stop in the batch rounds nothing more is run: only the files are written.
+        for instance, outcome in iter_with_progress(evaluate, instances if stop_code is None else [],
+                                                    n_workers=args.n_workers,
                                                     desc=f"{model.name} [{args.setting}]",
                                                     postfix=running.postfix):
             outcomes[instance.instance_id] = outcome
@@ -289,12 +294,13 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
                 if outcome.status == "busy":
                     still.append(instance)
             busy = still
-    except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, second_interrupt)
-        print("\ninterrupted: stopping (press Ctrl-C again to end at once)", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (utils/stop_signals.py)
+        shared.signals.second_ends_process()
+        print(f"\n{stop_cause(exc)}: stopping (a second signal ends the process at once)",
+              file=sys.stderr)
         stop_workers(evaluation, grace=3.0)
-        stop_code = 130
-        stop_message = (f"interrupted: {sum(o.status != 'busy' for o in outcomes.values())} of "
+        stop_code = stop_status(exc)
+        stop_message = (f"{stop_cause(exc)}: {sum(o.status != 'busy' for o in outcomes.values())} of "
                         f"{n_selected} instances finished in this invocation; every finished step "
                         f"is saved in {run_dir}. Rerun the same command to resume.")
     except ModelConfigurationError as exc:
@@ -304,7 +310,10 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         evaluation.close()
     wall = round(time.perf_counter() - started, 2)
 
-    found_done = set(survey.done) | {i for i, o in outcomes.items() if o.already_done}
+    # Found done: finished before this invocation looked (or by another process since);
+    # what its own batch rounds finished it ran.
+    found_done = set(survey.done) | {i for i, o in outcomes.items()
+                                     if o.already_done and i not in batched}
     ran = [o for i, o in outcomes.items() if o.status != "busy" and i not in found_done]
     finished_now = {i for i, o in outcomes.items() if o.status in ("done", "skipped")}
     this_invocation = {
@@ -313,15 +322,25 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         "ran_failed": sum(o.status == "failed" for o in ran),
         "remaining": n_selected - len(finished_now | found_done),
         "in_progress_elsewhere": len(busy),
-        "interrupted": stop_code == 130,
+        "interrupted": stop_code in STOP_CODES,
     }
+    if runner is not None:
+        this_invocation["batch"] = runner.counts()
+    if stop_code is None:
+        shared.signals.deferring()  # a signal now waits for the files below to be written
     try:
         results = write_results(store, evaluation, args, data_source, manifest, this_invocation,
                                 models=(("model", model), ("evaluator", evaluator), ("matcher", matcher)))
-    except KeyboardInterrupt:
-        return exit_now(130)
+    except KeyboardInterrupt as exc:
+        return exit_now(stop_status(exc))
     shared.last_results = results
+    if stop_code is None and shared.signals.received is not None:
+        stop_code = 128 + shared.signals.received
+        stop_message = (f"{stop_cause(shared.signals.received)} after the work was done: "
+                        f"the results are written")
     if stop_code is not None:
+        if stop_code in STOP_CODES:
+            print_summary(results, store.run_dir / "results.json")
         print(redact(stop_message), file=sys.stderr)
         return exit_now(stop_code)
     print_summary(results, store.run_dir / "results.json")
@@ -361,6 +380,6 @@ def write_results(store: RunStore, evaluation: Evaluation, args, data_source: st
 if __name__ == "__main__":
     try:
         sys.exit(main())
-    except KeyboardInterrupt:  # during setup, before any instance started
-        print("\ninterrupted before any work; nothing to resume", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # during setup, before any instance started
+        print(f"\n{stop_cause(exc)} before any work; nothing to resume", file=sys.stderr)
+        sys.exit(stop_status(exc))

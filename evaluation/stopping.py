@@ -1,5 +1,6 @@
-"""Stopping a run: on Ctrl-C every call is told to stop and worker threads get a grace
-period; a second Ctrl-C, or threads still blocked in a hung request, end the process at once."""
+"""Stopping a run: on Ctrl-C, SIGTERM or SIGHUP (utils/stop_signals.py) every call is told
+to stop and worker threads get a grace period; a second signal, or threads still blocked in
+a hung request, end the process at once."""
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,3 @@ def exit_now(code: int) -> int:
         logging.shutdown()
         os._exit(code)
     return code
-
-
-def second_interrupt(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
-    os.write(2, b"\ninterrupted again: stopping at once\n")
-    os._exit(130)

@@ -25,6 +25,7 @@ from utils.models.batch import BatchDeferred
 from utils.models.cache import ResponseCache
 from utils.models.model import Model
 from utils.models.registry import check_models
+from utils.models.retry import cancel_all, reset_cancel
 from synthesis import batch_mode, personas as persona_stage
 from synthesis.dialogues import simulate_dialogue
 from synthesis.factors import generate_factors
@@ -40,6 +41,7 @@ from synthesis.outputs import Failure, FailureLog, OutputDir
 from synthesis.summary import summarize
 from synthesis.taxonomy import load_occupations, load_taxonomy
 from utils.io import atomic_write_json, read_json
+from utils.stop_signals import stop_cause
 
 __all__ = ["SettingsError", "SettingsMismatch", "Synthesis", "SynthesisConfig", "run_synthesis"]
 
@@ -363,6 +365,7 @@ class Synthesis(OutputDir):
     # =====================================================================================
     def run(self) -> dict:
         started = time.perf_counter()
+        reset_cancel()  # a stop of an earlier run in this process ends with it
         # Fail fast on a missing key, before any work; every missing key named in one message.
         check_models(list({id(m): m for m in self.models.values()}.values()), probe=False)
         check_settings(self.out, self.cfg)
@@ -371,10 +374,18 @@ class Synthesis(OutputDir):
                 and not Path(self.cfg.persona_seeds).is_file():
             raise persona_stage.SeedSourceError(f"{self.cfg.persona_seeds}: no such persona seed file")
         self.failure_log.load_previous(self.personas)
-        if self.batch_runner is not None:
-            batch_mode.run_in_passes(self, self.batch_runner)
-        else:
-            self.run_pass()
+        try:
+            if self.batch_runner is not None:
+                batch_mode.run_in_passes(self, self.batch_runner)
+            else:
+                self.run_pass()
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: what is done is summarized
+            cancel_all()
+            summary = summarize(self, time.perf_counter() - started)
+            summary["stopped"] = stop_cause(exc)
+            atomic_write_json(self.out / "summary.json", summary)
+            exc.summary_written = True
+            raise
         summary = summarize(self, time.perf_counter() - started)
         atomic_write_json(self.out / "summary.json", summary)
         return summary

@@ -140,19 +140,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from utils.io import clean_orphan_tmp
 
+    from utils.stop_signals import SignalGuard, stop_cause, stop_status
+
     clean_orphan_tmp(cfg.output_dir)  # left by a writer killed mid-write
     try:
-        cfg.check()
-        summary = run_synthesis(cfg)
+        with SignalGuard():  # SIGTERM and SIGHUP handled as Ctrl-C while the run lasts
+            cfg.check()
+            summary = run_synthesis(cfg)
     except (ModelConfigurationError, SettingsError, SeedSourceError) as exc:
         log.error("%s", exc)
         return 2
-    except KeyboardInterrupt:
-        if cfg.batch:
-            print(f"\ninterrupted: the submitted batches are listed in "
-                  f"{cfg.output_dir / 'batches.json'}; rerun the same command to resume them.",
-                  file=sys.stderr)
-        raise
+    except KeyboardInterrupt as exc:
+        print(f"\n{stop_cause(exc)}: every finished file is kept in {cfg.output_dir}"
+              + (f" (what was done so far: {cfg.output_dir / 'summary.json'})"
+                 if getattr(exc, "summary_written", False) else "")
+              + (f"; the submitted batches are listed in {cfg.output_dir / 'batches.json'}"
+                 if cfg.batch else "")
+              + "; rerun the same command to resume.", file=sys.stderr)
+        return stop_status(exc)
     counts = summary["counts"]
     log.info("seeds: %s", summary["seed_source"])
     log.info("personas: %d requested, %d complete, %d failed; sessions %d, dialogues %d "
@@ -168,9 +173,12 @@ def main(argv: list[str] | None = None) -> int:
                  usage.get("failed_calls", 0), usage.get("prompt_tokens", 0),
                  usage.get("completion_tokens", 0), f" · ~${cost:.4f}" if cost is not None else "")
     if "batch" in summary:
-        log.info("batch mode: %d round(s), %d request(s) submitted by this invocation; batch ids "
-                 "in %s", summary["batch"]["rounds"], summary["batch"]["submitted_requests"],
-                 summary["batch"]["batches_file"])
+        b = summary["batch"]
+        log.info("batch mode: %d round(s), %d request(s) submitted by this invocation (%d again), "
+                 "%d answered, %d failed in their batch, %d batch(es) resumed, %d lost; batch ids "
+                 "in %s", b["rounds"], b["submitted_requests"], b["items_resubmitted"],
+                 b["items_answered"], b["items_failed"], b["batches_resumed"], b["batches_lost"],
+                 b["batches_file"])
     for failure in summary["failures"]:
         log.error("FAILED %s at %s: %s", failure["persona_id"], failure["stage"], failure["reason"])
     print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **counts}))
@@ -178,4 +186,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as exc:  # after the run's handlers were put back
+        from utils.stop_signals import stop_status
+
+        sys.exit(stop_status(exc))

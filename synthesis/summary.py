@@ -65,6 +65,6 @@ def summarize(run: "Synthesis", wall_time: float) -> dict:
     }
     runner = getattr(run, "batch_runner", None)
     if runner is not None:  # --batch: this invocation's rounds; the calls are in "usage"
-        summary["batch"] = {"rounds": runner.rounds, "submitted_requests": runner.submitted_items,
+        summary["batch"] = {**runner.counts(), "submitted_requests": runner.submitted_items,
                             "batches_file": str(runner.state_path)}
     return summary

@@ -18,6 +18,16 @@ created; the first retrieve after that answers every item through the server's s
 responder (an item answered with a status >= 400 is an errored item) and completes it.
 ``FakeLLMServer.batches`` maps batch id -> {"api", "custom_ids", ...};
 ``batch_items`` counts every item ever submitted (a resumed run must not add to it).
+
+Batches that do not complete, as the providers document them: deleting an id from
+``FakeLLMServer.batches`` makes the provider forget it (every retrieve answers 404, as
+after the provider's retention period). ``FakeLLMServer.batch_endings``, a list of
+"expired", "cancelled" or "failed", ends the next batches to finish that way (one each, in
+order) with no item answered: OpenAI ``status`` expired/cancelled with every request in the
+error file under code ``batch_expired``/``batch_cancelled``, or failed with no file;
+Together ``EXPIRED``/``CANCELLED``/``FAILED`` with no file; Anthropic ``ended`` with every
+result ``expired`` or ``canceled`` (it has no failed batch); Gemini
+``BATCH_STATE_EXPIRED``/``_CANCELLED``/``_FAILED`` with no response.
 """
 from __future__ import annotations
 
@@ -177,7 +187,11 @@ def _maybe_finish(owner: Any, batch_id: str) -> None:
         if batch["status"] != "in_progress" or time.monotonic() - batch["created"] < owner.batch_delay:
             return
         batch["status"] = "finalizing"
+        ending = owner.batch_endings.pop(0) if owner.batch_endings else "completed"
     api = batch["api"]
+    if ending != "completed":
+        _end_unanswered(owner, batch, ending)
+        return
     results, errors = [], []
     for item in batch["items"]:
         body = item.get("body") if api == "openai" else item.get("params")
@@ -241,18 +255,51 @@ def _maybe_finish(owner: Any, batch_id: str) -> None:
         batch["status"] = "ended"
 
 
+ENDINGS = ("expired", "cancelled", "failed")
+
+
+def _end_unanswered(owner: Any, batch: dict, ending: str) -> None:
+    """End a batch ``ending`` (expired, cancelled, failed) without answering any item."""
+    if ending not in ENDINGS:
+        raise ValueError(f"batch_endings: {ending!r} is not one of {ENDINGS}")
+    api = batch["api"]
+    results, errors = [], []
+    if api == "anthropic":
+        kind = "canceled" if ending == "cancelled" else "expired"
+        results = [{"custom_id": item.get("custom_id"), "result": {"type": kind}}
+                   for item in batch["items"]]
+    elif api == "openai" and not batch.get("together") and ending != "failed":
+        errors = [{"id": f"batch_req_{uuid.uuid4().hex[:8]}", "custom_id": item.get("custom_id"),
+                   "response": None,
+                   "error": {"code": f"batch_{ending}",
+                             "message": f"This request could not be executed before the batch {ending}."}}
+                  for item in batch["items"]]
+    with owner._lock:
+        batch["results"], batch["errors"], batch["ending"] = results, errors, ending
+        if errors:
+            err_id = f"file-{uuid.uuid4().hex[:16]}"
+            owner.files[err_id] = "\n".join(json.dumps(r) for r in errors).encode()
+            batch["error_file_id"] = err_id
+        batch["status"] = "ended"
+
+
 def _openai_batch(owner: Any, batch_id: str) -> dict:
     with owner._lock:
         b = dict(owner.batches[batch_id])
     done = b["results"] is not None
     n = len(b["items"])
     failed = len(b.get("errors") or []) if done else 0
+    status = (b.get("ending") or "completed") if done else "in_progress"
     return {"id": batch_id, "object": "batch", "endpoint": b["endpoint"] or "/v1/chat/completions",
             "input_file_id": b["input_file_id"], "completion_window": "24h",
-            "status": "completed" if done else "in_progress", "created_at": b["created_at"],
+            "status": status, "created_at": b["created_at"],
             "output_file_id": b["output_file_id"], "error_file_id": b["error_file_id"],
-            "request_counts": {"total": n, "completed": n - failed if done else 0, "failed": failed},
-            "errors": None, "metadata": None}
+            "request_counts": {"total": n, "completed": len(b["results"]) if done else 0,
+                               "failed": failed},
+            "errors": {"object": "list", "data": [{"code": "batch_failed", "line": None, "param": None,
+                                                   "message": "The batch failed."}]}
+            if status == "failed" else None,
+            "metadata": None}
 
 
 def _google_batch(owner: Any, batch_id: str) -> dict:
@@ -261,13 +308,15 @@ def _google_batch(owner: Any, batch_id: str) -> dict:
     done = b["results"] is not None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(b["created_at"]))
     metadata = {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
-                "name": batch_id, "state": "BATCH_STATE_SUCCEEDED" if done else "BATCH_STATE_RUNNING",
+                "name": batch_id, "state": (f"BATCH_STATE_{(b.get('ending') or 'succeeded').upper()}"
+                                            if done else "BATCH_STATE_RUNNING"),
                 "createTime": stamp, "updateTime": stamp,
                 "batchStats": {"requestCount": str(len(b["items"])),
                                "successfulRequestCount": str(sum("response" in r for r in b["results"]))
                                if done else "0"}}
     if done:
         metadata["endTime"] = stamp
+    if done and not b.get("ending"):
         metadata["output"] = {"inlinedResponses": {"inlinedResponses": b["results"]}}
     return {"name": batch_id, "metadata": metadata, "done": done}
 
@@ -277,7 +326,8 @@ def _together_job(owner: Any, batch_id: str) -> dict:
         b = dict(owner.batches[batch_id])
     done = b["results"] is not None
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(b["created_at"]))
-    return {"id": batch_id, "status": "COMPLETED" if done else "IN_PROGRESS",
+    status = (b.get("ending") or "completed").upper() if done else "IN_PROGRESS"
+    return {"id": batch_id, "status": status,
             "endpoint": b["endpoint"], "input_file_id": b["input_file_id"],
             "output_file_id": b["output_file_id"], "error_file_id": b["error_file_id"],
             "progress": 100.0 if done else 0.0, "created_at": stamp,
@@ -289,13 +339,14 @@ def _anthropic_batch(handler: Any, owner: Any, batch_id: str) -> dict:
         b = dict(owner.batches[batch_id])
     done = b["results"] is not None
     n = len(b["items"])
-    errored = sum(r["result"]["type"] == "errored" for r in b["results"]) if done else 0
+    types = [r["result"]["type"] for r in b["results"]] if done else []
     base = f"http://127.0.0.1:{handler.server.server_address[1]}"
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(b["created_at"]))
     return {"id": batch_id, "type": "message_batch",
             "processing_status": "ended" if done else "in_progress",
-            "request_counts": {"processing": 0 if done else n, "succeeded": n - errored if done else 0,
-                               "errored": errored, "canceled": 0, "expired": 0},
+            "request_counts": {"processing": 0 if done else n, "succeeded": types.count("succeeded"),
+                               "errored": types.count("errored"), "canceled": types.count("canceled"),
+                               "expired": types.count("expired")},
             "created_at": stamp, "expires_at": stamp, "ended_at": stamp if done else None,
             "cancel_initiated_at": None, "archived_at": None,
             "results_url": f"{base}/v1/messages/batches/{batch_id}/results" if done else None}

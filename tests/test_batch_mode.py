@@ -245,3 +245,165 @@ def test_a_model_without_a_batch_api_is_named_and_answers_online(fake_llm_env, t
                                runner, [served])
     assert rounds == 0 and answers == ["served answer"] and fake_llm_env.batch_items == 0
     assert any("served has no batch API" in r.getMessage() for r in caplog.records)
+
+
+# -- batches that do not complete, and an unreadable batches.json -------------------------
+PROVIDER_MODELS = ["gpt-4o-mini", "claude-3-5-sonnet-20241022",
+                   "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo", "gemini-2.0-flash"]
+
+
+def ask(model, text):
+    return model.chat("", [{"role": "user", "content": text}])
+
+
+def defer_one(model, text="hello"):
+    with pytest.raises(BatchDeferred):
+        ask(model, text)
+
+
+@pytest.mark.parametrize("name", PROVIDER_MODELS)
+def test_a_batch_the_provider_forgot_is_submitted_again(fake_llm_env, tmp_path, name):
+    """A run killed after submitting; the provider no longer knows the batch (404 through
+    each SDK): the rerun says so in one line and submits its requests again, once."""
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    fake_llm_env.responder = lambda req: f"answer to {req['messages'][-1]['content']}"
+    model = resolve_model(name, cache=cache)
+    model.batch_runner = runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05,
+                                              out=io.StringIO())
+    defer_one(model)
+    runner._wait_and_fetch = lambda opened: (_ for _ in ()).throw(KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_round()
+    (forgotten,) = list(fake_llm_env.batches)
+    del fake_llm_env.batches[forgotten]
+
+    out = io.StringIO()
+    fresh = resolve_model(name, cache=cache)
+    fresh.batch_runner = second = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=out)
+    assert second.resume([fresh]) == 1
+    lines = [line for line in out.getvalue().splitlines() if "404" in line]
+    assert lines == [f"batch {forgotten} ({fresh.name}): the provider no longer knows it (404); of its "
+                     f"1 unanswered request(s), 1 submitted again in the next round"]
+    defer_one(fresh)  # not answered, not asked online: deferred to the next round
+    second.run_round()
+    assert ask(fresh, "hello") == "answer to hello"
+    assert fake_llm_env.batch_items == 2 and not [r for r in fake_llm_env.requests if r["path"] != "batch"]
+    counts = second.counts()
+    assert (counts["batches_lost"], counts["items_resubmitted"], counts["items_answered"]) == (1, 1, 1)
+    (lost, answered) = json.loads((tmp_path / "batches.json").read_text())["batches"]
+    assert lost["lost"] == "the provider no longer knows it (404)" and lost["fetched"]
+    assert answered["fetched"] and not answered.get("unanswered_keys")
+
+
+@pytest.mark.parametrize("ending", ["expired", "cancelled", "failed"])
+@pytest.mark.parametrize("name", PROVIDER_MODELS)
+def test_a_batch_that_ended_unanswered_is_submitted_again_then_asked_online(fake_llm_env, tmp_path,
+                                                                              name, ending):
+    if name.startswith("claude") and ending == "failed":
+        pytest.skip("an Anthropic message batch has no failed status (its items expire or are canceled)")
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    fake_llm_env.responder = lambda req: f"answer to {req['messages'][-1]['content']}"
+    fake_llm_env.batch_endings = [ending, ending]
+    out = io.StringIO()
+    model = resolve_model(name, cache=cache)
+    model.batch_runner = runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=out)
+    defer_one(model, "one")
+    defer_one(model, "two")
+    runner.run_round()
+    first, = [line for line in out.getvalue().splitlines() if "submitted again" in line]
+    assert "2 submitted again in the next round" in first and ending[:6] in first.lower()
+    defer_one(model, "one")  # submitted again once ...
+    defer_one(model, "two")
+    runner.run_round()
+    assert "2 asked online (unanswered by a batch before)" in out.getvalue().splitlines()[-1]
+    # ... and, left unanswered a second time, asked online.
+    assert ask(model, "one") == "answer to one" and ask(model, "two") == "answer to two"
+    assert fake_llm_env.batch_items == 4 and len([r for r in fake_llm_env.requests if r["path"] != "batch"]) == 2
+    counts = runner.counts()
+    assert (counts["batches_lost"], counts["items_submitted"], counts["items_resubmitted"],
+            counts["items_answered"]) == (2, 4, 2, 0)
+
+
+def test_a_restarted_run_keeps_the_once_rule(fake_llm_env, tmp_path):
+    """batches.json remembers a request left unanswered once: after a restart, a second
+    loss sends it online instead of submitting it a third time."""
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    fake_llm_env.responder = lambda req: "fine"
+    fake_llm_env.batch_endings = ["expired", "expired"]
+    model = resolve_model("gpt-4o-mini", cache=cache)
+    model.batch_runner = runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
+    defer_one(model)
+    runner.run_round()
+    fresh = resolve_model("gpt-4o-mini", cache=cache)
+    fresh.batch_runner = again = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
+    defer_one(fresh)
+    again.run_round()
+    assert ask(fresh, "hello") == "fine" and fake_llm_env.batch_items == 2
+
+
+@pytest.mark.parametrize("content, problem", [
+    ('{"batches": [{"batch_id": "batch_abc", "provider": "openai", "model": "gpt-4o-mini", "items": {"k',
+     "not valid JSON"),
+    ("[]", "expected an object with a 'batches' list, found list"),
+    ('{"batches": [{"batch_id": "batch_abc", "provider": "openai", "items": {"k": "k"}}]}',
+     "entry 1 (batch_abc): 'model' missing"),
+    ('{"batches": [{"batch_id": "batch_abc", "model": "gpt-4o-mini", "items": ["k"]}]}',
+     "entry 1 (batch_abc): 'items' not a mapping"),
+    ("\xff\xfe", "not UTF-8 text"),
+])
+def test_an_unreadable_batches_file_is_named_and_moved_aside(tmp_path, content, problem):
+    path = tmp_path / "batches.json"
+    path.write_bytes(content.encode("latin-1") if content.startswith("\xff") else content.encode())
+    out = io.StringIO()
+    runner = BatchRunner(path, out=out)
+    assert runner.state == {"batches": []}
+    (line,) = out.getvalue().splitlines()
+    assert line.startswith(f"warning: {path}: {problem}") and "moved to batches.json.unreadable-" in line
+    if "batch_abc" in content:
+        assert "batches not resumed: batch_abc" in line
+    (aside,) = tmp_path.glob("batches.json.unreadable-*")
+    assert aside.read_bytes() == path.with_name(aside.name).read_bytes() and not path.exists()
+
+
+def test_usable_entries_of_a_damaged_batches_file_are_kept(tmp_path):
+    path = tmp_path / "batches.json"
+    good = {"batch_id": "batch_good", "provider": "openai", "model": "gpt-4o-mini",
+            "items": {"k": "k"}, "fetched": False}
+    path.write_text(json.dumps({"batches": [good, {"batch_id": "batch_bad", "items": {}}]}))
+    out = io.StringIO()
+    runner = BatchRunner(path, out=out)
+    assert runner.state == {"batches": [good]} and json.loads(path.read_text()) == {"batches": [good]}
+    assert "batches not resumed: batch_bad" in out.getvalue() and "1 readable batch(es) kept" in out.getvalue()
+
+
+def test_cli_batch_run_counts_what_it_did(env, data_file, tmp_path, capsys):
+    """A fresh --batch run: found done 0, ran 2, its time counted, the batches' counts in
+    results.json, run.json and the summary; a batch the provider forgot and an unreadable
+    batches.json heal by themselves."""
+    results = tmp_path / "res"
+    (results / MODEL).mkdir(parents=True)
+    (results / MODEL / "batches.json").write_text(json.dumps({"batches": [
+        {"batch_id": "batch_forgotten", "provider": "openai", "model": MODEL, "round": 1,
+         "items": {"x": "not-a-real-key"}, "fetched": False}]}))
+    assert run_module.main(cli(data_file, results, "--batch")) == 0
+    captured = capsys.readouterr()
+    assert "batch batch_forgotten (gpt-4o-mini): the provider no longer knows it (404)" in captured.err
+    run_results = json.loads((results / MODEL / "results.json").read_text())
+    assert_expected(run_results)
+    this = run_results["this_invocation"]
+    assert (this["found_done"], this["ran"], this["ran_failed"], this["remaining"]) == (0, 2, 0, 0)
+    assert this["batch"] == {"rounds": 3, "items_submitted": 12, "batches_submitted": 3,
+                             "items_resubmitted": 0, "items_answered": 12, "items_failed": 0,
+                             "batches_resumed": 1, "batches_lost": 1}
+    manifest = json.loads((results / MODEL / "run.json").read_text())
+    assert manifest["invocations"][-1]["batch"] == this["batch"]
+    assert manifest["invocations"][-1]["wall_time_s"] > 0
+    assert "this invocation: found done 0 · ran 2 (0 failed)" in captured.out
+    assert "batch mode: 3 round(s) · 3 batch(es) submitted with 12 request(s) · 12 answered" in captured.out
+
+    (results / MODEL / "batches.json").write_text("[]")
+    assert run_module.main(cli(data_file, results, "--batch")) == 0
+    captured = capsys.readouterr()
+    assert f"warning: {results / MODEL / 'batches.json'}: expected an object" in captured.err
+    this = json.loads((results / MODEL / "results.json").read_text())["this_invocation"]
+    assert (this["found_done"], this["ran"]) == (2, 0) and this["batch"]["items_submitted"] == 0

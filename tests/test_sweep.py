@@ -114,3 +114,78 @@ def test_progress_log_lines():
     assert lines[0] == ("progress m [default]: 4/10 instances (40%), 1 failed, 10.0/min, "
                         "elapsed 0:00:24, ETA 0:00:36")
     assert lines[-1].startswith("progress m [default]: 10/10 instances (100%)")
+
+
+@pytest.mark.parametrize("body, named", [
+    ("models: [m]\nsettings: [default, orcale]\n", "settings: invalid choice: 'orcale'"),
+    ("models: [m]\ntask: bogus\n", "task: invalid choice: 'bogus'"),
+    ("models: [m]\nlimit: 0\n", "limit: expected a whole number of at least 1, got 0"),
+    ("models: [m]\nshard: 5/3\n", "shard: '5/3': expected I/N"),
+    ("models: [m]\nn_workers: \"eight\"\n", "n_workers: expected a whole number of at least 1, got 'eight'"),
+    ("models: [m]\nn_workers: 0\n", "n_workers: expected a whole number"),
+    ("models: [m]\ntimeout: -1\n", "timeout: expected a number above 0, got -1"),
+    ("models: [m]\nmodel_args: temperature=hot\n", "model_args: temperature: expected a temperature"),
+    ("models: [m]\nmodel_args: {temperature: 5}\n", "model_args: temperature: expected a temperature"),
+    ("models: [m]\nbatch: 'yes'\n", "batch: expected true or false"),
+    ("models: [m]\nbatch: true\nno_cache: true\n", "drop --no_cache"),
+    ("models: [m]\nsetting: oracle\nsettings: [default]\n", "give 'setting' or 'settings', not both"),
+    ("runs:\n  - {model: m}\n  - {model: m, limit: 0}\n", "runs #2: limit: expected a whole number"),
+    ("runs:\n  - {model: m, n_worker: 2}\n", "runs #1: unknown option 'n_worker' (did you mean 'n_workers'?)"),
+    ("runs:\n  - {model: [a, b]}\n", "runs #1: model: one model per run"),
+    ("runs:\n  - {model: m, setting: oracle_preference}\n", "runs #1: --setting oracle_preference applies"),
+    ("runs: 3\n", "runs: expected a list of runs"),
+    ("models: [m]\nsweep: other.yaml\n", "sweep: a sweep file cannot name another"),
+    ("models: [m\n", "cannot read the sweep file"),
+])
+def test_sweep_file_values_go_through_the_parser(tmp_path, capsys, body, named):
+    """Each bad value is one line naming the file, the run and the key, exit 2, before
+    anything is read or written."""
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(body)
+    assert run_module.main(["--sweep", str(sweep), "--data_dir", "data/sample",
+                            "--results_dir", str(tmp_path / "res")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {sweep}: "), err
+    assert named in err
+    assert not (tmp_path / "res").exists()
+
+
+def test_sweep_file_values_are_honoured(tmp_path):
+    from evaluation.cli import build_parser
+    from evaluation.sweep import sweep_runs
+
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("models: [a, b]\nsetting: summary\nmodel_args: temperature=0.2\nlimit: 3\n"
+                     "batch: true\nrate_limit: tpm=1000\nruns:\n"
+                     "  - {model: c, settings: [default, oracle], model_args: {max_tokens: 64}, n_workers: 8}\n"
+                     "  - {model: d}\n")
+    parser = build_parser()
+    args = parser.parse_args(["--sweep", str(sweep), "--timeout", "7", "--rate_limit", "rpm=5"])
+    runs = sweep_runs(args, parser)
+    got = [(r.model, r.setting, r.model_args, r.limit, r.n_workers, r.timeout, r.batch, r.rate_limit)
+           for r in runs]
+    common = ({"temperature": 0.2}, 3)
+    assert got == [
+        ("a", "summary", *common, 4, 7.0, True, ["tpm=1000"]),
+        ("b", "summary", *common, 4, 7.0, True, ["tpm=1000"]),
+        ("c", "default", {"max_tokens": 64}, 3, 8, 7.0, True, ["tpm=1000"]),
+        ("c", "oracle", {"max_tokens": 64}, 3, 8, 7.0, True, ["tpm=1000"]),
+        ("d", "summary", *common, 4, 7.0, True, ["tpm=1000"]),
+    ]
+    assert args.rate_limit == ["rpm=5"]  # the command line's own list is left alone
+    assert not any(hasattr(r, "settings") for r in runs)
+
+
+def test_sweep_file_model_args_run(server, data_file, tmp_path):
+    """``model_args: temperature=0.2`` (a traceback before) runs, in its own directory."""
+    url = server.openai_base_url
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"models: ['vllm:test-model@{url}']\nmodel_args: temperature=0.2\n")
+    assert run_module.main(["--sweep", str(sweep), "--evaluator", f"vllm:test-evaluator@{url}",
+                            "--data", str(data_file), "--results_dir", str(tmp_path / "res"),
+                            "--n_workers", "2"]) == 0
+    (run_dir,) = [p for p in (tmp_path / "res").iterdir() if p.name.startswith("test-model_temperature")]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["settings"]["generation_overrides"] == {"model": {"temperature": 0.2}}
+    infer = [r for r in server.requests if r["model"] == "test-model"]
+    assert infer and all(r["body"]["temperature"] == 0.2 for r in infer)

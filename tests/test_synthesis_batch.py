@@ -121,10 +121,9 @@ def test_killed_between_submission_and_results_resumes_the_same_batch(env, tmp_p
         return fetch(self, opened)
 
     monkeypatch.setattr(BatchRunner, "_wait_and_fetch", die_in_round_two)
-    with pytest.raises(KeyboardInterrupt):
-        cli.main(cli_args(env, out, "--batch"))
+    assert cli.main(cli_args(env, out, "--batch")) == 130
     first_err = capsys.readouterr().err
-    assert "rerun the same command to resume them" in first_err
+    assert "batches are listed in" in first_err and "rerun the same command to resume" in first_err
     saved = read_json(out / "batches.json")["batches"]
     assert [(b["round"], b["fetched"]) for b in saved] == [(1, True), (2, False)]
     open_id = saved[1]["batch_id"]
@@ -264,3 +263,26 @@ def test_a_persona_planned_again_is_described_in_the_same_batch():
     assert ids(description_batches(personas[3:], 4, planned)) == [["p3", "p4", "p5"]]
     fresh: dict = {}
     assert ids(description_batches(personas, 4, fresh)) == [["p0", "p1", "p2", "p3"], ["p4", "p5"]]
+
+
+@pytest.mark.parametrize("ending", ["expired", "cancelled"])
+def test_a_batch_that_ended_unanswered_is_submitted_again(env, tmp_path, capsys, monkeypatch, ending):
+    """The factors' batch ends unanswered: its requests go into the next round once, and
+    the data is the online run's; summary.json counts it."""
+    online = run_synthesis(make_config(env, tmp_path / "online"))
+    original_round = BatchRunner.run_round
+
+    def run_round(self):
+        if self.rounds == 1:  # the factors' round is the second
+            env.batch_endings = [ending]
+        return original_round(self)
+
+    monkeypatch.setattr(BatchRunner, "run_round", run_round)
+    assert cli.main(cli_args(env, tmp_path / "batch", "--batch")) == 0
+    err = capsys.readouterr().err
+    assert f"it ended {ending}; of its 2 unanswered request(s), 2 submitted again in the next round" in err
+    assert data_files(tmp_path / "batch") == data_files(tmp_path / "online")
+    summary = read_json(tmp_path / "batch" / "summary.json")
+    assert summary["counts"] == online["counts"]
+    assert (summary["batch"]["batches_lost"], summary["batch"]["items_resubmitted"],
+            summary["batch"]["items_answered"], summary["batch"]["submitted_requests"]) == (1, 2, 5, 7)

@@ -21,6 +21,8 @@ AI, vLLM servers, the embedded model, a user's ``__call__``) answer online.
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 import threading
 import time
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
 import config
-from utils.models.batch_adapters import batch_adapter
+from utils.models.batch_adapters import Unanswered, batch_adapter
 from utils.models.model import Model
 from utils.models.request import Completion, Request
 from utils.io import atomic_write_json
@@ -37,6 +39,77 @@ from utils.io import atomic_write_json
 class BatchDeferred(Exception):
     """Raised by the seam for a call that will be answered by the next batch round.
     Not a ModelError: steps and the pipeline let it pass without recording anything."""
+
+
+# ---------------------------------------------------------------------------------------
+# batches.json
+# ---------------------------------------------------------------------------------------
+def read_state(path: Path) -> tuple[dict, list[str]]:
+    """The batches of ``path`` and warnings. A file that cannot be read whole (truncated,
+    not the expected shape) is moved aside and named with what is wrong and the batch ids
+    it lists; its entries that can be used are kept, so their batches are still resumed."""
+    if not path.exists():
+        return {"batches": []}, []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        text, problem = "", f"not UTF-8 text ({exc.reason})"
+    else:
+        problem = ""
+    kept: list[dict] = []
+    if not problem:
+        try:
+            state = json.loads(text)
+        except json.JSONDecodeError as exc:
+            problem = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        else:
+            if not isinstance(state, dict) or not isinstance(state.get("batches"), list):
+                problem = (f"expected an object with a 'batches' list, found "
+                           f"{type(state).__name__ if not isinstance(state, dict) else 'no batches list'}")
+            else:
+                bad = []
+                for n, entry in enumerate(state["batches"], start=1):
+                    why = _entry_problem(entry)
+                    if why:
+                        bad.append(f"entry {n} {why}")
+                    else:
+                        kept.append(entry)
+                if not bad:
+                    return state, []
+                problem = "; ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+    ids = sorted(set(re.findall(r'"batch_id"\s*:\s*"([^"\\]+)"', text)))
+    kept_ids = {e["batch_id"] for e in kept}
+    dropped = [i for i in ids if i not in kept_ids]
+    target = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
+    os.replace(path, target)
+    state = {"batches": kept}
+    if kept:
+        atomic_write_json(path, state)
+    listed = (f"batches not resumed: {', '.join(dropped)} (their requests are submitted again "
+              f"unless already answered)") if dropped else "no batch id in it could be read"
+    return state, [f"{path}: {problem}; moved to {target.name}; {listed}"
+                   + (f"; {len(kept)} readable batch(es) kept" if kept else "")]
+
+
+def _entry_problem(entry: Any) -> str:
+    if not isinstance(entry, dict):
+        return f"is not an object ({type(entry).__name__})"
+    name = entry.get("batch_id", "")
+    for field, kind in (("batch_id", str), ("model", str), ("items", dict)):
+        if not isinstance(entry.get(field), kind) or not entry.get(field):
+            what = "missing" if field not in entry else f"not a {'name' if kind is str else 'mapping'}"
+            return f"({name or 'no id'}): '{field}' {what}"
+    return ""
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """Whether a provider SDK's error is a 404 (the batch is unknown to the provider):
+    openai/anthropic/together carry ``status_code``, google-genai ``code``."""
+    for attr in ("status_code", "code", "http_status", "status"):
+        if getattr(exc, attr, None) == 404:
+            return True
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None) == 404
 
 
 # ---------------------------------------------------------------------------------------
@@ -59,12 +132,22 @@ class BatchRunner:
         self.closed = False
         self.submitted_items = 0
         self.rounds = 0
-        self.state = (json.loads(self.state_path.read_text(encoding="utf-8"))
-                      if self.state_path.exists() else {"batches": []})
+        # This invocation's work, for the summary and run.json (``counts``).
+        self._counts = {"batches_submitted": 0, "items_resubmitted": 0, "items_answered": 0,
+                        "items_failed": 0, "batches_resumed": 0, "batches_lost": 0}
+        self.state, self.warnings = read_state(self.state_path)
+        for warning in self.warnings:
+            print(f"warning: {warning}", file=self.out, flush=True)
         # Keys whose batch item failed are asked online, also by a run started again after
-        # a kill: batches.json keeps them.
-        self._online: set[str] = {key for entry in self.state["batches"]
-                                  for key in entry.get("failed_keys", ())}
+        # a kill: batches.json keeps them. A key a batch left unanswered (the batch ended
+        # failed, cancelled or expired, or the provider forgot it) is submitted once more,
+        # then asked online.
+        self._online: set[str] = set()
+        self._unanswered_once: set[str] = set()
+        for entry in self.state["batches"]:
+            self._online.update(entry.get("failed_keys", ()))
+            for key in entry.get("unanswered_keys", ()):
+                (self._online if key in self._unanswered_once else self._unanswered_once).add(key)
 
     # -- called by the seam ---------------------------------------------------------------
     def defer(self, model: Model, request: Request, key: str | None) -> None:
@@ -101,6 +184,8 @@ class BatchRunner:
                 lines = [line for _, line in chunk]
                 batch_id = adapter.submit(lines)
                 self.submitted_items += len(lines)
+                self._counts["batches_submitted"] += 1
+                self._counts["items_resubmitted"] += sum(key in self._unanswered_once for key, _ in chunk)
                 entry = {"batch_id": batch_id, "provider": adapter.provider, "model": name,
                          "round": self.rounds, "items": ids, "submitted_at": time.time(),
                          "fetched": False}
@@ -134,8 +219,16 @@ class BatchRunner:
         if opened:
             print(f"resuming {len(opened)} submitted batch(es) from {self.state_path}",
                   file=self.out, flush=True)
+            self._counts["batches_resumed"] += len(opened)
             self._wait_and_fetch(opened)
         return len(opened)
+
+    def counts(self) -> dict:
+        """What this invocation did in batch mode: rounds, batches and requests submitted
+        (and of them submitted again after their batch left them unanswered), requests
+        answered and failed in their batch, batches resumed from an earlier invocation and
+        batches lost (unknown to the provider, or ended failed, cancelled or expired)."""
+        return {"rounds": self.rounds, "items_submitted": self.submitted_items, **self._counts}
 
     def _wait_and_fetch(self, opened: list[tuple[dict, Model]]) -> None:
         waiting = list(opened)
@@ -143,38 +236,76 @@ class BatchRunner:
             still = []
             for entry, model in waiting:
                 adapter = batch_adapter(model)
-                ended, status, done, total = adapter.poll(entry["batch_id"])
+                try:
+                    ended, status, done, total = adapter.poll(entry["batch_id"])
+                except Exception as exc:
+                    if not is_not_found(exc):
+                        raise
+                    self._lost(entry, list(entry["items"].values()),
+                               "the provider no longer knows it (404)")
+                    continue
                 print(f"batch {entry['batch_id']} ({entry['model']}): {status}, {done}/{total} done",
                       file=self.out, flush=True)
                 if ended:
-                    self._fetch(entry, model, adapter)
+                    self._fetch(entry, model, adapter, status)
                 else:
                     still.append((entry, model))
             waiting = still
             if waiting:
                 self._sleep(self.poll_interval)
 
-    def _fetch(self, entry: dict, model: Model, adapter: Any) -> None:
+    def _fetch(self, entry: dict, model: Model, adapter: Any, status: str = "") -> None:
         results = adapter.fetch(entry["batch_id"])
+        # An item the batch did not answer because it ended first (failed, cancelled,
+        # expired) is submitted again; an item that failed on its own is asked online.
+        missing = Unanswered(f"the batch ended {status}") if adapter.ended_early(status) \
+            else "no answer in the batch's results"
         failed: list[str] = []
+        unanswered: list[str] = []
+        why = f"it ended {status}"
         for custom_id, key in entry["items"].items():
-            answer = results.get(custom_id, results.get("*", "no answer in the batch's results"))
+            answer = results.get(custom_id, results.get("*", missing))
             if isinstance(answer, Completion):
                 if answer.usage is not None:
                     answer.usage.batch = True
                 model.usage.record_batch(answer.usage)
                 if model.cache is not None:
                     model.cache.put(key, answer)
+                self._counts["items_answered"] += 1
+            elif isinstance(answer, Unanswered):
+                unanswered.append(key)
+                why = why if adapter.ended_early(status) else str(answer)
             else:
                 failed.append(key)
                 self._online.add(key)
+        self._counts["items_failed"] += len(failed)
         entry["fetched"] = True
         entry["failed_items"] = len(failed)
         entry["failed_keys"] = failed
-        self._record(entry)
+        if unanswered:
+            self._lost(entry, unanswered, why)
+        else:
+            self._record(entry)
         if failed:
             print(f"batch {entry['batch_id']}: {len(failed)} request(s) failed; they are asked online",
                   file=self.out, flush=True)
+
+    def _lost(self, entry: dict, keys: list[str], why: str) -> None:
+        """A batch that left ``keys`` unanswered: each is submitted again in the next round,
+        or asked online if a batch left it unanswered before."""
+        again = [k for k in keys if k not in self._unanswered_once]
+        online = [k for k in keys if k in self._unanswered_once]
+        self._unanswered_once.update(again)
+        self._online.update(online)
+        self._counts["batches_lost"] += 1
+        entry["fetched"] = True
+        entry["unanswered_keys"] = keys
+        entry["lost"] = why
+        self._record(entry)
+        fates = [f"{len(again)} submitted again in the next round" if again else "",
+                 f"{len(online)} asked online (unanswered by a batch before)" if online else ""]
+        print(f"batch {entry['batch_id']} ({entry['model']}): {why}; of its {len(keys)} unanswered "
+              f"request(s), {' and '.join(f for f in fates if f)}", file=self.out, flush=True)
 
     def _record(self, entry: dict) -> None:
         with self._lock:

@@ -18,6 +18,17 @@ from utils.models.model import Model
 from utils.models.request import Completion, Request
 
 
+class Unanswered(str):
+    """Why a batch item has no answer when its batch ended before answering it (failed,
+    cancelled, expired), as opposed to an item that failed on its own: the runner submits
+    it again."""
+
+
+# OpenAI writes the requests an expired or cancelled batch did not run to its error file
+# with these codes.
+UNRUN_CODES = ("batch_expired", "batch_cancelled")
+
+
 def chat_batch_answers(lines: list[str], model_name: str,
                        describe_error: Callable[[dict], Any]) -> dict[str, Completion | str]:
     """The answers of an OpenAI-format batch output file (OpenAI's, Together's): custom id ->
@@ -41,7 +52,9 @@ def chat_batch_answers(lines: list[str], model_name: str,
                 out[item["custom_id"]] = f"malformed batch answer: {exc}"
         else:
             error = item.get("error") or body.get("error") or {}
-            out[item["custom_id"]] = f"HTTP {response.get('status_code')}: {describe_error(error)}"
+            reason = f"HTTP {response.get('status_code')}: {describe_error(error)}"
+            code = error.get("code") if isinstance(error, dict) else None
+            out[item["custom_id"]] = Unanswered(reason) if code in UNRUN_CODES else reason
     return out
 
 
@@ -75,7 +88,13 @@ class OpenAIBatch:
         counts = batch.request_counts
         done = (counts.completed + counts.failed) if counts else 0
         total = counts.total if counts else 0
-        return batch.status in ("completed", "failed", "expired", "cancelled"), batch.status, done, total
+        return batch.status in ("completed", *self.ended_early_states), batch.status, done, total
+
+    ended_early_states = ("failed", "expired", "cancelled")
+
+    def ended_early(self, status: str) -> bool:
+        """Whether a batch ended before answering every item (they are submitted again)."""
+        return status in self.ended_early_states
 
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
         """custom id -> its Completion, or the reason it failed."""
@@ -87,7 +106,7 @@ class OpenAIBatch:
                 out.update(chat_batch_answers(client.files.content(file_id).text.splitlines(),
                                               self.model.name, lambda e: e.get("message", e)))
         if batch.status != "completed" and not out:
-            out["*"] = f"batch {batch_id} ended {batch.status}"
+            out["*"] = Unanswered(f"batch {batch_id} ended {batch.status}")
         return out
 
 
@@ -116,8 +135,10 @@ class TogetherBatch(OpenAIBatch):
     def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
         job = self.model.batch_client().batches.retrieve(batch_id)
         status = (job.status or "").upper()
-        return (status in ("COMPLETED", "FAILED", "EXPIRED", "CANCELLED"), status,
+        return (status in ("COMPLETED", *self.ended_early_states), status,
                 int(job.progress or 0), 100)
+
+    ended_early_states = ("FAILED", "EXPIRED", "CANCELLED")
 
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
         client = self.model.batch_client()
@@ -129,7 +150,7 @@ class TogetherBatch(OpenAIBatch):
                     client.files.content(file_id).read().decode("utf-8").splitlines(),
                     self.model.name, lambda e: e))
         if (job.status or "").upper() != "COMPLETED" and not out:
-            out["*"] = f"batch {batch_id} ended {job.status}: {job.error}"
+            out["*"] = Unanswered(f"batch {batch_id} ended {job.status}: {job.error}")
         return out
 
 
@@ -160,6 +181,9 @@ class AnthropicBatch:
         done = c.succeeded + c.errored + c.canceled + c.expired
         return batch.processing_status == "ended", batch.processing_status, done, done + c.processing
 
+    def ended_early(self, status: str) -> bool:  # noqa: ARG002 - each item says it (fetch)
+        return False
+
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
         from utils.models.anthropic_models import parse_message
 
@@ -171,6 +195,8 @@ class AnthropicBatch:
                     out[item.custom_id] = parse_message(result.message, self.model.name)
                 except Exception as exc:  # a malformed item fails alone
                     out[item.custom_id] = f"malformed batch answer: {exc}"
+            elif result.type in ("canceled", "expired"):  # the batch ended before this item
+                out[item.custom_id] = Unanswered(f"it ended with requests {result.type}")
             else:
                 error = getattr(result, "error", None)
                 out[item.custom_id] = f"{result.type}: {getattr(error, 'error', error)}"
@@ -205,6 +231,9 @@ class GeminiBatch:
         responses = (job.dest.inlined_responses if job.dest is not None else None) or []
         return state in self.ended_states, state, len(responses), len(responses)
 
+    def ended_early(self, status: str) -> bool:
+        return status in self.ended_states and status != "JOB_STATE_SUCCEEDED"
+
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
         from utils.models.google_models import parse_response
 
@@ -222,7 +251,7 @@ class GeminiBatch:
             except Exception as exc:  # a blocked or malformed item fails alone
                 out[key] = f"{type(exc).__name__}: {exc}"
         if self._state(job) != "JOB_STATE_SUCCEEDED" and not out:
-            out["*"] = f"batch {batch_id} ended {self._state(job)}"
+            out["*"] = Unanswered(f"batch {batch_id} ended {self._state(job)}")
         return out
 
 
