@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -45,7 +46,14 @@ def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(config, "RETRY_MAX_DELAY", 0.01)
     for name in PROVIDER_ENV_VARS:
         monkeypatch.delenv(name, raising=False)
+    # A command's main() run in-process attaches handlers to pytest's captured stderr of that
+    # test; kept, they would write to a closed stream in every later test.
+    loggers = [logging.getLogger(name) for name in ("", "cupid", "evaluation", "synthesis")]
+    saved = [(logger, list(logger.handlers), logger.level) for logger in loggers]
     yield
+    for logger, handlers, level in saved:
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
     # Clients and limiters are keyed by base URL; the next test's server has another port.
     from utils.models.hosted import reset_clients
     from utils.models.limits import reset_limiters
