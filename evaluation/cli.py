@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--matcher_args", type=generation_params, default=None, metavar="K=V,...",
                      help="the same for PrefMatcher (with --use_matcher)")
     p.add_argument("--no_cache", action="store_true",
-                   help="do not keep LLM answers in RESULTS_DIR/.llm_cache.sqlite (the cache lets a "
+                   help="do not keep LLM answers in RESULTS_DIR/.llm_cache/ (the cache lets a "
                         "rerun replay calls that finished, and lets settings share identical calls)")
     p.add_argument("--batch", action="store_true",
                    help="send the OpenAI, Anthropic, Together and Gemini models' calls (evaluated model and evaluator) "

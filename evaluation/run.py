@@ -37,7 +37,7 @@ from utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from utils.executor import iter_with_progress
 from utils.io import clean_orphan_tmp
 from utils.models.batch import BatchRunner
-from utils.models.cache import ResponseCache
+from utils.models.cache import CACHE_DIR, ResponseCache
 from utils.models.errors import ModelConfigurationError, ModelError, RunCancelled
 from utils.models.limits import parse_rate_limit, set_user_limits
 from utils.models.registry import check_models, resolve_model
@@ -95,12 +95,9 @@ class SharedResources:
         self.last_results: dict | None = None
 
     def cache(self, results_dir: str) -> ResponseCache:
-        path = Path(results_dir).resolve() / ".llm_cache.sqlite"
+        path = Path(results_dir).resolve() / CACHE_DIR
         if path not in self.caches:
-            cache = self.caches[path] = ResponseCache(path)
-            if cache.moved_aside:
-                print(f"warning: {cache.path}: not a usable cache ({cache.moved_aside[1]}); moved "
-                      f"to {cache.moved_aside[0].name} and started afresh", file=sys.stderr)
+            self.caches[path] = ResponseCache(path)
         return self.caches[path]
 
     def model(self, spec: str, role: str, **params):
@@ -314,6 +311,11 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         "remaining": n_selected - len(finished_now | found_done),
         "in_progress_elsewhere": len(busy),
         "interrupted": stop_code == 130,
+        # Which server answered each role: the cache keys on it, and a reader of run.json
+        # can tell two checkpoints served under one name apart.
+        "endpoints": {role: {"model": m.name, "provider": m.provider, "endpoint": m.endpoint()}
+                      for role, m in (("model", model), ("evaluator", evaluator),
+                                      ("matcher", matcher)) if m is not None},
     }
     try:
         results = write_results(store, evaluation, args, data_source, manifest, this_invocation,

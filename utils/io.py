@@ -1,6 +1,7 @@
 """Files that survive a kill: write to a temporary file, fsync, rename over the target."""
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -32,6 +33,17 @@ def _default_mode() -> int:
             _umask = os.umask(0o022)
             os.umask(_umask)
     return 0o666 & ~_umask
+
+
+def describe_os_error(exc: OSError) -> str:
+    """``disk full (ENOSPC)``: what the file system said, in words and by name."""
+    name = errno.errorcode.get(exc.errno or 0, "")
+    words = {errno.ENOSPC: "disk full", errno.EROFS: "read-only file system",
+             errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+             errno.ENOENT: "no such file or directory", errno.EDQUOT: "disk quota exceeded",
+             errno.ENOTDIR: "a path component is not a directory"}
+    text = words.get(exc.errno, exc.strerror or str(exc))
+    return f"{text} ({name})" if name else text
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
