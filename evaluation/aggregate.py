@@ -12,6 +12,7 @@ from typing import Iterable, Sequence
 
 from evaluation import release_parsing
 from evaluation.metrics import InferenceCounts, generation_summary, macro_inference, micro_inference
+from evaluation.stored_values import problems_by_task, read_generation, read_inference
 from utils.dataset import INSTANCE_TYPES
 from utils.models.usage import estimate_cost
 
@@ -104,13 +105,19 @@ def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
     failures = [(name, step.get("error") or "failed")
                 for steps in (data.get("steps") or {}, evaluation.get("steps") or {})
                 for name, step in steps.items() if (step or {}).get("status") == "failed"]
+    # A value no parser could have produced (a hand-edited or damaged file) is a failure
+    # of the instance, never a number in the aggregate.
+    bad = problems_by_task(data, scorer)
+    failures += [(f"stored {task} value", problem) for task in ("inference", "generation")
+                 for problem in bad[task]]
     inference = evaluation.get("inference")
     generation = evaluation.get("generation")
     outcome = InstanceOutcome(
         instance_id=str(data.get("instance_id")), instance_type=str(data.get("instance_type")),
         status="done",
-        inference=InferenceCounts.from_dict(inference) if inference else None,
-        generation_score=generation.get("score") if generation else None,
+        inference=read_inference(inference) if inference and not bad["inference"] else None,
+        generation_score=(read_generation(generation) if generation and not bad["generation"]
+                          else None),
         failures=failures, release=release_outcomes_of_record(data, scorer))
     if data.get("skipped"):
         outcome.status, outcome.skip_reason = "skipped", data["skipped"]
@@ -145,8 +152,8 @@ def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
     return results
 
 
-INFERENCE_STEPS = {"infer", "decompose", "match_precision", "match_recall"}
-GENERATION_STEPS = {"generate", "judge"}
+INFERENCE_STEPS = {"infer", "decompose", "match_precision", "match_recall", "stored inference value"}
+GENERATION_STEPS = {"generate", "judge", "stored generation value"}
 
 
 class RunningScores:

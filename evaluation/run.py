@@ -197,7 +197,7 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
                             task=args.task, setting=args.setting, inner_workers=args.n_workers)
     try:
         store.read_manifest()
-        survey = store.survey(instances, evaluation.is_finished)
+        survey = store.survey(instances, evaluation.is_finished, evaluation.stored_problems)
         if survey.changed:
             names = ", ".join(i for i, _ in survey.changed[:5])
             more = f" and {len(survey.changed) - 5} more" if len(survey.changed) > 5 else ""
@@ -210,6 +210,10 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         evaluation.close()
         error(str(exc))
         return 2
+    for path, problems in survey.invalid:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        print(redact(f"warning: {path}: {problems[0]}{more}; its steps are run again, the "
+                     f"values are not aggregated"), file=sys.stderr)
     for path, target, reason in survey.moved_aside:
         print(redact(f"warning: {path}: {reason}; moved to {target.name}, the instance is "
                      f"evaluated afresh"), file=sys.stderr)

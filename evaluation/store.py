@@ -186,6 +186,7 @@ class Survey:
     todo: list[str] = field(default_factory=list)
     changed: list[tuple[str, Path]] = field(default_factory=list)  # id, file
     moved_aside: list[tuple[Path, Path, str]] = field(default_factory=list)  # file, to, why
+    invalid: list[tuple[Path, list[str]]] = field(default_factory=list)  # file, its bad values
 
 
 # ---------------------------------------------------------------------------------------
@@ -303,9 +304,11 @@ class RunStore:
                 f"not {instance.instance_id!r}")
         return data, None
 
-    def survey(self, instances: Iterable[Instance], is_finished: Callable[[dict], bool]) -> Survey:
+    def survey(self, instances: Iterable[Instance], is_finished: Callable[[dict], bool],
+               problems: Callable[[dict], list[str]] | None = None) -> Survey:
         """Sort the invocation's instances into done and to do; list the ones whose file was
-        computed from other content; move unreadable files aside. Reads, writes nothing else."""
+        computed from other content, and (``problems``) those holding unusable values; move
+        unreadable files aside. Reads, writes nothing else."""
         survey = Survey()
         if not self.run_dir.is_dir():
             survey.todo = [i.instance_id for i in instances]
@@ -321,10 +324,14 @@ class RunStore:
             recorded = data.get("fingerprint")
             if recorded is not None and recorded != instance.fingerprint():
                 survey.changed.append((instance.instance_id, path))
-            elif is_finished(data):
-                survey.done.append(instance.instance_id)
             else:
-                survey.todo.append(instance.instance_id)
+                bad = problems(data) if problems is not None else []
+                if bad:
+                    survey.invalid.append((path, bad))
+                if is_finished(data):
+                    survey.done.append(instance.instance_id)
+                else:
+                    survey.todo.append(instance.instance_id)
         return survey
 
     def load(self, instance: Instance, setting: str, model_name: str) -> InstanceRecord:
