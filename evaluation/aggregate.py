@@ -152,6 +152,21 @@ def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
     return results
 
 
+def invocation_counts(n_selected: int, found_done: Iterable[str],
+                      outcomes: dict[str, InstanceOutcome]) -> dict:
+    """What one invocation did, for run.json, results.json and the summary alike (every
+    exit path counts through here): instances found done before it started (or finished
+    by another process before their lock was taken), ran, ran and failed, left, and held
+    by another process. ``outcomes`` holds the last outcome of each instance it reached."""
+    done = set(found_done) | {i for i, o in outcomes.items() if o.already_done}
+    ran = [o for i, o in outcomes.items() if o.status != "busy" and i not in done]
+    finished = {i for i, o in outcomes.items() if o.status in ("done", "skipped")}
+    return {"instances": n_selected, "found_done": len(done), "ran": len(ran),
+            "ran_failed": sum(o.status == "failed" for o in ran),
+            "remaining": n_selected - len(finished | done),
+            "in_progress_elsewhere": sum(o.status == "busy" for o in outcomes.values())}
+
+
 INFERENCE_STEPS = {"infer", "decompose", "match_precision", "match_recall", "stored inference value"}
 GENERATION_STEPS = {"generate", "judge", "stored generation value"}
 

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 import config
-from evaluation.aggregate import InstanceOutcome, RunningScores, aggregate_records, recorded_usage
+from evaluation.aggregate import (
+    InstanceOutcome, RunningScores, aggregate_records, invocation_counts, recorded_usage)
 from evaluation.batch_rounds import run_batch_rounds
 from evaluation.cli import build_parser, bundled_path, error, role_overrides, setup_logging
 from evaluation.console import print_summary
@@ -305,15 +306,9 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         evaluation.close()
     wall = round(time.perf_counter() - started, 2)
 
-    found_done = set(survey.done) | {i for i, o in outcomes.items() if o.already_done}
-    ran = [o for i, o in outcomes.items() if o.status != "busy" and i not in found_done]
-    finished_now = {i for i, o in outcomes.items() if o.status in ("done", "skipped")}
     this_invocation = {
         "task": args.task, "started": started_at, "wall_time_s": wall,
-        "instances": n_selected, "found_done": len(found_done), "ran": len(ran),
-        "ran_failed": sum(o.status == "failed" for o in ran),
-        "remaining": n_selected - len(finished_now | found_done),
-        "in_progress_elsewhere": len(busy),
+        **invocation_counts(n_selected, survey.done, outcomes),
         "interrupted": stop_code == 130,
         # Which server answered each role: the cache keys on it, and a reader of run.json
         # can tell two checkpoints served under one name apart.
