@@ -5,8 +5,10 @@
 
 Exit status: 0 when every instance was evaluated, 1 when any instance failed (the summary
 and results.json say which step failed and why), 2 for bad input or setup (nothing run and
-nothing written) or a key the server refused mid-run, 130 when interrupted (rerun the same
-command to resume).
+nothing written) or a key the server refused mid-run, 3 when the file system refused a
+results file (disk full, read-only, permission denied: one line names the file, and what is
+saved; rerun the same command to resume), 130 when interrupted (rerun the same command to
+resume).
 
 Several invocations may share a run directory at once (other tasks, shards, machines on a
 shared disk): each instance is worked on by one process at a time, and results.json is the
@@ -36,23 +38,29 @@ from evaluation.store import BATCHES, CorruptRunFile, RunConflictError, RunStore
 from evaluation.sweep import ProgressLog, ShardedInstances, parse_shard, print_sweep_table, sweep_runs
 from utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from utils.executor import iter_with_progress
-from utils.io import clean_orphan_tmp
+from utils.io import StorageError, clean_orphan_tmp
 from utils.models.batch import BatchRunner
 from utils.models.cache import CACHE_DIR, ResponseCache
 from utils.models.errors import ModelConfigurationError, ModelError, RunCancelled
 from utils.models.limits import parse_rate_limit, set_user_limits
 from utils.models.registry import check_models, resolve_model
-from utils.models.retry import reset_cancel
+from utils.models.retry import CANCEL, reset_cancel
 from utils.models.usage import UsageTracker
 from utils.redact import redact
 
 log = logging.getLogger("cupid.evaluation")
+# A results file could not be written or read (disk full, read-only, permission denied).
+STORAGE_EXIT = 3
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    setup_logging(args.log_file)
+    try:
+        setup_logging(args.log_file)
+    except StorageError as exc:
+        error(str(exc))
+        return STORAGE_EXIT
     reset_cancel()
     try:
         runs = sweep_runs(args, parser)
@@ -81,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                 break
         print_sweep_table(rows)
         return max(code for _, _, code in rows)
+    except StorageError as exc:  # a file outside one run's bookkeeping
+        error(str(exc))
+        return STORAGE_EXIT
     finally:
         shared.close()
 
@@ -211,6 +222,10 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         evaluation.close()
         error(str(exc))
         return 2
+    except StorageError as exc:
+        evaluation.close()
+        error(f"{exc}; nothing was run, nothing in {run_dir} was changed")
+        return STORAGE_EXIT
     for path, problems in survey.invalid:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         print(redact(f"warning: {path}: {problems[0]}{more}; its steps are run again, the "
@@ -222,7 +237,12 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     cache = None if args.no_cache else shared.cache(args.results_dir)
     for m in models:
         m.cache = cache
-    store.open()
+    try:
+        store.open()
+    except StorageError as exc:
+        evaluation.close()
+        error(f"{exc}; nothing was run, nothing in {run_dir} was changed")
+        return STORAGE_EXIT
     clean_orphan_tmp(run_dir)
     n_selected = len(instances)
     print(f"{run_dir}: {len(survey.done)} of {n_selected} instances already done, "
@@ -246,15 +266,23 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
             evaluation.close()
             error(str(exc))
             return 2
+        except StorageError as exc:
+            evaluation.close()
+            error(f"{exc}\nsafe: every batch submitted so far is listed in {run_dir / BATCHES} "
+                  f"(as far as it could be written) and its answers are fetched by a rerun; make "
+                  f"room and rerun the same command.")
+            return exit_now(STORAGE_EXIT)
 
     running = RunningScores()
 
     def evaluate(instance) -> InstanceOutcome:
         try:
             outcome = evaluation.evaluate(instance)
-        except (ModelConfigurationError, RunCancelled):
+        except (ModelConfigurationError, RunCancelled, StorageError):
             raise
         except Exception as exc:  # recorded and counted as a failure, never dropped
+            if CANCEL.is_set():  # the run is stopping and its pools are shut: left for a rerun
+                raise RunCancelled(f"{instance.instance_id}: the run is stopping") from exc
             log.exception("%s: unexpected error", instance.instance_id)
             outcome = InstanceOutcome(instance.instance_id, instance.instance_type, "failed",
                                       failures=[("internal", redact(f"{type(exc).__name__}: {exc}"))])
@@ -302,6 +330,12 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     except ModelConfigurationError as exc:
         stop_workers(evaluation, grace=3.0)
         stop_code, stop_message = 2, f"error: {exc}"
+    except StorageError as exc:
+        # The disk refused a write: every step saved before it is safe; stop rather than
+        # pay for answers that cannot be kept.
+        stop_workers(evaluation, grace=3.0)
+        stop_code = STORAGE_EXIT
+        stop_message = (f"error: {exc}\n{storage_safe_note(outcomes, n_selected, run_dir)}")
     else:
         evaluation.close()
     wall = round(time.perf_counter() - started, 2)
@@ -321,12 +355,26 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
                                 models=(("model", model), ("evaluator", evaluator), ("matcher", matcher)))
     except KeyboardInterrupt:
         return exit_now(130)
+    except StorageError as exc:
+        if stop_code == STORAGE_EXIT:
+            print(redact(stop_message), file=sys.stderr)
+        else:
+            error(f"{exc}\n{storage_safe_note(outcomes, n_selected, run_dir)}")
+        return exit_now(STORAGE_EXIT)
     shared.last_results = results
     if stop_code is not None:
         print(redact(stop_message), file=sys.stderr)
         return exit_now(stop_code)
     print_summary(results, store.run_dir / "results.json")
     return 1 if this_invocation["ran_failed"] else 0
+
+
+def storage_safe_note(outcomes: dict, n_selected: int, run_dir: Path) -> str:
+    """What a run stopped by the file system leaves: what is saved, how to go on."""
+    finished = sum(o.status in ("done", "failed", "skipped") for o in outcomes.values())
+    return (f"safe: {finished} of {n_selected} instances finished in this invocation, and every "
+            f"step saved before the failure, are in {run_dir}; make room (or make the directory "
+            f"writable) and rerun the same command to resume without asking finished steps again.")
 
 
 def write_results(store: RunStore, evaluation: Evaluation, args, data_source: str, manifest: dict,

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from evaluation.formatting import approx_tokens, format_session_log, relevant_positions
 from utils.dataset import Instance, safe_name
-from utils.io import atomic_write_json, read_json
+from utils.io import StorageError, atomic_write_json, read_json
 from utils.redact import redact
 
 log = logging.getLogger("cupid.evaluation.store")
@@ -98,8 +98,11 @@ class FileLock:
         self._fd: int | None = None
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise StorageError(self.path, "create the lock file", exc) from exc
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             try:
@@ -228,6 +231,8 @@ class RunStore:
                 f"{path}: not valid JSON ({str(exc).split(': ', 1)[-1]}); it records the run's "
                 f"settings and data, so move it away to start the manifest afresh (instance "
                 f"files are kept and reused)") from exc
+        except OSError as exc:
+            raise StorageError(path, "read", exc) from exc
         if not isinstance(existing, dict):
             raise CorruptRunFile(f"{path}: expected a JSON object; move it away to start afresh")
         return existing
@@ -245,7 +250,10 @@ class RunStore:
     def open(self) -> "RunStore":
         """Create the directory, or check that an existing one was made with our settings,
         and record this invocation's settings in the manifest."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(self.run_dir, "create the run directory", exc) from exc
         with self.run_lock():
             existing = self.read_manifest()
             if existing is not None:
@@ -293,9 +301,15 @@ class RunStore:
             data = read_json(path)
             if not isinstance(data, dict) or not isinstance(data.get("steps", {}), dict):
                 raise ValueError("not an instance record (expected a JSON object with steps)")
+        except OSError as exc:
+            raise StorageError(path, "read", exc) from exc
         except (ValueError, UnicodeDecodeError) as exc:
             reason = str(exc).removeprefix(f"{path}: ")
-            target = move_aside(path)
+            try:
+                target = move_aside(path)
+            except OSError as move_exc:
+                raise StorageError(path, f"move the unreadable file aside ({reason})",
+                                   move_exc) from move_exc
             log.warning("%s: %s; moved to %s, the instance is evaluated afresh", path, reason, target)
             return None, (path, target, reason)
         if data.get("instance_id") != instance.instance_id:
@@ -374,7 +388,7 @@ class RunStore:
         for path in self.instance_files():
             try:
                 data = read_json(path)
-            except (ValueError, UnicodeDecodeError, FileNotFoundError) as exc:
+            except (ValueError, UnicodeDecodeError, OSError) as exc:
                 log.error("%s: skipped in the aggregate: %s", path, exc)
                 continue
             if isinstance(data, dict):

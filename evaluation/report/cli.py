@@ -22,6 +22,7 @@ from evaluation.report.export import export_format, push_to_hub, write_samples
 from evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from evaluation.report.html_report import write_html_report
 from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
+from utils.io import StorageError, describe_os_error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
             model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # disk full, read-only, permission denied: one line, no traceback
+        what = exc if isinstance(exc, StorageError) else \
+            f"{exc.filename or args.output or args.results_dir}: cannot write: {describe_os_error(exc)}"
+        print(f"error: {what}; the results are untouched (the report only reads them): make "
+              f"room and run the report again", file=sys.stderr)
         return 1
     print(f"wrote {files.markdown}")
     print(f"wrote {files.csv}")
