@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -266,3 +268,54 @@ def test_cache_file_names_are_per_process(tmp_path):
     a.close()
     b.close()
 
+
+
+# -- processes sharing one results directory ---------------------------------------------------
+@pytest.mark.slow
+def test_processes_on_one_directory_read_each_others_answers(tmp_path):
+    from cupid_responder import CupidResponder, two_instance_plans
+    from test_run_safety import cli, spawn, write_rows
+
+    plans = two_instance_plans()
+    data = write_rows(tmp_path / "data.jsonl", plans, ["persona-a", "persona-b"])
+    base = tmp_path / "shared"
+    with FakeLLMServer(responder=CupidResponder(plans)) as server:
+        one = cli(server, data, base, "--task", "both")
+        two = [a.replace("test-model", "test-model-2") for a in one]
+        procs = [spawn(one), spawn(two)]
+        outs = [p.communicate(timeout=240) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+        files = sorted((base / ".llm_cache").glob("*.jsonl"))
+        assert len(files) == 2  # one per process, each whole
+        lines = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+        assert len(lines) == len(server.requests)
+        # A third process evaluating the first model afresh pays for nothing: every answer
+        # is in the other processes' files.
+        shutil.rmtree(base / "test-model")
+        asked = len(server.requests)
+        third = spawn(one)
+        out, err = third.communicate(timeout=240)
+        assert third.returncode == 0, err
+        assert len(server.requests) == asked
+        assert sum(int(n) for n in re.findall(r"(\d+) cached", out)) == 12
+
+
+def test_a_run_whose_cache_cannot_be_written_keeps_every_answer(tmp_path, capsys):
+    from cupid_responder import CupidResponder, two_instance_plans
+    from evaluation import run as run_module
+    from test_run_safety import cli, results_of, write_rows
+    from counts_check import assert_counts_agree
+
+    plans = two_instance_plans()
+    data = write_rows(tmp_path / "data.jsonl", plans, ["persona-a", "persona-b"])
+    base = tmp_path / "res"
+    base.mkdir()
+    (base / ".llm_cache").write_text("a file where the cache directory should be")
+    with FakeLLMServer(responder=CupidResponder(plans)) as server:
+        assert run_module.main(cli(server, data, base, "--task", "both")) == 0
+        captured = capsys.readouterr()
+        assert captured.err.count("cannot write the response cache") == 1
+        assert len(server.requests) == 12
+    results = assert_counts_agree(base / "test-model", captured.out)
+    assert results["counts"]["evaluated"] == 2 and results["counts"]["failed"] == 0
+    assert results_of(base)["generation"]["n_instances"] == 2
