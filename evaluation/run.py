@@ -208,7 +208,7 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     evaluation = Evaluation(model=model, evaluator=evaluator, matcher=matcher, store=store,
                             task=args.task, setting=args.setting, inner_workers=args.n_workers)
     try:
-        store.read_manifest()
+        existing_manifest = store.read_manifest()
         survey = store.survey(instances, evaluation.is_finished, evaluation.stored_problems)
         if survey.changed:
             names = ", ".join(i for i, _ in survey.changed[:5])
@@ -226,6 +226,11 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         evaluation.close()
         error(f"{exc}; nothing was run, nothing in {run_dir} was changed")
         return STORAGE_EXIT
+    changed_server = endpoint_change(existing_manifest, model)
+    if changed_server and survey.done:
+        print(redact(f"warning: {run_dir}: {changed_server}; the {len(survey.done)} instances "
+                     f"already done there are kept, not asked again (use another --results_dir "
+                     f"to evaluate this server afresh)"), file=sys.stderr)
     for path, problems in survey.invalid:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         print(redact(f"warning: {path}: {problems[0]}{more}; its steps are run again, the "
@@ -367,6 +372,19 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         return exit_now(stop_code)
     print_summary(results, store.run_dir / "results.json")
     return 1 if this_invocation["ran_failed"] else 0
+
+
+def endpoint_change(manifest: dict | None, model) -> str | None:
+    """How the evaluated model's server differs from the one run.json last recorded."""
+    invocations = (manifest or {}).get("invocations") or []
+    recorded = ((invocations[-1].get("endpoints") or {}).get("model") or {}) if invocations else {}
+    if "endpoint" not in recorded:
+        return None
+    before, now_ = recorded["endpoint"], model.endpoint()
+    if before == now_:
+        return None
+    return (f"{model.name} was answered by {before or 'the provider default'} in the last "
+            f"invocation, now by {now_ or 'the provider default'}")
 
 
 def storage_safe_note(outcomes: dict, n_selected: int, run_dir: Path) -> str:

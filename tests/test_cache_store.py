@@ -319,3 +319,36 @@ def test_a_run_whose_cache_cannot_be_written_keeps_every_answer(tmp_path, capsys
     results = assert_counts_agree(base / "test-model", captured.out)
     assert results["counts"]["evaluated"] == 2 and results["counts"]["failed"] == 0
     assert results_of(base)["generation"]["n_instances"] == 2
+
+
+def test_a_run_against_another_server_is_asked_and_recorded(tmp_path, capsys):
+    from cupid_responder import CupidResponder, two_instance_plans
+    from evaluation import run as run_module
+    from test_run_safety import cli, results_of, write_rows
+
+    plans = two_instance_plans()
+    other_plans = [dataclasses.replace(p, judge_score=1) for p in plans]
+    data = write_rows(tmp_path / "data.jsonl", plans, ["persona-a", "persona-b"])
+    base = tmp_path / "res"
+    with FakeLLMServer(responder=CupidResponder(plans)) as one, \
+            FakeLLMServer(responder=CupidResponder(other_plans)) as two:
+        assert run_module.main(cli(one, data, base, "--task", "both")) == 0
+        first = results_of(base)["generation"]["average_score"]
+        # The same name at another URL: done instances are kept, and the run says so.
+        capsys.readouterr()
+        assert run_module.main(cli(two, data, base, "--task", "both")) == 0
+        err = capsys.readouterr().err
+        assert f"answered by {one.openai_base_url} in the last invocation, now by " \
+               f"{two.openai_base_url}" in err
+        assert len(two.requests) == 0
+        # Evaluated afresh (the run directory moved away, the cache kept): the second
+        # server is asked every call, none is served from the first server's answers.
+        shutil.rmtree(base / "test-model")
+        assert run_module.main(cli(two, data, base, "--task", "both")) == 0
+        assert len(two.requests) == 12
+        second_url = two.openai_base_url
+    assert results_of(base)["generation"]["average_score"] == 1.0 != first
+    manifest = json.loads((base / "test-model" / "run.json").read_text())
+    assert manifest["invocations"][-1]["endpoints"]["model"] == {
+        "model": "test-model", "provider": "vllm", "endpoint": second_url}
+    assert manifest["invocations"][-1]["endpoints"]["evaluator"]["endpoint"] == second_url
