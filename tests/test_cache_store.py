@@ -315,6 +315,7 @@ def test_a_run_whose_cache_cannot_be_written_keeps_every_answer(tmp_path, capsys
         assert run_module.main(cli(server, data, base, "--task", "both")) == 0
         captured = capsys.readouterr()
         assert captured.err.count("cannot write the response cache") == 1
+        assert captured.err.count("warning:") == 1 and "not a directory (ENOTDIR)" in captured.err
         assert len(server.requests) == 12
     results = assert_counts_agree(base / "test-model", captured.out)
     assert results["counts"]["evaluated"] == 2 and results["counts"]["failed"] == 0

@@ -41,7 +41,7 @@ def describe_os_error(exc: OSError) -> str:
     words = {errno.ENOSPC: "disk full", errno.EROFS: "read-only file system",
              errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
              errno.ENOENT: "no such file or directory", errno.EDQUOT: "disk quota exceeded",
-             errno.ENOTDIR: "a path component is not a directory"}
+             errno.ENOTDIR: "not a directory"}
     text = words.get(exc.errno, exc.strerror or str(exc))
     return f"{text} ({name})" if name else text
 

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         what = exc if isinstance(exc, StorageError) else \
             f"{exc.filename or args.output or args.results_dir}: cannot write: {describe_os_error(exc)}"
         print(f"error: {what}; the results are untouched (the report only reads them): make "
-              f"room and run the report again", file=sys.stderr)
+              f"room, or give a writable --output, and run the report again", file=sys.stderr)
         return 1
     print(f"wrote {files.markdown}")
     print(f"wrote {files.csv}")

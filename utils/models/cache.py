@@ -14,6 +14,7 @@ process killed mid-write leaves at most a partial last line) is skipped.
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -76,8 +77,8 @@ class ResponseCache:
         """Index the lines other processes appended since the last scan."""
         try:
             names = sorted(p for p in os.listdir(self.directory) if p.endswith(SUFFIX))
-        except FileNotFoundError:
-            return
+        except (FileNotFoundError, NotADirectoryError):
+            return  # nothing cached yet (or nothing that can be: put() says so)
         except OSError as exc:
             self._warn_once("scan", f"{self.directory}: cannot list the response cache "
                                     f"({describe_os_error(exc)}); answers are not replayed from it")
@@ -154,6 +155,8 @@ class ResponseCache:
 
     # -- writing ---------------------------------------------------------------------------
     def _open_own(self) -> int:
+        if self.directory.exists() and not self.directory.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(self.directory))
         self.directory.mkdir(parents=True, exist_ok=True)
         return os.open(self._own, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
