@@ -140,6 +140,12 @@ def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
         for o in outcomes)
     tasks = "both" if has_inference and has_generation else \
         ("generation" if has_generation else "inference")
+    # "evaluated" means every task of the directory has its result: a file missing one
+    # (a chain that ended in an unexpected error, a task not run yet for it) is unfinished.
+    for o in outcomes:
+        if o.status == "done" and ((has_inference and o.inference is None)
+                                   or (has_generation and o.generation_score is None)):
+            o.status = "unfinished"
     results = aggregate(outcomes, tasks)
     results["counts"]["unfinished"] = sum(o.status == "unfinished" for o in outcomes)
     results["counts"]["by_task"] = {

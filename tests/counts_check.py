@@ -21,6 +21,7 @@ def assert_counts_agree(run_dir: Path, console: str | None = None) -> dict:
     for task, counted in c["by_task"].items():
         assert counted["done"] == blocks[task], (task, counted, blocks)
         assert counted["done"] + counted["failed"] <= c["instances"]
+        assert counted["done"] >= c["evaluated"]  # an evaluated instance has every task
     failed_by_step = sum(sum(r.values()) for r in c["failures_by_step"].values())
     assert (failed_by_step > 0) == (c["failed"] > 0)
     this = results["this_invocation"]

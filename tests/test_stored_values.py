@@ -152,3 +152,33 @@ def test_the_report_leaves_an_impossible_score_out(server, data_file, tmp_path):
     assert "persona-a__consistent" not in generation.values
     assert "100" in generation.failed["persona-a__consistent"][1]
     assert generation.n == 1
+
+
+def test_counts_agree_after_an_unexpected_error_in_one_chain(server, data_file, tmp_path,
+                                                             monkeypatch, capsys):
+    # A chain ending in an error no step records (the way a raising cache once ended one):
+    # the summary must not say "evaluated 2 · FAILED 0" while one instance lacks a result.
+    from evaluation import steps as S
+
+    real = S.judge_response
+
+    def judge(model, preference, checklist, request, response, **kw):
+        if "Hollis" in request:
+            raise RuntimeError("an unexpected error")
+        return real(model, preference, checklist, request, response, **kw)
+
+    monkeypatch.setattr(S, "judge_response", judge)
+    base = tmp_path / "res"
+    args = cli(server, data_file, base, "--task", "both")
+    assert run_module.main(args) == 1
+    captured = capsys.readouterr()
+    results = assert_counts_agree(run_dir(base), captured.out)
+    assert results["counts"]["evaluated"] == 1 and results["counts"]["unfinished"] == 1
+    assert results["counts"]["by_task"]["generation"]["done"] == 1
+    assert results["counts"]["by_task"]["inference"]["done"] == 2
+    assert results["this_invocation"]["ran_failed"] == 1
+    assert "unfinished 1" in captured.out
+    monkeypatch.setattr(S, "judge_response", real)
+    assert run_module.main(args) == 0
+    results = assert_counts_agree(run_dir(base), capsys.readouterr().out)
+    assert results["counts"]["evaluated"] == 2
