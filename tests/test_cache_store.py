@@ -7,7 +7,6 @@ import json
 import os
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
