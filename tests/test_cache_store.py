@@ -352,3 +352,14 @@ def test_a_run_against_another_server_is_asked_and_recorded(tmp_path, capsys):
     assert manifest["invocations"][-1]["endpoints"]["model"] == {
         "model": "test-model", "provider": "vllm", "endpoint": second_url}
     assert manifest["invocations"][-1]["endpoints"]["evaluator"]["endpoint"] == second_url
+
+
+def test_a_line_with_a_key_but_no_answer_is_asked_again(tmp_path, capsys):
+    directory = tmp_path / ".llm_cache"
+    directory.mkdir()
+    broken = '{"key": "abc123", "text": 5}\n{"key": "def456", "txt": "x"}\n'
+    (directory / "other-1-x.jsonl").write_text(broken)
+    cache = ResponseCache(directory)
+    assert cache.get("abc123") is None and cache.get("def456") is None
+    assert capsys.readouterr().err.count("warning:") == 1
+    cache.close()

@@ -32,6 +32,7 @@ log = logging.getLogger("cupid.models")
 
 CACHE_DIR = ".llm_cache"  # under a results or output directory
 SUFFIX = ".jsonl"
+_KEY_PREFIX = b'{"key": "'
 
 
 def _default_warn(message: str) -> None:
@@ -114,6 +115,13 @@ class ResponseCache:
 
     @staticmethod
     def _key_of(line: bytes) -> str | None:
+        # put() writes the key first and keys are hex digests: read it without parsing the
+        # whole answer (a paper-scale cache is ~150 MB); the line is parsed on a hit.
+        if line.startswith(_KEY_PREFIX) and line.endswith(b"}\n"):
+            end = line.find(b'"', len(_KEY_PREFIX))
+            key = line[len(_KEY_PREFIX):end]
+            if end > 0 and key.isalnum():
+                return key.decode("ascii")
         try:
             entry = json.loads(line)
         except ValueError:
@@ -133,12 +141,17 @@ class ResponseCache:
             self._warn_once(f"read:{path}", f"{path}: cannot read the response cache file ({exc}); "
                                             f"the answer is asked again")
             return None
-        if entry.get("key") != key:
+        tokens = (entry.get("prompt_tokens"), entry.get("completion_tokens") or 0) \
+            if isinstance(entry, dict) else (None, None)
+        if (not isinstance(entry, dict) or entry.get("key") != key
+                or not isinstance(entry.get("text"), str)
+                or not all(t is None or (isinstance(t, int) and t >= 0) for t in tokens)):
+            self._warn_once(f"line:{path}", f"{path}: the line at byte {offset} is not a cache "
+                                            f"entry; the answer is asked again")
             return None
         usage = None
-        if entry.get("prompt_tokens") is not None:
-            usage = Usage(entry["prompt_tokens"], entry.get("completion_tokens") or 0,
-                          bool(entry.get("batch")))
+        if tokens[0] is not None:
+            usage = Usage(tokens[0], tokens[1], bool(entry.get("batch")))
         return Completion(text=entry["text"], usage=usage)
 
     def get(self, key: str) -> Completion | None:
