@@ -271,3 +271,16 @@ def test_the_report_on_a_full_disk_is_one_line(server, data_file, tmp_path, monk
     assert_one_line_error(err, out_dir / "report.csv", "disk full (ENOSPC)")
     assert not list(out_dir.glob(".report.csv*.tmp"))
     assert json.loads((base / "test-model" / "results.json").read_text())  # untouched
+
+
+def test_the_export_on_a_full_disk_is_one_line(server, data_file, tmp_path, monkeypatch, capsys):
+    from evaluation.report import cli as report_cli
+
+    base = tmp_path / "res"
+    assert run_module.main(cli(server, data_file, base, "--task", "both")) == 0
+    capsys.readouterr()
+    out_dir = tmp_path / "export"
+    inject(monkeypatch, errno.ENOSPC, after=0, under=out_dir)
+    assert report_cli.main([str(base), "--export", str(out_dir / "samples.jsonl")]) == 1
+    err = capsys.readouterr().err
+    assert_one_line_error(err, out_dir / "samples.jsonl", "disk full (ENOSPC)")

@@ -108,7 +108,14 @@ def export_samples(args, parser: argparse.ArgumentParser) -> int:
               file=sys.stderr)
         return 1
     if args.export:
-        path = write_samples(rows, args.export)
+        try:
+            path = write_samples(rows, args.export)
+        except OSError as exc:  # disk full, read-only, permission denied: one line
+            what = exc if isinstance(exc, StorageError) else \
+                f"{exc.filename or args.export}: cannot write: {describe_os_error(exc)}"
+            print(f"error: {what}; the results are untouched: make room, or export to a "
+                  f"writable path, and run it again", file=sys.stderr)
+            return 1
         print(f"wrote {path} ({len(rows)} rows)")
     if args.push_to_hub:
         push_to_hub(rows, args.push_to_hub)
