@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             code = evaluate_one(run, shared)
             rows.append((run, shared.last_results, code))
             shared.last_results = None
-            if code == 130:
+            if code in (130, STORAGE_EXIT):  # interrupted, or the disk refuses: stop the sweep
                 break
         print_sweep_table(rows)
         return max(code for _, _, code in rows)

@@ -284,3 +284,16 @@ def test_the_export_on_a_full_disk_is_one_line(server, data_file, tmp_path, monk
     assert report_cli.main([str(base), "--export", str(out_dir / "samples.jsonl")]) == 1
     err = capsys.readouterr().err
     assert_one_line_error(err, out_dir / "samples.jsonl", "disk full (ENOSPC)")
+
+
+def test_a_sweep_stops_at_the_first_refused_write(server, data_file, tmp_path, monkeypatch, capsys):
+    base = tmp_path / "res"
+    inject(monkeypatch, errno.ENOSPC, after=3, under=base)
+    args = cli(server, data_file, base, "--task", "both", "--n_workers", "1")
+    at = args.index("--model") + 1
+    args[at + 1:at + 1] = [f"vllm:test-model-2@{server.openai_base_url}"]
+    assert run_module.main(args) == STORAGE_EXIT
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "sweep run 2/2" not in err  # the second model is not started on a full disk
+    assert len([line for line in err.splitlines() if line.startswith("error:")]) == 1
