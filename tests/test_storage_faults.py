@@ -297,3 +297,29 @@ def test_a_sweep_stops_at_the_first_refused_write(server, data_file, tmp_path, m
     assert "Traceback" not in err
     assert "sweep run 2/2" not in err  # the second model is not started on a full disk
     assert len([line for line in err.splitlines() if line.startswith("error:")]) == 1
+
+
+@pytest.mark.slow
+def test_a_read_only_cache_is_one_warning_and_the_run_completes(tmp_path, server, data_file):
+    base = tmp_path / "res"
+    cache_dir = base / ".llm_cache"
+    cache_dir.mkdir(parents=True)
+    refused = mount(["--bind", str(cache_dir)], cache_dir)
+    if refused:
+        pytest.skip(f"a read-only bind mount is needed ({refused}); "
+                    f"test_a_write_that_fails_midway_loses_nothing covers it by injection")
+    try:
+        refused = mount(["-o", "remount,bind,ro"], cache_dir)
+        if refused:
+            pytest.skip(f"remounting read-only was refused ({refused})")
+        proc = spawn(cli(server, data_file, base, "--task", "both"))
+        out, err = proc.communicate(timeout=240)
+    finally:
+        umount(cache_dir)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "read-only file system (EROFS)" in warnings[0]
+    assert len(server.requests) == 12
+    results = assert_counts_agree(base / "test-model", out)
+    assert results["counts"]["evaluated"] == 2
