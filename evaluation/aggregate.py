@@ -12,6 +12,7 @@ from typing import Iterable, Sequence
 
 from evaluation import release_parsing
 from evaluation.metrics import InferenceCounts, generation_summary, macro_inference, micro_inference
+from evaluation.stored_values import problems_by_task, read_generation, read_inference
 from utils.dataset import INSTANCE_TYPES
 from utils.models.usage import estimate_cost
 
@@ -104,13 +105,19 @@ def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
     failures = [(name, step.get("error") or "failed")
                 for steps in (data.get("steps") or {}, evaluation.get("steps") or {})
                 for name, step in steps.items() if (step or {}).get("status") == "failed"]
+    # A value no parser could have produced (a hand-edited or damaged file) is a failure
+    # of the instance, never a number in the aggregate.
+    bad = problems_by_task(data, scorer)
+    failures += [(f"stored {task} value", problem) for task in ("inference", "generation")
+                 for problem in bad[task]]
     inference = evaluation.get("inference")
     generation = evaluation.get("generation")
     outcome = InstanceOutcome(
         instance_id=str(data.get("instance_id")), instance_type=str(data.get("instance_type")),
         status="done",
-        inference=InferenceCounts.from_dict(inference) if inference else None,
-        generation_score=generation.get("score") if generation else None,
+        inference=read_inference(inference) if inference and not bad["inference"] else None,
+        generation_score=(read_generation(generation) if generation and not bad["generation"]
+                          else None),
         failures=failures, release=release_outcomes_of_record(data, scorer))
     if data.get("skipped"):
         outcome.status, outcome.skip_reason = "skipped", data["skipped"]
@@ -133,6 +140,12 @@ def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
         for o in outcomes)
     tasks = "both" if has_inference and has_generation else \
         ("generation" if has_generation else "inference")
+    # "evaluated" means every task of the directory has its result: a file missing one
+    # (a chain that ended in an unexpected error, a task not run yet for it) is unfinished.
+    for o in outcomes:
+        if o.status == "done" and ((has_inference and o.inference is None)
+                                   or (has_generation and o.generation_score is None)):
+            o.status = "unfinished"
     results = aggregate(outcomes, tasks)
     results["counts"]["unfinished"] = sum(o.status == "unfinished" for o in outcomes)
     results["counts"]["by_task"] = {
@@ -145,8 +158,27 @@ def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
     return results
 
 
-INFERENCE_STEPS = {"infer", "decompose", "match_precision", "match_recall"}
-GENERATION_STEPS = {"generate", "judge"}
+def invocation_counts(n_selected: int, found_done: Iterable[str],
+                      outcomes: dict[str, InstanceOutcome],
+                      ran_by_batch: Iterable[str] = ()) -> dict:
+    """What one invocation did, for run.json, results.json and the summary alike (every
+    exit path counts through here): instances found done before it started (or finished
+    by another process before their lock was taken), ran, ran and failed, left, and held
+    by another process. ``outcomes`` holds the last outcome of each instance it reached;
+    ``ran_by_batch`` the instances this invocation's batch rounds took on, which its final
+    pass then finds done but which it ran."""
+    batched = set(ran_by_batch)
+    done = set(found_done) | {i for i, o in outcomes.items() if o.already_done and i not in batched}
+    ran = [o for i, o in outcomes.items() if o.status != "busy" and i not in done]
+    finished = {i for i, o in outcomes.items() if o.status in ("done", "skipped")}
+    return {"instances": n_selected, "found_done": len(done), "ran": len(ran),
+            "ran_failed": sum(o.status == "failed" for o in ran),
+            "remaining": n_selected - len(finished | done),
+            "in_progress_elsewhere": sum(o.status == "busy" for o in outcomes.values())}
+
+
+INFERENCE_STEPS = {"infer", "decompose", "match_precision", "match_recall", "stored inference value"}
+GENERATION_STEPS = {"generate", "judge", "stored generation value"}
 
 
 class RunningScores:

@@ -11,6 +11,7 @@ import config
 from evaluation.pipeline import TASKS
 from evaluation.store import SETTINGS
 from utils.cli import Parser, generation_params, non_negative_int, positive_float, positive_int
+from utils.io import StorageError, describe_os_error
 from utils.redact import RedactingFormatter, redact
 
 
@@ -75,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--matcher_args", type=generation_params, default=None, metavar="K=V,...",
                      help="the same for PrefMatcher (with --use_matcher)")
     p.add_argument("--no_cache", action="store_true",
-                   help="do not keep LLM answers in RESULTS_DIR/.llm_cache.sqlite (the cache lets a "
+                   help="do not keep LLM answers in RESULTS_DIR/.llm_cache/ (the cache lets a "
                         "rerun replay calls that finished, and lets settings share identical calls)")
     p.add_argument("--batch", action="store_true",
                    help="send the OpenAI, Anthropic, Together and Gemini models' calls (evaluated model and evaluator) "
@@ -102,6 +103,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class LogFileHandler(logging.FileHandler):
+    """A log file on a full or read-only disk is one warning, not a traceback per record."""
+
+    failed = False
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: ARG002
+        if not self.failed:
+            self.failed = True
+            exc = sys.exc_info()[1]
+            why = describe_os_error(exc) if isinstance(exc, OSError) else repr(exc)
+            print(f"warning: {self.baseFilename}: cannot write the log ({why}); the run goes on "
+                  f"without it", file=sys.stderr)
+
+
 def setup_logging(log_file: str | None) -> None:
     root = logging.getLogger("cupid")
     root.setLevel(logging.INFO)
@@ -111,8 +126,11 @@ def setup_logging(log_file: str | None) -> None:
     console.setFormatter(RedactingFormatter("%(levelname)s %(message)s"))
     root.addHandler(console)
     if log_file:
-        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(log_file, encoding="utf-8")
+        try:
+            Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+            handler = LogFileHandler(log_file, encoding="utf-8")
+        except OSError as exc:
+            raise StorageError(log_file, "open the log file", exc) from exc
         handler.setLevel(logging.INFO)
         handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         root.addHandler(handler)

@@ -18,6 +18,7 @@ from evaluation.aggregate import InstanceOutcome, release_outcomes_of_record
 from evaluation.formatting import format_session_log, relevant_positions
 from evaluation.metrics import InferenceCounts
 from evaluation.store import InstanceRecord, RunStore, now
+from evaluation.stored_values import record_problems, step_output_problem
 from utils.dataset import Instance, Session
 from utils.io import atomic_write_json, read_json
 from utils.decomposer import decompose
@@ -109,7 +110,12 @@ class Evaluation:
                 (data.get("evaluations", {}).get(scorer) or {}).get("steps", {})
             if (steps.get(name) or {}).get("status") != "done":
                 return False
-        return True
+        return not self.stored_problems(data)
+
+    def stored_problems(self, data: dict) -> list[str]:
+        """The values of an instance file this run would use that no parser could have
+        produced (stored_values.py): their steps are run again."""
+        return record_problems(data, self.scorer)
 
     # -- step bookkeeping ------------------------------------------------------------------
     def _run(self, record: InstanceRecord, name: str, call: Callable[[int], StepResult],
@@ -118,7 +124,13 @@ class Evaluation:
         that failed in an earlier run is asked again from where its attempts stopped."""
         existing = record.step(name, scorer)
         if existing and existing.get("status") == "done":
-            return existing["output"]
+            problem = step_output_problem(name, existing.get("output"))
+            if problem is None:
+                return existing["output"]
+            # Asked again from the first variant: the cache replays the answer once paid
+            # for, so a damaged file heals without a new call.
+            log.warning("%s: stored %s", record.path, problem)
+            existing = None
         first_variant = (existing or {}).get("next_variant", 0)
         try:
             result = call(first_variant)

@@ -5,8 +5,10 @@
 
 Exit status: 0 when every instance was evaluated, 1 when any instance failed (the summary
 and results.json say which step failed and why), 2 for bad input or setup (nothing run and
-nothing written) or a key the server refused mid-run, 130 when interrupted (rerun the same
-command to resume).
+nothing written) or a key the server refused mid-run, 3 when the file system refused a
+results file (disk full, read-only, permission denied: one line names the file, and what is
+saved; rerun the same command to resume), 130 when interrupted (rerun the same command to
+resume).
 
 Several invocations may share a run directory at once (other tasks, shards, machines on a
 shared disk): each instance is worked on by one process at a time, and results.json is the
@@ -21,7 +23,8 @@ import time
 from pathlib import Path
 
 import config
-from evaluation.aggregate import InstanceOutcome, RunningScores, aggregate_records, recorded_usage
+from evaluation.aggregate import (
+    InstanceOutcome, RunningScores, aggregate_records, invocation_counts, recorded_usage)
 from evaluation.batch_rounds import run_batch_rounds
 from evaluation.cli import (build_parser, bundled_path, error, flag_conflict, role_overrides,
                             setup_logging)
@@ -35,24 +38,30 @@ from evaluation.store import BATCHES, CorruptRunFile, RunConflictError, RunStore
 from evaluation.sweep import ProgressLog, ShardedInstances, parse_shard, print_sweep_table, sweep_runs
 from utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from utils.executor import iter_with_progress
-from utils.io import clean_orphan_tmp
+from utils.io import StorageError, clean_orphan_tmp
 from utils.models.batch import BatchRunner
-from utils.models.cache import ResponseCache
+from utils.models.cache import CACHE_DIR, ResponseCache
 from utils.models.errors import ModelConfigurationError, ModelError, RunCancelled
 from utils.models.limits import parse_rate_limit, set_user_limits
 from utils.models.registry import check_models, resolve_model
-from utils.models.retry import reset_cancel
+from utils.models.retry import CANCEL, reset_cancel
 from utils.models.usage import UsageTracker
 from utils.redact import redact
 from utils.stop_signals import STOP_CODES, SignalGuard, stop_cause, stop_status
 
 log = logging.getLogger("cupid.evaluation")
+# A results file could not be written or read (disk full, read-only, permission denied).
+STORAGE_EXIT = 3
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    setup_logging(args.log_file)
+    try:
+        setup_logging(args.log_file)
+    except StorageError as exc:
+        error(str(exc))
+        return STORAGE_EXIT
     reset_cancel()
     try:
         runs = sweep_runs(args, parser)
@@ -78,10 +87,13 @@ def main(argv: list[str] | None = None) -> int:
                 code = evaluate_one(run, shared)
                 rows.append((run, shared.last_results, code))
                 shared.last_results = None
-                if code in STOP_CODES:
+                if code in STOP_CODES or code == STORAGE_EXIT:  # stopped, or the disk refuses
                     break
             print_sweep_table(rows)
             return max(code for _, _, code in rows)
+        except StorageError as exc:  # a file outside one run's bookkeeping
+            error(str(exc))
+            return STORAGE_EXIT
         finally:
             shared.close()
 
@@ -98,12 +110,9 @@ class SharedResources:
         self.signals = SignalGuard()
 
     def cache(self, results_dir: str) -> ResponseCache:
-        path = Path(results_dir).resolve() / ".llm_cache.sqlite"
+        path = Path(results_dir).resolve() / CACHE_DIR
         if path not in self.caches:
-            cache = self.caches[path] = ResponseCache(path)
-            if cache.moved_aside:
-                print(f"warning: {cache.path}: not a usable cache ({cache.moved_aside[1]}); moved "
-                      f"to {cache.moved_aside[0].name} and started afresh", file=sys.stderr)
+            self.caches[path] = ResponseCache(path)
         return self.caches[path]
 
     def model(self, spec: str, role: str, **params):
@@ -198,8 +207,8 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     evaluation = Evaluation(model=model, evaluator=evaluator, matcher=matcher, store=store,
                             task=args.task, setting=args.setting, inner_workers=args.n_workers)
     try:
-        store.read_manifest()
-        survey = store.survey(instances, evaluation.is_finished)
+        existing_manifest = store.read_manifest()
+        survey = store.survey(instances, evaluation.is_finished, evaluation.stored_problems)
         if survey.changed:
             names = ", ".join(i for i, _ in survey.changed[:5])
             more = f" and {len(survey.changed) - 5} more" if len(survey.changed) > 5 else ""
@@ -212,6 +221,19 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         evaluation.close()
         error(str(exc))
         return 2
+    except StorageError as exc:
+        evaluation.close()
+        error(f"{exc}; nothing was run, nothing in {run_dir} was changed")
+        return STORAGE_EXIT
+    changed_server = endpoint_change(existing_manifest, model)
+    if changed_server and survey.done:
+        print(redact(f"warning: {run_dir}: {changed_server}; the {len(survey.done)} instances "
+                     f"already done there are kept, not asked again (use another --results_dir "
+                     f"to evaluate this server afresh)"), file=sys.stderr)
+    for path, problems in survey.invalid:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        print(redact(f"warning: {path}: {problems[0]}{more}; its steps are run again, the "
+                     f"values are not aggregated"), file=sys.stderr)
     for path, target, reason in survey.moved_aside:
         print(redact(f"warning: {path}: {reason}; moved to {target.name}, the instance is "
                      f"evaluated afresh"), file=sys.stderr)
@@ -219,7 +241,12 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     cache = None if args.no_cache else shared.cache(args.results_dir)
     for m in models:
         m.cache = cache
-    store.open()
+    try:
+        store.open()
+    except StorageError as exc:
+        evaluation.close()
+        error(f"{exc}; nothing was run, nothing in {run_dir} was changed")
+        return STORAGE_EXIT
     clean_orphan_tmp(run_dir)
     n_selected = len(instances)
     print(f"{run_dir}: {len(survey.done)} of {n_selected} instances already done, "
@@ -250,15 +277,23 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
             evaluation.close()
             error(str(exc))
             return 2
+        except StorageError as exc:
+            evaluation.close()
+            error(f"{exc}\nsafe: every batch submitted so far is listed in {run_dir / BATCHES} "
+                  f"(as far as it could be written) and its answers are fetched by a rerun; make "
+                  f"room and rerun the same command.")
+            return exit_now(STORAGE_EXIT)
 
     running = RunningScores()
 
     def evaluate(instance) -> InstanceOutcome:
         try:
             outcome = evaluation.evaluate(instance)
-        except (ModelConfigurationError, RunCancelled):
+        except (ModelConfigurationError, RunCancelled, StorageError):
             raise
         except Exception as exc:  # recorded and counted as a failure, never dropped
+            if CANCEL.is_set():  # the run is stopping and its pools are shut: left for a rerun
+                raise RunCancelled(f"{instance.instance_id}: the run is stopping") from exc
             log.exception("%s: unexpected error", instance.instance_id)
             outcome = InstanceOutcome(instance.instance_id, instance.instance_type, "failed",
                                       failures=[("internal", redact(f"{type(exc).__name__}: {exc}"))])
@@ -306,23 +341,25 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     except ModelConfigurationError as exc:
         stop_workers(evaluation, grace=3.0)
         stop_code, stop_message = 2, f"error: {exc}"
+    except StorageError as exc:
+        # The disk refused a write: every step saved before it is safe; stop rather than
+        # pay for answers that cannot be kept.
+        stop_workers(evaluation, grace=3.0)
+        stop_code = STORAGE_EXIT
+        stop_message = (f"error: {exc}\n{storage_safe_note(outcomes, n_selected, run_dir)}")
     else:
         evaluation.close()
     wall = round(time.perf_counter() - started, 2)
 
-    # Found done: finished before this invocation looked (or by another process since);
-    # what its own batch rounds finished it ran.
-    found_done = set(survey.done) | {i for i, o in outcomes.items()
-                                     if o.already_done and i not in batched}
-    ran = [o for i, o in outcomes.items() if o.status != "busy" and i not in found_done]
-    finished_now = {i for i, o in outcomes.items() if o.status in ("done", "skipped")}
     this_invocation = {
         "task": args.task, "started": started_at, "wall_time_s": wall,
-        "instances": n_selected, "found_done": len(found_done), "ran": len(ran),
-        "ran_failed": sum(o.status == "failed" for o in ran),
-        "remaining": n_selected - len(finished_now | found_done),
-        "in_progress_elsewhere": len(busy),
+        **invocation_counts(n_selected, survey.done, outcomes, ran_by_batch=batched),
         "interrupted": stop_code in STOP_CODES,
+        # Which server answered each role: the cache keys on it, and a reader of run.json
+        # can tell two checkpoints served under one name apart.
+        "endpoints": {role: {"model": m.name, "provider": m.provider, "endpoint": m.endpoint()}
+                      for role, m in (("model", model), ("evaluator", evaluator),
+                                      ("matcher", matcher)) if m is not None},
     }
     if runner is not None:
         this_invocation["batch"] = runner.counts()
@@ -333,6 +370,12 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
                                 models=(("model", model), ("evaluator", evaluator), ("matcher", matcher)))
     except KeyboardInterrupt as exc:
         return exit_now(stop_status(exc))
+    except StorageError as exc:
+        if stop_code == STORAGE_EXIT:
+            print(redact(stop_message), file=sys.stderr)
+        else:
+            error(f"{exc}\n{storage_safe_note(outcomes, n_selected, run_dir)}")
+        return exit_now(STORAGE_EXIT)
     shared.last_results = results
     if stop_code is None and shared.signals.received is not None:
         stop_code = 128 + shared.signals.received
@@ -345,6 +388,27 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         return exit_now(stop_code)
     print_summary(results, store.run_dir / "results.json")
     return 1 if this_invocation["ran_failed"] else 0
+
+
+def endpoint_change(manifest: dict | None, model) -> str | None:
+    """How the evaluated model's server differs from the one run.json last recorded."""
+    invocations = (manifest or {}).get("invocations") or []
+    recorded = ((invocations[-1].get("endpoints") or {}).get("model") or {}) if invocations else {}
+    if "endpoint" not in recorded:
+        return None
+    before, now_ = recorded["endpoint"], model.endpoint()
+    if before == now_:
+        return None
+    return (f"{model.name} was answered by {before or 'the provider default'} in the last "
+            f"invocation, now by {now_ or 'the provider default'}")
+
+
+def storage_safe_note(outcomes: dict, n_selected: int, run_dir: Path) -> str:
+    """What a run stopped by the file system leaves: what is saved, how to go on."""
+    finished = sum(o.status in ("done", "failed", "skipped") for o in outcomes.values())
+    return (f"safe: {finished} of {n_selected} instances finished in this invocation, and every "
+            f"step saved before the failure, are in {run_dir}; make room (or make the directory "
+            f"writable) and rerun the same command to resume without asking finished steps again.")
 
 
 def write_results(store: RunStore, evaluation: Evaluation, args, data_source: str, manifest: dict,

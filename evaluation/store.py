@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from evaluation.formatting import approx_tokens, format_session_log, relevant_positions
 from utils.dataset import Instance, safe_name
-from utils.io import atomic_write_json, read_json
+from utils.io import StorageError, atomic_write_json, read_json
 from utils.redact import redact
 
 log = logging.getLogger("cupid.evaluation.store")
@@ -98,8 +98,11 @@ class FileLock:
         self._fd: int | None = None
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise StorageError(self.path, "create the lock file", exc) from exc
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             try:
@@ -186,6 +189,7 @@ class Survey:
     todo: list[str] = field(default_factory=list)
     changed: list[tuple[str, Path]] = field(default_factory=list)  # id, file
     moved_aside: list[tuple[Path, Path, str]] = field(default_factory=list)  # file, to, why
+    invalid: list[tuple[Path, list[str]]] = field(default_factory=list)  # file, its bad values
 
 
 # ---------------------------------------------------------------------------------------
@@ -227,6 +231,8 @@ class RunStore:
                 f"{path}: not valid JSON ({str(exc).split(': ', 1)[-1]}); it records the run's "
                 f"settings and data, so move it away to start the manifest afresh (instance "
                 f"files are kept and reused)") from exc
+        except OSError as exc:
+            raise StorageError(path, "read", exc) from exc
         if not isinstance(existing, dict):
             raise CorruptRunFile(f"{path}: expected a JSON object; move it away to start afresh")
         return existing
@@ -244,7 +250,10 @@ class RunStore:
     def open(self) -> "RunStore":
         """Create the directory, or check that an existing one was made with our settings,
         and record this invocation's settings in the manifest."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(self.run_dir, "create the run directory", exc) from exc
         with self.run_lock():
             existing = self.read_manifest()
             if existing is not None:
@@ -292,9 +301,15 @@ class RunStore:
             data = read_json(path)
             if not isinstance(data, dict) or not isinstance(data.get("steps", {}), dict):
                 raise ValueError("not an instance record (expected a JSON object with steps)")
+        except OSError as exc:
+            raise StorageError(path, "read", exc) from exc
         except (ValueError, UnicodeDecodeError) as exc:
             reason = str(exc).removeprefix(f"{path}: ")
-            target = move_aside(path)
+            try:
+                target = move_aside(path)
+            except OSError as move_exc:
+                raise StorageError(path, f"move the unreadable file aside ({reason})",
+                                   move_exc) from move_exc
             log.warning("%s: %s; moved to %s, the instance is evaluated afresh", path, reason, target)
             return None, (path, target, reason)
         if data.get("instance_id") != instance.instance_id:
@@ -303,9 +318,11 @@ class RunStore:
                 f"not {instance.instance_id!r}")
         return data, None
 
-    def survey(self, instances: Iterable[Instance], is_finished: Callable[[dict], bool]) -> Survey:
+    def survey(self, instances: Iterable[Instance], is_finished: Callable[[dict], bool],
+               problems: Callable[[dict], list[str]] | None = None) -> Survey:
         """Sort the invocation's instances into done and to do; list the ones whose file was
-        computed from other content; move unreadable files aside. Reads, writes nothing else."""
+        computed from other content, and (``problems``) those holding unusable values; move
+        unreadable files aside. Reads, writes nothing else."""
         survey = Survey()
         if not self.run_dir.is_dir():
             survey.todo = [i.instance_id for i in instances]
@@ -321,10 +338,14 @@ class RunStore:
             recorded = data.get("fingerprint")
             if recorded is not None and recorded != instance.fingerprint():
                 survey.changed.append((instance.instance_id, path))
-            elif is_finished(data):
-                survey.done.append(instance.instance_id)
             else:
-                survey.todo.append(instance.instance_id)
+                bad = problems(data) if problems is not None else []
+                if bad:
+                    survey.invalid.append((path, bad))
+                if is_finished(data):
+                    survey.done.append(instance.instance_id)
+                else:
+                    survey.todo.append(instance.instance_id)
         return survey
 
     def load(self, instance: Instance, setting: str, model_name: str) -> InstanceRecord:
@@ -367,7 +388,7 @@ class RunStore:
         for path in self.instance_files():
             try:
                 data = read_json(path)
-            except (ValueError, UnicodeDecodeError, FileNotFoundError) as exc:
+            except (ValueError, UnicodeDecodeError, OSError) as exc:
                 log.error("%s: skipped in the aggregate: %s", path, exc)
                 continue
             if isinstance(data, dict):

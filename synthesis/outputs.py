@@ -12,7 +12,7 @@ Layout of an output directory::
     instances/<instance_id>.json      stage 7, the evaluation's data format
     summary.json                      counts, regenerations, failures, usage
     batches.json                      --batch: every submitted batch id (a rerun resumes them)
-    .llm_cache.sqlite                 every finished LLM call, replayed on a rerun
+    .llm_cache/<host>-<pid>-<start>.jsonl  every finished LLM call (one file per process), replayed on a rerun
 """
 from __future__ import annotations
 

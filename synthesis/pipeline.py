@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from utils.models.batch import BatchDeferred
-from utils.models.cache import ResponseCache
+from utils.models.cache import CACHE_DIR, ResponseCache
 from utils.models.model import Model
 from utils.models.registry import check_models
 from utils.models.retry import cancel_all, reset_cancel
@@ -79,7 +79,7 @@ class Synthesis(OutputDir):
         self.hub_loader = hub_loader
         self.cache: ResponseCache | None = None
         if models is None:
-            self.cache = ResponseCache(self.out / ".llm_cache.sqlite")
+            self.cache = ResponseCache(self.out / CACHE_DIR)
             models = stage_models(cfg, self.cache)
         self.models = models
         self.batch_runner = batch_mode.make_runner(models["synthesizer"], self.out) if cfg.batch else None

@@ -103,7 +103,7 @@ def test_failed_batch_items_are_asked_online(env, data_file, tmp_path):
 def test_a_request_that_failed_in_its_batch_is_asked_online_after_a_restart(fake_llm_env, tmp_path):
     """The failed item's key is kept in batches.json: a runner started again (after a kill
     between the fetch and the online answer) asks it online instead of batching it again."""
-    cache = ResponseCache(tmp_path / "cache.sqlite")
+    cache = ResponseCache(tmp_path / ".llm_cache")
     fake_llm_env.responder = lambda req: (FakeResponse(status=500, text="item failed")
                                           if req["path"] == "batch" else "online answer")
     model = resolve_model("gpt-4o-mini", cache=cache)
@@ -124,7 +124,7 @@ def test_a_request_that_failed_in_its_batch_is_asked_online_after_a_restart(fake
 def test_runner_defers_saves_ids_and_resumes(fake_llm_env, tmp_path):
     """A runner killed after submitting leaves the id on disk; a new runner fetches that
     batch and submits nothing."""
-    cache = ResponseCache(tmp_path / "cache.sqlite")
+    cache = ResponseCache(tmp_path / ".llm_cache")
     fake_llm_env.batch_delay = 0.3
     model = resolve_model("gpt-4o-mini", cache=cache)
     runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
@@ -179,7 +179,7 @@ def test_killed_batch_run_resumes_without_resubmitting(env, data_file, tmp_path)
 
 def test_together_batch_through_its_sdk(fake_llm_env, tmp_path):
     """Together's upload (302 to a PUT, then preprocess), job objects and output file."""
-    cache = ResponseCache(tmp_path / "cache.sqlite")
+    cache = ResponseCache(tmp_path / ".llm_cache")
     model = resolve_model("meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo", cache=cache)
     runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
     model.batch_runner = runner
@@ -198,7 +198,7 @@ def test_together_batch_through_its_sdk(fake_llm_env, tmp_path):
 
 def test_gemini_batch_through_its_sdk(fake_llm_env, tmp_path):
     """Gemini's batch mode: inline requests keyed by metadata; a failed item is asked online."""
-    cache = ResponseCache(tmp_path / "cache.sqlite")
+    cache = ResponseCache(tmp_path / ".llm_cache")
     model = resolve_model("gemini-2.0-flash", cache=cache)
     runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
     model.batch_runner = runner
@@ -236,7 +236,7 @@ def test_a_model_without_a_batch_api_is_named_and_answers_online(fake_llm_env, t
     from utils.models.batch_rounds import run_in_rounds
 
     served = resolve_model(f"vllm:served@{fake_llm_env.openai_base_url}",
-                           cache=ResponseCache(tmp_path / "cache.sqlite"))
+                           cache=ResponseCache(tmp_path / ".llm_cache"))
     runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05, out=io.StringIO())
     answers: list[str] = []
     fake_llm_env.responder = lambda req: "served answer"

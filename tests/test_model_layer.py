@@ -379,7 +379,7 @@ def test_client_made_once_per_class_url_and_key(fake_llm_env: FakeLLMServer, mon
 
 
 def test_response_cache_replays_without_calling(fake_llm_env: FakeLLMServer, tmp_path):
-    cache = ResponseCache(tmp_path / "cache.sqlite")
+    cache = ResponseCache(tmp_path / ".llm_cache")
     model = OpenAIModel("gpt-4o", cache=cache)
     fake_llm_env.script("first answer", "second answer")
     assert model.chat("s", user("q")) == "first answer"

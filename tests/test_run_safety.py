@@ -284,14 +284,18 @@ def test_truncated_instance_file_is_moved_aside_and_evaluated_again(server, data
     assert results_of(base)["counts"]["evaluated"] == 2
 
 
-def test_corrupt_cache_is_moved_aside_and_rebuilt(server, data_file, tmp_path, capsys):
+def test_a_damaged_cache_file_is_skipped_line_by_line(server, data_file, tmp_path, capsys):
     base = tmp_path / "res"
-    base.mkdir()
-    (base / ".llm_cache.sqlite").write_bytes(b"this is not a database" * 100)
+    (base / ".llm_cache").mkdir(parents=True)
+    damaged = base / ".llm_cache" / "otherhost-1-x.jsonl"
+    damaged.write_bytes(b"this is not a cache entry\n" * 100)
+    old_cache = base / ".llm_cache.sqlite"  # the former layout: left alone, not read
+    old_cache.write_bytes(b"SQLite format 3\x00")
     assert run_module.main(cli(server, data_file, base)) == 0
     err = capsys.readouterr().err
-    assert ".llm_cache.sqlite" in err and "started afresh" in err
-    assert list(base.glob(".llm_cache.sqlite.corrupt-*"))
+    assert err.count(f"warning: {damaged}:") == 1 and "skipped" in err
+    assert damaged.read_bytes() == b"this is not a cache entry\n" * 100
+    assert old_cache.read_bytes() == b"SQLite format 3\x00"
     assert results_of(base)["counts"]["evaluated"] == 2
 
 

@@ -1,6 +1,7 @@
 """Files that survive a kill: write to a temporary file, fsync, rename over the target."""
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -34,11 +35,41 @@ def _default_mode() -> int:
     return 0o666 & ~_umask
 
 
+def describe_os_error(exc: OSError) -> str:
+    """``disk full (ENOSPC)``: what the file system said, in words and by name."""
+    name = errno.errorcode.get(exc.errno or 0, "")
+    words = {errno.ENOSPC: "disk full", errno.EROFS: "read-only file system",
+             errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+             errno.ENOENT: "no such file or directory", errno.EDQUOT: "disk quota exceeded",
+             errno.ENOTDIR: "not a directory"}
+    text = words.get(exc.errno, exc.strerror or str(exc))
+    return f"{text} ({name})" if name else text
+
+
+class StorageError(OSError):
+    """A file-system operation on a results file that failed: names the path and the
+    operation, so a run can stop with one line instead of a traceback."""
+
+    def __init__(self, path: str | Path, operation: str, cause: OSError):
+        super().__init__(cause.errno, cause.strerror)
+        self.path = Path(path)
+        self.operation = operation
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return f"{self.path}: cannot {self.operation}: {describe_os_error(self.cause)}"
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_HOST}~{os.getpid()}.", suffix=".tmp",
-                               dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_HOST}~{os.getpid()}.", suffix=".tmp",
+                                   dir=path.parent)
+    except StorageError:
+        raise
+    except OSError as exc:
+        raise StorageError(path, "write", exc) from exc
     try:
         os.fchmod(fd, _default_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -46,9 +77,14 @@ def atomic_write_text(path: str | Path, text: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    except BaseException as exc:
+        try:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        except OSError:
+            log.warning("could not remove the temporary file %s; the next run removes it", tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, StorageError):
+            raise StorageError(path, "write", exc) from exc
         raise
     # Persist the rename itself; on filesystems that cannot open directories this is moot.
     try:
@@ -110,6 +146,10 @@ def clean_orphan_tmp(directory: str | Path, recursive: bool = True) -> list[Path
             try:
                 tmp.unlink()
             except FileNotFoundError:
+                continue
+            except OSError as exc:  # a read-only directory: housekeeping waits for a later run
+                log.warning("could not remove the orphan temporary file %s: %s", tmp,
+                            describe_os_error(exc))
                 continue
             removed.append(tmp)
             log.info("removed an orphan temporary file %s", tmp)

@@ -22,6 +22,7 @@ from evaluation.report.export import export_format, push_to_hub, write_samples
 from evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from evaluation.report.html_report import write_html_report
 from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
+from utils.io import StorageError, describe_os_error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # disk full, read-only, permission denied: one line, no traceback
+        what = exc if isinstance(exc, StorageError) else \
+            f"{exc.filename or args.output or args.results_dir}: cannot write: {describe_os_error(exc)}"
+        print(f"error: {what}; the results are untouched (the report only reads them): make "
+              f"room, or give a writable --output, and run the report again", file=sys.stderr)
+        return 1
     print(f"wrote {files.markdown}")
     print(f"wrote {files.csv}")
     for path in files.figures:
@@ -101,7 +108,14 @@ def export_samples(args, parser: argparse.ArgumentParser) -> int:
               file=sys.stderr)
         return 1
     if args.export:
-        path = write_samples(rows, args.export)
+        try:
+            path = write_samples(rows, args.export)
+        except OSError as exc:  # disk full, read-only, permission denied: one line
+            what = exc if isinstance(exc, StorageError) else \
+                f"{exc.filename or args.export}: cannot write: {describe_os_error(exc)}"
+            print(f"error: {what}; the results are untouched: make room, or export to a "
+                  f"writable path, and run it again", file=sys.stderr)
+            return 1
         print(f"wrote {path} ({len(rows)} rows)")
     if args.push_to_hub:
         push_to_hub(rows, args.push_to_hub)

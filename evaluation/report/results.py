@@ -8,7 +8,6 @@ file is an instance file and what a manifest is are store.py's rules, not restat
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evaluation.metrics import InferenceCounts
+from evaluation.stored_values import read_generation, read_inference
 from evaluation.store import MANIFEST, SETTINGS, is_instance_file, is_results_file
 from utils.io import read_json
 
@@ -247,19 +247,12 @@ def _first_failed_step(data: dict, scorer: str, task: str) -> tuple[str, str] | 
 
 def _inference_value(evaluation: dict) -> InferenceCounts | None:
     data = evaluation.get("inference")
-    if data is None:
-        return None
-    return InferenceCounts.from_dict(data)
+    return None if data is None else read_inference(data)
 
 
 def _generation_value(evaluation: dict) -> float | None:
     data = evaluation.get("generation")
-    if data is None:
-        return None
-    score = data.get("score") if isinstance(data, dict) else None
-    if isinstance(score, bool) or not isinstance(score, (int, float)) or math.isnan(float(score)):
-        raise ValueError(f"generation.score is {score!r}, not a number")
-    return float(score)
+    return None if data is None else read_generation(data)
 
 
 def outcome(run: Run, scorer: str, task: str) -> Outcome:

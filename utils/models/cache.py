@@ -1,91 +1,215 @@
-"""The response cache: finished answers on disk, so a rerun replays instead of paying again."""
+"""The response cache: finished answers on disk, so a rerun replays instead of paying again.
+
+Layout: a directory (``RESULTS_DIR/.llm_cache/``) of append-only JSON-lines files, one per
+process: ``<host>-<pid>-<UTC start>.jsonl``. Each process appends only to its own file and
+reads every file in the directory (the others' read-only, new lines picked up whenever a
+key misses). Nothing relies on file locking, so shards on several machines writing one
+shared directory (NFS, where SQLite's locking is unreliable) lose no answer and pay for
+none twice beyond the requests in flight at the same moment.
+
+The cache only saves money; it never costs an answer: a directory that is read-only, full
+or gone is one warning, after which this process keeps its new answers in memory (the
+caller records them in its instance file as always). A line that is not a cache entry (a
+process killed mid-write leaves at most a partial last line) is skipped.
+"""
 from __future__ import annotations
 
+import errno
+import json
 import logging
-import sqlite3
+import os
+import socket
+import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
+from utils.io import describe_os_error
 from utils.models.request import Completion, Usage
 
 log = logging.getLogger("cupid.models")
 
+CACHE_DIR = ".llm_cache"  # under a results or output directory
+SUFFIX = ".jsonl"
+_KEY_PREFIX = b'{"key": "'
+
+
+def _default_warn(message: str) -> None:
+    log.warning("%s", message)
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def own_file_name() -> str:
+    """``<host>-<pid>-<UTC start>.jsonl``: unique per process, also across machines."""
+    host = "".join(c if c.isalnum() or c in "-." else "_" for c in socket.gethostname()) or "host"
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return f"{host}-{os.getpid()}-{stamp}-{time.time_ns() % 1_000_000:06d}{SUFFIX}"
+
 
 class ResponseCache:
-    """Completed answers on disk (SQLite), keyed by the full request and the model name.
+    """Completed answers keyed by ``Request.cache_key`` (the request, model, provider and
+    endpoint). Thread-safe; one instance per process and directory."""
 
-    A rerun after an interruption then replays finished calls instead of paying for them
-    again, also inside a multi-turn dialogue. One connection, guarded by a lock.
-    """
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+    def __init__(self, directory: str | Path, warn: Callable[[str], None] = _default_warn):
+        self.directory = Path(directory)
+        self.path = self.directory  # what messages name
+        self._warn_fn = warn
+        self._warned: set[str] = set()
         self._lock = threading.Lock()
-        # A cache that is not a database (a truncated copy, another file under its name) is
-        # moved aside and a fresh one made: it only saves money, it holds no results.
-        self.moved_aside: tuple[Path, str] | None = None
-        try:
-            self._db = self._open()
-        except sqlite3.DatabaseError as exc:
-            self.moved_aside = (self._move_aside(), str(exc))
-            log.warning("%s is not a usable SQLite database (%s); moved to %s and started afresh",
-                        self.path, exc, self.moved_aside[0])
-            self._db = self._open()
+        self._own = self.directory / own_file_name()
+        self._fd: int | None = None
+        self._own_size = 0
+        self.writable = True
+        # key -> (file, offset, length) of its line, or the Completion itself when this
+        # process could not write it.
+        self._index: dict[str, tuple[Path, int, int] | Completion] = {}
+        self._read_to: dict[Path, int] = {}  # how far each other file has been read
+        self.skipped_lines = 0
 
-    def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            # WAL with NORMAL sync survives a killed process (only a power cut may lose the
-            # last answers, which are then asked again); FULL would fsync every answer.
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS completions ("
-                " key TEXT PRIMARY KEY, text TEXT NOT NULL,"
-                " prompt_tokens INTEGER, completion_tokens INTEGER, batch INTEGER DEFAULT 0)"
-            )
-            columns = {row[1] for row in db.execute("PRAGMA table_info(completions)")}
-            if "batch" not in columns:  # a cache written before batch mode existed
-                db.execute("ALTER TABLE completions ADD COLUMN batch INTEGER DEFAULT 0")
-            db.execute("SELECT count(*) FROM completions WHERE key = ''").fetchone()
-            db.commit()
-        except sqlite3.DatabaseError:
-            db.close()
-            raise
-        return db
+    # -- warnings --------------------------------------------------------------------------
+    def _warn_once(self, kind: str, message: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            self._warn_fn(message)
 
-    def _move_aside(self) -> Path:
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-        for suffix in ("", "-wal", "-shm"):
-            source = Path(f"{self.path}{suffix}")
-            if source.exists():
-                source.replace(Path(f"{target}{suffix}"))
-        return target
+    # -- reading ---------------------------------------------------------------------------
+    def _scan(self) -> None:
+        """Index the lines other processes appended since the last scan."""
+        try:
+            names = sorted(p for p in os.listdir(self.directory) if p.endswith(SUFFIX))
+        except (FileNotFoundError, NotADirectoryError):
+            return  # nothing cached yet (or nothing that can be: put() says so)
+        except OSError as exc:
+            self._warn_once("scan", f"{self.directory}: cannot list the response cache "
+                                    f"({describe_os_error(exc)}); answers are not replayed from it")
+            return
+        for name in names:
+            path = self.directory / name
+            if path == self._own:
+                continue
+            start = self._read_to.get(path, 0)
+            try:
+                if os.path.getsize(path) <= start:
+                    continue
+                with open(path, "rb") as handle:
+                    handle.seek(start)
+                    data = handle.read()
+            except OSError as exc:
+                self._warn_once(f"read:{path}", f"{path}: cannot read the response cache file "
+                                                f"({describe_os_error(exc)}); skipped")
+                continue
+            end = data.rfind(b"\n") + 1  # a partial last line is a write still in progress
+            offset = 0
+            while offset < end:
+                stop = data.index(b"\n", offset) + 1
+                key = self._key_of(data[offset:stop])
+                if key is None:
+                    self.skipped_lines += 1
+                    self._warn_once(f"line:{path}", f"{path}: a line at byte {start + offset} is "
+                                                    f"not a cache entry; skipped")
+                else:
+                    self._index.setdefault(key, (path, start + offset, stop - offset))
+                offset = stop
+            self._read_to[path] = start + end
+
+    @staticmethod
+    def _key_of(line: bytes) -> str | None:
+        # put() writes the key first and keys are hex digests: read it without parsing the
+        # whole answer (a paper-scale cache is ~150 MB); the line is parsed on a hit.
+        if line.startswith(_KEY_PREFIX) and line.endswith(b"}\n"):
+            end = line.find(b'"', len(_KEY_PREFIX))
+            key = line[len(_KEY_PREFIX):end]
+            if end > 0 and key.isalnum():
+                return key.decode("ascii")
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            return None
+        if not (isinstance(entry, dict) and isinstance(entry.get("key"), str)
+                and isinstance(entry.get("text"), str)):
+            return None
+        return entry["key"]
+
+    def _load(self, key: str, where: tuple[Path, int, int]) -> Completion | None:
+        path, offset, length = where
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                entry = json.loads(handle.read(length))
+        except (OSError, ValueError) as exc:
+            self._warn_once(f"read:{path}", f"{path}: cannot read the response cache file ({exc}); "
+                                            f"the answer is asked again")
+            return None
+        tokens = (entry.get("prompt_tokens"), entry.get("completion_tokens") or 0) \
+            if isinstance(entry, dict) else (None, None)
+        if (not isinstance(entry, dict) or entry.get("key") != key
+                or not isinstance(entry.get("text"), str)
+                or not all(t is None or (isinstance(t, int) and t >= 0) for t in tokens)):
+            self._warn_once(f"line:{path}", f"{path}: the line at byte {offset} is not a cache "
+                                            f"entry; the answer is asked again")
+            return None
+        usage = None
+        if tokens[0] is not None:
+            usage = Usage(tokens[0], tokens[1], bool(entry.get("batch")))
+        return Completion(text=entry["text"], usage=usage)
 
     def get(self, key: str) -> Completion | None:
         with self._lock:
-            row = self._db.execute(
-                "SELECT text, prompt_tokens, completion_tokens, batch FROM completions WHERE key = ?",
-                (key,),
-            ).fetchone()
-        if row is None:
-            return None
-        usage = Usage(row[1], row[2], bool(row[3])) if row[1] is not None else None
-        return Completion(text=row[0], usage=usage)
+            where = self._index.get(key)
+            if where is None:
+                self._scan()
+                where = self._index.get(key)
+            if where is None:
+                return None
+            if isinstance(where, Completion):
+                return Completion(text=where.text, usage=where.usage)
+            return self._load(key, where)
+
+    # -- writing ---------------------------------------------------------------------------
+    def _open_own(self) -> int:
+        if self.directory.exists() and not self.directory.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(self.directory))
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return os.open(self._own, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def put(self, key: str, completion: Completion) -> None:
+        """Keep an answer; never raises for the disk (the answer is the caller's to record)."""
         usage = completion.usage
+        entry = {"key": key, "text": completion.text,
+                 "prompt_tokens": usage.prompt_tokens if usage else None,
+                 "completion_tokens": usage.completion_tokens if usage else None,
+                 "batch": bool(usage and usage.batch)}
+        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?)",
-                (key, completion.text, usage.prompt_tokens if usage else None,
-                 usage.completion_tokens if usage else None, int(bool(usage and usage.batch))),
-            )
-            self._db.commit()
+            if self.writable:
+                try:
+                    if self._fd is None:
+                        self._fd = self._open_own()
+                    offset = self._own_size
+                    view = memoryview(line)
+                    while view:
+                        written = os.write(self._fd, view)
+                        view = view[written:]
+                    self._own_size += len(line)
+                    self._index[key] = (self._own, offset, len(line))
+                    return
+                except OSError as exc:
+                    # A partial line may remain at the end; readers skip it, and this
+                    # process writes no more to the file.
+                    self.writable = False
+                    self._warn_once("write", f"{self._own}: cannot write the response cache "
+                                             f"({describe_os_error(exc)}); new answers are kept in "
+                                             f"memory for this run only (they are still recorded "
+                                             f"in the instance files)")
+            self._index[key] = Completion(text=completion.text, usage=usage)
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            if self._fd is not None:
+                try:
+                    os.close(self._fd)
+                except OSError as exc:
+                    self._warn_once("write", f"{self._own}: closing the response cache failed "
+                                             f"({describe_os_error(exc)})")
+                self._fd = None

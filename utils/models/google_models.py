@@ -28,6 +28,7 @@ from utils.models.model import (
     register_provider,
 )
 from utils.models.hosted import CLIENTS, call_sdk, raise_if_unusable
+from utils.models.request import normalise_endpoint
 from utils.redact import register_secret
 
 DEFAULT_LOCATION = "us-central1"
@@ -141,6 +142,11 @@ class GoogleModel(Model):
 
     def resolved_base_url(self) -> str | None:
         return self._base_url or os.environ.get(self.base_url_env) or None
+
+    def endpoint(self) -> str | None:
+        if self.uses_vertex():
+            return f"vertex:{self.resolved_project()}/{self.resolved_location()}"
+        return normalise_endpoint(self.resolved_base_url())
 
     def uses_vertex(self) -> bool:
         return self.resolved_project() is not None

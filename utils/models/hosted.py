@@ -18,6 +18,7 @@ from typing import Any, Callable, ClassVar, Hashable
 from utils.models.cache import ResponseCache
 from utils.models.errors import ModelConfigurationError, TransientModelError
 from utils.models.model import Model
+from utils.models.request import normalise_endpoint
 from utils.models.retry import status_code
 from utils.redact import redact, register_secret
 
@@ -126,6 +127,9 @@ class HostedModel(Model):
 
     def resolved_api_key(self) -> str | None:
         return self._api_key or os.environ.get(self.api_key_env) or None
+
+    def endpoint(self) -> str | None:
+        return normalise_endpoint(self.resolved_base_url())
 
     def check(self) -> None:
         if not self.resolved_api_key():

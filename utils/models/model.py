@@ -123,6 +123,12 @@ class Model:
         self.check()
         self.probe()
 
+    def endpoint(self) -> str | None:
+        """The server that answers (normalised base URL, a farm's set of URLs), which the
+        cache key and run.json name. None: no endpoint (a user's ``__call__`` model, the
+        embedded model) or the provider's default one."""
+        return None
+
     def limiter_key(self) -> tuple | None:
         """The endpoint and key this model's calls count against (hosted adapters say);
         None: no provider limits to keep, unless the user set some for this model."""
@@ -161,7 +167,8 @@ class Model:
             variant=variant,
             **settings,
         )
-        key = request.cache_key(self.name) if self.cache is not None else None
+        key = (request.cache_key(self.name, self.provider, self.endpoint())
+               if self.cache is not None else None)
         if key is not None:
             cached = self.cache.get(key)
             if cached is not None:

@@ -24,7 +24,7 @@ from utils.models.hosted import HostedModel, call_sdk_with_headers
 from utils.models.cache import ResponseCache
 from utils.models.errors import ModelConfigurationError, TransientModelError
 from utils.models.registry import register_model, register_provider
-from utils.models.request import Completion, Request, Usage
+from utils.models.request import Completion, Request, Usage, normalise_endpoint
 
 log = logging.getLogger("cupid.models")
 
@@ -195,6 +195,9 @@ class OpenAICompatibleModel(OpenAIModel):
 
     def base_urls(self) -> list[str]:
         return list(self._farm) if len(self._farm) > 1 else [self.resolved_base_url()]
+
+    def endpoint(self) -> str | None:
+        return normalise_endpoint(",".join(self.base_urls()))
 
     def limiter_key(self) -> tuple:
         from utils.models.limits import endpoint_key

@@ -5,6 +5,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any, Sequence
+from urllib.parse import urlsplit
 
 Message = dict  # {"role": "user" | "assistant", "content": str}
 
@@ -57,13 +58,44 @@ class Request:
             lines.append(f"{speaker}: {message['content']}")
         return "\n\n".join(lines)
 
-    def cache_key(self, model_name: str) -> str:
+    def cache_key(self, model_name: str, provider: str = "custom",
+                  endpoint: str | None = None) -> str:
+        """Every field that changes the answer, and who answers it: the provider and the
+        endpoint (``normalise_endpoint``), so the same model name served by two servers,
+        or by two providers, never shares an answer. ``timeout`` is left out: it does not
+        change what a finished answer says."""
         fields = [model_name, self.system_prompt, list(self.messages), self.temperature,
-                  self.max_tokens, self.json_schema, self.answer_grammar, self.variant]
-        if self.seed is not None:  # keeps the keys of unseeded requests as they were
+                  self.max_tokens, self.json_schema, self.answer_grammar, self.variant,
+                  {"provider": provider, "endpoint": endpoint}]
+        if self.seed is not None:
             fields.append({"seed": self.seed})
         payload = json.dumps(fields, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalise_endpoint(url: str | None) -> str | None:
+    """One spelling per server: scheme and host lowercased, the default port and trailing
+    slashes dropped, credentials in the URL left out. A comma-separated farm (``URL1,URL2``) becomes its sorted set, so the
+    order the URLs were given in does not matter."""
+    if not url:
+        return None
+    parts = [p.strip() for p in url.split(",") if p.strip()]
+    if len(parts) > 1:
+        return ",".join(sorted({normalise_endpoint(p) for p in parts}))
+    split = urlsplit(parts[0])
+    if not split.scheme or not split.netloc:
+        return parts[0].rstrip("/")
+    host = (split.hostname or "").lower()
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    port = split.port
+    netloc = host if port is None or port == _DEFAULT_PORTS.get(split.scheme.lower()) else f"{host}:{port}"
+    path = split.path.rstrip("/")
+    query = f"?{split.query}" if split.query else ""
+    return f"{split.scheme.lower()}://{netloc}{path}{query}"
 
 
 def validate_messages(messages: Sequence[Message]) -> tuple[Message, ...]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from utils.models.hosted import CLIENTS, HostedModel
 from utils.models.model import Completion, Request, register_provider
+from utils.models.request import normalise_endpoint
 from utils.models.openai_models import chat_messages, send_chat_completion, with_seed_and_timeout
 
 DEFAULT_ROOT = "https://api.together.xyz"
@@ -46,6 +47,10 @@ class TogetherModel(HostedModel):
         import openai
 
         return openai.OpenAI(api_key=api_key, base_url=f"{api_root(base_url)}/v1", max_retries=0)
+
+    def endpoint(self) -> str | None:
+        """Together's host with or without ``/v1`` is one server."""
+        return normalise_endpoint(api_root(self.resolved_base_url()))
 
     def batch_client(self) -> Any:
         """The ``together`` SDK's client (for its batch API), shared like ``client()``."""
