@@ -6,6 +6,8 @@ Addressed as ``anthropic:NAME`` or a bare ``claude-*`` name. The system prompt g
 Claude 3.7 Sonnet runs with the paper's settings (Table 8): temperature 1 and extended
 thinking with a budget of 1024 tokens; ``max_tokens`` is raised above the budget when
 needed, and only the text blocks of the answer are returned (the thinking is dropped).
+The Claude 4 models think only when asked (``--model_args thinking_budget=N``, N >= 1024;
+0 turns thinking off), with the same rules.
 
 Temperature: anthropic SDK 2.x removed the sampling parameters from ``messages.create`` and
 its default API version (2026-10-21) rejects them with HTTP 400. The paper's settings need
@@ -15,12 +17,34 @@ the body under the API version that accepts it (``legacy_api_version``). A model
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from utils.models.adaptations import Adaptation
 from utils.models.hosted import HostedModel, call_sdk_with_headers
-from utils.models.errors import TransientModelError
+from utils.models.errors import ModelConfigurationError, TransientModelError
+from utils.models.retry import status_code
 from utils.models.registry import register_provider
 from utils.models.request import Completion, Request, Usage
+
+
+# Models that take extended thinking (``thinking={"type": "enabled", "budget_tokens": N}``):
+# Claude 3.7 Sonnet and the Claude 4.x models (Opus 4/4.1/4.5, Sonnet 4/4.5, Haiku 4.5).
+# Source: https://docs.claude.com/en/docs/build-with-claude/extended-thinking ("Supported
+# models"); the Claude 3.5 and 3 models reject a thinking block.
+THINKING_MODELS = re.compile(r"claude-(3-7-sonnet|(opus|sonnet|haiku)-4)")
+# Rules of a thinking request (same page, "Important considerations" / "Max tokens and
+# context window size"): budget_tokens >= 1024 and < max_tokens (the budget counts towards
+# max_tokens); temperature may only be 1 ("`temperature` may only be set to 1 when thinking
+# is enabled", as the API answers: github.com/MartialBE/one-hub/issues/529), and top_p /
+# top_k may not be changed. Thinking tokens are billed as output and counted in
+# usage.output_tokens (https://docs.claude.com/en/docs/build-with-claude/extended-thinking#pricing).
+MIN_THINKING_BUDGET = 1024
+# Claude Sonnet 4.5, Haiku 4.5 and Opus 4.1 and later refuse temperature and top_p together
+# ("`temperature` and `top_p` cannot both be specified for this model. Please use only one.":
+# github.com/BerriAI/litellm/issues/15097, github.com/open-webui/open-webui/issues/17922;
+# https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-request-response.html).
+# The harness sends temperature only and never top_p, so every Claude model takes its requests.
 
 
 @register_provider("anthropic")
@@ -32,15 +56,58 @@ class AnthropicModel(HostedModel):
     base_url_env = "ANTHROPIC_BASE_URL"
     provider_label = "Anthropic models"
     default_max_tokens = 4096
-    # Extended thinking as in the paper (Claude 3.7 Sonnet, Table 8).
+    learns_parameters = True
+    reasoning_options = ("thinking_budget",)
+    # Extended thinking by default as in the paper (Claude 3.7 Sonnet, Table 8); other
+    # thinking models think only when the user sets thinking_budget.
     thinking_prefixes: tuple[str, ...] = ("claude-3-7-sonnet",)
     thinking_budget = 1024
     thinking_temperature = 1  # the integer, as the release sends it
     # The API version under which the messages API accepts `temperature`.
     legacy_api_version = "2023-06-01"
 
+    def takes_thinking(self) -> bool:
+        return THINKING_MODELS.search(self.name.lower()) is not None
+
     def uses_thinking(self) -> bool:
         return self.name.lower().startswith(self.thinking_prefixes)
+
+    def thinking_budget_for(self, request: Request) -> int | None:
+        """The budget of this request's thinking, or None: no thinking (a user's 0 too)."""
+        if request.thinking_budget is not None:
+            return request.thinking_budget or None
+        return self.thinking_budget if self.uses_thinking() else None
+
+    def validate_overrides(self, overrides: dict) -> None:
+        super().validate_overrides(overrides)
+        budget = overrides.get("thinking_budget")
+        if budget is None or budget == 0:
+            return
+        if not self.takes_thinking():
+            raise ModelConfigurationError(
+                f"{self.name}: thinking_budget={budget}: this model has no extended thinking "
+                f"(Claude 3.7 Sonnet and the Claude 4 models have)")
+        if budget < MIN_THINKING_BUDGET:
+            raise ModelConfigurationError(
+                f"{self.name}: thinking_budget={budget} is below Anthropic's minimum of "
+                f"{MIN_THINKING_BUDGET} tokens (0 turns thinking off)")
+        if "temperature" in overrides and overrides["temperature"] != 1:
+            raise ModelConfigurationError(
+                f"{self.name}: with thinking_budget the temperature can only be 1")
+
+    def parameter_adaptation(self, exc: BaseException) -> Adaptation | None:
+        """A 400 saying the model does not take ``temperature`` (a model that accepts only
+        its default): the temperature is then not sent. Thinking refusals are not adapted:
+        a thinking budget is the user's or the paper's choice."""
+        if status_code(exc) != 400 or "temperature" in self.overrides:
+            return None
+        message = str(getattr(exc, "message", "") or exc)
+        lowered = message.lower()
+        if "temperature" in lowered and "thinking" not in lowered and any(
+                word in lowered for word in ("not supported", "unsupported", "deprecated",
+                                             "not allowed", "cannot both be specified")):
+            return Adaptation("temperature", None, " ".join(message.split())[:160])
+        return None
 
     def make_client(self, base_url: str | None, api_key: str) -> Any:
         import anthropic
@@ -56,13 +123,16 @@ class AnthropicModel(HostedModel):
         }
         if request.system_prompt:
             params["system"] = request.system_prompt
-        if self.uses_thinking():
-            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-            if max_tokens <= self.thinking_budget:
+        budget = self.thinking_budget_for(request)
+        if budget is not None:
+            params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            if max_tokens <= budget:
                 # The budget counts towards max_tokens; keep the caller's room for the answer.
-                max_tokens += self.thinking_budget
+                max_tokens += budget
             temperature = self.thinking_temperature
         params["max_tokens"] = max_tokens
+        if any(a.parameter == "temperature" for a in self.learned_adaptations()):
+            temperature = None
         if temperature is not None:
             params["extra_body"] = {"temperature": temperature}
             params["extra_headers"] = {"anthropic-version": self.legacy_api_version}
@@ -80,18 +150,24 @@ class AnthropicModel(HostedModel):
 
 
 def parse_message(response: Any, model_name: str) -> Completion:
-    """Join the text blocks of a message (thinking blocks are dropped)."""
+    """Join the text blocks of a message (thinking blocks are dropped: the answer that is
+    parsed never holds the thinking). stop_reason "max_tokens" marks it truncated; one cut
+    before any text (the thinking used the limit) is an empty, truncated answer."""
     blocks = getattr(response, "content", None) or []
     texts = [block.text for block in blocks
              if getattr(block, "type", None) == "text" and isinstance(getattr(block, "text", None), str)]
-    if not texts:
+    stop_reason = getattr(response, "stop_reason", None)
+    truncated = stop_reason == "max_tokens"
+    if not texts and not truncated:
         raise TransientModelError(
-            f"{model_name}: malformed response without a text block "
-            f"(stop_reason={getattr(response, 'stop_reason', None)!r})")
+            f"{model_name}: malformed response without a text block (stop_reason={stop_reason!r})")
     usage = getattr(response, "usage", None)
+    # output_tokens includes the thinking tokens (billed as output); the API does not say
+    # how many of them were thinking, so reasoning_tokens stays 0 here.
     return Completion(
         text="".join(texts),
         usage=(Usage(getattr(usage, "input_tokens", 0) or 0, getattr(usage, "output_tokens", 0) or 0)
                if usage is not None else None),
         raw=response,
+        truncated=truncated,
     )
