@@ -191,10 +191,18 @@ def documented_refusal(req: dict, reasoning_models: set) -> "FakeResponse | None
             return _anthropic_refusal("`temperature` and `top_p` cannot both be specified for this "
                                       "model. Please use only one.")
     elif req["api"] == "google":
-        thinking = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
-        if thinking.get("thinkingBudget") == 0 and re.match(r"gemini-(2\.5|3(\.\d+)?)-pro", model):
+        if gemini_thinking_budget(body) == 0 and re.match(r"gemini-(2\.5|3(\.\d+)?)-pro", model):
             return _google_refusal("Budget 0 is invalid. This model only works in thinking mode.")
     return None
+
+
+def gemini_thinking_budget(body: dict) -> int | None:
+    """generationConfig.thinkingConfig.thinkingBudget. Google's JSON parser, as any proto3 JSON
+    parser, accepts a field's lowerCamelCase name and its proto name (thinking_budget) alike
+    (https://protobuf.dev/programming-guides/json/), and the SDK sends a dict's keys as given."""
+    generation = body.get("generationConfig") or {}
+    thinking = generation.get("thinkingConfig") or generation.get("thinking_config") or {}
+    return thinking.get("thinkingBudget", thinking.get("thinking_budget"))
 
 
 def _cut(text: str | None, words: int) -> str | None:
@@ -462,7 +470,7 @@ class _Handler(BaseHTTPRequestHandler):
             }
         elif api == "google":
             generation = body.get("generationConfig") or {}
-            budget = (generation.get("thinkingConfig") or {}).get("thinkingBudget")
+            budget = gemini_thinking_budget(body)
             thinks = re.match(r"gemini-(2\.5|[3-9])", model.lower()) is not None
             thoughts = 0
             if thinks and budget != 0:
