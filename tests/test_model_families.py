@@ -337,3 +337,23 @@ class _no_raise:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_cache_keeps_truncation_and_reasoning_tokens(tmp_path):
+    from utils.models.cache import ResponseCache
+    from utils.models.request import Completion, Usage
+
+    cache = ResponseCache(tmp_path / "cache")
+    cache.put("k1", Completion("cut", Usage(5, 50, reasoning_tokens=47), truncated=True))
+    cache.put("k2", Completion("whole", Usage(5, 3)))
+    cache.close()
+    other = ResponseCache(tmp_path / "cache")  # another process reads the first one's file
+    cut, plain = other.get("k1"), other.get("k2")
+    assert cut.truncated and cut.usage.reasoning_tokens == 47 and cut.usage.completion_tokens == 50
+    assert not plain.truncated and plain.usage.reasoning_tokens == 0
+    # A line written before truncation was recorded reads as a whole answer.
+    (tmp_path / "cache" / "old-1-20260101T000000-000000.jsonl").write_text(json.dumps(
+        {"key": "k3", "text": "old", "prompt_tokens": 3, "completion_tokens": 2, "batch": False}) + "\n")
+    old = other.get("k3")
+    assert old.text == "old" and not old.truncated and old.usage.reasoning_tokens == 0
+    other.close()

@@ -44,11 +44,12 @@ class UsageTracker:
                 self.reasoning_tokens += usage.reasoning_tokens
             self.latencies.append(latency)
 
-    def record_batch(self, usage: Usage | None) -> None:
+    def record_batch(self, usage: Usage | None, truncated: bool = False) -> None:
         """A call answered in a batch (batch.py): counted as a call, priced as a batch one."""
         with self._lock:
             self.calls += 1
             self.batch_calls += 1
+            self.truncated += int(truncated)
             if usage is not None:
                 self.prompt_tokens += usage.prompt_tokens
                 self.completion_tokens += usage.completion_tokens
