@@ -55,8 +55,9 @@ def _thinking_budget(text: str) -> int:
     return _number(int, text, lambda v: v >= -1, "a whole number of tokens (-1: dynamic, Gemini)")
 
 
-# Generation parameters a user may set per role (the Request fields every adapter
-# translates; utils/models/registry.py OVERRIDABLE), each with its parser.
+# Generation parameters a user may set per role (the Request fields the adapters translate;
+# utils/models/registry.py OVERRIDABLE), each with its parser. The reasoning options are
+# then checked against the model's provider and family (Model.validate_overrides).
 GENERATION_PARAMS: dict[str, Callable[[str], object]] = {
     "temperature": _temperature,
     "max_tokens": positive_int,
@@ -68,7 +69,7 @@ GENERATION_PARAMS: dict[str, Callable[[str], object]] = {
 
 def generation_params(text: str) -> dict:
     """``temperature=0.2,max_tokens=1024`` -> {"temperature": 0.2, "max_tokens": 1024}.
-    Only the parameters every adapter understands (GENERATION_PARAMS) are accepted."""
+    Only the parameters of GENERATION_PARAMS are accepted."""
     params: dict = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
