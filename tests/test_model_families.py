@@ -357,3 +357,14 @@ def test_cache_keeps_truncation_and_reasoning_tokens(tmp_path):
     old = other.get("k3")
     assert old.text == "old" and not old.truncated and old.usage.reasoning_tokens == 0
     other.close()
+
+
+def test_served_model_is_checked_against_the_context_its_server_states(fake_server):
+    from utils.models.openai_models import OpenAICompatibleModel
+
+    model = OpenAICompatibleModel(f"fake-model@{fake_server.openai_base_url}", max_tokens=100)
+    model.generate("", user("short"))  # no stated context: unchecked, sent
+    model.max_model_len = 1000  # as check() reads it from vLLM's models list
+    with pytest.raises(ContextWindowExceeded, match="at least 1000 prompt tokens \\+ 100 max_tokens"):
+        model.generate("", user("x" * 8000))
+    assert len(fake_server.requests) == 1

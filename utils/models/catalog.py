@@ -131,3 +131,9 @@ def context_window_of(name: str | None) -> int | None:
     """Prompt plus output tokens the model accepts, or None when unknown."""
     facts = facts_of(name)
     return None if facts is None else facts.context_window
+
+
+def priced_models() -> dict[str, tuple[float, float]]:
+    """{name: (input, output)} of every model the table prices."""
+    return {name: (f.input_per_mtok, f.output_per_mtok) for name, f in MODELS.items()
+            if f.input_per_mtok is not None and f.output_per_mtok is not None}

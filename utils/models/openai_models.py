@@ -353,6 +353,10 @@ class OpenAICompatibleModel(OpenAIModel):
     def family(self) -> OpenAIFamily:
         return GPT4
 
+    def context_window(self) -> int | None:
+        """The context the server states (``check()`` reads it), whatever the name."""
+        return self.max_model_len
+
     def build_params(self, request: Request) -> dict:
         params = super().build_params(request)
         if request.json_schema is not None:
