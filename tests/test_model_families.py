@@ -368,3 +368,21 @@ def test_served_model_is_checked_against_the_context_its_server_states(fake_serv
     with pytest.raises(ContextWindowExceeded, match="at least 1000 prompt tokens \\+ 100 max_tokens"):
         model.generate("", user("x" * 8000))
     assert len(fake_server.requests) == 1
+
+
+@pytest.mark.parametrize("model_name, refusal", [
+    ("claude-sonnet-4-5", "prompt is too long: 208656 tokens > 200000 maximum"),
+    ("gemini-2.5-flash", "The input token count (1200293) exceeds the maximum number of tokens "
+                         "allowed (1048576)."),
+])
+def test_providers_context_refusals_are_not_retried(fake_llm_env, model_name, refusal):
+    from fake_llm_server import FakeResponse
+    from utils.models.errors import ModelCallFailed
+
+    fake_llm_env.script(FakeResponse(status=400, text=refusal))
+    model = resolve_model(model_name, role="evaluated", max_retries=3)
+    with pytest.raises(ModelCallFailed) as caught:
+        model.generate("", user("q"))
+    assert len(fake_llm_env.requests) == 1 and caught.value.attempts == 1
+    assert "does not fit the model's context (HTTP 400)" in caught.value.reason
+    assert refusal.rstrip(".") in caught.value.reason

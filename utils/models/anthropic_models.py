@@ -22,7 +22,7 @@ from typing import Any
 
 from utils.models.adaptations import Adaptation
 from utils.models.hosted import HostedModel, call_sdk_with_headers
-from utils.models.errors import ModelConfigurationError, TransientModelError
+from utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
 from utils.models.retry import status_code
 from utils.models.registry import register_provider
 from utils.models.request import Completion, Request, Usage
@@ -40,6 +40,10 @@ THINKING_MODELS = re.compile(r"claude-(3-7-sonnet|(opus|sonnet|haiku)-4)")
 # top_k may not be changed. Thinking tokens are billed as output and counted in
 # usage.output_tokens (https://docs.claude.com/en/docs/build-with-claude/extended-thinking#pricing).
 MIN_THINKING_BUDGET = 1024
+# Anthropic's refusal of a request longer than the context: a 400 invalid_request_error
+# "prompt is too long: 208656 tokens > 200000 maximum" (as reported in
+# github.com/sojohnnysaid/project-guide/issues/2, github.com/boldsoftware/exe.dev/issues/62).
+_PROMPT_TOO_LONG = re.compile(r"prompt is too long: \d+ tokens > \d+ maximum")
 # Claude Sonnet 4.5, Haiku 4.5 and Opus 4.1 and later refuse temperature and top_p together
 # ("`temperature` and `top_p` cannot both be specified for this model. Please use only one.":
 # github.com/BerriAI/litellm/issues/15097, github.com/open-webui/open-webui/issues/17922;
@@ -142,8 +146,16 @@ class AnthropicModel(HostedModel):
 
     def complete(self, request: Request) -> Completion:
         client = self.client()
-        response, headers = call_sdk_with_headers(self.name, client.messages, "create",
-                                                  **self.build_params(request))
+        try:
+            response, headers = call_sdk_with_headers(self.name, client.messages, "create",
+                                                      **self.build_params(request))
+        except Exception as exc:
+            too_long = _PROMPT_TOO_LONG.search(str(exc)) if status_code(exc) == 400 else None
+            if too_long is None:
+                raise
+            # The same request never fits: fail the step now, with Anthropic's numbers.
+            raise PermanentModelError(f"the request does not fit the model's context (HTTP 400): "
+                                      f"{too_long.group(0)}") from exc
         completion = parse_message(response, self.name)
         completion.headers = headers
         return completion

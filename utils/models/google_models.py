@@ -132,6 +132,11 @@ THINKING_BUDGETS: tuple[tuple[str, tuple[int, int, bool]], ...] = (
     (r"gemini-3(\.\d+)?-pro", (128, 32768, False)),
     (r"gemini-3", (1, 24576, True)),
 )
+# Google's refusal of a prompt longer than the context: 400 INVALID_ARGUMENT "The input token
+# count (1200293) exceeds the maximum number of tokens allowed (1048576)." (as reported in
+# github.com/google-gemini/gemini-cli/issues/6678).
+_INPUT_TOO_LONG = re.compile(r"the input token count \(\d+\) exceeds the maximum number of tokens "
+                             r"allowed \(\d+\)", re.IGNORECASE)
 NO_THINKING = re.compile(r"gemini-(1\.|2\.0-(?!flash-thinking))")
 
 
@@ -303,6 +308,11 @@ class GoogleModel(Model):
         try:
             response = call_sdk(self.name, client.models.generate_content, **self.build_request(request))
         except errors.APIError as exc:
+            too_long = _INPUT_TOO_LONG.search(str(exc)) if getattr(exc, "code", None) == 400 else None
+            if too_long is not None:
+                # The same request never fits: fail the step now, with Google's numbers.
+                raise PermanentModelError(f"the request does not fit the model's context "
+                                          f"(HTTP 400): {too_long.group(0)}") from exc
             mapped = map_error(exc, self.name)
             if mapped is exc:
                 raise
