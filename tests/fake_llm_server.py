@@ -79,8 +79,9 @@ in ``reasoning_models``) refuse ``max_tokens`` (``unsupported_parameter``) and a
 temperature other than 1 (``unsupported_value``; gpt-5.1 and later accept one with
 ``reasoning_effort: "none"``); other OpenAI models refuse ``reasoning_effort``. Anthropic
 refuses thinking on models without it, a budget under 1024 or not below ``max_tokens``, a
-temperature other than 1 with thinking, and temperature with top_p on Claude Sonnet 4.5 /
-Haiku 4.5 / Opus 4.1 and later. Gemini 2.5 Pro refuses a thinking budget of 0.
+temperature other than 1 with thinking, temperature with top_p on Claude Sonnet 4.5 /
+Haiku 4.5 / Opus 4.1 and later, and any sampling parameter or a thinking budget on Claude
+Opus 4.7 and later and the Claude 5 models (and names in ``anthropic_no_sampling``: sampling). Gemini 2.5 Pro refuses a thinking budget of 0.
 
 Reasoning usage: an OpenAI reasoning model spends ``reasoning_tokens`` (default 0) hidden
 tokens, reported in ``completion_tokens_details.reasoning_tokens`` and counted in
@@ -149,7 +150,8 @@ def _google_refusal(message: str) -> FakeResponse:
     return FakeResponse(status=400, raw_body=json.dumps(body).encode("utf-8"))
 
 
-def documented_refusal(req: dict, reasoning_models: set) -> "FakeResponse | None":
+def documented_refusal(req: dict, reasoning_models: set,
+                       anthropic_no_sampling: frozenset = frozenset()) -> "FakeResponse | None":
     """The 400 a provider sends for this request, or None when it accepts it."""
     body, model = req["body"], (req["model"] or "").lower()
     if req["api"] == "openai":
@@ -169,6 +171,17 @@ def documented_refusal(req: dict, reasoning_models: set) -> "FakeResponse | None
                                    "with this model.", "reasoning_effort", "unsupported_parameter")
     elif req["api"] == "anthropic":
         thinking = body.get("thinking") or {}
+        # Claude Opus 4.7+ and Claude 5: no sampling parameters, no manual thinking (Anthropic's
+        # error reference, github.com/anthropics/skills skills/claude-api/shared/error-codes.md;
+        # the temperature wording as users report it, e.g. "`temperature` is deprecated for
+        # this model."). The wording of the thinking refusal is not published: ours is a stand-in.
+        if re.search(r"claude-([a-z]+-4-[7-9]|[a-z]+-[5-9])(\b|-|$)", model) or model in anthropic_no_sampling:
+            for param in ("temperature", "top_p", "top_k"):
+                if param in body:
+                    return _anthropic_refusal(f"`{param}` is deprecated for this model.")
+            if thinking.get("type") == "enabled" and model not in anthropic_no_sampling:
+                return _anthropic_refusal("thinking.type.enabled is not supported for this model; "
+                                          "use thinking.type.adaptive")
         if thinking.get("type") == "enabled":
             if not re.search(r"claude-(3-7-sonnet|(opus|sonnet|haiku)-4)", model):
                 return _anthropic_refusal(f"'{req['model']}' does not support thinking.")
@@ -352,7 +365,8 @@ class _Handler(BaseHTTPRequestHandler):
         owner._record(req)
         if api == "openai" and owner.max_model_len and self._refused_as_vllm(req):
             return
-        refusal = documented_refusal(req, owner.reasoning_models) if owner.enforce_rules else None
+        refusal = (documented_refusal(req, owner.reasoning_models, frozenset(owner.anthropic_no_sampling))
+                   if owner.enforce_rules else None)
         if refusal is not None:
             owner._record_refusal(req)
             self._answer(api, req, refusal)
@@ -584,6 +598,7 @@ class FakeLLMServer:
         # The providers' documented refusals and reasoning usage (see the module docstring).
         self.enforce_rules = True
         self.reasoning_models: set[str] = set()  # more OpenAI names under reasoning rules
+        self.anthropic_no_sampling: set[str] = set()  # more Claude names refusing temperature
         self.reasoning_tokens = 0                # an OpenAI reasoning model's hidden tokens
         self.gemini_thoughts = 0                 # a Gemini 2.5+ model's thoughts, no budget set
         self.anthropic_thinking = "Let me think about this."

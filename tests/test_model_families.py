@@ -386,3 +386,31 @@ def test_providers_context_refusals_are_not_retried(fake_llm_env, model_name, re
     assert len(fake_llm_env.requests) == 1 and caught.value.attempts == 1
     assert "does not fit the model's context (HTTP 400)" in caught.value.reason
     assert refusal.rstrip(".") in caught.value.reason
+
+
+def test_claude_opus_47_and_claude_5_get_no_temperature_and_no_budget(fake_llm_env):
+    for name in ("claude-opus-4-7", "claude-sonnet-5"):
+        model = resolve_model(name, role="evaluated")
+        model.generate("sys", user("q"))
+        body = fake_llm_env.requests[-1]["body"]
+        assert "temperature" not in body and "thinking" not in body and body["max_tokens"] == 8192
+        with pytest.raises(ModelConfigurationError, match="thinks adaptively"):
+            resolve_model(name, overrides={"thinking_budget": 2048})
+        with pytest.raises(ModelConfigurationError, match="refuses any temperature"):
+            resolve_model(name, overrides={"temperature": 0.5})
+    assert fake_llm_env.refused == []
+
+
+def test_claude_refusing_temperature_is_adapted_once(fake_llm_env, capsys):
+    from concurrent.futures import ThreadPoolExecutor
+
+    fake_llm_env.anthropic_no_sampling = {"claude-next-preview"}
+    model = resolve_model("claude-next-preview", role="evaluator")
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda i: model.generate("", user(f"q{i}")), range(8)))
+    assert [a.text for a in answers] == ["OK"] * 8
+    assert len(fake_llm_env.refused) == 1 and len(fake_llm_env.requests) == 9
+    assert all("temperature" not in r["body"] for r in fake_llm_env.requests[1:])
+    assert answers[-1].adaptations == ({"parameter": "temperature", "renamed_to": None,
+                                        "error": "`temperature` is deprecated for this model."},)
+    assert capsys.readouterr().err.count("note: claude-next-preview") == 1

@@ -6,8 +6,10 @@ Addressed as ``anthropic:NAME`` or a bare ``claude-*`` name. The system prompt g
 Claude 3.7 Sonnet runs with the paper's settings (Table 8): temperature 1 and extended
 thinking with a budget of 1024 tokens; ``max_tokens`` is raised above the budget when
 needed, and only the text blocks of the answer are returned (the thinking is dropped).
-The Claude 4 models think only when asked (``--model_args thinking_budget=N``, N >= 1024;
-0 turns thinking off), with the same rules.
+The Claude 4 models up to 4.6 think only when asked (``--model_args thinking_budget=N``,
+N >= 1024; 0 turns thinking off), with the same rules. Claude Opus 4.7 and later and the
+Claude 5 models think adaptively on their own and refuse a temperature and a budget: they
+are sent neither (``ADAPTIVE_ONLY``).
 
 Temperature: anthropic SDK 2.x removed the sampling parameters from ``messages.create`` and
 its default API version (2026-10-21) rejects them with HTTP 400. The paper's settings need
@@ -29,16 +31,18 @@ from utils.models.request import Completion, Request, Usage
 
 
 # Models that take extended thinking (``thinking={"type": "enabled", "budget_tokens": N}``):
-# Claude 3.7 Sonnet and the Claude 4.x models (Opus 4/4.1/4.5, Sonnet 4/4.5, Haiku 4.5).
-# Source: https://docs.claude.com/en/docs/build-with-claude/extended-thinking ("Supported
-# models"); the Claude 3.5 and 3 models reject a thinking block.
+# Claude 3.7 Sonnet and the Claude 4 models up to 4.6 (Opus 4/4.1/4.5/4.6, Sonnet 4/4.5/4.6,
+# Haiku 4.5). Source: https://docs.claude.com/en/docs/build-with-claude/extended-thinking
+# ("Supported models"); the Claude 3.5 and 3 models reject a thinking block.
 THINKING_MODELS = re.compile(r"claude-(3-7-sonnet|(opus|sonnet|haiku)-4)")
-# Rules of a thinking request (same page, "Important considerations" / "Max tokens and
-# context window size"): budget_tokens >= 1024 and < max_tokens (the budget counts towards
-# max_tokens); temperature may only be 1 ("`temperature` may only be set to 1 when thinking
-# is enabled", as the API answers: github.com/MartialBE/one-hub/issues/529), and top_p /
-# top_k may not be changed. Thinking tokens are billed as output and counted in
-# usage.output_tokens (https://docs.claude.com/en/docs/build-with-claude/extended-thinking#pricing).
+# Claude Opus 4.7 / 4.8 and the Claude 5 models (Sonnet 5, Opus 5, Opus 5.5, Fable 5.1 ...)
+# think adaptively by default and answer 400 to manual thinking (budget_tokens) and to any
+# sampling parameter (temperature, top_p, top_k): Anthropic's API error reference,
+# github.com/anthropics/skills skills/claude-api/shared/error-codes.md ("Model-specific 400s
+# on Opus 4.8 / 4.7"), and https://platform.claude.com/docs/en/models/sonnet-5/migration-guide
+# (sampling parameters set to non-default values return 400; manual extended thinking
+# returns 400). They are sent no temperature and no thinking block.
+ADAPTIVE_ONLY = re.compile(r"claude-([a-z]+-4-([7-9]|\d\d)|[a-z]+-([5-9]|\d\d))(\b|-|$)")
 MIN_THINKING_BUDGET = 1024
 # Anthropic's refusal of a request longer than the context: a 400 invalid_request_error
 # "prompt is too long: 208656 tokens > 200000 maximum" (as reported in
@@ -71,7 +75,13 @@ class AnthropicModel(HostedModel):
     legacy_api_version = "2023-06-01"
 
     def takes_thinking(self) -> bool:
-        return THINKING_MODELS.search(self.name.lower()) is not None
+        """Manual extended thinking (a budget) is accepted."""
+        return (THINKING_MODELS.search(self.name.lower()) is not None
+                and not self.adaptive_only())
+
+    def adaptive_only(self) -> bool:
+        """Adaptive thinking only, and no sampling parameters (Opus 4.7 and later)."""
+        return ADAPTIVE_ONLY.search(self.name.lower()) is not None
 
     def uses_thinking(self) -> bool:
         return self.name.lower().startswith(self.thinking_prefixes)
@@ -84,9 +94,17 @@ class AnthropicModel(HostedModel):
 
     def validate_overrides(self, overrides: dict) -> None:
         super().validate_overrides(overrides)
+        if "temperature" in overrides and self.adaptive_only():
+            raise ModelConfigurationError(
+                f"{self.name}: this model refuses any temperature (Claude Opus 4.7 and later take "
+                f"no sampling parameters)")
         budget = overrides.get("thinking_budget")
         if budget is None or budget == 0:
             return
+        if self.adaptive_only():
+            raise ModelConfigurationError(
+                f"{self.name}: thinking_budget={budget}: this model thinks adaptively and refuses "
+                f"a thinking budget (Claude Opus 4.7 and later)")
         if not self.takes_thinking():
             raise ModelConfigurationError(
                 f"{self.name}: thinking_budget={budget}: this model has no extended thinking "
@@ -105,7 +123,9 @@ class AnthropicModel(HostedModel):
         a thinking budget is the user's or the paper's choice."""
         if status_code(exc) != 400 or "temperature" in self.overrides:
             return None
-        message = str(getattr(exc, "message", "") or exc)
+        body = getattr(exc, "body", None)
+        error = body.get("error") if isinstance(body, dict) else None
+        message = (error.get("message") if isinstance(error, dict) else None) or str(exc)
         lowered = message.lower()
         if "temperature" in lowered and "thinking" not in lowered and any(
                 word in lowered for word in ("not supported", "unsupported", "deprecated",
@@ -135,7 +155,7 @@ class AnthropicModel(HostedModel):
                 max_tokens += budget
             temperature = self.thinking_temperature
         params["max_tokens"] = max_tokens
-        if any(a.parameter == "temperature" for a in self.learned_adaptations()):
+        if self.adaptive_only() or any(a.parameter == "temperature" for a in self.learned_adaptations()):
             temperature = None
         if temperature is not None:
             params["extra_body"] = {"temperature": temperature}

@@ -21,8 +21,9 @@ TABLE_DATE = "2026-11-23"
 SOURCES = {
     "openai": "https://developers.openai.com/api/docs/models (each model's page: context "
               "window, price per 1M tokens) and https://developers.openai.com/api/docs/pricing",
-    "anthropic": "https://docs.claude.com/en/docs/about-claude/models/overview and "
-                 "https://docs.claude.com/en/docs/about-claude/pricing",
+    "anthropic": "https://docs.claude.com/en/docs/about-claude/models/overview, "
+                 "https://docs.claude.com/en/docs/about-claude/pricing and each model's page "
+                 "(https://platform.claude.com/docs/en/models/MODEL/overview)",
     "google": "https://ai.google.dev/gemini-api/docs/models and "
               "https://ai.google.dev/gemini-api/docs/pricing (prompts up to 200k tokens)",
     "together": "https://www.together.ai/pricing and https://docs.together.ai/docs/serverless-models",
@@ -86,6 +87,13 @@ MODELS: dict[str, ModelFacts] = {
     "claude-opus-4-5": ModelFacts(5.00, 25.00, 200_000),
     "claude-haiku-4-5-20251001": ModelFacts(1.00, 5.00, 200_000),
     "claude-haiku-4-5": ModelFacts(1.00, 5.00, 200_000),
+    # Adaptive-thinking models (platform.claude.com/docs/en/models/<model>/overview).
+    "claude-opus-4-6": ModelFacts(5.00, 25.00, 1_000_000),
+    "claude-opus-4-7": ModelFacts(5.00, 25.00, 1_000_000),
+    "claude-sonnet-5": ModelFacts(2.00, 10.00, 1_000_000),
+    "claude-opus-5": ModelFacts(5.00, 25.00, 1_000_000),
+    "claude-opus-5-5": ModelFacts(4.00, 20.00, 1_000_000),
+    "claude-fable-5-1": ModelFacts(10.00, 50.00, 1_000_000),
     # -- Google: the release's Gemini models, then current ones ----------------------------
     "gemini-2.0-pro-exp-02-05": ModelFacts(None, None, 2_097_152),  # experimental: unpriced
     "gemini-2.0-flash-thinking-exp-01-21": ModelFacts(None, None, _GEMINI_WINDOW),
