@@ -81,7 +81,9 @@ temperature other than 1 (``unsupported_value``; gpt-5.1 and later accept one wi
 refuses thinking on models without it, a budget under 1024 or not below ``max_tokens``, a
 temperature other than 1 with thinking, temperature with top_p on Claude Sonnet 4.5 /
 Haiku 4.5 / Opus 4.1 and later, and any sampling parameter or a thinking budget on Claude
-Opus 4.7 and later and the Claude 5 models (and names in ``anthropic_no_sampling``: sampling). Gemini 2.5 Pro refuses a thinking budget of 0.
+Opus 4.7 and later and the Claude 5 models (sampling parameters also on the names in
+``anthropic_no_sampling``). Gemini 2.5 Pro and Gemini 3 and later refuse a thinking budget
+of 0.
 
 Reasoning usage: an OpenAI reasoning model spends ``reasoning_tokens`` (default 0) hidden
 tokens, reported in ``completion_tokens_details.reasoning_tokens`` and counted in
@@ -204,7 +206,7 @@ def documented_refusal(req: dict, reasoning_models: set,
             return _anthropic_refusal("`temperature` and `top_p` cannot both be specified for this "
                                       "model. Please use only one.")
     elif req["api"] == "google":
-        if gemini_thinking_budget(body) == 0 and re.match(r"gemini-(2\.5|3(\.\d+)?)-pro", model):
+        if gemini_thinking_budget(body) == 0 and re.match(r"gemini-(2\.5-pro|[3-9]|\d\d)", model):
             return _google_refusal("Budget 0 is invalid. This model only works in thinking mode.")
     return None
 

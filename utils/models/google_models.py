@@ -121,16 +121,16 @@ def map_error(exc: BaseException, model: str = "gemini") -> BaseException:
 # thinking budget"): (lowest, highest, whether 0 turns thinking off); -1 is dynamic
 # thinking on every thinking model. Gemini 2.5 Pro cannot turn thinking off ("Budget 0 is
 # invalid. This model only works in thinking mode.", INVALID_ARGUMENT:
-# github.com/snailyp/gemini-balance/issues/206, github.com/vercel/ai/issues/8027). Gemini 3
-# models take thinking_level; thinking_budget is still accepted for compatibility, and the
-# Pro models cannot turn thinking off either. Gemini 2.0 models (but the thinking
-# experiment) have no thinking and are sent no thinking_config.
+# github.com/snailyp/gemini-balance/issues/206, github.com/vercel/ai/issues/8027). Gemini
+# 2.0 models (but the thinking experiment) have no thinking and take no thinking_config.
 THINKING_BUDGETS: tuple[tuple[str, tuple[int, int, bool]], ...] = (
     (r"gemini-2\.5-pro", (128, 32768, False)),
     (r"gemini-2\.5-flash-lite", (512, 24576, True)),
     (r"gemini-2\.5-flash", (1, 24576, True)),
-    (r"gemini-3(\.\d+)?-pro", (128, 32768, False)),
-    (r"gemini-3", (1, 24576, True)),
+    # Gemini 3 and later: thinking_level is their own control; a budget is accepted for
+    # compatibility, but 0 is refused (e.g. github.com/googleapis/python-genai/issues/2936,
+    # gemini-3.5-flash-lite) and the server judges the range.
+    (r"gemini-([3-9]|\d\d)", (1, 1_000_000, False)),
 )
 # Google's refusal of a prompt longer than the context: 400 INVALID_ARGUMENT "The input token
 # count (1200293) exceeds the maximum number of tokens allowed (1048576)." (as reported in
