@@ -245,9 +245,11 @@ def recorded_usage(records: Iterable[dict]) -> dict:
         if not step or not step.get("usage") or not step.get("model"):
             return
         entry = totals.setdefault(step["model"], {"steps": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                                                  "batch_prompt_tokens": 0, "batch_completion_tokens": 0})
+                                                  "reasoning_tokens": 0, "batch_prompt_tokens": 0,
+                                                  "batch_completion_tokens": 0})
         entry["steps"] += 1
-        for k in ("prompt_tokens", "completion_tokens", "batch_prompt_tokens", "batch_completion_tokens"):
+        for k in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "batch_prompt_tokens",
+                  "batch_completion_tokens"):
             entry[k] += step["usage"].get(k, 0)
 
     for record in records:

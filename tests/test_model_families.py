@@ -86,6 +86,8 @@ def test_gpt5_family_gives_the_paper_models_metrics_on_the_same_answers(cupid_en
     assert usage["estimated_cost_usd"] == estimate_cost(
         "gpt-5-mini-2025-08-07", usage["prompt_tokens"], usage["completion_tokens"]) > 0
     assert record["steps"]["infer"]["usage"]["reasoning_tokens"] == 40
+    assert results["usage"]["recorded"]["gpt-5-mini-2025-08-07"]["reasoning_tokens"] == 160
+    assert results_paper["usage"]["recorded"]["gpt-4.1-nano-2025-04-14"]["reasoning_tokens"] == 0
     assert results["truncated_answers"] == {"answers": 12, "truncated": 0, "share": 0.0, "by_step": {}}
 
 
