@@ -416,3 +416,33 @@ def test_claude_refusing_temperature_is_adapted_once(fake_llm_env, capsys):
     assert answers[-1].adaptations == ({"parameter": "temperature", "renamed_to": None,
                                         "error": "`temperature` is deprecated for this model."},)
     assert capsys.readouterr().err.count("note: claude-next-preview") == 1
+
+
+def test_an_adaptation_that_does_not_help_fails_the_call(fake_llm_env):
+    from fake_llm_server import FakeResponse
+    from utils.models.errors import ModelCallFailed
+
+    refusal = FakeResponse(status=400, raw_body=json.dumps({"error": {
+        "message": "Unsupported value: 'temperature' does not support 0 with this model.",
+        "type": "invalid_request_error", "param": "temperature", "code": "unsupported_value"}}).encode())
+    fake_llm_env.script(refusal, refusal)  # refused again once adapted: a server we cannot satisfy
+    model = resolve_model("gpt-4o-2024-11-20", role="evaluator", max_retries=3)
+    with pytest.raises(ModelCallFailed, match="does not support 0"):
+        model.generate("", user("q"))
+    bodies = [r["body"] for r in fake_llm_env.requests]
+    assert len(bodies) == 2 and "temperature" in bodies[0] and "temperature" not in bodies[1]
+
+
+def test_a_refusal_learned_by_another_call_is_resent_not_failed(fake_llm_env):
+    from fake_llm_server import FakeResponse
+    from utils.models.adaptations import ADAPTATIONS, Adaptation
+
+    model = resolve_model("gpt-7-preview", role="evaluator")
+    model.generate("", user("first"))  # the first call opens the model to concurrency
+    # Another call learned the refusal while this one's request, built before, was in flight.
+    ADAPTATIONS.learn(model.adaptation_key(), Adaptation("temperature", None, "unsupported_value"))
+    fake_llm_env.script(FakeResponse(status=400, raw_body=json.dumps({"error": {
+        "message": "Unsupported value", "type": "invalid_request_error", "param": "temperature",
+        "code": "unsupported_value"}}).encode()))
+    assert model.generate("", user("second")).text == "OK"
+    assert "temperature" not in fake_llm_env.requests[-1]["body"]

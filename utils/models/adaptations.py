@@ -53,8 +53,8 @@ class AdaptationRegistry:
             return tuple(self._learned.get(key, ()))
 
     def learn(self, key: tuple, adaptation: Adaptation) -> bool:
-        """Record an adaptation; False when this parameter was already adapted (the same
-        refusal again means the adaptation did not help: the caller gives up)."""
+        """Record an adaptation and print it; False (and nothing printed) when this
+        parameter was already adapted for the model (by another call, concurrently)."""
         with self._lock:
             known = self._learned.setdefault(key, [])
             if any(a.parameter == adaptation.parameter for a in known):

@@ -201,15 +201,21 @@ class Model:
             log.warning("%s", error)
             raise error
 
-    def _learn(self, exc: BaseException) -> bool:
-        """True when ``exc`` is a refusal of a parameter not adapted before: it is recorded
-        (and printed once) and the request is to be sent again at once."""
+    def _learn(self, exc: BaseException, adapted: set) -> bool:
+        """True when ``exc`` refuses a parameter this call has not yet been adapted for: the
+        adaptation is recorded for the model (printed once, whichever call learns it first)
+        and the request is to be sent again at once. The same refusal after the adaptation
+        means it did not help: False, and the call fails as any 400 does."""
         if not self.learns_parameters:
             return False
         from utils.models.adaptations import ADAPTATIONS
 
         adaptation = self.parameter_adaptation(exc)
-        return adaptation is not None and ADAPTATIONS.learn(self.adaptation_key(), adaptation)
+        if adaptation is None or adaptation.parameter in adapted:
+            return False
+        adapted.add(adaptation.parameter)
+        ADAPTATIONS.learn(self.adaptation_key(), adaptation)
+        return True
 
     # -- the seam ---------------------------------------------------------------------------
     def chat(self, system_prompt: str, messages: Sequence[Message], **options: Any) -> str:
@@ -270,6 +276,7 @@ class Model:
         reason = "no attempt made"
         attempts = 0
         attempt = 0
+        adapted: set[str] = set()  # parameters this call was resent without
         waited_pause = False
         while attempt <= self.max_retries:
             if CANCEL.is_set():
@@ -297,7 +304,7 @@ class Model:
                 last_error = exc
                 if isinstance(exc, AuthenticationFailed):
                     raise
-                if self._learn(exc):
+                if self._learn(exc, adapted):
                     continue  # the same request, adapted: not a retry of a fault
                 retryable, retry_after, reason = classify_error(exc)
                 reason = redact(reason)
