@@ -181,7 +181,9 @@ class Model:
         return context_window_of(self.name)
 
     def adaptation_key(self) -> tuple:
-        return (self.provider, self.name)
+        """What an adaptation is learned for: the model name at its provider and endpoint
+        (a proxy may refuse what the provider takes)."""
+        return (self.provider, self.endpoint(), self.name)
 
     def learned_adaptations(self) -> tuple:
         from utils.models.adaptations import ADAPTATIONS

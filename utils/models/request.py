@@ -86,7 +86,7 @@ class Request:
             fields.append({"seed": self.seed})
         reasoning = {k: v for k, v in (("reasoning_effort", self.reasoning_effort),
                                        ("thinking_budget", self.thinking_budget)) if v is not None}
-        if reasoning:  # likewise: requests without reasoning options keep their keys
+        if reasoning:  # only when set: requests without reasoning options keep their keys
             fields.append(reasoning)
         payload = json.dumps(fields, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
