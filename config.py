@@ -80,21 +80,9 @@ BATCH_POLL_INTERVAL = _env_float("CUPID_BATCH_POLL_INTERVAL", 30.0)
 BATCH_MAX_ITEMS = _env_int("CUPID_BATCH_MAX_ITEMS", 10000)  # below every provider's limit
 BATCH_MAX_BYTES = _env_int("CUPID_BATCH_MAX_BYTES", 150_000_000)  # OpenAI: 200 MB a file
 
-# --- Cost estimate (USD per million tokens: input, output). Unknown models cost None. ---
-PRICES_PER_MTOK: dict[str, tuple[float, float]] = {
-    "gpt-4o-2024-11-20": (2.50, 10.00),
-    "gpt-4o-2024-08-06": (2.50, 10.00),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    "gpt-4.1-2025-04-14": (2.00, 8.00),
-    "gpt-4.1-mini-2025-04-14": (0.40, 1.60),
-    "gpt-4.1-nano-2025-04-14": (0.10, 0.40),
-    "o3-mini-2025-01-31": (1.10, 4.40),
-    "o3-mini": (1.10, 4.40),
-    "claude-3-5-sonnet-20241022": (3.00, 15.00),
-    "claude-3-5-sonnet-20240620": (3.00, 15.00),
-    "claude-3-7-sonnet-20250219": (3.00, 15.00),
-    "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo": (0.18, 0.18),
-    "meta-llama/Meta-Llama-3.1-405B-Instruct-Turbo": (3.50, 3.50),
-    "smollm2-135m": (0.0, 0.0),
-}
+# --- Cost estimate and context windows: utils/models/catalog.py (one dated table). ---
+# This is a view of that table's prices for code that reads a dict: (input, output) USD per
+# million tokens by exact name. utils.models.catalog.price_of also prices dated snapshots.
+from utils.models.catalog import priced_models as _priced_models  # noqa: E402
+
+PRICES_PER_MTOK: dict[str, tuple[float, float]] = _priced_models()

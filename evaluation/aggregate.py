@@ -132,6 +132,7 @@ def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
     """results.json of a run directory: every finished instance file, for every task, for
     one scorer. Several invocations or processes writing one directory aggregate to the
     numbers one run would give. ``task`` adds a task's block even when it has no result."""
+    records = list(records)
     outcomes = [outcome_from_record(d, scorer) for d in records]
     has_inference = task in ("inference", "both") or any(
         o.inference is not None or any(s in INFERENCE_STEPS for s, _ in o.failures) for o in outcomes)
@@ -155,6 +156,7 @@ def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
             ("inference", "inference", INFERENCE_STEPS, has_inference),
             ("generation", "generation_score", GENERATION_STEPS, has_generation)) if present}
     results["tasks"] = tasks
+    results["truncated_answers"] = truncated_answers(records, scorer)
     return results
 
 
@@ -175,6 +177,28 @@ def invocation_counts(n_selected: int, found_done: Iterable[str],
             "ran_failed": sum(o.status == "failed" for o in ran),
             "remaining": n_selected - len(finished | done),
             "in_progress_elsewhere": sum(o.status == "busy" for o in outcomes.values())}
+
+
+def truncated_answers(records: Iterable[dict], scorer: str) -> dict:
+    """How many of the answers the run's steps received (the evaluated model's and this
+    scorer's) were cut at the token limit (finish_reason "length", stop_reason
+    "max_tokens", finishReason MAX_TOKENS): a share above 0 means max_tokens was too small
+    for the model (a reasoning model's thinking counts against it)."""
+    answers, truncated = 0, 0
+    by_step: Counter = Counter()
+    for record in records:
+        scorer_steps = (((record.get("evaluations") or {}).get(scorer) or {}).get("steps") or {})
+        for steps in (record.get("steps") or {}, scorer_steps):
+            for name, step in steps.items():
+                if not isinstance(step, dict):
+                    continue
+                answers += len(step.get("raw") or [])
+                cut = step.get("truncated") or 0
+                if isinstance(cut, int) and cut > 0:
+                    truncated += cut
+                    by_step[name] += cut
+    return {"answers": answers, "truncated": truncated,
+            "share": round(truncated / answers, 4) if answers else 0.0, "by_step": dict(by_step)}
 
 
 INFERENCE_STEPS = {"infer", "decompose", "match_precision", "match_recall", "stored inference value"}
@@ -221,9 +245,11 @@ def recorded_usage(records: Iterable[dict]) -> dict:
         if not step or not step.get("usage") or not step.get("model"):
             return
         entry = totals.setdefault(step["model"], {"steps": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                                                  "batch_prompt_tokens": 0, "batch_completion_tokens": 0})
+                                                  "reasoning_tokens": 0, "batch_prompt_tokens": 0,
+                                                  "batch_completion_tokens": 0})
         entry["steps"] += 1
-        for k in ("prompt_tokens", "completion_tokens", "batch_prompt_tokens", "batch_completion_tokens"):
+        for k in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "batch_prompt_tokens",
+                  "batch_completion_tokens"):
             entry[k] += step["usage"].get(k, 0)
 
     for record in records:

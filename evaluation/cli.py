@@ -70,7 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "(OpenAI, Together, Google, vLLM, the embedded model; not Anthropic)")
     gen.add_argument("--model_args", type=generation_params, default=None, metavar="K=V,...",
                      help="the evaluated model's temperature, max_tokens or seed, replacing what "
-                          "each step asks for, e.g. temperature=0.2,max_tokens=1024")
+                          "each step asks for, e.g. temperature=0.2,max_tokens=1024; and its "
+                          "reasoning: reasoning_effort=low (OpenAI reasoning models) or "
+                          "thinking_budget=N (Anthropic: 0 or >= 1024; Google: -1 dynamic, 0 off "
+                          "where the model allows), checked against the model's family")
     gen.add_argument("--evaluator_args", type=generation_params, default=None, metavar="K=V,...",
                      help="the same for the evaluator (decompose, match, judge)")
     gen.add_argument("--matcher_args", type=generation_params, default=None, metavar="K=V,...",

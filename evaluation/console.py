@@ -47,6 +47,13 @@ def print_summary(results: dict, path: Path, out=None) -> None:
               + f" · {batch['items_answered']} answered · {batch['items_failed']} failed in their batch"
               + (f" · {batch['batches_resumed']} resumed" if batch["batches_resumed"] else "")
               + (f" · {batch['batches_lost']} lost" if batch["batches_lost"] else ""), file=out)
+
+    cut = results.get("truncated_answers")
+    if cut and cut["answers"]:
+        print(f"answers cut at the token limit: {cut['truncated']} of {cut['answers']} "
+              f"({100 * cut['share']:.1f}%)"
+              + (" · " + ", ".join(f"{k} {v}" for k, v in cut["by_step"].items()) if cut["by_step"] else ""),
+              file=out)
     for step, reasons in c["failures_by_step"].items():
         for reason, n in reasons.items():
             print(f"  failed at {step} ×{n}: {reason}", file=out)
@@ -56,5 +63,6 @@ def print_summary(results: dict, path: Path, out=None) -> None:
               f"{usage['cache_hits']} cached, "
               f"{usage['retries']} retries, {usage['failed_calls']} failed) · "
               f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens"
+              + (f" ({usage['reasoning_tokens']} reasoning)" if usage.get("reasoning_tokens") else "")
               + (f" · ~${cost:.4f}" if cost is not None else ""), file=out)
     print(f"results: {path}", file=out)

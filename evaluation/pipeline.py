@@ -140,6 +140,8 @@ class Evaluation:
                     "attempts": exc.attempts, "usage": None,
                     "next_variant": exc.next_variant, "sent": exc.sent,
                     "latency_s": exc.latency_s, "finished_at": now()}
+            if exc.truncated:
+                step["truncated"] = exc.truncated
             step["release"] = self._release_view(name, step)
             record.set_step(name, step, scorer)
             log.warning("%s: step %s failed: %s", record.data["instance_id"], name, exc.reason)
@@ -149,6 +151,8 @@ class Evaluation:
                 "raw": result.raw, "error": None, "attempts": result.attempts,
                 "usage": result.usage, "sent": result.sent, "latency_s": result.latency_s,
                 "finished_at": now()}
+        if result.truncated:  # answers cut at the token limit (results.json: truncated_answers)
+            step["truncated"] = result.truncated
         step["release"] = self._release_view(name, step)
         record.set_step(name, step, scorer)
         return result.output

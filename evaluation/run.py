@@ -363,6 +363,9 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
     }
     if runner is not None:
         this_invocation["batch"] = runner.counts()
+    adapted = parameter_adaptations(models)
+    if adapted:  # what the providers refused and how the requests were sent instead
+        this_invocation["parameter_adaptations"] = adapted
     if stop_code is None:
         shared.signals.deferring()  # a signal now waits for the files below to be written
     try:
@@ -409,6 +412,14 @@ def storage_safe_note(outcomes: dict, n_selected: int, run_dir: Path) -> str:
     return (f"safe: {finished} of {n_selected} instances finished in this invocation, and every "
             f"step saved before the failure, are in {run_dir}; make room (or make the directory "
             f"writable) and rerun the same command to resume without asking finished steps again.")
+
+
+def parameter_adaptations(models) -> dict:
+    """{model name: adaptations learned} for this run's models (utils/models/adaptations.py)."""
+    from utils.models.adaptations import ADAPTATIONS
+
+    names = {m.name for m in models if m is not None}
+    return {name: items for name, items in ADAPTATIONS.snapshot().items() if name in names}
 
 
 def write_results(store: RunStore, evaluation: Evaluation, args, data_source: str, manifest: dict,

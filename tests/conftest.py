@@ -55,11 +55,13 @@ def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
         logger.handlers[:] = handlers
         logger.setLevel(level)
     # Clients and limiters are keyed by base URL; the next test's server has another port.
+    from utils.models.adaptations import reset_adaptations
     from utils.models.hosted import reset_clients
     from utils.models.limits import reset_limiters
 
     reset_clients()
     reset_limiters()
+    reset_adaptations()  # what a run learned about a model's parameters
 
 
 @pytest.fixture

@@ -72,6 +72,28 @@ The request dict given to the responder and stored in ``requests``::
      "body": the full JSON body, "body_bytes": the body as received (bytes),
      "headers": {lower-cased name: value}, "path": str}
 
+Documented refusals (``enforce_rules``, on by default): requests a provider's API rejects
+are answered with its 400 body, as the provider sends it (``documented_refusal``):
+OpenAI reasoning models (o-series, the gpt-5 family but its ``-chat`` models, and any name
+in ``reasoning_models``) refuse ``max_tokens`` (``unsupported_parameter``) and a
+temperature other than 1 (``unsupported_value``; gpt-5.1 and later accept one with
+``reasoning_effort: "none"``); other OpenAI models refuse ``reasoning_effort``. Anthropic
+refuses thinking on models without it, a budget under 1024 or not below ``max_tokens``, a
+temperature other than 1 with thinking, temperature with top_p on Claude Sonnet 4.5 /
+Haiku 4.5 / Opus 4.1 and later, and any sampling parameter or a thinking budget on Claude
+Opus 4.7 and later and the Claude 5 models (sampling parameters also on the names in
+``anthropic_no_sampling``). Gemini 2.5 Pro and Gemini 3 and later refuse a thinking budget
+of 0.
+
+Reasoning usage: an OpenAI reasoning model spends ``reasoning_tokens`` (default 0) hidden
+tokens, reported in ``completion_tokens_details.reasoning_tokens`` and counted in
+``completion_tokens``; Anthropic's thinking block's words count in ``output_tokens``; a
+Gemini 2.5+ model spends its thinking budget (or ``gemini_thoughts``, default 0, when none is
+set) in ``thoughtsTokenCount``. Thinking counts against the token limit (``max_tokens``,
+``max_completion_tokens``, ``maxOutputTokens``): an answer that does not fit is cut to the
+words left, with finish_reason ``length`` / stop_reason ``max_tokens`` / finishReason
+``MAX_TOKENS`` (no text part when nothing is left).
+
 Token usage in answers is whitespace token counts: prompt tokens are the words of the
 system prompt and of every message; completion tokens are the words of the answer. Tests
 can therefore check the accounting exactly (``FakeLLMServer.count_tokens``).
@@ -79,6 +101,7 @@ can therefore check the accounting exactly (``FakeLLMServer.count_tokens``).
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -100,6 +123,108 @@ _ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_err
 _GOOGLE_STATUSES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
                     404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL",
                     503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+
+
+# -- the providers' documented rules -----------------------------------------------------------
+def openai_is_reasoning(model: str, extra: set) -> bool:
+    """o-series and gpt-5 family (not its -chat models): OpenAI's reasoning guide."""
+    name = (model or "").lower()
+    if name in extra:
+        return True
+    if re.match(r"gpt-5(\.\d+)?-chat", name):
+        return False
+    return re.match(r"(o\d|gpt-5)", name) is not None
+
+
+def _openai_refusal(message: str, param: str, code: str) -> FakeResponse:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+    return FakeResponse(status=400, raw_body=json.dumps(body).encode("utf-8"))
+
+
+def _anthropic_refusal(message: str) -> FakeResponse:
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": message},
+            "request_id": "req_fake"}
+    return FakeResponse(status=400, raw_body=json.dumps(body).encode("utf-8"))
+
+
+def _google_refusal(message: str) -> FakeResponse:
+    body = {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}
+    return FakeResponse(status=400, raw_body=json.dumps(body).encode("utf-8"))
+
+
+def documented_refusal(req: dict, reasoning_models: set,
+                       anthropic_no_sampling: frozenset = frozenset()) -> "FakeResponse | None":
+    """The 400 a provider sends for this request, or None when it accepts it."""
+    body, model = req["body"], (req["model"] or "").lower()
+    if req["api"] == "openai":
+        if openai_is_reasoning(model, reasoning_models):
+            if "max_tokens" in body:
+                return _openai_refusal("Unsupported parameter: 'max_tokens' is not supported with "
+                                       "this model. Use 'max_completion_tokens' instead.",
+                                       "max_tokens", "unsupported_parameter")
+            no_effort = re.match(r"gpt-5\.\d", model) and body.get("reasoning_effort") == "none"
+            if "temperature" in body and body["temperature"] != 1 and not no_effort:
+                return _openai_refusal(f"Unsupported value: 'temperature' does not support "
+                                       f"{body['temperature']} with this model. Only the default "
+                                       f"(1) value is supported.", "temperature", "unsupported_value")
+        elif "reasoning_effort" in body and (model.startswith(("gpt-4", "gpt-3.5"))
+                                             or re.match(r"gpt-5(\.\d+)?-chat", model)):
+            return _openai_refusal("Unsupported parameter: 'reasoning_effort' is not supported "
+                                   "with this model.", "reasoning_effort", "unsupported_parameter")
+    elif req["api"] == "anthropic":
+        thinking = body.get("thinking") or {}
+        # Claude Opus 4.7+ and Claude 5: no sampling parameters, no manual thinking (Anthropic's
+        # error reference, github.com/anthropics/skills skills/claude-api/shared/error-codes.md;
+        # the temperature wording as users report it, e.g. "`temperature` is deprecated for
+        # this model."). The wording of the thinking refusal is not published: ours is a stand-in.
+        if re.search(r"claude-([a-z]+-4-[7-9]|[a-z]+-[5-9])(\b|-|$)", model) or model in anthropic_no_sampling:
+            for param in ("temperature", "top_p", "top_k"):
+                if param in body:
+                    return _anthropic_refusal(f"`{param}` is deprecated for this model.")
+            if thinking.get("type") == "enabled" and model not in anthropic_no_sampling:
+                return _anthropic_refusal("thinking.type.enabled is not supported for this model; "
+                                          "use thinking.type.adaptive")
+        if thinking.get("type") == "enabled":
+            if not re.search(r"claude-(3-7-sonnet|(opus|sonnet|haiku)-4)", model):
+                return _anthropic_refusal(f"'{req['model']}' does not support thinking.")
+            budget = thinking.get("budget_tokens") or 0
+            if budget < 1024:
+                return _anthropic_refusal("thinking.enabled.budget_tokens: Input should be greater "
+                                          "than or equal to 1024")
+            if budget >= (body.get("max_tokens") or 0):
+                return _anthropic_refusal("`max_tokens` must be greater than `thinking.budget_tokens`. "
+                                          "Please consult our documentation at https://docs.claude.com/"
+                                          "en/docs/build-with-claude/extended-thinking#max-tokens-and-"
+                                          "context-window-size")
+            if "temperature" in body and body["temperature"] != 1:
+                return _anthropic_refusal("`temperature` may only be set to 1 when thinking is "
+                                          "enabled. Please consult our documentation at https://"
+                                          "docs.claude.com/en/docs/build-with-claude/extended-"
+                                          "thinking#feature-compatibility")
+        if "temperature" in body and "top_p" in body and re.search(
+                r"claude-(sonnet-4-5|haiku-4-5|opus-4-[1-9])", model):
+            return _anthropic_refusal("`temperature` and `top_p` cannot both be specified for this "
+                                      "model. Please use only one.")
+    elif req["api"] == "google":
+        if gemini_thinking_budget(body) == 0 and re.match(r"gemini-(2\.5-pro|[3-9]|\d\d)", model):
+            return _google_refusal("Budget 0 is invalid. This model only works in thinking mode.")
+    return None
+
+
+def gemini_thinking_budget(body: dict) -> int | None:
+    """generationConfig.thinkingConfig.thinkingBudget. Google's JSON parser, as any proto3 JSON
+    parser, accepts a field's lowerCamelCase name and its proto name (thinking_budget) alike
+    (https://protobuf.dev/programming-guides/json/), and the SDK sends a dict's keys as given."""
+    generation = body.get("generationConfig") or {}
+    thinking = generation.get("thinkingConfig") or generation.get("thinking_config") or {}
+    return thinking.get("thinkingBudget", thinking.get("thinking_budget"))
+
+
+def _cut(text: str | None, words: int) -> str | None:
+    """The first ``words`` words of an answer (what fits under a token limit)."""
+    if text is None:
+        return None
+    return " ".join(text.split()[:max(0, words)])
 
 
 @dataclass
@@ -242,6 +367,12 @@ class _Handler(BaseHTTPRequestHandler):
         owner._record(req)
         if api == "openai" and owner.max_model_len and self._refused_as_vllm(req):
             return
+        refusal = (documented_refusal(req, owner.reasoning_models, frozenset(owner.anthropic_no_sampling))
+                   if owner.enforce_rules else None)
+        if refusal is not None:
+            owner._record_refusal(req)
+            self._answer(api, req, refusal)
+            return
         try:
             response, scripted = owner._next_response(req)
         except Exception as exc:  # a bug in a test's responder: answer 500 and say why
@@ -331,41 +462,76 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(api, response.status, response.text, response.headers)
             return
         prompt_tokens = _prompt_tokens(req)
-        completion_tokens = count_tokens(response.text)
         model = req["model"] or "fake-model"
+        body = req["body"]
+        text = response.text
         if api == "openai":
+            reasoning = (owner.reasoning_tokens if openai_is_reasoning(model, owner.reasoning_models)
+                         else 0)
+            limit = body.get("max_completion_tokens") or body.get("max_tokens")
+            finish = "stop"
+            if limit is not None and reasoning + count_tokens(text) > limit:
+                reasoning = min(reasoning, limit)
+                text, finish = _cut(text, limit - reasoning), "length"
+            completion_tokens = count_tokens(text) + reasoning
             payload = {
                 "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
                 "created": int(time.time()), "model": model,
-                "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                             "message": {"role": "assistant", "content": response.text,
+                "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
+                             "message": {"role": "assistant", "content": text,
                                          "refusal": None}}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                          "total_tokens": prompt_tokens + completion_tokens},
+                          "total_tokens": prompt_tokens + completion_tokens,
+                          "completion_tokens_details": {"reasoning_tokens": reasoning}},
             }
         elif api == "google":
-            parts = [] if response.text is None else [{"text": response.text}]
+            generation = body.get("generationConfig") or {}
+            budget = gemini_thinking_budget(body)
+            thinks = re.match(r"gemini-(2\.5|[3-9])", model.lower()) is not None
+            thoughts = 0
+            if thinks and budget != 0:
+                thoughts = budget if budget is not None and budget > 0 else owner.gemini_thoughts
+            limit = generation.get("maxOutputTokens")
+            finish = "STOP"
+            if limit is not None and thoughts + count_tokens(text) > limit:
+                thoughts = min(thoughts, limit)
+                text, finish = _cut(text, limit - thoughts), "MAX_TOKENS"
+            parts = [] if not text else [{"text": text}]
+            completion_tokens = count_tokens(text)
+            usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": completion_tokens,
+                     "totalTokenCount": prompt_tokens + completion_tokens + thoughts}
+            if thoughts:
+                usage["thoughtsTokenCount"] = thoughts
             payload = {
                 "candidates": [{"content": {"role": "model", "parts": parts},
-                                "finishReason": "STOP", "index": 0}],
-                "usageMetadata": {"promptTokenCount": prompt_tokens,
-                                  "candidatesTokenCount": completion_tokens,
-                                  "totalTokenCount": prompt_tokens + completion_tokens},
+                                "finishReason": finish, "index": 0}],
+                "usageMetadata": usage,
                 "modelVersion": model,
             }
         else:
             content = []
-            if response.text is not None:
-                thinking = req["body"].get("thinking") or {}
+            thinking_words = 0
+            stop = "end_turn"
+            if text is not None:
+                thinking = body.get("thinking") or {}
                 if thinking.get("type") == "enabled":
-                    content.append({"type": "thinking", "thinking": "Let me think about this.",
+                    thought = owner.anthropic_thinking
+                    content.append({"type": "thinking", "thinking": thought,
                                     "signature": "fake-signature"})
-                content.append({"type": "text", "text": response.text})
+                    thinking_words = count_tokens(thought)
+                limit = body.get("max_tokens")
+                if limit is not None and thinking_words + count_tokens(text) > limit:
+                    thinking_words = min(thinking_words, limit)
+                    text, stop = _cut(text, limit - thinking_words), "max_tokens"
+                if text:
+                    content.append({"type": "text", "text": text})
             payload = {
                 "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
-                "model": model, "content": content, "stop_reason": "end_turn",
+                "model": model, "content": content, "stop_reason": stop,
                 "stop_sequence": None,
-                "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens},
+                # Thinking tokens are billed as output and counted in output_tokens.
+                "usage": {"input_tokens": prompt_tokens,
+                          "output_tokens": count_tokens(text) + thinking_words},
             }
         self._send_json(response.status, payload, response.headers)
 
@@ -431,6 +597,14 @@ class FakeLLMServer:
         self.tokenize_route = True  # False: a vLLM-like server without /tokenize
         self.models_status = 200        # another status answers the models route with an error
         self.models_bare_list = False   # True: the list alone, as Together answers
+        # The providers' documented refusals and reasoning usage (see the module docstring).
+        self.enforce_rules = True
+        self.reasoning_models: set[str] = set()  # more OpenAI names under reasoning rules
+        self.anthropic_no_sampling: set[str] = set()  # more Claude names refusing temperature
+        self.reasoning_tokens = 0                # an OpenAI reasoning model's hidden tokens
+        self.gemini_thoughts = 0                 # a Gemini 2.5+ model's thoughts, no budget set
+        self.anthropic_thinking = "Let me think about this."
+        self.refused: list[dict] = []            # requests answered with a documented 400
         self._lock = threading.Lock()
         self._script: deque[FakeResponse] = deque()
         self._requests: list[dict] = []
@@ -521,6 +695,10 @@ class FakeLLMServer:
     def _record(self, req: dict) -> None:
         with self._lock:
             self._requests.append(req)
+
+    def _record_refusal(self, req: dict) -> None:
+        with self._lock:
+            self.refused.append(req)
 
     def _record_responder_error(self, exc: BaseException) -> None:
         with self._lock:

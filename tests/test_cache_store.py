@@ -32,6 +32,8 @@ ANSWER_FIELDS = [
     ("json_schema", {"type": "object"}),
     ("answer_grammar", 'root ::= "x"'),
     ("seed", 1),
+    ("reasoning_effort", "low"),
+    ("thinking_budget", 2048),
     ("variant", 1),
 ]
 

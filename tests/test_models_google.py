@@ -65,6 +65,7 @@ def test_parse_response_from_sdk_objects():
     completion = parse_response(response, "gemini-2.5-flash")
     assert completion.text == "Hello world"
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (11, 7)
+    assert completion.usage.reasoning_tokens == 5 and not completion.truncated
 
 
 def test_parse_response_failures():
@@ -76,9 +77,13 @@ def test_parse_response_failures():
         parse_response(blocked)
     with pytest.raises(TransientModelError, match="without candidates"):
         parse_response(types.GenerateContentResponse())
-    empty = {"candidates": [{"content": {"parts": []}, "finish_reason": "MAX_TOKENS"}]}
-    with pytest.raises(TransientModelError, match="MAX_TOKENS"):
-        parse_response(empty)
+    no_text = {"candidates": [{"content": {"parts": []}, "finish_reason": "STOP"}]}
+    with pytest.raises(TransientModelError, match="STOP"):
+        parse_response(no_text)
+    # Cut at the limit before any text (the thinking used max_output_tokens): the same
+    # request would be cut again, so it is an empty answer marked truncated, not a retry.
+    cut = parse_response({"candidates": [{"content": {"parts": []}, "finish_reason": "MAX_TOKENS"}]})
+    assert cut.text == "" and cut.truncated
 
 
 def test_error_codes_reach_the_seam():

@@ -38,18 +38,38 @@ def _temperature(text: str) -> float:
     return _number(float, text, lambda v: 0 <= v <= 2, "a temperature between 0 and 2")
 
 
-# Generation parameters a user may set per role (the Request fields every adapter
-# translates; utils/models/registry.py OVERRIDABLE), each with its parser.
+# OpenAI's reasoning efforts (openai-python, src/openai/types/shared/reasoning_effort.py:
+# ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]); which
+# of them a model takes is the adapter's rule (utils/models/openai_models.py).
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+def _reasoning_effort(text: str) -> str:
+    if text not in REASONING_EFFORTS:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(REASONING_EFFORTS)}, got {text!r}")
+    return text
+
+
+def _thinking_budget(text: str) -> int:
+    # -1 is Gemini's "dynamic" budget; each provider's adapter checks its own range.
+    return _number(int, text, lambda v: v >= -1, "a whole number of tokens (-1: dynamic, Gemini)")
+
+
+# Generation parameters a user may set per role (the Request fields the adapters translate;
+# utils/models/registry.py OVERRIDABLE), each with its parser. The reasoning options are
+# then checked against the model's provider and family (Model.validate_overrides).
 GENERATION_PARAMS: dict[str, Callable[[str], object]] = {
     "temperature": _temperature,
     "max_tokens": positive_int,
     "seed": non_negative_int,
+    "reasoning_effort": _reasoning_effort,   # OpenAI reasoning models
+    "thinking_budget": _thinking_budget,     # Anthropic and Google thinking models
 }
 
 
 def generation_params(text: str) -> dict:
     """``temperature=0.2,max_tokens=1024`` -> {"temperature": 0.2, "max_tokens": 1024}.
-    Only the parameters every adapter understands (GENERATION_PARAMS) are accepted."""
+    Only the parameters of GENERATION_PARAMS are accepted."""
     params: dict = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")

@@ -21,7 +21,7 @@ from utils.prompts import Prompt, load_prompt
 
 class StepFailed(Exception):
     def __init__(self, reason: str, raw: Sequence[str] = (), attempts: int = 0, next_variant: int = 0,
-                 sent: dict | None = None, latency_s: float = 0.0):
+                 sent: dict | None = None, latency_s: float = 0.0, truncated: int = 0):
         super().__init__(reason)
         self.reason = reason
         self.raw = list(raw)
@@ -29,6 +29,7 @@ class StepFailed(Exception):
         self.next_variant = next_variant
         self.sent = sent
         self.latency_s = latency_s
+        self.truncated = truncated  # answers cut at the token limit
 
 
 @dataclass
@@ -41,6 +42,7 @@ class StepResult:
     usage: dict = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
     sent: dict | None = None      # what was asked (see sent_record)
     latency_s: float = 0.0        # seconds spent in the model calls of this step
+    truncated: int = 0            # answers cut at the token limit
 
 
 def text_sha256(text: str) -> str:
@@ -89,12 +91,17 @@ def run_prompt(model: Model, prompt_name: str, values: dict, parse: Callable[[st
                                   first_variant=first_variant, json_schema=json_schema,
                                   answer_grammar=answer_grammar, **options)
     except NoUsableAnswer as exc:
+        sent.update(exc.sent)
         if exc.call_failed is not None:
             raise StepFailed(f"{type(exc.call_failed).__name__}: {exc.call_failed.reason}", exc.raws,
                              len(exc.raws) + 1, next_variant=exc.next_variant, sent=sent,
-                             latency_s=exc.latency_s) from exc.call_failed
+                             latency_s=exc.latency_s, truncated=exc.truncated) from exc.call_failed
         raise StepFailed(f"unparseable answer: {exc.reason}", exc.raws, len(exc.raws),
-                         next_variant=exc.next_variant, sent=sent, latency_s=exc.latency_s) from None
+                         next_variant=exc.next_variant, sent=sent, latency_s=exc.latency_s,
+                         truncated=exc.truncated) from None
+    # The adapter's own account of the request: the parameters as sent on the wire (a
+    # reasoning model's max_completion_tokens and no temperature, say) and any adaptation.
+    sent.update(answer.sent)
     return StepResult(output=answer.value, raw=answer.raws, attempts=answer.attempts, model=model.name,
                       prompt_version=prompt.version, usage=answer.usage, sent=sent,
-                      latency_s=answer.latency_s)
+                      latency_s=answer.latency_s, truncated=answer.truncated)

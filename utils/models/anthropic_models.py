@@ -6,6 +6,10 @@ Addressed as ``anthropic:NAME`` or a bare ``claude-*`` name. The system prompt g
 Claude 3.7 Sonnet runs with the paper's settings (Table 8): temperature 1 and extended
 thinking with a budget of 1024 tokens; ``max_tokens`` is raised above the budget when
 needed, and only the text blocks of the answer are returned (the thinking is dropped).
+The Claude 4 models up to 4.6 think only when asked (``--model_args thinking_budget=N``,
+N >= 1024; 0 turns thinking off), with the same rules. Claude Opus 4.7 and later and the
+Claude 5 models think adaptively on their own and refuse a temperature and a budget: they
+are sent neither (``ADAPTIVE_ONLY``).
 
 Temperature: anthropic SDK 2.x removed the sampling parameters from ``messages.create`` and
 its default API version (2026-10-21) rejects them with HTTP 400. The paper's settings need
@@ -15,12 +19,40 @@ the body under the API version that accepts it (``legacy_api_version``). A model
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from utils.models.adaptations import Adaptation
 from utils.models.hosted import HostedModel, call_sdk_with_headers
-from utils.models.errors import TransientModelError
+from utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
+from utils.models.retry import status_code
 from utils.models.registry import register_provider
 from utils.models.request import Completion, Request, Usage
+
+
+# Models that take extended thinking (``thinking={"type": "enabled", "budget_tokens": N}``):
+# Claude 3.7 Sonnet and the Claude 4 models up to 4.6 (Opus 4/4.1/4.5/4.6, Sonnet 4/4.5/4.6,
+# Haiku 4.5). Source: https://docs.claude.com/en/docs/build-with-claude/extended-thinking
+# ("Supported models"); the Claude 3.5 and 3 models reject a thinking block.
+THINKING_MODELS = re.compile(r"claude-(3-7-sonnet|(opus|sonnet|haiku)-4)")
+# Claude Opus 4.7 / 4.8 and the Claude 5 models (Sonnet 5, Opus 5, Opus 5.5, Fable 5.1 ...)
+# think adaptively by default and answer 400 to manual thinking (budget_tokens) and to any
+# sampling parameter (temperature, top_p, top_k): Anthropic's API error reference,
+# github.com/anthropics/skills skills/claude-api/shared/error-codes.md ("Model-specific 400s
+# on Opus 4.8 / 4.7"), and https://platform.claude.com/docs/en/models/sonnet-5/migration-guide
+# (sampling parameters set to non-default values return 400; manual extended thinking
+# returns 400). They are sent no temperature and no thinking block.
+ADAPTIVE_ONLY = re.compile(r"claude-([a-z]+-4-([7-9]|\d\d)|[a-z]+-([5-9]|\d\d))(\b|-|$)")
+MIN_THINKING_BUDGET = 1024
+# Anthropic's refusal of a request longer than the context: a 400 invalid_request_error
+# "prompt is too long: 208656 tokens > 200000 maximum" (as reported in
+# github.com/sojohnnysaid/project-guide/issues/2, github.com/boldsoftware/exe.dev/issues/62).
+_PROMPT_TOO_LONG = re.compile(r"prompt is too long: \d+ tokens > \d+ maximum")
+# Claude Sonnet 4.5, Haiku 4.5 and Opus 4.1 and later refuse temperature and top_p together
+# ("`temperature` and `top_p` cannot both be specified for this model. Please use only one.":
+# github.com/BerriAI/litellm/issues/15097, github.com/open-webui/open-webui/issues/17922;
+# https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-request-response.html).
+# The harness sends temperature only and never top_p, so every Claude model takes its requests.
 
 
 @register_provider("anthropic")
@@ -32,15 +64,74 @@ class AnthropicModel(HostedModel):
     base_url_env = "ANTHROPIC_BASE_URL"
     provider_label = "Anthropic models"
     default_max_tokens = 4096
-    # Extended thinking as in the paper (Claude 3.7 Sonnet, Table 8).
+    learns_parameters = True
+    reasoning_options = ("thinking_budget",)
+    # Extended thinking by default as in the paper (Claude 3.7 Sonnet, Table 8); other
+    # thinking models think only when the user sets thinking_budget.
     thinking_prefixes: tuple[str, ...] = ("claude-3-7-sonnet",)
     thinking_budget = 1024
     thinking_temperature = 1  # the integer, as the release sends it
     # The API version under which the messages API accepts `temperature`.
     legacy_api_version = "2023-06-01"
 
+    def takes_thinking(self) -> bool:
+        """Manual extended thinking (a budget) is accepted."""
+        return (THINKING_MODELS.search(self.name.lower()) is not None
+                and not self.adaptive_only())
+
+    def adaptive_only(self) -> bool:
+        """Adaptive thinking only, and no sampling parameters (Opus 4.7 and later)."""
+        return ADAPTIVE_ONLY.search(self.name.lower()) is not None
+
     def uses_thinking(self) -> bool:
         return self.name.lower().startswith(self.thinking_prefixes)
+
+    def thinking_budget_for(self, request: Request) -> int | None:
+        """The budget of this request's thinking, or None: no thinking (a user's 0 too)."""
+        if request.thinking_budget is not None:
+            return request.thinking_budget or None
+        return self.thinking_budget if self.uses_thinking() else None
+
+    def validate_overrides(self, overrides: dict) -> None:
+        super().validate_overrides(overrides)
+        if "temperature" in overrides and self.adaptive_only():
+            raise ModelConfigurationError(
+                f"{self.name}: this model refuses any temperature (Claude Opus 4.7 and later take "
+                f"no sampling parameters)")
+        budget = overrides.get("thinking_budget")
+        if budget is None or budget == 0:
+            return
+        if self.adaptive_only():
+            raise ModelConfigurationError(
+                f"{self.name}: thinking_budget={budget}: this model thinks adaptively and refuses "
+                f"a thinking budget (Claude Opus 4.7 and later)")
+        if not self.takes_thinking():
+            raise ModelConfigurationError(
+                f"{self.name}: thinking_budget={budget}: this model has no extended thinking "
+                f"(Claude 3.7 Sonnet and the Claude 4 models have)")
+        if budget < MIN_THINKING_BUDGET:
+            raise ModelConfigurationError(
+                f"{self.name}: thinking_budget={budget} is below Anthropic's minimum of "
+                f"{MIN_THINKING_BUDGET} tokens (0 turns thinking off)")
+        if "temperature" in overrides and overrides["temperature"] != 1:
+            raise ModelConfigurationError(
+                f"{self.name}: with thinking_budget the temperature can only be 1")
+
+    def parameter_adaptation(self, exc: BaseException) -> Adaptation | None:
+        """A 400 saying the model does not take ``temperature`` (a model that accepts only
+        its default): the temperature is then not sent. Thinking refusals are not adapted:
+        a thinking budget is the user's or the paper's choice."""
+        if status_code(exc) != 400 or "temperature" in self.overrides:
+            return None
+        body = getattr(exc, "body", None)
+        error = body.get("error") if isinstance(body, dict) else None
+        message = (error.get("message") if isinstance(error, dict) else None) or str(exc)
+        lowered = message.lower()
+        if "temperature" in lowered and "thinking" not in lowered and any(
+                word in lowered for word in ("not supported", "unsupported", "deprecated",
+                                             "not allowed", "cannot both be specified")):
+            return Adaptation("temperature", None, " ".join(message.split())[:160])
+        return None
 
     def make_client(self, base_url: str | None, api_key: str) -> Any:
         import anthropic
@@ -56,13 +147,16 @@ class AnthropicModel(HostedModel):
         }
         if request.system_prompt:
             params["system"] = request.system_prompt
-        if self.uses_thinking():
-            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-            if max_tokens <= self.thinking_budget:
+        budget = self.thinking_budget_for(request)
+        if budget is not None:
+            params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            if max_tokens <= budget:
                 # The budget counts towards max_tokens; keep the caller's room for the answer.
-                max_tokens += self.thinking_budget
+                max_tokens += budget
             temperature = self.thinking_temperature
         params["max_tokens"] = max_tokens
+        if self.adaptive_only() or any(a.parameter == "temperature" for a in self.learned_adaptations()):
+            temperature = None
         if temperature is not None:
             params["extra_body"] = {"temperature": temperature}
             params["extra_headers"] = {"anthropic-version": self.legacy_api_version}
@@ -72,26 +166,40 @@ class AnthropicModel(HostedModel):
 
     def complete(self, request: Request) -> Completion:
         client = self.client()
-        response, headers = call_sdk_with_headers(self.name, client.messages, "create",
-                                                  **self.build_params(request))
+        try:
+            response, headers = call_sdk_with_headers(self.name, client.messages, "create",
+                                                      **self.build_params(request))
+        except Exception as exc:
+            too_long = _PROMPT_TOO_LONG.search(str(exc)) if status_code(exc) == 400 else None
+            if too_long is None:
+                raise
+            # The same request never fits: fail the step now, with Anthropic's numbers.
+            raise PermanentModelError(f"the request does not fit the model's context (HTTP 400): "
+                                      f"{too_long.group(0)}") from exc
         completion = parse_message(response, self.name)
         completion.headers = headers
         return completion
 
 
 def parse_message(response: Any, model_name: str) -> Completion:
-    """Join the text blocks of a message (thinking blocks are dropped)."""
+    """Join the text blocks of a message (thinking blocks are dropped: the answer that is
+    parsed never holds the thinking). stop_reason "max_tokens" marks it truncated; one cut
+    before any text (the thinking used the limit) is an empty, truncated answer."""
     blocks = getattr(response, "content", None) or []
     texts = [block.text for block in blocks
              if getattr(block, "type", None) == "text" and isinstance(getattr(block, "text", None), str)]
-    if not texts:
+    stop_reason = getattr(response, "stop_reason", None)
+    truncated = stop_reason == "max_tokens"
+    if not texts and not truncated:
         raise TransientModelError(
-            f"{model_name}: malformed response without a text block "
-            f"(stop_reason={getattr(response, 'stop_reason', None)!r})")
+            f"{model_name}: malformed response without a text block (stop_reason={stop_reason!r})")
     usage = getattr(response, "usage", None)
+    # output_tokens includes the thinking tokens (billed as output); the API does not say
+    # how many of them were thinking, so reasoning_tokens stays 0 here.
     return Completion(
         text="".join(texts),
         usage=(Usage(getattr(usage, "input_tokens", 0) or 0, getattr(usage, "output_tokens", 0) or 0)
                if usage is not None else None),
         raw=response,
+        truncated=truncated,
     )

@@ -23,6 +23,8 @@ class Answer:
     raws: list[str]               # every answer received, the usable one last
     usage: dict = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
     latency_s: float = 0.0        # seconds spent in the model calls
+    truncated: int = 0            # answers cut at the token limit
+    sent: dict = field(default_factory=dict)  # what the model layer says it sent (see below)
 
     @property
     def raw(self) -> str:
@@ -39,7 +41,7 @@ class NoUsableAnswer(Exception):
 
     def __init__(self, reason: str, raws: list[str], next_variant: int, *,
                  call_failed: ModelCallFailed | None = None, usage: dict | None = None,
-                 latency_s: float = 0.0):
+                 latency_s: float = 0.0, truncated: int = 0, sent: dict | None = None):
         super().__init__(reason)
         self.reason = reason
         self.raws = raws
@@ -47,6 +49,21 @@ class NoUsableAnswer(Exception):
         self.call_failed = call_failed
         self.usage = usage or {"prompt_tokens": 0, "completion_tokens": 0}
         self.latency_s = latency_s
+        self.truncated = truncated
+        self.sent = sent or {}
+
+
+def sent_by_model_layer(completion: Any) -> dict:
+    """What the adapter sent for ``completion``: the generation parameters on the wire and
+    the adaptations applied (empty for models that do not say)."""
+    sent: dict = {}
+    parameters = getattr(completion, "parameters", None)
+    if parameters is not None:
+        sent["parameters"] = parameters
+    adaptations = getattr(completion, "adaptations", ())
+    if adaptations:
+        sent["adapted"] = list(adaptations)
+    return sent
 
 
 def ask_until_usable(model: Model, system_prompt: str, messages: list[dict],
@@ -65,7 +82,10 @@ def ask_until_usable(model: Model, system_prompt: str, messages: list[dict],
     raws: list[str] = []
     usage = {"prompt_tokens": 0, "completion_tokens": 0}
     latency = 0.0
+    truncated = 0
+    sent: dict = {}
     last = previous
+    last_cut = False
     for attempt in range(tries):
         variant = first_variant + attempt
         sent = list(messages)
@@ -78,13 +98,19 @@ def ask_until_usable(model: Model, system_prompt: str, messages: list[dict],
         except ModelCallFailed as exc:
             latency += time.perf_counter() - started
             raise NoUsableAnswer(str(exc), raws, variant, call_failed=exc, usage=usage,
-                                 latency_s=round(latency, 4)) from exc
+                                 latency_s=round(latency, 4), truncated=truncated,
+                                 sent=sent) from exc
         latency += time.perf_counter() - started
         text = completion.text.strip() if strip else completion.text
         raws.append(text)
+        truncated += bool(getattr(completion, "truncated", False))
+        sent = sent_by_model_layer(completion)
         if getattr(completion, "usage", None) is not None:
             usage["prompt_tokens"] += completion.usage.prompt_tokens
             usage["completion_tokens"] += completion.usage.completion_tokens
+            if getattr(completion.usage, "reasoning_tokens", 0):  # part of completion_tokens
+                usage["reasoning_tokens"] = usage.get("reasoning_tokens", 0) + \
+                    completion.usage.reasoning_tokens
             if getattr(completion.usage, "batch", False):  # priced at the batch price in results.json
                 usage["batch_prompt_tokens"] = usage.get("batch_prompt_tokens", 0) + \
                     completion.usage.prompt_tokens
@@ -94,7 +120,11 @@ def ask_until_usable(model: Model, system_prompt: str, messages: list[dict],
             value = read(text)
         except invalid as exc:
             last = (text, str(exc))
+            last_cut = bool(getattr(completion, "truncated", False))
             continue
-        return Answer(value, raws, usage, round(latency, 4))
-    raise NoUsableAnswer(last[1] if last else "no answer", raws, first_variant + tries, usage=usage,
-                         latency_s=round(latency, 4))
+        return Answer(value, raws, usage, round(latency, 4), truncated, sent)
+    reason = last[1] if last else "no answer"
+    if last_cut:
+        reason += " (the answer was cut at the token limit)"
+    raise NoUsableAnswer(reason, raws, first_variant + tries, usage=usage,
+                         latency_s=round(latency, 4), truncated=truncated, sent=sent)

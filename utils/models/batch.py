@@ -268,7 +268,7 @@ class BatchRunner:
             if isinstance(answer, Completion):
                 if answer.usage is not None:
                     answer.usage.batch = True
-                model.usage.record_batch(answer.usage)
+                model.usage.record_batch(answer.usage, truncated=answer.truncated)
                 if model.cache is not None:
                     model.cache.put(key, answer)
                 self._counts["items_answered"] += 1

@@ -151,8 +151,10 @@ class ResponseCache:
             return None
         usage = None
         if tokens[0] is not None:
-            usage = Usage(tokens[0], tokens[1], bool(entry.get("batch")))
-        return Completion(text=entry["text"], usage=usage)
+            reasoning = entry.get("reasoning_tokens") or 0  # absent in lines of older runs
+            usage = Usage(tokens[0], tokens[1], bool(entry.get("batch")),
+                          reasoning if isinstance(reasoning, int) and reasoning >= 0 else 0)
+        return Completion(text=entry["text"], usage=usage, truncated=entry.get("truncated") is True)
 
     def get(self, key: str) -> Completion | None:
         with self._lock:
@@ -163,7 +165,7 @@ class ResponseCache:
             if where is None:
                 return None
             if isinstance(where, Completion):
-                return Completion(text=where.text, usage=where.usage)
+                return Completion(text=where.text, usage=where.usage, truncated=where.truncated)
             return self._load(key, where)
 
     # -- writing ---------------------------------------------------------------------------
@@ -180,6 +182,10 @@ class ResponseCache:
                  "prompt_tokens": usage.prompt_tokens if usage else None,
                  "completion_tokens": usage.completion_tokens if usage else None,
                  "batch": bool(usage and usage.batch)}
+        if usage and usage.reasoning_tokens:  # written only when there are some
+            entry["reasoning_tokens"] = usage.reasoning_tokens
+        if completion.truncated:  # an answer cut at the token limit is replayed as such
+            entry["truncated"] = True
         line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
             if self.writable:
@@ -202,7 +208,8 @@ class ResponseCache:
                                              f"({describe_os_error(exc)}); new answers are kept in "
                                              f"memory for this run only (they are still recorded "
                                              f"in the instance files)")
-            self._index[key] = Completion(text=completion.text, usage=usage)
+            self._index[key] = Completion(text=completion.text, usage=usage,
+                                          truncated=completion.truncated)
 
     def close(self) -> None:
         with self._lock:

@@ -43,3 +43,21 @@ class ModelCallFailed(ModelError):
         self.reason = reason
         self.attempts = attempts
         self.last_error = last_error
+
+
+class ContextWindowExceeded(ModelCallFailed):
+    """A request longer than the model's context window: refused before it is sent, since no
+    retry can make it fit."""
+
+    def __init__(self, model: str, prompt_tokens: int, max_tokens: int, window: int):
+        reason = (f"the request does not fit the context window: at least {prompt_tokens} prompt "
+                  f"tokens + {max_tokens} max_tokens = {prompt_tokens + max_tokens} > "
+                  f"{window} tokens; not sent")
+        ModelError.__init__(self, f"{model}: {reason}")
+        self.model = model
+        self.reason = reason
+        self.attempts = 0
+        self.last_error = None
+        self.prompt_tokens = prompt_tokens
+        self.max_tokens = max_tokens
+        self.window = window

@@ -13,6 +13,7 @@ Request building and response parsing are plain functions (``build_request``,
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Callable
 
@@ -51,6 +52,8 @@ def build_request(request: Request, model: str) -> dict:
         generation["max_output_tokens"] = request.max_tokens
     if request.seed is not None:
         generation["seed"] = request.seed
+    if request.thinking_budget is not None:
+        generation["thinking_config"] = {"thinking_budget": request.thinking_budget}
     if request.timeout is not None:
         # HttpOptions.timeout is in milliseconds; this one attempt, no SDK retries.
         generation["http_options"] = {"timeout": int(request.timeout * 1000),
@@ -79,16 +82,24 @@ def parse_response(response: Any, model: str = "gemini") -> Completion:
     parts = _get(_get(candidate, "content"), "parts") or []
     texts = [_get(part, "text") for part in parts
              if isinstance(_get(part, "text"), str) and not _get(part, "thought")]
-    if not texts:
+    finish_reason = _get(candidate, "finish_reason")
+    # MAX_TOKENS: the answer hit max_output_tokens, which thinking tokens count against
+    # (https://ai.google.dev/gemini-api/docs/thinking; github.com/googleapis/python-genai/issues/2062):
+    # a thinking model may end with a cut answer, or with no text at all.
+    truncated = str(getattr(finish_reason, "name", finish_reason) or "").upper().endswith("MAX_TOKENS")
+    if not texts and not truncated:
         raise TransientModelError(f"{model}: response without text "
-                                  f"(finish_reason={_get(candidate, 'finish_reason')!s})")
+                                  f"(finish_reason={finish_reason!s})")
     usage = _get(response, "usage_metadata")
     if usage is not None:
-        # Thinking tokens are billed as output: count them with the completion.
-        completion_tokens = (_get(usage, "candidates_token_count") or 0) + \
-            (_get(usage, "thoughts_token_count") or 0)
-        usage = Usage(_get(usage, "prompt_token_count") or 0, completion_tokens)
-    return Completion(text="".join(texts), usage=usage, raw=response)
+        # Thinking tokens are billed as output ("response pricing is the sum of output tokens
+        # and thinking tokens": https://ai.google.dev/gemini-api/docs/thinking#pricing) and
+        # reported apart from the answer's (thoughts_token_count): count them with the completion.
+        thoughts = _get(usage, "thoughts_token_count") or 0
+        completion_tokens = (_get(usage, "candidates_token_count") or 0) + thoughts
+        usage = Usage(_get(usage, "prompt_token_count") or 0, completion_tokens,
+                      reasoning_tokens=thoughts)
+    return Completion(text="".join(texts), usage=usage, raw=response, truncated=truncated)
 
 
 def map_error(exc: BaseException, model: str = "gemini") -> BaseException:
@@ -106,9 +117,34 @@ def map_error(exc: BaseException, model: str = "gemini") -> BaseException:
     return PermanentModelError(f"{model}: {status}: {exc}")
 
 
+# Thinking budgets per family (https://ai.google.dev/gemini-api/docs/thinking, "Set the
+# thinking budget"): (lowest, highest, whether 0 turns thinking off); -1 is dynamic
+# thinking on every thinking model. Gemini 2.5 Pro cannot turn thinking off ("Budget 0 is
+# invalid. This model only works in thinking mode.", INVALID_ARGUMENT:
+# github.com/snailyp/gemini-balance/issues/206, github.com/vercel/ai/issues/8027). Gemini
+# 2.0 models (but the thinking experiment) have no thinking and take no thinking_config.
+THINKING_BUDGETS: tuple[tuple[str, tuple[int, int, bool]], ...] = (
+    (r"gemini-2\.5-pro", (128, 32768, False)),
+    (r"gemini-2\.5-flash-lite", (512, 24576, True)),
+    (r"gemini-2\.5-flash", (1, 24576, True)),
+    # Gemini 3 and later: thinking_level is their own control; a budget is accepted for
+    # compatibility, but 0 is refused (e.g. github.com/googleapis/python-genai/issues/2936,
+    # gemini-3.5-flash-lite) and the server judges the range.
+    (r"gemini-([3-9]|\d\d)", (1, 1_000_000, False)),
+)
+# Google's refusal of a prompt longer than the context: 400 INVALID_ARGUMENT "The input token
+# count (1200293) exceeds the maximum number of tokens allowed (1048576)." (as reported in
+# github.com/google-gemini/gemini-cli/issues/6678).
+_INPUT_TOO_LONG = re.compile(r"the input token count \(\d+\) exceeds the maximum number of tokens "
+                             r"allowed \(\d+\)", re.IGNORECASE)
+NO_THINKING = re.compile(r"gemini-(1\.|2\.0-(?!flash-thinking))")
+
+
 @register_provider("google")
 class GoogleModel(Model):
     provider = "google"
+    learns_parameters = True
+    reasoning_options = ("thinking_budget",)
     api_key_env = "GOOGLE_API_KEY"
     alternative_key_env = "GEMINI_API_KEY"
     project_env = "GOOGLE_CLOUD_PROJECT"
@@ -214,8 +250,53 @@ class GoogleModel(Model):
 
         return CLIENTS.get(key, make)
 
+    def validate_overrides(self, overrides: dict) -> None:
+        super().validate_overrides(overrides)
+        budget = overrides.get("thinking_budget")
+        if budget is None:
+            return
+        name = self.name.lower()
+        if NO_THINKING.match(name):
+            raise ModelConfigurationError(f"{self.name}: thinking_budget={budget}: this model "
+                                          f"does not think (Gemini 2.5 and later do)")
+        if budget == -1:
+            return
+        for pattern, (low, high, can_turn_off) in THINKING_BUDGETS:
+            if re.match(pattern, name):
+                if budget == 0 and can_turn_off:
+                    return
+                if not low <= budget <= high:
+                    off = "0 turns thinking off, " if can_turn_off else "thinking cannot be turned off; "
+                    raise ModelConfigurationError(
+                        f"{self.name}: thinking_budget={budget} is outside {low}..{high} "
+                        f"({off}-1 is dynamic)")
+                return
+
+    def parameter_adaptation(self, exc: BaseException):
+        """A 400 INVALID_ARGUMENT saying the model does not take ``temperature``: the
+        temperature is then not sent (thinking refusals are the user's to fix)."""
+        from utils.models.adaptations import Adaptation
+
+        if getattr(exc, "code", None) != 400 or "temperature" in self.overrides:
+            return None
+        message = str(getattr(exc, "message", "") or exc)
+        lowered = message.lower()
+        if "temperature" in lowered and "thinking" not in lowered and any(
+                word in lowered for word in ("not supported", "unsupported", "not allowed")):
+            return Adaptation("temperature", None, " ".join(message.split())[:160])
+        return None
+
+    def wire_parameters(self, request: Request) -> dict | None:
+        config = dict(self.build_request(request)["config"])
+        config.pop("system_instruction", None)
+        config.pop("http_options", None)
+        return config
+
     def build_request(self, request: Request) -> dict:
-        return build_request(request, self.name)
+        built = build_request(request, self.name)
+        if any(a.parameter == "temperature" for a in self.learned_adaptations()):
+            built["config"].pop("temperature", None)
+        return built
 
     def parse_response(self, response: Any) -> Completion:
         return parse_response(response, self.name)
@@ -227,6 +308,11 @@ class GoogleModel(Model):
         try:
             response = call_sdk(self.name, client.models.generate_content, **self.build_request(request))
         except errors.APIError as exc:
+            too_long = _INPUT_TOO_LONG.search(str(exc)) if getattr(exc, "code", None) == 400 else None
+            if too_long is not None:
+                # The same request never fits: fail the step now, with Google's numbers.
+                raise PermanentModelError(f"the request does not fit the model's context "
+                                          f"(HTTP 400): {too_long.group(0)}") from exc
             mapped = map_error(exc, self.name)
             if mapped is exc:
                 raise

@@ -156,6 +156,21 @@ class HostedModel(Model):
             setter = f" (set by {self.base_url_env})" if self.base_url_env and self.resolved_base_url() else ""
             raise_if_unusable(self.name, exc, url, self.api_key_env, setter)
 
+    def build_params(self, request: Any) -> dict:
+        """The SDK call's keyword arguments for one request (adapters write it)."""
+        raise NotImplementedError
+
+    def wire_parameters(self, request: Any) -> dict | None:
+        """The generation parameters of ``build_params`` (the body's, without the prompt)."""
+        try:
+            params = self.build_params(request)
+        except NotImplementedError:
+            return None
+        out = {k: v for k, v in params.items()
+               if k not in ("model", "messages", "system", "timeout", "extra_headers", "extra_body")}
+        out.update(params.get("extra_body") or {})
+        return out
+
     # -- the client --------------------------------------------------------------------------
     def make_client(self, base_url: str | None, api_key: str) -> Any:
         """A new SDK client with the SDK's own retries off (the seam retries)."""

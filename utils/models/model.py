@@ -36,6 +36,7 @@ import config
 from utils.models.cache import ResponseCache
 from utils.models.errors import (
     AuthenticationFailed,
+    ContextWindowExceeded,
     ModelCallFailed,
     ModelConfigurationError,
     ModelError,
@@ -46,6 +47,7 @@ from utils.models.errors import (
 from utils.models.registry import register_model, register_provider
 from utils.models.request import Completion, Message, Request, Usage, validate_messages
 from utils.models.retry import CANCEL, backoff_delay, classify_error, headers_of, retry_after_of, status_code
+from utils.models.tokens import lower_bound_tokens
 from utils.models.usage import UsageTracker
 from utils.redact import redact
 
@@ -145,6 +147,78 @@ class Model:
             key = ("model", self.name)
         return limits.limiter_for(key, self.name)
 
+    # -- parameter rules (provider adapters override) --------------------------------------
+    # True when the adapter reads a provider's refusal of a parameter
+    # (``parameter_adaptation``) and applies what was learned when it builds a request.
+    learns_parameters: ClassVar[bool] = False
+    # The reasoning options (--model_args) this model takes; adapters validate their values.
+    reasoning_options: ClassVar[tuple[str, ...]] = ()
+
+    def validate_overrides(self, overrides: dict) -> None:
+        """Refuse, before any work, a generation override this model cannot take (raise
+        ModelConfigurationError naming it)."""
+        for option in ("reasoning_effort", "thinking_budget"):
+            if option in overrides and option not in self.reasoning_options:
+                takes = (f"it takes {', '.join(self.reasoning_options)}" if self.reasoning_options
+                         else "it takes no reasoning options")
+                raise ModelConfigurationError(
+                    f"{self.name}: {option} is not supported by {self.provider} models ({takes}; "
+                    f"reasoning_effort is OpenAI's, thinking_budget Anthropic's and Google's)")
+
+    def parameter_adaptation(self, exc: BaseException):
+        """The Adaptation (adaptations.py) a provider's refusal calls for, or None."""
+        return None
+
+    def wire_parameters(self, request: Request) -> dict | None:
+        """The generation parameters as this adapter sends ``request`` (for the step's
+        record of what was sent), or None when the adapter does not say."""
+        return None
+
+    def context_window(self) -> int | None:
+        """Prompt plus output tokens the model accepts (catalog.py), or None: unchecked."""
+        from utils.models.catalog import context_window_of
+
+        return context_window_of(self.name)
+
+    def adaptation_key(self) -> tuple:
+        """What an adaptation is learned for: the model name at its provider and endpoint
+        (a proxy may refuse what the provider takes)."""
+        return (self.provider, self.endpoint(), self.name)
+
+    def learned_adaptations(self) -> tuple:
+        from utils.models.adaptations import ADAPTATIONS
+
+        return ADAPTATIONS.learned(self.adaptation_key()) if self.learns_parameters else ()
+
+    def _check_context_window(self, request: Request) -> None:
+        window = self.context_window()
+        if window is None:
+            return
+        prompt_tokens = lower_bound_tokens(
+            request.system_prompt + "".join(m["content"] for m in request.messages))
+        max_tokens = request.max_tokens or 0
+        if prompt_tokens + max_tokens > window:
+            self.usage.record_failure()
+            error = ContextWindowExceeded(self.name, prompt_tokens, max_tokens, window)
+            log.warning("%s", error)
+            raise error
+
+    def _learn(self, exc: BaseException, adapted: set) -> bool:
+        """True when ``exc`` refuses a parameter this call has not yet been adapted for: the
+        adaptation is recorded for the model (printed once, whichever call learns it first)
+        and the request is to be sent again at once. The same refusal after the adaptation
+        means it did not help: False, and the call fails as any 400 does."""
+        if not self.learns_parameters:
+            return False
+        from utils.models.adaptations import ADAPTATIONS
+
+        adaptation = self.parameter_adaptation(exc)
+        if adaptation is None or adaptation.parameter in adapted:
+            return False
+        adapted.add(adaptation.parameter)
+        ADAPTATIONS.learn(self.adaptation_key(), adaptation)
+        return True
+
     # -- the seam ---------------------------------------------------------------------------
     def chat(self, system_prompt: str, messages: Sequence[Message], **options: Any) -> str:
         """A system prompt and a conversation (simulators use this); returns the text."""
@@ -174,20 +248,42 @@ class Model:
             if cached is not None:
                 if not (cached.usage is not None and cached.usage.batch and self.batch_runner):
                     self.usage.record_cache_hit()  # a batch answer was counted when fetched
-                return cached
+                return self._describe_sent(cached, request)
+        self._check_context_window(request)
         if self.batch_runner is not None:
             self.batch_runner.defer(self, request, key)  # raises BatchDeferred, or goes on
+        if self.learns_parameters:
+            from utils.models.adaptations import ADAPTATIONS
 
+            with ADAPTATIONS.first_call(self.adaptation_key()):
+                completion = self._send(request)
+        else:
+            completion = self._send(request)
+        if key is not None:
+            self.cache.put(key, completion)
+        return self._describe_sent(completion, request)
+
+    def _describe_sent(self, completion: Completion, request: Request) -> Completion:
+        """Attach what was sent: the parameters on the wire and the adaptations applied."""
+        completion.parameters = self.wire_parameters(request)
+        completion.adaptations = tuple(a.as_record() for a in self.learned_adaptations())
+        return completion
+
+    def _send(self, request: Request) -> Completion:
+        """One request through retries and pacing; a refused parameter is learned and the
+        request sent again at once (not counted as a retry)."""
         limiter = self.rate_limiter()
         prompt_chars = len(request.system_prompt) + sum(len(m["content"]) for m in request.messages)
         last_error: BaseException | None = None
         reason = "no attempt made"
         attempts = 0
+        attempt = 0
+        adapted: set[str] = set()  # parameters this call was resent without
         waited_pause = False
-        for attempt in range(self.max_retries + 1):
+        while attempt <= self.max_retries:
             if CANCEL.is_set():
                 raise RunCancelled(f"{self.name}: the run is stopping")
-            attempts = attempt + 1
+            attempts += 1
             ticket = (limiter.acquire(prompt_chars, request.max_tokens, waited_pause=waited_pause)
                       if limiter is not None else None)
             self.usage.record_attempt(retry=attempt > 0)
@@ -210,6 +306,8 @@ class Model:
                 last_error = exc
                 if isinstance(exc, AuthenticationFailed):
                     raise
+                if self._learn(exc, adapted):
+                    continue  # the same request, adapted: not a retry of a fault
                 retryable, retry_after, reason = classify_error(exc)
                 reason = redact(reason)
                 if status_code(exc) in (401, 403):
@@ -220,22 +318,21 @@ class Model:
                     break
                 delay = backoff_delay(attempt, retry_after)
                 log.info("%s: attempt %d of %d failed after %.2fs (%s); retrying in %.2fs",
-                         self.name, attempts, self.max_retries + 1,
+                         self.name, attempt + 1, self.max_retries + 1,
                          time.perf_counter() - started, reason, delay)
                 # After a 429 the limiter holds every other caller on the endpoint until the
                 # retry-after; this one waits it out here (at least as long) and skips that hold.
                 self._pause(delay)
                 waited_pause = ticket is not None and ticket.rate_limited
+                attempt += 1
                 continue
             if ticket is not None:
                 ticket.settle(completion.usage, completion.headers)
             latency = time.perf_counter() - started
-            self.usage.record_success(completion.usage, latency)
-            if attempt:
+            self.usage.record_success(completion.usage, latency, truncated=completion.truncated)
+            if attempts > 1:
                 log.info("%s: answered on attempt %d in %.2fs", self.name, attempts, latency)
             completion.text = redact(completion.text)
-            if key is not None:
-                self.cache.put(key, completion)
             return completion
         self.usage.record_failure()
         log.warning("%s: call failed after %d attempt%s: %s", self.name, attempts,

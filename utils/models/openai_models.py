@@ -14,15 +14,18 @@ import inspect
 import itertools
 import json
 import logging
+import re
 import time
 import urllib.error
 import urllib.request
 from typing import Any, Callable
 
 import config
+from utils.models.adaptations import Adaptation
 from utils.models.hosted import HostedModel, call_sdk_with_headers
 from utils.models.cache import ResponseCache
 from utils.models.errors import ModelConfigurationError, TransientModelError
+from utils.models.retry import status_code
 from utils.models.registry import register_model, register_provider
 from utils.models.request import Completion, Request, Usage, normalise_endpoint
 
@@ -50,10 +53,18 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
     usage = getattr(response, "usage", None)
     prompt_tokens = getattr(usage, "prompt_tokens", None)
     completion_tokens = getattr(usage, "completion_tokens", None)
+    # completion_tokens counts the hidden reasoning tokens too (billed as output);
+    # completion_tokens_details.reasoning_tokens says how many of them there were
+    # (openai-python, src/openai/types/completion_usage.py).
+    details = getattr(usage, "completion_tokens_details", None)
+    reasoning_tokens = getattr(details, "reasoning_tokens", None) or 0
     return Completion(
         text=text,
-        usage=Usage(prompt_tokens or 0, completion_tokens or 0) if usage is not None else None,
+        usage=(Usage(prompt_tokens or 0, completion_tokens or 0, reasoning_tokens=reasoning_tokens)
+               if usage is not None else None),
         raw=response,
+        # "length": the answer hit max_tokens / max_completion_tokens (or the context).
+        truncated=getattr(choices[0], "finish_reason", None) == "length",
     )
 
 
@@ -69,6 +80,16 @@ def with_seed_and_timeout(params: dict, request: Request) -> dict:
     return params
 
 
+def apply_adaptations(params: dict, adaptations) -> dict:
+    """Leave out (or rename) the parameters a provider refused for this model (adaptations.py)."""
+    for adaptation in adaptations:
+        if adaptation.parameter in params:
+            value = params.pop(adaptation.parameter)
+            if adaptation.renamed_to:
+                params[adaptation.renamed_to] = value
+    return params
+
+
 def send_chat_completion(model: HostedModel, request: Request) -> Completion:
     """One chat completion through an OpenAI-format SDK client (OpenAI's, Together's), with
     the response headers the pacing reads."""
@@ -80,22 +101,102 @@ def send_chat_completion(model: HostedModel, request: Request) -> Completion:
     return completion
 
 
+class OpenAIFamily:
+    """What one family of OpenAI models accepts on the chat completions API."""
+
+    def __init__(self, name: str, *, token_field: str | None = None, temperature: bool = True,
+                 temperature_with_effort: tuple[str, ...] = (),
+                 efforts: tuple[str, ...] = ()) -> None:
+        self.name = name
+        # None: the role's field (config.ROLE_PARAMS); else the only one the family accepts.
+        self.token_field = token_field
+        self.temperature = temperature                  # a non-default temperature accepted
+        self.temperature_with_effort = temperature_with_effort  # ... only at these efforts
+        self.efforts = efforts                          # reasoning_effort values accepted
+
+    def takes_temperature(self, effort: str | None) -> bool:
+        return self.temperature or (effort is not None and effort in self.temperature_with_effort)
+
+
+# The rules per family, each with its source. Reasoning models (o-series, gpt-5 family)
+# reject max_tokens ("Unsupported parameter: 'max_tokens' is not supported with this model.
+# Use 'max_completion_tokens' instead.", code unsupported_parameter) and any temperature but
+# the default 1 ("Unsupported value: 'temperature' does not support 0 with this model. Only
+# the default (1) value is supported.", code unsupported_value); the bodies as reported in
+# e.g. github.com/griptape-ai/ComfyUI-Griptape/issues/312 (gpt-5) and
+# github.com/gabrii/Cursor-Azure-GPT-5/issues/33, github.com/OpenHands/OpenHands/issues/4131
+# (o1-mini); OpenAI's reasoning guide: https://platform.openai.com/docs/guides/reasoning.
+O_SERIES = OpenAIFamily(
+    "o-series", token_field="max_completion_tokens", temperature=False,
+    # reasoning_effort on o1 (not o1-mini/o1-preview), o3, o3-mini, o4-mini: low/medium/high
+    # (https://platform.openai.com/docs/api-reference/chat/create#chat-create-reasoning_effort).
+    efforts=("low", "medium", "high"))
+O1_EARLY = OpenAIFamily("o1-mini/o1-preview", token_field="max_completion_tokens",
+                        temperature=False)
+# gpt-5, gpt-5-mini, gpt-5-nano (2025-08-07): reasoning models, effort minimal..high
+# (https://platform.openai.com/docs/guides/latest-model, "GPT-5" section; the API reference
+# of reasoning_effort: "gpt-5 ... minimal").
+GPT5 = OpenAIFamily("gpt-5", token_field="max_completion_tokens", temperature=False,
+                    efforts=("minimal", "low", "medium", "high"))
+GPT5_PRO = OpenAIFamily("gpt-5-pro", token_field="max_completion_tokens", temperature=False,
+                        efforts=("high",))
+# gpt-5.1 and later: effort "none" added (the default of gpt-5.1), and temperature/top_p
+# accepted only when the effort is "none" (https://platform.openai.com/docs/guides/latest-model,
+# "GPT-5.1 ... reasoning_effort none"; github.com/langchain-ai/langchain/pull/35424).
+GPT5_1 = OpenAIFamily("gpt-5.1+", token_field="max_completion_tokens", temperature=False,
+                      temperature_with_effort=("none",),
+                      efforts=("none", "low", "medium", "high", "xhigh"))
+# gpt-5-chat-latest, gpt-5.1-chat-latest: the non-reasoning ChatGPT models; they take a
+# temperature (https://platform.openai.com/docs/models/gpt-5-chat-latest) but, as every
+# model since o1, count their limit in max_completion_tokens (max_tokens is deprecated:
+# https://platform.openai.com/docs/api-reference/chat/create#chat-create-max_tokens).
+GPT5_CHAT = OpenAIFamily("gpt-5-chat", token_field="max_completion_tokens")
+# gpt-4o, gpt-4.1, gpt-4o-mini, gpt-3.5: the paper's family; both token fields, any
+# temperature, no reasoning options. The release sent max_tokens for the evaluated model
+# and max_completion_tokens for the evaluator (config.ROLE_PARAMS), and so do we.
+GPT4 = OpenAIFamily("gpt-4.x")
+# A name none of the rules knows (a model released after them): sent as a gpt-4.x model;
+# a refusal of temperature or max_tokens is learned (``parameter_adaptation``), and a
+# reasoning_effort the user asks for is passed on for the server to judge.
+UNKNOWN = OpenAIFamily("unknown", efforts=("none", "minimal", "low", "medium", "high", "xhigh"))
+
+
+def openai_family(name: str) -> OpenAIFamily:
+    lowered = name.lower().split("/")[-1]
+    if re.match(r"o1-(mini|preview)", lowered):
+        return O1_EARLY
+    if re.match(r"o\d", lowered):
+        return O_SERIES
+    if re.match(r"gpt-5(\.\d+)?-chat", lowered):
+        return GPT5_CHAT
+    if re.match(r"gpt-5(\.\d+)?-pro", lowered):
+        return GPT5_PRO
+    if re.match(r"gpt-5\.\d", lowered):
+        return GPT5_1
+    if re.match(r"gpt-5(-|$)", lowered):
+        return GPT5
+    if lowered.startswith(("gpt-4", "gpt-3.5", "chatgpt-4o")):
+        return GPT4
+    return UNKNOWN
+
+
 @register_provider("openai")
 class OpenAIModel(HostedModel):
     """OpenAI chat completions. Honours OPENAI_BASE_URL (read at the first call).
 
     ``system_role`` ("system" or "developer") is the role of the system prompt's message and
     ``max_tokens_field`` ("max_tokens" or "max_completion_tokens") the field of the token
-    limit; config.ROLE_PARAMS sets them per role as the released harness sent them.
-    Reasoning models (o1/o3/o4) always take max_completion_tokens and no temperature.
+    limit; config.ROLE_PARAMS sets them per role as the released harness sent them. The
+    model's family (``openai_family``) may override both choices: reasoning models take only
+    max_completion_tokens and no temperature but their default.
     """
 
     provider = "openai"
     api_key_env = "OPENAI_API_KEY"
     base_url_env = "OPENAI_BASE_URL"
     provider_label = "OpenAI models"
-    # o-series reasoning models take no temperature and count max_completion_tokens.
-    reasoning_prefixes: tuple[str, ...] = ("o1", "o3", "o4")
+    learns_parameters = True
+    reasoning_options = ("reasoning_effort",)
 
     def __init__(self, name: str | None = None, *, system_role: str = "system",
                  max_tokens_field: str = "max_tokens", **params: Any) -> None:
@@ -108,8 +209,45 @@ class OpenAIModel(HostedModel):
         self.system_role = system_role
         self.max_tokens_field = max_tokens_field
 
+    def family(self) -> OpenAIFamily:
+        return openai_family(self.name)
+
     def is_reasoning_model(self) -> bool:
-        return self.name.lower().startswith(self.reasoning_prefixes)
+        return not self.family().temperature
+
+    def validate_overrides(self, overrides: dict) -> None:
+        super().validate_overrides(overrides)
+        family = self.family()
+        effort = overrides.get("reasoning_effort")
+        if effort is not None and effort not in family.efforts:
+            takes = (f"it takes {', '.join(family.efforts)}" if family.efforts
+                     else "it is not a reasoning model")
+            raise ModelConfigurationError(
+                f"{self.name}: reasoning_effort={effort} is not accepted by the {family.name} "
+                f"family ({takes})")
+        if "temperature" in overrides and not family.takes_temperature(effort):
+            raise ModelConfigurationError(
+                f"{self.name}: the {family.name} family accepts no temperature but its default"
+                + (f" (except with reasoning_effort={family.temperature_with_effort[0]})"
+                   if family.temperature_with_effort else ""))
+
+    def parameter_adaptation(self, exc: BaseException) -> Adaptation | None:
+        """OpenAI's 400 naming a parameter the model does not take: temperature is then not
+        sent, max_tokens is sent as max_completion_tokens. A temperature the user chose is
+        not dropped: the call fails with the provider's words instead."""
+        if status_code(exc) != 400:
+            return None
+        body = getattr(exc, "body", None)
+        body = body if isinstance(body, dict) else {}
+        code = getattr(exc, "code", None) or body.get("code")
+        param = getattr(exc, "param", None) or body.get("param")
+        if code not in ("unsupported_parameter", "unsupported_value"):
+            return None
+        if param == "temperature" and "temperature" not in self.overrides:
+            return Adaptation("temperature", None, code)
+        if param == "max_tokens" and code == "unsupported_parameter":
+            return Adaptation("max_tokens", "max_completion_tokens", code)
+        return None
 
     def make_client(self, base_url: str | None, api_key: str) -> Any:
         import openai
@@ -118,16 +256,16 @@ class OpenAIModel(HostedModel):
 
     # -- one attempt -------------------------------------------------------------------------
     def build_params(self, request: Request) -> dict:
+        family = self.family()
         params: dict[str, Any] = {"model": self.name,
                                   "messages": chat_messages(request, self.system_role)}
-        if self.is_reasoning_model():
-            if request.max_tokens is not None:
-                params["max_completion_tokens"] = request.max_tokens
-        else:
-            if request.temperature is not None:
-                params["temperature"] = request.temperature
-            if request.max_tokens is not None:
-                params[self.max_tokens_field] = request.max_tokens
+        if request.temperature is not None and family.takes_temperature(request.reasoning_effort):
+            params["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            params[family.token_field or self.max_tokens_field] = request.max_tokens
+        if request.reasoning_effort is not None:
+            params["reasoning_effort"] = request.reasoning_effort
+        apply_adaptations(params, self.learned_adaptations())
         return with_seed_and_timeout(params, request)
 
     def complete(self, request: Request) -> Completion:
@@ -207,8 +345,17 @@ class OpenAICompatibleModel(OpenAIModel):
     def resolved_api_key(self) -> str:
         return self._api_key or config.LOCAL_SERVER_API_KEY or "EMPTY"
 
-    def is_reasoning_model(self) -> bool:
-        return False  # served models take the plain parameters
+    # A served model takes the plain parameters whatever its name; what the server refuses
+    # is its own (a context-length 400 is classified in retry.py).
+    learns_parameters = False
+    reasoning_options = ()
+
+    def family(self) -> OpenAIFamily:
+        return GPT4
+
+    def context_window(self) -> int | None:
+        """The context the server states (``check()`` reads it), whatever the name."""
+        return self.max_model_len
 
     def build_params(self, request: Request) -> dict:
         params = super().build_params(request)

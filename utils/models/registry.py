@@ -140,6 +140,7 @@ def resolve_model(spec: str, *, role: str | None = None, overrides: dict | None 
             raise ModelConfigurationError(f"{spec}: cannot override {', '.join(unknown)}; "
                                           f"overridable: {', '.join(OVERRIDABLE)}")
         model.overrides = dict(overrides)
+        model.validate_overrides(model.overrides)
     return model
 
 
@@ -164,8 +165,9 @@ def check_models(models: Sequence[Model | None], probe: bool = True) -> None:
         raise ModelConfigurationError(f"{len(problems)} problems: " + " | ".join(problems))
 
 
-# The request fields a user may override (Request's own fields, translated by every adapter).
-OVERRIDABLE = ("temperature", "max_tokens", "seed")
+# The request fields a user may override (Request's own fields, translated by every adapter;
+# the reasoning options only by the providers that take them: Model.validate_overrides).
+OVERRIDABLE = ("temperature", "max_tokens", "seed", "reasoning_effort", "thinking_budget")
 
 
 def _resolve(spec: str, role: str | None, params: dict) -> Model:

@@ -13,8 +13,12 @@ Message = dict  # {"role": "user" | "assistant", "content": str}
 @dataclass
 class Usage:
     prompt_tokens: int = 0
+    # Every output token billed, the reasoning (thinking) tokens included: the providers
+    # bill those as output (OpenAI's completion_tokens and Anthropic's output_tokens already
+    # count them; Google's are added by its adapter).
     completion_tokens: int = 0
     batch: bool = False  # answered through a provider's batch API, at the batch price
+    reasoning_tokens: int = 0  # the part of completion_tokens spent reasoning, when reported
 
 
 @dataclass
@@ -25,6 +29,13 @@ class Completion:
     # The answer's HTTP headers, when the adapter has them: the limiter reads the
     # provider's rate-limit statement from them.
     headers: Any = None
+    # The answer stopped at the token limit (finish_reason "length", stop_reason
+    # "max_tokens", finishReason MAX_TOKENS): it may be cut short.
+    truncated: bool = False
+    # The generation parameters as the adapter sent them (set by the seam), and the
+    # adaptations to the model's refusals that were applied (adaptations.py).
+    parameters: dict | None = None
+    adaptations: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,10 @@ class Request:
     # Sent to providers that take one (OpenAI, Together, Google, vLLM, the embedded model);
     # None leaves the provider's default. Set only by a user's --seed or seed= override.
     seed: int | None = None
+    # Reasoning options a user chose (--model_args reasoning_effort=low, thinking_budget=N),
+    # validated per provider by the adapter that sends them; None: the model's default.
+    reasoning_effort: str | None = None
+    thinking_budget: int | None = None
     # Distinguishes a deliberate re-ask (e.g. after an unparseable answer) from the first
     # ask in the cache key. It is never sent to the model.
     variant: int = 0
@@ -69,6 +84,10 @@ class Request:
                   {"provider": provider, "endpoint": endpoint}]
         if self.seed is not None:
             fields.append({"seed": self.seed})
+        reasoning = {k: v for k, v in (("reasoning_effort", self.reasoning_effort),
+                                       ("thinking_budget", self.thinking_budget)) if v is not None}
+        if reasoning:  # only when set: requests without reasoning options keep their keys
+            fields.append(reasoning)
         payload = json.dumps(fields, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 

@@ -12,6 +12,7 @@ clients elsewhere; it may be given with or without the trailing ``/v1``.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from utils.models.hosted import CLIENTS, HostedModel
@@ -74,4 +75,17 @@ class TogetherModel(HostedModel):
         return with_seed_and_timeout(params, request)
 
     def complete(self, request: Request) -> Completion:
-        return send_chat_completion(self, request)
+        completion = send_chat_completion(self, request)
+        completion.text = strip_thinking(completion.text)
+        return completion
+
+
+# Open reasoning models on Together (DeepSeek-R1, Qwen3 in thinking mode) write their
+# reasoning into the answer, between <think> and </think> before the reply
+# (https://docs.together.ai/docs/deepseek-r1, "reasoning ... inside <think> tags"). The
+# answer that is parsed is the reply alone; the tokens are counted by usage all the same.
+_THINK_BLOCK = re.compile(r"\A\s*<think>.*?</think>\s*", re.S)
+
+
+def strip_thinking(text: str) -> str:
+    return _THINK_BLOCK.sub("", text, count=1) if text.lstrip().startswith("<think>") else text

@@ -5,6 +5,7 @@ import statistics
 import threading
 
 import config
+from utils.models.catalog import price_of
 from utils.models.request import Usage
 
 
@@ -24,6 +25,8 @@ class UsageTracker:
         self.batch_completion_tokens = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.reasoning_tokens = 0  # part of completion_tokens
+        self.truncated = 0         # answers cut at the token limit
         self.latencies: list[float] = []
 
     def record_attempt(self, retry: bool) -> None:
@@ -31,22 +34,26 @@ class UsageTracker:
             self.attempts += 1
             self.retries += int(retry)
 
-    def record_success(self, usage: Usage | None, latency: float) -> None:
+    def record_success(self, usage: Usage | None, latency: float, truncated: bool = False) -> None:
         with self._lock:
             self.calls += 1
+            self.truncated += int(truncated)
             if usage is not None:
                 self.prompt_tokens += usage.prompt_tokens
                 self.completion_tokens += usage.completion_tokens
+                self.reasoning_tokens += usage.reasoning_tokens
             self.latencies.append(latency)
 
-    def record_batch(self, usage: Usage | None) -> None:
+    def record_batch(self, usage: Usage | None, truncated: bool = False) -> None:
         """A call answered in a batch (batch.py): counted as a call, priced as a batch one."""
         with self._lock:
             self.calls += 1
             self.batch_calls += 1
+            self.truncated += int(truncated)
             if usage is not None:
                 self.prompt_tokens += usage.prompt_tokens
                 self.completion_tokens += usage.completion_tokens
+                self.reasoning_tokens += usage.reasoning_tokens
                 self.batch_prompt_tokens += usage.prompt_tokens
                 self.batch_completion_tokens += usage.completion_tokens
 
@@ -77,6 +84,8 @@ class UsageTracker:
                 "batch_completion_tokens": self.batch_completion_tokens,
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
+                "reasoning_tokens": self.reasoning_tokens,
+                "truncated": self.truncated,
                 "latency_total_s": round(sum(latencies), 3),
                 "latency_median_s": round(statistics.median(latencies), 4) if latencies else None,
             }
@@ -89,9 +98,10 @@ class UsageTracker:
 
 def estimate_cost(model_name: str | None, prompt_tokens: int, completion_tokens: int,
                   batch_prompt_tokens: int = 0, batch_completion_tokens: int = 0) -> float | None:
-    """USD at config.PRICES_PER_MTOK; the batch_* tokens (included in the totals) are
-    priced at config.BATCH_DISCOUNT of the online price."""
-    price = config.PRICES_PER_MTOK.get(model_name or "")
+    """USD at the catalog's prices (catalog.py; reasoning tokens are in the completion
+    tokens, priced as output); the batch_* tokens (included in the totals) are priced at
+    config.BATCH_DISCOUNT of the online price."""
+    price = price_of(model_name)
     if price is None:
         return None
     online = (prompt_tokens - batch_prompt_tokens) * price[0] + \
