@@ -4,12 +4,21 @@ utils/executor.py maps one function over a known list, a stage at a time. Synthe
 graph instead: a persona's sessions can be generated while another persona's factors are
 still being written, and its 12 dialogues can start as soon as their checklists exist,
 without waiting for every other persona to reach that stage. Here a task submits its
-successors when it finishes; ``n_workers`` threads take the ready task of the earliest
-stage first (upstream work unlocks the most parallel work, so the tail of a run is made of
-parallel dialogues rather than one late persona's chain).
+successors when it finishes; ``n_workers`` threads take the ready task of the lowest
+priority key first.
+
+The pipeline's key puts the critical path first: the task with the longest chain of calls
+still ahead of it (its own and those of the tasks it unlocks, counted to the end of its
+persona) runs first. Upstream work thus comes first, as it unlocks the most parallel work.
+A long task may run one call at a time: by returning ``Continue`` it gives its worker back
+and the rest waits in the queue as a new task. A dialogue does this, and as the number of
+calls it has left is only known as a bound (the user simulator decides when it ends), the
+dialogues with the fewest calls made go first: all dialogues advance together, so the tail
+of a run holds many dialogues near their end rather than a few long ones just started, and
+the workers stay busy to the end.
 
 A task must handle the errors it expects; any other exception stops the run: no new task
-starts, and ``run`` re-raises it once the running tasks end.
+starts, and ``run`` re-raises it once the running tasks end (a ``Continue`` is dropped).
 """
 from __future__ import annotations
 
@@ -17,9 +26,34 @@ import itertools
 import queue
 import sys
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple, Sequence
 
-_STOP = float("inf")
+_STOP = (float("inf"),)  # after every task key (tuples compared element-wise)
+
+
+class Continue(NamedTuple):
+    """What a task returns to run the rest of its work as a new task with this key."""
+    priority: tuple
+    fn: Callable[..., Any]
+    args: tuple = ()
+
+
+class CriticalPathFirst:
+    """Priority keys for the tasks of a chain of stages, each stage given with the most calls
+    one of its tasks makes in sequence. ``key(stage, calls_made)`` orders by the calls still
+    ahead of the task (its own not yet made, then those of every later stage), most first;
+    on a tie the earlier stage goes first."""
+
+    def __init__(self, chain: Sequence[tuple[str, int]]) -> None:
+        self._index = {stage: i for i, (stage, _) in enumerate(chain)}
+        self._ahead: dict[str, int] = {}
+        total = 0
+        for stage, calls in reversed(chain):
+            total += calls
+            self._ahead[stage] = total
+
+    def key(self, stage: str, calls_made: int = 0) -> tuple[int, int]:
+        return (calls_made - self._ahead[stage], self._index[stage])
 
 
 class TaskRunner:
@@ -31,7 +65,9 @@ class TaskRunner:
         self._unfinished = 0
         self._error: BaseException | None = None
 
-    def submit(self, priority: int, fn: Callable[..., Any], *args: Any) -> None:
+    def submit(self, priority: tuple, fn: Callable[..., Any], *args: Any) -> None:
+        """Queue ``fn(*args)``; a lower ``priority`` (a tuple of numbers) runs first, and
+        tasks of one priority run in the order they were submitted."""
         with self._cond:
             if self._error is not None:
                 return
@@ -40,12 +76,14 @@ class TaskRunner:
 
     def _work(self) -> None:
         while True:
-            priority, _, fn, args = self._queue.get()
-            if priority == _STOP:
+            _, _, fn, args = self._queue.get()
+            if fn is None:
                 return
             try:
                 if self._error is None:
-                    fn(*args)
+                    rest = fn(*args)
+                    if isinstance(rest, Continue):  # queued before this task counts as done
+                        self.submit(rest.priority, rest.fn, *rest.args)
             except BaseException as exc:  # a bug: stop the run and report it from run()
                 with self._cond:
                     if self._error is None:
@@ -87,10 +125,10 @@ class TaskRunner:
         """After an error: drop the queued tasks (called with the condition held)."""
         while True:
             try:
-                priority, _, _, _ = self._queue.get_nowait()
+                _, _, fn, _ = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if priority != _STOP:
+            if fn is not None:
                 self._unfinished -= 1
 
 
