@@ -55,6 +55,9 @@ class StageStats:
 
 
 STAGES = ("templates", "descriptions", "factors", "sessions", "checklists", "dialogues", "instances")
+# Dialogues in flight per worker (synthesis/scheduler.py): enough that they end the run
+# together, few enough that personas keep being completed during a long run.
+DIALOGUES_PER_WORKER = 4
 
 
 @dataclass
@@ -147,7 +150,7 @@ class Synthesis(OutputDir):
     # =====================================================================================
     def _submit(self, stage: str, fn: Callable, *args: Any) -> None:
         self.progress.add(stage)
-        self.runner.submit(self.priorities.key(stage), self._tracked(stage, fn), *args)
+        self.runner.submit(self.priorities.key(stage), self._tracked(stage, fn), *args, kind=stage)
 
     def _tracked(self, stage: str, fn: Callable) -> Callable:
         def task(*args: Any) -> Continue | None:
@@ -415,7 +418,8 @@ class Synthesis(OutputDir):
         """The task graph over what is on disk, until no task is left (batch mode runs
         several passes, synthesis/batch_mode.py)."""
         self.waiting.clear()
-        self.runner = TaskRunner(self.cfg.n_workers)
+        self.runner = TaskRunner(self.cfg.n_workers,
+                                 windows={"dialogues": DIALOGUES_PER_WORKER * self.cfg.n_workers})
         self.progress = Progress(STAGES, self.cfg.show_progress)
         try:
             self.plan(list(self.personas))
