@@ -17,6 +17,7 @@ asks the user simulator, and ends the dialogue when it says END). So a dialogue 
 from __future__ import annotations
 
 import re
+from typing import Generator
 
 from utils.models.asking import NoUsableAnswer, ask_until_usable
 from utils.models.errors import ModelCallFailed
@@ -130,6 +131,22 @@ def simulate_dialogue(user_model: Model, assistant_model: Model, persona_descrip
 
     ``first_variant`` > 0 simulates the dialogue afresh after an earlier run failed on it
     (every call gets new variants, so the cache does not replay the failed attempts)."""
+    steps = dialogue_steps(user_model, assistant_model, persona_description, session, checklist,
+                           max_turns=max_turns, max_attempts=max_attempts, first_variant=first_variant)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            return finished.value
+
+
+def dialogue_steps(user_model: Model, assistant_model: Model, persona_description: str,
+                   session: dict, checklist: list[str], *, max_turns: int,
+                   max_attempts: int, first_variant: int = 0) -> Generator[None, None, dict]:
+    """simulate_dialogue one simulator call at a time: each ``next()`` makes one call (with
+    its retries) and the generator returns the artifact after the last one. Between two
+    calls the caller may do other work; the synthesis scheduler runs each step as a task of
+    its own, so that a dialogue does not hold a worker while the others wait."""
     if max_turns < 1:
         raise ValueError("a dialogue needs at least 1 turn (the assistant's answer to the request)")
     request_sent = session.get("request_sent", session["request"])
@@ -145,6 +162,7 @@ def simulate_dialogue(user_model: Model, assistant_model: Model, persona_descrip
     try:
         for turn in range(max_turns):
             if turn > 0:
+                yield  # after the assistant's reply
                 user_chat.append({"role": "user", "content": dialogue[-1]["content"]})
                 raw, tries = ask_user_simulator(user_model, system, user_chat, variant)
                 regenerations += tries - 1
@@ -158,6 +176,7 @@ def simulate_dialogue(user_model: Model, assistant_model: Model, persona_descrip
                     satisfied = True
                     break
                 assistant_chat.append({"role": "user", "content": message})
+                yield  # after the user simulator's message
             reply = assistant_reply(assistant_model, assistant_chat, max_attempts, variant)
             assistant_chat.append({"role": "assistant", "content": reply})
             dialogue.append({"role": "assistant", "content": reply})

@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Generator
 
 from utils.models.batch import BatchDeferred
 from utils.models.cache import CACHE_DIR, ResponseCache
@@ -27,13 +27,13 @@ from utils.models.model import Model
 from utils.models.registry import check_models
 from utils.models.retry import cancel_all, reset_cancel
 from synthesis import batch_mode, personas as persona_stage
-from synthesis.dialogues import simulate_dialogue
+from synthesis.dialogues import dialogue_steps
 from synthesis.factors import generate_factors
 from synthesis.generation import GenerationFailed, Generated
 from synthesis.instances import INSTANCE_TYPES, build_instances
 from synthesis.journey import FINAL, check_journey, make_journey
 from synthesis.parameters import STAGE_PARAMS
-from synthesis.scheduler import Progress, TaskRunner
+from synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner
 from synthesis.sessions import generate_sessions
 from synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
                                 model_label, stage_models)
@@ -55,6 +55,9 @@ class StageStats:
 
 
 STAGES = ("templates", "descriptions", "factors", "sessions", "checklists", "dialogues", "instances")
+# Dialogues in flight per worker (synthesis/scheduler.py): enough that they end the run
+# together, few enough that personas keep being completed during a long run.
+DIALOGUES_PER_WORKER = 4
 
 
 @dataclass
@@ -90,6 +93,9 @@ class Synthesis(OutputDir):
         self.personas: list[dict] = []
         self.waiting: Counter = Counter()  # tasks of this pass waiting for a batch round
         self._description_batches: dict[str, tuple[str, ...]] = {}  # persona id -> its batch
+        # The most calls one task of each stage makes in sequence (a dialogue: max_turns
+        # assistant replies and max_turns - 1 user-simulator messages).
+        self.priorities = CriticalPathFirst(list(zip(STAGES, (0, 1, 1, 1, 1, 2 * cfg.max_turns - 1, 0))))
 
     def _count(self, stage: str, done: int = 0, skipped: int = 0) -> None:
         with self._lock:
@@ -140,21 +146,26 @@ class Synthesis(OutputDir):
 
     # =====================================================================================
     # The task graph: each task does one unit of work, then submits what it unlocks.
-    # Priorities: the earliest stage first (see synthesis/scheduler.py).
+    # Priorities: the critical path first (see synthesis/scheduler.py).
     # =====================================================================================
     def _submit(self, stage: str, fn: Callable, *args: Any) -> None:
         self.progress.add(stage)
-        self.runner.submit(STAGES.index(stage), self._tracked(stage, fn), *args)
+        self.runner.submit(self.priorities.key(stage), self._tracked(stage, fn), *args, kind=stage)
 
     def _tracked(self, stage: str, fn: Callable) -> Callable:
-        def task(*args: Any) -> None:
+        def task(*args: Any) -> Continue | None:
+            rest = None
             try:
-                fn(*args)
+                rest = fn(*args)
             except BatchDeferred:  # answered by the next batch round: no failure, no attempt
                 with self._lock:
                     self.waiting[stage] += 1
             finally:
-                self.progress.done(stage)
+                if rest is None:
+                    self.progress.done(stage)
+            if rest is not None:
+                return rest._replace(fn=self._tracked(stage, rest.fn))
+            return None
         return task
 
     def plan(self, personas: list[dict]) -> None:
@@ -297,24 +308,36 @@ class Synthesis(OutputDir):
         self._maybe_instances(state)
 
     # -- Stage 6: dialogues, each as soon as its checklist exists --------------------------
-    def task_dialogue(self, state: "PersonaState", session: dict, checklist: list[str]) -> None:
+    def task_dialogue(self, state: "PersonaState", session: dict, checklist: list[str]) -> Continue | None:
         persona = state.persona
         pid = persona["persona_id"]
         if self.failure_log.has(pid):
-            return  # a sibling failed; spend nothing more on this persona
+            return None  # a sibling failed; spend nothing more on this persona
         # A dialogue that failed in an earlier run is simulated afresh (new variants).
         retry = self.dialogue_path(pid, session["index"]).with_suffix(".retry")
         first_variant = read_json(retry)["next_variant"] if retry.exists() else 0
+        steps = dialogue_steps(
+            self.models["user_simulator"], self.models["assistant_simulator"],
+            persona["description"], session, checklist, max_turns=self.cfg.max_turns,
+            max_attempts=self.cfg.max_attempts, first_variant=first_variant)
+        return self._dialogue_step(state, session, steps, retry, 0)
+
+    def _dialogue_step(self, state: "PersonaState", session: dict, steps: Generator[None, None, dict],
+                       retry: Path, calls_made: int) -> Continue | None:
+        """One call of a dialogue; the rest waits in the queue as a new task."""
+        pid = state.persona["persona_id"]
         try:
-            dialogue = simulate_dialogue(
-                self.models["user_simulator"], self.models["assistant_simulator"],
-                persona["description"], session, checklist, max_turns=self.cfg.max_turns,
-                max_attempts=self.cfg.max_attempts, first_variant=first_variant)
+            next(steps)
+        except StopIteration as finished:
+            dialogue = finished.value
         except GenerationFailed as exc:
             atomic_write_json(retry, {"next_variant": exc.next_variant, "reason": exc.reason})
             self.failure_log.record(Failure(pid, "dialogues", f"session {session['index']}: {exc.reason}",
                               exc.attempts, exc.last_raw, exc.next_variant))
-            return
+            return None
+        else:
+            return Continue(self.priorities.key("dialogues", calls_made + 1), self._dialogue_step,
+                            (state, session, steps, retry, calls_made + 1))
         atomic_write_json(self.dialogue_path(pid, session["index"]), dialogue)
         if retry.exists():
             retry.unlink()
@@ -322,6 +345,7 @@ class Synthesis(OutputDir):
         with self._lock:
             state.dialogues_left -= 1
         self._maybe_instances(state)
+        return None
 
     def _maybe_instances(self, state: "PersonaState") -> None:
         with self._lock:
@@ -394,7 +418,8 @@ class Synthesis(OutputDir):
         """The task graph over what is on disk, until no task is left (batch mode runs
         several passes, synthesis/batch_mode.py)."""
         self.waiting.clear()
-        self.runner = TaskRunner(self.cfg.n_workers)
+        self.runner = TaskRunner(self.cfg.n_workers,
+                                 windows={"dialogues": DIALOGUES_PER_WORKER * self.cfg.n_workers})
         self.progress = Progress(STAGES, self.cfg.show_progress)
         try:
             self.plan(list(self.personas))

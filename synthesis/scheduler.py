@@ -4,54 +4,117 @@ utils/executor.py maps one function over a known list, a stage at a time. Synthe
 graph instead: a persona's sessions can be generated while another persona's factors are
 still being written, and its 12 dialogues can start as soon as their checklists exist,
 without waiting for every other persona to reach that stage. Here a task submits its
-successors when it finishes; ``n_workers`` threads take the ready task of the earliest
-stage first (upstream work unlocks the most parallel work, so the tail of a run is made of
-parallel dialogues rather than one late persona's chain).
+successors when it finishes; ``n_workers`` threads take the ready task of the lowest
+priority key first.
+
+The pipeline's key puts the critical path first: the task with the longest chain of calls
+still ahead of it (its own and those of the tasks it unlocks, counted to the end of its
+persona) runs first. Upstream work thus comes first, as it unlocks the most parallel work.
+A long task may run one call at a time: by returning ``Continue`` it gives its worker back
+and the rest waits in the queue as a new task. A dialogue does this, and as the number of
+calls it has left is only known as a bound (the user simulator decides when it ends), the
+dialogues with the fewest calls made go first: the dialogues in flight advance together, so
+the tail of a run holds many dialogues near their end rather than a few long ones just
+started, and the workers stay busy to the end. A window bounds how many chains of one kind
+(a task and its continuations) are in flight; the others wait for a free place in it, so
+that in a long run personas keep being completed rather than all at its end.
 
 A task must handle the errors it expects; any other exception stops the run: no new task
-starts, and ``run`` re-raises it once the running tasks end.
+starts, and ``run`` re-raises it once the running tasks end (a ``Continue`` is dropped).
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 import queue
 import sys
 import threading
-from typing import Any, Callable
+from collections import Counter
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
-_STOP = float("inf")
+_STOP = (float("inf"),)  # after every task key (tuples compared element-wise)
+
+
+class Continue(NamedTuple):
+    """What a task returns to run the rest of its work as a new task with this key."""
+    priority: tuple
+    fn: Callable[..., Any]
+    args: tuple = ()
+
+
+class CriticalPathFirst:
+    """Priority keys for the tasks of a chain of stages, each stage given with the most calls
+    one of its tasks makes in sequence. ``key(stage, calls_made)`` orders by the calls still
+    ahead of the task (its own not yet made, then those of every later stage), most first;
+    on a tie the earlier stage goes first."""
+
+    def __init__(self, chain: Sequence[tuple[str, int]]) -> None:
+        self._index = {stage: i for i, (stage, _) in enumerate(chain)}
+        self._ahead: dict[str, int] = {}
+        total = 0
+        for stage, calls in reversed(chain):
+            total += calls
+            self._ahead[stage] = total
+
+    def key(self, stage: str, calls_made: int = 0) -> tuple[int, int]:
+        return (calls_made - self._ahead[stage], self._index[stage])
 
 
 class TaskRunner:
-    def __init__(self, n_workers: int) -> None:
+    def __init__(self, n_workers: int, windows: Mapping[str, int] | None = None) -> None:
+        """``windows``: for a kind of task, the most chains of it in flight at once."""
         self.n_workers = max(1, n_workers)
+        self.windows = {kind: max(1, size) for kind, size in (windows or {}).items()}
         self._queue: queue.PriorityQueue = queue.PriorityQueue()
         self._order = itertools.count()
         self._cond = threading.Condition()
         self._unfinished = 0
         self._error: BaseException | None = None
+        self._in_flight: Counter = Counter()    # kind -> chains started and not ended
+        self._held: dict[str, list] = {}        # kind -> heap of tasks waiting for the window
 
-    def submit(self, priority: int, fn: Callable[..., Any], *args: Any) -> None:
+    def submit(self, priority: tuple, fn: Callable[..., Any], *args: Any, kind: str | None = None) -> None:
+        """Queue ``fn(*args)``; a lower ``priority`` (a tuple of numbers) runs first, and
+        tasks of one priority run in the order they were submitted. A task of a ``kind``
+        with a window waits outside the queue while the window is full."""
         with self._cond:
             if self._error is not None:
                 return
             self._unfinished += 1
-        self._queue.put((priority, next(self._order), fn, args))
+            item = (priority, next(self._order), fn, args, kind)
+            if kind in self.windows:
+                if self._in_flight[kind] >= self.windows[kind]:
+                    heapq.heappush(self._held.setdefault(kind, []), item)
+                    return
+                self._in_flight[kind] += 1
+        self._queue.put(item)
 
     def _work(self) -> None:
         while True:
-            priority, _, fn, args = self._queue.get()
-            if priority == _STOP:
+            _, _, fn, args, kind = self._queue.get()
+            if fn is None:
                 return
+            rest = None
             try:
                 if self._error is None:
-                    fn(*args)
+                    rest = fn(*args)
             except BaseException as exc:  # a bug: stop the run and report it from run()
                 with self._cond:
                     if self._error is None:
                         self._error = exc
             finally:
                 with self._cond:
+                    if isinstance(rest, Continue) and self._error is None:
+                        # The chain goes on in its place in the window; queued before this
+                        # task counts as done, so that run() does not see an empty graph.
+                        self._unfinished += 1
+                        self._queue.put((rest.priority, next(self._order), rest.fn, rest.args, kind))
+                    elif kind in self.windows:  # the chain ended: its place goes to a held task
+                        self._in_flight[kind] -= 1
+                        held = self._held.get(kind)
+                        if held and self._error is None:
+                            self._in_flight[kind] += 1
+                            self._queue.put(heapq.heappop(held))
                     self._unfinished -= 1
                     self._cond.notify_all()
 
@@ -76,7 +139,7 @@ class TaskRunner:
             with self._cond:
                 self._drain()
             for _ in threads:
-                self._queue.put((_STOP, next(self._order), None, ()))
+                self._queue.put((_STOP, next(self._order), None, (), None))
             if not interrupted:
                 for thread in threads:
                     thread.join()  # the tasks already running end (and save) first
@@ -84,13 +147,16 @@ class TaskRunner:
             raise self._error
 
     def _drain(self) -> None:
-        """After an error: drop the queued tasks (called with the condition held)."""
+        """After an error: drop the queued and held tasks (called with the condition held)."""
+        for held in self._held.values():
+            self._unfinished -= len(held)
+            held.clear()
         while True:
             try:
-                priority, _, _, _ = self._queue.get_nowait()
+                _, _, fn, _, _ = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if priority != _STOP:
+            if fn is not None:
                 self._unfinished -= 1
 
 
