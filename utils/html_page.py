@@ -129,6 +129,19 @@ def markdown_to_html(text: str, image_dir: Path | None = None) -> tuple[str, lis
             flush()
             i += 1
             continue
+        if stripped.startswith("```"):
+            flush()
+            i += 1
+            block = []
+            while i < len(lines) and not lines[i].strip().startswith("```"):
+                block.append(lines[i])
+                i += 1
+            i += 1
+            indent = min((len(b) - len(b.lstrip()) for b in block if b.strip()), default=0)
+            code = esc("\n".join(b[indent:] for b in block))
+            out.append(f'<div class="code-block"><pre><code>{code}</code></pre>'
+                       f'<button type="button" class="copy">Copy</button></div>')
+            continue
         heading = _HEADING.match(stripped)
         if heading:
             flush()

@@ -45,6 +45,7 @@ class Analysis:
         self.runs = load_runs(self.results_dir, self.ignored)
         self._outcomes: dict[tuple, Outcome] = {}
         self._cells: dict[tuple, Cell] = {}
+        self._paired: dict[tuple, S.PairedDifference | None] = {}
         self.labels = self._labels()
 
     # --- basics ------------------------------------------------------------------------
@@ -103,6 +104,23 @@ class Analysis:
             cell.score = self.boot([out.values[i] for i in sorted(out.values)], "mean")
         self._cells[key] = cell
         return cell
+
+    def paired(self, run_a: Run, scorer_a: str, run_b: Run, scorer_b: str, task: str) -> S.PairedDifference | None:
+        """A − B on the instances both have (micro F1 for inference, mean judge score for
+        generation), computed once: the summary's table and report.html's compare view read
+        the same numbers. None when a side lacks the task under its scorer."""
+        key = (run_a.key, scorer_a, run_b.key, scorer_b, task)
+        if key not in self._paired:
+            sides = []
+            for run, scorer in ((run_a, scorer_a), (run_b, scorer_b)):
+                ok = scorer in run.scorers and run.has_task(task, scorer)
+                sides.append(self.outcome(run, scorer, task).values if ok else None)
+            result = None
+            if sides[0] and sides[1]:
+                metric = "micro_f1" if task == "inference" else "mean"
+                result = S.paired_bootstrap(sides[0], sides[1], metric, n_bootstrap=self.n_bootstrap, seed=self.seed)
+            self._paired[key] = result
+        return self._paired[key]
 
     # --- scorers -----------------------------------------------------------------------
     def scorer_parts(self, scorer: str) -> tuple[str, str]:

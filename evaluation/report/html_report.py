@@ -13,16 +13,17 @@ not hold sessions or ground truth, so those come from the data the runs name in 
 """
 from __future__ import annotations
 
-import hashlib
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from evaluation.report.results import Run, history_of, load_runs, setting_order
+from evaluation.report.analysis import Analysis
+from evaluation.report.compare_data import paired_entries
+from evaluation.report.results import Run, history_of, setting_order
 from evaluation.data import InstanceSource
 from utils.dataset import DataValidationError, Instance
-from utils.html_page import chunk_element, esc, markdown_to_html, page, script_json
+from utils.html_page import chunk_element, esc, markdown_to_html, page
 from evaluation.report.published import display_name
 
 STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage", "finished_at")
@@ -143,28 +144,28 @@ class Payload:
     """The index, the shared sessions and one detail chunk per run."""
 
     def __init__(self, runs: list[Run], model_order: list[str], labels: dict[str, str],
-                 instance_data: dict[str, Instance]):
+                 instance_data: dict[str, Instance], analysis: Analysis | None = None):
         order = {m: k for k, m in enumerate(model_order)}
         self.runs = sorted(runs, key=lambda r: (order.get(r.model, len(order)), setting_order(r.setting)))
         self.scorers = sorted({s for r in self.runs for s in r.scorers}, key=lambda s: ("+" in s, s))
         self.labels = labels
         self.data = instance_data
+        self.analysis = analysis
         self.sessions: list[list] = []
-        self._session_ids: dict[str, int] = {}
+        self._session_ids: dict[tuple, int] = {}
         self.instances: list[dict] = []
         self._instance_index: dict[str, int] = {}
-        self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "fail": []}
+        self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": []}
         self.metrics = [{"p": [], "r": [], "f1": [], "j": []} for _ in self.scorers]
         self.details: list[dict[str, dict]] = []
         self._build()
 
     def _session(self, session) -> int:
-        record = [session.context_factor, session.contextual_preference,
-                  [[0 if t.role == "user" else 1, t.content] for t in session.dialogue]]
-        key = hashlib.sha256(script_json(record).encode("utf-8")).hexdigest()
+        turns = tuple((0 if t.role == "user" else 1, t.content) for t in session.dialogue)
+        key = (session.context_factor, session.contextual_preference, turns)
         if key not in self._session_ids:
             self._session_ids[key] = len(self.sessions)
-            self.sessions.append(record)
+            self.sessions.append([session.context_factor, session.contextual_preference, [list(t) for t in turns]])
         return self._session_ids[key]
 
     def _instance(self, instance_id: str, data: dict) -> int:
@@ -194,13 +195,15 @@ class Payload:
                 data = run.instances[instance_id]
                 inst = self._instance(instance_id, data)
                 details[str(inst)] = instance_detail(data)
-                tokens, cost, failed = 0, None, []
+                tokens, cost, failed, unpriced = 0, None, [], []
                 for name, step in _all_steps(data):
                     usage = step.get("usage") or {}
                     tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
                     step_cost = _step_cost(step)
                     if step_cost is not None:
                         cost = (cost or 0.0) + step_cost
+                    elif usage and name not in unpriced:
+                        unpriced.append(name)
                     if step.get("status") == "failed" and name not in failed:
                         failed.append(name)
                 self.rows["inst"].append(inst)
@@ -208,6 +211,7 @@ class Payload:
                 self.rows["tok"].append(tokens)
                 self.rows["cost"].append(None if cost is None else round(cost, 6))
                 self.rows["fail"].append(failed or 0)
+                self.rows["unpriced"].append(unpriced or 0)
                 evaluations = data.get("evaluations") or {}
                 for k, scorer in enumerate(self.scorers):
                     evaluation = evaluations.get(scorer) if isinstance(evaluations.get(scorer), dict) else {}
@@ -228,7 +232,14 @@ class Payload:
         return max(range(len(counts)), key=lambda k: (counts[k] > 0, "+" not in self.scorers[k], counts[k]))
 
     def index(self, notes: list[str], title: str) -> dict:
-        return {"title": title, "notes": notes,
+        compare = (paired_entries(self.analysis, self.runs, self.scorers) if self.analysis is not None
+                   else {"pairs": {}, "rows": []})
+        worst = {}
+        for key, task in (("f1", "inference"), ("j", "generation")):
+            scorer = self.primary(task)
+            if scorer is not None:
+                worst[key] = {"scorer": scorer, "rows": self.worst(key, scorer)}
+        return {"title": title, "notes": notes, "compare": compare, "worst": worst,
                 "runs": [{"model": r.model, "label": self.labels.get(r.model, display_name(r.model)),
                           "setting": r.setting, "scorers": [self.scorers.index(s) for s in r.scorers]}
                          for r in self.runs],
@@ -236,12 +247,20 @@ class Payload:
                 "primary": {"inference": self.primary("inference"), "generation": self.primary("generation")},
                 "instances": self.instances, "rows": self.rows, "metrics": self.metrics}
 
-    def worst(self, key: str, scorer: int | None, n: int = 5) -> list[int]:
+    def worst(self, key: str, scorer: int | None, n: int = 10) -> list[int]:
+        """The rows of the lowest values; equal values go round the runs (each run's lowest
+        before any run's second lowest), so ties do not all come from the first run."""
         if scorer is None:
             return []
         values = self.metrics[scorer][key]
-        present = [i for i, v in enumerate(values) if v is not None]
-        return sorted(present, key=lambda i: (values[i], i))[:n]
+        runs = self.rows["run"]
+        rank: dict[int, int] = {}
+        seen: dict[tuple, int] = {}
+        for i in sorted((i for i, v in enumerate(values) if v is not None), key=lambda i: (values[i], i)):
+            group = (runs[i], values[i])
+            rank[i] = seen.get(group, 0)
+            seen[group] = rank[i] + 1
+        return sorted(rank, key=lambda i: (values[i], rank[i], runs[i], i))[:n]
 
 
 # =======================================================================================
@@ -261,7 +280,7 @@ def _worst_section(payload: Payload) -> str:
             inst = payload.instances[payload.rows["inst"][row]]
             run = payload.runs[payload.rows["run"][row]]
             value = payload.metrics[scorer][key][row]
-            items.append(f'<li><a class="worst-link" href="#i={row}&amp;s={scorer}">{esc(fmt(value))} · '
+            items.append(f'<li><a class="worst-link" href="#i={row}&amp;s={scorer}&amp;from=worst-{key}">{esc(fmt(value))} · '
                          f'{esc(inst["id"])} · {esc(payload.labels.get(run.model, run.model))} '
                          f'({esc(run.setting)})</a></li>')
         blocks.append(f'<div class="worst"><h3>{title} <span class="muted">scorer '
@@ -283,7 +302,7 @@ def render(payload: Payload, report_md: str, figure_dir: Path, notes: list[str],
               chunk_element("sessions", payload.sessions)]
     chunks += [chunk_element(f"run{k}", details) for k, details in enumerate(payload.details)]
     body = f"""<header class="top"><span class="brand">CUPID report</span>
-<nav><a href="#summary" data-view="summary">Summary</a><a href="#instances" data-view="instances">Instances</a></nav>
+<nav><a href="#summary" data-view="summary">Summary</a><a href="#instances" data-view="instances">Instances</a><a href="#compare" data-view="compare">Compare</a></nav>
 <span class="muted" id="status"></span></header>
 <main>
 <section id="view-summary" class="view">{note_html}{_worst_section(payload)}
@@ -291,6 +310,7 @@ def render(payload: Payload, report_md: str, figure_dir: Path, notes: list[str],
 <article class="markdown">{summary_html}</article></section>
 <section id="view-instances" class="view" hidden></section>
 <section id="view-instance" class="view" hidden></section>
+<section id="view-compare" class="view" hidden></section>
 </main>
 {"".join(chunks)}"""
     return page(title, body, scripts=("report.js",))
@@ -298,11 +318,13 @@ def render(payload: Payload, report_md: str, figure_dir: Path, notes: list[str],
 
 def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: list[Run] | None = None,
                       model_order: list[str] | None = None, labels: dict[str, str] | None = None,
-                      data_paths: Iterable[str | Path] | None = None) -> Path:
+                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None) -> Path:
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in
     ``output_dir`` and the run directories under ``results_dir``."""
     results_dir, output_dir = Path(results_dir), Path(output_dir)
-    runs = runs if runs is not None else load_runs(results_dir)
+    if runs is None:
+        analysis = analysis or Analysis(results_dir)
+        runs = analysis.runs
     if not runs:
         raise FileNotFoundError(f"{results_dir}: no run directories (no run.json found)")
     models = model_order or sorted({r.model for r in runs})
@@ -313,7 +335,7 @@ def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: 
     md_path = output_dir / "report.md"
     report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
     title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
-    payload = Payload(runs, models, labels, instance_data)
+    payload = Payload(runs, models, labels, instance_data, analysis)
     path = output_dir / "report.html"
     from utils.io import atomic_write_text
     atomic_write_text(path, render(payload, report_md, output_dir, notes, title))
