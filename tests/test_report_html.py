@@ -65,7 +65,10 @@ def texts(browser: Browser, selector: str) -> list[str]:
 # The file itself
 # ---------------------------------------------------------------------------------------
 def test_report_html_is_self_contained(sample):
-    html = sample["html"].read_text(encoding="utf-8")
+    html = sample["html"].read_text(encoding="latin-1")  # windows-1252: one character per byte
+    assert '<meta charset="windows-1252">' in html
+    # Outside the data chunks every character is ASCII (the chunks hold raw gzip bytes).
+    assert re.sub(r'<script type="application/octet-stream"[^>]*>[^<]*</script>', "", html).isascii()
     assert not re.search(r"""(src|href)=["'](https?:)?//""", html)  # nothing fetched
     assert "<script src" not in html and "<link" not in html
     assert html.count('src="data:image/png;base64,') >= 3           # figures inlined

@@ -39,7 +39,7 @@ def test_fenced_commands_become_copyable_blocks(sample):
     body, _ = markdown_to_html("- **Table 1** lacks x.\n\n  ```\n  python -m a --x <1>\n  python -m b\n  ```\n\nafter")
     assert ('<div class="code-block"><pre><code>python -m a --x &lt;1&gt;\npython -m b</code></pre>'
             '<button type="button" class="copy">Copy</button></div>') in body
-    html = sample["html"].read_text(encoding="utf-8")
+    html = sample["html"].read_text(encoding="latin-1")
     assert html.count('class="code-block"') >= 1 and "<code>python -m evaluation.run" in html
 
 
@@ -236,3 +236,21 @@ def test_phone_width_has_no_page_wide_scroll(sample, browser):
     finally:
         browser.viewport(1400, 1000)
     assert browser.errors == []
+
+
+@needs_chromium
+def test_every_byte_value_survives_the_page(tmp_path, browser):
+    """The chunks are raw bytes in a windows-1252 page: the HTML parser's changes (NUL, CR,
+    '<') and the encoding's 0x80-0x9F characters must all come back as the bytes written."""
+    from utils.html_page import byte_text, chunk_element, chunked_page, write_page
+
+    data = bytes(range(256)) + b"</script><!--\r\n\r\x00\x01" + bytes(range(255, -1, -1))
+    path = write_page(tmp_path / "bytes.html", chunked_page(
+        "bytes · ünïcode", "<p>café ↳</p>", [chunk_element("x", text=byte_text(data))], scripts=("report.js",)))
+    browser.errors.clear()
+    browser.open(path)
+    got = browser.evaluate("Array.from(window.cupidReport.chunkBytes(document.getElementById('chunk-x').textContent))")
+    assert bytes(got) == data
+    assert browser.evaluate("document.querySelector('p').textContent") == "café ↳"
+    assert browser.evaluate("document.title") == "bytes · ünïcode"
+    browser.errors.clear()  # the page has no index chunk: its status line says so

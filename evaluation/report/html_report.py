@@ -14,19 +14,21 @@ not hold sessions or ground truth, so those come from the data the runs name in 
 from __future__ import annotations
 
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from evaluation.report.analysis import Analysis
 from evaluation.report.compare_data import paired_entries
+from evaluation.report.statistics import one_blas_thread
 from evaluation.report.results import Run, history_of, setting_order
 from evaluation.data import InstanceSource
 from utils.dataset import DataValidationError, Instance
-from utils.html_page import chunk_element, esc, markdown_to_html, page
+from utils.html_page import chunk_element, chunked_page, esc, gzip_chunk, markdown_to_html, write_page
 from evaluation.report.published import display_name
 
-STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage", "finished_at")
+STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage")
 ROUND = 4
 
 
@@ -127,7 +129,24 @@ def _all_steps(data: dict) -> Iterable[tuple[str, dict]]:
                     yield name, step
 
 
-def instance_detail(data: dict) -> dict:
+def _without_repeated_entries(step: dict, entries: list | None) -> dict:
+    """A match step whose results repeat the checklist they label (entry k of ``entries``
+    at index k + 1): the page reads the entry from the checklist, so it is left out."""
+    output = step.get("output")
+    if not entries or not isinstance(output, dict) or not isinstance(output.get("results"), list):
+        return step
+    results = []
+    for r in output["results"]:
+        index = r.get("index") if isinstance(r, dict) else None
+        if (isinstance(index, int) and 1 <= index <= len(entries) and r.get("entry") == entries[index - 1]):
+            r = {k: v for k, v in r.items() if k != "entry"}
+        results.append(r)
+    return {**step, "output": {**output, "results": results}}
+
+
+def instance_detail(data: dict, checklist: list | None = None) -> dict:
+    """What an instance page shows of one run's instance file (``checklist``: the ground
+    truth's, when the instance data are known)."""
     evaluations = {}
     for scorer, evaluation in (data.get("evaluations") or {}).items():
         if not isinstance(evaluation, dict):
@@ -136,6 +155,12 @@ def instance_detail(data: dict) -> dict:
             "evaluator": evaluation.get("evaluator"), "matcher": evaluation.get("matcher"),
             "inference": evaluation.get("inference"), "generation": evaluation.get("generation"),
             "steps": {n: trim_step(s) for n, s in (evaluation.get("steps") or {}).items() if isinstance(s, dict)}}
+        steps = evaluations[scorer]["steps"]
+        decomposed = (steps.get("decompose") or {}).get("output") or {}
+        if "match_precision" in steps and isinstance(decomposed, dict):
+            steps["match_precision"] = _without_repeated_entries(steps["match_precision"], decomposed.get("checklist"))
+        if "match_recall" in steps:
+            steps["match_recall"] = _without_repeated_entries(steps["match_recall"], checklist)
     return {"steps": {n: trim_step(s) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
             "evaluations": evaluations, "history": data.get("history") or {}}
 
@@ -157,8 +182,11 @@ class Payload:
         self._instance_index: dict[str, int] = {}
         self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": []}
         self.metrics = [{"p": [], "r": [], "f1": [], "j": []} for _ in self.scorers]
-        self.details: list[dict[str, dict]] = []
-        self._build()
+        # One compressed chunk per run, made while the next run is read (zlib runs outside
+        # the GIL), so no run's details outlive their chunk.
+        self.run_chunks: list[Future[str]] = []
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            self._build(pool)
 
     def _session(self, session) -> int:
         turns = tuple((0 if t.role == "user" else 1, t.content) for t in session.dialogue)
@@ -188,18 +216,19 @@ class Payload:
         self.instances.append(entry)
         return self._instance_index[instance_id]
 
-    def _build(self) -> None:
+    def _build(self, pool: ThreadPoolExecutor) -> None:
         for run_index, run in enumerate(self.runs):
             details: dict[str, dict] = {}
             for instance_id in run.ids():
                 data = run.instances[instance_id]
                 inst = self._instance(instance_id, data)
-                details[str(inst)] = instance_detail(data)
+                known = self.data.get(instance_id)
+                detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None)
                 tokens, cost, failed, unpriced = 0, None, [], []
-                for name, step in _all_steps(data):
+                for name, step in _all_steps(detail):  # trimmed steps carry their cost
                     usage = step.get("usage") or {}
                     tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
-                    step_cost = _step_cost(step)
+                    step_cost = step.get("cost")
                     if step_cost is not None:
                         cost = (cost or 0.0) + step_cost
                     elif usage and name not in unpriced:
@@ -221,7 +250,7 @@ class Payload:
                     self.metrics[k]["r"].append(_num(inference.get("recall")))
                     self.metrics[k]["f1"].append(_num(inference.get("f1")))
                     self.metrics[k]["j"].append(_num(generation.get("score")))
-            self.details.append(details)
+            self.run_chunks.append(pool.submit(gzip_chunk, details))
 
     def primary(self, task: str) -> int | None:
         key = "f1" if task == "inference" else "j"
@@ -294,13 +323,18 @@ def _worst_section(payload: Payload) -> str:
             f'{failed}</section>')
 
 
-def render(payload: Payload, report_md: str, figure_dir: Path, notes: list[str], title: str) -> str:
+def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, notes: list[str], title: str) -> Iterator[str]:
+    """The page, in parts (see utils.html_page.chunked_page)."""
     summary_html, headings = markdown_to_html(report_md, figure_dir)
     toc = "".join(f'<li><a href="#{anchor}">{esc(text)}</a></li>' for level, anchor, text in headings if level == 2)
     note_html = "".join(f'<p class="warning">{esc(n)}</p>' for n in notes)
-    chunks = [chunk_element("index", payload.index(notes, title)),
-              chunk_element("sessions", payload.sessions)]
-    chunks += [chunk_element(f"run{k}", details) for k, details in enumerate(payload.details)]
+
+    def chunks() -> Iterator[str]:
+        yield chunk_element("index", index)
+        yield chunk_element("sessions", payload.sessions)
+        for k, run_chunk in enumerate(payload.run_chunks):
+            yield chunk_element(f"run{k}", text=run_chunk.result())
+
     body = f"""<header class="top"><span class="brand">CUPID report</span>
 <nav><a href="#summary" data-view="summary">Summary</a><a href="#instances" data-view="instances">Instances</a><a href="#compare" data-view="compare">Compare</a></nav>
 <span class="muted" id="status"></span></header>
@@ -312,8 +346,8 @@ def render(payload: Payload, report_md: str, figure_dir: Path, notes: list[str],
 <section id="view-instance" class="view" hidden></section>
 <section id="view-compare" class="view" hidden></section>
 </main>
-{"".join(chunks)}"""
-    return page(title, body, scripts=("report.js",))
+"""
+    return chunked_page(title, body, chunks(), scripts=("report.js",))
 
 
 def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: list[Run] | None = None,
@@ -335,8 +369,7 @@ def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: 
     md_path = output_dir / "report.md"
     report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
     title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
-    payload = Payload(runs, models, labels, instance_data, analysis)
-    path = output_dir / "report.html"
-    from utils.io import atomic_write_text
-    atomic_write_text(path, render(payload, report_md, output_dir, notes, title))
-    return path
+    with one_blas_thread():
+        payload = Payload(runs, models, labels, instance_data, analysis)
+        index = payload.index(notes, title)  # the compare view's paired differences
+    return write_page(output_dir / "report.html", render(payload, index, report_md, output_dir, notes, title))

@@ -1,5 +1,5 @@
 // The instance browser and instance pages of report.html. Vanilla JS, no network: the data
-// sit in <script type="application/octet-stream" id="chunk-NAME"> elements (gzip, base64)
+// sit in <script type="application/octet-stream" id="chunk-NAME"> elements (gzip bytes, see chunkBytes)
 // and are inflated with DecompressionStream the first time a view needs them.
 (function () {
   "use strict";
@@ -19,14 +19,33 @@
   let cmpRows = [];          // the compare view's list: [rowA, rowB] per shared instance, in view order
 
   // ---------------------------------------------------------------- helpers
+  // A chunk's text back to its gzip bytes (utils/html_page.py byte_text): the page is
+  // windows-1252, so a character is a byte, except that bytes 0x80-0x9F come as the
+  // characters that encoding gives them, and 0x01 escapes the byte that follows (+ 0x40).
+  const W1252 = "\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f" +
+    "\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178";
+  const HIGH = new Map([...W1252].map((c, k) => [c.charCodeAt(0), 0x80 + k]));
+  function chunkBytes(text) {
+    const out = new Uint8Array(text.length);
+    let n = 0;
+    for (let i = 0; i < text.length; i++) {
+      let c = text.charCodeAt(i);
+      if (c === 1) c = text.charCodeAt(++i) - 0x40;
+      else if (c > 0xff || (c >= 0x80 && c < 0xa0)) {
+        const b = HIGH.get(c);
+        if (b === undefined) throw new Error("a data chunk holds a character the page's encoding cannot give (U+" + c.toString(16) + ")");
+        c = b;
+      }
+      out[n++] = c;
+    }
+    return out.subarray(0, n);
+  }
   function chunk(name) {
     if (!cache[name]) {
       cache[name] = (async () => {
         const node = document.getElementById("chunk-" + name);
         if (!node) throw new Error("no data chunk " + name);
-        const bin = atob(node.textContent.trim());
-        const bytes = new Uint8Array(bin.length);
-        for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+        const bytes = chunkBytes(node.textContent);
         if (typeof DecompressionStream === "undefined") throw new Error("this browser lacks DecompressionStream; open the report in a current Chrome, Firefox or Safari");
         const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
         return JSON.parse(await new Response(stream).text());
@@ -696,7 +715,7 @@
   }
   window.addEventListener("hashchange", route);
   copyButtons();
-  window.cupidReport = { ready: false, loadIndex, state: () => state, filtered: () => filtered, compare: () => cmp, compareRows: () => cmpRows, markdown };
+  window.cupidReport = { ready: false, loadIndex, state: () => state, filtered: () => filtered, compare: () => cmp, compareRows: () => cmpRows, markdown, chunkBytes };
   route();
   loadIndex().then(() => {
     window.cupidReport.ready = true;
