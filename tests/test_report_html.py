@@ -72,7 +72,7 @@ def test_report_html_is_self_contained(sample):
     assert not re.search(r"""(src|href)=["'](https?:)?//""", html)  # nothing fetched
     assert "<script src" not in html and "<link" not in html
     assert html.count('src="data:image/png;base64,') >= 3           # figures inlined
-    assert 'id="chunk-index"' in html and 'id="chunk-sessions"' in html
+    assert 'id="chunk-index"' in html and 'id="chunk-sessions-0"' in html and 'id="chunk-run0-0"' in html
     # Instance text lives only in the compressed chunks, never as plain text in the page.
     assert "Cedar &amp; Salt" not in html and "Cedar & Salt" not in html
 

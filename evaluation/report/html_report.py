@@ -4,10 +4,11 @@
     python -m evaluation.report RESULTS_DIR --data_dir data/sample
 
 The summary (tables with their intervals, figures) is static HTML painted at once. The
-instance browser and pages are drawn by the inlined script (templates/report.js) from
-gzip-compressed chunks decoded on demand: an index (one row per run and instance, the
-instances' shared fields), the prior sessions (each distinct session stored once, however
-many instances and models show it), and one chunk per run with its steps. Instance files do
+instance browser, instance pages and the compare view are drawn by the inlined script
+(templates/report.js) from gzip-compressed chunks decoded on demand: an index (one row per
+run and instance, the instances' shared fields and scores, the paired differences), the
+prior sessions (each distinct session stored once, however many instances and models show
+it, in parts), and each run's steps in parts of PART instances. Instance files do
 not hold sessions or ground truth, so those come from the data the runs name in run.json
 (``data_source``), or from ``--data_dir`` / ``--data``.
 """
@@ -29,6 +30,10 @@ from utils.html_page import chunk_element, chunked_page, esc, gzip_chunk, markdo
 from evaluation.report.published import display_name
 
 STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage")
+# Instances per detail chunk and sessions per sessions chunk: an instance page inflates only
+# the few chunks it shows (a run's whole chunk at paper scale is ~6 MB of JSON to parse).
+PART = 64
+SESSION_PART = 64
 ROUND = 4
 
 
@@ -166,7 +171,8 @@ def instance_detail(data: dict, checklist: list | None = None) -> dict:
 
 
 class Payload:
-    """The index, the shared sessions and one detail chunk per run."""
+    """The index, the shared sessions (in parts of SESSION_PART) and each run's details (in
+    parts of PART instances, by the instance's index)."""
 
     def __init__(self, runs: list[Run], model_order: list[str], labels: dict[str, str],
                  instance_data: dict[str, Instance], analysis: Analysis | None = None):
@@ -184,7 +190,7 @@ class Payload:
         self.metrics = [{"p": [], "r": [], "f1": [], "j": []} for _ in self.scorers]
         # One compressed chunk per run, made while the next run is read (zlib runs outside
         # the GIL), so no run's details outlive their chunk.
-        self.run_chunks: list[Future[str]] = []
+        self.run_chunks: list[tuple[str, Future[str]]] = []
         with ThreadPoolExecutor(max_workers=2) as pool:
             self._build(pool)
 
@@ -250,7 +256,11 @@ class Payload:
                     self.metrics[k]["r"].append(_num(inference.get("recall")))
                     self.metrics[k]["f1"].append(_num(inference.get("f1")))
                     self.metrics[k]["j"].append(_num(generation.get("score")))
-            self.run_chunks.append(pool.submit(gzip_chunk, details))
+            parts: dict[int, dict[str, dict]] = {}
+            for key, detail in details.items():
+                parts.setdefault(int(key) // PART, {})[key] = detail
+            for part, values in sorted(parts.items()):
+                self.run_chunks.append((f"run{run_index}-{part}", pool.submit(gzip_chunk, values)))
 
     def primary(self, task: str) -> int | None:
         key = "f1" if task == "inference" else "j"
@@ -268,7 +278,8 @@ class Payload:
             scorer = self.primary(task)
             if scorer is not None:
                 worst[key] = {"scorer": scorer, "rows": self.worst(key, scorer)}
-        return {"title": title, "notes": notes, "compare": compare, "worst": worst,
+        return {"title": title, "notes": notes, "compare": compare, "worst": worst, "part": PART,
+                "session_part": SESSION_PART,
                 "runs": [{"model": r.model, "label": self.labels.get(r.model, display_name(r.model)),
                           "setting": r.setting, "scorers": [self.scorers.index(s) for s in r.scorers]}
                          for r in self.runs],
@@ -331,9 +342,10 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 
     def chunks() -> Iterator[str]:
         yield chunk_element("index", index)
-        yield chunk_element("sessions", payload.sessions)
-        for k, run_chunk in enumerate(payload.run_chunks):
-            yield chunk_element(f"run{k}", text=run_chunk.result())
+        for start in range(0, len(payload.sessions), SESSION_PART):
+            yield chunk_element(f"sessions-{start // SESSION_PART}", payload.sessions[start:start + SESSION_PART])
+        for name, run_chunk in payload.run_chunks:
+            yield chunk_element(name, text=run_chunk.result())
 
     body = f"""<header class="top"><span class="brand">CUPID report</span>
 <nav><a href="#summary" data-view="summary">Summary</a><a href="#instances" data-view="instances">Instances</a><a href="#compare" data-view="compare">Compare</a></nav>

@@ -311,6 +311,16 @@
   }
 
   // ---------------------------------------------------------------- instance page
+  // A row's details and an instance's sessions, from the few chunks that hold them.
+  const detail = (r) => chunk("run" + IDX.rows.run[r] + "-" + Math.floor(IDX.rows.inst[r] / IDX.part)).then((c) => c[String(IDX.rows.inst[r])]);
+  async function sessionsOf(inst) {
+    if (!inst.sessions) return null;
+    const size = IDX.session_part, parts = [...new Set(inst.sessions.map((sid) => Math.floor(sid / size)))];
+    const loaded = await Promise.all(parts.map((p) => chunk("sessions-" + p)));
+    const out = {};
+    parts.forEach((p, k) => loaded[k].forEach((record, j) => { out[p * size + j] = record; }));
+    return out;
+  }
   function sessionsBox(inst, sessions, setting) {
     if (!inst.sessions) {
       return el("div", { class: "box", id: "sessions" }, el("h2", null, "Prior sessions"),
@@ -421,11 +431,7 @@
       const inst = IDX.instances[R.inst[row]];
       const cmp = params.has("c") ? +params.get("c") : null, ck = params.has("cs") ? +params.get("cs") : k;
       view.replaceChildren(el("p", { class: "muted" }, "Loading " + inst.id + "…"));
-      const needed = [chunk("run" + R.run[row]), inst.sessions ? chunk("sessions") : null];
-      if (cmp !== null) needed.push(chunk("run" + R.run[cmp]));
-      const [det, sessions] = await Promise.all(needed);
-      const detail = (r) => cache["run" + R.run[r]].then((c) => c[String(R.inst[r])]);
-      const a = await detail(row), b = cmp !== null ? await detail(cmp) : null;
+      const [a, b, sessions] = await Promise.all([detail(row), cmp !== null ? detail(cmp) : null, sessionsOf(inst)]);
       const choices = [];
       for (const r of rowsOf[R.inst[row]]) for (const s of IDX.runs[R.run[r]].scorers) choices.push([r, s]);
       const pick = (id, value, onchange, withNone) => el("select", { id, onchange },
@@ -715,7 +721,7 @@
   }
   window.addEventListener("hashchange", route);
   copyButtons();
-  window.cupidReport = { ready: false, loadIndex, state: () => state, filtered: () => filtered, compare: () => cmp, compareRows: () => cmpRows, markdown, chunkBytes };
+  window.cupidReport = { ready: false, loadIndex, index: () => IDX, state: () => state, filtered: () => filtered, compare: () => cmp, compareRows: () => cmpRows, markdown, chunkBytes };
   route();
   loadIndex().then(() => {
     window.cupidReport.ready = true;
