@@ -35,14 +35,15 @@ class Analysis:
     """Everything computed from a results directory, with outcome caches."""
 
     def __init__(self, results_dir: str | Path, n_bootstrap: int = S.DEFAULT_N_BOOTSTRAP,
-                 seed: int = 0, n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE):
+                 seed: int = 0, n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE,
+                 keep_raw: bool = True):
         self.results_dir = Path(results_dir)
         self.n_bootstrap = n_bootstrap
         self.seed = seed
         self.n_length_bins = n_length_bins
         self.min_bin_size = min_bin_size
         self.ignored: list[str] = []   # directories with a run.json that are not evaluation runs
-        self.runs = load_runs(self.results_dir, self.ignored)
+        self.runs = load_runs(self.results_dir, self.ignored, keep_raw=keep_raw)
         self._outcomes: dict[tuple, Outcome] = {}
         self._cells: dict[tuple, Cell] = {}
         self._paired: dict[tuple, S.PairedDifference | None] = {}

@@ -42,8 +42,9 @@ def _build_report(results_dir: str | Path, output_dir: str | Path | None, *, n_b
                   n_length_bins: int, min_bin_size: int, figures: bool) -> ReportFiles:
     results_dir = Path(results_dir)
     output = Path(output_dir) if output_dir is not None else results_dir
+    # The report never shows the raw answer of a step done at its first attempt.
     an = Analysis(results_dir, n_bootstrap=n_bootstrap, seed=seed, n_length_bins=n_length_bins,
-                  min_bin_size=min_bin_size)
+                  min_bin_size=min_bin_size, keep_raw=False)
     if not an.runs:
         notes = f" ({'; '.join(an.ignored)})" if an.ignored else ""
         raise FileNotFoundError(f"{results_dir}: no evaluation run directories (no run.json of an "

@@ -14,6 +14,7 @@ not hold sessions or ground truth, so those come from the data the runs name in 
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -22,6 +23,7 @@ from typing import Any, Iterable, Iterator
 
 from evaluation.report.analysis import Analysis
 from evaluation.report.compare_data import paired_entries
+from evaluation.report import statistics as S
 from evaluation.report.statistics import one_blas_thread
 from evaluation.report.results import Run, history_of, setting_order
 from evaluation.data import InstanceSource
@@ -74,12 +76,17 @@ def load_instance_data(runs: list[Run], results_dir: Path,
     wanted = {i for run in runs for i in run.instances}
     specs, notes = _source_specs(runs, data_paths, results_dir)
     found: dict[str, Instance] = {}
+    # The instance types of a persona share most of their sessions: keep one copy of each.
+    shared: dict[Any, Any] = {}
     for spec in specs:
         source = InstanceSource(**spec)
         try:
             for instance in source:
                 if instance.instance_id in wanted and instance.instance_id not in found:
-                    found[instance.instance_id] = instance
+                    sessions = tuple(shared.setdefault((s.context_factor, s.contextual_preference,
+                                                        tuple((t.role, t.content) for t in s.dialogue)), s)
+                                     for s in instance.prior_interactions)
+                    found[instance.instance_id] = dataclasses.replace(instance, prior_interactions=sessions)
         except (DataValidationError, OSError, ImportError, ValueError) as exc:
             notes.append(f"data source {source.name}: not read ({exc})")
         except Exception as exc:  # the hub: network, authentication, missing dataset
@@ -375,6 +382,7 @@ def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: 
         raise FileNotFoundError(f"{results_dir}: no run directories (no run.json found)")
     models = model_order or sorted({r.model for r in runs})
     labels = labels or {m: display_name(m) for m in models}
+    S.release_caches()  # the tables' resampling weights are not needed past this point
     instance_data, notes = load_instance_data(runs, results_dir, data_paths)
     for run in runs:
         notes += run.warnings[:5]
