@@ -256,5 +256,12 @@ def test_synthesis_report_shows_personas_dialogues_and_instances(fake_server, tm
         assert turn["raw"].split("#### Your Message", 1)[1].strip() in shown
     assert "Evaluation, selected items and thinking" in shown
     shot(browser, "synthesis")
+    # On a phone (390 px) wide tables scroll in their own box, never the page.
+    browser.viewport(390, 844, mobile=True)
+    try:
+        assert browser.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth") <= 0
+        shot(browser, "synthesis_phone")
+    finally:
+        browser.viewport(1400, 1000)
     assert browser.errors == []
     assert synthesis_report([str(tmp_path / "nothing")]) == 1

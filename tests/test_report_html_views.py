@@ -161,6 +161,13 @@ def test_url_state_navigation_and_every_run_of_an_instance(sample, browser):
     browser.wait_for("!!document.querySelector('#panels .panel')")
     n_worst = len(texts(browser, "#view-summary .worst:first-child .worst-link"))
     assert f"1 of {n_worst} in the lowest F1" in browser.evaluate("document.querySelector('.list-nav').innerText")
+    # Each command block of "What this report cannot show yet" copies its commands.
+    commands = browser.evaluate("document.querySelector('.code-block pre').textContent")
+    assert commands.count("python -m evaluation.run") == len(commands.splitlines()) >= 1
+    browser.evaluate("document.querySelector('.code-block .copy').click()")
+    browser.wait_for("document.querySelector('.code-block .copy').textContent !== 'Copy'")
+    if browser.evaluate("document.querySelector('.code-block .copy').textContent") != "Copied":
+        assert browser.evaluate("window.getSelection().toString()") == commands
     # Anchors land below the sticky header.
     goto(browser, "paired-differences", "!document.getElementById('view-summary').hidden")
     browser.wait_for("document.getElementById('paired-differences').getBoundingClientRect().top < 200")
