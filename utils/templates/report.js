@@ -654,6 +654,10 @@
     const view = document.getElementById("view-compare");
     try {
       await loadIndex();
+      if (!sideChoices().length) {
+        view.replaceChildren(el("h1", null, "Compare two runs"), el("p", { class: "note" }, "No run has a scorer's results to compare."));
+        return;
+      }
       readState(cmp, cmpDefaults, params);
       renderCompare();
     } catch (err) { fail(view, err); }
