@@ -109,8 +109,9 @@ def test_compare_view_shows_the_summary_numbers_and_opens_instances(sample, brow
         assert browser.evaluate("document.querySelectorAll('#panels .panel').length") == 2
     # Back to the compare view with its filter.
     browser.evaluate("document.querySelector('.list-nav a').click()")
-    browser.wait_for("!!document.querySelector('#cmp-who')")
+    browser.wait_for("!document.getElementById('view-compare').hidden && location.hash.startsWith('#compare')")
     assert browser.evaluate("document.querySelector('#cmp-who').value") == "b"
+    assert len(texts(browser, "#compare-table tbody tr")) == counts[2]
     assert browser.errors == []
 
 
@@ -157,10 +158,11 @@ def test_url_state_navigation_and_every_run_of_an_instance(sample, browser):
     assert browser.evaluate("[...document.querySelectorAll('#instances-table tbody tr')].map(tr => tr.dataset.row)") == expected
     # The worst list: its links carry the list, so previous/next walk it.
     goto(browser, "summary", "!document.getElementById('view-summary').hidden")
-    browser.click(".worst-link")
-    browser.wait_for("!!document.querySelector('#panels .panel')")
     n_worst = len(texts(browser, "#view-summary .worst:first-child .worst-link"))
-    assert f"1 of {n_worst} in the lowest F1" in browser.evaluate("document.querySelector('.list-nav').innerText")
+    browser.click(".worst-link")
+    # (the previous instance page is still in the DOM until the new one replaces it)
+    browser.wait_for(f"!document.getElementById('view-instance').hidden && !!document.querySelector('.list-nav') && "
+                     f"document.querySelector('.list-nav').innerText.includes('1 of {n_worst} in the lowest F1')")
     # Each command block of "What this report cannot show yet" copies its commands.
     commands = browser.evaluate("document.querySelector('.code-block pre').textContent")
     assert commands.count("python -m evaluation.run") == len(commands.splitlines()) >= 1
