@@ -5,17 +5,22 @@ instance types, each instance with 8 prior sessions of ~1,000 tokens drawn from 
 persona's 12 (so ~8k tokens of history, shared by the 10 models), every step's output and
 raw answer at realistic lengths (inference analysis ~300 tokens, response ~700, judge
 analysis ~350), 1% of instances with a failed step. Then runs ``python -m evaluation.report``
-(timed), and opens report.html in headless Chromium: time to the load event, first
-contentful paint, the instance browser's data ready, and opening one instance page.
+in a subprocess (wall time and peak resident memory, ``--repeat`` times), and opens
+report.html in headless Chromium: time to the load event, first contentful paint, the
+instance browser's data ready, opening one instance page, and the compare view of two runs.
+Prints each figure's best and median over the repeats (the machine may be shared).
 
-    python benchmarks/report_html_scale.py [--models 10] [--instances 756] [--keep DIR]
+    python benchmarks/report_html_scale.py [--models 10] [--instances 756] [--repeat 3] [--keep DIR]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -147,41 +152,78 @@ def measure_browser(html: Path, n_rows: int) -> dict:
         browser.evaluate("(() => { const s = document.querySelector('#f-type'); s.value = 'changing'; "
                          "s.dispatchEvent(new Event('change')); })()")
         filter_time = time.monotonic() - started
+        # The compare view of the first and the last run (every shared instance, the scatter).
+        last = browser.evaluate("window.cupidReport.index().runs.length - 1")
+        started = time.monotonic()
+        browser.evaluate(f"location.hash = 'compare&a=0:0&b={last}:0'")
+        browser.wait_for(f"!!document.querySelector('#compare-table tbody tr') && "
+                         f"document.querySelector('#cmp-b').value === '{last}:0'", timeout=60)
+        compare = time.monotonic() - started
+        started = time.monotonic()
+        browser.evaluate("(() => { const s = document.querySelector('#cmp-who'); s.value = 'b'; "
+                         "s.dispatchEvent(new Event('change')); })()")
+        compare_filter = time.monotonic() - started
         heap = browser.evaluate("performance.memory ? performance.memory.usedJSHeapSize : null")
         if browser.errors:
             raise RuntimeError(f"errors in the page: {browser.errors}")
     return {"load_event_s": load, "first_contentful_paint_ms": paint, "data_ready_after_load_s": ready_after_load,
             "first_instance_page_s": first_instance, "next_instance_page_s": next_instance,
-            "filter_s": filter_time, "js_heap_mb": None if heap is None else heap / 2**20}
+            "filter_s": filter_time, "compare_view_s": compare, "compare_filter_s": compare_filter,
+            "js_heap_mb": None if heap is None else heap / 2**20}
+
+
+def build_report(results: Path, out: Path) -> tuple[float, float]:
+    """``python -m evaluation.report`` in a subprocess: (wall seconds, peak resident MiB)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    started = time.monotonic()
+    process = subprocess.Popen([sys.executable, "-m", "evaluation.report", str(results), "--output", str(out)],
+                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.monotonic() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    error = process.stderr.read().decode()
+    process.stderr.close()
+    if process.returncode != 0:
+        raise RuntimeError(f"python -m evaluation.report failed: {error}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def summary(name: str, values: list, unit: str = "") -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return f"{name}: n/a"
+    return (f"{name}: best {min(values):.3f}{unit}, median {statistics.median(values):.3f}{unit} "
+            f"(n={len(values)}: {', '.join(f'{v:.3f}' for v in values)})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", type=int, default=10)
     parser.add_argument("--instances", type=int, default=756)
-    parser.add_argument("--keep", default=None, help="build here and keep the tree")
+    parser.add_argument("--keep", default=None, help="build here and keep the tree (reused when it exists)")
+    parser.add_argument("--repeat", type=int, default=3, help="builds and browser sessions to measure (default 3)")
     args = parser.parse_args()
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="cupid-html-scale-"))
     try:
         rng = random.Random(0)
-        (root / "data").mkdir(parents=True, exist_ok=True)
-        t0 = time.monotonic()
-        rows = build_data(rng, args.instances, root / "data" / "instances.jsonl")
-        build_results(rng, rows, args.models, root / "results", root / "data" / "instances.jsonl")
+        if not (root / "results").is_dir():
+            (root / "data").mkdir(parents=True, exist_ok=True)
+            t0 = time.monotonic()
+            rows = build_data(rng, args.instances, root / "data" / "instances.jsonl")
+            build_results(rng, rows, args.models, root / "results", root / "data" / "instances.jsonl")
+            print(f"built {args.models} x {len(rows)} in {time.monotonic() - t0:.1f} s")
         results_bytes = sum(p.stat().st_size for p in (root / "results").rglob("*.json"))
         data_bytes = (root / "data" / "instances.jsonl").stat().st_size
-        print(f"built {args.models} x {len(rows)} in {time.monotonic() - t0:.1f} s: "
-              f"instance files {results_bytes / 2**20:.1f} MiB, data {data_bytes / 2**20:.1f} MiB")
-        from evaluation import report as R
-
-        t0 = time.monotonic()
-        R.main([str(root / "results"), "--output", str(root / "out")])
-        report_s = time.monotonic() - t0
+        n_rows = sum(1 for p in (root / "results").rglob("*.json") if p.name != "run.json")
+        print(f"instance files {results_bytes / 2**20:.1f} MiB ({n_rows}), data {data_bytes / 2**20:.1f} MiB")
+        builds = [build_report(root / "results", root / "out") for _ in range(args.repeat)]
+        print(summary("python -m evaluation.report wall s (whole report, 1000 bootstrap resamples)", [b[0] for b in builds]))
+        print(summary("python -m evaluation.report peak RSS MiB", [b[1] for b in builds]))
         html = root / "out" / "report.html"
-        print(f"python -m evaluation.report: {report_s:.1f} s (whole report, 1000 bootstrap resamples)")
         print(f"report.html: {html.stat().st_size / 2**20:.1f} MiB")
-        for name, value in measure_browser(html, args.models * len(rows)).items():
-            print(f"{name}: {value if value is None else round(value, 3)}")
+        measures = [measure_browser(html, n_rows) for _ in range(args.repeat)]
+        for name in measures[0]:
+            print(summary(name, [m[name] for m in measures]))
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -29,7 +29,7 @@ def _read(path: Path) -> Any:
 
 def _kv(rows: list[tuple[str, Any]]) -> str:
     cells = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows if v not in (None, "", []))
-    return f'<table class="steps">{cells}</table>'
+    return f'<div class="table-wrap"><table class="steps">{cells}</table></div>'
 
 
 def _traits(persona: dict) -> str:
@@ -49,8 +49,8 @@ def _factors(doc: dict | None) -> str:
         f"<td>{esc(f.get('contextual_preference'))}<div class='muted'>{esc(f.get('preference_type'))} · "
         f"{esc(', '.join(f.get('task_types') or []))}</div></td><td class='muted'>{esc(f.get('backstory'))}</td></tr>"
         for k, f in enumerate(doc.get("factors") or [], start=1))
-    return (f'<table class="check factors"><tr><th>#</th><th>Factor</th><th>Preference</th><th>Backstory</th></tr>'
-            f"{rows}</table>")
+    return (f'<div class="table-wrap"><table class="check factors"><tr><th>#</th><th>Factor</th><th>Preference</th>'
+            f"<th>Backstory</th></tr>{rows}</table></div>")
 
 
 def _dialogue(d: dict) -> str:
@@ -114,8 +114,8 @@ def _instances(out: Path, persona_id: str) -> str:
                     f'<td>{len(row.get("current_checklist") or [])} items</td></tr>')
     if not rows:
         return '<p class="note">No instances built (yet).</p>'
-    return ('<table class="check"><tr><th>Type</th><th>Ground-truth preference</th><th>Sessions kept (role)</th>'
-            f'<th>Checklist</th></tr>{"".join(rows)}</table>')
+    return ('<div class="table-wrap"><table class="check"><tr><th>Type</th><th>Ground-truth preference</th>'
+            f'<th>Sessions kept (role)</th><th>Checklist</th></tr>{"".join(rows)}</table></div>')
 
 
 def render(out: Path) -> str:

@@ -217,6 +217,12 @@ class Browser:
         self.evaluate(f"document.querySelector({json.dumps(selector)}).focus()")
         self.send("Input.insertText", {"text": text}, session=True)
 
+    def viewport(self, width: int, height: int, mobile: bool = False) -> None:
+        """Resize the page's viewport (``mobile``: a phone's touch layout and meta viewport)."""
+        self.width, self.height = width, height
+        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
+                                                         "deviceScaleFactor": 1, "mobile": mobile}, session=True)
+
     def screenshot(self, path: str | Path, full_page: bool = False) -> Path:
         params: dict = {"format": "png"}
         if full_page:

@@ -341,3 +341,12 @@ def test_oracle_instance_without_relevant_session_is_skipped(results_dir):
     # In the default setting the same kind of instance is simply missing until evaluated.
     default = next(r for r in results.load_runs(results_dir) if r.key == (GPT4O, "default"))
     assert results.outcome(default, S, "inference").skipped == []
+
+
+def test_pearson_p_value_is_scipy_pearsonr():
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(3)
+    for n in (3, 5, 12, 80):
+        x = rng.normal(size=n)
+        y = 0.4 * x + rng.normal(size=n)
+        assert A.pearson(x.tolist(), y.tolist()).p_value == pytest.approx(stats.pearsonr(x, y)[1], rel=1e-9, abs=1e-15)

@@ -65,11 +65,14 @@ def texts(browser: Browser, selector: str) -> list[str]:
 # The file itself
 # ---------------------------------------------------------------------------------------
 def test_report_html_is_self_contained(sample):
-    html = sample["html"].read_text(encoding="utf-8")
+    html = sample["html"].read_text(encoding="latin-1")  # windows-1252: one character per byte
+    assert '<meta charset="windows-1252">' in html
+    # Outside the data chunks every character is ASCII (the chunks hold raw gzip bytes).
+    assert re.sub(r'<script type="application/octet-stream"[^>]*>[^<]*</script>', "", html).isascii()
     assert not re.search(r"""(src|href)=["'](https?:)?//""", html)  # nothing fetched
     assert "<script src" not in html and "<link" not in html
     assert html.count('src="data:image/png;base64,') >= 3           # figures inlined
-    assert 'id="chunk-index"' in html and 'id="chunk-sessions"' in html
+    assert 'id="chunk-index"' in html and 'id="chunk-sessions-0"' in html and 'id="chunk-run0-0"' in html
     # Instance text lives only in the compressed chunks, never as plain text in the page.
     assert "Cedar &amp; Salt" not in html and "Cedar & Salt" not in html
 
@@ -253,5 +256,12 @@ def test_synthesis_report_shows_personas_dialogues_and_instances(fake_server, tm
         assert turn["raw"].split("#### Your Message", 1)[1].strip() in shown
     assert "Evaluation, selected items and thinking" in shown
     shot(browser, "synthesis")
+    # On a phone (390 px) wide tables scroll in their own box, never the page.
+    browser.viewport(390, 844, mobile=True)
+    try:
+        assert browser.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth") <= 0
+        shot(browser, "synthesis_phone")
+    finally:
+        browser.viewport(1400, 1000)
     assert browser.errors == []
     assert synthesis_report([str(tmp_path / "nothing")]) == 1

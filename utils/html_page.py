@@ -1,9 +1,14 @@
 """Building blocks of the self-contained HTML reports (evaluation and synthesis).
 
 A page is one file: its styles and scripts come from ``utils/templates/`` and are
-inlined, figures become data URIs, and bulky data travels as gzip-compressed, base64
-chunks inside ``<script type="application/octet-stream">`` elements that the page's script
-decodes (``DecompressionStream``) only when a view needs them. Nothing is fetched.
+inlined, figures become data URIs, and bulky data travels as gzip-compressed chunks inside
+``<script type="application/octet-stream">`` elements that the page's script decodes
+(``DecompressionStream``) only when a view needs them. Nothing is fetched.
+
+A page with chunks is a windows-1252 document whose chunks hold the gzip bytes themselves
+(one character per byte, four byte values escaped), a quarter smaller than base64: every
+other character of the page is ASCII (HTML character references, ``\\u`` escapes in
+the script, ``\\XXXX`` escapes in the style sheet).
 """
 from __future__ import annotations
 
@@ -11,9 +16,11 @@ import base64
 import gzip
 import html
 import json
+import os
 import re
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -35,14 +42,40 @@ def script_json(value: Any) -> str:
     return compact_json(value).replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
+def byte_text(data: bytes) -> str:
+    """``data`` as the text of a windows-1252 <script> data block: one character per byte,
+    except the bytes the HTML parser would change or that could end the element (NUL, CR,
+    '<') and the escape byte itself, written as 0x01 followed by the byte + 0x40. report.js
+    (``chunkBytes``) reverses it."""
+    data = data.replace(b"\x01", b"\x01A").replace(b"\x00", b"\x01@").replace(b"\r", b"\x01M").replace(b"<", b"\x01|")
+    return data.decode("latin-1")
+
+
 def gzip_chunk(value: Any) -> str:
-    """``value`` as JSON, gzip-compressed, base64: the page inflates it on demand."""
+    """``value`` as JSON, gzip-compressed, as a chunk's text: the page inflates it on demand."""
     raw = compact_json(value).encode("utf-8")
-    return base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
+    return byte_text(gzip.compress(raw, compresslevel=6, mtime=0))
 
 
-def chunk_element(name: str, value: Any) -> str:
-    return f'<script type="application/octet-stream" id="chunk-{esc(name)}">{gzip_chunk(value)}</script>'
+def chunk_element(name: str, value: Any = None, *, text: str | None = None) -> str:
+    """A data chunk: ``value`` encoded here, or ``text`` already made by ``gzip_chunk``."""
+    body = gzip_chunk(value) if text is None else text
+    return f'<script type="application/octet-stream" id="chunk-{esc(name)}">{body}</script>'
+
+
+def _ascii_html(text: str) -> str:
+    return text.encode("ascii", "xmlcharrefreplace").decode("ascii")
+
+
+def _ascii_js(code: str) -> str:
+    def escape(match: re.Match) -> str:
+        units = match.group(0).encode("utf-16-be")
+        return "".join(f"\\u{int.from_bytes(units[k:k + 2], 'big'):04x}" for k in range(0, len(units), 2))
+    return re.sub(r"[^\x00-\x7f]", escape, code)
+
+
+def _ascii_css(css: str) -> str:
+    return re.sub(r"[^\x00-\x7f]", lambda m: f"\\{ord(m.group(0)):x} ", css)
 
 
 def data_uri(path: Path) -> str | None:
@@ -54,7 +87,7 @@ def data_uri(path: Path) -> str | None:
 
 
 def page(title: str, body: str, *, scripts: tuple[str, ...] = (), extra_head: str = "") -> str:
-    """A whole document: the shared stylesheet and the named scripts inlined."""
+    """A whole UTF-8 document: the shared stylesheet and the named scripts inlined."""
     style = template("report.css")
     code = "\n".join(template(name) for name in scripts)
     script = f"<script>\n{code}\n</script>" if code else ""
@@ -62,6 +95,39 @@ def page(title: str, body: str, *, scripts: tuple[str, ...] = (), extra_head: st
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>{esc(title)}</title>\n<style>\n{style}\n</style>\n{extra_head}</head>\n"
             f"<body>\n{body}\n{script}\n</body>\n</html>\n")
+
+
+def chunked_page(title: str, body: str, chunks: Iterable[str], *, scripts: tuple[str, ...] = ()) -> Iterator[str]:
+    """A windows-1252 document in parts (write them with ``write_page``): ``body``, then the
+    ``chunk_element`` strings, then the scripts. Text outside the chunks becomes ASCII."""
+    style = _ascii_css(template("report.css"))
+    code = _ascii_js("\n".join(template(name) for name in scripts))
+    yield (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="windows-1252">\n'
+           f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+           f"<title>{_ascii_html(esc(title))}</title>\n<style>\n{style}\n</style>\n</head>\n"
+           f"<body>\n{_ascii_html(body)}\n")
+    yield from chunks
+    yield f"\n<script>\n{code}\n</script>\n</body>\n</html>\n" if code else "\n</body>\n</html>\n"
+
+
+def write_page(path: str | Path, parts: Iterable[str]) -> Path:
+    """Write ``chunked_page`` parts to ``path`` (latin-1: one byte per character) through a
+    temporary file in the same directory, so a reader never sees half a page."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="latin-1", newline="") as handle:
+            for part in parts:
+                handle.write(part)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
 
 
 # ---------------------------------------------------------------------------------------
@@ -128,6 +194,19 @@ def markdown_to_html(text: str, image_dir: Path | None = None) -> tuple[str, lis
         if not stripped:
             flush()
             i += 1
+            continue
+        if stripped.startswith("```"):
+            flush()
+            i += 1
+            block = []
+            while i < len(lines) and not lines[i].strip().startswith("```"):
+                block.append(lines[i])
+                i += 1
+            i += 1
+            indent = min((len(b) - len(b.lstrip()) for b in block if b.strip()), default=0)
+            code = esc("\n".join(b[indent:] for b in block))
+            out.append(f'<div class="code-block"><pre><code>{code}</code></pre>'
+                       f'<button type="button" class="copy">Copy</button></div>')
             continue
         heading = _HEADING.match(stripped)
         if heading:

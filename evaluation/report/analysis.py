@@ -35,16 +35,18 @@ class Analysis:
     """Everything computed from a results directory, with outcome caches."""
 
     def __init__(self, results_dir: str | Path, n_bootstrap: int = S.DEFAULT_N_BOOTSTRAP,
-                 seed: int = 0, n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE):
+                 seed: int = 0, n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE,
+                 keep_raw: bool = True):
         self.results_dir = Path(results_dir)
         self.n_bootstrap = n_bootstrap
         self.seed = seed
         self.n_length_bins = n_length_bins
         self.min_bin_size = min_bin_size
         self.ignored: list[str] = []   # directories with a run.json that are not evaluation runs
-        self.runs = load_runs(self.results_dir, self.ignored)
+        self.runs = load_runs(self.results_dir, self.ignored, keep_raw=keep_raw)
         self._outcomes: dict[tuple, Outcome] = {}
         self._cells: dict[tuple, Cell] = {}
+        self._paired: dict[tuple, S.PairedDifference | None] = {}
         self.labels = self._labels()
 
     # --- basics ------------------------------------------------------------------------
@@ -103,6 +105,23 @@ class Analysis:
             cell.score = self.boot([out.values[i] for i in sorted(out.values)], "mean")
         self._cells[key] = cell
         return cell
+
+    def paired(self, run_a: Run, scorer_a: str, run_b: Run, scorer_b: str, task: str) -> S.PairedDifference | None:
+        """A − B on the instances both have (micro F1 for inference, mean judge score for
+        generation), computed once: the summary's table and report.html's compare view read
+        the same numbers. None when a side lacks the task under its scorer."""
+        key = (run_a.key, scorer_a, run_b.key, scorer_b, task)
+        if key not in self._paired:
+            sides = []
+            for run, scorer in ((run_a, scorer_a), (run_b, scorer_b)):
+                ok = scorer in run.scorers and run.has_task(task, scorer)
+                sides.append(self.outcome(run, scorer, task).values if ok else None)
+            result = None
+            if sides[0] and sides[1]:
+                metric = "micro_f1" if task == "inference" else "mean"
+                result = S.paired_bootstrap(sides[0], sides[1], metric, n_bootstrap=self.n_bootstrap, seed=self.seed)
+            self._paired[key] = result
+        return self._paired[key]
 
     # --- scorers -----------------------------------------------------------------------
     def scorer_parts(self, scorer: str) -> tuple[str, str]:

@@ -13,7 +13,7 @@ from evaluation.report.figures import plotter, pyplot
 from evaluation.report.format import (DEFAULT_MIN_BIN_SIZE, PAPER_EVALUATOR, md_table, render_csv)
 from evaluation.report.gaps import Gap, find_gaps, gaps_markdown
 from evaluation.report.published import paper_model_name, scorer_kind
-from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
+from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
 from evaluation.report.tables import (coverage_section, differences_section, generation_table,
                                       inference_table)
 from utils.io import atomic_write_text
@@ -33,10 +33,18 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
                  n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int = 0,
                  n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE,
                  figures: bool = True) -> ReportFiles:
+    with one_blas_thread():
+        return _build_report(results_dir, output_dir, n_bootstrap=n_bootstrap, seed=seed,
+                             n_length_bins=n_length_bins, min_bin_size=min_bin_size, figures=figures)
+
+
+def _build_report(results_dir: str | Path, output_dir: str | Path | None, *, n_bootstrap: int, seed: int,
+                  n_length_bins: int, min_bin_size: int, figures: bool) -> ReportFiles:
     results_dir = Path(results_dir)
     output = Path(output_dir) if output_dir is not None else results_dir
+    # The report never shows the raw answer of a step done at its first attempt.
     an = Analysis(results_dir, n_bootstrap=n_bootstrap, seed=seed, n_length_bins=n_length_bins,
-                  min_bin_size=min_bin_size)
+                  min_bin_size=min_bin_size, keep_raw=False)
     if not an.runs:
         notes = f" ({'; '.join(an.ignored)})" if an.ignored else ""
         raise FileNotFoundError(f"{results_dir}: no evaluation run directories (no run.json of an "

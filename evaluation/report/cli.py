@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
                              figures=not args.no_figures)
         html = None if args.no_html else write_html_report(
             args.results_dir, files.markdown.parent, runs=files.analysis.runs,
-            model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data)
+            model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data,
+            analysis=files.analysis)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

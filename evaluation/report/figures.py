@@ -76,6 +76,15 @@ def _shared_ns(series: list[list[tuple]], n_positions: int) -> list[int | None] 
     return shared
 
 
+def _n_ranges(series: list[list[tuple]], n_positions: int) -> list[str | None]:
+    """Per x position, the n of its points as "low–high" (None where no series has one)."""
+    out: list[str | None] = []
+    for k in range(n_positions):
+        ns = sorted({values[k][1] for values in series if values[k][0] is not None})
+        out.append(None if not ns else (str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"))
+    return out
+
+
 def _n_row(ax, xs, ns, text: str = "n={n}") -> None:
     """The n of each x position, written once along the bottom of the axes."""
     for x, n in zip(xs, ns):
@@ -173,13 +182,17 @@ def plot_length(data, path: Path) -> None:
                                  else (1, JUDGE_LIMITS, "Mean judge score (1-10)"))
         any_few = False
         shared = _shared_ns(list(lines.values()), len(bins)) if len(lines) > 1 else None
+        # One series: n beside each point. Several: n along the bottom, once per bin (a range
+        # when the series differ), since labels on every point overlap.
         for i, (label, values) in enumerate(lines.items()):
             pts = [(k, scale * v, n) for k, (v, n) in enumerate(values) if v is not None]
             any_few |= any(n < min_n for _, _, n in pts)
             _points(ax, [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts],
-                    color=colors[i % len(colors)], min_n=min_n, label=label, annotate=shared is None)
+                    color=colors[i % len(colors)], min_n=min_n, label=label, annotate=len(lines) == 1)
         if shared is not None:
             _n_row(ax, range(len(bins)), shared, "n={n} each")
+        elif len(lines) > 1:
+            _n_row(ax, range(len(bins)), _n_ranges(list(lines.values()), len(bins)), "n={n}")
         ax.set_xticks(range(len(bins)))
         ax.set_xticklabels(labels, fontsize=7.5)
         ax.set_xlim(-0.5, len(bins) - 0.5)
@@ -190,7 +203,8 @@ def plot_length(data, path: Path) -> None:
         ax.grid(alpha=0.3)
         # Below the panel, where it can never cover a point.
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(4, max(1, len(lines))),
-                  title="model (n = instances behind a point)", title_fontsize=6.5)
+                  title="model (n = instances behind a point)" if len(lines) == 1 else "model (n per bin along the bottom)",
+                  title_fontsize=6.5)
         _few_note(ax, any_few, min_n)
     _save(plt, fig, path)
 

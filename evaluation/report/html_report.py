@@ -4,28 +4,38 @@
     python -m evaluation.report RESULTS_DIR --data_dir data/sample
 
 The summary (tables with their intervals, figures) is static HTML painted at once. The
-instance browser and pages are drawn by the inlined script (templates/report.js) from
-gzip-compressed chunks decoded on demand: an index (one row per run and instance, the
-instances' shared fields), the prior sessions (each distinct session stored once, however
-many instances and models show it), and one chunk per run with its steps. Instance files do
+instance browser, instance pages and the compare view are drawn by the inlined script
+(templates/report.js) from gzip-compressed chunks decoded on demand: an index (one row per
+run and instance, the instances' shared fields and scores, the paired differences), the
+prior sessions (each distinct session stored once, however many instances and models show
+it, in parts), and each run's steps in parts of PART instances. Instance files do
 not hold sessions or ground truth, so those come from the data the runs name in run.json
 (``data_source``), or from ``--data_dir`` / ``--data``.
 """
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from evaluation.report.results import Run, history_of, load_runs, setting_order
+from evaluation.report.analysis import Analysis
+from evaluation.report.compare_data import paired_entries
+from evaluation.report import statistics as S
+from evaluation.report.statistics import one_blas_thread
+from evaluation.report.results import Run, history_of, setting_order
 from evaluation.data import InstanceSource
 from utils.dataset import DataValidationError, Instance
-from utils.html_page import chunk_element, esc, markdown_to_html, page, script_json
+from utils.html_page import chunk_element, chunked_page, esc, gzip_chunk, markdown_to_html, write_page
 from evaluation.report.published import display_name
 
-STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage", "finished_at")
+STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage")
+# Instances per detail chunk and sessions per sessions chunk: an instance page inflates only
+# the few chunks it shows (a run's whole chunk at paper scale is ~6 MB of JSON to parse).
+PART = 64
+SESSION_PART = 64
 ROUND = 4
 
 
@@ -66,12 +76,17 @@ def load_instance_data(runs: list[Run], results_dir: Path,
     wanted = {i for run in runs for i in run.instances}
     specs, notes = _source_specs(runs, data_paths, results_dir)
     found: dict[str, Instance] = {}
+    # The instance types of a persona share most of their sessions: keep one copy of each.
+    shared: dict[Any, Any] = {}
     for spec in specs:
         source = InstanceSource(**spec)
         try:
             for instance in source:
                 if instance.instance_id in wanted and instance.instance_id not in found:
-                    found[instance.instance_id] = instance
+                    sessions = tuple(shared.setdefault((s.context_factor, s.contextual_preference,
+                                                        tuple((t.role, t.content) for t in s.dialogue)), s)
+                                     for s in instance.prior_interactions)
+                    found[instance.instance_id] = dataclasses.replace(instance, prior_interactions=sessions)
         except (DataValidationError, OSError, ImportError, ValueError) as exc:
             notes.append(f"data source {source.name}: not read ({exc})")
         except Exception as exc:  # the hub: network, authentication, missing dataset
@@ -126,7 +141,24 @@ def _all_steps(data: dict) -> Iterable[tuple[str, dict]]:
                     yield name, step
 
 
-def instance_detail(data: dict) -> dict:
+def _without_repeated_entries(step: dict, entries: list | None) -> dict:
+    """A match step whose results repeat the checklist they label (entry k of ``entries``
+    at index k + 1): the page reads the entry from the checklist, so it is left out."""
+    output = step.get("output")
+    if not entries or not isinstance(output, dict) or not isinstance(output.get("results"), list):
+        return step
+    results = []
+    for r in output["results"]:
+        index = r.get("index") if isinstance(r, dict) else None
+        if (isinstance(index, int) and 1 <= index <= len(entries) and r.get("entry") == entries[index - 1]):
+            r = {k: v for k, v in r.items() if k != "entry"}
+        results.append(r)
+    return {**step, "output": {**output, "results": results}}
+
+
+def instance_detail(data: dict, checklist: list | None = None) -> dict:
+    """What an instance page shows of one run's instance file (``checklist``: the ground
+    truth's, when the instance data are known)."""
     evaluations = {}
     for scorer, evaluation in (data.get("evaluations") or {}).items():
         if not isinstance(evaluation, dict):
@@ -135,36 +167,46 @@ def instance_detail(data: dict) -> dict:
             "evaluator": evaluation.get("evaluator"), "matcher": evaluation.get("matcher"),
             "inference": evaluation.get("inference"), "generation": evaluation.get("generation"),
             "steps": {n: trim_step(s) for n, s in (evaluation.get("steps") or {}).items() if isinstance(s, dict)}}
+        steps = evaluations[scorer]["steps"]
+        decomposed = (steps.get("decompose") or {}).get("output") or {}
+        if "match_precision" in steps and isinstance(decomposed, dict):
+            steps["match_precision"] = _without_repeated_entries(steps["match_precision"], decomposed.get("checklist"))
+        if "match_recall" in steps:
+            steps["match_recall"] = _without_repeated_entries(steps["match_recall"], checklist)
     return {"steps": {n: trim_step(s) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
             "evaluations": evaluations, "history": data.get("history") or {}}
 
 
 class Payload:
-    """The index, the shared sessions and one detail chunk per run."""
+    """The index, the shared sessions (in parts of SESSION_PART) and each run's details (in
+    parts of PART instances, by the instance's index)."""
 
     def __init__(self, runs: list[Run], model_order: list[str], labels: dict[str, str],
-                 instance_data: dict[str, Instance]):
+                 instance_data: dict[str, Instance], analysis: Analysis | None = None):
         order = {m: k for k, m in enumerate(model_order)}
         self.runs = sorted(runs, key=lambda r: (order.get(r.model, len(order)), setting_order(r.setting)))
         self.scorers = sorted({s for r in self.runs for s in r.scorers}, key=lambda s: ("+" in s, s))
         self.labels = labels
         self.data = instance_data
+        self.analysis = analysis
         self.sessions: list[list] = []
-        self._session_ids: dict[str, int] = {}
+        self._session_ids: dict[tuple, int] = {}
         self.instances: list[dict] = []
         self._instance_index: dict[str, int] = {}
-        self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "fail": []}
+        self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": []}
         self.metrics = [{"p": [], "r": [], "f1": [], "j": []} for _ in self.scorers]
-        self.details: list[dict[str, dict]] = []
-        self._build()
+        # One compressed chunk per run, made while the next run is read (zlib runs outside
+        # the GIL), so no run's details outlive their chunk.
+        self.run_chunks: list[tuple[str, Future[str]]] = []
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            self._build(pool)
 
     def _session(self, session) -> int:
-        record = [session.context_factor, session.contextual_preference,
-                  [[0 if t.role == "user" else 1, t.content] for t in session.dialogue]]
-        key = hashlib.sha256(script_json(record).encode("utf-8")).hexdigest()
+        turns = tuple((0 if t.role == "user" else 1, t.content) for t in session.dialogue)
+        key = (session.context_factor, session.contextual_preference, turns)
         if key not in self._session_ids:
             self._session_ids[key] = len(self.sessions)
-            self.sessions.append(record)
+            self.sessions.append([session.context_factor, session.contextual_preference, [list(t) for t in turns]])
         return self._session_ids[key]
 
     def _instance(self, instance_id: str, data: dict) -> int:
@@ -187,20 +229,23 @@ class Payload:
         self.instances.append(entry)
         return self._instance_index[instance_id]
 
-    def _build(self) -> None:
+    def _build(self, pool: ThreadPoolExecutor) -> None:
         for run_index, run in enumerate(self.runs):
             details: dict[str, dict] = {}
             for instance_id in run.ids():
                 data = run.instances[instance_id]
                 inst = self._instance(instance_id, data)
-                details[str(inst)] = instance_detail(data)
-                tokens, cost, failed = 0, None, []
-                for name, step in _all_steps(data):
+                known = self.data.get(instance_id)
+                detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None)
+                tokens, cost, failed, unpriced = 0, None, [], []
+                for name, step in _all_steps(detail):  # trimmed steps carry their cost
                     usage = step.get("usage") or {}
                     tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
-                    step_cost = _step_cost(step)
+                    step_cost = step.get("cost")
                     if step_cost is not None:
                         cost = (cost or 0.0) + step_cost
+                    elif usage and name not in unpriced:
+                        unpriced.append(name)
                     if step.get("status") == "failed" and name not in failed:
                         failed.append(name)
                 self.rows["inst"].append(inst)
@@ -208,6 +253,7 @@ class Payload:
                 self.rows["tok"].append(tokens)
                 self.rows["cost"].append(None if cost is None else round(cost, 6))
                 self.rows["fail"].append(failed or 0)
+                self.rows["unpriced"].append(unpriced or 0)
                 evaluations = data.get("evaluations") or {}
                 for k, scorer in enumerate(self.scorers):
                     evaluation = evaluations.get(scorer) if isinstance(evaluations.get(scorer), dict) else {}
@@ -217,7 +263,11 @@ class Payload:
                     self.metrics[k]["r"].append(_num(inference.get("recall")))
                     self.metrics[k]["f1"].append(_num(inference.get("f1")))
                     self.metrics[k]["j"].append(_num(generation.get("score")))
-            self.details.append(details)
+            parts: dict[int, dict[str, dict]] = {}
+            for key, detail in details.items():
+                parts.setdefault(int(key) // PART, {})[key] = detail
+            for part, values in sorted(parts.items()):
+                self.run_chunks.append((f"run{run_index}-{part}", pool.submit(gzip_chunk, values)))
 
     def primary(self, task: str) -> int | None:
         key = "f1" if task == "inference" else "j"
@@ -228,7 +278,15 @@ class Payload:
         return max(range(len(counts)), key=lambda k: (counts[k] > 0, "+" not in self.scorers[k], counts[k]))
 
     def index(self, notes: list[str], title: str) -> dict:
-        return {"title": title, "notes": notes,
+        compare = (paired_entries(self.analysis, self.runs, self.scorers) if self.analysis is not None
+                   else {"pairs": {}, "rows": []})
+        worst = {}
+        for key, task in (("f1", "inference"), ("j", "generation")):
+            scorer = self.primary(task)
+            if scorer is not None:
+                worst[key] = {"scorer": scorer, "rows": self.worst(key, scorer)}
+        return {"title": title, "notes": notes, "compare": compare, "worst": worst, "part": PART,
+                "session_part": SESSION_PART,
                 "runs": [{"model": r.model, "label": self.labels.get(r.model, display_name(r.model)),
                           "setting": r.setting, "scorers": [self.scorers.index(s) for s in r.scorers]}
                          for r in self.runs],
@@ -236,12 +294,20 @@ class Payload:
                 "primary": {"inference": self.primary("inference"), "generation": self.primary("generation")},
                 "instances": self.instances, "rows": self.rows, "metrics": self.metrics}
 
-    def worst(self, key: str, scorer: int | None, n: int = 5) -> list[int]:
+    def worst(self, key: str, scorer: int | None, n: int = 10) -> list[int]:
+        """The rows of the lowest values; equal values go round the runs (each run's lowest
+        before any run's second lowest), so ties do not all come from the first run."""
         if scorer is None:
             return []
         values = self.metrics[scorer][key]
-        present = [i for i, v in enumerate(values) if v is not None]
-        return sorted(present, key=lambda i: (values[i], i))[:n]
+        runs = self.rows["run"]
+        rank: dict[int, int] = {}
+        seen: dict[tuple, int] = {}
+        for i in sorted((i for i, v in enumerate(values) if v is not None), key=lambda i: (values[i], i)):
+            group = (runs[i], values[i])
+            rank[i] = seen.get(group, 0)
+            seen[group] = rank[i] + 1
+        return sorted(rank, key=lambda i: (values[i], rank[i], runs[i], i))[:n]
 
 
 # =======================================================================================
@@ -261,7 +327,7 @@ def _worst_section(payload: Payload) -> str:
             inst = payload.instances[payload.rows["inst"][row]]
             run = payload.runs[payload.rows["run"][row]]
             value = payload.metrics[scorer][key][row]
-            items.append(f'<li><a class="worst-link" href="#i={row}&amp;s={scorer}">{esc(fmt(value))} · '
+            items.append(f'<li><a class="worst-link" href="#i={row}&amp;s={scorer}&amp;from=worst-{key}">{esc(fmt(value))} · '
                          f'{esc(inst["id"])} · {esc(payload.labels.get(run.model, run.model))} '
                          f'({esc(run.setting)})</a></li>')
         blocks.append(f'<div class="worst"><h3>{title} <span class="muted">scorer '
@@ -275,15 +341,21 @@ def _worst_section(payload: Payload) -> str:
             f'{failed}</section>')
 
 
-def render(payload: Payload, report_md: str, figure_dir: Path, notes: list[str], title: str) -> str:
+def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, notes: list[str], title: str) -> Iterator[str]:
+    """The page, in parts (see utils.html_page.chunked_page)."""
     summary_html, headings = markdown_to_html(report_md, figure_dir)
     toc = "".join(f'<li><a href="#{anchor}">{esc(text)}</a></li>' for level, anchor, text in headings if level == 2)
     note_html = "".join(f'<p class="warning">{esc(n)}</p>' for n in notes)
-    chunks = [chunk_element("index", payload.index(notes, title)),
-              chunk_element("sessions", payload.sessions)]
-    chunks += [chunk_element(f"run{k}", details) for k, details in enumerate(payload.details)]
+
+    def chunks() -> Iterator[str]:
+        yield chunk_element("index", index)
+        for start in range(0, len(payload.sessions), SESSION_PART):
+            yield chunk_element(f"sessions-{start // SESSION_PART}", payload.sessions[start:start + SESSION_PART])
+        for name, run_chunk in payload.run_chunks:
+            yield chunk_element(name, text=run_chunk.result())
+
     body = f"""<header class="top"><span class="brand">CUPID report</span>
-<nav><a href="#summary" data-view="summary">Summary</a><a href="#instances" data-view="instances">Instances</a></nav>
+<nav><a href="#summary" data-view="summary">Summary</a><a href="#instances" data-view="instances">Instances</a><a href="#compare" data-view="compare">Compare</a></nav>
 <span class="muted" id="status"></span></header>
 <main>
 <section id="view-summary" class="view">{note_html}{_worst_section(payload)}
@@ -291,30 +363,33 @@ def render(payload: Payload, report_md: str, figure_dir: Path, notes: list[str],
 <article class="markdown">{summary_html}</article></section>
 <section id="view-instances" class="view" hidden></section>
 <section id="view-instance" class="view" hidden></section>
+<section id="view-compare" class="view" hidden></section>
 </main>
-{"".join(chunks)}"""
-    return page(title, body, scripts=("report.js",))
+"""
+    return chunked_page(title, body, chunks(), scripts=("report.js",))
 
 
 def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: list[Run] | None = None,
                       model_order: list[str] | None = None, labels: dict[str, str] | None = None,
-                      data_paths: Iterable[str | Path] | None = None) -> Path:
+                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None) -> Path:
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in
     ``output_dir`` and the run directories under ``results_dir``."""
     results_dir, output_dir = Path(results_dir), Path(output_dir)
-    runs = runs if runs is not None else load_runs(results_dir)
+    if runs is None:
+        analysis = analysis or Analysis(results_dir)
+        runs = analysis.runs
     if not runs:
         raise FileNotFoundError(f"{results_dir}: no run directories (no run.json found)")
     models = model_order or sorted({r.model for r in runs})
     labels = labels or {m: display_name(m) for m in models}
+    S.release_caches()  # the tables' resampling weights are not needed past this point
     instance_data, notes = load_instance_data(runs, results_dir, data_paths)
     for run in runs:
         notes += run.warnings[:5]
     md_path = output_dir / "report.md"
     report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
     title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
-    payload = Payload(runs, models, labels, instance_data)
-    path = output_dir / "report.html"
-    from utils.io import atomic_write_text
-    atomic_write_text(path, render(payload, report_md, output_dir, notes, title))
-    return path
+    with one_blas_thread():
+        payload = Payload(runs, models, labels, instance_data, analysis)
+        index = payload.index(notes, title)  # the compare view's paired differences
+    return write_page(output_dir / "report.html", render(payload, index, report_md, output_dir, notes, title))

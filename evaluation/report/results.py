@@ -133,12 +133,14 @@ def not_a_run(manifest: Any) -> str | None:
     return None
 
 
-def load_runs(root: str | Path, ignored: list[str] | None = None) -> list[Run]:
+def load_runs(root: str | Path, ignored: list[str] | None = None, keep_raw: bool = True) -> list[Run]:
     """Read every run directory under ``root``; runs of the same (model, setting) merge.
 
     Unreadable or foreign files are skipped with a warning on the run, never silently; a
     directory whose run.json is not an evaluation run's (a synthesis output, say) is left
-    out with a note appended to ``ignored``.
+    out with a note appended to ``ignored``. ``keep_raw=False`` drops the raw answers of
+    steps done at the first attempt (their parsed output holds what the report shows), about
+    half of a run's memory at paper scale.
     """
     runs: dict[tuple[str, str], Run] = {}
     ignored = [] if ignored is None else ignored
@@ -179,6 +181,8 @@ def load_runs(root: str | Path, ignored: list[str] | None = None) -> list[Run]:
             if not isinstance(data, dict) or not data.get("instance_id"):
                 run.warnings.append(f"{path}: not an instance file (no instance_id), left out")
                 continue
+            if not keep_raw:
+                _drop_first_try_raw(data)
             instance_id = str(data["instance_id"])
             if instance_id in run.instances:
                 run.warnings.append(f"{path}: instance {instance_id} already read from another "
@@ -186,6 +190,14 @@ def load_runs(root: str | Path, ignored: list[str] | None = None) -> list[Run]:
                 continue
             run.instances[instance_id] = data
     return sorted(runs.values(), key=lambda r: (r.model, setting_order(r.setting)))
+
+
+def _drop_first_try_raw(data: dict) -> None:
+    groups = [data.get("steps")] + [e.get("steps") for e in (data.get("evaluations") or {}).values() if isinstance(e, dict)]
+    for steps in groups:
+        for step in (steps or {}).values() if isinstance(steps, dict) else ():
+            if isinstance(step, dict) and step.get("status") == "done" and (step.get("attempts") or 1) <= 1:
+                step.pop("raw", None)
 
 
 def setting_order(setting: str) -> tuple[int, str]:

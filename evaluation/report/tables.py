@@ -160,53 +160,45 @@ def coverage_section(an: Analysis) -> str:
 
 
 def differences_section(an: Analysis) -> str:
+    """The paired-differences table. Each row's pair is kept in ``an.difference_rows`` (in
+    table order) so that report.html can link the row to its compare view."""
     inf_scorer = an.primary_scorer("inference")
     gen_scorer = an.primary_scorer("generation")
     rows = []
+    an.difference_rows = []
+    tasks = (("inference", inf_scorer, fmt_pct, "F1 (micro)"), ("generation", gen_scorer, fmt_score, "judge score"))
 
-    def add(label_a: str, label_b: str, what: str, a: dict, b: dict, metric: str, fmt):
-        d = S.paired_bootstrap(a, b, metric, n_bootstrap=an.n_bootstrap, seed=an.seed)
-        if d.n == 0:
+    def add(label_a: str, label_b: str, what: str, run_a: Run | None, scorer_a: str | None,
+            run_b: Run | None, scorer_b: str | None, task: str, fmt) -> None:
+        if run_a is None or run_b is None or scorer_a is None or scorer_b is None:
+            return
+        d = an.paired(run_a, scorer_a, run_b, scorer_b, task)
+        if d is None or d.n == 0:
             return
         rows.append([label_a, label_b, what, str(d.n), fmt(d.value_a), fmt(d.value_b),
                      fmt_ci(S.Estimate(d.difference, d.low, d.high, d.n), fmt), fmt_p(d.p_value, an.n_bootstrap)])
-
-    def values(run: Run | None, scorer: str | None, task: str) -> dict | None:
-        if run is None or scorer is None or not run.has_task(task, scorer) or scorer not in run.scorers:
-            return None
-        return an.outcome(run, scorer, task).values
+        an.difference_rows.append((run_a, scorer_a, run_b, scorer_b, task))
 
     # Settings against the default setting, per model.
     for model in an.models():
         base = an.run(model, "default")
         for setting in ("oracle", "summary", "oracle_preference"):
             other = an.run(model, setting)
-            if base is None or other is None:
-                continue
-            for task, scorer, metric, fmt, what in (
-                    ("inference", inf_scorer, "micro_f1", fmt_pct, "F1 (micro)"),
-                    ("generation", gen_scorer, "mean", fmt_score, "judge score")):
-                a, b = values(other, scorer, task), values(base, scorer, task)
-                if a and b:
-                    add(f"{an.label(model)} {setting}", f"{an.label(model)} default", what, a, b, metric, fmt)
+            for task, scorer, fmt, what in tasks:
+                add(f"{an.label(model)} {setting}", f"{an.label(model)} default", what, other, scorer, base, scorer,
+                    task, fmt)
     # Matcher scorer against the evaluator scorer, same inferred preferences.
     for base_scorer, matcher_scorer in an.matcher_pairs():
         for run in an.runs:
-            a, b = values(run, matcher_scorer, "inference"), values(run, base_scorer, "inference")
-            if a and b:
-                add(f"{an.label(run.model)} {run.setting} [{matcher_scorer}]",
-                    f"same, [{base_scorer}]", "F1 (micro)", a, b, "micro_f1", fmt_pct)
+            add(f"{an.label(run.model)} {run.setting} [{matcher_scorer}]", f"same, [{base_scorer}]", "F1 (micro)",
+                run, matcher_scorer, run, base_scorer, "inference", fmt_pct)
     # Models against each other, default setting.
     models = [m for m in an.models() if an.run(m, "default")]
     for i, ma in enumerate(models):
         for mb in models[i + 1:]:
-            ra, rb = an.run(ma, "default"), an.run(mb, "default")
-            for task, scorer, metric, fmt, what in (
-                    ("inference", inf_scorer, "micro_f1", fmt_pct, "F1 (micro)"),
-                    ("generation", gen_scorer, "mean", fmt_score, "judge score")):
-                a, b = values(ra, scorer, task), values(rb, scorer, task)
-                if a and b:
-                    add(an.label(ma), an.label(mb), what, a, b, metric, fmt)
+            for task, scorer, fmt, what in tasks:
+                add(an.label(ma), an.label(mb), what, an.run(ma, "default"), scorer, an.run(mb, "default"), scorer,
+                    task, fmt)
     parts = ["## Paired differences", "",
              f"A − B on the instances both have (paired by instance_id), with a paired bootstrap "
              f"95% CI ({an.n_bootstrap} resamples, seed {an.seed}) and a two-sided bootstrap p-value. "

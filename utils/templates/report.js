@@ -1,5 +1,5 @@
 // The instance browser and instance pages of report.html. Vanilla JS, no network: the data
-// sit in <script type="application/octet-stream" id="chunk-NAME"> elements (gzip, base64)
+// sit in <script type="application/octet-stream" id="chunk-NAME"> elements (gzip bytes, see chunkBytes)
 // and are inflated with DecompressionStream the first time a view needs them.
 (function () {
   "use strict";
@@ -12,16 +12,40 @@
   let built = false;
   const state = { q: "", type: "", model: "", setting: "", scorer: 0, f1min: "", f1max: "",
                   jmin: "", jmax: "", failed: "", sort: "f1", dir: 1, page: 0 };
+  let defaults = Object.assign({}, state);   // set once the index is read (scorer, sort)
+  // The compare view: two runs, each "run:scorer"; the metric that decides "better"; filters.
+  const cmp = { a: "", b: "", m: "f1", type: "", who: "", sort: "d", dir: 1, page: 0 };
+  const cmpDefaults = Object.assign({}, cmp);
+  let cmpRows = [];          // the compare view's list: [rowA, rowB] per shared instance, in view order
 
   // ---------------------------------------------------------------- helpers
+  // A chunk's text back to its gzip bytes (utils/html_page.py byte_text): the page is
+  // windows-1252, so a character is a byte, except that bytes 0x80-0x9F come as the
+  // characters that encoding gives them, and 0x01 escapes the byte that follows (+ 0x40).
+  const W1252 = "\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f" +
+    "\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178";
+  const HIGH = new Map([...W1252].map((c, k) => [c.charCodeAt(0), 0x80 + k]));
+  function chunkBytes(text) {
+    const out = new Uint8Array(text.length);
+    let n = 0;
+    for (let i = 0; i < text.length; i++) {
+      let c = text.charCodeAt(i);
+      if (c === 1) c = text.charCodeAt(++i) - 0x40;
+      else if (c > 0xff || (c >= 0x80 && c < 0xa0)) {
+        const b = HIGH.get(c);
+        if (b === undefined) throw new Error("a data chunk holds a character the page's encoding cannot give (U+" + c.toString(16) + ")");
+        c = b;
+      }
+      out[n++] = c;
+    }
+    return out.subarray(0, n);
+  }
   function chunk(name) {
     if (!cache[name]) {
       cache[name] = (async () => {
         const node = document.getElementById("chunk-" + name);
         if (!node) throw new Error("no data chunk " + name);
-        const bin = atob(node.textContent.trim());
-        const bytes = new Uint8Array(bin.length);
-        for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+        const bytes = chunkBytes(node.textContent);
         if (typeof DecompressionStream === "undefined") throw new Error("this browser lacks DecompressionStream; open the report in a current Chrome, Firefox or Safari");
         const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
         return JSON.parse(await new Response(stream).text());
@@ -54,6 +78,75 @@
     if (s.includes("fully") || s.includes("covered")) return "badge lab-full";
     return "badge";
   }
+  // Model text as Markdown, built node by node (createElement and text nodes only, never
+  // innerHTML), so nothing in the text can become markup: headings, lists, **bold**,
+  // *italic*, `code` and fenced code blocks; everything else stays text.
+  function mdInline(text) {
+    const out = [];
+    const re = /(`+)([^`]+?)\1|\*\*([^*]+?)\*\*|(?<![\w])__([^_]+?)__(?![\w])|\*([^*\s][^*]*?)\*|(?<![\w])_([^_\s][^_]*?)_(?![\w])/g;
+    let last = 0, m;
+    while ((m = re.exec(text)) !== null) {
+      if (m.index > last) out.push(text.slice(last, m.index));
+      if (m[2] !== undefined) out.push(el("code", null, m[2]));
+      else if (m[3] !== undefined || m[4] !== undefined) out.push(el("strong", null, mdInline(m[3] !== undefined ? m[3] : m[4])));
+      else out.push(el("em", null, mdInline(m[5] !== undefined ? m[5] : m[6])));
+      last = re.lastIndex;
+    }
+    if (last < text.length) out.push(text.slice(last));
+    return out;
+  }
+  function markdown(text) {
+    const lines = String(text === null || text === undefined ? "" : text).replace(/\r\n?/g, "\n").split("\n");
+    const blocks = [];
+    let para = [];
+    const flush = () => { if (para.length) { blocks.push(el("p", null, mdInline(para.join("\n")))); para = []; } };
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i], t = line.trim();
+      if (!t) { flush(); continue; }
+      if (t.startsWith("```")) {
+        flush();
+        const code = [];
+        for (i++; i < lines.length && !lines[i].trim().startsWith("```"); i++) code.push(lines[i]);
+        blocks.push(el("pre", null, el("code", null, code.join("\n"))));
+        continue;
+      }
+      const h = /^(#{1,6})\s+(.*?)\s*#*$/.exec(t);
+      if (h) { flush(); blocks.push(el("h" + Math.min(6, h[1].length + 3), { class: "md-h" }, mdInline(h[2]))); continue; }
+      const item = /^([-*+]|\d+[.)])\s+(.*)$/.exec(t);
+      if (item) {
+        flush();
+        const ordered = /\d/.test(item[1][0]);
+        const items = [];
+        for (; i < lines.length; i++) {
+          const mm = /^\s*([-*+]|\d+[.)])\s+(.*)$/.exec(lines[i]);
+          if (mm && /\d/.test(mm[1][0]) === ordered) items.push(el("li", null, mdInline(mm[2])));
+          else if (lines[i].trim() && /^\s+/.test(lines[i]) && items.length) items[items.length - 1].append(" ", ...mdInline(lines[i].trim()));
+          else { i--; break; }
+        }
+        blocks.push(el(ordered ? "ol" : "ul", null, items));
+        continue;
+      }
+      para.push(t);
+    }
+    flush();
+    return el("div", { class: "md-text" }, blocks);
+  }
+  // A view's state in the URL: the keys that differ from their defaults.
+  function encodeState(obj, base, keys) {
+    const params = new URLSearchParams();
+    for (const k of keys || Object.keys(base)) if (String(obj[k]) !== String(base[k])) params.set(k, obj[k]);
+    return params.toString();
+  }
+  function readState(obj, base, params) {
+    for (const k of Object.keys(base)) {
+      const v = params.has(k) ? params.get(k) : base[k];
+      obj[k] = typeof base[k] === "number" ? +v : v;
+    }
+  }
+  const BROWSER_KEYS = ["q", "type", "model", "setting", "scorer", "f1min", "f1max", "jmin", "jmax", "failed", "sort", "dir", "page"];
+  const browserHash = () => { const q = encodeState(state, defaults, BROWSER_KEYS); return "instances" + (q ? "&" + q : ""); };
+  const compareHash = () => { const q = encodeState(cmp, cmpDefaults); return "compare" + (q ? "&" + q : ""); };
+  function setHash(hash) { if (location.hash.slice(1) !== hash) history.replaceState(null, "", "#" + hash); }
   function setStatus(text) { document.getElementById("status").textContent = text; }
   function fail(where, err) {
     console.error(err);
@@ -77,7 +170,15 @@
     const p = idx.primary;
     state.scorer = p.inference !== null ? p.inference : (p.generation !== null ? p.generation : 0);
     if (p.inference === null) state.sort = "j";
+    defaults = Object.assign({}, state);
+    const firstSide = (r) => r + ":" + (idx.runs[r].scorers.includes(state.scorer) ? state.scorer : idx.runs[r].scorers[0]);
+    if (idx.runs.length && idx.runs[0].scorers.length) {
+      cmpDefaults.a = firstSide(0);
+      cmpDefaults.b = idx.runs.length > 1 && idx.runs[1].scorers.length ? firstSide(1) : cmpDefaults.a;
+      if (!cmp.a) { cmp.a = cmpDefaults.a; cmp.b = cmpDefaults.b; }
+    }
     IDX = idx;
+    decorateSummary();
     return idx;
   }
   const metric = (key, row, k) => { const m = IDX.metrics[k === undefined ? state.scorer : k]; return m ? m[key][row] : null; };
@@ -164,7 +265,7 @@
       el("label", null, "Failed steps", bind(el("select", { id: "f-failed" }, el("option", { value: "", text: "any outcome" }),
         el("option", { value: "any", text: "with a failed step" }), el("option", { value: "none", text: "without failed steps" }),
         steps.map((s) => el("option", { value: s, text: "failed at " + s }))), "failed")),
-      el("button", { id: "f-reset", onclick: () => { Object.assign(state, { q: "", type: "", model: "", setting: "", f1min: "", f1max: "", jmin: "", jmax: "", failed: "", page: 0 }); built = false; buildBrowser(); } }, "Reset"));
+      el("button", { id: "f-reset", onclick: () => { Object.assign(state, defaults); built = false; buildBrowser(); } }, "Reset"));
     const head = el("tr", null, COLUMNS.map(([key, title, cls]) => el("th", {
       class: cls, "data-key": key, onclick: key === "req" ? null : () => {
         state.dir = state.sort === key ? -state.dir : 1; state.sort = key; state.page = 0; renderTable(); } }, title)));
@@ -185,14 +286,16 @@
     const body = document.querySelector("#instances-table tbody");
     body.replaceChildren(...filtered.slice(start, start + PAGE).map((row) => {
       const inst = IDX.instances[R.inst[row]], fails = R.fail[row] || [];
-      return el("tr", { "data-row": row, onclick: () => { location.hash = "i=" + row + "&s=" + k; } },
-        el("td", null, el("a", { href: "#i=" + row + "&s=" + k }, inst.id)), el("td", { text: inst.type }),
+      const href = "#i=" + row + "&s=" + k + "&from=instances&" + browserHash().slice("instances&".length);
+      return el("tr", { "data-row": row, onclick: (e) => { if (!e.target.closest("a")) location.hash = href.slice(1); } },
+        el("td", null, el("a", { href }, inst.id)), el("td", { text: inst.type }),
         el("td", { text: IDX.runs[R.run[row]].label }), el("td", { text: IDX.runs[R.run[row]].setting }),
         el("td", { class: "num", text: pct(metric("p", row)) }), el("td", { class: "num", text: pct(metric("r", row)) }),
         el("td", { class: "num", text: pct(metric("f1", row)) }), el("td", { class: "num", text: num(metric("j", row), 0) }),
         el("td", { class: fails.length ? "fail" : "", text: fails.join(", ") }),
         el("td", { class: "num", text: R.tok[row] ? R.tok[row].toLocaleString("en-US") : "—" }),
-        el("td", { class: "num", text: cost(R.cost[row]) }), el("td", { class: "req", title: inst.request || "", text: inst.request || "" }));
+        el("td", { class: "num", text: cost(R.cost[row]) + (R.unpriced && R.unpriced[row] ? " +?" : ""),
+          title: R.unpriced && R.unpriced[row] ? "priced steps only; no price for " + R.unpriced[row].join(", ") : null }), el("td", { class: "req", title: inst.request || "", text: inst.request || "" }));
     }));
     for (const th of document.querySelectorAll("#instances-table th")) {
       th.classList.toggle("sorted-asc", th.dataset.key === state.sort && state.dir === 1);
@@ -204,9 +307,20 @@
     pager.replaceChildren(el("button", { disabled: state.page === 0, onclick: go(state.page - 1) }, "‹ Prev"),
       el("span", { text: "page " + (state.page + 1) + " of " + pages }),
       el("button", { disabled: state.page >= pages - 1, onclick: go(state.page + 1) }, "Next ›"));
+    if (!document.getElementById("view-instances").hidden) setHash(browserHash());
   }
 
   // ---------------------------------------------------------------- instance page
+  // A row's details and an instance's sessions, from the few chunks that hold them.
+  const detail = (r) => chunk("run" + IDX.rows.run[r] + "-" + Math.floor(IDX.rows.inst[r] / IDX.part)).then((c) => c[String(IDX.rows.inst[r])]);
+  async function sessionsOf(inst) {
+    if (!inst.sessions) return null;
+    const size = IDX.session_part, parts = [...new Set(inst.sessions.map((sid) => Math.floor(sid / size)))];
+    const loaded = await Promise.all(parts.map((p) => chunk("sessions-" + p)));
+    const out = {};
+    parts.forEach((p, k) => loaded[k].forEach((record, j) => { out[p * size + j] = record; }));
+    return out;
+  }
   function sessionsBox(inst, sessions, setting) {
     if (!inst.sessions) {
       return el("div", { class: "box", id: "sessions" }, el("h2", null, "Prior sessions"),
@@ -277,16 +391,19 @@
     const all = [...Object.entries(steps).map(([n, s]) => [n, s, ""]), ...Object.entries(es).map(([n, s]) => [n, s, "scorer"])];
     const tokens = all.reduce((t, [, s]) => t + ((s.usage || {}).prompt_tokens || 0) + ((s.usage || {}).completion_tokens || 0), 0);
     const costs = all.map(([, s]) => s.cost).filter((c) => c !== undefined && c !== null);
+    const unpriced = all.filter(([, s]) => (s.cost === undefined || s.cost === null) && s.usage && Object.keys(s.usage).length).map(([n]) => n);
+    const costText = costs.length ? cost(costs.reduce((a, b) => a + b, 0)) : "—";
     const infer = out(steps.infer), gener = out(steps.generate), judge = out(es.judge), dec = out(es.decompose);
     const summarize = out(steps.summarize);
     return el("div", { class: "panel", "data-row": row, "data-scorer": k },
       el("h2", null, runLabel(R.run[row]), el("span", { class: "muted" }, " · scorer " + scorer)),
       el("div", { class: "metrics" }, el("div", null, "P ", el("b", null, pct(inf.precision))), el("div", null, "R ", el("b", null, pct(inf.recall))),
         el("div", null, "F1 ", el("b", { class: "f1" }, pct(inf.f1))), el("div", null, "Judge ", el("b", { class: "judge" }, gen.score === undefined || gen.score === null ? "—" : gen.score)),
-        el("div", null, "Tokens ", el("b", null, tokens.toLocaleString("en-US"))), el("div", null, "Cost ", el("b", null, costs.length ? cost(costs.reduce((a, b) => a + b, 0)) : "—"))),
+        el("div", null, "Tokens ", el("b", null, tokens.toLocaleString("en-US"))), el("div", { class: "cost" }, "Cost ", el("b", null, costText),
+          unpriced.length ? el("span", { class: "muted" }, (costs.length ? " priced steps only; " : " ") + "no price for " + unpriced.join(", ")) : null)),
       summarize ? el("div", { class: "box" }, el("h3", null, "Session summaries (summary setting)"), el("pre", null, JSON.stringify(summarize.summaries || summarize, null, 2))) : null,
       el("div", { class: "box sec-inferred" }, el("h3", null, "Inferred preference"),
-        infer ? [el("div", { class: "text" }, infer.preference || ""), infer.analysis ? el("details", null, el("summary", null, "The model's analysis"), el("div", { class: "text" }, infer.analysis)) : null]
+        infer ? [markdown(infer.preference || ""), infer.analysis ? el("details", null, el("summary", null, "The model's analysis"), markdown(infer.analysis)) : null]
           : (failedNote(steps.infer, "Inference") || el("p", { class: "note" }, steps.infer ? "Not done yet." : "Not part of this run's task or setting."))),
       el("div", { class: "box sec-recall" }, el("h3", null, "Ground-truth checklist ", el("span", { class: "muted" }, "does the inferred preference cover each entry? (recall)")),
         failedNote(es.match_recall, "Matching"), checklistTable(inst.checklist, (out(es.match_recall) || {}).results, "")),
@@ -294,12 +411,12 @@
         failedNote(es.decompose, "Decomposition"), failedNote(es.match_precision, "Matching"),
         checklistTable(dec ? dec.checklist : [], (out(es.match_precision) || {}).results, "")),
       el("div", { class: "box sec-response" }, el("h3", null, "Response"),
-        gener ? el("div", { class: "text" }, gener.response || "") : (failedNote(steps.generate, "Generation") || el("p", { class: "note" }, steps.generate ? "Not done yet." : "Not part of this run's task."))),
+        gener ? markdown(gener.response || "") : (failedNote(steps.generate, "Generation") || el("p", { class: "note" }, steps.generate ? "Not done yet." : "Not part of this run's task."))),
       el("div", { class: "box sec-judge" }, el("h3", null, "Judge ", judge ? el("span", { class: "score-big" }, judge.score + "/10") : null),
-        judge ? el("div", { class: "text" }, judge.analysis || "") : (failedNote(es.judge, "Judging") || el("p", { class: "note" }, "No judgement."))),
+        judge ? markdown(judge.analysis || "") : (failedNote(es.judge, "Judging") || el("p", { class: "note" }, "No judgement."))),
       el("div", { class: "box sec-steps" }, el("h3", null, "Steps"),
-        el("table", { class: "steps" }, el("tr", null, ["step", "status", "model", "attempts", "tokens (prompt + completion)", "cost", "error"].map((t) => el("th", null, t))),
-          all.map(([n, s, scope]) => stepRows(n, s, scope)))));
+        el("div", { class: "table-wrap" }, el("table", { class: "steps" }, el("tr", null, ["step", "status", "model", "attempts", "tokens (prompt + completion)", "cost", "error"].map((t) => el("th", null, t))),
+          all.map(([n, s, scope]) => stepRows(n, s, scope))))));
   }
 
   async function showInstance(params) {
@@ -314,22 +431,27 @@
       const inst = IDX.instances[R.inst[row]];
       const cmp = params.has("c") ? +params.get("c") : null, ck = params.has("cs") ? +params.get("cs") : k;
       view.replaceChildren(el("p", { class: "muted" }, "Loading " + inst.id + "…"));
-      const needed = [chunk("run" + R.run[row]), inst.sessions ? chunk("sessions") : null];
-      if (cmp !== null) needed.push(chunk("run" + R.run[cmp]));
-      const [det, sessions] = await Promise.all(needed);
-      const detail = (r) => cache["run" + R.run[r]].then((c) => c[String(R.inst[r])]);
-      const a = await detail(row), b = cmp !== null ? await detail(cmp) : null;
+      const [a, b, sessions] = await Promise.all([detail(row), cmp !== null ? detail(cmp) : null, sessionsOf(inst)]);
       const choices = [];
       for (const r of rowsOf[R.inst[row]]) for (const s of IDX.runs[R.run[r]].scorers) choices.push([r, s]);
       const pick = (id, value, onchange, withNone) => el("select", { id, onchange },
         withNone ? el("option", { value: "", text: "— nothing —" }) : null,
-        choices.map(([r, s]) => el("option", { value: r + ":" + s, selected: value === r + ":" + s, text: runLabel(R.run[r]) + " · " + IDX.scorers[s] })));
-      const go = (i, s, c, cs) => { location.hash = "i=" + i + "&s=" + s + (c !== null && c !== undefined ? "&c=" + c + "&cs=" + cs : ""); };
-      const pos = filtered.indexOf(row);
-      const nav = el("span", null, el("a", { href: "#instances" }, "← Instances"),
-        pos >= 0 ? [" · ", el("a", { href: pos > 0 ? "#i=" + filtered[pos - 1] + "&s=" + k : null, id: "prev" }, "‹ previous"),
-          " " + (pos + 1) + " of " + filtered.length + " ",
-          el("a", { href: pos < filtered.length - 1 ? "#i=" + filtered[pos + 1] + "&s=" + k : null, id: "next" }, "next ›")] : null);
+        choices.map(([r, s]) => el("option", { value: r + ":" + s, selected: value === r + ":" + s,
+          text: runLabel(R.run[r]) + " · " + IDX.scorers[s] + " · F1 " + pct(metric("f1", r, s)) + " · judge " + num(metric("j", r, s), 0) })));
+      const listQuery = listState(params);
+      const go = (i, s, c, cs) => { location.hash = "i=" + i + "&s=" + s + (c !== null && c !== undefined && c !== "" ? "&c=" + c + "&cs=" + cs : "") + listQuery; };
+      const nav = el("span", { class: "list-nav" }, await listNav(params, row, k, cmp, ck, listQuery));
+      const everyRun = el("div", { class: "box sec-runs" }, el("h2", null, "This instance in every run ",
+        el("span", { class: "muted" }, "one click opens it; \u201cbeside\u201d puts it next to the one shown")),
+        el("div", { class: "table-wrap" }, el("table", { class: "grid runs" }, el("tr", null, ["Run", "Scorer", "F1", "Judge", ""].map((t) => el("th", null, t))),
+          choices.map(([r, s]) => {
+            const here = (r === row && s === k) || (r === cmp && s === ck);
+            return el("tr", { class: here ? "here" : "" }, el("td", null, el("a", { href: "#i=" + r + "&s=" + s + listQuery, class: "open-run" }, runLabel(R.run[r]))),
+              el("td", { text: IDX.scorers[s] }), el("td", { class: "num", text: pct(metric("f1", r, s)) }),
+              el("td", { class: "num", text: num(metric("j", r, s), 0) }),
+              el("td", null, r === row && s === k ? el("span", { class: "muted" }, "shown") :
+                el("a", { href: "#i=" + row + "&s=" + k + "&c=" + r + "&cs=" + s + listQuery, class: "beside" }, "beside")));
+          }))));
       const m = inst.metadata || {};
       view.replaceChildren(
         el("div", { class: "inst-head" }, el("h1", null, inst.id), el("span", { class: "badge" }, inst.type),
@@ -344,10 +466,238 @@
             el("ol", null, (inst.checklist || []).map((c) => el("li", null, c))),
             m.contrastive_context_factor ? el("p", { class: "muted" }, "Contrastive factor: " + m.contrastive_context_factor) : null]
             : el("p", { class: "note" }, "Not available: the instance data were not found.")),
+        everyRun,
         sessionsBox(inst, sessions, IDX.runs[R.run[row]].setting),
         el("div", { class: "panels" + (b ? " two" : ""), id: "panels" }, panel(row, k, a, inst), b ? panel(cmp, ck, b, inst) : null));
       setStatus("");
     } catch (err) { fail(view, err); }
+  }
+
+  // ---------------------------------------------------------------- lists an instance page steps through
+  function listState(params) {
+    const p = new URLSearchParams(params);
+    for (const k of ["i", "s", "c", "cs"]) p.delete(k);
+    const q = p.toString();
+    return q ? "&" + q : "";
+  }
+  async function listNav(params, row, k, other, otherScorer, listQuery) {
+    const from = params.get("from") || "";
+    let back = el("a", { href: "#" + browserHash() }, "← Instances"), hrefs = [], pos = -1, name = "";
+    if (from === "instances") {
+      readState(state, defaults, params);
+      applyFilters();
+      pos = filtered.indexOf(row);
+      hrefs = filtered.map((r) => "#i=" + r + "&s=" + k + listQuery);
+      name = "the filtered instances";
+    } else if (from === "compare") {
+      readState(cmp, cmpDefaults, params);
+      computeCompare();
+      const A = side(cmp.a), B = side(cmp.b);
+      pos = cmpRows.findIndex(([a, b]) => a === row && b === other);
+      hrefs = cmpRows.map(([a, b]) => "#i=" + a + "&s=" + A.s + "&c=" + b + "&cs=" + B.s + listQuery);
+      back = el("a", { href: "#" + compareHash() }, "← Compare");
+      name = "the compared instances";
+    } else if (from.startsWith("worst-") && IDX.worst[from.slice(6)]) {
+      const w = IDX.worst[from.slice(6)];
+      pos = w.rows.indexOf(row);
+      hrefs = w.rows.map((r) => "#i=" + r + "&s=" + w.scorer + listQuery);
+      back = el("a", { href: "#worst-instances" }, "← Worst instances");
+      name = from === "worst-f1" ? "the lowest F1" : "the lowest judge scores";
+    }
+    if (pos < 0) return [back];
+    return [back, " · ", el("a", { href: pos > 0 ? hrefs[pos - 1] : null, id: "prev" }, "‹ previous"),
+      " " + (pos + 1) + " of " + hrefs.length + " in " + name + " ",
+      el("a", { href: pos < hrefs.length - 1 ? hrefs[pos + 1] : null, id: "next" }, "next ›")];
+  }
+
+  // ---------------------------------------------------------------- compare view
+  const side = (v) => { const [r, s] = String(v).split(":").map(Number); return { r, s }; };
+  const runRowCache = {};
+  function rowsOfRun(r) {
+    if (!runRowCache[r]) {
+      const m = new Map();
+      IDX.rows.run.forEach((run, row) => { if (run === r) m.set(IDX.rows.inst[row], row); });
+      runRowCache[r] = m;
+    }
+    return runRowCache[r];
+  }
+  function sideChoices() {
+    const out = [];
+    IDX.runs.forEach((run, r) => run.scorers.forEach((s) => out.push([r + ":" + s, runLabel(r) + " · " + IDX.scorers[s]])));
+    return out;
+  }
+  function pairStats(A, B) {
+    const ka = A.r + ":" + A.s, kb = B.r + ":" + B.s;
+    const forward = A.r < B.r || (A.r === B.r && A.s <= B.s);
+    const entry = IDX.compare.pairs[forward ? ka + "|" + kb : kb + "|" + ka];
+    if (!entry) return null;
+    return { f1: entry[forward ? "f1" : "f1_rev"], j: entry[forward ? "j" : "j_rev"] };
+  }
+  let cmpEntries = [];
+  function computeCompare() {
+    const A = side(cmp.a), B = side(cmp.b), R = IDX.rows;
+    const mapA = rowsOfRun(A.r), mapB = rowsOfRun(B.r);
+    const all = [];
+    for (const [inst, ra] of mapA) {
+      const rb = mapB.get(inst);
+      if (rb === undefined) continue;
+      const fa = metric("f1", ra, A.s), fb = metric("f1", rb, B.s), ja = metric("j", ra, A.s), jb = metric("j", rb, B.s);
+      all.push({ ra, rb, inst, type: IDX.instances[inst].type, fa, fb, ja, jb,
+        df: fa === null || fb === null ? null : fa - fb, dj: ja === null || jb === null ? null : ja - jb });
+    }
+    const who = (e) => { const d = cmp.m === "j" ? e.dj : e.df; return d === null ? "" : d > 1e-9 ? "a" : d < -1e-9 ? "b" : "tie"; };
+    const counts = { a: 0, tie: 0, b: 0, "": 0 };
+    for (const e of all) { e.who = who(e); counts[e.who]++; }
+    const shown = all.filter((e) => (!cmp.type || e.type === cmp.type) && (!cmp.who || e.who === cmp.who));
+    const keyName = cmp.sort === "d" ? (cmp.m === "j" ? "dj" : "df") : cmp.sort;
+    const key = keyName === "id" ? (e) => IDX.instances[e.inst].id : (e) => e[keyName];
+    shown.sort((x, y) => {
+      const a = key(x), b = key(y);
+      if (a === null && b === null) return x.inst - y.inst;
+      if (a === null) return 1;
+      if (b === null) return -1;
+      return a < b ? -cmp.dir : a > b ? cmp.dir : x.inst - y.inst;
+    });
+    cmpEntries = shown;
+    cmpRows = shown.map((e) => [e.ra, e.rb]);
+    return { all, shown, counts };
+  }
+  function scatter(entries, A, B) {
+    const NS = "http://www.w3.org/2000/svg", W = 300, P = 34;
+    const judge = cmp.m === "j", lo = judge ? 1 : 0, hi = judge ? 10 : 100;
+    const sx = (v) => P + (v - lo) / (hi - lo) * (W - P - 8), sy = (v) => W - P - (v - lo) / (hi - lo) * (W - P - 8);
+    const node = (tag, attrs, ...kids) => { const n = document.createElementNS(NS, tag); for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v); n.append(...kids); return n; };
+    const svg = node("svg", { viewBox: "0 0 " + W + " " + W, class: "scatter", role: "img", "aria-label": "A against B, one point per instance" });
+    svg.append(node("line", { x1: sx(lo), y1: sy(lo), x2: sx(hi), y2: sy(hi), class: "diag" }),
+      node("line", { x1: P, y1: W - P, x2: W - 8, y2: W - P, class: "axis" }), node("line", { x1: P, y1: 8, x2: P, y2: W - P, class: "axis" }));
+    for (const t of judge ? [1, 4, 7, 10] : [0, 50, 100]) {
+      svg.append(node("text", { x: sx(t), y: W - P + 13, class: "tick", "text-anchor": "middle" }, String(t)),
+        node("text", { x: P - 4, y: sy(t) + 3, class: "tick", "text-anchor": "end" }, String(t)));
+    }
+    svg.append(node("text", { x: (W + P) / 2, y: W - 4, class: "lab", "text-anchor": "middle" }, "A: " + runLabel(A.r)),
+      node("text", { x: 10, y: (W - P) / 2, class: "lab", "text-anchor": "middle", transform: "rotate(-90 10 " + (W - P) / 2 + ")" }, "B: " + runLabel(B.r)));
+    const q = listState(new URLSearchParams(compareHash().slice(8) + "&from=compare"));
+    for (const e of entries) {
+      const va = judge ? e.ja : e.fa, vb = judge ? e.jb : e.fb;
+      if (va === null || vb === null) continue;
+      const jit = judge ? ((e.inst * 7919) % 17 - 8) / 40 : 0, jit2 = judge ? ((e.inst * 104729) % 13 - 6) / 30 : 0;
+      const a = node("a", { href: "#i=" + e.ra + "&s=" + A.s + "&c=" + e.rb + "&cs=" + B.s + q, class: "pt pt-" + e.who });
+      a.append(node("circle", { cx: sx(va * (judge ? 1 : 100) + jit), cy: sy(vb * (judge ? 1 : 100) + jit2), r: 3 },
+        node("title", {}, IDX.instances[e.inst].id + ": A " + (judge ? va : pct(va)) + ", B " + (judge ? vb : pct(vb)))));
+      svg.append(a);
+    }
+    return svg;
+  }
+  function renderCompare() {
+    const view = document.getElementById("view-compare"), R = IDX.rows;
+    const A = side(cmp.a), B = side(cmp.b);
+    const { all, shown, counts } = computeCompare();
+    setHash(compareHash());
+    const set = (key) => (e) => { cmp[key] = e.target.value; cmp.page = 0; renderCompare(); };
+    const choices = sideChoices();
+    const pick = (id, key) => el("select", { id, onchange: set(key) }, choices.map(([v, t]) => el("option", { value: v, selected: cmp[key] === v, text: t })));
+    const stats = pairStats(A, B);
+    const statLine = (key, what) => {
+      const st = stats && stats[key];
+      if (st) return el("tr", { "data-metric": key }, el("td", null, what), el("td", { class: "num" }, st.a), el("td", { class: "num" }, st.b),
+        el("td", { class: "num diff" }, st.d), el("td", { class: "num" }, st.p), el("td", { class: "num" }, String(st.n)));
+      const ds = all.map((e) => (key === "j" ? e.dj : e.df)).filter((d) => d !== null);
+      if (!ds.length) return null;
+      const mean = ds.reduce((x, y) => x + y, 0) / ds.length;
+      return el("tr", { "data-metric": key }, el("td", null, what + " (mean per instance)"), el("td", null, "—"), el("td", null, "—"),
+        el("td", { class: "num diff" }, key === "j" ? mean.toFixed(2) : (100 * mean).toFixed(1)), el("td", { colspan: 2, class: "muted" },
+          "no paired interval: the summary pairs runs of one model or one setting"), );
+    };
+    const PAGE_C = 100, pages = Math.max(1, Math.ceil(shown.length / PAGE_C));
+    cmp.page = Math.min(+cmp.page, pages - 1);
+    const q = listState(new URLSearchParams(compareHash().slice(8) + "&from=compare"));
+    const open = (e) => "#i=" + e.ra + "&s=" + A.s + "&c=" + e.rb + "&cs=" + B.s + q;
+    const th = (key, title, cls) => el("th", { class: (cls || "") + (cmp.sort === key ? (cmp.dir === 1 ? " sorted-asc" : " sorted-desc") : ""), "data-key": key,
+      onclick: () => { cmp.dir = cmp.sort === key ? -cmp.dir : 1; cmp.sort = key; cmp.page = 0; renderCompare(); } }, title);
+    const fmtD = (d, judge) => (d === null ? "—" : (d > 0 ? "+" : "") + (judge ? d.toFixed(0) : (100 * d).toFixed(1)));
+    const types = [...new Set(all.map((e) => e.type))];
+    const sign = (d) => (d === null ? "" : d > 1e-9 ? "pos" : d < -1e-9 ? "neg" : "");
+    const label = { a: "A better", tie: "tie", b: "B better" };
+    view.replaceChildren(
+      el("h1", null, "Compare two runs ", el("span", { class: "muted", id: "cmp-count" }, shown.length + " of " + all.length + " shared instances")),
+      el("div", { class: "controls" }, el("label", null, "A", pick("cmp-a", "a")), el("label", null, "B", pick("cmp-b", "b")),
+        el("label", null, "Better by", el("select", { id: "cmp-m", onchange: set("m") }, [["f1", "F1"], ["j", "judge score"]].map(([v, t]) => el("option", { value: v, selected: cmp.m === v, text: t })))),
+        el("label", null, "Type", el("select", { id: "cmp-type", onchange: set("type") }, el("option", { value: "", text: "all types" }), types.map((t) => el("option", { value: t, selected: cmp.type === t, text: t })))),
+        el("label", null, "Outcome", el("select", { id: "cmp-who", onchange: set("who") }, el("option", { value: "", text: "all" }),
+          ["a", "tie", "b"].map((w) => el("option", { value: w, selected: cmp.who === w, text: label[w] + " (" + counts[w] + ")" }))))),
+      el("div", { class: "cmp-top" },
+        el("div", { class: "cmp-stats" },
+          el("p", { class: "counts", id: "cmp-counts" }, ["a", "tie", "b"].map((w) => el("a", { href: "#" + compareHash().replace(/&who=[^&]*/, "") + "&who=" + w, class: "count count-" + w },
+            el("b", null, String(counts[w])), " " + label[w])), counts[""] ? el("span", { class: "muted" }, " · " + counts[""] + " not scored on both") : null,
+            el("span", { class: "muted" }, " (by " + (cmp.m === "j" ? "judge score" : "per-instance F1") + ")")),
+          el("div", { class: "table-wrap" }, el("table", { class: "grid cmp-paired", id: "cmp-paired" },
+            el("tr", null, ["Paired difference", "A", "B", "A − B [95% CI]", "p", "n paired"].map((t) => el("th", null, t))),
+            statLine("f1", "F1 (micro)"), statLine("j", "judge score"))),
+          el("p", { class: "muted" }, "The numbers of the summary's paired-differences table: A − B on the instances both have, paired bootstrap 95% interval. Click a point or a row to open the instance side by side.")),
+        el("div", { class: "cmp-plot" }, scatter(shown, A, B))),
+      el("div", { class: "table-wrap" }, el("table", { class: "grid", id: "compare-table" },
+        el("thead", null, el("tr", null, th("id", "Instance"), th("type", "Type"), th("fa", "F1 A", "num"), th("fb", "F1 B", "num"), th("df", "ΔF1", "num"),
+          th("ja", "Judge A", "num"), th("jb", "Judge B", "num"), th("dj", "ΔJudge", "num"))),
+        el("tbody", null, shown.slice(cmp.page * PAGE_C, (cmp.page + 1) * PAGE_C).map((e) => {
+          const href = open(e);
+          return el("tr", { class: "who-" + e.who, onclick: (ev) => { if (!ev.target.closest("a")) location.hash = href.slice(1); } },
+            el("td", null, el("a", { href }, IDX.instances[e.inst].id)), el("td", { text: e.type }),
+            el("td", { class: "num", text: pct(e.fa) }), el("td", { class: "num", text: pct(e.fb) }), el("td", { class: "num " + sign(e.df), text: fmtD(e.df, false) }),
+            el("td", { class: "num", text: num(e.ja, 0) }), el("td", { class: "num", text: num(e.jb, 0) }), el("td", { class: "num " + sign(e.dj), text: fmtD(e.dj, true) }));
+        })))),
+      el("div", { class: "pager" }, el("button", { disabled: cmp.page === 0, onclick: () => { cmp.page--; renderCompare(); } }, "‹ Prev"),
+        el("span", { text: "page " + (cmp.page + 1) + " of " + pages }),
+        el("button", { disabled: cmp.page >= pages - 1, onclick: () => { cmp.page++; renderCompare(); } }, "Next ›")));
+  }
+  async function showCompare(params) {
+    show("compare");
+    const view = document.getElementById("view-compare");
+    try {
+      await loadIndex();
+      if (!sideChoices().length) {
+        view.replaceChildren(el("h1", null, "Compare two runs"), el("p", { class: "note" }, "No run has a scorer's results to compare."));
+        return;
+      }
+      readState(cmp, cmpDefaults, params);
+      renderCompare();
+    } catch (err) { fail(view, err); }
+  }
+
+  // ---------------------------------------------------------------- summary extras
+  function decorateSummary() {
+    // Each row of the paired-differences table opens its compare view.
+    const head = document.getElementById("paired-differences");
+    let node = head ? head.nextElementSibling : null;
+    while (node && !node.classList.contains("table-wrap") && !/^H[12]$/.test(node.tagName)) node = node.nextElementSibling;
+    if (!node || !node.classList.contains("table-wrap") || node.dataset.decorated) return;
+    node.dataset.decorated = "1";
+    const table = node.querySelector("table");
+    table.tHead.rows[0].append(el("th", null, "Compare"));
+    [...table.tBodies[0].rows].forEach((tr, k) => {
+      const spec = IDX.compare.rows[k];
+      tr.append(el("td", null, spec ? el("a", { class: "compare-link", href: "#compare&a=" + spec.a.join(":") + "&b=" + spec.b.join(":") + "&m=" + spec.m }, "instance by instance ›") : ""));
+    });
+  }
+  function copyButtons() {
+    for (const button of document.querySelectorAll(".code-block .copy")) {
+      button.addEventListener("click", async () => {
+        const pre = button.parentElement.querySelector("pre");
+        const text = pre.textContent;
+        try {
+          if (!navigator.clipboard) throw new Error("no clipboard");
+          await navigator.clipboard.writeText(text);
+          button.textContent = "Copied";
+        } catch (err) {
+          const range = document.createRange();
+          range.selectNodeContents(pre);
+          const sel = window.getSelection();
+          sel.removeAllRanges();
+          sel.addRange(range);
+          button.textContent = document.execCommand && document.execCommand("copy") ? "Copied" : "Selected: press Ctrl+C";
+        }
+        setTimeout(() => { button.textContent = "Copy"; }, 2000);
+      });
+    }
   }
 
   // ---------------------------------------------------------------- routing
@@ -356,25 +706,26 @@
     const view = document.getElementById("view-instances");
     try {
       await loadIndex();
-      let changed = false;
-      for (const key of ["q", "type", "model", "setting", "failed", "f1min", "f1max", "jmin", "jmax"]) {
-        if (params.has(key)) { state[key] = params.get(key); changed = true; }
-      }
-      if (params.has("scorer")) { state.scorer = +params.get("scorer"); changed = true; }
-      if (!built || changed) buildBrowser(); else renderTable();
+      const given = BROWSER_KEYS.some((k) => params.has(k));
+      if (given) readState(state, defaults, params);
+      if (!built || given) buildBrowser(); else renderTable();
     } catch (err) { fail(view, err); }
   }
   function route() {
-    const hash = decodeURIComponent(location.hash.slice(1));
-    const params = new URLSearchParams(hash);
+    const raw = location.hash.slice(1);
+    const params = new URLSearchParams(raw);
     if (params.has("i")) return showInstance(params);
-    if (hash === "instances" || hash.startsWith("instances&")) return showInstances(params);
+    if (raw === "instances" || raw.startsWith("instances&")) return showInstances(params);
+    if (raw === "compare" || raw.startsWith("compare&")) return showCompare(params);
     show("summary");
-    const target = hash && hash !== "summary" ? document.getElementById(hash) : null;
-    if (target) target.scrollIntoView(); else if (hash === "summary") window.scrollTo(0, 0);
+    let id = raw;
+    try { id = decodeURIComponent(raw); } catch (err) { /* a malformed escape: look the raw text up */ }
+    const target = id && id !== "summary" ? document.getElementById(id) : null;
+    if (target) target.scrollIntoView(); else if (raw === "summary") window.scrollTo(0, 0);
   }
   window.addEventListener("hashchange", route);
-  window.cupidReport = { ready: false, loadIndex, state: () => state, filtered: () => filtered };
+  copyButtons();
+  window.cupidReport = { ready: false, loadIndex, index: () => IDX, state: () => state, filtered: () => filtered, compare: () => cmp, compareRows: () => cmpRows, markdown, chunkBytes };
   route();
   loadIndex().then(() => {
     window.cupidReport.ready = true;
