@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import config
+from evaluation.console_scripts import program_name
 from evaluation.pipeline import TASKS
 from evaluation.store import SETTINGS
 from utils.cli import Parser, generation_params, non_negative_int, positive_float, positive_int
@@ -17,7 +18,7 @@ from utils.redact import RedactingFormatter, redact
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
-        prog="python -m evaluation.run",
+        prog=program_name("python -m evaluation.run"),
         description="Evaluate a model on CUPID: infer the user's contextual preference from "
                     "prior sessions (precision/recall/F1) and/or answer the request (judge score 1-10).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)

@@ -25,10 +25,11 @@ ROLE_FLAGS = ("model", "user_model", "assistant_model", "decomposer_model")
 def build_parser() -> argparse.ArgumentParser:
     import config
     from synthesis.pipeline import SynthesisConfig
+    from evaluation.console_scripts import program_name
     from utils.cli import Parser, non_negative_int, positive_int
 
     d = SynthesisConfig()
-    p = Parser(prog="python -m synthesis.run", description=__doc__.split("\n\n")[0],
+    p = Parser(prog=program_name("python -m synthesis.run"), description=__doc__.split("\n\n")[0],
                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--output_dir", default=str(d.output_dir), help="where every artifact is written")
     # Role flags have no default in the namespace so that --all_models / --embedded can tell an explicit choice.

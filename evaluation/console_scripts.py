@@ -1,0 +1,45 @@
+"""The console scripts pip installs (pyproject ``[project.scripts]``): ``cupid-eval``,
+``cupid-synth`` and ``cupid-report``, the same programs as ``python -m evaluation.run``,
+``python -m synthesis.run`` and ``python -m evaluation.report``. A console script starts
+with its bin directory first on ``sys.path``, so a ``config.py`` or ``utils/`` in the
+working directory cannot take the place of the harness's own modules."""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def program_name(module_form: str) -> str:
+    """How --help and flag errors name the program: the console script's name when it is
+    the one running (``cupid-eval``), else ``module_form`` (``python -m evaluation.run``)."""
+    invoked = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return invoked if invoked.startswith("cupid-") else module_form
+
+
+def _interrupted_before_work() -> None:
+    print("\ninterrupted before any work; nothing to resume", file=sys.stderr)
+    sys.exit(130)
+
+
+def cupid_eval() -> None:
+    from evaluation.run import main
+
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # during setup, before any instance started
+        _interrupted_before_work()
+
+
+def cupid_synth() -> None:
+    from synthesis.run import main
+
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # a batch run has said where its batches are listed
+        sys.exit(130)
+
+
+def cupid_report() -> None:
+    from evaluation.report.cli import main
+
+    sys.exit(main())
