@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import config
-from evaluation.console_scripts import program_name
 from evaluation.pipeline import TASKS
 from evaluation.store import SETTINGS
-from utils.cli import Parser, generation_params, non_negative_int, positive_float, positive_int
+from utils.cli import Parser, generation_params, non_negative_int, positive_float, positive_int, program_name
 from utils.io import StorageError, describe_os_error
 from utils.redact import RedactingFormatter, redact
 

@@ -5,15 +5,7 @@ with its bin directory first on ``sys.path``, so a ``config.py`` or ``utils/`` i
 working directory cannot take the place of the harness's own modules."""
 from __future__ import annotations
 
-import os
 import sys
-
-
-def program_name(module_form: str) -> str:
-    """How --help and flag errors name the program: the console script's name when it is
-    the one running (``cupid-eval``), else ``module_form`` (``python -m evaluation.run``)."""
-    invoked = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    return invoked if invoked.startswith("cupid-") else module_form
 
 
 def _interrupted_before_work() -> None:

@@ -1,9 +1,20 @@
 """CUPID data synthesis (§3, Appendix B): personas → context factors → sessions →
 checklists → dialogues → instances. Run it as ``cupid-synth`` (or ``python -m
 synthesis.run``); from Python, ``from synthesis import synthesize``."""
-from evaluation.shadowing import check_own_modules
+import importlib.util as _importlib_util
+from pathlib import Path as _Path
 
-check_own_modules()
+
+def _check_own_modules() -> None:
+    # utils/shadowing.py by its path: ``utils`` may itself be the module another project shadows.
+    spec = _importlib_util.spec_from_file_location(
+        "_cupid_shadowing", _Path(__file__).resolve().parent.parent / "utils" / "shadowing.py")
+    guard = _importlib_util.module_from_spec(spec)
+    spec.loader.exec_module(guard)
+    guard.check_own_modules()
+
+
+_check_own_modules()
 
 
 def __getattr__(name: str):

@@ -25,8 +25,7 @@ ROLE_FLAGS = ("model", "user_model", "assistant_model", "decomposer_model")
 def build_parser() -> argparse.ArgumentParser:
     import config
     from synthesis.pipeline import SynthesisConfig
-    from evaluation.console_scripts import program_name
-    from utils.cli import Parser, non_negative_int, positive_int
+    from utils.cli import Parser, non_negative_int, positive_int, program_name
 
     d = SynthesisConfig()
     p = Parser(prog=program_name("python -m synthesis.run"), description=__doc__.split("\n\n")[0],

@@ -42,6 +42,8 @@ USER_MODEL = textwrap.dedent('''
 
 @pytest.fixture
 def scratch_registry(monkeypatch):
+    """Registrations made by a test vanish after it."""
+    registry.discover_models()
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
 
 

@@ -3,7 +3,17 @@ flag errors (exit 2, one line), and the ``key=value,...`` generation parameters.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from typing import Callable, NoReturn
+
+
+def program_name(module_form: str) -> str:
+    """How --help and flag errors name the program: the console script's name when it is
+    the one running (``cupid-eval``), else ``module_form`` (``python -m evaluation.run``)."""
+    invoked = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return invoked if invoked.startswith("cupid-") else module_form
+
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on stderr, exit status 2."""

@@ -9,8 +9,9 @@ console scripts (``cupid-eval``, ``cupid-synth``, ``cupid-report``) start with t
 bin directory first, so they are not affected unless ``PYTHONPATH`` names such a directory.
 The shipped ``prompts/`` and ``data/`` are read by path from ``config.ROOT``, never
 imported, so a ``prompts/`` or ``data/`` of the user's cannot take their place and is not
-checked. Only the standard library is imported here: this runs when ``evaluation`` or
-``synthesis`` is imported, before anything that could be shadowed.
+checked. Only the standard library is imported here, and ``evaluation/__init__.py`` and
+``synthesis/__init__.py`` load this file by its path (``load_guard``), since ``utils``
+itself may be the module that is shadowed.
 """
 from __future__ import annotations
 
