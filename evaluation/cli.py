@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import config
 from evaluation.pipeline import TASKS
@@ -158,9 +160,27 @@ def role_overrides(args: argparse.Namespace) -> dict[str, dict]:
             "matcher": {**seed, **(args.matcher_args or {})}}
 
 
+_error_sinks: list[list[str]] = []
+
+
 def error(message: str) -> None:
-    """One line on stderr, with every known key redacted."""
-    print(redact(f"error: {message}"), file=sys.stderr)
+    """One line on stderr, with every known key redacted (and kept for the Python API,
+    which raises it)."""
+    line = redact(f"error: {message}")
+    for sink in _error_sinks:
+        sink.append(line)
+    print(line, file=sys.stderr)
+
+
+@contextmanager
+def collected_errors() -> Iterator[list[str]]:
+    """The error lines printed while the block runs."""
+    sink: list[str] = []
+    _error_sinks.append(sink)
+    try:
+        yield sink
+    finally:
+        _error_sinks.remove(sink)
 
 
 def flag_conflict(args: argparse.Namespace) -> str | None:

@@ -104,20 +104,13 @@ def role_models(args: argparse.Namespace) -> dict[str, str]:
     return {role: getattr(args, role, None) or every or fallback[role] for role in ROLE_FLAGS}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.embedded and args.all_models:
-        parser.error("give --embedded or --all_models, not both")
+def synthesis_config(args: argparse.Namespace):
+    """The SynthesisConfig of parsed flags (the command line's, or synthesize()'s)."""
+    from synthesis.pipeline import SynthesisConfig
+
     if args.embedded and args.persona_seeds is None:
         args.persona_seeds = "bundled"
-    setup_logging(args.log_file)
-    log = logging.getLogger("synthesis")
-    from utils.models.model import ModelConfigurationError
-    from synthesis.pipeline import SettingsError, SynthesisConfig, run_synthesis
-    from synthesis.personas import SeedSourceError
-
-    cfg = SynthesisConfig(
+    return SynthesisConfig(
         output_dir=Path(args.output_dir), **role_models(args),
         n_personas=args.n_personas, n_factors=args.n_factors, n_sessions=args.n_sessions,
         max_turns=args.max_turns, n_workers=args.n_workers, seed=args.seed,
@@ -125,6 +118,20 @@ def main(argv: list[str] | None = None) -> int:
         max_attempts=args.max_regenerations + 1,
         show_progress=False if args.no_progress else None, batch=args.batch,
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.embedded and args.all_models:
+        parser.error("give --embedded or --all_models, not both")
+    setup_logging(args.log_file)
+    log = logging.getLogger("synthesis")
+    from utils.models.model import ModelConfigurationError
+    from synthesis.pipeline import SettingsError, run_synthesis
+    from synthesis.personas import SeedSourceError
+
+    cfg = synthesis_config(args)
     if args.json and not args.dry_run:
         parser.error("--json goes with --dry_run")
     if args.dry_run:
