@@ -3,8 +3,9 @@ research directory's own config.py, utils/, data/ or prompts/ would replace the 
 modules. Every case runs in a subprocess from a temporary directory; PYTHONPATH names this
 checkout so its code is the one imported. The console scripts are run the way pip's
 generated script runs them (a file whose directory comes first on sys.path, calling the
-entry-point function); .ci/run also installs the package into a fresh venv and runs the
-installed scripts from another directory."""
+entry-point function). With CUPID_INSTALLED_BIN set to the bin directory of a venv where
+the package is installed (not editable), as .ci/run does, the same tests run the installed
+scripts and the installed package instead, with this checkout off PYTHONPATH."""
 from __future__ import annotations
 
 import os
@@ -21,8 +22,12 @@ SCRIPTS = {"cupid-eval": "evaluation.run", "cupid-synth": "synthesis.run",
            "cupid-report": "evaluation.report"}
 
 
+INSTALLED_BIN = os.environ.get("CUPID_INSTALLED_BIN")
+
+
 def env(*extra: str) -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *extra])}
+    """PYTHONPATH: this checkout (unless the installed package is under test), then ``extra``."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([*([] if INSTALLED_BIN else [str(ROOT)]), *extra])}
 
 
 @pytest.fixture
@@ -38,7 +43,9 @@ def research_dir(tmp_path):
 
 @pytest.fixture
 def scripts(tmp_path):
-    """Scripts as pip generates them for [project.scripts]."""
+    """Scripts as pip generates them for [project.scripts] (or the installed ones)."""
+    if INSTALLED_BIN:
+        return Path(INSTALLED_BIN)
     table = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert set(table) == set(SCRIPTS)
     bin_dir = tmp_path / "bin"
@@ -51,6 +58,8 @@ def scripts(tmp_path):
 
 
 def run(args, cwd, environment):
+    if INSTALLED_BIN and Path(args[0]).parent == Path(INSTALLED_BIN):
+        return subprocess.run(args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=120)
     return subprocess.run([sys.executable, *args], cwd=cwd, env=environment, capture_output=True,
                           text=True, timeout=120)
 
@@ -104,7 +113,8 @@ def test_console_scripts_work_from_a_shadowing_directory(research_dir, scripts, 
 
 def test_console_script_with_the_directory_on_pythonpath_stops_with_one_line(research_dir, scripts):
     # PYTHONPATH=. comes before site-packages, where an installed harness lives.
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(research_dir), str(ROOT)])}
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(research_dir), *([] if INSTALLED_BIN else [str(ROOT)])])}
     proc = run([str(scripts / "cupid-eval"), "--help"], research_dir, environment)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1

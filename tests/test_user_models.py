@@ -158,14 +158,19 @@ def test_a_user_model_file_runs_from_the_users_directory(tmp_path):
     rows = [make_row("persona-a", "consistent", plans[0]),
             make_row("persona-b", "contrastive", plans[1], relevant=(2, 3))]
     (work / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "cupid-eval"
-    script.write_text("import sys\nfrom evaluation.console_scripts import cupid_eval\n"
-                      "if __name__ == '__main__':\n    sys.exit(cupid_eval())\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    installed = os.environ.get("CUPID_INSTALLED_BIN")  # .ci/run: the installed package's script
+    if installed:
+        command = [str(Path(installed) / "cupid-eval")]
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    else:
+        script = tmp_path / "bin" / "cupid-eval"
+        script.parent.mkdir()
+        script.write_text("import sys\nfrom evaluation.console_scripts import cupid_eval\n"
+                          "if __name__ == '__main__':\n    sys.exit(cupid_eval())\n")
+        command = [sys.executable, str(script)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     proc = subprocess.run(
-        [sys.executable, str(script), "--model", "./my_model.py:MyModel",
+        [*command, "--model", "./my_model.py:MyModel",
          "--evaluator", "judges.scripted:Judge", "--data", "data.jsonl", "--n_workers", "2"],
         cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
