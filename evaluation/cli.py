@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="retries of a request after 429/5xx/timeouts/connection errors (0: none)")
     gen = p.add_argument_group(
         "generation overrides (the run is then not the benchmark's default: its directory and "
-        "scorer are named after them, e.g. results/M[temperature=0.2]/, and run.json records them)")
+        "scorer are named after them, e.g. M[temperature=0.2] in results/M_temperature_0.2_-032a6208/, and run.json records them)")
     gen.add_argument("--seed", type=non_negative_int, default=None,
                      help="sent with every request of every role to providers that take a seed "
                           "(OpenAI, Together, Google, vLLM, the embedded model; not Anthropic)")

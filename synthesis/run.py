@@ -24,6 +24,7 @@ ROLE_FLAGS = ("model", "user_model", "assistant_model", "decomposer_model")
 
 def build_parser() -> argparse.ArgumentParser:
     import config
+    from synthesis.journey import MIN_SESSIONS
     from synthesis.pipeline import SynthesisConfig
     from utils.cli import Parser, non_negative_int, positive_int, program_name
 
@@ -45,9 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedded", action="store_true",
                    help=f"offline: {config.EMBEDDED_MODEL} in every role and the bundled persona "
                         f"seeds (same as --all_models {config.EMBEDDED_MODEL} --persona_seeds bundled)")
-    p.add_argument("--n_personas", type=positive_int, default=d.n_personas)
-    p.add_argument("--n_factors", type=positive_int, default=d.n_factors)
-    p.add_argument("--n_sessions", type=positive_int, default=d.n_sessions)
+    p.add_argument("--n_personas", type=positive_int, default=d.n_personas,
+                   help="personas to make; each gives three instances (consistent, contrastive, "
+                        "changing). A rerun with more extends the directory")
+    p.add_argument("--n_factors", type=positive_int, default=d.n_factors,
+                   help="context factors per persona (at least 3), each with its own preference")
+    p.add_argument("--n_sessions", type=positive_int, default=d.n_sessions,
+                   help=f"sessions in each persona's journey (Appendix B.3): its instances' "
+                        f"prior sessions and their current request; at least {MIN_SESSIONS}")
     p.add_argument("--max_turns", type=positive_int, default=d.max_turns,
                    help="most assistant-simulator replies in a dialogue (the release's count: "
                         "the user simulator speaks at most max_turns - 1 times)")
