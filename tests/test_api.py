@@ -232,3 +232,12 @@ def test_synthesize_bad_arguments_name_the_argument(kwargs, named, tmp_path):
         synthesize(output_dir=tmp_path / "out", **kwargs)
     assert str(caught.value).startswith(named)
     assert not (tmp_path / "out").exists()
+
+
+def test_overrides_and_limit_on_a_notebook_model(rows, tmp_path):
+    run = evaluate(NotebookModel("echo"), evaluator=NotebookModel("judge"), data=rows, limit=1,
+                   model_args={"temperature": 0.2}, results_dir=tmp_path / "res")
+    assert run.results["settings"]["model"] == "echo[temperature=0.2]"
+    assert run.results["settings"]["generation_overrides"] == {"model": {"temperature": 0.2}}
+    assert run.run_dir.parent == tmp_path / "res" and run.run_dir.name.startswith("echo_temperature_0.2_-")
+    assert run.results["counts"]["evaluated"] == 1
