@@ -81,7 +81,7 @@ def evaluate(model: str | Model, *, evaluator: str | Model | None = None,
     records a file it came from. ``flags``: every other flag of ``cupid-eval`` by its
     name (``limit=10``, ``use_matcher=True``, ``model_args={"temperature": 0.2}``,
     ``batch=True``, ``rate_limit=["tpm=30000"]``, ``log_file=...``); not ``sweep`` or
-    ``shard`` (call ``evaluate`` once per run instead).
+    ``shard`` (call ``evaluate`` once per run instead), nor ``dry_run`` (a command).
 
     Raises ``ValueError`` for a bad argument (naming it), ``EvaluationError`` (a
     ValueError) when the run cannot start, ``KeyboardInterrupt`` when interrupted (every
@@ -89,10 +89,12 @@ def evaluate(model: str | Model, *, evaluator: str | Model | None = None,
     """
     from evaluation import run as run_module
 
-    for name in ("sweep", "shard", "data_dir"):
-        if name in flags:
-            hint = "pass data=PATH" if name == "data_dir" else "call evaluate() once per run"
-            raise ValueError(f"{name}: not an argument of evaluate(); {hint}")
+    hints = {"sweep": "call evaluate() once per run", "shard": "call evaluate() once per run",
+             "data_dir": "pass data=PATH", "dry_run": "run cupid-eval --dry_run for a forecast",
+             "json": "run cupid-eval --dry_run --json for a forecast"}
+    for name in flags:
+        if name in hints:
+            raise ValueError(f"{name}: not an argument of evaluate(); {hints[name]}")
     _check_model_argument("model", model)
     if evaluator is not None:
         _check_model_argument("evaluator", evaluator)
@@ -100,6 +102,13 @@ def evaluate(model: str | Model, *, evaluator: str | Model | None = None,
     args = namespace_from_kwargs(parser, {
         "task": task, "setting": setting, "results_dir": str(results_dir),
         "n_workers": n_workers, **flags})
+    from utils.models.limits import parse_rate_limit
+
+    for spec in args.rate_limit:
+        try:
+            parse_rate_limit(spec)
+        except ValueError as exc:
+            raise ValueError(f"rate_limit: {exc}") from None
     args.model = model
     args.evaluator = evaluator if evaluator is not None else config.DEFAULT_EVALUATOR
     args.data, args.data_dir = _data_arguments(data, Path(args.results_dir))

@@ -48,10 +48,21 @@ def synthesize(*, output_dir: str | Path = "synthetic_data", **flags: Any) -> Sy
     from synthesis.run import build_parser, setup_logging, synthesis_config
     from utils.io import clean_orphan_tmp
 
+    from utils.models.limits import parse_rate_limit, set_user_limits
+
+    for name in ("dry_run", "json"):
+        if name in flags:
+            raise ValueError(f"{name}: not an argument of synthesize(); run cupid-synth --dry_run "
+                             f"for a forecast")
     args = namespace_from_kwargs(build_parser(), {"output_dir": str(output_dir), **flags})
     if args.embedded and args.all_models:
         raise ValueError("embedded: give embedded=True or all_models=NAME, not both")
+    try:
+        limits = dict(parse_rate_limit(spec) for spec in args.rate_limit)
+    except ValueError as exc:
+        raise ValueError(f"rate_limit: {exc}") from None
     cfg = synthesis_config(args)
+    set_user_limits(limits)
     saved = _LoggingState()
     setup_logging(args.log_file)
     try:

@@ -131,6 +131,8 @@ def test_log_file_handler_is_closed_and_removed(rows, tmp_path):
     ({"batch": "yes"}, "batch"),
     ({"no_such_flag": 1}, "no_such_flag"),
     ({"sweep": "runs.yaml"}, "sweep"),
+    ({"dry_run": True}, "dry_run"),
+    ({"rate_limit": ["tpm=lots"]}, "rate_limit"),
     ({"data": 42}, "data"),
     ({"data": [1, 2]}, "data"),
     ({"data": []}, "data"),
@@ -224,6 +226,7 @@ def test_synthesize_returns_the_instances_then_evaluate_takes_them(fake_server, 
 @pytest.mark.parametrize("kwargs, named", [
     ({"n_personas": 0}, "n_personas"), ({"n_workers": "many"}, "n_workers"),
     ({"embedded": True, "all_models": "x"}, "embedded"), ({"colour": "blue"}, "colour"),
+    ({"dry_run": True}, "dry_run"), ({"rate_limit": "tpm=lots"}, "rate_limit"),
 ])
 def test_synthesize_bad_arguments_name_the_argument(kwargs, named, tmp_path):
     from synthesis import synthesize
@@ -241,3 +244,22 @@ def test_overrides_and_limit_on_a_notebook_model(rows, tmp_path):
     assert run.results["settings"]["generation_overrides"] == {"model": {"temperature": 0.2}}
     assert run.run_dir.parent == tmp_path / "res" and run.run_dir.name.startswith("echo_temperature_0.2_-")
     assert run.results["counts"]["evaluated"] == 1
+
+
+def test_samples_are_the_export_rows_and_recompute_the_metrics(rows, tmp_path):
+    run = evaluate(NotebookModel(), evaluator=NotebookModel("judge"), data=rows, task="both",
+                   results_dir=tmp_path / "res", n_workers=2)
+    samples = run.samples
+    assert sorted(r["instance_id"] for r in samples) == ["persona-a__consistent", "persona-b__contrastive"]
+    assert {r["scorer"] for r in samples} == {"judge"}
+    assert all(r["model"] == "notebook-model" and r["inference_status"] == "done" for r in samples)
+    # The rows recompute results.json's micro precision and recall.
+    precision = sum(r["n_predicted_matched"] for r in samples) / sum(r["n_predicted"] for r in samples)
+    recall = sum(r["n_true_matched"] for r in samples) / sum(r["n_true"] for r in samples)
+    assert precision == pytest.approx(run.results["inference"]["precision"]) == pytest.approx(0.5)
+    assert recall == pytest.approx(run.results["inference"]["recall"]) == pytest.approx(0.6)
+    assert [r["request"] for r in sorted(samples, key=lambda r: r["instance_id"])] == \
+        [rows[0]["current_request"], rows[1]["current_request"]]  # read from the run's data
+    frame = run.to_pandas()
+    assert list(frame.columns) == list(samples[0]) and len(frame) == 2
+    assert frame["judge_score"].mean() == pytest.approx(run.results["generation"]["average_score"])
