@@ -179,3 +179,22 @@ def test_a_user_model_file_runs_from_the_users_directory(tmp_path):
     assert results["inference"]["recall"] == pytest.approx(0.6)
     assert results["settings"]["evaluator"] == "Judge"
     assert results["counts"]["evaluated"] == 2 and results["counts"]["failed"] == 0
+
+
+def test_a_sweep_file_names_user_models(tmp_path, monkeypatch, scratch_registry):
+    from evaluation import run as run_module
+
+    write_user_model(tmp_path, "sweep")
+    plans = two_instance_plans()
+    rows = [make_row("persona-a", "consistent", plans[0]),
+            make_row("persona-b", "contrastive", plans[1], relevant=(2, 3))]
+    (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp_path / "sweep.yaml").write_text(
+        "evaluator: ./my_model.py:MyModel\n"
+        "runs:\n  - {model: ./my_model.py:MyModel}\n  - {model: my-registered-judge-sweep}\n")
+    monkeypatch.chdir(tmp_path)
+    code = run_module.main(["--sweep", "sweep.yaml", "--data", "data.jsonl", "--results_dir", "res"])
+    assert code == 0
+    for name in ("MyModel", "my-registered-judge-sweep"):
+        results = json.loads((tmp_path / "res" / name / "results.json").read_text())
+        assert results["inference"]["precision"] == pytest.approx(0.5), name
