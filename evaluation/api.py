@@ -113,19 +113,26 @@ def evaluate(model: str | Model, *, evaluator: str | Model | None = None,
     args.evaluator = evaluator if evaluator is not None else config.DEFAULT_EVALUATOR
     args.data, args.data_dir = _data_arguments(data, Path(args.results_dir))
 
+    from utils.io import StorageError
+    from utils.stop_signals import STOP_CODES
+
     saved = _ProcessState.save([m for m in (model, evaluator) if isinstance(m, Model)])
-    setup_logging(args.log_file)
-    reset_cancel()
     shared = run_module.SharedResources()
     try:
         with collected_errors() as errors:
-            code = run_module.evaluate_one(args, shared)
+            try:
+                setup_logging(args.log_file)
+                reset_cancel()
+                with shared.signals:  # SIGTERM and SIGHUP stop the run as Ctrl-C does, as in the command
+                    code = run_module.evaluate_one(args, shared)
+            except StorageError as exc:
+                raise EvaluationError(str(exc)) from None
     finally:
         shared.close()
         saved.restore()
-    if code == 130:
+    if code in STOP_CODES:
         raise KeyboardInterrupt("interrupted; every finished step is kept, call evaluate() again to resume")
-    if code == 2 or shared.last_results is None:
+    if code not in (0, 1) or shared.last_results is None:
         message = errors[-1] if errors else f"the run stopped with exit status {code}"
         raise EvaluationError(message.removeprefix("error: "))
     results = shared.last_results
