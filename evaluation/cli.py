@@ -5,19 +5,21 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import config
 from evaluation.pipeline import TASKS
 from evaluation.store import SETTINGS
-from utils.cli import Parser, generation_params, non_negative_int, positive_float, positive_int
+from utils.cli import Parser, generation_params, non_negative_int, positive_float, positive_int, program_name
 from utils.io import StorageError, describe_os_error
 from utils.redact import RedactingFormatter, redact
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(
-        prog="python -m evaluation.run",
+        prog=program_name("python -m evaluation.run"),
         description="Evaluate a model on CUPID: infer the user's contextual preference from "
                     "prior sessions (precision/recall/F1) and/or answer the request (judge score 1-10).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -64,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="retries of a request after 429/5xx/timeouts/connection errors (0: none)")
     gen = p.add_argument_group(
         "generation overrides (the run is then not the benchmark's default: its directory and "
-        "scorer are named after them, e.g. results/M[temperature=0.2]/, and run.json records them)")
+        "scorer are named after them, e.g. M[temperature=0.2] in results/M_temperature_0.2_-032a6208/, and run.json records them)")
     gen.add_argument("--seed", type=non_negative_int, default=None,
                      help="sent with every request of every role to providers that take a seed "
                           "(OpenAI, Together, Google, vLLM, the embedded model; not Anthropic)")
@@ -158,9 +160,27 @@ def role_overrides(args: argparse.Namespace) -> dict[str, dict]:
             "matcher": {**seed, **(args.matcher_args or {})}}
 
 
+_error_sinks: list[list[str]] = []
+
+
 def error(message: str) -> None:
-    """One line on stderr, with every known key redacted."""
-    print(redact(f"error: {message}"), file=sys.stderr)
+    """One line on stderr, with every known key redacted (and kept for the Python API,
+    which raises it)."""
+    line = redact(f"error: {message}")
+    for sink in _error_sinks:
+        sink.append(line)
+    print(line, file=sys.stderr)
+
+
+@contextmanager
+def collected_errors() -> Iterator[list[str]]:
+    """The error lines printed while the block runs."""
+    sink: list[str] = []
+    _error_sinks.append(sink)
+    try:
+        yield sink
+    finally:
+        _error_sinks.remove(sink)
 
 
 def flag_conflict(args: argparse.Namespace) -> str | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import config
+
 
 def _fmt(value, digits: int = 3) -> str:
     return "  -  " if value is None else f"{value:.{digits}f}"
@@ -65,4 +67,9 @@ def print_summary(results: dict, path: Path, out=None) -> None:
               f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens"
               + (f" ({usage['reasoning_tokens']} reasoning)" if usage.get("reasoning_tokens") else "")
               + (f" · ~${cost:.4f}" if cost is not None else ""), file=out)
+    embedded = sorted({s[role] for role in ("model", "evaluator") if str(s.get(role) or "")
+                       .startswith(config.EMBEDDED_MODEL)})
+    if embedded:
+        print(f"note: {' and '.join(embedded)} is the embedded 135M offline model: these numbers "
+              f"exercise the harness end to end and mean nothing about the benchmark", file=out)
     print(f"results: {path}", file=out)

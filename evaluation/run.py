@@ -300,11 +300,12 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         if outcome.status != "busy":
             running.add(outcome)
             if progress is not None:
-                progress.add(outcome.status == "failed")
+                progress.add(outcome.status == "failed", found_done=outcome.already_done)
         return outcome
 
     every = args.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
-    progress = ProgressLog(n_selected, every, f"{model.name} [{args.setting}]") if every else None
+    progress = ProgressLog(n_selected, every, f"{model.name} [{args.setting}]", workers=args.n_workers,
+                           heartbeat_s=None if sys.stderr.isatty() else 60.0) if every else None
 
     outcomes: dict[str, InstanceOutcome] = {}
     busy: list = []
@@ -349,6 +350,8 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         stop_message = (f"error: {exc}\n{storage_safe_note(outcomes, n_selected, run_dir)}")
     else:
         evaluation.close()
+    if progress is not None:
+        progress.close()
     wall = round(time.perf_counter() - started, 2)
 
     this_invocation = {

@@ -24,11 +24,12 @@ ROLE_FLAGS = ("model", "user_model", "assistant_model", "decomposer_model")
 
 def build_parser() -> argparse.ArgumentParser:
     import config
+    from synthesis.journey import MIN_SESSIONS
     from synthesis.pipeline import SynthesisConfig
-    from utils.cli import Parser, non_negative_int, positive_int
+    from utils.cli import Parser, non_negative_int, positive_int, program_name
 
     d = SynthesisConfig()
-    p = Parser(prog="python -m synthesis.run", description=__doc__.split("\n\n")[0],
+    p = Parser(prog=program_name("python -m synthesis.run"), description=__doc__.split("\n\n")[0],
                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--output_dir", default=str(d.output_dir), help="where every artifact is written")
     # Role flags have no default in the namespace so that --all_models / --embedded can tell an explicit choice.
@@ -45,9 +46,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedded", action="store_true",
                    help=f"offline: {config.EMBEDDED_MODEL} in every role and the bundled persona "
                         f"seeds (same as --all_models {config.EMBEDDED_MODEL} --persona_seeds bundled)")
-    p.add_argument("--n_personas", type=positive_int, default=d.n_personas)
-    p.add_argument("--n_factors", type=positive_int, default=d.n_factors)
-    p.add_argument("--n_sessions", type=positive_int, default=d.n_sessions)
+    p.add_argument("--n_personas", type=positive_int, default=d.n_personas,
+                   help="personas to make; each gives three instances (consistent, contrastive, "
+                        "changing). A rerun with more extends the directory")
+    p.add_argument("--n_factors", type=positive_int, default=d.n_factors,
+                   help="context factors per persona (at least 3), each with its own preference")
+    p.add_argument("--n_sessions", type=positive_int, default=d.n_sessions,
+                   help=f"sessions in each persona's journey (Appendix B.3): its instances' "
+                        f"prior sessions and their current request; at least {MIN_SESSIONS}")
     p.add_argument("--max_turns", type=positive_int, default=d.max_turns,
                    help="most assistant-simulator replies in a dialogue (the release's count: "
                         "the user simulator speaks at most max_turns - 1 times)")
@@ -104,20 +110,13 @@ def role_models(args: argparse.Namespace) -> dict[str, str]:
     return {role: getattr(args, role, None) or every or fallback[role] for role in ROLE_FLAGS}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.embedded and args.all_models:
-        parser.error("give --embedded or --all_models, not both")
+def synthesis_config(args: argparse.Namespace):
+    """The SynthesisConfig of parsed flags (the command line's, or synthesize()'s)."""
+    from synthesis.pipeline import SynthesisConfig
+
     if args.embedded and args.persona_seeds is None:
         args.persona_seeds = "bundled"
-    setup_logging(args.log_file)
-    log = logging.getLogger("synthesis")
-    from utils.models.model import ModelConfigurationError
-    from synthesis.pipeline import SettingsError, SynthesisConfig, run_synthesis
-    from synthesis.personas import SeedSourceError
-
-    cfg = SynthesisConfig(
+    return SynthesisConfig(
         output_dir=Path(args.output_dir), **role_models(args),
         n_personas=args.n_personas, n_factors=args.n_factors, n_sessions=args.n_sessions,
         max_turns=args.max_turns, n_workers=args.n_workers, seed=args.seed,
@@ -125,6 +124,20 @@ def main(argv: list[str] | None = None) -> int:
         max_attempts=args.max_regenerations + 1,
         show_progress=False if args.no_progress else None, batch=args.batch,
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.embedded and args.all_models:
+        parser.error("give --embedded or --all_models, not both")
+    setup_logging(args.log_file)
+    log = logging.getLogger("synthesis")
+    from utils.models.model import ModelConfigurationError
+    from synthesis.pipeline import SettingsError, run_synthesis
+    from synthesis.personas import SeedSourceError
+
+    cfg = synthesis_config(args)
     if args.json and not args.dry_run:
         parser.error("--json goes with --dry_run")
     if args.dry_run:

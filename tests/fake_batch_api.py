@@ -80,9 +80,12 @@ def route(handler: Any, method: str, path: str, raw: bytes) -> bool:
         return True
     if method == "POST" and len(parts) == 4 and parts[:2] == ["v1", "files"] and parts[3] == "preprocess":
         with owner._lock:
-            size = len(owner.files.get(parts[2], b""))
-        handler._send_json(200, {"id": parts[2], "object": "file", "bytes": size, "created_at": _now(),
-                                 "filename": "batch.jsonl", "purpose": "batch-api", "FileType": "jsonl",
+            content = owner.files.get(parts[2], b"")
+        # The upload response Together documents: Processed, FileType and LineCount included.
+        handler._send_json(200, {"id": parts[2], "object": "file", "bytes": len(content),
+                                 "created_at": _now(), "filename": "batch.jsonl",
+                                 "purpose": "batch-api", "Processed": True, "FileType": "jsonl",
+                                 "LineCount": len(content.splitlines()),
                                  "processing_status": "COMPLETED"})
         return True
     if method == "GET" and len(parts) == 4 and parts[:2] == ["v1", "files"] and parts[3] == "content":

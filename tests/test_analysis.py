@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 
 import numpy as np
 import pytest
@@ -192,8 +191,33 @@ def test_pearson_known_values():
     assert corr.r == pytest.approx(0.5)
     # n = 3, r = 1/2: t = r·sqrt(1/(1-r²)) = 1/sqrt(3) with 1 df (Cauchy):
     # p = 1 - (2/π)·atan(1/sqrt(3)) = 1 - 1/3 = 2/3.
-    pytest.importorskip("scipy")
-    assert corr.p_value == pytest.approx(2 / 3)
+    assert corr.p_value == pytest.approx(2 / 3, rel=1e-12)
+
+
+@pytest.mark.parametrize("r", [0.0, 0.1, 0.5, -0.73, 0.99, 0.999999])
+def test_pearson_p_value_closed_forms(r):
+    # 1 df (n = 3): p = 1 - (2/π)·atan(|t|); 2 df (n = 4): p = 1 - |t|/sqrt(2 + t²) = 1 - |r|.
+    t = abs(r) / math.sqrt(1 - r * r)
+    assert A.pearson_p_value(r, 3) == pytest.approx(1 - 2 / math.pi * math.atan(t), rel=1e-10, abs=1e-14)
+    assert A.pearson_p_value(r, 4) == pytest.approx(1 - abs(r), rel=1e-10, abs=1e-14)
+
+
+@pytest.mark.parametrize("n, r_critical, p", [
+    # Critical values of Pearson's r (two-sided), from the standard table (4 decimals).
+    (10, 0.6319, 0.05), (10, 0.7646, 0.01), (30, 0.3610, 0.05), (102, 0.1946, 0.05), (22, 0.5368, 0.01)])
+def test_pearson_p_value_matches_the_table_of_critical_values(n, r_critical, p):
+    assert A.pearson_p_value(r_critical, n) == pytest.approx(p, rel=3e-3)
+    assert A.pearson_p_value(-r_critical, n) == pytest.approx(p, rel=3e-3)
+
+
+def test_regularized_incomplete_beta_edges_and_symmetry():
+    assert A.regularized_incomplete_beta(2.0, 3.0, 0.0) == 0.0
+    assert A.regularized_incomplete_beta(2.0, 3.0, 1.0) == 1.0
+    # I_x(1, 1) = x; I_x(a, b) = 1 - I_{1-x}(b, a); I_x(2, 1) = x².
+    assert A.regularized_incomplete_beta(1.0, 1.0, 0.3) == pytest.approx(0.3, rel=1e-12)
+    assert A.regularized_incomplete_beta(2.0, 1.0, 0.3) == pytest.approx(0.09, rel=1e-12)
+    assert A.regularized_incomplete_beta(7.5, 0.5, 0.4) == pytest.approx(
+        1 - A.regularized_incomplete_beta(0.5, 7.5, 0.6), rel=1e-12)
 
 
 def test_pearson_degenerate_cases():
@@ -202,14 +226,6 @@ def test_pearson_degenerate_cases():
     assert A.pearson([1, 2, 3], [5, 5, 5]).r is None
     with pytest.raises(ValueError):
         A.pearson([1, 2, 3], [1, 2])
-
-
-def test_pearson_without_scipy_still_gives_r(monkeypatch):
-    monkeypatch.setitem(sys.modules, "scipy", None)  # import scipy -> ImportError
-    corr = A.pearson([1, 2, 3], [1, 3, 2])
-    assert corr.r == pytest.approx(0.5)
-    assert corr.p_value is None
-    assert "scipy" in corr.note
 
 
 # ---------------------------------------------------------------------------------------

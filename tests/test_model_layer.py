@@ -445,7 +445,14 @@ def test_anthropic_defaults_without_temperature_or_max_tokens(fake_llm_env: Fake
     req = fake_llm_env.requests[0]
     assert req["body"]["max_tokens"] == 4096
     assert "temperature" not in req["body"] and "system" not in req["body"]
-    assert req["headers"]["anthropic-version"] != AnthropicModel.legacy_api_version
+    # No temperature: the SDK's own API version, not the legacy one we force for temperature
+    # (before anthropic 2.x the SDK's default was that legacy version itself).
+    import anthropic
+
+    sdk_default = anthropic.Anthropic(api_key="k").default_headers["anthropic-version"]
+    assert req["headers"]["anthropic-version"] == sdk_default
+    if int(anthropic.__version__.split(".")[0]) >= 2:
+        assert sdk_default != AnthropicModel.legacy_api_version
 
 
 def test_anthropic_retries_and_errors(fake_llm_env: FakeLLMServer, monkeypatch):

@@ -3,7 +3,17 @@ flag errors (exit 2, one line), and the ``key=value,...`` generation parameters.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from typing import Callable, NoReturn
+
+
+def program_name(module_form: str) -> str:
+    """How --help and flag errors name the program: the console script's name when it is
+    the one running (``cupid-eval``), else ``module_form`` (``python -m evaluation.run``)."""
+    invoked = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return invoked if invoked.startswith("cupid-") else module_form
+
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on stderr, exit status 2."""
@@ -86,3 +96,54 @@ def generation_params(text: str) -> dict:
     if not params:
         raise argparse.ArgumentTypeError("expected at least one key=value pair")
     return params
+
+
+def namespace_from_kwargs(parser: argparse.ArgumentParser, kwargs: dict,
+                          base: list[str] | None = None) -> argparse.Namespace:
+    """The Namespace a command line would give, from Python keyword arguments named as the
+    flags' destinations (``n_workers=4``, ``model_args={"temperature": 0.2}``). Each value
+    goes through its flag's own type and choices, so the Python API refuses exactly what the
+    command line refuses, but as a ``ValueError`` naming the argument instead of an exit."""
+    args = parser.parse_args(base or [])
+    actions = {a.dest: a for a in parser._actions if a.dest != "help"}
+    for name, value in kwargs.items():
+        action = actions.get(name)
+        if action is None:
+            known = ", ".join(sorted(actions))
+            raise ValueError(f"{name}: no such argument (known: {known})")
+        setattr(args, name, _checked_value(name, action, value))
+    return args
+
+
+def _checked_value(name: str, action: argparse.Action, value):
+    if value is None:
+        return None
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}: expected True or False, got {value!r}")
+        return value
+    if isinstance(action, argparse._AppendAction):
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, (list, tuple)):
+            raise ValueError(f"{name}: expected a string or a list of strings, got {value!r}")
+        return [_converted(name, action, v) for v in values]
+    return _converted(name, action, value)
+
+
+def _converted(name: str, action: argparse.Action, value):
+    if isinstance(value, bool) and action.type is not None:
+        raise ValueError(f"{name}: expected a value, got {value!r}")
+    if action.type is generation_params and isinstance(value, dict):
+        value = ",".join(f"{k}={v}" for k, v in value.items())
+    if action.type is not None:
+        if not isinstance(value, (str, int, float)):
+            raise ValueError(f"{name}: expected a {getattr(action.type, '__name__', 'value')}, got {value!r}")
+        try:
+            value = action.type(str(value))
+        except (argparse.ArgumentTypeError, TypeError, ValueError) as exc:
+            raise ValueError(f"{name}: {exc}") from None
+    elif not isinstance(value, str):
+        raise ValueError(f"{name}: expected a string, got {value!r}")
+    if action.choices is not None and value not in action.choices:
+        raise ValueError(f"{name}: expected one of {', '.join(map(str, action.choices))}, got {value!r}")
+    return value

@@ -20,12 +20,15 @@ def iter_with_progress(fn: Callable[[T], R], items: Iterable[T], *, n_workers: i
                        show: bool | None = None) -> Iterator[tuple[T, R]]:
     """Yield (item, result) pairs as they finish. ``fn`` must handle its own errors;
     an exception escaping it is re-raised here after the pool stops taking new items."""
-    from tqdm.auto import tqdm
-
     if total is None and hasattr(items, "__len__"):
         total = len(items)  # type: ignore[arg-type]
     show = sys.stderr.isatty() if show is None else show
-    bar = tqdm(total=total, desc=desc, disable=not show, dynamic_ncols=True)
+    if show:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc=desc, dynamic_ncols=True)
+    else:  # no tqdm at all: even a disabled bar starts tqdm's monitor thread, which outlives the run
+        bar = _NoBar()
     source = iter(items)
     window = max(1, 2 * n_workers)
     pool = ThreadPoolExecutor(max_workers=max(1, n_workers))
@@ -60,3 +63,16 @@ def iter_with_progress(fn: Callable[[T], R], items: Iterable[T], *, n_workers: i
         pool.shutdown(wait=True)
     finally:
         bar.close()
+
+
+class _NoBar:
+    """The progress bar's interface, doing nothing."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix(self, *args, **kwargs) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

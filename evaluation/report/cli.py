@@ -22,11 +22,12 @@ from evaluation.report.export import export_format, push_to_hub, write_samples
 from evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from evaluation.report.html_report import write_html_report
 from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
+from utils.cli import program_name
 from utils.io import StorageError, describe_os_error
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evaluation.report", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=program_name("python -m evaluation.report"), description=__doc__.split("\n\n")[0])
     parser.add_argument("results_dir", help="a results directory (searched recursively for run.json)")
     parser.add_argument("--output", default=None, help="where to write report.md, report.csv and the "
                                                        "figures (default: RESULTS_DIR)")

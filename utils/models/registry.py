@@ -1,11 +1,18 @@
-"""The registry of models by name and provider prefix, discovery of utils/models/, and
-the resolution of a command-line name into a configured ``Model``."""
+"""The registry of models by name and provider prefix, discovery of utils/models/, of the
+user's own model code (``path/to/file.py:Class``, ``pkg.module:Class``) and of installed
+plugins (the ``cupid.models`` entry-point group), and the resolution of a command-line name
+into a configured ``Model``."""
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.util
 import inspect
 import logging
 import re
+import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import config
@@ -122,7 +129,7 @@ def _construct(cls: type[Model], name: str | None, params: dict) -> Model:
     return model
 
 
-def resolve_model(spec: str, *, role: str | None = None, overrides: dict | None = None,
+def resolve_model(spec: str | Model, *, role: str | None = None, overrides: dict | None = None,
                   **params: Any) -> Model:
     """Turn a command-line name into a Model.
 
@@ -132,8 +139,21 @@ def resolve_model(spec: str, *, role: str | None = None, overrides: dict | None 
     ``role`` picks the generation parameters of config.ROLE_PARAMS; ``params`` override them.
     ``overrides`` (temperature, max_tokens, seed) are the user's choices: they replace the
     parameters of every request, whatever the step asks for, and appear in ``model.label``.
+
+    ``spec`` may also be the user's own code, ``path/to/file.py:ClassName`` or
+    ``package.module:ClassName`` (the module's ``@register_model`` classes register too), the
+    name of a model an installed plugin declares in the ``cupid.models`` entry-point group,
+    or a ``Model`` instance, used as it is (only ``overrides`` are applied to it).
     """
-    model = _resolve(spec, role, params)
+    from utils.models.model import Model
+
+    if isinstance(spec, Model):
+        model = spec
+        spec = model.name
+    elif not isinstance(spec, str) or not spec:
+        raise UnknownModelError(f"a model is a name or a Model instance, got {spec!r}")
+    else:
+        model = _resolve(spec, role, params)
     if overrides:
         unknown = sorted(set(overrides) - set(OVERRIDABLE))
         if unknown:
@@ -179,6 +199,11 @@ def _resolve(spec: str, role: str | None, params: dict) -> Model:
         return _construct(_PROVIDERS[prefix], rest, merged)
     if spec in _REGISTRY:
         return _construct(_REGISTRY[spec], None, merged)
+    if is_code_spec(spec):
+        return _construct(load_model_class(spec), None, merged)
+    plugin = _entry_point_model(spec)
+    if plugin is not None:
+        return _construct(plugin, None if plugin.model_name else spec, merged)
     bedrock_name = anthropic_name_of_bedrock_id(spec)
     if bedrock_name is not None and "anthropic" in _PROVIDERS:
         # The same model weights behind Anthropic's own API, so that the original README's
@@ -189,9 +214,118 @@ def _resolve(spec: str, role: str | None, params: dict) -> Model:
     provider = guess_provider(spec)
     if provider is not None and provider in _PROVIDERS:
         return _construct(_PROVIDERS[provider], spec, merged)
-    known = ", ".join(sorted(_REGISTRY)) or "none"
+    known = ", ".join(sorted(set(_REGISTRY) | set(_entry_points()))) or "none"
     raise UnknownModelError(
         f"unknown model {spec!r}. Registered models: {known}. Hosted models are named by "
         f"provider: gpt-*/o1*/o3*/o4* (OpenAI), claude-* (Anthropic), gemini-* (Google), "
         f"org/name (Together), or with a prefix: "
-        f"{', '.join(p + ':' for p in sorted(_PROVIDERS))}NAME.")
+        f"{', '.join(p + ':' for p in sorted(_PROVIDERS))}NAME. Your own class: "
+        f"path/to/file.py:ClassName or package.module:ClassName.")
+
+
+# -- the user's own code and installed plugins ----------------------------------------------
+
+ENTRY_POINT_GROUP = "cupid.models"
+_MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def is_code_spec(spec: str) -> bool:
+    """``file.py:Class`` or ``package.module:Class`` (a Bedrock id's ``...-v2:0`` is not:
+    its tail is no class name, and its head no module path)."""
+    target, sep, attr = spec.rpartition(":")
+    if not sep or not target or not attr.isidentifier():
+        return False
+    return target.endswith(".py") or bool(_MODULE_PATH.match(target))
+
+
+def _import_file(path: Path):
+    """Import a Python file once per process, under a name made from its absolute path (so
+    two files named model.py do not collide). Its directory goes to the end of sys.path, so
+    it may import its neighbours without them shadowing the harness's modules."""
+    path = path.resolve()
+    module_name = f"cupid_user_code_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise UnknownModelError(f"{path}: not a Python file that can be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
+
+
+def _import_module(name: str):
+    """Import ``name`` from sys.path, else from the working directory (put at the end of
+    sys.path, so that the user's package is found without PYTHONPATH and without shadowing)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        top = name.split(".")[0]
+        cwd = str(Path.cwd())
+        if exc.name not in (top, name) or cwd in sys.path:
+            raise
+        sys.path.append(cwd)
+        return importlib.import_module(name)
+
+
+def load_model_class(spec: str) -> type[Model]:
+    """The class named by ``path/to/file.py:ClassName`` (relative to the working directory)
+    or ``package.module:ClassName``. Importing the module also registers its
+    ``@register_model`` classes by name."""
+    from utils.models.model import Model
+
+    target, _, attr = spec.rpartition(":")
+    try:
+        if target.endswith(".py"):
+            path = Path(target).expanduser()
+            if not path.is_file():
+                raise UnknownModelError(f"{spec}: no such file {target} (relative to {Path.cwd()})")
+            module = _import_file(path)
+        else:
+            module = _import_module(target)
+    except UnknownModelError:
+        raise
+    except Exception as exc:  # the user's module failed to import: say which and why, in one line
+        raise UnknownModelError(f"{spec}: importing {target} failed: {type(exc).__name__}: {exc}") from exc
+    cls = getattr(module, attr, None)
+    if cls is None:
+        raise UnknownModelError(f"{spec}: {target} has no {attr}")
+    if not (isinstance(cls, type) and issubclass(cls, Model)):
+        raise UnknownModelError(f"{spec}: {attr} is not a subclass of utils.models.Model")
+    return cls
+
+
+def _entry_points() -> dict:
+    """The ``cupid.models`` entry points of installed distributions, by model name."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _entry_point_model(name: str) -> type[Model] | None:
+    """The class an installed plugin declares as ``name = "package.module:ClassName"`` in
+    its ``cupid.models`` entry points (or, for ``name = "package.module"``, the class of that
+    name its ``@register_model`` classes register)."""
+    from utils.models.model import Model
+
+    ep = _entry_points().get(name)
+    if ep is None:
+        return None
+    try:
+        loaded = ep.load()
+    except Exception as exc:
+        raise UnknownModelError(f"{name}: the plugin's entry point {ep.value} failed to load: "
+                                f"{type(exc).__name__}: {exc}") from exc
+    if isinstance(loaded, type) and issubclass(loaded, Model):
+        return loaded
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    raise UnknownModelError(f"{name}: the plugin's entry point {ep.value} is neither a Model "
+                            f"subclass nor a module that registers a model of that name")
