@@ -117,7 +117,7 @@ def evaluate(model: str | Model, *, evaluator: str | Model | None = None,
     from utils.stop_signals import STOP_CODES
 
     saved = _ProcessState.save([m for m in (model, evaluator) if isinstance(m, Model)])
-    shared = run_module.SharedResources()
+    shared = run_module.SharedResources(owns_process=False)
     try:
         with collected_errors() as errors:
             try:

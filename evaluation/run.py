@@ -103,11 +103,14 @@ class SharedResources:
     evaluator and matcher per (name, role, options); the rate limiters are shared by
     endpoint anyway."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, owns_process: bool = True) -> None:
         self.caches: dict[Path, ResponseCache] = {}
         self.models: dict[tuple, object] = {}
         self.last_results: dict | None = None
         self.signals = SignalGuard()
+        # The command may end the process when a hung request keeps a worker thread after a
+        # stop; a caller of evaluate() (a notebook's kernel) must get control back instead.
+        self.owns_process = owns_process
 
     def cache(self, results_dir: str) -> ResponseCache:
         path = Path(results_dir).resolve() / CACHE_DIR
@@ -282,7 +285,7 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
             error(f"{exc}\nsafe: every batch submitted so far is listed in {run_dir / BATCHES} "
                   f"(as far as it could be written) and its answers are fetched by a rerun; make "
                   f"room and rerun the same command.")
-            return exit_now(STORAGE_EXIT)
+            return exit_now(STORAGE_EXIT, shared.owns_process)
 
     running = RunningScores()
 
@@ -375,13 +378,13 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         results = write_results(store, evaluation, args, data_source, manifest, this_invocation,
                                 models=(("model", model), ("evaluator", evaluator), ("matcher", matcher)))
     except KeyboardInterrupt as exc:
-        return exit_now(stop_status(exc))
+        return exit_now(stop_status(exc), shared.owns_process)
     except StorageError as exc:
         if stop_code == STORAGE_EXIT:
             print(redact(stop_message), file=sys.stderr)
         else:
             error(f"{exc}\n{storage_safe_note(outcomes, n_selected, run_dir)}")
-        return exit_now(STORAGE_EXIT)
+        return exit_now(STORAGE_EXIT, shared.owns_process)
     shared.last_results = results
     if stop_code is None and shared.signals.received is not None:
         stop_code = 128 + shared.signals.received
@@ -391,7 +394,7 @@ def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
         if stop_code in STOP_CODES:
             print_summary(results, store.run_dir / "results.json")
         print(redact(stop_message), file=sys.stderr)
-        return exit_now(stop_code)
+        return exit_now(stop_code, shared.owns_process)
     print_summary(results, store.run_dir / "results.json")
     return 1 if this_invocation["ran_failed"] else 0
 

@@ -29,10 +29,12 @@ def stop_workers(evaluation: Evaluation, grace: float) -> bool:
     return not worker_threads()
 
 
-def exit_now(code: int) -> int:
-    """Return ``code``, or end the process at once when worker threads are still blocked
-    (the interpreter would otherwise wait for them at exit)."""
-    if worker_threads():
+def exit_now(code: int, owns_process: bool = True) -> int:
+    """Return ``code``, or, for the command (``owns_process``), end the process at once when
+    worker threads are still blocked (the interpreter would otherwise wait for them at exit).
+    A library caller gets ``code`` back either way; a blocked thread ends with its request's
+    timeout."""
+    if owns_process and worker_threads():
         sys.stdout.flush()
         sys.stderr.flush()
         logging.shutdown()

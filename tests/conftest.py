@@ -58,9 +58,11 @@ def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
     from utils.models.adaptations import reset_adaptations
     from utils.models.hosted import reset_clients
     from utils.models.limits import reset_limiters
+    from utils.models.retry import reset_cancel
 
     reset_clients()
     reset_limiters()
+    reset_cancel()  # a test that stopped a run in-process must not stop the next one
     reset_adaptations()  # what a run learned about a model's parameters
 
 

@@ -60,7 +60,15 @@ def process_state():
     cupid = logging.getLogger("cupid")
     return (list(cupid.handlers), cupid.level,
             {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)},
-            sorted(t.name for t in threading.enumerate()))
+            set(threading.enumerate()))
+
+
+def assert_nothing_left_behind(before) -> None:
+    """The same handlers, level and signal handlers as before the call, and no thread it
+    started still running (threads of an earlier test may end meanwhile)."""
+    after = process_state()
+    assert after[:3] == before[:3]
+    assert {t.name for t in after[3] - before[3]} == set()
 
 
 def test_a_name_a_path_and_the_metrics_from_the_returned_object(server, rows, tmp_path):
@@ -88,7 +96,7 @@ def test_a_notebook_model_object_and_rows_in_memory_twice_in_one_process(rows, t
     assert first.results["settings"]["evaluator"] == "notebook-judge"
     assert first.results["usage"]["this_invocation"]["model"]["calls"] == 2
     calls = model.calls + judge.calls
-    assert process_state() == before
+    assert_nothing_left_behind(before)
 
     # The same call again resumes: nothing left to do, no call, the same metrics.
     second = evaluate(model, evaluator=judge, data=rows, results_dir=tmp_path / "res", n_workers=2)
@@ -96,7 +104,7 @@ def test_a_notebook_model_object_and_rows_in_memory_twice_in_one_process(rows, t
     assert second.results["inference"] == first.results["inference"]
     assert second.results["this_invocation"]["found_done"] == 2
     assert second.results["usage"]["this_invocation"]["model"]["calls"] == 0
-    assert process_state() == before
+    assert_nothing_left_behind(before)
     # The rows were written once, where the run records its data came from.
     (written,) = (tmp_path / "res" / ".inputs").iterdir()
     assert first.results["settings"]["data_source"] == str(written)
@@ -263,3 +271,19 @@ def test_samples_are_the_export_rows_and_recompute_the_metrics(rows, tmp_path):
     frame = run.to_pandas()
     assert list(frame.columns) == list(samples[0]) and len(frame) == 2
     assert frame["judge_score"].mean() == pytest.approx(run.results["generation"]["average_score"])
+
+
+def test_a_library_caller_gets_the_exit_code_back_while_a_worker_is_blocked():
+    """The command ends the process when a hung request keeps a worker after a stop; a
+    caller of evaluate() (a notebook kernel) must get control back instead."""
+    from evaluation.stopping import exit_now, worker_threads
+
+    release = threading.Event()
+    blocked = threading.Thread(target=release.wait, name="blocked-worker")
+    blocked.start()
+    try:
+        assert blocked in worker_threads()
+        assert exit_now(143, owns_process=False) == 143
+    finally:
+        release.set()
+        blocked.join()
