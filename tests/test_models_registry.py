@@ -26,11 +26,13 @@ from utils.models.together_models import TogetherModel
 
 
 @pytest.fixture
-def scratch_registry(monkeypatch):
+def scratch_registry():
     """Registrations made by a test vanish after it."""
     registry.discover_models()
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    return registry._REGISTRY
+    saved = dict(registry._REGISTRY)
+    yield registry._REGISTRY
+    registry._REGISTRY.clear()
+    registry._REGISTRY.update(saved)
 
 
 # ---------------------------------------------------------------------------------------
