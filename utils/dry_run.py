@@ -109,9 +109,7 @@ class RoleForecast:
 
 def batchable(model: Model) -> bool:
     """Whether --batch can send the model's calls through its provider's batch API."""
-    from utils.models.batch import batch_adapter
-
-    return batch_adapter(model) is not None
+    return model.batch_adapter() is not None
 
 
 def parse_limits(specs: Iterable[str]) -> dict:

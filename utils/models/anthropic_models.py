@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from utils.models.adaptations import Adaptation
+from utils.models.batch import Unanswered
 from utils.models.hosted import HostedModel, call_sdk_with_headers
 from utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
 from utils.models.retry import status_code
@@ -164,6 +165,9 @@ class AnthropicModel(HostedModel):
             params["timeout"] = request.timeout
         return params
 
+    def batch_adapter(self) -> AnthropicBatch:
+        return AnthropicBatch(self)
+
     def complete(self, request: Request) -> Completion:
         client = self.client()
         try:
@@ -203,3 +207,50 @@ def parse_message(response: Any, model_name: str) -> Completion:
         raw=response,
         truncated=truncated,
     )
+
+
+class AnthropicBatch:
+    """Anthropic's Message Batches API."""
+
+    provider = "anthropic"
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def line(self, custom_id: str, request: Request) -> dict:
+        params = self.model.build_params(request)
+        body = {k: v for k, v in params.items() if k not in ("timeout", "extra_body", "extra_headers")}
+        body.update(params.get("extra_body") or {})
+        return {"custom_id": custom_id, "params": body}
+
+    def submit(self, lines: list[dict]) -> str:
+        client = self.model.client()
+        # The API version under which a request may carry a temperature (see the adapter).
+        headers = {"anthropic-version": self.model.legacy_api_version} \
+            if any("temperature" in line["params"] for line in lines) else None
+        return client.messages.batches.create(requests=lines, extra_headers=headers).id
+
+    def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
+        batch = self.model.client().messages.batches.retrieve(batch_id)
+        c = batch.request_counts
+        done = c.succeeded + c.errored + c.canceled + c.expired
+        return batch.processing_status == "ended", batch.processing_status, done, done + c.processing
+
+    def ended_early(self, status: str) -> bool:  # noqa: ARG002 - each item says it (fetch)
+        return False
+
+    def fetch(self, batch_id: str) -> dict[str, Completion | str]:
+        out: dict[str, Completion | str] = {}
+        for item in self.model.client().messages.batches.results(batch_id):
+            result = item.result
+            if result.type == "succeeded":
+                try:
+                    out[item.custom_id] = parse_message(result.message, self.model.name)
+                except Exception as exc:  # a malformed item fails alone
+                    out[item.custom_id] = f"malformed batch answer: {exc}"
+            elif result.type in ("canceled", "expired"):  # the batch ended before this item
+                out[item.custom_id] = Unanswered(f"it ended with requests {result.type}")
+            else:
+                error = getattr(result, "error", None)
+                out[item.custom_id] = f"{result.type}: {getattr(error, 'error', error)}"
+        return out

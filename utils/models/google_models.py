@@ -28,6 +28,7 @@ from utils.models.model import (
     Usage,
     register_provider,
 )
+from utils.models.batch import Unanswered
 from utils.models.hosted import CLIENTS, call_sdk, raise_if_unusable
 from utils.models.request import normalise_endpoint
 from utils.redact import register_secret
@@ -301,6 +302,10 @@ class GoogleModel(Model):
     def parse_response(self, response: Any) -> Completion:
         return parse_response(response, self.name)
 
+    def batch_adapter(self) -> GeminiBatch | None:
+        """The Gemini API's batch mode; Vertex AI's (through Cloud Storage) is not used."""
+        return None if self.uses_vertex() else GeminiBatch(self)
+
     def complete(self, request: Request) -> Completion:
         from google.genai import errors
 
@@ -318,3 +323,53 @@ class GoogleModel(Model):
                 raise
             raise mapped from exc
         return self.parse_response(response)
+
+
+class GeminiBatch:
+    """Gemini batch mode with inline requests (``client.batches``), each keyed by metadata."""
+
+    provider = "google"
+    ended_states = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
+                    "JOB_STATE_EXPIRED")
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def line(self, custom_id: str, request: Request) -> dict:
+        params = self.model.build_request(request)
+        config = {k: v for k, v in params["config"].items() if k != "http_options"}
+        return {"contents": params["contents"], "config": config, "metadata": {"key": custom_id}}
+
+    def submit(self, lines: list[dict]) -> str:
+        job = self.model.client().batches.create(model=self.model.name, src=lines)
+        return job.name
+
+    def _state(self, job: Any) -> str:
+        return str(getattr(job.state, "value", job.state))
+
+    def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
+        job = self.model.client().batches.get(name=batch_id)
+        state = self._state(job)
+        responses = (job.dest.inlined_responses if job.dest is not None else None) or []
+        return state in self.ended_states, state, len(responses), len(responses)
+
+    def ended_early(self, status: str) -> bool:
+        return status in self.ended_states and status != "JOB_STATE_SUCCEEDED"
+
+    def fetch(self, batch_id: str) -> dict[str, Completion | str]:
+        job = self.model.client().batches.get(name=batch_id)
+        out: dict[str, Completion | str] = {}
+        for item in (job.dest.inlined_responses if job.dest is not None else None) or []:
+            key = (item.metadata or {}).get("key")
+            if key is None:
+                continue
+            if item.error is not None or item.response is None:
+                out[key] = f"failed in the batch: {item.error}"
+                continue
+            try:
+                out[key] = parse_response(item.response, self.model.name)
+            except Exception as exc:  # a blocked or malformed item fails alone
+                out[key] = f"{type(exc).__name__}: {exc}"
+        if self._state(job) != "JOB_STATE_SUCCEEDED" and not out:
+            out["*"] = Unanswered(f"batch {batch_id} ended {self._state(job)}")
+        return out

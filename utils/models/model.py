@@ -180,6 +180,11 @@ class Model:
         record of what was sent), or None when the adapter does not say."""
         return None
 
+    def batch_adapter(self) -> Any | None:
+        """The adapter of this model's provider's batch API (``line``, ``submit``, ``poll``,
+        ``ended_early``, ``fetch``: see batch.py), or None: its calls are asked online."""
+        return None
+
     def context_window(self) -> int | None:
         """Prompt plus output tokens the model accepts (catalog.py), or None: unchecked."""
         from utils.models.catalog import context_window_of
