@@ -75,6 +75,10 @@ class AnthropicModel(HostedModel):
     # The API version under which the messages API accepts `temperature`.
     legacy_api_version = "2023-06-01"
 
+    @classmethod
+    def name_guess(cls, name: str) -> int:
+        return 2 if name.lower().startswith("claude-") else 0
+
     def takes_thinking(self) -> bool:
         """Manual extended thinking (a budget) is accepted."""
         return (THINKING_MODELS.search(self.name.lower()) is not None

@@ -152,6 +152,10 @@ class GoogleModel(Model):
     location_env = "GOOGLE_CLOUD_LOCATION"
     base_url_env = "GOOGLE_GEMINI_BASE_URL"
 
+    @classmethod
+    def name_guess(cls, name: str) -> int:
+        return 2 if name.lower().startswith("gemini-") else 0
+
     def __init__(self, name: str | None = None, *, api_key: str | None = None,
                  project: str | None = None, location: str | None = None,
                  base_url: str | None = None, temperature: float | None = 0.0,

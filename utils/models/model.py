@@ -180,6 +180,13 @@ class Model:
         record of what was sent), or None when the adapter does not say."""
         return None
 
+    @classmethod
+    def name_guess(cls, name: str) -> int:
+        """How surely a bare model name is this provider's, for a name given without a
+        ``provider:`` prefix (registry.py ``guess_provider``): 0 not at all, 1 by its shape
+        only (``org/name``), 2 by a prefix the provider owns (``gpt-``, ``claude-``)."""
+        return 0
+
     def batch_adapter(self) -> Any | None:
         """The adapter of this model's provider's batch API (``line``, ``submit``, ``poll``,
         ``ended_early``, ``fetch``: see batch.py), or None: its calls are asked online."""

@@ -112,6 +112,10 @@ class OpenAIModel(OpenAICompatibleModel):
     learns_parameters = True
     reasoning_options = ("reasoning_effort",)
 
+    @classmethod
+    def name_guess(cls, name: str) -> int:
+        return 2 if name.lower().startswith(("gpt-", "o1", "o3", "o4", "chatgpt-")) else 0
+
     def __init__(self, name: str | None = None, *, system_role: str = "system",
                  max_tokens_field: str = "max_tokens", **params: Any) -> None:
         if system_role not in ("system", "developer"):

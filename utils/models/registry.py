@@ -54,16 +54,16 @@ def provider_prefixes() -> list[str]:
 
 
 def guess_provider(name: str) -> str | None:
-    lowered = name.lower()
-    if lowered.startswith(("gpt-", "o1", "o3", "o4", "chatgpt-")):
-        return "openai"
-    if lowered.startswith("claude-"):
-        return "anthropic"
-    if lowered.startswith("gemini-"):
-        return "google"
-    if "/" in name:
-        return "together"
-    return None
+    """The prefix of the provider that claims a bare name most surely (each provider's
+    ``name_guess``: gpt-/o1/o3/o4/chatgpt- OpenAI, claude- Anthropic, gemini- Google, any
+    org/name Together), or None."""
+    discover_models()
+    surest, best = 0, None
+    for prefix, cls in sorted(_PROVIDERS.items()):
+        sureness = getattr(cls, "name_guess", lambda _: 0)(name)
+        if sureness > surest:
+            surest, best = sureness, prefix
+    return best
 
 
 # An Amazon Bedrock id of a Claude model, as the original release's README names its

@@ -48,6 +48,11 @@ class TogetherModel(OpenAICompatibleModel):
     base_url_env = "TOGETHER_BASE_URL"
     provider_label = "models hosted by Together"
 
+    @classmethod
+    def name_guess(cls, name: str) -> int:
+        """Any ``org/name`` (the paper's ``meta-llama/...``), unless a prefix claims it."""
+        return 1 if "/" in name else 0
+
     def make_client(self, base_url: str | None, api_key: str) -> Any:
         import openai
 
