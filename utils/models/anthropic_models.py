@@ -24,11 +24,43 @@ from typing import Any
 
 from utils.models.adaptations import Adaptation
 from utils.models.batch import Unanswered
+from utils.models.catalog import ModelFacts, dated_table
 from utils.models.hosted import HostedModel, call_sdk_with_headers
 from utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
 from utils.models.retry import status_code
 from utils.models.registry import register_provider
 from utils.models.request import Completion, Request, Usage
+
+
+# Prices (USD per million tokens, input and output, at the online rate) and context
+# windows (prompt plus output tokens), as the sources said on the table's date
+# (catalog.py looks them up).
+CATALOG = dated_table("anthropic", date="2026-11-23", sources=(
+        "https://docs.claude.com/en/docs/about-claude/models/overview, "
+        "https://docs.claude.com/en/docs/about-claude/pricing and each model's page "
+        "(https://platform.claude.com/docs/en/models/MODEL/overview)"), models={
+    "claude-3-5-sonnet-20241022": ModelFacts(3.00, 15.00, 200_000),
+    "claude-3-5-sonnet-20240620": ModelFacts(3.00, 15.00, 200_000),
+    "claude-3-7-sonnet-20250219": ModelFacts(3.00, 15.00, 200_000),
+    "claude-3-5-haiku-20241022": ModelFacts(0.80, 4.00, 200_000),
+    "claude-sonnet-4-20250514": ModelFacts(3.00, 15.00, 200_000),
+    "claude-sonnet-4-5-20250929": ModelFacts(3.00, 15.00, 200_000),
+    "claude-sonnet-4-5": ModelFacts(3.00, 15.00, 200_000),
+    "claude-opus-4-20250514": ModelFacts(15.00, 75.00, 200_000),
+    "claude-opus-4-1-20250805": ModelFacts(15.00, 75.00, 200_000),
+    "claude-opus-4-1": ModelFacts(15.00, 75.00, 200_000),
+    "claude-opus-4-5-20251101": ModelFacts(5.00, 25.00, 200_000),
+    "claude-opus-4-5": ModelFacts(5.00, 25.00, 200_000),
+    "claude-haiku-4-5-20251001": ModelFacts(1.00, 5.00, 200_000),
+    "claude-haiku-4-5": ModelFacts(1.00, 5.00, 200_000),
+    # Adaptive-thinking models (platform.claude.com/docs/en/models/<model>/overview).
+    "claude-opus-4-6": ModelFacts(5.00, 25.00, 1_000_000),
+    "claude-opus-4-7": ModelFacts(5.00, 25.00, 1_000_000),
+    "claude-sonnet-5": ModelFacts(2.00, 10.00, 1_000_000),
+    "claude-opus-5": ModelFacts(5.00, 25.00, 1_000_000),
+    "claude-opus-5-5": ModelFacts(4.00, 20.00, 1_000_000),
+    "claude-fable-5-1": ModelFacts(10.00, 50.00, 1_000_000),
+})
 
 
 # Models that take extended thinking (``thinking={"type": "enabled", "budget_tokens": N}``):

@@ -17,6 +17,7 @@ import re
 import time
 from typing import Any, Callable
 
+from utils.models.catalog import ModelFacts, dated_table
 from utils.models.model import (
     Completion,
     Model,
@@ -32,6 +33,23 @@ from utils.models.batch import Unanswered
 from utils.models.hosted import CLIENTS, call_sdk, raise_if_unusable
 from utils.models.request import normalise_endpoint
 from utils.redact import register_secret
+
+# Prices (USD per million tokens, input and output, at the online rate) and context
+# windows (prompt plus output tokens), as the sources said on the table's date
+# (catalog.py looks them up).
+_GEMINI_WINDOW = 1_048_576
+CATALOG = dated_table("google", date="2026-11-23", sources=(
+        "https://ai.google.dev/gemini-api/docs/models and "
+        "https://ai.google.dev/gemini-api/docs/pricing (prompts up to 200k tokens)"), models={
+    "gemini-2.0-pro-exp-02-05": ModelFacts(None, None, 2_097_152),  # experimental: unpriced
+    "gemini-2.0-flash-thinking-exp-01-21": ModelFacts(None, None, _GEMINI_WINDOW),
+    "gemini-2.0-flash": ModelFacts(0.10, 0.40, _GEMINI_WINDOW),
+    "gemini-2.0-flash-lite": ModelFacts(0.075, 0.30, _GEMINI_WINDOW),
+    "gemini-2.5-pro": ModelFacts(1.25, 10.00, _GEMINI_WINDOW),
+    "gemini-2.5-flash": ModelFacts(0.30, 2.50, _GEMINI_WINDOW),
+    "gemini-2.5-flash-lite": ModelFacts(0.10, 0.40, _GEMINI_WINDOW),
+})
+
 
 DEFAULT_LOCATION = "us-central1"
 

@@ -8,11 +8,54 @@ import re
 from typing import Any
 
 from utils.models.adaptations import Adaptation
+from utils.models.catalog import ModelFacts, dated_table
 from utils.models.errors import ModelConfigurationError
 from utils.models.model import register_provider
 from utils.models.openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel
 from utils.models.request import Request
 from utils.models.retry import status_code
+
+
+# Prices (USD per million tokens, input and output, at the online rate) and context
+# windows (prompt plus output tokens), as the sources said on the table's date
+# (catalog.py looks them up).
+_GPT41_WINDOW = 1_047_576
+CATALOG = dated_table("openai", date="2026-11-23", sources=(
+        "https://developers.openai.com/api/docs/models (each model's page: context "
+        "window, price per 1M tokens) and https://developers.openai.com/api/docs/pricing"), models={
+    # the paper's models (Table 8)
+    "gpt-4o-2024-11-20": ModelFacts(2.50, 10.00, 128_000),
+    "gpt-4o-2024-08-06": ModelFacts(2.50, 10.00, 128_000),
+    "gpt-4o-2024-05-13": ModelFacts(5.00, 15.00, 128_000),
+    "gpt-4o": ModelFacts(2.50, 10.00, 128_000),
+    "gpt-4o-mini": ModelFacts(0.15, 0.60, 128_000),
+    "gpt-4o-mini-2024-07-18": ModelFacts(0.15, 0.60, 128_000),
+    "gpt-4.1-2025-04-14": ModelFacts(2.00, 8.00, _GPT41_WINDOW),
+    "gpt-4.1": ModelFacts(2.00, 8.00, _GPT41_WINDOW),
+    "gpt-4.1-mini-2025-04-14": ModelFacts(0.40, 1.60, _GPT41_WINDOW),
+    "gpt-4.1-mini": ModelFacts(0.40, 1.60, _GPT41_WINDOW),
+    "gpt-4.1-nano-2025-04-14": ModelFacts(0.10, 0.40, _GPT41_WINDOW),
+    "gpt-4.1-nano": ModelFacts(0.10, 0.40, _GPT41_WINDOW),
+    "o1-2024-12-17": ModelFacts(15.00, 60.00, 200_000),
+    "o1": ModelFacts(15.00, 60.00, 200_000),
+    "o3-mini-2025-01-31": ModelFacts(1.10, 4.40, 200_000),
+    "o3-mini": ModelFacts(1.10, 4.40, 200_000),
+    # current models
+    "o3-2025-04-16": ModelFacts(2.00, 8.00, 200_000),
+    "o3": ModelFacts(2.00, 8.00, 200_000),
+    "o4-mini-2025-04-16": ModelFacts(1.10, 4.40, 200_000),
+    "o4-mini": ModelFacts(1.10, 4.40, 200_000),
+    "gpt-5-2025-08-07": ModelFacts(1.25, 10.00, 400_000),
+    "gpt-5": ModelFacts(1.25, 10.00, 400_000),
+    "gpt-5-mini-2025-08-07": ModelFacts(0.25, 2.00, 400_000),
+    "gpt-5-mini": ModelFacts(0.25, 2.00, 400_000),
+    "gpt-5-nano-2025-08-07": ModelFacts(0.05, 0.40, 400_000),
+    "gpt-5-nano": ModelFacts(0.05, 0.40, 400_000),
+    "gpt-5-chat-latest": ModelFacts(1.25, 10.00, 128_000),
+    "gpt-5.1-2025-11-13": ModelFacts(1.25, 10.00, 400_000),
+    "gpt-5.1": ModelFacts(1.25, 10.00, 400_000),
+    "gpt-5.1-chat-latest": ModelFacts(1.25, 10.00, 128_000),
+})
 
 
 class OpenAIFamily:

@@ -11,17 +11,14 @@ import inspect
 import logging
 import re
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Sequence
 
 import config
+from utils.models.discovery import import_model_modules
 from utils.models.errors import ModelConfigurationError, UnknownModelError
 from utils.models.model import Model, register_model, register_provider  # noqa: F401 (re-exported)
 from utils.models.model import MODEL_CLASSES as _REGISTRY, PROVIDER_CLASSES as _PROVIDERS
-
-_registry_lock = threading.Lock()
-_discovered = False
 
 
 def discover_models() -> None:
@@ -29,18 +26,7 @@ def discover_models() -> None:
 
     Modules must not open connections or read keys at import; SDKs are imported lazily.
     """
-    global _discovered
-    with _registry_lock:
-        if _discovered:
-            return
-        import importlib
-        import pkgutil
-
-        package = importlib.import_module("utils.models")
-        for info in pkgutil.iter_modules(package.__path__):
-            if not info.name.startswith("_"):
-                importlib.import_module(f"utils.models.{info.name}")
-        _discovered = True
+    import_model_modules()
 
 
 def registered_models() -> dict[str, type[Model]]:

@@ -19,10 +19,22 @@ from pathlib import Path
 from typing import Any
 
 from utils.models.batch import Unanswered
+from utils.models.catalog import ModelFacts, dated_table
 from utils.models.hosted import CLIENTS
 from utils.models.model import Completion, Request, register_provider
 from utils.models.openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel, chat_batch_answers
 from utils.models.request import normalise_endpoint
+
+# Prices (USD per million tokens, input and output, at the online rate) and context
+# windows (prompt plus output tokens), as the sources said on the table's date
+# (catalog.py looks them up).
+CATALOG = dated_table("together", date="2026-11-23", sources=(
+        "https://www.together.ai/pricing and https://docs.together.ai/docs/serverless-models"), models={
+    "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo": ModelFacts(0.18, 0.18, 131_072),
+    "meta-llama/Meta-Llama-3.1-70B-Instruct-Turbo": ModelFacts(0.88, 0.88, 131_072),
+    "meta-llama/Meta-Llama-3.1-405B-Instruct-Turbo": ModelFacts(3.50, 3.50, 130_815),
+})
+
 
 DEFAULT_ROOT = "https://api.together.xyz"
 
