@@ -26,10 +26,20 @@ from utils.models.adaptations import Adaptation
 from utils.models.batch import Unanswered
 from utils.models.catalog import ModelFacts, dated_table
 from utils.models.hosted import HostedModel, call_sdk_with_headers
+from utils.models.limits import header_family
 from utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
 from utils.models.retry import status_code
 from utils.models.registry import register_provider
 from utils.models.request import Completion, Request, Usage
+
+
+# Anthropic's rate-limit headers (https://docs.claude.com/en/api/rate-limits, "Response
+# headers"); their reset times are RFC 3339 dates (limits.parse_duration).
+RATE_LIMIT_HEADERS = header_family(
+    tokens=("anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining",
+            "anthropic-ratelimit-tokens-reset"),
+    requests=("anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining",
+              "anthropic-ratelimit-requests-reset"))
 
 
 # Prices (USD per million tokens, input and output, at the online rate) and context

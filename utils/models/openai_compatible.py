@@ -20,7 +20,16 @@ from typing import Any, Callable
 from utils.models.batch import Unanswered
 from utils.models.errors import TransientModelError
 from utils.models.hosted import HostedModel, call_sdk_with_headers
+from utils.models.limits import header_family
 from utils.models.request import Completion, Request, Usage
+
+
+# OpenAI's rate-limit headers, which Together and vLLM's proxies send too
+# (https://platform.openai.com/docs/guides/rate-limits, "Rate limits in headers").
+RATE_LIMIT_HEADERS = header_family(
+    tokens=("x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+    requests=("x-ratelimit-limit-requests", "x-ratelimit-remaining-requests",
+              "x-ratelimit-reset-requests"))
 
 
 def chat_messages(request: Request, system_role: str = "system") -> list[dict]:
