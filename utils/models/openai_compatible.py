@@ -3,9 +3,10 @@
 as vLLM and llama.cpp's (vllm_models.py) are small subclasses of ``OpenAICompatibleModel``.
 
 The base sends the request's system prompt and conversation, temperature, token limit, seed
-and timeout; a subclass says how its provider differs through hooks: ``token_field``,
-``takes_temperature``, ``options`` (more body fields), ``make_client`` and
-``batch_adapter``. OpenAI's batch format (``ChatCompletionsBatch``) is here too: Together's
+and timeout; a subclass says how its provider differs through hooks: ``default_base_url``,
+``token_field``, ``takes_temperature``, ``options`` (more body fields), ``make_client`` and
+``batch_adapter``; the seam's own hooks (``name_guess``, ``parameter_adaptation``, ...) are
+``Model``'s. OpenAI's batch format (``ChatCompletionsBatch``) is here too: Together's
 batch API takes the same lines.
 
 Nothing here runs at import: the SDK is imported, keys are read and clients are made on the
@@ -105,6 +106,14 @@ class OpenAICompatibleModel(HostedModel):
     # (OpenAI's roles may say "developer" and "max_completion_tokens": config.ROLE_PARAMS).
     system_role: str = "system"
     max_tokens_field: str = "max_tokens"
+
+    def default_base_url(self) -> str | None:
+        """The host's API root when neither ``base_url=`` nor ``base_url_env`` gives one
+        (None: the SDK's own, OpenAI's)."""
+        return None
+
+    def resolved_base_url(self) -> str | None:
+        return super().resolved_base_url() or self.default_base_url()
 
     def token_field(self) -> str:
         return self.max_tokens_field
