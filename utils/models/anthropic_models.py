@@ -29,7 +29,7 @@ from utils.models.hosted import HostedModel, call_sdk_with_headers
 from utils.models.limits import header_family
 from utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
 from utils.models.retry import status_code
-from utils.models.registry import register_provider
+from utils.models.model import register_provider
 from utils.models.request import Completion, Request, Usage
 
 
