@@ -80,16 +80,5 @@ BATCH_POLL_INTERVAL = _env_float("CUPID_BATCH_POLL_INTERVAL", 30.0)
 BATCH_MAX_ITEMS = _env_int("CUPID_BATCH_MAX_ITEMS", 10000)  # below every provider's limit
 BATCH_MAX_BYTES = _env_int("CUPID_BATCH_MAX_BYTES", 150_000_000)  # OpenAI: 200 MB a file
 
-# --- Cost estimate and context windows: each provider's dated table (utils/models/catalog.py
-# looks them up). PRICES_PER_MTOK is a view of their prices for code that reads a dict:
-# (input, output) USD per million tokens by exact name, built when first read (the tables
-# are declared by the providers' modules, which import this one).
-# utils.models.catalog.price_of also prices dated snapshots.
-
-
-def __getattr__(name: str):
-    if name == "PRICES_PER_MTOK":
-        from utils.models.catalog import priced_models
-
-        return priced_models()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# --- Cost estimate and context windows: each provider's dated table in utils/models/
+# (catalog.price_of and catalog.context_window_of look a name up). ---
