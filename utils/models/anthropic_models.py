@@ -117,6 +117,8 @@ class AnthropicModel(HostedModel):
     # The API version under which the messages API accepts `temperature`.
     legacy_api_version = "2023-06-01"
 
+    bare_names = "claude-*"
+
     @classmethod
     def name_guess(cls, name: str) -> int:
         return 2 if name.lower().startswith("claude-") else 0

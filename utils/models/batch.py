@@ -348,8 +348,7 @@ def runner_for(model: Model, state_path: str | Path, flag: str = "--batch") -> B
     """A runner for ``model``'s calls, or None (with the reason logged) when they cannot go
     through a batch API: the provider has none, or no response cache keeps the answers."""
     if model.batch_adapter() is None:
-        log.warning("%s: %s has no batch API (only OpenAI, Anthropic, Together and the Gemini "
-                    "API have one); its calls are asked online", flag, model.name)
+        log.warning("%s: %s has no batch API; its calls are asked online", flag, model.name)
         return None
     if model.cache is None:
         log.warning("%s: %s has no response cache to keep the batches' answers in; its calls "
@@ -368,8 +367,7 @@ def run_in_rounds(run_pass: Callable[[], None], runner: BatchRunner, models: Seq
     for model in models:
         model.batch_runner = runner
         if model.batch_adapter() is None:
-            log.warning("batch mode: %s has no batch API (OpenAI, Anthropic, Together and the "
-                        "Gemini API have one); its calls are asked online", model.name)
+            log.warning("batch mode: %s has no batch API; its calls are asked online", model.name)
     runner.resume(models)
     finished = False
     for _ in range(max_rounds):

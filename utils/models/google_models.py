@@ -170,6 +170,8 @@ class GoogleModel(Model):
     location_env = "GOOGLE_CLOUD_LOCATION"
     base_url_env = "GOOGLE_GEMINI_BASE_URL"
 
+    bare_names = "gemini-*"
+
     @classmethod
     def name_guess(cls, name: str) -> int:
         return 2 if name.lower().startswith("gemini-") else 0

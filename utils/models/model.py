@@ -180,6 +180,9 @@ class Model:
         record of what was sent), or None when the adapter does not say."""
         return None
 
+    # How the bare names ``name_guess`` claims look, for messages ("claude-*").
+    bare_names: ClassVar[str] = ""
+
     @classmethod
     def name_guess(cls, name: str) -> int:
         """How surely a bare model name is this provider's, for a name given without a

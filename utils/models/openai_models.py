@@ -155,6 +155,8 @@ class OpenAIModel(OpenAICompatibleModel):
     learns_parameters = True
     reasoning_options = ("reasoning_effort",)
 
+    bare_names = "gpt-*/o1*/o3*/o4*"
+
     @classmethod
     def name_guess(cls, name: str) -> int:
         return 2 if name.lower().startswith(("gpt-", "o1", "o3", "o4", "chatgpt-")) else 0

@@ -41,8 +41,7 @@ def provider_prefixes() -> list[str]:
 
 def guess_provider(name: str) -> str | None:
     """The prefix of the provider that claims a bare name most surely (each provider's
-    ``name_guess``: gpt-/o1/o3/o4/chatgpt- OpenAI, claude- Anthropic, gemini- Google, any
-    org/name Together), or None."""
+    ``name_guess``), or None."""
     discover_models()
     surest, best = 0, None
     for prefix, cls in sorted(_PROVIDERS.items()):
@@ -165,10 +164,11 @@ def _resolve(spec: str, role: str | None, params: dict) -> Model:
     if provider is not None and provider in _PROVIDERS:
         return _construct(_PROVIDERS[provider], spec, merged)
     known = ", ".join(sorted(set(_REGISTRY) | set(_entry_points()))) or "none"
+    bare = ", ".join(f"{getattr(cls, 'bare_names', '')} ({prefix})"
+                     for prefix, cls in sorted(_PROVIDERS.items()) if getattr(cls, "bare_names", ""))
     raise UnknownModelError(
         f"unknown model {spec!r}. Registered models: {known}. Hosted models are named by "
-        f"provider: gpt-*/o1*/o3*/o4* (OpenAI), claude-* (Anthropic), gemini-* (Google), "
-        f"org/name (Together), or with a prefix: "
+        f"provider: {bare}, or with a prefix: "
         f"{', '.join(p + ':' for p in sorted(_PROVIDERS))}NAME. Your own class: "
         f"path/to/file.py:ClassName or package.module:ClassName.")
 

@@ -60,6 +60,8 @@ class TogetherModel(OpenAICompatibleModel):
     base_url_env = "TOGETHER_BASE_URL"
     provider_label = "models hosted by Together"
 
+    bare_names = "org/name"
+
     @classmethod
     def name_guess(cls, name: str) -> int:
         """Any ``org/name`` (the paper's ``meta-llama/...``), unless a prefix claims it."""
