@@ -80,9 +80,5 @@ BATCH_POLL_INTERVAL = _env_float("CUPID_BATCH_POLL_INTERVAL", 30.0)
 BATCH_MAX_ITEMS = _env_int("CUPID_BATCH_MAX_ITEMS", 10000)  # below every provider's limit
 BATCH_MAX_BYTES = _env_int("CUPID_BATCH_MAX_BYTES", 150_000_000)  # OpenAI: 200 MB a file
 
-# --- Cost estimate and context windows: utils/models/catalog.py (one dated table). ---
-# This is a view of that table's prices for code that reads a dict: (input, output) USD per
-# million tokens by exact name. utils.models.catalog.price_of also prices dated snapshots.
-from utils.models.catalog import priced_models as _priced_models  # noqa: E402
-
-PRICES_PER_MTOK: dict[str, tuple[float, float]] = _priced_models()
+# --- Cost estimate and context windows: each provider's dated table in utils/models/
+# (catalog.price_of and catalog.context_window_of look a name up). ---

@@ -345,7 +345,13 @@ def main(argv: list[str] | None = None) -> int:
                    "--task", "both", "--no_cache", "--n_workers", "2"]
             if use_matcher:
                 cmd += ["--use_matcher", "--matcher_url", server.openai_base_url]
-            seconds_ours = run(cmd, ROOT, side_env(server, ROOT), "ours", work / f"ours-{use_matcher}.out")
+                # Ours asks the matcher's server for its models before any work, as a vLLM
+                # server serving PrefMatcher lists it; the release asks no list of it.
+                server.models = [EVALUATED, EVALUATOR, PREFMATCHER]
+            try:
+                seconds_ours = run(cmd, ROOT, side_env(server, ROOT), "ours", work / f"ours-{use_matcher}.out")
+            finally:
+                server.models = [EVALUATED, EVALUATOR]
             ours = collect(server, script, start)
             n_ours = len(server.requests) - start
 

@@ -3,7 +3,7 @@
 vLLM refuses a request whose prompt plus ``max_tokens`` exceeds the ``max_model_len`` it was
 started with (a 400), so a server started too short fails every such call, after the run
 has paid for the hosted models' calls before it. The models list of an OpenAI-compatible
-server (``OpenAICompatibleModel.check``) gives that length; this module renders, from the
+server (``VLLMModel.check``) gives that length; this module renders, from the
 data, the longest request each role will send to such a server and stops the run when it
 cannot fit.
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from evaluation import release_parsing
 from evaluation import steps as S
@@ -22,8 +22,10 @@ from evaluation.stored_values import record_problems, step_output_problem
 from utils.dataset import Instance, Session
 from utils.io import atomic_write_json, read_json
 from utils.decomposer import decompose
-from utils.models.errors import RunCancelled
+from utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
+from utils.models.errors import ModelConfigurationError, RunCancelled
 from utils.models.model import Model
+from utils.models.retry import cancel_all
 from utils.steps import StepFailed, StepResult
 
 log = logging.getLogger("cupid.evaluation")
@@ -339,3 +341,54 @@ class _ChainFailed(Exception):
         exc = cls(*failures[0])
         exc.failures = list(failures)
         return exc
+
+
+# ---------------------------------------------------------------------------------------
+# Batch mode (``--batch``): the pass of utils/models/batch.py's driver
+# ---------------------------------------------------------------------------------------
+def run_batch_rounds(make_evaluation: Callable[[], object], instances: Iterable,
+                     runner: BatchRunner, models: Sequence[Model], n_workers: int = 4) -> int:
+    """Run passes and rounds until no call is deferred; returns the number of batch rounds.
+
+    Each pass evaluates every unfinished instance with the models' calls deferred to the
+    batch runner: steps whose answers are cached or recorded go on, and each chain stops at
+    its first call not yet answered. With the task ``both``: round 1 infer + generate,
+    round 2 decompose + judge, round 3 the two matches (a re-ask after an unparseable answer
+    adds a round). When no call is left to defer, the caller's ordinary online pass writes
+    the results from the cache, and asks online only what failed in its batch."""
+    unfinished = list(instances)
+
+    def one_pass() -> None:
+        nonlocal unfinished
+        evaluation = make_evaluation()
+        deferred: list = []
+
+        def one(instance) -> None:
+            try:
+                evaluation.evaluate(instance)
+            except BatchDeferred:
+                deferred.append(instance)
+            except (ModelConfigurationError, RunCancelled):
+                raise
+            except Exception as exc:  # the online pass records it against the instance
+                log.warning("%s: %s in a batch round; recorded by the online pass",
+                            instance.instance_id, exc)
+
+        pool = ThreadPoolExecutor(max_workers=max(1, n_workers))
+        try:
+            list(pool.map(one, unfinished))
+        except BaseException as exc:
+            # A stop (Ctrl-C, SIGTERM, SIGHUP) or an error: the caller is not made to wait
+            # for calls in flight; a hung one would hold it for its timeout.
+            if isinstance(exc, KeyboardInterrupt):
+                cancel_all()
+            pool.shutdown(wait=False, cancel_futures=True)
+            evaluation.close(wait=False)
+            raise
+        pool.shutdown()
+        evaluation.close()  # waits for side chains still deferring their calls
+        if runner.pending:
+            waiting = {id(i) for i in deferred}
+            unfinished = [i for i in unfinished if id(i) in waiting] or unfinished
+
+    return run_in_rounds(one_pass, runner, models)

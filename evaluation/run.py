@@ -25,13 +25,12 @@ from pathlib import Path
 import config
 from evaluation.aggregate import (
     InstanceOutcome, RunningScores, aggregate_records, invocation_counts, recorded_usage)
-from evaluation.batch_rounds import run_batch_rounds
 from evaluation.cli import (build_parser, bundled_path, error, flag_conflict, role_overrides,
                             setup_logging)
 from evaluation.console import print_summary
 from evaluation.context_check import check_context
 from evaluation.data import InstanceSource
-from evaluation.pipeline import Evaluation
+from evaluation.pipeline import Evaluation, run_batch_rounds
 from evaluation.steps import PROMPTS, prompt_version
 from evaluation.stopping import exit_now, stop_workers, worker_threads
 from evaluation.store import BATCHES, CorruptRunFile, RunConflictError, RunStore, now, run_dir_for

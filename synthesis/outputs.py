@@ -27,6 +27,8 @@ from utils.io import atomic_write_json, read_json
 
 log = logging.getLogger("synthesis.pipeline")
 
+BATCHES_FILE = "batches.json"
+
 
 class OutputDir:
     def __init__(self, out: str | Path) -> None:

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Generator
 
-from utils.models.batch import BatchDeferred
+from utils.models.batch import MAX_ROUNDS, BatchDeferred, runner_for, run_in_rounds
 from utils.models.cache import CACHE_DIR, ResponseCache
 from utils.models.model import Model
 from utils.models.registry import check_models
 from utils.models.retry import cancel_all, reset_cancel
-from synthesis import batch_mode, personas as persona_stage
+from synthesis import personas as persona_stage
 from synthesis.dialogues import dialogue_steps
 from synthesis.factors import generate_factors
 from synthesis.generation import GenerationFailed, Generated
@@ -37,7 +37,7 @@ from synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunne
 from synthesis.sessions import generate_sessions
 from synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
                                 model_label, stage_models)
-from synthesis.outputs import Failure, FailureLog, OutputDir
+from synthesis.outputs import BATCHES_FILE, Failure, FailureLog, OutputDir
 from synthesis.summary import summarize
 from synthesis.taxonomy import load_occupations, load_taxonomy
 from utils.io import atomic_write_json, read_json
@@ -85,7 +85,10 @@ class Synthesis(OutputDir):
             self.cache = ResponseCache(self.out / CACHE_DIR)
             models = stage_models(cfg, self.cache)
         self.models = models
-        self.batch_runner = batch_mode.make_runner(models["synthesizer"], self.out) if cfg.batch else None
+        # --batch: the synthesizer's calls go through its provider's batch API (the
+        # simulators and the decomposer answer online: a dialogue's turns wait on each other).
+        self.batch_runner = (runner_for(models["synthesizer"], self.out / BATCHES_FILE)
+                             if cfg.batch else None)
         self._lock = threading.Lock()
         self.failure_log = FailureLog(self)
         self.stats: dict[str, StageStats] = {}
@@ -400,7 +403,7 @@ class Synthesis(OutputDir):
         self.failure_log.load_previous(self.personas)
         try:
             if self.batch_runner is not None:
-                batch_mode.run_in_passes(self, self.batch_runner)
+                self.run_batched(self.batch_runner)
             else:
                 self.run_pass()
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: what is done is summarized
@@ -416,7 +419,7 @@ class Synthesis(OutputDir):
 
     def run_pass(self) -> None:
         """The task graph over what is on disk, until no task is left (batch mode runs
-        several passes, synthesis/batch_mode.py)."""
+        several passes: ``run_batched``)."""
         self.waiting.clear()
         self.runner = TaskRunner(self.cfg.n_workers,
                                  windows={"dialogues": DIALOGUES_PER_WORKER * self.cfg.n_workers})
@@ -429,6 +432,37 @@ class Synthesis(OutputDir):
             self.runner.run()
         finally:
             self.progress.close()
+
+    def run_batched(self, runner) -> int:
+        """Batch mode: passes and rounds (utils/models/batch.py ``run_in_rounds``) until no
+        synthesizer call waits; returns the number of rounds. A pass defers each task whose
+        synthesizer call misses the cache ("waiting": no failure, no attempt recorded); a
+        round answers them, and the next pass takes each persona one stage on.
+
+        The stage counts of the summary are this invocation's: what each pass produced, and
+        what already existed when the first pass looked (a later pass skips what an earlier
+        one produced, which is not counted again)."""
+        first_skipped: dict[str, int] | None = None
+        passes = 0
+
+        def one_pass() -> None:
+            nonlocal first_skipped, passes
+            passes += 1
+            self.run_pass()
+            if first_skipped is None:
+                first_skipped = {stage: stats.skipped for stage, stats in self.stats.items()}
+            else:
+                for stage, stats in self.stats.items():
+                    stats.skipped = first_skipped.get(stage, 0)
+            if runner.pending and not runner.closed:
+                waiting = ", ".join(f"{stage} {n}" for stage, n in self.waiting.items())
+                log.info("batch pass %d: %d call(s) wait for batch round %d (tasks waiting: %s)",
+                         passes, runner.pending, runner.rounds + 1, waiting)
+
+        # Each round takes a persona at least one stage (or one re-ask) on.
+        max_rounds = max(MAX_ROUNDS, 3 * self.cfg.max_attempts + 2)
+        return run_in_rounds(one_pass, runner, [self.models["synthesizer"]],
+                             max_rounds=max_rounds, finish_online=True)
 
     def close(self) -> None:
         if self.cache is not None:

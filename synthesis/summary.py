@@ -3,17 +3,34 @@ batches priced at the batch price), wall time."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
 from synthesis.instances import INSTANCE_TYPES
-from synthesis.settings import shaping_settings
+from synthesis.outputs import FailureLog
+from synthesis.settings import SynthesisConfig, shaping_settings
 from utils.io import read_json
 
-if TYPE_CHECKING:
-    from synthesis.pipeline import Synthesis
+
+class SynthesisRun(Protocol):
+    """What summary.json is made of: a run of synthesis/pipeline.py's ``Synthesis``."""
+
+    out: Path
+    cfg: SynthesisConfig
+    personas: list[dict]
+    seed_source: str | None
+    failure_log: FailureLog
+    stats: dict[str, Any]
+    models: dict[str, Any]
+
+    def persona_dir(self, persona_id: str) -> Path: ...
+
+    def artifact(self, persona_id: str, name: str) -> Path: ...
+
+    def instance_path(self, persona_id: str, instance_type: str) -> Path: ...
 
 
-def summarize(run: "Synthesis", wall_time: float) -> dict:
+def summarize(run: SynthesisRun, wall_time: float) -> dict:
     counts = {"personas_requested": len(run.personas), "personas_complete": 0,
               "personas_failed": len(run.failure_log.failures), "sessions": 0, "dialogues": 0,
               "dialogues_satisfied": 0, "instances": 0}

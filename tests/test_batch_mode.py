@@ -233,7 +233,7 @@ def test_batches_split_by_count_and_size(tmp_path, monkeypatch):
 
 
 def test_a_model_without_a_batch_api_is_named_and_answers_online(fake_llm_env, tmp_path, caplog):
-    from utils.models.batch_rounds import run_in_rounds
+    from utils.models.batch import run_in_rounds
 
     served = resolve_model(f"vllm:served@{fake_llm_env.openai_base_url}",
                            cache=ResponseCache(tmp_path / ".llm_cache"))

@@ -12,7 +12,8 @@ import pytest
 
 from fake_llm_server import FakeLLMServer
 from utils.models.cache import ResponseCache
-from utils.models.openai_models import OpenAICompatibleModel, OpenAIModel
+from utils.models.openai_models import OpenAIModel
+from utils.models.vllm_models import VLLMModel
 from utils.models.request import Completion, Request, Usage, normalise_endpoint
 from utils.models.together_models import TogetherModel
 
@@ -94,8 +95,8 @@ def test_one_name_on_two_servers_asks_the_second(tmp_path):
     cache = ResponseCache(tmp_path / ".llm_cache")
     with FakeLLMServer(responder=lambda req: "first checkpoint") as one, \
             FakeLLMServer(responder=lambda req: "second checkpoint") as two:
-        a = OpenAICompatibleModel(f"llama@{one.openai_base_url}", cache=cache)
-        b = OpenAICompatibleModel(f"llama@{two.openai_base_url}", cache=cache)
+        a = VLLMModel(f"llama@{one.openai_base_url}", cache=cache)
+        b = VLLMModel(f"llama@{two.openai_base_url}", cache=cache)
         assert a.chat("s", user("q")) == "first checkpoint"
         assert b.chat("s", user("q")) == "second checkpoint"
         assert len(two.requests) == 1
@@ -104,7 +105,7 @@ def test_one_name_on_two_servers_asks_the_second(tmp_path):
         assert b.chat("s", user("q")) == "second checkpoint"
         assert (len(one.requests), len(two.requests)) == (1, 1)
         # The same server spelled differently is the same server.
-        spelled = OpenAICompatibleModel(
+        spelled = VLLMModel(
             f"llama@{two.openai_base_url}/", cache=cache)
         assert spelled.endpoint() == b.endpoint()
         assert spelled.chat("s", user("q")) == "second checkpoint"
@@ -133,7 +134,7 @@ def test_together_and_vllm_do_not_share_keys(tmp_path, monkeypatch):
     with FakeLLMServer(responder=lambda req: "answer") as server:
         monkeypatch.setenv("TOGETHER_BASE_URL", server.base_url)
         together = TogetherModel("org/x", cache=cache)
-        vllm = OpenAICompatibleModel(f"org/x@{server.openai_base_url}", cache=cache)
+        vllm = VLLMModel(f"org/x@{server.openai_base_url}", cache=cache)
         together.chat("s", user("q"))
         vllm.chat("s", user("q"))
         assert len(server.requests) == 2
@@ -141,10 +142,10 @@ def test_together_and_vllm_do_not_share_keys(tmp_path, monkeypatch):
 
 
 def test_a_farm_is_keyed_by_its_set_of_urls():
-    a = OpenAICompatibleModel("m@http://h1:8000/v1,http://h2:8000/v1")
-    b = OpenAICompatibleModel("m@http://H2:8000/v1/,http://h1:8000/v1")
+    a = VLLMModel("m@http://h1:8000/v1,http://h2:8000/v1")
+    b = VLLMModel("m@http://H2:8000/v1/,http://h1:8000/v1")
     assert a.endpoint() == b.endpoint() == "http://h1:8000/v1,http://h2:8000/v1"
-    assert a.endpoint() != OpenAICompatibleModel("m@http://h1:8000/v1").endpoint()
+    assert a.endpoint() != VLLMModel("m@http://h1:8000/v1").endpoint()
 
 
 # -- per-process files -----------------------------------------------------------------------

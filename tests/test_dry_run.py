@@ -12,6 +12,7 @@ from cupid_responder import CupidResponder, make_row, two_instance_plans
 from evaluation import run as eval_run
 from fake_llm_server import FakeLLMServer
 from synthesis import run as synth_run
+from utils.models.catalog import priced_models
 from utils.models.tokens import estimate_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +68,7 @@ def test_no_key_needed_and_priced_roles_are_costed(tmp_path, capsys, monkeypatch
                             "--data_dir", str(SAMPLE), "--results_dir", str(tmp_path / "r"),
                             "--rate_limit", "rpm=6")
     evaluator = forecast["roles"]["evaluator"]
-    price_in, price_out = config.PRICES_PER_MTOK["gpt-4o-2024-11-20"]
+    price_in, price_out = priced_models()["gpt-4o-2024-11-20"]
     expected = (evaluator["input_tokens"] * price_in + evaluator["output_tokens"] * price_out) / 1e6
     assert evaluator["cost_usd"] == pytest.approx(expected, rel=1e-4)
     assert evaluator["batch_cost_usd"] == pytest.approx(expected * config.BATCH_DISCOUNT, rel=1e-4)

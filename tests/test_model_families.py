@@ -362,9 +362,9 @@ def test_cache_keeps_truncation_and_reasoning_tokens(tmp_path):
 
 
 def test_served_model_is_checked_against_the_context_its_server_states(fake_server):
-    from utils.models.openai_models import OpenAICompatibleModel
+    from utils.models.vllm_models import VLLMModel
 
-    model = OpenAICompatibleModel(f"fake-model@{fake_server.openai_base_url}", max_tokens=100)
+    model = VLLMModel(f"fake-model@{fake_server.openai_base_url}", max_tokens=100)
     model.generate("", user("short"))  # no stated context: unchecked, sent
     model.max_model_len = 1000  # as check() reads it from vLLM's models list
     with pytest.raises(ContextWindowExceeded, match="at least 1000 prompt tokens \\+ 100 max_tokens"):

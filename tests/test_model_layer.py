@@ -16,12 +16,8 @@ from utils.models.errors import AuthenticationFailed, ModelCallFailed, ModelConf
 from utils.models.registry import resolve_model
 from utils.models.usage import estimate_cost
 from utils.models.hosted import CLIENTS
-from utils.models.openai_models import (
-    OpenAICompatibleModel,
-    OpenAIModel,
-    PrefMatcherModel,
-    prefmatcher_model,
-)
+from utils.models.openai_models import OpenAIModel
+from utils.models.vllm_models import PrefMatcherModel, VLLMModel, prefmatcher_model
 from utils.models.together_models import TogetherModel
 from fake_llm_server import FakeLLMServer, FakeResponse, count_tokens
 
@@ -541,7 +537,7 @@ def test_together_errors(fake_llm_env: FakeLLMServer):
 # ---------------------------------------------------------------------------------------
 def test_vllm_name_at_url_and_guided_decoding(fake_server: FakeLLMServer):
     model = resolve_model(f"vllm:kixlab/prefmatcher-7b@{fake_server.openai_base_url}", role="matcher")
-    assert isinstance(model, OpenAICompatibleModel)
+    assert isinstance(model, VLLMModel)
     assert model.name == "kixlab/prefmatcher-7b"
     assert model.resolved_base_url() == fake_server.openai_base_url
     schema = {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"]}
@@ -562,7 +558,7 @@ def test_vllm_name_at_url_and_guided_decoding(fake_server: FakeLLMServer):
 def test_local_server_prefix_uses_configured_url(fake_server: FakeLLMServer, monkeypatch):
     monkeypatch.setattr(config, "LOCAL_SERVER_BASE_URL", fake_server.openai_base_url + "/")
     model = resolve_model("local-server:my-model")
-    assert isinstance(model, OpenAICompatibleModel)
+    assert isinstance(model, VLLMModel)
     model.check()
     assert model.chat("", user("q")) == "OK"
     assert fake_server.requests[0]["model"] == "my-model"
@@ -572,7 +568,7 @@ def test_local_server_prefix_uses_configured_url(fake_server: FakeLLMServer, mon
 def test_vllm_check_names_unreachable_url():
     with FakeLLMServer() as server:
         dead_url = server.openai_base_url
-    model = OpenAICompatibleModel(f"served-model@{dead_url}")
+    model = VLLMModel(f"served-model@{dead_url}")
     with pytest.raises(ModelConfigurationError) as info:
         model.check()
     assert f"{dead_url}/models" in str(info.value)

@@ -21,16 +21,19 @@ from utils.models.registry import (
     registered_models,
     resolve_model,
 )
-from utils.models.openai_models import OpenAICompatibleModel, OpenAIModel, PrefMatcherModel
+from utils.models.openai_models import OpenAIModel
+from utils.models.vllm_models import PrefMatcherModel, VLLMModel
 from utils.models.together_models import TogetherModel
 
 
 @pytest.fixture
-def scratch_registry(monkeypatch):
+def scratch_registry():
     """Registrations made by a test vanish after it."""
     registry.discover_models()
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    return registry._REGISTRY
+    saved = dict(registry._REGISTRY)
+    yield registry._REGISTRY
+    registry._REGISTRY.clear()
+    registry._REGISTRY.update(saved)
 
 
 # ---------------------------------------------------------------------------------------
@@ -55,8 +58,8 @@ def test_discovery_finds_every_adapter():
     ("anthropic:claude-custom", AnthropicModel, "claude-custom"),
     ("together:Qwen/Qwen2.5-72B-Instruct-Turbo", TogetherModel, "Qwen/Qwen2.5-72B-Instruct-Turbo"),
     ("google:gemini-exp", GoogleModel, "gemini-exp"),
-    ("vllm:Qwen/Qwen2.5-7B-Instruct", OpenAICompatibleModel, "Qwen/Qwen2.5-7B-Instruct"),
-    ("local-server:llama", OpenAICompatibleModel, "llama"),
+    ("vllm:Qwen/Qwen2.5-7B-Instruct", VLLMModel, "Qwen/Qwen2.5-7B-Instruct"),
+    ("local-server:llama", VLLMModel, "llama"),
     # The original README's synthesis command names a Bedrock id.
     ("anthropic.claude-3-5-sonnet-20241022-v2:0", AnthropicModel, "claude-3-5-sonnet-20241022"),
     ("us.anthropic.claude-3-7-sonnet-20250219-v1:0", AnthropicModel, "claude-3-7-sonnet-20250219"),
@@ -70,7 +73,7 @@ def test_name_resolution(spec, cls, name):
 
 def test_prefix_beats_guess_and_registered_beats_guess():
     # "org/name" would be guessed as Together; the prefix and the registry win.
-    assert type(resolve_model(f"vllm:{config.PREFMATCHER_MODEL}")) is OpenAICompatibleModel
+    assert type(resolve_model(f"vllm:{config.PREFMATCHER_MODEL}")) is VLLMModel
     assert type(resolve_model(config.PREFMATCHER_MODEL)) is PrefMatcherModel
     # An unknown prefix is part of the name, not a provider.
     with pytest.raises(UnknownModelError):

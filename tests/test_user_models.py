@@ -41,10 +41,13 @@ USER_MODEL = textwrap.dedent('''
 
 
 @pytest.fixture
-def scratch_registry(monkeypatch):
+def scratch_registry():
     """Registrations made by a test vanish after it."""
     registry.discover_models()
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    saved = dict(registry._REGISTRY)
+    yield
+    registry._REGISTRY.clear()
+    registry._REGISTRY.update(saved)
 
 
 def write_user_model(directory: Path, tag: str) -> Path:

@@ -109,9 +109,7 @@ class RoleForecast:
 
 def batchable(model: Model) -> bool:
     """Whether --batch can send the model's calls through its provider's batch API."""
-    from utils.models.batch import batch_adapter
-
-    return batch_adapter(model) is not None
+    return model.batch_adapter() is not None
 
 
 def parse_limits(specs: Iterable[str]) -> dict:
@@ -206,7 +204,7 @@ def print_forecast(result: dict, header: list[str], notes: list[str], *, as_json
               file=out)
     unpriced = [f"{role} ({v['model']})" for role, v in result["roles"].items() if v["cost_usd"] is None]
     if unpriced:
-        print(f"unpriced: {', '.join(unpriced)}: no price in utils/models/catalog.py (a self-hosted "
+        print(f"unpriced: {', '.join(unpriced)}: no price in its provider's dated table (CATALOG in utils/models/; a self-hosted "
               f"model costs its hardware); the total cost is then unknown", file=out)
     if any(v["time_s"] is None for v in result["roles"].values()):
         print("time: unknown without --rate_limit [MODEL=]tpm=N,rpm=N (a run learns the provider's "

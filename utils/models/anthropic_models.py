@@ -23,11 +23,54 @@ import re
 from typing import Any
 
 from utils.models.adaptations import Adaptation
+from utils.models.batch import Unanswered
+from utils.models.catalog import ModelFacts, dated_table
 from utils.models.hosted import HostedModel, call_sdk_with_headers
+from utils.models.limits import header_family
 from utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
 from utils.models.retry import status_code
-from utils.models.registry import register_provider
+from utils.models.model import register_provider
 from utils.models.request import Completion, Request, Usage
+
+
+# Anthropic's rate-limit headers (https://docs.claude.com/en/api/rate-limits, "Response
+# headers"); their reset times are RFC 3339 dates (limits.parse_duration).
+RATE_LIMIT_HEADERS = header_family(
+    tokens=("anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining",
+            "anthropic-ratelimit-tokens-reset"),
+    requests=("anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining",
+              "anthropic-ratelimit-requests-reset"))
+
+
+# Prices (USD per million tokens, input and output, at the online rate) and context
+# windows (prompt plus output tokens), as the sources said on the table's date
+# (catalog.py looks them up).
+CATALOG = dated_table("anthropic", date="2026-11-23", sources=(
+        "https://docs.claude.com/en/docs/about-claude/models/overview, "
+        "https://docs.claude.com/en/docs/about-claude/pricing and each model's page "
+        "(https://platform.claude.com/docs/en/models/MODEL/overview)"), models={
+    "claude-3-5-sonnet-20241022": ModelFacts(3.00, 15.00, 200_000),
+    "claude-3-5-sonnet-20240620": ModelFacts(3.00, 15.00, 200_000),
+    "claude-3-7-sonnet-20250219": ModelFacts(3.00, 15.00, 200_000),
+    "claude-3-5-haiku-20241022": ModelFacts(0.80, 4.00, 200_000),
+    "claude-sonnet-4-20250514": ModelFacts(3.00, 15.00, 200_000),
+    "claude-sonnet-4-5-20250929": ModelFacts(3.00, 15.00, 200_000),
+    "claude-sonnet-4-5": ModelFacts(3.00, 15.00, 200_000),
+    "claude-opus-4-20250514": ModelFacts(15.00, 75.00, 200_000),
+    "claude-opus-4-1-20250805": ModelFacts(15.00, 75.00, 200_000),
+    "claude-opus-4-1": ModelFacts(15.00, 75.00, 200_000),
+    "claude-opus-4-5-20251101": ModelFacts(5.00, 25.00, 200_000),
+    "claude-opus-4-5": ModelFacts(5.00, 25.00, 200_000),
+    "claude-haiku-4-5-20251001": ModelFacts(1.00, 5.00, 200_000),
+    "claude-haiku-4-5": ModelFacts(1.00, 5.00, 200_000),
+    # Adaptive-thinking models (platform.claude.com/docs/en/models/<model>/overview).
+    "claude-opus-4-6": ModelFacts(5.00, 25.00, 1_000_000),
+    "claude-opus-4-7": ModelFacts(5.00, 25.00, 1_000_000),
+    "claude-sonnet-5": ModelFacts(2.00, 10.00, 1_000_000),
+    "claude-opus-5": ModelFacts(5.00, 25.00, 1_000_000),
+    "claude-opus-5-5": ModelFacts(4.00, 20.00, 1_000_000),
+    "claude-fable-5-1": ModelFacts(10.00, 50.00, 1_000_000),
+})
 
 
 # Models that take extended thinking (``thinking={"type": "enabled", "budget_tokens": N}``):
@@ -73,6 +116,12 @@ class AnthropicModel(HostedModel):
     thinking_temperature = 1  # the integer, as the release sends it
     # The API version under which the messages API accepts `temperature`.
     legacy_api_version = "2023-06-01"
+
+    bare_names = "claude-*"
+
+    @classmethod
+    def name_guess(cls, name: str) -> int:
+        return 2 if name.lower().startswith("claude-") else 0
 
     def takes_thinking(self) -> bool:
         """Manual extended thinking (a budget) is accepted."""
@@ -164,6 +213,9 @@ class AnthropicModel(HostedModel):
             params["timeout"] = request.timeout
         return params
 
+    def batch_adapter(self) -> AnthropicBatch:
+        return AnthropicBatch(self)
+
     def complete(self, request: Request) -> Completion:
         client = self.client()
         try:
@@ -203,3 +255,50 @@ def parse_message(response: Any, model_name: str) -> Completion:
         raw=response,
         truncated=truncated,
     )
+
+
+class AnthropicBatch:
+    """Anthropic's Message Batches API."""
+
+    provider = "anthropic"
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def line(self, custom_id: str, request: Request) -> dict:
+        params = self.model.build_params(request)
+        body = {k: v for k, v in params.items() if k not in ("timeout", "extra_body", "extra_headers")}
+        body.update(params.get("extra_body") or {})
+        return {"custom_id": custom_id, "params": body}
+
+    def submit(self, lines: list[dict]) -> str:
+        client = self.model.client()
+        # The API version under which a request may carry a temperature (see the adapter).
+        headers = {"anthropic-version": self.model.legacy_api_version} \
+            if any("temperature" in line["params"] for line in lines) else None
+        return client.messages.batches.create(requests=lines, extra_headers=headers).id
+
+    def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
+        batch = self.model.client().messages.batches.retrieve(batch_id)
+        c = batch.request_counts
+        done = c.succeeded + c.errored + c.canceled + c.expired
+        return batch.processing_status == "ended", batch.processing_status, done, done + c.processing
+
+    def ended_early(self, status: str) -> bool:  # noqa: ARG002 - each item says it (fetch)
+        return False
+
+    def fetch(self, batch_id: str) -> dict[str, Completion | str]:
+        out: dict[str, Completion | str] = {}
+        for item in self.model.client().messages.batches.results(batch_id):
+            result = item.result
+            if result.type == "succeeded":
+                try:
+                    out[item.custom_id] = parse_message(result.message, self.model.name)
+                except Exception as exc:  # a malformed item fails alone
+                    out[item.custom_id] = f"malformed batch answer: {exc}"
+            elif result.type in ("canceled", "expired"):  # the batch ended before this item
+                out[item.custom_id] = Unanswered(f"it ended with requests {result.type}")
+            else:
+                error = getattr(result, "error", None)
+                out[item.custom_id] = f"{result.type}: {getattr(error, 'error', error)}"
+        return out

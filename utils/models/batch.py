@@ -15,30 +15,52 @@ restarted run polls them instead of submitting their requests again. An item tha
 in its batch is asked online in the next round (the seam's bounded retries), and if that
 fails too the step is recorded failed like any other.
 
-The providers' adapters are in utils/models/batch_adapters.py; models without one (Vertex
-AI, vLLM servers, the embedded model, a user's ``__call__``) answer online.
+A provider's adapter lives beside it (``Model.batch_adapter``: OpenAI's format in
+openai_compatible.py, Together's, Anthropic's and the Gemini API's in their providers'
+files); models without one (Vertex AI, vLLM servers, the embedded model, a user's
+``__call__``) answer online.
+
+``run_in_rounds`` is batch mode's driver for both pipelines: a pass, then a round, until
+no call is pending. A pass runs the pipeline's work with some models' ``batch_runner``
+set; a call that misses the response cache is deferred (``BatchDeferred``) and the work
+waiting for it stops there. A round submits what the pass deferred, waits for the batches
+and puts their answers into the cache, so that the next pass replays them and takes each
+piece of work one call further. The pipelines say what a pass is (evaluation/pipeline.py
+``Evaluation.batch_pass``: every unfinished instance; synthesis/pipeline.py
+``Synthesis.run_batched``: the task graph over the files on disk).
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, Callable, Iterable, Sequence, TextIO
 
 import config
-from utils.models.batch_adapters import Unanswered, batch_adapter
 from utils.models.model import Model
 from utils.models.request import Completion, Request
 from utils.io import atomic_write_json
 
 
+log = logging.getLogger("cupid.batch")
+
+MAX_ROUNDS = 20
+
+
 class BatchDeferred(Exception):
     """Raised by the seam for a call that will be answered by the next batch round.
     Not a ModelError: steps and the pipeline let it pass without recording anything."""
+
+
+class Unanswered(str):
+    """Why a batch item has no answer when its batch ended before answering it (failed,
+    cancelled, expired), as opposed to an item that failed on its own: the runner submits
+    it again."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -152,7 +174,7 @@ class BatchRunner:
     # -- called by the seam ---------------------------------------------------------------
     def defer(self, model: Model, request: Request, key: str | None) -> None:
         """Raise BatchDeferred for a call the next round answers; return to call online."""
-        if self.closed or key is None or key in self._online or batch_adapter(model) is None:
+        if self.closed or key is None or key in self._online or model.batch_adapter() is None:
             return
         with self._lock:
             self._pending[key] = (model, request)
@@ -178,7 +200,7 @@ class BatchRunner:
         opened = []
         for (_, name, _), items in groups.items():
             model = items[0][1]
-            adapter = batch_adapter(model)
+            adapter = model.batch_adapter()
             for chunk in self._chunks([(key, adapter.line(key[:48], request)) for key, _, request in items]):
                 ids = {key[:48]: key for key, _ in chunk}
                 lines = [line for _, line in chunk]
@@ -213,7 +235,7 @@ class BatchRunner:
     def resume(self, models: Iterable[Model]) -> int:
         """Wait for and fetch the batches an earlier, interrupted run submitted; returns
         how many were open."""
-        by_name = {m.name: m for m in models if m is not None and batch_adapter(m) is not None}
+        by_name = {m.name: m for m in models if m is not None and m.batch_adapter() is not None}
         opened = [(entry, by_name[entry["model"]]) for entry in self.state["batches"]
                   if not entry.get("fetched") and entry["model"] in by_name]
         if opened:
@@ -235,7 +257,7 @@ class BatchRunner:
         while waiting:
             still = []
             for entry, model in waiting:
-                adapter = batch_adapter(model)
+                adapter = model.batch_adapter()
                 try:
                     ended, status, done, total = adapter.poll(entry["batch_id"])
                 except Exception as exc:
@@ -317,3 +339,47 @@ class BatchRunner:
             else:
                 batches.append(entry)
             atomic_write_json(self.state_path, self.state)
+
+
+# ---------------------------------------------------------------------------------------
+# The driver: passes and rounds
+# ---------------------------------------------------------------------------------------
+def runner_for(model: Model, state_path: str | Path, flag: str = "--batch") -> BatchRunner | None:
+    """A runner for ``model``'s calls, or None (with the reason logged) when they cannot go
+    through a batch API: the provider has none, or no response cache keeps the answers."""
+    if model.batch_adapter() is None:
+        log.warning("%s: %s has no batch API; its calls are asked online", flag, model.name)
+        return None
+    if model.cache is None:
+        log.warning("%s: %s has no response cache to keep the batches' answers in; its calls "
+                    "are asked online", flag, model.name)
+        return None
+    return BatchRunner(state_path)
+
+
+def run_in_rounds(run_pass: Callable[[], None], runner: BatchRunner, models: Sequence[Model], *,
+                  max_rounds: int = MAX_ROUNDS, finish_online: bool = False) -> int:
+    """Give ``models`` the runner, fetch the batches an interrupted run left, then alternate
+    passes and rounds until a pass defers nothing, or ``max_rounds`` rounds have run. The
+    runner is closed at the end: later calls go online. ``finish_online``: when the rounds
+    ran out, one more pass (online) uses the last round's answers and asks the rest;
+    otherwise the caller's own pass does that. Returns the number of rounds."""
+    for model in models:
+        model.batch_runner = runner
+        if model.batch_adapter() is None:
+            log.warning("batch mode: %s has no batch API; its calls are asked online", model.name)
+    runner.resume(models)
+    finished = False
+    for _ in range(max_rounds):
+        run_pass()
+        if runner.pending == 0:
+            finished = True
+            break
+        runner.run_round()
+    runner.closed = True
+    if not finished:
+        log.warning("batch mode: %d rounds did not finish the work; the rest is asked online",
+                    max_rounds)
+        if finish_online:
+            run_pass()
+    return runner.rounds

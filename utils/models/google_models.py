@@ -17,6 +17,7 @@ import re
 import time
 from typing import Any, Callable
 
+from utils.models.catalog import ModelFacts, dated_table
 from utils.models.model import (
     Completion,
     Model,
@@ -28,9 +29,27 @@ from utils.models.model import (
     Usage,
     register_provider,
 )
+from utils.models.batch import Unanswered
 from utils.models.hosted import CLIENTS, call_sdk, raise_if_unusable
 from utils.models.request import normalise_endpoint
 from utils.redact import register_secret
+
+# Prices (USD per million tokens, input and output, at the online rate) and context
+# windows (prompt plus output tokens), as the sources said on the table's date
+# (catalog.py looks them up).
+_GEMINI_WINDOW = 1_048_576
+CATALOG = dated_table("google", date="2026-11-23", sources=(
+        "https://ai.google.dev/gemini-api/docs/models and "
+        "https://ai.google.dev/gemini-api/docs/pricing (prompts up to 200k tokens)"), models={
+    "gemini-2.0-pro-exp-02-05": ModelFacts(None, None, 2_097_152),  # experimental: unpriced
+    "gemini-2.0-flash-thinking-exp-01-21": ModelFacts(None, None, _GEMINI_WINDOW),
+    "gemini-2.0-flash": ModelFacts(0.10, 0.40, _GEMINI_WINDOW),
+    "gemini-2.0-flash-lite": ModelFacts(0.075, 0.30, _GEMINI_WINDOW),
+    "gemini-2.5-pro": ModelFacts(1.25, 10.00, _GEMINI_WINDOW),
+    "gemini-2.5-flash": ModelFacts(0.30, 2.50, _GEMINI_WINDOW),
+    "gemini-2.5-flash-lite": ModelFacts(0.10, 0.40, _GEMINI_WINDOW),
+})
+
 
 DEFAULT_LOCATION = "us-central1"
 
@@ -150,6 +169,12 @@ class GoogleModel(Model):
     project_env = "GOOGLE_CLOUD_PROJECT"
     location_env = "GOOGLE_CLOUD_LOCATION"
     base_url_env = "GOOGLE_GEMINI_BASE_URL"
+
+    bare_names = "gemini-*"
+
+    @classmethod
+    def name_guess(cls, name: str) -> int:
+        return 2 if name.lower().startswith("gemini-") else 0
 
     def __init__(self, name: str | None = None, *, api_key: str | None = None,
                  project: str | None = None, location: str | None = None,
@@ -301,6 +326,10 @@ class GoogleModel(Model):
     def parse_response(self, response: Any) -> Completion:
         return parse_response(response, self.name)
 
+    def batch_adapter(self) -> GeminiBatch | None:
+        """The Gemini API's batch mode; Vertex AI's (through Cloud Storage) is not used."""
+        return None if self.uses_vertex() else GeminiBatch(self)
+
     def complete(self, request: Request) -> Completion:
         from google.genai import errors
 
@@ -318,3 +347,53 @@ class GoogleModel(Model):
                 raise
             raise mapped from exc
         return self.parse_response(response)
+
+
+class GeminiBatch:
+    """Gemini batch mode with inline requests (``client.batches``), each keyed by metadata."""
+
+    provider = "google"
+    ended_states = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
+                    "JOB_STATE_EXPIRED")
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def line(self, custom_id: str, request: Request) -> dict:
+        params = self.model.build_request(request)
+        config = {k: v for k, v in params["config"].items() if k != "http_options"}
+        return {"contents": params["contents"], "config": config, "metadata": {"key": custom_id}}
+
+    def submit(self, lines: list[dict]) -> str:
+        job = self.model.client().batches.create(model=self.model.name, src=lines)
+        return job.name
+
+    def _state(self, job: Any) -> str:
+        return str(getattr(job.state, "value", job.state))
+
+    def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
+        job = self.model.client().batches.get(name=batch_id)
+        state = self._state(job)
+        responses = (job.dest.inlined_responses if job.dest is not None else None) or []
+        return state in self.ended_states, state, len(responses), len(responses)
+
+    def ended_early(self, status: str) -> bool:
+        return status in self.ended_states and status != "JOB_STATE_SUCCEEDED"
+
+    def fetch(self, batch_id: str) -> dict[str, Completion | str]:
+        job = self.model.client().batches.get(name=batch_id)
+        out: dict[str, Completion | str] = {}
+        for item in (job.dest.inlined_responses if job.dest is not None else None) or []:
+            key = (item.metadata or {}).get("key")
+            if key is None:
+                continue
+            if item.error is not None or item.response is None:
+                out[key] = f"failed in the batch: {item.error}"
+                continue
+            try:
+                out[key] = parse_response(item.response, self.model.name)
+            except Exception as exc:  # a blocked or malformed item fails alone
+                out[key] = f"{type(exc).__name__}: {exc}"
+        if self._state(job) != "JOB_STATE_SUCCEEDED" and not out:
+            out["*"] = Unanswered(f"batch {batch_id} ended {self._state(job)}")
+        return out

@@ -6,8 +6,9 @@ draw from one budget. The limiter keeps three things under their limits:
 
 * requests in flight (a user-set cap; none by default: the executor's threads bound it);
 * tokens per minute and requests per minute, as the provider states them in its answers'
-  rate-limit headers (OpenAI/Together/vLLM ``x-ratelimit-*``, Anthropic
-  ``anthropic-ratelimit-*``), or as the user sets them (``--rate_limit``).
+  rate-limit headers (each provider declares its family: OpenAI/Together/vLLM
+  ``x-ratelimit-*`` in openai_compatible.py, Anthropic ``anthropic-ratelimit-*``), or as the
+  user sets them (``--rate_limit``).
 
 It mirrors the provider's token bucket: each request reserves an estimate of its tokens
 (prompt characters at the endpoint's measured characters per token, plus the mean answer
@@ -33,16 +34,28 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Mapping
 
-# Header names per family: (limit, remaining, reset) for tokens and requests.
-_HEADER_FAMILIES = (
-    {"tokens": ("x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
-     "requests": ("x-ratelimit-limit-requests", "x-ratelimit-remaining-requests",
-                  "x-ratelimit-reset-requests")},
-    {"tokens": ("anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining",
-                "anthropic-ratelimit-tokens-reset"),
-     "requests": ("anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining",
-                  "anthropic-ratelimit-requests-reset")},
-)
+from utils.models.discovery import import_model_modules
+
+
+@dataclass(frozen=True)
+class HeaderFamily:
+    """A provider's rate-limit header names: (limit, remaining, reset) for tokens and for
+    requests. Each provider's module declares its own (``header_family``)."""
+    tokens: tuple[str, str, str]
+    requests: tuple[str, str, str]
+
+
+_HEADER_FAMILIES: list[HeaderFamily] = []
+
+
+def header_family(*, tokens: tuple[str, str, str], requests: tuple[str, str, str]) -> HeaderFamily:
+    """Declare a family of rate-limit headers (a provider's module does, at import)."""
+    family = HeaderFamily(tuple(tokens), tuple(requests))
+    if family not in _HEADER_FAMILIES:
+        _HEADER_FAMILIES.append(family)
+    return family
+
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
 
@@ -104,13 +117,16 @@ class StatedLimit:
 
 
 def stated_limits(headers: Mapping[str, str] | None) -> dict[str, StatedLimit]:
-    """{"tokens": ..., "requests": ...} from an answer's rate-limit headers (either family)."""
+    """{"tokens": ..., "requests": ...} from an answer's rate-limit headers (any provider's
+    family)."""
     if not headers:
         return {}
+    import_model_modules()
     lowered = {str(k).lower(): v for k, v in dict(headers).items()}
     out: dict[str, StatedLimit] = {}
     for family in _HEADER_FAMILIES:
-        for kind, (limit_h, remaining_h, reset_h) in family.items():
+        for kind, (limit_h, remaining_h, reset_h) in (("tokens", family.tokens),
+                                                      ("requests", family.requests)):
             if kind in out or limit_h not in lowered or remaining_h not in lowered:
                 continue
             try:

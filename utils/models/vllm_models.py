@@ -1,0 +1,229 @@
+"""Models served by an OpenAI-compatible server (vLLM, llama.cpp's server, a proxy), addressed
+as ``vllm:NAME`` / ``local-server:NAME`` (optionally ``NAME@http://host:port/v1``), and
+PrefMatcher-7B (``kixlab/prefmatcher-7b``, config.PREFMATCHER_MODEL) on its vLLM server: small
+subclasses of the OpenAI-compatible base (openai_compatible.py) that check the server before
+any work and read the context it states.
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable
+
+import config
+from utils.models.cache import ResponseCache
+from utils.models.errors import ModelConfigurationError
+from utils.models.model import register_model, register_provider
+from utils.models.openai_compatible import OpenAICompatibleModel, chat_messages
+from utils.models.request import Request, normalise_endpoint
+
+log = logging.getLogger("cupid.models")
+
+
+def split_name_and_url(spec: str | None) -> tuple[str | None, str | None]:
+    """``NAME@http://host:port/v1`` -> (NAME, URL) (URL may list several, comma-separated);
+    any other spec -> (spec, None)."""
+    if spec:
+        name, sep, url = spec.rpartition("@")
+        if sep and name and url.startswith(("http://", "https://")):
+            return name, url
+    return spec, None
+
+
+@register_provider("local-server")
+@register_provider("vllm")
+class VLLMModel(OpenAICompatibleModel):
+    """A model served by an OpenAI-compatible server such as ``vllm serve``.
+
+    The base URL comes from ``NAME@URL`` in the model spec, else ``base_url=``, else
+    config.LOCAL_SERVER_BASE_URL (env CUPID_LOCAL_SERVER_URL); the API key from
+    config.LOCAL_SERVER_API_KEY. A JSON schema constrains decoding through the
+    ``response_format={"type": "json_schema", ...}`` field, which current vLLM accepts
+    (its older ``guided_json`` extra field was removed in vLLM 0.12).
+
+    A server farm: ``NAME@URL1,URL2,...`` (or ``base_url="URL1,URL2"``) sends each request
+    to the next URL in turn; the farm shares one rate limiter.
+    """
+
+    provider = "vllm"
+    supports_json_schema = True
+    url_env = "CUPID_LOCAL_SERVER_URL"
+    key_env = "CUPID_LOCAL_SERVER_API_KEY"
+    check_timeout = 5.0
+    # The context the server states (check() reads it): prompt + max_tokens must fit.
+    max_model_len: int | None = None
+
+    def __init__(self, name: str | None = None, *, base_url: str | None = None,
+                 api_key: str | None = None, temperature: float | None = 0.0,
+                 max_tokens: int | None = None, timeout: float | None = None,
+                 max_retries: int | None = None, cache: ResponseCache | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        # A served model gets a "system" message and max_tokens, as the release's vLLM route
+        # (PrefMatcher) sent them.
+        name, url = split_name_and_url(name)
+        url = url or base_url
+        self._farm = [u.strip().rstrip("/") for u in url.split(",") if u.strip()] if url else []
+        self._turn = itertools.count()
+        super().__init__(name, base_url=self._farm[0] if self._farm else None, api_key=api_key,
+                         temperature=temperature, max_tokens=max_tokens, timeout=timeout,
+                         max_retries=max_retries, cache=cache, sleep=sleep)
+
+    def default_base_url(self) -> str:
+        return config.LOCAL_SERVER_BASE_URL
+
+    def resolved_base_url(self) -> str:
+        if len(self._farm) > 1:  # round-robin; itertools.count is atomic under the GIL
+            return self._farm[next(self._turn) % len(self._farm)]
+        return (self._base_url or self.default_base_url()).rstrip("/")
+
+    def base_urls(self) -> list[str]:
+        return list(self._farm) if len(self._farm) > 1 else [self.resolved_base_url()]
+
+    def endpoint(self) -> str | None:
+        return normalise_endpoint(",".join(self.base_urls()))
+
+    def limiter_key(self) -> tuple:
+        from utils.models.limits import endpoint_key
+
+        return endpoint_key(self.provider, ",".join(self.base_urls()), self.resolved_api_key())
+
+    def resolved_api_key(self) -> str:
+        return self._api_key or config.LOCAL_SERVER_API_KEY or "EMPTY"
+
+    # A served model takes the plain parameters whatever its name; what the server refuses
+    # is its own (a context-length 400 is classified in retry.py).
+    def context_window(self) -> int | None:
+        """The context the server states (``check()`` reads it), whatever the name."""
+        return self.max_model_len
+
+    def build_params(self, request: Request) -> dict:
+        params = super().build_params(request)
+        if request.json_schema is not None:
+            params["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": request.json_schema},
+            }
+        return params
+
+    def probe(self) -> None:
+        """check() already asked the server for its models."""
+
+    def check(self) -> None:
+        """GET {base}/models on every server: each must be up and serve this model before
+        any work starts. Sets ``max_model_len`` to the smallest context the servers state
+        (vLLM lists it with each model), or None when none states one."""
+        lengths = [self._check_server(base_url) for base_url in self.base_urls()]
+        stated = [n for n in lengths if n is not None]
+        self.max_model_len = min(stated) if stated else None
+        if not stated:
+            log.info("%s: the server at %s does not state its context length; the run's "
+                     "requests are not checked against it", self.name, ", ".join(self.base_urls()))
+
+    def _check_server(self, base_url: str) -> int | None:
+        """The server's models list: raise ModelConfigurationError when it cannot be read or
+        does not list this model; return the model's ``max_model_len`` when stated."""
+        url = f"{base_url}/models"
+        http_request = urllib.request.Request(
+            url, headers={"Authorization": f"Bearer {self.resolved_api_key()}"})
+        hint = (f"start the server, or point {self.url_env} (or the NAME@URL form of the "
+                f"model name) at it")
+        try:
+            with urllib.request.urlopen(http_request, timeout=self.check_timeout) as response:
+                body = response.read()
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                raise ModelConfigurationError(
+                    f"{self.name}: the server at {url} refused the API key (HTTP {exc.code}); "
+                    f"set {self.key_env}") from exc
+            raise ModelConfigurationError(
+                f"{self.name}: {url} answered HTTP {exc.code}; is this an OpenAI-compatible "
+                f"server? {hint}") from exc
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ModelConfigurationError(
+                f"{self.name}: cannot reach the OpenAI-compatible server at {url} ({reason}); "
+                f"{hint}") from exc
+        try:
+            listing = json.loads(body)
+        except ValueError as exc:
+            raise ModelConfigurationError(
+                f"{self.name}: {url} did not answer with JSON; is this an OpenAI-compatible "
+                f"server? {hint}") from exc
+        served = served_models(listing)
+        if not served:  # a proxy that lists nothing: the chat route will say
+            return None
+        if self.name not in served:
+            first = sorted(served)[0]
+            ask = (f"set CUPID_PREFMATCHER_MODEL={first}" if self.name == config.PREFMATCHER_MODEL
+                   else f"ask for {self.provider}:{first}@{base_url}")
+            raise ModelConfigurationError(
+                f"{self.name}: the server at {base_url} serves {', '.join(sorted(served))}, not "
+                f"{self.name}; {ask}, or serve this name (vLLM: --served-model-name "
+                f"{self.name}; llama.cpp: --alias {self.name})")
+        return served[self.name]
+
+    def count_prompt_tokens(self, system_prompt: str, user_prompt: str) -> int | None:
+        """The prompt's tokens as the server counts them, chat template included, through
+        vLLM's ``POST /tokenize`` (beside ``/v1``); None when the server has no such route
+        or does not answer."""
+        root = self.base_urls()[0]
+        root = root[: -len("/v1")] if root.endswith("/v1") else root
+        messages = chat_messages(Request(system_prompt=system_prompt,
+                                         messages=[{"role": "user", "content": user_prompt}]),
+                                 self.system_role)
+        http_request = urllib.request.Request(
+            f"{root}/tokenize", data=json.dumps({"model": self.name, "messages": messages}).encode(),
+            headers={"Authorization": f"Bearer {self.resolved_api_key()}",
+                     "Content-Type": "application/json"}, method="POST")
+        try:
+            with urllib.request.urlopen(http_request, timeout=self.check_timeout) as response:
+                count = json.loads(response.read()).get("count")
+        except (urllib.error.URLError, OSError, ValueError, AttributeError):
+            return None
+        return count if isinstance(count, int) and count >= 0 else None
+
+
+def served_models(listing: Any) -> dict[str, int | None]:
+    """{model id: its context length, or None} from an OpenAI-format models list. vLLM
+    states ``max_model_len`` with each model; OpenAI, llama.cpp's servers and most proxies
+    state none."""
+    entries = listing.get("data") if isinstance(listing, dict) else listing
+    served: dict[str, int | None] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            length = entry.get("max_model_len")
+            served[entry["id"]] = length if isinstance(length, int) and length > 0 else None
+    return served
+
+
+@register_model
+class PrefMatcherModel(VLLMModel):
+    """PrefMatcher-7B served by vLLM (evaluation/serve_prefmatcher.sh).
+
+    Name and URL come from config.PREFMATCHER_MODEL / config.PREFMATCHER_BASE_URL
+    (env CUPID_PREFMATCHER_MODEL / CUPID_PREFMATCHER_URL).
+    """
+
+    model_name = config.PREFMATCHER_MODEL
+    provider = "prefmatcher"
+    url_env = "CUPID_PREFMATCHER_URL"
+
+    def __init__(self, name: str | None = None, **params: Any) -> None:
+        accepted = inspect.signature(VLLMModel.__init__).parameters
+        super().__init__(name or config.PREFMATCHER_MODEL,
+                         **{k: v for k, v in params.items() if k in accepted})
+
+    def default_base_url(self) -> str:
+        return config.PREFMATCHER_BASE_URL
+
+
+def prefmatcher_model(**params: Any) -> PrefMatcherModel:
+    """The PrefMatcher model with the matcher role's parameters (temperature 0)."""
+    merged = dict(config.ROLE_PARAMS.get("matcher", {}))
+    merged.update(params)
+    return PrefMatcherModel(**merged)
