@@ -23,11 +23,16 @@ from utils.models.asking import NoUsableAnswer, ask_until_usable
 from utils.models.errors import ModelCallFailed
 from utils.models.model import Model
 from synthesis.generation import GenerationFailed
-from synthesis.parameters import STAGE_PARAMS, USER_SIMULATOR_TRIES
 from utils.prompts import load_prompt
 
 USER_PROMPT = "synthesis/user_simulator"
 ASSISTANT_PROMPT = "synthesis/assistant_simulator"
+# As the release sends them (interaction_simulator.py's constructors).
+USER_SIMULATOR_PARAMS = {"temperature": 0.3, "max_tokens": 8192}
+ASSISTANT_SIMULATOR_PARAMS = {"temperature": 0.7, "max_tokens": 2048}
+# A user simulator's answer that cannot be parsed is asked again this many times in all
+# (UserSimulator.N_RETRIES), with the same request.
+USER_SIMULATOR_TRIES = 3
 
 CONTINUE_HEADER = "#### Continue or End?"
 ITEMS_HEADER = "#### Selected Checklist Items"
@@ -94,7 +99,7 @@ def ask_user_simulator(model: Model, system: str, chat: list[dict], first_varian
     try:
         answer = ask_until_usable(model, system, chat, parse_user_turn, tries=USER_SIMULATOR_TRIES,
                                   invalid=(InvalidUserTurn,), first_variant=first_variant, strip=True,
-                                  answer_grammar=USER_SIMULATOR_GRAMMAR, **STAGE_PARAMS["user_simulator"])
+                                  answer_grammar=USER_SIMULATOR_GRAMMAR, **USER_SIMULATOR_PARAMS)
     except NoUsableAnswer as exc:
         if exc.call_failed is not None:
             raise exc.call_failed from None
@@ -115,7 +120,7 @@ def assistant_reply(model: Model, chat: list[dict], max_attempts: int, first_var
     try:
         return ask_until_usable(model, system, chat, _nonempty, tries=max_attempts,
                                 first_variant=first_variant, strip=True,
-                                **STAGE_PARAMS["assistant_simulator"]).value
+                                **ASSISTANT_SIMULATOR_PARAMS).value
     except NoUsableAnswer as exc:
         if exc.call_failed is not None:
             raise exc.call_failed from None

@@ -20,7 +20,6 @@ from synthesis.dialogues import assistant_reply, ask_user_simulator, opening_tur
 from synthesis.factors import generate_factors
 from synthesis.journey import FINAL, make_journey
 from synthesis.outputs import OutputDir
-from synthesis.parameters import STAGE_PARAMS
 from synthesis.sessions import generate_sessions
 from synthesis.settings import SettingsError, SynthesisConfig, stage_models
 from synthesis.taxonomy import load_occupations, load_taxonomy
@@ -94,8 +93,7 @@ def forecast(cfg: SynthesisConfig) -> dict[str, RoleForecast]:
     todo = [p for p in personas if not p.get("description")]
     for batch in persona_stage.description_batches(todo, cfg.persona_batch_size, {}):
         request = render(lambda: persona_stage.describe_personas(
-            render_only["synthesizer"], batch, taxonomy, max_attempts=1,
-            params=STAGE_PARAMS["persona_generator"]))
+            render_only["synthesizer"], batch, taxonomy, max_attempts=1))
         roles["synthesizer"].add_request("descriptions", request, DESCRIPTION_TOKENS * len(batch))
 
     for persona in personas:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from utils.models.asking import NoUsableAnswer, ask_until_usable
 from utils.models.model import Model
-from synthesis.parsing import InvalidGeneration
+from synthesis.answers import InvalidGeneration
 from utils.prompts import load_prompt
 
 # The message after an invalid answer; its ``{reason}`` is filled by the re-ask loop.

@@ -10,13 +10,14 @@ import hashlib
 import json
 import logging
 import random
+import re
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from synthesis.answers import (TEXT, InvalidGeneration, as_list, exactly, json_object, mapping,
+                               parse_json, text_field)
 from synthesis.generation import generate_validated
-from synthesis.schemas import persona_batch_schema
 from synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy
-from synthesis.validate import validate_persona_batch
 from utils.prompts import load_prompt
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,12 @@ PERSONAHUB_FIELD = "input persona"
 SEED_FIELDS = (PERSONAHUB_FIELD, "persona", "description", "seed", "text")
 BUNDLED = "bundled"
 PROMPT = "synthesis/persona_generator"
+# As the release sends them (persona_generator.py's constructor).
+PARAMS = {"temperature": 0.7, "max_tokens": 4096}
+# Persona templates described per request (PersonaGenerator's batch_size).
+BATCH_SIZE = 4
+# The release seeds its template sampler with 42 (PersonaTemplateSampler.__call__).
+SEED = 42
 
 
 class SeedSourceError(RuntimeError):
@@ -230,7 +237,7 @@ def description_batches(todo: list[dict], size: int,
 
 def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, max_attempts: int,
                       first_variant: int = 0, previous: tuple[str, str] | None = None,
-                      params: dict | None = None):
+                      params: dict | None = PARAMS):
     """One batch: Figure 13 → a validated description per template, in order.
     Returns a ``Generated`` whose value is the list of {description, occupation}."""
     system, user = load_prompt(PROMPT).render(
@@ -240,3 +247,42 @@ def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, m
                               max_attempts=max_attempts, first_variant=first_variant,
                               previous=previous, json_schema=persona_batch_schema(len(templates)),
                               params=params)
+
+
+# Figure 13 asks for a six-sentence description: six sentence ends or more (., ! or ?
+# followed by a space, or at the end), on one line. The bound is loose on purpose ("Dr. Ruiz"
+# counts as an end, "3.5" does not), so that a capable model under guided decoding is barely
+# held back while a small one cannot stop after its first sentence. A sentence holds at most
+# 400 characters: a converter reads nothing of a patterned string but its pattern, and
+# without that bound SmolLM2 wrote one sentence until max_tokens, for minutes. Quotes and
+# backslashes are left out because converters differ on whether a pattern applies to the
+# JSON text or to the decoded string. (The validator, for unconstrained models, asks for
+# three sentences or more.)
+_PLAIN = r'[^.!?"\\\x00-\x1f]'
+_SENTENCE = rf'({_PLAIN}|[.!?]{_PLAIN.replace("[^", "[^ ")}){{1,400}}[.!?]'
+SIX_SENTENCES = rf'^({_SENTENCE} ){{5,}}{_SENTENCE}$'
+
+
+def persona_batch_schema(n_personas: int) -> dict:
+    """Figure 13: one {description, occupation} per persona template, in order."""
+    persona = json_object({"description": {"type": "string", "pattern": SIX_SENTENCES},
+                       "occupation": TEXT})
+    return json_object({"personas": exactly(n_personas, persona)})
+
+
+def validate_persona_batch(raw: str, n_expected: int) -> list[dict]:
+    items = as_list(parse_json(raw), "personas", ("personas", "persona_descriptions"))
+    if len(items) != n_expected:
+        raise InvalidGeneration(f"expected {n_expected} persona descriptions, got {len(items)}")
+    out = []
+    for i, item in enumerate(items, start=1):
+        where = f"persona {i}"
+        item = mapping(item, where)
+        description = text_field(item, "description", where)
+        occupation = text_field(item, "occupation", where)
+        sentences = [s for s in re.split(r"(?<=[.!?])\s+", description) if s.strip()]
+        if len(sentences) < 3:
+            raise InvalidGeneration(f"{where}: the description should have six sentences, "
+                                    f"got {len(sentences)}")
+        out.append({"description": description, "occupation": occupation})
+    return out

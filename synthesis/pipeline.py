@@ -32,7 +32,6 @@ from synthesis.factors import generate_factors
 from synthesis.generation import GenerationFailed, Generated
 from synthesis.instances import INSTANCE_TYPES, build_instances
 from synthesis.journey import FINAL, check_journey, make_journey
-from synthesis.parameters import STAGE_PARAMS
 from synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner
 from synthesis.sessions import generate_sessions
 from synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
@@ -188,8 +187,7 @@ class Synthesis(OutputDir):
         try:
             generated = persona_stage.describe_personas(
                 self.models["synthesizer"], batch, self.taxonomy, max_attempts=self.cfg.max_attempts,
-                first_variant=first_variant, previous=previous,
-                params=STAGE_PARAMS["persona_generator"])
+                first_variant=first_variant, previous=previous)
         except GenerationFailed as exc:
             for persona in batch:
                 self.failure_log.record(Failure(persona["persona_id"], "descriptions", exc.reason, exc.attempts,
