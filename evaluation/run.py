@@ -35,7 +35,7 @@ from evaluation.steps import PROMPTS, prompt_version
 from evaluation.stopping import exit_now, stop_workers, worker_threads
 from evaluation.store import BATCHES, CorruptRunFile, RunConflictError, RunStore, now, run_dir_for
 from evaluation.sweep import ProgressLog, ShardedInstances, parse_shard, print_sweep_table, sweep_runs
-from utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
+from utils.benchmark.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from utils.executor import iter_with_progress
 from utils.io import StorageError, clean_orphan_tmp
 from utils.models.batch import BatchRunner

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from evaluation.formatting import approx_tokens, format_session_log, relevant_positions
-from utils.dataset import Instance, safe_name
+from evaluation.prompt_layouts import approx_tokens, format_session_log, relevant_positions
+from utils.benchmark.dataset import Instance, safe_name
 from utils.io import StorageError, atomic_write_json, read_json
 from utils.redact import redact
 

@@ -23,7 +23,7 @@ from synthesis.outputs import OutputDir
 from synthesis.sessions import generate_sessions
 from synthesis.settings import SettingsError, SynthesisConfig, stage_models
 from synthesis.taxonomy import load_occupations, load_taxonomy
-from utils.decomposer import decompose
+from utils.benchmark.decomposer import decompose
 from utils.dry_run import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
                            print_forecast, render, summary)
 from utils.io import read_json

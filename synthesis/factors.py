@@ -7,8 +7,9 @@ import re
 from typing import Any
 
 from utils.models.model import Model
-from synthesis.answers import (TEXT, InvalidGeneration, as_list, exactly, find_factor, json_object,
-                               mapping, normalize, one_of, parse_yaml, same_text, text_field)
+from synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, normalize, one_of,
+                                 same_text, text_field)
+from utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
 from synthesis.generation import Generated, generate_validated
 from synthesis.taxonomy import Taxonomy, canonical_type
 from utils.prompts import load_prompt
@@ -61,12 +62,12 @@ def _task_types(value: Any, taxonomy: Taxonomy, where: str) -> list[str]:
     if isinstance(value, str):
         value = [v for v in re.split(r"[,;\n]", value) if v.strip()]
     if not isinstance(value, list) or not value:
-        raise InvalidGeneration(f"{where}: 'task_types' must be a non-empty list")
+        raise ParseError(f"{where}: 'task_types' must be a non-empty list")
     out = []
     for entry in value:
         task = canonical_type(entry, taxonomy.task_types)
         if task is None:
-            raise InvalidGeneration(f"{where}: task type {entry!r} is not in the list "
+            raise ParseError(f"{where}: task type {entry!r} is not in the list "
                                     f"({', '.join(taxonomy.task_types)})")
         if task not in out:
             out.append(task)
@@ -78,18 +79,18 @@ def validate_factors(raw: str, n_factors: int, taxonomy: Taxonomy) -> dict:
     last two are a mutual contrastive pair and whose others relate to nothing."""
     items = as_list(parse_yaml(raw), "context factors", ("context_factors", "factors"))
     if len(items) != n_factors:
-        raise InvalidGeneration(f"expected {n_factors} context factors, got {len(items)}")
+        raise ParseError(f"expected {n_factors} context factors, got {len(items)}")
     factors, warnings = [], []
     for i, item in enumerate(items, start=1):
         where = f"context factor {i}"
         item = mapping(item, where)
         factor_type = canonical_type(item.get("factor_type"), taxonomy.factor_types)
         if factor_type is None:
-            raise InvalidGeneration(f"{where}: factor_type {item.get('factor_type')!r} is not "
+            raise ParseError(f"{where}: factor_type {item.get('factor_type')!r} is not "
                                     f"one of {', '.join(taxonomy.factor_types)}")
         preference_type = canonical_type(item.get("preference_type"), taxonomy.all_preference_types)
         if preference_type is None:
-            raise InvalidGeneration(f"{where}: preference_type {item.get('preference_type')!r} "
+            raise ParseError(f"{where}: preference_type {item.get('preference_type')!r} "
                                     f"is not one of {', '.join(taxonomy.all_preference_types)}")
         related = item.get("related_factor")
         related = "N/A" if related is None or str(related).strip().lower() in NONE_VALUES \
@@ -108,25 +109,25 @@ def validate_factors(raw: str, n_factors: int, taxonomy: Taxonomy) -> dict:
         })
     names = [normalize(f["context_factor"]) for f in factors]
     if len(set(names)) != len(names):
-        raise InvalidGeneration("context factor names must be unique")
+        raise ParseError("context factor names must be unique")
 
     # Exactly one mutual contrastive pair, and it is the last two factors.
     first, second = factors[-2], factors[-1]
     for this, other in ((first, second), (second, first)):
         if this["related_factor"] == "N/A" or find_factor(this["related_factor"], [other]) is None:
-            raise InvalidGeneration(
+            raise ParseError(
                 f"the last two factors must be a contrastive pair: the related_factor of "
                 f"{this['context_factor']!r} must be {other['context_factor']!r}, got "
                 f"{this['related_factor']!r}")
         this["related_factor"] = other["context_factor"]
     for factor in factors[:-2]:
         if factor["related_factor"] != "N/A":
-            raise InvalidGeneration(
+            raise ParseError(
                 f"only the last two factors form a contrastive pair; "
                 f"{factor['context_factor']!r} has related_factor {factor['related_factor']!r} "
                 f"(write N/A)")
     if same_text(first["contextual_preference"], second["contextual_preference"]):
-        raise InvalidGeneration("the preferences of the contrastive pair must contradict "
+        raise ParseError("the preferences of the contrastive pair must contradict "
                                 "each other, they are the same")
     if first["factor_type"] != second["factor_type"]:
         warnings.append(f"the contrastive pair has different factor types "

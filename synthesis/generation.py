@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from utils.models.asking import NoUsableAnswer, ask_until_usable
 from utils.models.model import Model
-from synthesis.answers import InvalidGeneration
+from utils.benchmark.answers.reading import ParseError
 from utils.prompts import load_prompt
 
 # The message after an invalid answer; its ``{reason}`` is filled by the re-ask loop.
@@ -39,7 +39,7 @@ def generate_validated(model: Model, system: str, user: str, validate: Callable[
                        max_attempts: int, first_variant: int = 0,
                        previous: tuple[str, str] | None = None,
                        json_schema: dict | None = None, params: dict | None = None) -> Generated:
-    """``validate(raw)`` returns the parsed value or raises InvalidGeneration.
+    """``validate(raw)`` returns the parsed value or raises ParseError.
 
     ``json_schema`` describes the expected document to models that can constrain their
     decoding (the embedded model, vLLM); the others ignore it and answer as the prompt
@@ -49,7 +49,7 @@ def generate_validated(model: Model, system: str, user: str, validate: Callable[
     attempts of an earlier run that failed, instead of replaying them from the cache."""
     try:
         answer = ask_until_usable(model, system, [{"role": "user", "content": user}], validate,
-                                  tries=max_attempts, invalid=(InvalidGeneration,),
+                                  tries=max_attempts, invalid=(ParseError,),
                                   first_variant=first_variant, show_invalid=load_prompt(FEEDBACK_PROMPT).user_prompt,
                                   previous=previous, json_schema=json_schema, **(params or {}))
     except NoUsableAnswer as exc:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from utils.dataset import Instance, INSTANCE_TYPES, make_instance_id, parse_instance
+from utils.benchmark.dataset import Instance, INSTANCE_TYPES, make_instance_id, parse_instance
 from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER
 
 

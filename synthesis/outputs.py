@@ -22,7 +22,7 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from utils.dataset import make_instance_id
+from utils.benchmark.dataset import make_instance_id
 from utils.io import atomic_write_json, read_json
 
 log = logging.getLogger("synthesis.pipeline")

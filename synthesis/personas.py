@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from synthesis.answers import (TEXT, InvalidGeneration, as_list, exactly, json_object, mapping,
-                               parse_json, text_field)
+from synthesis.documents import TEXT, exactly, json_object, mapping, text_field
+from utils.benchmark.answers.reading import ParseError, as_list, parse_json
 from synthesis.generation import generate_validated
 from synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy
 from utils.prompts import load_prompt
@@ -273,7 +273,7 @@ def persona_batch_schema(n_personas: int) -> dict:
 def validate_persona_batch(raw: str, n_expected: int) -> list[dict]:
     items = as_list(parse_json(raw), "personas", ("personas", "persona_descriptions"))
     if len(items) != n_expected:
-        raise InvalidGeneration(f"expected {n_expected} persona descriptions, got {len(items)}")
+        raise ParseError(f"expected {n_expected} persona descriptions, got {len(items)}")
     out = []
     for i, item in enumerate(items, start=1):
         where = f"persona {i}"
@@ -282,7 +282,7 @@ def validate_persona_batch(raw: str, n_expected: int) -> list[dict]:
         occupation = text_field(item, "occupation", where)
         sentences = [s for s in re.split(r"(?<=[.!?])\s+", description) if s.strip()]
         if len(sentences) < 3:
-            raise InvalidGeneration(f"{where}: the description should have six sentences, "
+            raise ParseError(f"{where}: the description should have six sentences, "
                                     f"got {len(sentences)}")
         out.append({"description": description, "occupation": occupation})
     return out

@@ -275,8 +275,8 @@ class Synthesis(OutputDir):
                 self._submit("checklists", self.task_checklist, state, preference)
 
     def task_checklist(self, state: "PersonaState", preference: str) -> None:
-        from utils.decomposer import decompose_preference
-        from utils.steps import StepFailed
+        from utils.benchmark.decomposer import decompose_preference
+        from utils.benchmark.step_runner import StepFailed
 
         pid = state.persona["persona_id"]
         if self.failure_log.has(pid):

@@ -7,8 +7,9 @@ from typing import Any
 import yaml
 
 from utils.models.model import Model
-from synthesis.answers import (TEXT, InvalidGeneration, as_list, exactly, find_factor, json_object,
-                               mapping, one_of, parse_yaml, same_text, text_field)
+from synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, one_of, same_text,
+                                 text_field)
+from utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
 from synthesis.factors import PREFERENCE
 from synthesis.generation import Generated, generate_validated
 from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure
@@ -88,7 +89,7 @@ def fill_resource(request: str, resource: Any) -> tuple[str, list[str]]:
     text = _resource_text(resource)
     if RESOURCE_PLACEHOLDER in request:
         if not text:
-            raise InvalidGeneration("the request holds [resource] but the resource is empty")
+            raise ParseError("the request holds [resource] but the resource is empty")
         return request.replace(RESOURCE_PLACEHOLDER, resource if isinstance(resource, str) else text), warnings
     if text:
         warnings.append("a resource was given without a [resource] placeholder; left out")
@@ -104,7 +105,7 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
     items = as_list(parse_yaml(raw), "scenarios", ("scenarios", "sessions", "user_journey", "journey"))
     n = journey.n_sessions
     if len(items) != n:
-        raise InvalidGeneration(f"expected {n} scenarios, got {len(items)}")
+        raise ParseError(f"expected {n} scenarios, got {len(items)}")
     pair = [find_factor(journey.main_factor, factors), find_factor(journey.contrastive_factor, factors)]
     if None in pair:
         raise ValueError("the journey's factors are not in the factor list")  # our bug, not the model's
@@ -114,18 +115,18 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
         where = f"scenario {i}"
         item = mapping(item, where)
         if "id" in item and str(item["id"]).strip() != str(i):
-            raise InvalidGeneration(f"{where}: scenarios must be numbered 1 to {n} in order, "
+            raise ParseError(f"{where}: scenarios must be numbered 1 to {n} in order, "
                                     f"got id {item['id']!r}")
         task_type = canonical_type(item.get("task_type"), taxonomy.task_types)
         if task_type is None:
-            raise InvalidGeneration(f"{where}: task_type {item.get('task_type')!r} is not one of "
+            raise ParseError(f"{where}: task_type {item.get('task_type')!r} is not one of "
                                     f"{', '.join(taxonomy.task_types)}")
         factor_name = text_field(item, "context_factor", where)
         request_with_factor = text_field(item, "request_with_factor", where)
         raw_request = item["request_with_factor"]
         factor = find_factor(factor_name, factors)
         if factor is None:
-            raise InvalidGeneration(f"{where}: context factor {factor_name!r} is not in the list "
+            raise ParseError(f"{where}: context factor {factor_name!r} is not in the list "
                                     f"of context factors")
         parsed.append({
             "index": i,
@@ -145,7 +146,7 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
     # Which of the pair the model made A: the factor of the first A session.
     first_a = parsed[journey.positions(A)[0] - 1]["factor"]
     if first_a not in pair:
-        raise InvalidGeneration(
+        raise ParseError(
             f"scenario {journey.positions(A)[0]} must use context factor A, one of "
             f"{pair[0]['context_factor']!r} or {pair[1]['context_factor']!r}; got "
             f"{first_a['context_factor']!r}")
@@ -159,29 +160,29 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
         role, factor = session["role"], session["factor"]
         if role == OTHER:
             if factor is factor_a or factor is factor_b:
-                raise InvalidGeneration(
+                raise ParseError(
                     f"{where}: must use a context factor other than "
                     f"{factor_a['context_factor']!r} and {factor_b['context_factor']!r}, which "
                     f"appear only where the journey structure says")
         elif factor is not wanted[role]:
             label = "A" if wanted[role] is factor_a else "B"
-            raise InvalidGeneration(
+            raise ParseError(
                 f"{where}: must use context factor {label} ({wanted[role]['context_factor']!r}), "
                 f"got {factor['context_factor']!r}")
         preference = session["contextual_preference"]
         if role in (A_CHANGED, FINAL):
             if same_text(preference, factor_a["contextual_preference"]):
-                raise InvalidGeneration(f"{where}: preference A' must differ from (contradict) "
+                raise ParseError(f"{where}: preference A' must differ from (contradict) "
                                         f"the original preference A")
             if changed_preference is None:
                 changed_preference = preference
             elif not same_text(preference, changed_preference):
-                raise InvalidGeneration(f"{where}: the changed preference A' must be the same in "
+                raise ParseError(f"{where}: the changed preference A' must be the same in "
                                         f"every A' scenario and the final scenario")
             session["contextual_preference"] = changed_preference
         else:
             if not same_text(preference, factor["contextual_preference"]):
-                raise InvalidGeneration(
+                raise ParseError(
                     f"{where}: the preference must be the one listed for "
                     f"{factor['context_factor']!r}: {factor['contextual_preference']!r}")
             session["contextual_preference"] = factor["contextual_preference"]

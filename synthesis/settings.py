@@ -11,7 +11,7 @@ from utils.models.model import Model
 from utils.models.registry import resolve_model
 from synthesis.journey import MIN_SESSIONS
 from synthesis.personas import BATCH_SIZE as PERSONA_BATCH_SIZE, SEED
-from utils import decomposer
+from utils.benchmark import decomposer
 from utils.io import atomic_write_json, read_json
 
 # Settings that shape the data: a rerun into the same directory must use the same ones.

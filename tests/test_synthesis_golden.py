@@ -21,7 +21,7 @@ from synthesis.dialogues import simulate_dialogue
 from synthesis.factors import generate_factors
 from synthesis.journey import make_journey
 from synthesis.personas import PARAMS as PERSONA_PARAMS, SEED
-from utils.decomposer import PARAMS as DECOMPOSER_PARAMS
+from utils.benchmark.decomposer import PARAMS as DECOMPOSER_PARAMS
 from synthesis_responder import ScriptedSynthesis, stage_of
 from synthesis.sessions import generate_sessions
 from synthesis.taxonomy import BUNDLED_SEEDS_FILE, load_occupations, load_taxonomy

@@ -15,7 +15,8 @@ from synthesis.factors import factors_schema, validate_factors
 from synthesis.instances import build_instances, ground_truth, kept_sessions
 from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, check_journey, \
     format_series_structure, make_journey
-from synthesis.answers import InvalidGeneration, extract_block, find_factor, parse_json, parse_yaml
+from synthesis.documents import find_factor
+from utils.benchmark.answers.reading import ParseError as InvalidGeneration, extract_block, parse_json, parse_yaml
 from synthesis.taxonomy import BUNDLED_SEEDS_FILE, canonical_type, load_occupations, load_taxonomy
 from synthesis.personas import SIX_SENTENCES, persona_batch_schema, validate_persona_batch
 from synthesis.sessions import fill_resource, sessions_schema, validate_sessions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from utils.dataset import safe_name
+from utils.benchmark.dataset import safe_name
 from evaluation.metrics import micro_inference
 from evaluation.report import statistics as S
 from evaluation.report.analysis import Analysis

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import config
 from utils.models.asking import NoUsableAnswer, ask_until_usable
 from utils.models.model import Model
-from utils.parsing import ParseError
+from utils.benchmark.answers.reading import ParseError
 from utils.prompts import Prompt, load_prompt
 
 

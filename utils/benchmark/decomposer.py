@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import config
 from utils.models.model import Model
-from utils.parsing import ParseError, ReleaseFailure, extract_json, release_checklist
-from utils.steps import StepResult, decoding_aid, run_prompt
+from utils.benchmark.answers.reading import ParseError, extract_json
+from utils.benchmark.answers.release import ReleaseFailure, release_checklist
+from utils.benchmark.step_runner import StepResult, decoding_aid, run_prompt
 
 PROMPT = "synthesis/preference_decomposer"
 # The release's decomposer model's parameters (preference_decomposer.py's constructor; its
