@@ -10,7 +10,8 @@ from utils.models.model import Model
 from synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, normalize, one_of,
                                  same_text, text_field)
 from utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
-from synthesis.generation import Generated, generate_validated
+from utils.benchmark.step_runner import generate_validated
+from utils.models.asking import Answer
 from synthesis.taxonomy import Taxonomy, canonical_type
 from utils.prompts import load_prompt
 
@@ -23,8 +24,8 @@ NONE_VALUES = {"", "n/a", "na", "none", "null", "-", "not applicable"}
 
 def generate_factors(model: Model, persona_description: str, n_factors: int, taxonomy: Taxonomy, *,
                      max_attempts: int, first_variant: int = 0,
-                     previous: tuple[str, str] | None = None) -> Generated:
-    """Returns a ``Generated`` whose value is {"factors": [...], "warnings": [...]}."""
+                     previous: tuple[str, str] | None = None) -> Answer:
+    """Returns an ``Answer`` whose value is {"factors": [...], "warnings": [...]}."""
     system, user = load_prompt(PROMPT).render(n_factors=n_factors, user_persona=persona_description)
     return generate_validated(model, system, user,
                               lambda raw: validate_factors(raw, n_factors, taxonomy),

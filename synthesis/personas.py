@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Sequence
 
 from synthesis.documents import TEXT, exactly, json_object, mapping, text_field
 from utils.benchmark.answers.reading import ParseError, as_list, parse_json
-from synthesis.generation import generate_validated
+from utils.benchmark.step_runner import generate_validated
 from synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy
 from utils.prompts import load_prompt
 
@@ -239,7 +239,7 @@ def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, m
                       first_variant: int = 0, previous: tuple[str, str] | None = None,
                       params: dict | None = PARAMS):
     """One batch: Figure 13 → a validated description per template, in order.
-    Returns a ``Generated`` whose value is the list of {description, occupation}."""
+    Returns an ``Answer`` whose value is the list of {description, occupation}."""
     system, user = load_prompt(PROMPT).render(
         seed_descriptions="\n".join(format_template(i, t) for i, t in enumerate(templates, start=1)))
     return generate_validated(model, system, user,

@@ -29,7 +29,6 @@ from utils.models.retry import cancel_all, reset_cancel
 from synthesis import personas as persona_stage
 from synthesis.dialogues import dialogue_steps
 from synthesis.factors import generate_factors
-from synthesis.generation import GenerationFailed, Generated
 from synthesis.instances import INSTANCE_TYPES, build_instances
 from synthesis.journey import FINAL, check_journey, make_journey
 from synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner
@@ -39,7 +38,9 @@ from synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig
 from synthesis.outputs import BATCHES_FILE, Failure, FailureLog, OutputDir
 from synthesis.summary import summarize
 from synthesis.taxonomy import load_occupations, load_taxonomy
+from utils.benchmark.step_runner import StepFailed
 from utils.io import atomic_write_json, read_json
+from utils.models.asking import Answer
 from utils.stop_signals import stop_cause
 
 __all__ = ["SettingsError", "SettingsMismatch", "Synthesis", "SynthesisConfig", "run_synthesis"]
@@ -188,7 +189,7 @@ class Synthesis(OutputDir):
             generated = persona_stage.describe_personas(
                 self.models["synthesizer"], batch, self.taxonomy, max_attempts=self.cfg.max_attempts,
                 first_variant=first_variant, previous=previous)
-        except GenerationFailed as exc:
+        except StepFailed as exc:
             for persona in batch:
                 self.failure_log.record(Failure(persona["persona_id"], "descriptions", exc.reason, exc.attempts,
                                   exc.last_raw, exc.next_variant))
@@ -205,8 +206,8 @@ class Synthesis(OutputDir):
             self._submit("factors", self.task_factors, persona)
 
     # -- Stages 3 and 4 write one artifact each: generate, or skip what exists ------------
-    def _generate_artifact(self, persona: dict, stage: str, generate: Callable[..., Generated],
-                           document: Callable[[Generated], dict]) -> bool:
+    def _generate_artifact(self, persona: dict, stage: str, generate: Callable[..., Answer],
+                           document: Callable[[Answer], dict]) -> bool:
         """Stage ``stage``'s artifact of a persona: skipped when it exists, else generated
         (continuing an earlier run's failed attempts) and written. False when it failed."""
         pid = persona["persona_id"]
@@ -218,7 +219,7 @@ class Synthesis(OutputDir):
         try:
             generated = generate(max_attempts=self.cfg.max_attempts, first_variant=first_variant,
                                  previous=previous)
-        except GenerationFailed as exc:
+        except StepFailed as exc:
             self.failure_log.record(Failure(pid, stage, exc.reason, exc.attempts, exc.last_raw, exc.next_variant))
             return False
         atomic_write_json(path, {**document(generated), "attempts": generated.attempts})
@@ -227,7 +228,7 @@ class Synthesis(OutputDir):
 
     # -- Stage 3: context factors (Figure 17) ----------------------------------------------
     def task_factors(self, persona: dict) -> None:
-        def generate(**attempts: Any) -> Generated:
+        def generate(**attempts: Any) -> Answer:
             return generate_factors(self.models["synthesizer"], persona["description"],
                                     self.cfg.n_factors, self.taxonomy, **attempts)
         if self._generate_artifact(persona, "factors", generate, lambda g: g.value):
@@ -245,7 +246,7 @@ class Synthesis(OutputDir):
         pid = persona["persona_id"]
         journey = None
 
-        def generate(**attempts: Any) -> Generated:
+        def generate(**attempts: Any) -> Answer:
             nonlocal journey
             factors = read_json(self.artifact(pid, "factors.json"))["factors"]
             journey = self.journey_for(pid, factors)
@@ -276,7 +277,6 @@ class Synthesis(OutputDir):
 
     def task_checklist(self, state: "PersonaState", preference: str) -> None:
         from utils.benchmark.decomposer import decompose_preference
-        from utils.benchmark.step_runner import StepFailed
 
         pid = state.persona["persona_id"]
         if self.failure_log.has(pid):
@@ -285,7 +285,7 @@ class Synthesis(OutputDir):
             checklist = decompose_preference(self.models["decomposer"], preference)
         except StepFailed as exc:
             self.failure_log.record(Failure(pid, "checklists", f"decomposing {preference!r}: {exc.reason}",
-                              exc.attempts, exc.raw[-1] if exc.raw else None))
+                              exc.attempts, exc.last_raw))
             return
         if not checklist or not all(isinstance(q, str) and q.strip() for q in checklist):
             self.failure_log.record(Failure(pid, "checklists", f"empty checklist for {preference!r}", 1))
@@ -331,7 +331,7 @@ class Synthesis(OutputDir):
             next(steps)
         except StopIteration as finished:
             dialogue = finished.value
-        except GenerationFailed as exc:
+        except StepFailed as exc:
             atomic_write_json(retry, {"next_variant": exc.next_variant, "reason": exc.reason})
             self.failure_log.record(Failure(pid, "dialogues", f"session {session['index']}: {exc.reason}",
                               exc.attempts, exc.last_raw, exc.next_variant))

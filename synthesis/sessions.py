@@ -11,7 +11,8 @@ from synthesis.documents import (TEXT, exactly, find_factor, json_object, mappin
                                  text_field)
 from utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
 from synthesis.factors import PREFERENCE
-from synthesis.generation import Generated, generate_validated
+from utils.benchmark.step_runner import generate_validated
+from utils.models.asking import Answer
 from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure
 from synthesis.taxonomy import Taxonomy, canonical_type
 from utils.prompts import load_prompt
@@ -33,8 +34,8 @@ def format_factors(factors: list[dict]) -> str:
 
 def generate_sessions(model: Model, persona_description: str, factors: list[dict], journey: Journey,
                       taxonomy: Taxonomy, *, max_attempts: int, first_variant: int = 0,
-                      previous: tuple[str, str] | None = None) -> Generated:
-    """Returns a ``Generated`` whose value is the validated sessions document
+                      previous: tuple[str, str] | None = None) -> Answer:
+    """Returns an ``Answer`` whose value is the validated sessions document
     (see ``validate_sessions``)."""
     system, user = load_prompt(PROMPT).render(
         n_sessions=journey.n_sessions,
