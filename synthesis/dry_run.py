@@ -12,13 +12,12 @@ Tokens: utils/dry_run.py.
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 
 from synthesis import personas as persona_stage
 from synthesis.dialogues import assistant_reply, ask_user_simulator, opening_turn, user_simulator_system_prompt
 from synthesis.factors import generate_factors
-from synthesis.journey import FINAL, make_journey
+from synthesis.journey import FINAL, persona_journey
 from synthesis.outputs import OutputDir
 from synthesis.sessions import generate_sessions
 from synthesis.settings import SettingsError, SynthesisConfig, stage_models
@@ -121,8 +120,7 @@ def forecast_persona(cfg: SynthesisConfig, out: OutputDir, persona: dict, taxono
     if sessions_path.exists():
         sessions = read_json(sessions_path)["sessions"]
     else:
-        journey = make_journey(random.Random(f"{cfg.seed}:journey:{pid}"), cfg.n_sessions,
-                               (factors[-2]["context_factor"], factors[-1]["context_factor"]))
+        journey = persona_journey(cfg.seed, pid, cfg.n_sessions, factors)
         request = render(lambda: generate_sessions(render_only["synthesizer"], description, factors,
                                                    journey, taxonomy, max_attempts=1))
         roles["synthesizer"].add_request("sessions", request, SESSION_TOKENS * cfg.n_sessions)

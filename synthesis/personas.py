@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Sequence
 from synthesis.documents import TEXT, exactly, json_object, mapping, text_field
 from utils.benchmark.answers.reading import ParseError, as_list, parse_json
 from utils.benchmark.step_runner import generate_validated
-from synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy
+from synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy, load_occupations
 from utils.prompts import load_prompt
 
 log = logging.getLogger(__name__)
@@ -205,6 +205,17 @@ def make_templates(seeds: Sequence[str], n: int, occupations: Sequence[str], tax
         template.update(attributes.draw(rng))
         templates.append(template)
     return templates
+
+
+def add_templates(document: dict, seeds: Sequence[str], source: str, n: int, taxonomy: Taxonomy,
+                  seed: int) -> tuple[dict, list[dict]]:
+    """personas.json's document with templates added up to ``n`` (``make_templates``), each
+    waiting for its description, and the seed source named; and the new templates."""
+    existing = document["personas"]
+    templates = make_templates(seeds, n, load_occupations(), taxonomy, seed, existing=existing)
+    new = [dict(t, description=None, occupation=None) for t in templates[len(existing):]]
+    sources = [s for s in (document.get("seed_source"), source) if s]
+    return {"seed_source": " + ".join(dict.fromkeys(sources)), "personas": existing + new}, new
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ so one persona's dialogues run while another persona's sessions are still being 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections import Counter
@@ -29,15 +28,15 @@ from utils.models.retry import cancel_all, reset_cancel
 from synthesis import personas as persona_stage
 from synthesis.dialogues import dialogue_steps
 from synthesis.factors import generate_factors
-from synthesis.instances import INSTANCE_TYPES, build_instances
-from synthesis.journey import FINAL, check_journey, make_journey
+from synthesis.instances import INSTANCE_TYPES, persona_instances
+from synthesis.journey import FINAL, persona_journey
 from synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner
 from synthesis.sessions import generate_sessions
 from synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
                                 model_label, stage_models)
 from synthesis.outputs import BATCHES_FILE, Failure, FailureLog, OutputDir
-from synthesis.summary import summarize
-from synthesis.taxonomy import load_occupations, load_taxonomy
+from synthesis.summary import StageStats, write_summary
+from synthesis.taxonomy import load_taxonomy
 from utils.benchmark.step_runner import StepFailed
 from utils.io import atomic_write_json, read_json
 from utils.models.asking import Answer
@@ -46,12 +45,6 @@ from utils.stop_signals import stop_cause
 __all__ = ["SettingsError", "SettingsMismatch", "Synthesis", "SynthesisConfig", "run_synthesis"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class StageStats:
-    done: int = 0        # artifacts produced in this invocation
-    skipped: int = 0     # artifacts that already existed
 
 
 STAGES = ("templates", "descriptions", "factors", "sessions", "checklists", "dialogues", "instances")
@@ -111,8 +104,7 @@ class Synthesis(OutputDir):
     # =====================================================================================
     def load_templates(self) -> int:
         """The templates on disk (the first ``n_personas``); returns how many are missing."""
-        path = self.out / "personas.json"
-        document = read_json(path) if path.exists() else {"seed_source": None, "personas": []}
+        document = self.read_personas()
         self.seed_source = document["seed_source"]
         self.personas = document["personas"][: self.cfg.n_personas]
         self._count("templates", skipped=len(self.personas))
@@ -123,29 +115,18 @@ class Synthesis(OutputDir):
         loaded); personas that already exist go on meanwhile."""
         seeds, source = persona_stage.load_seeds(self.cfg.persona_seeds, self.hub_loader)
         log.info("persona seeds: %s (%d descriptions)", source, len(seeds))
-        path = self.out / "personas.json"
         with self._lock:
-            document = read_json(path) if path.exists() else {"seed_source": None, "personas": []}
-            existing = document["personas"]
-            templates = persona_stage.make_templates(seeds, self.cfg.n_personas, load_occupations(),
-                                                     self.taxonomy, self.cfg.seed, existing=existing)
-            new = [dict(t, description=None, occupation=None) for t in templates[len(existing):]]
-            sources = [s for s in (document.get("seed_source"), source) if s]
-            document = {"seed_source": " + ".join(dict.fromkeys(sources)),
-                        "personas": existing + new}
-            atomic_write_json(path, document)
+            document, new = persona_stage.add_templates(self.read_personas(), seeds, source,
+                                                        self.cfg.n_personas, self.taxonomy, self.cfg.seed)
+            self.write_personas(document)
             self.seed_source = document["seed_source"]
             self.personas.extend(new)
         self._count("templates", done=len(new))
         self.plan(new)
 
     def _save_personas(self) -> None:
-        path = self.out / "personas.json"
         with self._lock:
-            document = read_json(path)
-            by_id = {p["persona_id"]: p for p in self.personas}
-            document["personas"] = [by_id.get(p["persona_id"], p) for p in document["personas"]]
-            atomic_write_json(path, document)
+            self.update_personas(self.personas)
 
     # =====================================================================================
     # The task graph: each task does one unit of work, then submits what it unlocks.
@@ -235,13 +216,6 @@ class Synthesis(OutputDir):
             self._submit("sessions", self.task_sessions, persona)
 
     # -- Stage 4: sessions (Figure 18) from the journey template ---------------------------
-    def journey_for(self, persona_id: str, factors: list[dict]):
-        rng = random.Random(f"{self.cfg.seed}:journey:{persona_id}")
-        pair = (factors[-2]["context_factor"], factors[-1]["context_factor"])
-        journey = make_journey(rng, self.cfg.n_sessions, pair)
-        check_journey(journey)
-        return journey
-
     def task_sessions(self, persona: dict) -> None:
         pid = persona["persona_id"]
         journey = None
@@ -249,7 +223,7 @@ class Synthesis(OutputDir):
         def generate(**attempts: Any) -> Answer:
             nonlocal journey
             factors = read_json(self.artifact(pid, "factors.json"))["factors"]
-            journey = self.journey_for(pid, factors)
+            journey = persona_journey(self.cfg.seed, pid, self.cfg.n_sessions, factors)
             return generate_sessions(self.models["synthesizer"], persona["description"], factors,
                                      journey, self.taxonomy, **attempts)
         if self._generate_artifact(persona, "sessions", generate,
@@ -314,17 +288,15 @@ class Synthesis(OutputDir):
         pid = persona["persona_id"]
         if self.failure_log.has(pid):
             return None  # a sibling failed; spend nothing more on this persona
-        # A dialogue that failed in an earlier run is simulated afresh (new variants).
-        retry = self.dialogue_path(pid, session["index"]).with_suffix(".retry")
-        first_variant = read_json(retry)["next_variant"] if retry.exists() else 0
+        first_variant = self.dialogue_first_variant(pid, session["index"])
         steps = dialogue_steps(
             self.models["user_simulator"], self.models["assistant_simulator"],
             persona["description"], session, checklist, max_turns=self.cfg.max_turns,
             max_attempts=self.cfg.max_attempts, first_variant=first_variant)
-        return self._dialogue_step(state, session, steps, retry, 0)
+        return self._dialogue_step(state, session, steps, 0)
 
     def _dialogue_step(self, state: "PersonaState", session: dict, steps: Generator[None, None, dict],
-                       retry: Path, calls_made: int) -> Continue | None:
+                       calls_made: int) -> Continue | None:
         """One call of a dialogue; the rest waits in the queue as a new task."""
         pid = state.persona["persona_id"]
         try:
@@ -332,16 +304,14 @@ class Synthesis(OutputDir):
         except StopIteration as finished:
             dialogue = finished.value
         except StepFailed as exc:
-            atomic_write_json(retry, {"next_variant": exc.next_variant, "reason": exc.reason})
+            self.dialogue_failed(pid, session["index"], exc.next_variant, exc.reason)
             self.failure_log.record(Failure(pid, "dialogues", f"session {session['index']}: {exc.reason}",
                               exc.attempts, exc.last_raw, exc.next_variant))
             return None
         else:
             return Continue(self.priorities.key("dialogues", calls_made + 1), self._dialogue_step,
-                            (state, session, steps, retry, calls_made + 1))
-        atomic_write_json(self.dialogue_path(pid, session["index"]), dialogue)
-        if retry.exists():
-            retry.unlink()
+                            (state, session, steps, calls_made + 1))
+        self.write_dialogue(pid, session["index"], dialogue)
         self._count("dialogues", done=1)
         with self._lock:
             state.dialogues_left -= 1
@@ -365,16 +335,11 @@ class Synthesis(OutputDir):
         if all(p.exists() for p in paths):
             self._count("instances", skipped=len(paths))
         else:
-            sessions_doc = read_json(self.artifact(pid, "sessions.json"))
-            checklists = read_json(self.artifact(pid, "checklists.json"))
-            dialogues = {s["index"]: read_json(self.dialogue_path(pid, s["index"]))
-                         for s in sessions_doc["sessions"] if s["role"] != FINAL}
             try:
-                rows = build_instances(pid, sessions_doc, checklists, dialogues, self.cfg.seed,
-                                       extra_metadata={
-                                           "synthesizer": model_label(self.cfg.model),
-                                           "user_simulator": model_label(self.cfg.user_model),
-                                           "assistant_simulator": model_label(self.cfg.assistant_model)})
+                rows = persona_instances(self, pid, self.cfg.seed, {
+                    "synthesizer": model_label(self.cfg.model),
+                    "user_simulator": model_label(self.cfg.user_model),
+                    "assistant_simulator": model_label(self.cfg.assistant_model)})
             except (ValueError, KeyError) as exc:
                 self.failure_log.record(Failure(pid, "instances", f"{type(exc).__name__}: {exc}"))
                 return
@@ -406,14 +371,10 @@ class Synthesis(OutputDir):
                 self.run_pass()
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: what is done is summarized
             cancel_all()
-            summary = summarize(self, time.perf_counter() - started)
-            summary["stopped"] = stop_cause(exc)
-            atomic_write_json(self.out / "summary.json", summary)
+            write_summary(self, time.perf_counter() - started, stopped=stop_cause(exc))
             exc.summary_written = True
             raise
-        summary = summarize(self, time.perf_counter() - started)
-        atomic_write_json(self.out / "summary.json", summary)
-        return summary
+        return write_summary(self, time.perf_counter() - started)
 
     def run_pass(self) -> None:
         """The task graph over what is on disk, until no task is left (batch mode runs
