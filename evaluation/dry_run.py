@@ -25,7 +25,7 @@ from evaluation.data import InstanceSource
 from evaluation.prompt_layouts import format_session_log, relevant_positions
 from evaluation.pipeline import scorer_name, select_sessions
 from evaluation.store import RunStore, run_dir_for
-from evaluation.sweep import ShardedInstances, parse_shard
+from evaluation.shards import ShardedInstances, parse_shard
 from utils.benchmark.decomposer import decompose
 from utils.benchmark.dataset import DataValidationError, Instance
 from utils.dry_run import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,

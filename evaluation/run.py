@@ -27,14 +27,15 @@ from evaluation.aggregate import (
     InstanceOutcome, RunningScores, aggregate_records, invocation_counts, recorded_usage)
 from evaluation.cli import (build_parser, bundled_path, error, flag_conflict, role_overrides,
                             setup_logging)
-from evaluation.console import print_summary
 from evaluation.context_check import check_context
 from evaluation.data import InstanceSource
 from evaluation.pipeline import Evaluation, run_batch_rounds
 from evaluation.steps import PROMPTS, prompt_version
 from evaluation.stopping import exit_now, stop_workers, worker_threads
 from evaluation.store import BATCHES, CorruptRunFile, RunConflictError, RunStore, now, run_dir_for
-from evaluation.sweep import ProgressLog, ShardedInstances, parse_shard, print_sweep_table, sweep_runs
+from evaluation.console import ProgressLog, print_summary, print_sweep_table
+from evaluation.shards import ShardedInstances, parse_shard
+from evaluation.sweep import sweep_runs
 from utils.benchmark.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from utils.executor import iter_with_progress
 from utils.io import StorageError, clean_orphan_tmp
