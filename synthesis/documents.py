@@ -21,8 +21,9 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
-from typing import Any
+from typing import Any, Sequence
 
+from synthesis.taxonomy import canonical_type
 from utils.benchmark.answers.reading import ParseError
 
 
@@ -59,6 +60,14 @@ def mapping(item: Any, where: str) -> dict:
     if not isinstance(item, dict):
         raise ParseError(f"{where}: expected a mapping, got {type(item).__name__}")
     return item
+
+
+def taxonomy_field(item: dict, key: str, options: Sequence[str], where: str) -> str:
+    """The taxonomy type under ``key``, in the spelling of ``options``."""
+    value = canonical_type(item.get(key), options)
+    if value is None:
+        raise ParseError(f"{where}: {key} {item.get(key)!r} is not one of {', '.join(options)}")
+    return value
 
 
 def find_factor(name: str, factors: list[dict]) -> dict | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from utils.models.model import Model
 from synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, normalize, one_of,
-                                 same_text, text_field)
+                                 same_text, taxonomy_field, text_field)
 from utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
 from utils.benchmark.step_runner import generate_validated
 from utils.models.asking import Answer
@@ -69,7 +69,7 @@ def _task_types(value: Any, taxonomy: Taxonomy, where: str) -> list[str]:
         task = canonical_type(entry, taxonomy.task_types)
         if task is None:
             raise ParseError(f"{where}: task type {entry!r} is not in the list "
-                                    f"({', '.join(taxonomy.task_types)})")
+                             f"({', '.join(taxonomy.task_types)})")
         if task not in out:
             out.append(task)
     return out
@@ -85,14 +85,8 @@ def validate_factors(raw: str, n_factors: int, taxonomy: Taxonomy) -> dict:
     for i, item in enumerate(items, start=1):
         where = f"context factor {i}"
         item = mapping(item, where)
-        factor_type = canonical_type(item.get("factor_type"), taxonomy.factor_types)
-        if factor_type is None:
-            raise ParseError(f"{where}: factor_type {item.get('factor_type')!r} is not "
-                                    f"one of {', '.join(taxonomy.factor_types)}")
-        preference_type = canonical_type(item.get("preference_type"), taxonomy.all_preference_types)
-        if preference_type is None:
-            raise ParseError(f"{where}: preference_type {item.get('preference_type')!r} "
-                                    f"is not one of {', '.join(taxonomy.all_preference_types)}")
+        factor_type = taxonomy_field(item, "factor_type", taxonomy.factor_types, where)
+        preference_type = taxonomy_field(item, "preference_type", taxonomy.all_preference_types, where)
         related = item.get("related_factor")
         related = "N/A" if related is None or str(related).strip().lower() in NONE_VALUES \
             else str(related).strip()
@@ -129,7 +123,7 @@ def validate_factors(raw: str, n_factors: int, taxonomy: Taxonomy) -> dict:
                 f"(write N/A)")
     if same_text(first["contextual_preference"], second["contextual_preference"]):
         raise ParseError("the preferences of the contrastive pair must contradict "
-                                "each other, they are the same")
+                         "each other, they are the same")
     if first["factor_type"] != second["factor_type"]:
         warnings.append(f"the contrastive pair has different factor types "
                         f"({first['factor_type']}, {second['factor_type']})")

@@ -294,6 +294,6 @@ def validate_persona_batch(raw: str, n_expected: int) -> list[dict]:
         sentences = [s for s in re.split(r"(?<=[.!?])\s+", description) if s.strip()]
         if len(sentences) < 3:
             raise ParseError(f"{where}: the description should have six sentences, "
-                                    f"got {len(sentences)}")
+                             f"got {len(sentences)}")
         out.append({"description": description, "occupation": occupation})
     return out

@@ -8,13 +8,13 @@ import yaml
 
 from utils.models.model import Model
 from synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, one_of, same_text,
-                                 text_field)
+                                 taxonomy_field, text_field)
 from utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
 from synthesis.factors import PREFERENCE
 from utils.benchmark.step_runner import generate_validated
 from utils.models.asking import Answer
 from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure
-from synthesis.taxonomy import Taxonomy, canonical_type
+from synthesis.taxonomy import Taxonomy
 from utils.prompts import load_prompt
 
 PROMPT = "synthesis/sessions_generator"
@@ -117,18 +117,15 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
         item = mapping(item, where)
         if "id" in item and str(item["id"]).strip() != str(i):
             raise ParseError(f"{where}: scenarios must be numbered 1 to {n} in order, "
-                                    f"got id {item['id']!r}")
-        task_type = canonical_type(item.get("task_type"), taxonomy.task_types)
-        if task_type is None:
-            raise ParseError(f"{where}: task_type {item.get('task_type')!r} is not one of "
-                                    f"{', '.join(taxonomy.task_types)}")
+                             f"got id {item['id']!r}")
+        task_type = taxonomy_field(item, "task_type", taxonomy.task_types, where)
         factor_name = text_field(item, "context_factor", where)
         request_with_factor = text_field(item, "request_with_factor", where)
         raw_request = item["request_with_factor"]
         factor = find_factor(factor_name, factors)
         if factor is None:
             raise ParseError(f"{where}: context factor {factor_name!r} is not in the list "
-                                    f"of context factors")
+                             f"of context factors")
         parsed.append({
             "index": i,
             "role": journey.roles[i - 1],
@@ -174,12 +171,12 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
         if role in (A_CHANGED, FINAL):
             if same_text(preference, factor_a["contextual_preference"]):
                 raise ParseError(f"{where}: preference A' must differ from (contradict) "
-                                        f"the original preference A")
+                                 f"the original preference A")
             if changed_preference is None:
                 changed_preference = preference
             elif not same_text(preference, changed_preference):
                 raise ParseError(f"{where}: the changed preference A' must be the same in "
-                                        f"every A' scenario and the final scenario")
+                                 f"every A' scenario and the final scenario")
             session["contextual_preference"] = changed_preference
         else:
             if not same_text(preference, factor["contextual_preference"]):
