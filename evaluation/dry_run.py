@@ -20,12 +20,11 @@ from statistics import median
 
 import config
 from evaluation import steps as S
-from evaluation.cli import bundled_path, role_overrides
-from evaluation.data import InstanceSource
+from evaluation.cli import role_overrides
+from evaluation.invocation import select_instances
 from evaluation.prompt_layouts import format_session_log, relevant_positions
 from evaluation.pipeline import scorer_name, select_sessions
 from evaluation.store import RunStore, run_dir_for
-from evaluation.shards import ShardedInstances, parse_shard
 from utils.benchmark.decomposer import decompose
 from utils.benchmark.dataset import DataValidationError, Instance
 from utils.dry_run import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
@@ -102,26 +101,10 @@ def main(runs: list[argparse.Namespace], *, as_json: bool) -> int:
     return 0
 
 
-def load_instances(args: argparse.Namespace):
-    """The instances the run would evaluate (same flags, same checks as a run)."""
-    if args.data and args.data_dir:
-        raise DataValidationError("give --data or --data_dir, not both")
-    data_path = bundled_path(args.data or args.data_dir)
-    if data_path and args.revision is not None:
-        raise DataValidationError("--revision selects a version of the hub dataset; it does "
-                                  "not apply to --data or --data_dir")
-    instances = InstanceSource(data_path=data_path, dataset=None if data_path else args.dataset,
-                               split=args.split, limit=args.limit, revision=args.revision)
-    instances.validate()
-    if args.shard:
-        instances = ShardedInstances(instances, *parse_shard(args.shard))
-    return instances
-
-
 def forecast_run(args: argparse.Namespace) -> RunForecast:
     if args.setting == "oracle_preference" and args.task != "generation":
         raise ValueError("--setting oracle_preference applies to --task generation only")
-    instances = load_instances(args)
+    _, instances = select_instances(args)
     common = {"timeout": args.timeout, "max_retries": args.max_retries}
     overrides = role_overrides(args)
     model = resolve_model(args.model, role="evaluated", overrides=overrides["evaluated"], **common)
