@@ -20,7 +20,7 @@ from statistics import median
 
 import config
 from evaluation import steps as S
-from evaluation.cli import role_overrides
+from evaluation.flags import role_overrides
 from evaluation.invocation import select_instances
 from evaluation.prompt_layouts import format_session_log, relevant_positions
 from evaluation.pipeline import scorer_name, select_sessions

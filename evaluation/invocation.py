@@ -18,7 +18,7 @@ from pathlib import Path
 
 import config
 from evaluation.aggregate import InstanceOutcome, RunningScores, invocation_counts
-from evaluation.cli import bundled_path, role_overrides
+from evaluation.flags import bundled_path, role_overrides
 from evaluation.console import ProgressLog
 from evaluation.context_check import check_context
 from evaluation.data import InstanceSource

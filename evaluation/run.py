@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from evaluation.cli import build_parser, error, flag_conflict, setup_logging
+from evaluation.flags import build_parser, error, flag_conflict, setup_logging
 from evaluation.console import print_summary, print_sweep_table
 from evaluation.invocation import (STORAGE_EXIT, Invocation, Refused, Stop, batch_rounds, check_run_dir,
                                    invocation_record, load_data, open_run_dir, resolve_models,

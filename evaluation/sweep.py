@@ -10,9 +10,9 @@ import copy
 import difflib
 from pathlib import Path
 
-from evaluation.cli import flag_conflict
+from evaluation.flags import flag_conflict
 from evaluation.shards import parse_shard
-from utils.cli import generation_params
+from utils.command_line import generation_params
 
 
 # ---------------------------------------------------------------------------------------

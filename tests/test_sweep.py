@@ -152,7 +152,7 @@ def test_sweep_file_values_go_through_the_parser(tmp_path, capsys, body, named):
 
 
 def test_sweep_file_values_are_honoured(tmp_path):
-    from evaluation.cli import build_parser
+    from evaluation.flags import build_parser
     from evaluation.sweep import sweep_runs
 
     sweep = tmp_path / "sweep.yaml"

@@ -22,7 +22,7 @@ from evaluation.report.export import export_format, push_to_hub, write_samples
 from evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from evaluation.report.html_report import write_html_report
 from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
-from utils.cli import program_name
+from utils.command_line import program_name
 from utils.io import StorageError, describe_os_error
 
 
