@@ -93,11 +93,9 @@ def main(runs: list[argparse.Namespace], *, as_json: bool) -> int:
         header.append(f"  {f.model} [{f.setting}] -> {f.run_dir}: {f.instances} instances"
                       + (f", {f.skipped} skipped (no relevant session)" if f.skipped else "")
                       + (f", {f.steps_done} steps already done (not counted)" if f.steps_done else ""))
-    notes = [f"how: {TOKEN_COUNTING}.",
-             "rendered by the steps' code from the data: infer, generate (summary setting: summarize); "
-             "the other steps are rendered with stand-in answers, assuming:"]
-    notes += [f"  - {a}" for a in ASSUMPTIONS]
-    print_forecast(result, header, notes, as_json=as_json)
+    print_forecast(result, header, "rendered by the steps' code from the data: infer, generate (summary "
+                   "setting: summarize); the other steps are rendered with stand-in answers",
+                   ASSUMPTIONS, as_json=as_json)
     return 0
 
 

@@ -63,11 +63,9 @@ def main(cfg: SynthesisConfig, rate_limits: list[str], *, as_json: bool) -> int:
               "token_counting": TOKEN_COUNTING, "assumptions": list(ASSUMPTIONS)}
     header = [f"dry run: no request sent, nothing written; {cfg.n_personas} personas x "
               f"{cfg.n_sessions} sessions into {cfg.output_dir}"]
-    notes = [f"how: {TOKEN_COUNTING}.",
-             "rendered by the stages' code: the persona descriptions (from the seeds); the later "
-             "stages are rendered with stand-in answers, assuming:"]
-    notes += [f"  - {a}" for a in ASSUMPTIONS]
-    print_forecast(result, header, notes, as_json=as_json)
+    print_forecast(result, header, "rendered by the stages' code: the persona descriptions (from the "
+                   "seeds); the later stages are rendered with stand-in answers", ASSUMPTIONS,
+                   as_json=as_json)
     return 0
 
 
