@@ -108,6 +108,10 @@ class FailureLog:
         log.error("persona %s failed at %s: %s", failure.persona_id, failure.stage, failure.reason)
         atomic_write_json(self.outputs.artifact(failure.persona_id, "failure.json"), failure.to_dict())
 
+    def overcome(self, persona_id: str) -> None:
+        """The persona completed: an earlier run's failure.json goes."""
+        self.outputs.artifact(persona_id, "failure.json").unlink(missing_ok=True)
+
     def has(self, persona_id: str) -> bool:
         with self._lock:
             return persona_id in self.failures

@@ -37,6 +37,7 @@ from synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig
 from synthesis.outputs import BATCHES_FILE, Failure, FailureLog, OutputDir
 from synthesis.summary import StageStats, write_summary
 from synthesis.taxonomy import load_taxonomy
+from utils.benchmark.decomposer import decompose_preference
 from utils.benchmark.step_runner import StepFailed
 from utils.io import atomic_write_json, read_json
 from utils.models.asking import Answer
@@ -250,8 +251,6 @@ class Synthesis(OutputDir):
                 self._submit("checklists", self.task_checklist, state, preference)
 
     def task_checklist(self, state: "PersonaState", preference: str) -> None:
-        from utils.benchmark.decomposer import decompose_preference
-
         pid = state.persona["persona_id"]
         if self.failure_log.has(pid):
             return
@@ -346,9 +345,7 @@ class Synthesis(OutputDir):
             for row, path in zip(rows, paths):
                 atomic_write_json(path, row)
             self._count("instances", done=len(rows))
-        failure_file = self.artifact(pid, "failure.json")
-        if failure_file.exists():
-            failure_file.unlink()  # an earlier run's failure, now overcome
+        self.failure_log.overcome(pid)
 
     # =====================================================================================
     # The whole run
