@@ -3,7 +3,7 @@
 Nothing is sent (no request, no pre-flight probe, no key needed) and nothing is written.
 For every instance the run would evaluate, the requests of the steps that depend only on the
 data (summarize, infer, generate) are rendered by the steps' own code
-(evaluation/steps.py, utils/benchmark/decomposer.py, with utils/dry_run.py's ``RenderOnly`` model);
+(evaluation/steps.py, utils/benchmark/decomposer.py, with utils/forecast.py's ``RenderOnly`` model);
 the steps that depend on earlier answers (decompose, match, judge, and in the summary
 setting infer and generate) are rendered the same way with stand-ins of the answers they
 would receive, taken from the instance itself (``ASSUMPTIONS``). Steps an earlier run
@@ -27,7 +27,7 @@ from evaluation.pipeline import scorer_name, select_sessions
 from evaluation.store import RunStore, run_dir_for
 from utils.benchmark.decomposer import decompose
 from utils.benchmark.dataset import DataValidationError, Instance
-from utils.dry_run import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
+from utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
                            print_forecast, render, summary)
 from utils.io import read_json
 from utils.models.errors import ModelError

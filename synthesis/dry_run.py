@@ -7,7 +7,7 @@ sent. The later stages (context factors, sessions, checklists, dialogues) depend
 answers: their requests are rendered by their own code too, with stand-ins of those answers
 of the lengths in ``ASSUMPTIONS`` (the real artifact when an earlier run left one in the
 output directory, which is read, never written; a stage whose artifact exists costs nothing).
-Tokens: utils/dry_run.py.
+Tokens: utils/forecast.py.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from synthesis.sessions import generate_sessions
 from synthesis.settings import SettingsError, SynthesisConfig, stage_models
 from synthesis.taxonomy import load_occupations, load_taxonomy
 from utils.benchmark.decomposer import decompose
-from utils.dry_run import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
+from utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
                            print_forecast, render, summary)
 from utils.io import read_json
 from utils.models.errors import ModelError
