@@ -87,6 +87,13 @@ def load_hub_seeds() -> list[str]:
     return [s for s in column if isinstance(s, str) and s.strip()]
 
 
+def check_seed_source(source: str | None) -> None:
+    """A seed file named but missing is refused before any work (PersonaHub or the bundled
+    list are read when the templates are drawn)."""
+    if source not in (None, BUNDLED) and not Path(source).is_file():
+        raise SeedSourceError(f"{source}: no such persona seed file")
+
+
 def load_seeds(source: str | None, hub_loader: Callable[[], list[str]] = load_hub_seeds
                ) -> tuple[list[str], str]:
     """Returns (seeds, a label saying which source was used).
@@ -244,6 +251,16 @@ def description_batches(todo: list[dict], size: int,
     by_id = {p["persona_id"]: p for p in todo}
     batches = dict.fromkeys(planned[pid] for pid in by_id)
     return [[by_id[pid] for pid in batch if pid in by_id] for batch in batches]
+
+
+def record_descriptions(batch: Sequence[dict], answer) -> None:
+    """Each template of a described batch takes its description and occupation, how many
+    answers the batch took, and which batch it was described in (its first persona's id)."""
+    for persona, described in zip(batch, answer.value):
+        persona["description"] = described["description"]
+        persona["occupation"] = described["occupation"]
+        persona["description_attempts"] = answer.attempts
+        persona["description_batch"] = batch[0]["persona_id"]
 
 
 def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, max_attempts: int,

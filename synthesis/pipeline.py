@@ -17,10 +17,9 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Generator
 
-from utils.models.batch import MAX_ROUNDS, BatchDeferred, runner_for, run_in_rounds
+from utils.models.batch import BatchDeferred, runner_for
 from utils.models.cache import CACHE_DIR, ResponseCache
 from utils.models.model import Model
 from utils.models.registry import check_models
@@ -30,7 +29,7 @@ from synthesis.dialogues import dialogue_steps
 from synthesis.factors import generate_factors
 from synthesis.instances import INSTANCE_TYPES, persona_instances
 from synthesis.journey import FINAL, persona_journey
-from synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner
+from synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner, run_batched
 from synthesis.sessions import generate_sessions
 from synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
                                 model_label, stage_models)
@@ -177,11 +176,7 @@ class Synthesis(OutputDir):
                                   exc.last_raw, exc.next_variant))
             return
         with self._lock:
-            for persona, described in zip(batch, generated.value):
-                persona["description"] = described["description"]
-                persona["occupation"] = described["occupation"]
-                persona["description_attempts"] = generated.attempts
-                persona["description_batch"] = batch[0]["persona_id"]
+            persona_stage.record_descriptions(batch, generated)
         self._save_personas()
         self._count("descriptions", done=len(batch))
         for persona in batch:
@@ -357,13 +352,12 @@ class Synthesis(OutputDir):
         check_models(list({id(m): m for m in self.models.values()}.values()), probe=False)
         check_settings(self.out, self.cfg)
         self.templates_missing = missing = self.load_templates()
-        if missing and self.cfg.persona_seeds not in (None, persona_stage.BUNDLED) \
-                and not Path(self.cfg.persona_seeds).is_file():
-            raise persona_stage.SeedSourceError(f"{self.cfg.persona_seeds}: no such persona seed file")
+        if missing:
+            persona_stage.check_seed_source(self.cfg.persona_seeds)
         self.failure_log.load_previous(self.personas)
         try:
             if self.batch_runner is not None:
-                self.run_batched(self.batch_runner)
+                run_batched(self, self.batch_runner)
             else:
                 self.run_pass()
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: what is done is summarized
@@ -375,7 +369,7 @@ class Synthesis(OutputDir):
 
     def run_pass(self) -> None:
         """The task graph over what is on disk, until no task is left (batch mode runs
-        several passes: ``run_batched``)."""
+        several passes: scheduler.run_batched)."""
         self.waiting.clear()
         self.runner = TaskRunner(self.cfg.n_workers,
                                  windows={"dialogues": DIALOGUES_PER_WORKER * self.cfg.n_workers})
@@ -388,37 +382,6 @@ class Synthesis(OutputDir):
             self.runner.run()
         finally:
             self.progress.close()
-
-    def run_batched(self, runner) -> int:
-        """Batch mode: passes and rounds (utils/models/batch.py ``run_in_rounds``) until no
-        synthesizer call waits; returns the number of rounds. A pass defers each task whose
-        synthesizer call misses the cache ("waiting": no failure, no attempt recorded); a
-        round answers them, and the next pass takes each persona one stage on.
-
-        The stage counts of the summary are this invocation's: what each pass produced, and
-        what already existed when the first pass looked (a later pass skips what an earlier
-        one produced, which is not counted again)."""
-        first_skipped: dict[str, int] | None = None
-        passes = 0
-
-        def one_pass() -> None:
-            nonlocal first_skipped, passes
-            passes += 1
-            self.run_pass()
-            if first_skipped is None:
-                first_skipped = {stage: stats.skipped for stage, stats in self.stats.items()}
-            else:
-                for stage, stats in self.stats.items():
-                    stats.skipped = first_skipped.get(stage, 0)
-            if runner.pending and not runner.closed:
-                waiting = ", ".join(f"{stage} {n}" for stage, n in self.waiting.items())
-                log.info("batch pass %d: %d call(s) wait for batch round %d (tasks waiting: %s)",
-                         passes, runner.pending, runner.rounds + 1, waiting)
-
-        # Each round takes a persona at least one stage (or one re-ask) on.
-        max_rounds = max(MAX_ROUNDS, 3 * self.cfg.max_attempts + 2)
-        return run_in_rounds(one_pass, runner, [self.models["synthesizer"]],
-                             max_rounds=max_rounds, finish_online=True)
 
     def close(self) -> None:
         if self.cache is not None:
