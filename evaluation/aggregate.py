@@ -10,10 +10,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from evaluation import release_parsing
+from utils.benchmark.answers import release as release_parsing
 from evaluation.metrics import InferenceCounts, generation_summary, macro_inference, micro_inference
 from evaluation.stored_values import problems_by_task, read_generation, read_inference
-from utils.dataset import INSTANCE_TYPES
+from utils.benchmark.dataset import INSTANCE_TYPES
 from utils.models.usage import estimate_cost
 
 
@@ -66,7 +66,7 @@ def aggregate(outcomes: Iterable[InstanceOutcome], task: str) -> dict:
             failures[step][_short(reason)] += 1
     # How far the run is from the release's scoring: per task, the instances that the
     # released harness would have scored 0, skipped, or read differently
-    # (evaluation/release_parsing.py, docs/release_parsing.md).
+    # (utils/benchmark/answers/release.py, docs/release_parsing.md).
     tasks = [t for t in ("inference", "generation") if task in (t, "both")]
     for key, kind in (("release_would_score_zero", "zero"), ("release_would_drop", "drop"),
                       ("release_would_differ", "differs")):

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import config
-from evaluation.cli import build_parser, collected_errors, setup_logging
-from utils.cli import namespace_from_kwargs
+from evaluation.flags import build_parser, collected_errors, setup_logging
+from utils.command_line import namespace_from_kwargs
 from utils.models.model import Model
 from utils.models.retry import reset_cancel
 
@@ -158,7 +158,7 @@ def _data_arguments(data: Any, results_dir: Path) -> tuple[str | None, str | Non
     if data is None:
         return None, None
     if isinstance(data, (str, Path)):
-        from evaluation.cli import bundled_path
+        from evaluation.flags import bundled_path
 
         path = bundled_path(str(data))
         return (None, path) if Path(path).is_dir() else (path, None)

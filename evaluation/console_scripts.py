@@ -32,6 +32,6 @@ def cupid_synth() -> None:
 
 
 def cupid_report() -> None:
-    from evaluation.report.cli import main
+    from evaluation.report.command import main
 
     sys.exit(main())

@@ -19,10 +19,10 @@ from typing import Iterable
 
 import config
 from evaluation import steps as S
-from evaluation.formatting import format_checklist, format_checklist_bullets, format_session_log
+from evaluation.prompt_layouts import format_checklist, format_checklist_bullets, format_session_log
 from evaluation.pipeline import select_sessions
-from utils.dataset import Instance
-from utils.decomposer import PROMPT as DECOMPOSE_PROMPT
+from utils.benchmark.dataset import Instance
+from utils.benchmark.decomposer import PROMPT as DECOMPOSE_PROMPT
 from utils.models.errors import ModelConfigurationError
 from utils.models.model import Model
 from utils.models.tokens import lower_bound_tokens

@@ -3,7 +3,7 @@
 Nothing is sent (no request, no pre-flight probe, no key needed) and nothing is written.
 For every instance the run would evaluate, the requests of the steps that depend only on the
 data (summarize, infer, generate) are rendered by the steps' own code
-(evaluation/steps.py, utils/decomposer.py, with utils/dry_run.py's ``RenderOnly`` model);
+(evaluation/steps.py, utils/benchmark/decomposer.py, with utils/forecast.py's ``RenderOnly`` model);
 the steps that depend on earlier answers (decompose, match, judge, and in the summary
 setting infer and generate) are rendered the same way with stand-ins of the answers they
 would receive, taken from the instance itself (``ASSUMPTIONS``). Steps an earlier run
@@ -20,15 +20,14 @@ from statistics import median
 
 import config
 from evaluation import steps as S
-from evaluation.cli import bundled_path, role_overrides
-from evaluation.data import InstanceSource
-from evaluation.formatting import format_session_log, relevant_positions
+from evaluation.flags import role_overrides
+from evaluation.invocation import select_instances
+from evaluation.prompt_layouts import format_session_log, relevant_positions
 from evaluation.pipeline import scorer_name, select_sessions
 from evaluation.store import RunStore, run_dir_for
-from evaluation.sweep import ShardedInstances, parse_shard
-from utils.decomposer import decompose
-from utils.dataset import DataValidationError, Instance
-from utils.dry_run import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
+from utils.benchmark.decomposer import decompose
+from utils.benchmark.dataset import DataValidationError, Instance
+from utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
                            print_forecast, render, summary)
 from utils.io import read_json
 from utils.models.errors import ModelError
@@ -94,34 +93,16 @@ def main(runs: list[argparse.Namespace], *, as_json: bool) -> int:
         header.append(f"  {f.model} [{f.setting}] -> {f.run_dir}: {f.instances} instances"
                       + (f", {f.skipped} skipped (no relevant session)" if f.skipped else "")
                       + (f", {f.steps_done} steps already done (not counted)" if f.steps_done else ""))
-    notes = [f"how: {TOKEN_COUNTING}.",
-             "rendered by the steps' code from the data: infer, generate (summary setting: summarize); "
-             "the other steps are rendered with stand-in answers, assuming:"]
-    notes += [f"  - {a}" for a in ASSUMPTIONS]
-    print_forecast(result, header, notes, as_json=as_json)
+    print_forecast(result, header, "rendered by the steps' code from the data: infer, generate (summary "
+                   "setting: summarize); the other steps are rendered with stand-in answers",
+                   ASSUMPTIONS, as_json=as_json)
     return 0
-
-
-def load_instances(args: argparse.Namespace):
-    """The instances the run would evaluate (same flags, same checks as a run)."""
-    if args.data and args.data_dir:
-        raise DataValidationError("give --data or --data_dir, not both")
-    data_path = bundled_path(args.data or args.data_dir)
-    if data_path and args.revision is not None:
-        raise DataValidationError("--revision selects a version of the hub dataset; it does "
-                                  "not apply to --data or --data_dir")
-    instances = InstanceSource(data_path=data_path, dataset=None if data_path else args.dataset,
-                               split=args.split, limit=args.limit, revision=args.revision)
-    instances.validate()
-    if args.shard:
-        instances = ShardedInstances(instances, *parse_shard(args.shard))
-    return instances
 
 
 def forecast_run(args: argparse.Namespace) -> RunForecast:
     if args.setting == "oracle_preference" and args.task != "generation":
         raise ValueError("--setting oracle_preference applies to --task generation only")
-    instances = load_instances(args)
+    _, instances = select_instances(args)
     common = {"timeout": args.timeout, "max_retries": args.max_retries}
     overrides = role_overrides(args)
     model = resolve_model(args.model, role="evaluated", overrides=overrides["evaluated"], **common)

@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-LABEL_SCORES = {"fully covered": 1.0, "partially covered": 0.5, "not covered": 0.0}
+from utils.benchmark.answers.release import LABEL_SCORES
 
 
 def label_score(label: str) -> float:
-    return LABEL_SCORES[label.strip().lower()]
+    """A label's score, in any case."""
+    return LABEL_SCORES[label.strip().title()]
 
 
 def f1_score(precision: float | None, recall: float | None) -> float | None:

@@ -12,21 +12,21 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence
 
-from evaluation import release_parsing
+from utils.benchmark.answers import release as release_parsing
 from evaluation import steps as S
 from evaluation.aggregate import InstanceOutcome, release_outcomes_of_record
-from evaluation.formatting import format_session_log, relevant_positions
+from evaluation.prompt_layouts import format_session_log, relevant_positions
 from evaluation.metrics import InferenceCounts
 from evaluation.store import InstanceRecord, RunStore, now
 from evaluation.stored_values import record_problems, step_output_problem
-from utils.dataset import Instance, Session
+from utils.benchmark.dataset import Instance, Session
 from utils.io import atomic_write_json, read_json
-from utils.decomposer import decompose
+from utils.benchmark.decomposer import decompose
 from utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
 from utils.models.errors import ModelConfigurationError, RunCancelled
 from utils.models.model import Model
 from utils.models.retry import cancel_all
-from utils.steps import StepFailed, StepResult
+from utils.benchmark.step_runner import StepFailed, StepResult
 
 log = logging.getLogger("cupid.evaluation")
 

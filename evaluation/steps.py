@@ -1,11 +1,11 @@
 """The evaluation's steps: prompt in, parsed output out.
 
 Each step renders its template, calls the model through the seam, and parses the answer
-(utils/steps.py's ``run_prompt``: the re-asks, ``StepFailed``, the record of what was
+(utils/benchmark/step_runner.py's ``run_prompt``: the re-asks, ``StepFailed``, the record of what was
 sent). The requests are the released harness's (kixlab/CUPID at a8560ca): its prompt
-files, its session-log and checklist layouts (evaluation/formatting.py), its few-shot
+files, its session-log and checklist layouts (evaluation/prompt_layouts.py), its few-shot
 examples, and its parameters (temperature 0, max_tokens 8192; 4096 for the decomposer,
-which synthesis shares: utils/decomposer.py). No JSON schema is sent, except to the
+which synthesis shares: utils/benchmark/decomposer.py). No JSON schema is sent, except to the
 embedded model as a decoding aid (the release never ran it).
 """
 from __future__ import annotations
@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 from typing import Callable, Sequence
 
-from evaluation import parsing
-from evaluation.formatting import format_checklist, format_checklist_bullets, format_session_log
-from utils import decomposer
-from utils.dataset import Session
+from utils.benchmark.answers import ours as parsing
+from evaluation.prompt_layouts import format_checklist, format_checklist_bullets, format_session_log
+from utils.benchmark import decomposer
+from utils.benchmark.dataset import Session
 from utils.models.model import Model
 from utils.prompts import load_prompt
-from utils.steps import StepResult, decoding_aid, run_prompt, text_sha256
+from utils.benchmark.step_runner import StepResult, decoding_aid, run_prompt, text_sha256
 
 PROMPTS = {
     "infer": "evaluation/preference_inferrer",
@@ -139,7 +139,7 @@ def format_summaries(summaries: Sequence[dict]) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Evaluator steps (the decomposer is utils/decomposer.py's, shared with synthesis)
+# Evaluator steps (the decomposer is utils/benchmark/decomposer.py's, shared with synthesis)
 # ---------------------------------------------------------------------------------------
 def matcher_score_to_label(score: float) -> str:
     if score == 1:

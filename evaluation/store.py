@@ -12,19 +12,16 @@ stuck); the manifest and ``results.json`` are updated under the directory's own 
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import hashlib
 import logging
-import os
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from evaluation.formatting import approx_tokens, format_session_log, relevant_positions
-from utils.dataset import Instance, safe_name
-from utils.io import StorageError, atomic_write_json, read_json
+from evaluation.prompt_layouts import approx_tokens, format_session_log, relevant_positions
+from utils.benchmark.dataset import Instance, safe_name
+from utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
 from utils.redact import redact
 
 log = logging.getLogger("cupid.evaluation.store")
@@ -77,57 +74,6 @@ def instance_file_name(instance_id: str) -> str:
     would be reserved gets a '+' in front, a character no safe name contains."""
     name = f"{safe_name(instance_id)}.json"
     return f"+{name}" if is_reserved_file(name) else name
-
-
-def move_aside(path: Path) -> Path:
-    """Rename a broken file out of the way (kept for inspection, never deleted)."""
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    target = path.with_name(f"{path.name}.corrupt-{stamp}-{os.getpid()}")
-    path.replace(target)
-    return target
-
-
-# ---------------------------------------------------------------------------------------
-# Locks
-# ---------------------------------------------------------------------------------------
-class FileLock:
-    """An exclusive ``flock`` on a lock file; the kernel releases it when the holder dies."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._fd: int | None = None
-
-    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError as exc:
-            raise StorageError(self.path, "create the lock file", exc) from exc
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking and deadline is None else fcntl.LOCK_NB))
-            except BlockingIOError:
-                if not blocking or (deadline is not None and time.monotonic() >= deadline):
-                    os.close(fd)
-                    return False
-                time.sleep(0.05)
-                continue
-            self._fd = fd
-            return True
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-
-    def __enter__(self) -> "FileLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.release()
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,9 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from evaluation.metrics import LABEL_SCORES, InferenceCounts
-
-_LABELS = {label.title(): score for label, score in LABEL_SCORES.items()}
+from evaluation.metrics import InferenceCounts
+from utils.benchmark.answers.release import LABEL_SCORES
 
 
 def _is_number(value: Any) -> bool:
@@ -44,11 +43,11 @@ def step_output_problem(name: str, output: Any) -> str | None:
             return f"{name}: no results list"
         for i, item in enumerate(results, start=1):
             label = item.get("label") if isinstance(item, dict) else None
-            if label not in _LABELS:
-                return f"{name}: result {i} has label {label!r}, not one of {sorted(_LABELS)}"
-            if item.get("score") != _LABELS[label] or isinstance(item.get("score"), bool):
+            if label not in LABEL_SCORES:
+                return f"{name}: result {i} has label {label!r}, not one of {sorted(LABEL_SCORES)}"
+            if item.get("score") != LABEL_SCORES[label] or isinstance(item.get("score"), bool):
                 return (f"{name}: result {i} has score {item.get('score')!r}, "
-                        f"not {_LABELS[label]} for {label!r}")
+                        f"not {LABEL_SCORES[label]} for {label!r}")
         return None
     expected = {"decompose": ("checklist", list), "infer": ("preference", str),
                 "generate": ("response", str), "summarize": ("summaries", list)}.get(name)

@@ -1,71 +1,18 @@
-"""Paper-scale runs from one command: sweeps, shards and a progress log.
-
-* A sweep is several runs in one process (``--model A B C``, or ``--sweep FILE.yaml``):
-  they share the response cache, the evaluator and the rate limiters, and each writes its
-  own run directory as a single run would.
-* A shard (``--shard I/N``) is the part of the instances whose id hashes to I (1..N):
-  stable across machines and orderings, unlike the first N rows.
-* ``ProgressLog`` writes a line every K instances with counts, rate and ETA, for runs
-  under nohup, SLURM or CI where no progress bar is drawn.
+"""A sweep: several runs in one process (``--model A B C``, or ``--sweep FILE.yaml``). They
+share the response cache, the evaluator and the rate limiters, and each writes its own run
+directory as a single run would. (A shard of a run is shards.py's; the sweep's table and
+the progress log are console.py's.)
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import difflib
-import hashlib
-import sys
-import threading
-import time
 from pathlib import Path
-from typing import Iterator, TextIO
 
-from evaluation.cli import flag_conflict
-from utils.cli import generation_params
-
-
-# ---------------------------------------------------------------------------------------
-# Shards
-# ---------------------------------------------------------------------------------------
-def parse_shard(spec: str) -> tuple[int, int]:
-    """``"2/4"`` -> (2, 4); the index counts from 1."""
-    head, sep, tail = spec.partition("/")
-    try:
-        index, count = int(head), int(tail)
-    except ValueError:
-        index, count = 0, 0
-    if not sep or count < 1 or not 1 <= index <= count:
-        raise ValueError(f"--shard {spec!r}: expected I/N with 1 <= I <= N, e.g. 1/4")
-    return index, count
-
-
-def shard_of(instance_id: str, count: int) -> int:
-    """The shard (1..count) an instance belongs to: a hash of its id, so every machine
-    computes the same split whatever order it reads the data in."""
-    digest = hashlib.sha256(instance_id.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") % count + 1
-
-
-class ShardedInstances:
-    """The instances of one shard of a source (iterable, with a length)."""
-
-    def __init__(self, source, index: int, count: int) -> None:
-        self.source, self.index, self.count = source, index, count
-        self._length: int | None = None
-        self.name = f"{getattr(source, 'name', 'instances')} (shard {index}/{count})"
-
-    def describe(self) -> dict:
-        """The whole data's description: every shard's manifest names the same data, so
-        shards share one run directory."""
-        return self.source.describe()
-
-    def __iter__(self) -> Iterator:
-        return (i for i in self.source if shard_of(i.instance_id, self.count) == self.index)
-
-    def __len__(self) -> int:
-        if self._length is None:
-            self._length = sum(1 for _ in self)
-        return self._length
+from evaluation.flags import flag_conflict
+from evaluation.shards import parse_shard
+from utils.command_line import generation_params
 
 
 # ---------------------------------------------------------------------------------------
@@ -249,101 +196,3 @@ class SweepOptions:
 
 class _OptionError(Exception):
     pass
-
-
-def print_sweep_table(rows: list[tuple[argparse.Namespace, dict | None, int]], out: TextIO | None = None) -> None:
-    """One line per run of a sweep: micro P/R/F1, judge score, counts, cost, exit status."""
-    out = out or sys.stdout
-    print(f"\nsweep: {len(rows)} runs", file=out)
-    print(f"{'model':40}{'setting':18}{'P':>7}{'R':>7}{'F1':>7}{'judge':>7}{'done':>6}{'failed':>7}"
-          f"{'cost $':>9}{'exit':>5}", file=out)
-    for run, results, code in rows:
-        if results is None:
-            print(f"{run.model:40}{run.setting:18}{'(not run)':>55}{code:>5}", file=out)
-            continue
-        inf, gen, counts = results.get("inference") or {}, results.get("generation") or {}, results["counts"]
-        costs = [u.get("estimated_cost_usd") for u in results["usage"]["recorded"].values()]
-        cost = sum(c for c in costs if c is not None) if costs else None
-
-        def f(v, d=3):
-            return "-" if v is None else f"{v:.{d}f}"
-        print(f"{results['settings']['model']:40}{run.setting:18}{f(inf.get('precision')):>7}"
-              f"{f(inf.get('recall')):>7}{f(inf.get('f1')):>7}{f(gen.get('average_score'), 2):>7}"
-              f"{counts['evaluated']:>6}{counts['failed']:>7}{f(cost, 4):>9}{code:>5}", file=out)
-
-
-# ---------------------------------------------------------------------------------------
-# Progress outside a terminal
-# ---------------------------------------------------------------------------------------
-class ProgressLog:
-    """A line every ``every`` instances (and at the end): done of total, failed, rate, ETA;
-    with ``heartbeat_s``, also a line whenever that long passed without one, so a slow run
-    (the embedded model takes minutes per instance) shows it is alive from the start.
-
-    The rate counts only instances run in this invocation (those found done go by at once),
-    and there is no ETA until as many instances as run at once (``workers``) have finished:
-    before that, completions say nothing of the throughput of a full pipeline."""
-
-    def __init__(self, total: int, every: int, label: str, out: TextIO | None = None,
-                 clock=time.monotonic, workers: int = 1, heartbeat_s: float | None = None) -> None:
-        self.total, self.every, self.label = total, max(1, every), label
-        self.workers = max(1, workers)
-        self.out = out or sys.stderr
-        self._clock = clock
-        self._started = clock()
-        self._last_line = self._started
-        self._lock = threading.Lock()
-        self.done = 0
-        self.failed = 0
-        self.found_done = 0
-        self._stop = threading.Event()
-        self._heartbeat = None
-        if heartbeat_s:
-            self._heartbeat = threading.Thread(target=self._beat, args=(heartbeat_s,),
-                                               name="cupid-progress", daemon=True)
-            self._heartbeat.start()
-
-    def add(self, failed: bool, found_done: bool = False) -> None:
-        with self._lock:
-            self.done += 1
-            self.failed += int(failed)
-            self.found_done += int(found_done)
-            if self.done % self.every == 0 or self.done == self.total:
-                self._print()
-
-    def _print(self) -> None:
-        self._last_line = self._clock()
-        print(self.line(), file=self.out, flush=True)
-
-    def _beat(self, interval: float) -> None:
-        while not self._stop.wait(interval / 4):
-            with self._lock:
-                if self._clock() - self._last_line >= interval and self.done < self.total:
-                    self._print()
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._heartbeat is not None:
-            self._heartbeat.join()
-
-    def line(self) -> str:
-        elapsed = max(1e-9, self._clock() - self._started)
-        ran = self.done - self.found_done
-        left = self.total - self.done
-        found = f", {self.found_done} found done" if self.found_done else ""
-        head = (f"progress {self.label}: {self.done}/{self.total} instances "
-                f"({100 * self.done / max(1, self.total):.0f}%), {self.failed} failed{found}")
-        if ran == 0:
-            return f"{head}, elapsed {_clock_text(elapsed)}" + (", nothing left to run" if not left else "")
-        rate = ran / elapsed
-        first_wave = min(self.workers, ran + left)
-        eta = (_clock_text(left / rate) if ran >= first_wave
-               else f"after the first {first_wave} finish")
-        return f"{head}, {rate * 60:.1f}/min, elapsed {_clock_text(elapsed)}, ETA {eta}"
-
-
-def _clock_text(seconds: float) -> str:
-    if seconds == float("inf"):
-        return "?"
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

@@ -1,20 +1,12 @@
 """CUPID data synthesis (§3, Appendix B): personas → context factors → sessions →
 checklists → dialogues → instances. Run it as ``cupid-synth`` (or ``python -m
 synthesis.run``); from Python, ``from synthesis import synthesize``."""
-import importlib.util as _importlib_util
+import runpy as _runpy
 from pathlib import Path as _Path
 
-
-def _check_own_modules() -> None:
-    # utils/shadowing.py by its path: ``utils`` may itself be the module another project shadows.
-    spec = _importlib_util.spec_from_file_location(
-        "_cupid_shadowing", _Path(__file__).resolve().parent.parent / "utils" / "shadowing.py")
-    guard = _importlib_util.module_from_spec(spec)
-    spec.loader.exec_module(guard)
-    guard.check_own_modules()
-
-
-_check_own_modules()
+# utils/shadowing.py run by its path: ``utils`` may itself be the module another project shadows.
+_runpy.run_path(str(_Path(__file__).resolve().parent.parent / "utils" / "shadowing.py"),
+                run_name="_cupid_shadowing")["check_own_modules"]()
 
 
 def __getattr__(name: str):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from utils.cli import namespace_from_kwargs
+from utils.command_line import namespace_from_kwargs
 
 
 @dataclass

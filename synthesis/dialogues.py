@@ -22,12 +22,18 @@ from typing import Generator
 from utils.models.asking import NoUsableAnswer, ask_until_usable
 from utils.models.errors import ModelCallFailed
 from utils.models.model import Model
-from synthesis.generation import GenerationFailed
-from synthesis.parameters import STAGE_PARAMS, USER_SIMULATOR_TRIES
+from utils.benchmark.answers.reading import ParseError
+from utils.benchmark.step_runner import StepFailed
 from utils.prompts import load_prompt
 
 USER_PROMPT = "synthesis/user_simulator"
 ASSISTANT_PROMPT = "synthesis/assistant_simulator"
+# As the release sends them (interaction_simulator.py's constructors).
+USER_SIMULATOR_PARAMS = {"temperature": 0.3, "max_tokens": 8192}
+ASSISTANT_SIMULATOR_PARAMS = {"temperature": 0.7, "max_tokens": 2048}
+# A user simulator's answer that cannot be parsed is asked again this many times in all
+# (UserSimulator.N_RETRIES), with the same request.
+USER_SIMULATOR_TRIES = 3
 
 CONTINUE_HEADER = "#### Continue or End?"
 ITEMS_HEADER = "#### Selected Checklist Items"
@@ -43,8 +49,8 @@ line ::= [^\n#] [^\n]{0,400} "\n"
 '''
 
 
-class InvalidUserTurn(ValueError):
-    pass
+class InvalidUserTurn(ParseError):
+    """An answer the release's user-simulator parser would reject (it asks again)."""
 
 
 def opening_turn(request: str) -> str:
@@ -94,13 +100,13 @@ def ask_user_simulator(model: Model, system: str, chat: list[dict], first_varian
     try:
         answer = ask_until_usable(model, system, chat, parse_user_turn, tries=USER_SIMULATOR_TRIES,
                                   invalid=(InvalidUserTurn,), first_variant=first_variant, strip=True,
-                                  answer_grammar=USER_SIMULATOR_GRAMMAR, **STAGE_PARAMS["user_simulator"])
+                                  answer_grammar=USER_SIMULATOR_GRAMMAR, **USER_SIMULATOR_PARAMS)
     except NoUsableAnswer as exc:
         if exc.call_failed is not None:
             raise exc.call_failed from None
-        raise GenerationFailed(f"user simulator answer unusable after {USER_SIMULATOR_TRIES} tries: "
-                               f"{exc.reason}", USER_SIMULATOR_TRIES, exc.raws[-1],
-                               exc.next_variant) from None
+        raise StepFailed(f"user simulator answer unusable after {USER_SIMULATOR_TRIES} tries: "
+                         f"{exc.reason}", exc.raws[-1:], USER_SIMULATOR_TRIES,
+                         next_variant=exc.next_variant) from None
     return answer.raw, answer.attempts
 
 
@@ -115,18 +121,18 @@ def assistant_reply(model: Model, chat: list[dict], max_attempts: int, first_var
     try:
         return ask_until_usable(model, system, chat, _nonempty, tries=max_attempts,
                                 first_variant=first_variant, strip=True,
-                                **STAGE_PARAMS["assistant_simulator"]).value
+                                **ASSISTANT_SIMULATOR_PARAMS).value
     except NoUsableAnswer as exc:
         if exc.call_failed is not None:
             raise exc.call_failed from None
-        raise GenerationFailed(f"the assistant simulator answered with empty text {max_attempts} times",
-                               max_attempts, "", exc.next_variant) from None
+        raise StepFailed(f"the assistant simulator answered with empty text {max_attempts} times",
+                         [""], max_attempts, next_variant=exc.next_variant) from None
 
 
 def simulate_dialogue(user_model: Model, assistant_model: Model, persona_description: str,
                       session: dict, checklist: list[str], *, max_turns: int,
                       max_attempts: int, first_variant: int = 0) -> dict:
-    """One session's dialogue artifact. Raises GenerationFailed when the user simulator's
+    """One session's dialogue artifact. Raises StepFailed when the user simulator's
     answers stay unusable or a call fails for good.
 
     ``first_variant`` > 0 simulates the dialogue afresh after an earlier run failed on it
@@ -181,9 +187,9 @@ def dialogue_steps(user_model: Model, assistant_model: Model, persona_descriptio
             assistant_chat.append({"role": "assistant", "content": reply})
             dialogue.append({"role": "assistant", "content": reply})
     except ModelCallFailed as exc:
-        raise GenerationFailed(f"a simulator call failed: {exc}", 0, None,
-                               first_variant + max_attempts) from exc
-    except GenerationFailed as exc:
+        raise StepFailed(f"a simulator call failed: {exc}", [], 0,
+                         next_variant=first_variant + max_attempts) from exc
+    except StepFailed as exc:
         exc.reason = f"user simulator after {len(dialogue)} messages: {exc.reason}"
         raise
     return {

@@ -7,25 +7,23 @@ sent. The later stages (context factors, sessions, checklists, dialogues) depend
 answers: their requests are rendered by their own code too, with stand-ins of those answers
 of the lengths in ``ASSUMPTIONS`` (the real artifact when an earlier run left one in the
 output directory, which is read, never written; a stage whose artifact exists costs nothing).
-Tokens: utils/dry_run.py.
+Tokens: utils/forecast.py.
 """
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 
 from synthesis import personas as persona_stage
 from synthesis.dialogues import assistant_reply, ask_user_simulator, opening_turn, user_simulator_system_prompt
 from synthesis.factors import generate_factors
-from synthesis.journey import FINAL, make_journey
+from synthesis.journey import FINAL, persona_journey
 from synthesis.outputs import OutputDir
-from synthesis.parameters import STAGE_PARAMS
 from synthesis.sessions import generate_sessions
 from synthesis.settings import SettingsError, SynthesisConfig, stage_models
 from synthesis.taxonomy import load_occupations, load_taxonomy
-from utils.decomposer import decompose
-from utils.dry_run import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
+from utils.benchmark.decomposer import decompose
+from utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
                            print_forecast, render, summary)
 from utils.io import read_json
 from utils.models.errors import ModelError
@@ -65,11 +63,9 @@ def main(cfg: SynthesisConfig, rate_limits: list[str], *, as_json: bool) -> int:
               "token_counting": TOKEN_COUNTING, "assumptions": list(ASSUMPTIONS)}
     header = [f"dry run: no request sent, nothing written; {cfg.n_personas} personas x "
               f"{cfg.n_sessions} sessions into {cfg.output_dir}"]
-    notes = [f"how: {TOKEN_COUNTING}.",
-             "rendered by the stages' code: the persona descriptions (from the seeds); the later "
-             "stages are rendered with stand-in answers, assuming:"]
-    notes += [f"  - {a}" for a in ASSUMPTIONS]
-    print_forecast(result, header, notes, as_json=as_json)
+    print_forecast(result, header, "rendered by the stages' code: the persona descriptions (from the "
+                   "seeds); the later stages are rendered with stand-in answers", ASSUMPTIONS,
+                   as_json=as_json)
     return 0
 
 
@@ -94,8 +90,7 @@ def forecast(cfg: SynthesisConfig) -> dict[str, RoleForecast]:
     todo = [p for p in personas if not p.get("description")]
     for batch in persona_stage.description_batches(todo, cfg.persona_batch_size, {}):
         request = render(lambda: persona_stage.describe_personas(
-            render_only["synthesizer"], batch, taxonomy, max_attempts=1,
-            params=STAGE_PARAMS["persona_generator"]))
+            render_only["synthesizer"], batch, taxonomy, max_attempts=1))
         roles["synthesizer"].add_request("descriptions", request, DESCRIPTION_TOKENS * len(batch))
 
     for persona in personas:
@@ -123,8 +118,7 @@ def forecast_persona(cfg: SynthesisConfig, out: OutputDir, persona: dict, taxono
     if sessions_path.exists():
         sessions = read_json(sessions_path)["sessions"]
     else:
-        journey = make_journey(random.Random(f"{cfg.seed}:journey:{pid}"), cfg.n_sessions,
-                               (factors[-2]["context_factor"], factors[-1]["context_factor"]))
+        journey = persona_journey(cfg.seed, pid, cfg.n_sessions, factors)
         request = render(lambda: generate_sessions(render_only["synthesizer"], description, factors,
                                                    journey, taxonomy, max_attempts=1))
         roles["synthesizer"].add_request("sessions", request, SESSION_TOKENS * cfg.n_sessions)

@@ -3,24 +3,128 @@ once, with the release's prompt; the last two are a contrastive pair that name e
 in ``related_factor``."""
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from utils.models.model import Model
-from synthesis.generation import Generated, generate_validated
-from synthesis.parameters import STAGE_PARAMS
-from synthesis.schemas import factors_schema
-from synthesis.taxonomy import Taxonomy
-from synthesis.validate import validate_factors
+from synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, normalize, one_of,
+                                 same_text, taxonomy_field, text_field)
+from utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
+from utils.benchmark.step_runner import generate_validated
+from utils.models.asking import Answer
+from synthesis.taxonomy import Taxonomy, canonical_type
 from utils.prompts import load_prompt
 
 PROMPT = "synthesis/context_factors_generator"
+# As the release sends them (context_factors_generator.py's constructor).
+PARAMS = {"temperature": 1.0, "max_tokens": 8192}
+# What a model writes for "no related factor".
+NONE_VALUES = {"", "n/a", "na", "none", "null", "-", "not applicable"}
 
 
 def generate_factors(model: Model, persona_description: str, n_factors: int, taxonomy: Taxonomy, *,
                      max_attempts: int, first_variant: int = 0,
-                     previous: tuple[str, str] | None = None) -> Generated:
-    """Returns a ``Generated`` whose value is {"factors": [...], "warnings": [...]}."""
+                     previous: tuple[str, str] | None = None) -> Answer:
+    """Returns an ``Answer`` whose value is {"factors": [...], "warnings": [...]}."""
     system, user = load_prompt(PROMPT).render(n_factors=n_factors, user_persona=persona_description)
     return generate_validated(model, system, user,
                               lambda raw: validate_factors(raw, n_factors, taxonomy),
                               max_attempts=max_attempts, first_variant=first_variant,
                               previous=previous, json_schema=factors_schema(n_factors, taxonomy),
-                              params=STAGE_PARAMS["context_factors_generator"])
+                              params=PARAMS)
+
+
+def factors_schema(n_factors: int, taxonomy: Taxonomy) -> dict:
+    """Figure 17: ``n_factors`` context factors with types from Table 7."""
+    factor = json_object({
+        "factor_type": one_of(taxonomy.factor_types),
+        "background": TEXT,
+        "factor": TEXT,
+        # A bounded list: a small model repeats one item until max_tokens otherwise.
+        "task_types": {"type": "array", "items": one_of(taxonomy.task_types), "minItems": 1,
+                       "maxItems": len(taxonomy.task_types)},
+        "preference_type": one_of(taxonomy.all_preference_types),
+        "preference": TEXT,
+        "related_factor": TEXT,
+    })
+    return json_object({"context_factors": exactly(n_factors, factor)})
+
+
+FACTOR_FIELDS = ("factor_type", "backstory", "context_factor", "task_types",
+                 "preference_type", "contextual_preference", "related_factor")
+# The release's prompt names the fields factor, background and preference; we store them
+# as context_factor, backstory and contextual_preference (the evaluation data's names).
+FACTOR_NAME = ("factor", "context_factor")
+BACKSTORY = ("background", "backstory")
+PREFERENCE = ("preference", "contextual_preference")
+
+
+def _task_types(value: Any, taxonomy: Taxonomy, where: str) -> list[str]:
+    if isinstance(value, str):
+        value = [v for v in re.split(r"[,;\n]", value) if v.strip()]
+    if not isinstance(value, list) or not value:
+        raise ParseError(f"{where}: 'task_types' must be a non-empty list")
+    out = []
+    for entry in value:
+        task = canonical_type(entry, taxonomy.task_types)
+        if task is None:
+            raise ParseError(f"{where}: task type {entry!r} is not in the list "
+                             f"({', '.join(taxonomy.task_types)})")
+        if task not in out:
+            out.append(task)
+    return out
+
+
+def validate_factors(raw: str, n_factors: int, taxonomy: Taxonomy) -> dict:
+    """Returns {"factors": [...], "warnings": [...]}: exactly ``n_factors`` factors whose
+    last two are a mutual contrastive pair and whose others relate to nothing."""
+    items = as_list(parse_yaml(raw), "context factors", ("context_factors", "factors"))
+    if len(items) != n_factors:
+        raise ParseError(f"expected {n_factors} context factors, got {len(items)}")
+    factors, warnings = [], []
+    for i, item in enumerate(items, start=1):
+        where = f"context factor {i}"
+        item = mapping(item, where)
+        factor_type = taxonomy_field(item, "factor_type", taxonomy.factor_types, where)
+        preference_type = taxonomy_field(item, "preference_type", taxonomy.all_preference_types, where)
+        related = item.get("related_factor")
+        related = "N/A" if related is None or str(related).strip().lower() in NONE_VALUES \
+            else str(related).strip()
+        factors.append({
+            "context_factor": text_field(item, FACTOR_NAME, where),
+            "factor_type": factor_type,
+            "backstory": text_field(item, BACKSTORY, where),
+            "task_types": _task_types(item.get("task_types"), taxonomy, where),
+            # As written: the sessions prompt shows the model's own list, as the release does.
+            "task_types_written": (list(item["task_types"]) if isinstance(item.get("task_types"), list)
+                                   else _task_types(item.get("task_types"), taxonomy, where)),
+            "preference_type": preference_type,
+            "contextual_preference": text_field(item, PREFERENCE, where),
+            "related_factor": related,
+        })
+    names = [normalize(f["context_factor"]) for f in factors]
+    if len(set(names)) != len(names):
+        raise ParseError("context factor names must be unique")
+
+    # Exactly one mutual contrastive pair, and it is the last two factors.
+    first, second = factors[-2], factors[-1]
+    for this, other in ((first, second), (second, first)):
+        if this["related_factor"] == "N/A" or find_factor(this["related_factor"], [other]) is None:
+            raise ParseError(
+                f"the last two factors must be a contrastive pair: the related_factor of "
+                f"{this['context_factor']!r} must be {other['context_factor']!r}, got "
+                f"{this['related_factor']!r}")
+        this["related_factor"] = other["context_factor"]
+    for factor in factors[:-2]:
+        if factor["related_factor"] != "N/A":
+            raise ParseError(
+                f"only the last two factors form a contrastive pair; "
+                f"{factor['context_factor']!r} has related_factor {factor['related_factor']!r} "
+                f"(write N/A)")
+    if same_text(first["contextual_preference"], second["contextual_preference"]):
+        raise ParseError("the preferences of the contrastive pair must contradict "
+                         "each other, they are the same")
+    if first["factor_type"] != second["factor_type"]:
+        warnings.append(f"the contrastive pair has different factor types "
+                        f"({first['factor_type']}, {second['factor_type']})")
+    return {"factors": factors, "warnings": warnings}

@@ -15,8 +15,10 @@ from __future__ import annotations
 import hashlib
 import random
 
-from utils.dataset import Instance, INSTANCE_TYPES, make_instance_id, parse_instance
+from utils.benchmark.dataset import Instance, INSTANCE_TYPES, make_instance_id, parse_instance
 from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER
+from synthesis.outputs import OutputDir
+from utils.io import read_json
 
 
 def instance_rng(seed: int, persona_id: str, instance_type: str) -> random.Random:
@@ -119,3 +121,11 @@ def validate_instance(row: dict, instance_type: str, n_prior: int) -> Instance:
                          f"changed-preference sessions, expected {expected[0]} and {expected[1]}")
     return instance
 
+
+def persona_instances(outputs: OutputDir, persona_id: str, seed: int, extra_metadata: dict) -> list[dict]:
+    """``build_instances`` over a persona's artifacts on disk (sessions, checklists, dialogues)."""
+    sessions_doc = read_json(outputs.artifact(persona_id, "sessions.json"))
+    checklists = read_json(outputs.artifact(persona_id, "checklists.json"))
+    dialogues = {s["index"]: read_json(outputs.dialogue_path(persona_id, s["index"]))
+                 for s in sessions_doc["sessions"] if s["role"] != FINAL}
+    return build_instances(persona_id, sessions_doc, checklists, dialogues, seed, extra_metadata)

@@ -22,7 +22,7 @@ import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from utils.dataset import make_instance_id
+from utils.benchmark.dataset import make_instance_id
 from utils.io import atomic_write_json, read_json
 
 log = logging.getLogger("synthesis.pipeline")
@@ -45,6 +45,35 @@ class OutputDir:
 
     def instance_path(self, persona_id: str, instance_type: str) -> Path:
         return self.out / "instances" / f"{make_instance_id(persona_id, instance_type)}.json"
+
+    def dialogue_first_variant(self, persona_id: str, index: int) -> int:
+        """Where a dialogue's attempts start: after those of an earlier run that failed (so
+        it is simulated afresh, not replayed from the cache), else 0."""
+        retry = self.dialogue_path(persona_id, index).with_suffix(".retry")
+        return read_json(retry)["next_variant"] if retry.exists() else 0
+
+    def dialogue_failed(self, persona_id: str, index: int, next_variant: int, reason: str) -> None:
+        atomic_write_json(self.dialogue_path(persona_id, index).with_suffix(".retry"),
+                          {"next_variant": next_variant, "reason": reason})
+
+    def write_dialogue(self, persona_id: str, index: int, dialogue: dict) -> None:
+        atomic_write_json(self.dialogue_path(persona_id, index), dialogue)
+        self.dialogue_path(persona_id, index).with_suffix(".retry").unlink(missing_ok=True)
+
+    def read_personas(self) -> dict:
+        """personas.json: ``{"seed_source", "personas": [template + description, ...]}``."""
+        path = self.out / "personas.json"
+        return read_json(path) if path.exists() else {"seed_source": None, "personas": []}
+
+    def write_personas(self, document: dict) -> None:
+        atomic_write_json(self.out / "personas.json", document)
+
+    def update_personas(self, personas: list[dict]) -> None:
+        """Rewrite personas.json with these personas' current state (matched by id)."""
+        document = self.read_personas()
+        by_id = {p["persona_id"]: p for p in personas}
+        document["personas"] = [by_id.get(p["persona_id"], p) for p in document["personas"]]
+        self.write_personas(document)
 
 
 @dataclass
@@ -78,6 +107,10 @@ class FailureLog:
             self.failures[failure.persona_id] = failure
         log.error("persona %s failed at %s: %s", failure.persona_id, failure.stage, failure.reason)
         atomic_write_json(self.outputs.artifact(failure.persona_id, "failure.json"), failure.to_dict())
+
+    def overcome(self, persona_id: str) -> None:
+        """The persona completed: an earlier run's failure.json goes."""
+        self.outputs.artifact(persona_id, "failure.json").unlink(missing_ok=True)
 
     def has(self, persona_id: str) -> bool:
         with self._lock:

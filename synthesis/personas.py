@@ -10,13 +10,14 @@ import hashlib
 import json
 import logging
 import random
+import re
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from synthesis.generation import generate_validated
-from synthesis.schemas import persona_batch_schema
-from synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy
-from synthesis.validate import validate_persona_batch
+from synthesis.documents import TEXT, exactly, json_object, mapping, text_field
+from utils.benchmark.answers.reading import ParseError, as_list, parse_json
+from utils.benchmark.step_runner import generate_validated
+from synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy, load_occupations
 from utils.prompts import load_prompt
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,12 @@ PERSONAHUB_FIELD = "input persona"
 SEED_FIELDS = (PERSONAHUB_FIELD, "persona", "description", "seed", "text")
 BUNDLED = "bundled"
 PROMPT = "synthesis/persona_generator"
+# As the release sends them (persona_generator.py's constructor).
+PARAMS = {"temperature": 0.7, "max_tokens": 4096}
+# Persona templates described per request (PersonaGenerator's batch_size).
+BATCH_SIZE = 4
+# The release seeds its template sampler with 42 (PersonaTemplateSampler.__call__).
+SEED = 42
 
 
 class SeedSourceError(RuntimeError):
@@ -78,6 +85,13 @@ def load_hub_seeds() -> list[str]:
                               f"{type(exc).__name__}: {exc}") from exc
     # As the release reads them: in order, unstripped (its draws index this list).
     return [s for s in column if isinstance(s, str) and s.strip()]
+
+
+def check_seed_source(source: str | None) -> None:
+    """A seed file named but missing is refused before any work (PersonaHub or the bundled
+    list are read when the templates are drawn)."""
+    if source not in (None, BUNDLED) and not Path(source).is_file():
+        raise SeedSourceError(f"{source}: no such persona seed file")
 
 
 def load_seeds(source: str | None, hub_loader: Callable[[], list[str]] = load_hub_seeds
@@ -200,6 +214,17 @@ def make_templates(seeds: Sequence[str], n: int, occupations: Sequence[str], tax
     return templates
 
 
+def add_templates(document: dict, seeds: Sequence[str], source: str, n: int, taxonomy: Taxonomy,
+                  seed: int) -> tuple[dict, list[dict]]:
+    """personas.json's document with templates added up to ``n`` (``make_templates``), each
+    waiting for its description, and the seed source named; and the new templates."""
+    existing = document["personas"]
+    templates = make_templates(seeds, n, load_occupations(), taxonomy, seed, existing=existing)
+    new = [dict(t, description=None, occupation=None) for t in templates[len(existing):]]
+    sources = [s for s in (document.get("seed_source"), source) if s]
+    return {"seed_source": " + ".join(dict.fromkeys(sources)), "personas": existing + new}, new
+
+
 # ---------------------------------------------------------------------------------------
 # Descriptions (Figure 13)
 # ---------------------------------------------------------------------------------------
@@ -228,11 +253,21 @@ def description_batches(todo: list[dict], size: int,
     return [[by_id[pid] for pid in batch if pid in by_id] for batch in batches]
 
 
+def record_descriptions(batch: Sequence[dict], answer) -> None:
+    """Each template of a described batch takes its description and occupation, how many
+    answers the batch took, and which batch it was described in (its first persona's id)."""
+    for persona, described in zip(batch, answer.value):
+        persona["description"] = described["description"]
+        persona["occupation"] = described["occupation"]
+        persona["description_attempts"] = answer.attempts
+        persona["description_batch"] = batch[0]["persona_id"]
+
+
 def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, max_attempts: int,
                       first_variant: int = 0, previous: tuple[str, str] | None = None,
-                      params: dict | None = None):
+                      params: dict | None = PARAMS):
     """One batch: Figure 13 → a validated description per template, in order.
-    Returns a ``Generated`` whose value is the list of {description, occupation}."""
+    Returns an ``Answer`` whose value is the list of {description, occupation}."""
     system, user = load_prompt(PROMPT).render(
         seed_descriptions="\n".join(format_template(i, t) for i, t in enumerate(templates, start=1)))
     return generate_validated(model, system, user,
@@ -240,3 +275,42 @@ def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, m
                               max_attempts=max_attempts, first_variant=first_variant,
                               previous=previous, json_schema=persona_batch_schema(len(templates)),
                               params=params)
+
+
+# Figure 13 asks for a six-sentence description: six sentence ends or more (., ! or ?
+# followed by a space, or at the end), on one line. The bound is loose on purpose ("Dr. Ruiz"
+# counts as an end, "3.5" does not), so that a capable model under guided decoding is barely
+# held back while a small one cannot stop after its first sentence. A sentence holds at most
+# 400 characters: a converter reads nothing of a patterned string but its pattern, and
+# without that bound SmolLM2 wrote one sentence until max_tokens, for minutes. Quotes and
+# backslashes are left out because converters differ on whether a pattern applies to the
+# JSON text or to the decoded string. (The validator, for unconstrained models, asks for
+# three sentences or more.)
+_PLAIN = r'[^.!?"\\\x00-\x1f]'
+_SENTENCE = rf'({_PLAIN}|[.!?]{_PLAIN.replace("[^", "[^ ")}){{1,400}}[.!?]'
+SIX_SENTENCES = rf'^({_SENTENCE} ){{5,}}{_SENTENCE}$'
+
+
+def persona_batch_schema(n_personas: int) -> dict:
+    """Figure 13: one {description, occupation} per persona template, in order."""
+    persona = json_object({"description": {"type": "string", "pattern": SIX_SENTENCES},
+                       "occupation": TEXT})
+    return json_object({"personas": exactly(n_personas, persona)})
+
+
+def validate_persona_batch(raw: str, n_expected: int) -> list[dict]:
+    items = as_list(parse_json(raw), "personas", ("personas", "persona_descriptions"))
+    if len(items) != n_expected:
+        raise ParseError(f"expected {n_expected} persona descriptions, got {len(items)}")
+    out = []
+    for i, item in enumerate(items, start=1):
+        where = f"persona {i}"
+        item = mapping(item, where)
+        description = text_field(item, "description", where)
+        occupation = text_field(item, "occupation", where)
+        sentences = [s for s in re.split(r"(?<=[.!?])\s+", description) if s.strip()]
+        if len(sentences) < 3:
+            raise ParseError(f"{where}: the description should have six sentences, "
+                             f"got {len(sentences)}")
+        out.append({"description": description, "occupation": occupation})
+    return out

@@ -13,15 +13,13 @@ so one persona's dialogues run while another persona's sessions are still being 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Generator
 
-from utils.models.batch import MAX_ROUNDS, BatchDeferred, runner_for, run_in_rounds
+from utils.models.batch import BatchDeferred, runner_for
 from utils.models.cache import CACHE_DIR, ResponseCache
 from utils.models.model import Model
 from utils.models.registry import check_models
@@ -29,29 +27,24 @@ from utils.models.retry import cancel_all, reset_cancel
 from synthesis import personas as persona_stage
 from synthesis.dialogues import dialogue_steps
 from synthesis.factors import generate_factors
-from synthesis.generation import GenerationFailed, Generated
-from synthesis.instances import INSTANCE_TYPES, build_instances
-from synthesis.journey import FINAL, check_journey, make_journey
-from synthesis.parameters import STAGE_PARAMS
-from synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner
+from synthesis.instances import INSTANCE_TYPES, persona_instances
+from synthesis.journey import FINAL, persona_journey
+from synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner, run_batched
 from synthesis.sessions import generate_sessions
 from synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
                                 model_label, stage_models)
 from synthesis.outputs import BATCHES_FILE, Failure, FailureLog, OutputDir
-from synthesis.summary import summarize
-from synthesis.taxonomy import load_occupations, load_taxonomy
+from synthesis.summary import StageStats, write_summary
+from synthesis.taxonomy import load_taxonomy
+from utils.benchmark.decomposer import decompose_preference
+from utils.benchmark.step_runner import StepFailed
 from utils.io import atomic_write_json, read_json
+from utils.models.asking import Answer
 from utils.stop_signals import stop_cause
 
 __all__ = ["SettingsError", "SettingsMismatch", "Synthesis", "SynthesisConfig", "run_synthesis"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class StageStats:
-    done: int = 0        # artifacts produced in this invocation
-    skipped: int = 0     # artifacts that already existed
 
 
 STAGES = ("templates", "descriptions", "factors", "sessions", "checklists", "dialogues", "instances")
@@ -111,8 +104,7 @@ class Synthesis(OutputDir):
     # =====================================================================================
     def load_templates(self) -> int:
         """The templates on disk (the first ``n_personas``); returns how many are missing."""
-        path = self.out / "personas.json"
-        document = read_json(path) if path.exists() else {"seed_source": None, "personas": []}
+        document = self.read_personas()
         self.seed_source = document["seed_source"]
         self.personas = document["personas"][: self.cfg.n_personas]
         self._count("templates", skipped=len(self.personas))
@@ -123,29 +115,18 @@ class Synthesis(OutputDir):
         loaded); personas that already exist go on meanwhile."""
         seeds, source = persona_stage.load_seeds(self.cfg.persona_seeds, self.hub_loader)
         log.info("persona seeds: %s (%d descriptions)", source, len(seeds))
-        path = self.out / "personas.json"
         with self._lock:
-            document = read_json(path) if path.exists() else {"seed_source": None, "personas": []}
-            existing = document["personas"]
-            templates = persona_stage.make_templates(seeds, self.cfg.n_personas, load_occupations(),
-                                                     self.taxonomy, self.cfg.seed, existing=existing)
-            new = [dict(t, description=None, occupation=None) for t in templates[len(existing):]]
-            sources = [s for s in (document.get("seed_source"), source) if s]
-            document = {"seed_source": " + ".join(dict.fromkeys(sources)),
-                        "personas": existing + new}
-            atomic_write_json(path, document)
+            document, new = persona_stage.add_templates(self.read_personas(), seeds, source,
+                                                        self.cfg.n_personas, self.taxonomy, self.cfg.seed)
+            self.write_personas(document)
             self.seed_source = document["seed_source"]
             self.personas.extend(new)
         self._count("templates", done=len(new))
         self.plan(new)
 
     def _save_personas(self) -> None:
-        path = self.out / "personas.json"
         with self._lock:
-            document = read_json(path)
-            by_id = {p["persona_id"]: p for p in self.personas}
-            document["personas"] = [by_id.get(p["persona_id"], p) for p in document["personas"]]
-            atomic_write_json(path, document)
+            self.update_personas(self.personas)
 
     # =====================================================================================
     # The task graph: each task does one unit of work, then submits what it unlocks.
@@ -188,27 +169,22 @@ class Synthesis(OutputDir):
         try:
             generated = persona_stage.describe_personas(
                 self.models["synthesizer"], batch, self.taxonomy, max_attempts=self.cfg.max_attempts,
-                first_variant=first_variant, previous=previous,
-                params=STAGE_PARAMS["persona_generator"])
-        except GenerationFailed as exc:
+                first_variant=first_variant, previous=previous)
+        except StepFailed as exc:
             for persona in batch:
                 self.failure_log.record(Failure(persona["persona_id"], "descriptions", exc.reason, exc.attempts,
                                   exc.last_raw, exc.next_variant))
             return
         with self._lock:
-            for persona, described in zip(batch, generated.value):
-                persona["description"] = described["description"]
-                persona["occupation"] = described["occupation"]
-                persona["description_attempts"] = generated.attempts
-                persona["description_batch"] = batch[0]["persona_id"]
+            persona_stage.record_descriptions(batch, generated)
         self._save_personas()
         self._count("descriptions", done=len(batch))
         for persona in batch:
             self._submit("factors", self.task_factors, persona)
 
     # -- Stages 3 and 4 write one artifact each: generate, or skip what exists ------------
-    def _generate_artifact(self, persona: dict, stage: str, generate: Callable[..., Generated],
-                           document: Callable[[Generated], dict]) -> bool:
+    def _generate_artifact(self, persona: dict, stage: str, generate: Callable[..., Answer],
+                           document: Callable[[Answer], dict]) -> bool:
         """Stage ``stage``'s artifact of a persona: skipped when it exists, else generated
         (continuing an earlier run's failed attempts) and written. False when it failed."""
         pid = persona["persona_id"]
@@ -220,7 +196,7 @@ class Synthesis(OutputDir):
         try:
             generated = generate(max_attempts=self.cfg.max_attempts, first_variant=first_variant,
                                  previous=previous)
-        except GenerationFailed as exc:
+        except StepFailed as exc:
             self.failure_log.record(Failure(pid, stage, exc.reason, exc.attempts, exc.last_raw, exc.next_variant))
             return False
         atomic_write_json(path, {**document(generated), "attempts": generated.attempts})
@@ -229,28 +205,21 @@ class Synthesis(OutputDir):
 
     # -- Stage 3: context factors (Figure 17) ----------------------------------------------
     def task_factors(self, persona: dict) -> None:
-        def generate(**attempts: Any) -> Generated:
+        def generate(**attempts: Any) -> Answer:
             return generate_factors(self.models["synthesizer"], persona["description"],
                                     self.cfg.n_factors, self.taxonomy, **attempts)
         if self._generate_artifact(persona, "factors", generate, lambda g: g.value):
             self._submit("sessions", self.task_sessions, persona)
 
     # -- Stage 4: sessions (Figure 18) from the journey template ---------------------------
-    def journey_for(self, persona_id: str, factors: list[dict]):
-        rng = random.Random(f"{self.cfg.seed}:journey:{persona_id}")
-        pair = (factors[-2]["context_factor"], factors[-1]["context_factor"])
-        journey = make_journey(rng, self.cfg.n_sessions, pair)
-        check_journey(journey)
-        return journey
-
     def task_sessions(self, persona: dict) -> None:
         pid = persona["persona_id"]
         journey = None
 
-        def generate(**attempts: Any) -> Generated:
+        def generate(**attempts: Any) -> Answer:
             nonlocal journey
             factors = read_json(self.artifact(pid, "factors.json"))["factors"]
-            journey = self.journey_for(pid, factors)
+            journey = persona_journey(self.cfg.seed, pid, self.cfg.n_sessions, factors)
             return generate_sessions(self.models["synthesizer"], persona["description"], factors,
                                      journey, self.taxonomy, **attempts)
         if self._generate_artifact(persona, "sessions", generate,
@@ -277,9 +246,6 @@ class Synthesis(OutputDir):
                 self._submit("checklists", self.task_checklist, state, preference)
 
     def task_checklist(self, state: "PersonaState", preference: str) -> None:
-        from utils.decomposer import decompose_preference
-        from utils.steps import StepFailed
-
         pid = state.persona["persona_id"]
         if self.failure_log.has(pid):
             return
@@ -287,7 +253,7 @@ class Synthesis(OutputDir):
             checklist = decompose_preference(self.models["decomposer"], preference)
         except StepFailed as exc:
             self.failure_log.record(Failure(pid, "checklists", f"decomposing {preference!r}: {exc.reason}",
-                              exc.attempts, exc.raw[-1] if exc.raw else None))
+                              exc.attempts, exc.last_raw))
             return
         if not checklist or not all(isinstance(q, str) and q.strip() for q in checklist):
             self.failure_log.record(Failure(pid, "checklists", f"empty checklist for {preference!r}", 1))
@@ -316,34 +282,30 @@ class Synthesis(OutputDir):
         pid = persona["persona_id"]
         if self.failure_log.has(pid):
             return None  # a sibling failed; spend nothing more on this persona
-        # A dialogue that failed in an earlier run is simulated afresh (new variants).
-        retry = self.dialogue_path(pid, session["index"]).with_suffix(".retry")
-        first_variant = read_json(retry)["next_variant"] if retry.exists() else 0
+        first_variant = self.dialogue_first_variant(pid, session["index"])
         steps = dialogue_steps(
             self.models["user_simulator"], self.models["assistant_simulator"],
             persona["description"], session, checklist, max_turns=self.cfg.max_turns,
             max_attempts=self.cfg.max_attempts, first_variant=first_variant)
-        return self._dialogue_step(state, session, steps, retry, 0)
+        return self._dialogue_step(state, session, steps, 0)
 
     def _dialogue_step(self, state: "PersonaState", session: dict, steps: Generator[None, None, dict],
-                       retry: Path, calls_made: int) -> Continue | None:
+                       calls_made: int) -> Continue | None:
         """One call of a dialogue; the rest waits in the queue as a new task."""
         pid = state.persona["persona_id"]
         try:
             next(steps)
         except StopIteration as finished:
             dialogue = finished.value
-        except GenerationFailed as exc:
-            atomic_write_json(retry, {"next_variant": exc.next_variant, "reason": exc.reason})
+        except StepFailed as exc:
+            self.dialogue_failed(pid, session["index"], exc.next_variant, exc.reason)
             self.failure_log.record(Failure(pid, "dialogues", f"session {session['index']}: {exc.reason}",
                               exc.attempts, exc.last_raw, exc.next_variant))
             return None
         else:
             return Continue(self.priorities.key("dialogues", calls_made + 1), self._dialogue_step,
-                            (state, session, steps, retry, calls_made + 1))
-        atomic_write_json(self.dialogue_path(pid, session["index"]), dialogue)
-        if retry.exists():
-            retry.unlink()
+                            (state, session, steps, calls_made + 1))
+        self.write_dialogue(pid, session["index"], dialogue)
         self._count("dialogues", done=1)
         with self._lock:
             state.dialogues_left -= 1
@@ -367,25 +329,18 @@ class Synthesis(OutputDir):
         if all(p.exists() for p in paths):
             self._count("instances", skipped=len(paths))
         else:
-            sessions_doc = read_json(self.artifact(pid, "sessions.json"))
-            checklists = read_json(self.artifact(pid, "checklists.json"))
-            dialogues = {s["index"]: read_json(self.dialogue_path(pid, s["index"]))
-                         for s in sessions_doc["sessions"] if s["role"] != FINAL}
             try:
-                rows = build_instances(pid, sessions_doc, checklists, dialogues, self.cfg.seed,
-                                       extra_metadata={
-                                           "synthesizer": model_label(self.cfg.model),
-                                           "user_simulator": model_label(self.cfg.user_model),
-                                           "assistant_simulator": model_label(self.cfg.assistant_model)})
+                rows = persona_instances(self, pid, self.cfg.seed, {
+                    "synthesizer": model_label(self.cfg.model),
+                    "user_simulator": model_label(self.cfg.user_model),
+                    "assistant_simulator": model_label(self.cfg.assistant_model)})
             except (ValueError, KeyError) as exc:
                 self.failure_log.record(Failure(pid, "instances", f"{type(exc).__name__}: {exc}"))
                 return
             for row, path in zip(rows, paths):
                 atomic_write_json(path, row)
             self._count("instances", done=len(rows))
-        failure_file = self.artifact(pid, "failure.json")
-        if failure_file.exists():
-            failure_file.unlink()  # an earlier run's failure, now overcome
+        self.failure_log.overcome(pid)
 
     # =====================================================================================
     # The whole run
@@ -397,29 +352,24 @@ class Synthesis(OutputDir):
         check_models(list({id(m): m for m in self.models.values()}.values()), probe=False)
         check_settings(self.out, self.cfg)
         self.templates_missing = missing = self.load_templates()
-        if missing and self.cfg.persona_seeds not in (None, persona_stage.BUNDLED) \
-                and not Path(self.cfg.persona_seeds).is_file():
-            raise persona_stage.SeedSourceError(f"{self.cfg.persona_seeds}: no such persona seed file")
+        if missing:
+            persona_stage.check_seed_source(self.cfg.persona_seeds)
         self.failure_log.load_previous(self.personas)
         try:
             if self.batch_runner is not None:
-                self.run_batched(self.batch_runner)
+                run_batched(self, self.batch_runner)
             else:
                 self.run_pass()
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP: what is done is summarized
             cancel_all()
-            summary = summarize(self, time.perf_counter() - started)
-            summary["stopped"] = stop_cause(exc)
-            atomic_write_json(self.out / "summary.json", summary)
+            write_summary(self, time.perf_counter() - started, stopped=stop_cause(exc))
             exc.summary_written = True
             raise
-        summary = summarize(self, time.perf_counter() - started)
-        atomic_write_json(self.out / "summary.json", summary)
-        return summary
+        return write_summary(self, time.perf_counter() - started)
 
     def run_pass(self) -> None:
         """The task graph over what is on disk, until no task is left (batch mode runs
-        several passes: ``run_batched``)."""
+        several passes: scheduler.run_batched)."""
         self.waiting.clear()
         self.runner = TaskRunner(self.cfg.n_workers,
                                  windows={"dialogues": DIALOGUES_PER_WORKER * self.cfg.n_workers})
@@ -432,37 +382,6 @@ class Synthesis(OutputDir):
             self.runner.run()
         finally:
             self.progress.close()
-
-    def run_batched(self, runner) -> int:
-        """Batch mode: passes and rounds (utils/models/batch.py ``run_in_rounds``) until no
-        synthesizer call waits; returns the number of rounds. A pass defers each task whose
-        synthesizer call misses the cache ("waiting": no failure, no attempt recorded); a
-        round answers them, and the next pass takes each persona one stage on.
-
-        The stage counts of the summary are this invocation's: what each pass produced, and
-        what already existed when the first pass looked (a later pass skips what an earlier
-        one produced, which is not counted again)."""
-        first_skipped: dict[str, int] | None = None
-        passes = 0
-
-        def one_pass() -> None:
-            nonlocal first_skipped, passes
-            passes += 1
-            self.run_pass()
-            if first_skipped is None:
-                first_skipped = {stage: stats.skipped for stage, stats in self.stats.items()}
-            else:
-                for stage, stats in self.stats.items():
-                    stats.skipped = first_skipped.get(stage, 0)
-            if runner.pending and not runner.closed:
-                waiting = ", ".join(f"{stage} {n}" for stage, n in self.waiting.items())
-                log.info("batch pass %d: %d call(s) wait for batch round %d (tasks waiting: %s)",
-                         passes, runner.pending, runner.rounds + 1, waiting)
-
-        # Each round takes a persona at least one stage (or one re-ask) on.
-        max_rounds = max(MAX_ROUNDS, 3 * self.cfg.max_attempts + 2)
-        return run_in_rounds(one_pass, runner, [self.models["synthesizer"]],
-                             max_rounds=max_rounds, finish_online=True)
 
     def close(self) -> None:
         if self.cache is not None:

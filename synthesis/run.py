@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     import config
     from synthesis.journey import MIN_SESSIONS
     from synthesis.pipeline import SynthesisConfig
-    from utils.cli import Parser, non_negative_int, positive_int, program_name
+    from utils.command_line import Parser, non_negative_int, positive_int, program_name
 
     d = SynthesisConfig()
     p = Parser(prog=program_name("python -m synthesis.run"), description=__doc__.split("\n\n")[0],

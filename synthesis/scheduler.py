@@ -19,6 +19,9 @@ started, and the workers stay busy to the end. A window bounds how many chains o
 (a task and its continuations) are in flight; the others wait for a free place in it, so
 that in a long run personas keep being completed rather than all at its end.
 
+With --batch (``run_batched``) the graph runs in passes: a pass defers each task whose
+synthesizer call is not answered yet, and a batch round answers them all.
+
 A task must handle the errors it expects; any other exception stops the run: no new task
 starts, and ``run`` re-raises it once the running tasks end (a ``Continue`` is dropped).
 """
@@ -26,11 +29,16 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import queue
 import sys
 import threading
 from collections import Counter
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+from utils.models.batch import MAX_ROUNDS, run_in_rounds
+
+log = logging.getLogger("synthesis.pipeline")  # the driver's log: batch passes are its work
 
 _STOP = (float("inf"),)  # after every task key (tuples compared element-wise)
 
@@ -185,3 +193,36 @@ class Progress:
     def close(self) -> None:
         for bar in self.bars.values():
             bar.close()
+
+
+def run_batched(synthesis: Any, runner: Any) -> int:
+    """Batch mode of a ``synthesis.pipeline.Synthesis``: passes and rounds
+    (utils/models/batch.py ``run_in_rounds``) until no synthesizer call waits; returns the
+    number of rounds. A pass defers each task whose
+    synthesizer call misses the cache ("waiting": no failure, no attempt recorded); a
+    round answers them, and the next pass takes each persona one stage on.
+
+    The stage counts of the summary are this invocation's: what each pass produced, and
+    what already existed when the first pass looked (a later pass skips what an earlier
+    one produced, which is not counted again)."""
+    first_skipped: dict[str, int] | None = None
+    passes = 0
+
+    def one_pass() -> None:
+        nonlocal first_skipped, passes
+        passes += 1
+        synthesis.run_pass()
+        if first_skipped is None:
+            first_skipped = {stage: stats.skipped for stage, stats in synthesis.stats.items()}
+        else:
+            for stage, stats in synthesis.stats.items():
+                stats.skipped = first_skipped.get(stage, 0)
+        if runner.pending and not runner.closed:
+            waiting = ", ".join(f"{stage} {n}" for stage, n in synthesis.waiting.items())
+            log.info("batch pass %d: %d call(s) wait for batch round %d (tasks waiting: %s)",
+                     passes, runner.pending, runner.rounds + 1, waiting)
+
+    # Each round takes a persona at least one stage (or one re-ask) on.
+    max_rounds = max(MAX_ROUNDS, 3 * synthesis.cfg.max_attempts + 2)
+    return run_in_rounds(one_pass, runner, [synthesis.models["synthesizer"]],
+                         max_rounds=max_rounds, finish_online=True)

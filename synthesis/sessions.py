@@ -2,18 +2,24 @@
 once with the release's prompt from the journey template, and checked against it."""
 from __future__ import annotations
 
+from typing import Any
+
 import yaml
 
 from utils.models.model import Model
-from synthesis.generation import Generated, generate_validated
-from synthesis.journey import Journey, format_series_structure
-from synthesis.parameters import STAGE_PARAMS
-from synthesis.schemas import sessions_schema
+from synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, one_of, same_text,
+                                 taxonomy_field, text_field)
+from utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
+from synthesis.factors import PREFERENCE
+from utils.benchmark.step_runner import generate_validated
+from utils.models.asking import Answer
+from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure
 from synthesis.taxonomy import Taxonomy
-from synthesis.validate import validate_sessions
 from utils.prompts import load_prompt
 
 PROMPT = "synthesis/sessions_generator"
+# As the release sends them (sessions_generator.py's constructor).
+PARAMS = {"temperature": 0.7, "max_tokens": 8192}
 
 
 def format_factors(factors: list[dict]) -> str:
@@ -28,9 +34,9 @@ def format_factors(factors: list[dict]) -> str:
 
 def generate_sessions(model: Model, persona_description: str, factors: list[dict], journey: Journey,
                       taxonomy: Taxonomy, *, max_attempts: int, first_variant: int = 0,
-                      previous: tuple[str, str] | None = None) -> Generated:
-    """Returns a ``Generated`` whose value is the validated sessions document
-    (see ``synthesis.validate.validate_sessions``)."""
+                      previous: tuple[str, str] | None = None) -> Answer:
+    """Returns an ``Answer`` whose value is the validated sessions document
+    (see ``validate_sessions``)."""
     system, user = load_prompt(PROMPT).render(
         n_sessions=journey.n_sessions,
         series_structure=format_series_structure(journey),
@@ -46,4 +52,157 @@ def generate_sessions(model: Model, persona_description: str, factors: list[dict
                               json_schema=sessions_schema(journey.n_sessions,
                                                           [f["context_factor"] for f in factors],
                                                           taxonomy),
-                              params=STAGE_PARAMS["sessions_generator"])
+                              params=PARAMS)
+
+
+def sessions_schema(n_sessions: int, factor_names: list[str], taxonomy: Taxonomy) -> dict:
+    """Figure 18: ``n_sessions`` scenarios, each naming one of the persona's factors."""
+    scenario = json_object({
+        "id": {"type": "integer"},
+        "context_factor": one_of(factor_names),
+        "preference": TEXT,
+        "task_type": one_of(taxonomy.task_types),
+        "story": TEXT,
+        "request_with_factor_and_preference": TEXT,
+        "request_with_factor": TEXT,
+        "resource": TEXT,
+    })
+    return json_object({"scenarios": exactly(n_sessions, scenario)})
+
+
+RESOURCE_PLACEHOLDER = "[resource]"
+
+
+def _resource_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    # a structured resource (a table, a mapping): keep it as YAML text
+    return yaml.safe_dump(value, allow_unicode=True, sort_keys=False).strip()
+
+
+def fill_resource(request: str, resource: Any) -> tuple[str, list[str]]:
+    """The request as the release sends it to the assistant simulator: the model's text
+    unstripped, ``[resource]`` replaced by the resource as written. A resource without a
+    placeholder is left out, as the release leaves it out, with a warning."""
+    warnings = []
+    text = _resource_text(resource)
+    if RESOURCE_PLACEHOLDER in request:
+        if not text:
+            raise ParseError("the request holds [resource] but the resource is empty")
+        return request.replace(RESOURCE_PLACEHOLDER, resource if isinstance(resource, str) else text), warnings
+    if text:
+        warnings.append("a resource was given without a [resource] placeholder; left out")
+    return request, warnings
+
+
+def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy: Taxonomy) -> dict:
+    """Check the scenarios against the journey template and the factor list.
+
+    Returns {"sessions": [...], "current_factor", "contrastive_factor", "original_preference",
+    "changed_preference", "warnings"}. Each session holds its role in the template and
+    ``request`` (``request_with_factor`` with the resource filled in)."""
+    items = as_list(parse_yaml(raw), "scenarios", ("scenarios", "sessions", "user_journey", "journey"))
+    n = journey.n_sessions
+    if len(items) != n:
+        raise ParseError(f"expected {n} scenarios, got {len(items)}")
+    pair = [find_factor(journey.main_factor, factors), find_factor(journey.contrastive_factor, factors)]
+    if None in pair:
+        raise ValueError("the journey's factors are not in the factor list")  # our bug, not the model's
+
+    parsed = []
+    for i, item in enumerate(items, start=1):
+        where = f"scenario {i}"
+        item = mapping(item, where)
+        if "id" in item and str(item["id"]).strip() != str(i):
+            raise ParseError(f"{where}: scenarios must be numbered 1 to {n} in order, "
+                             f"got id {item['id']!r}")
+        task_type = taxonomy_field(item, "task_type", taxonomy.task_types, where)
+        factor_name = text_field(item, "context_factor", where)
+        request_with_factor = text_field(item, "request_with_factor", where)
+        raw_request = item["request_with_factor"]
+        factor = find_factor(factor_name, factors)
+        if factor is None:
+            raise ParseError(f"{where}: context factor {factor_name!r} is not in the list "
+                             f"of context factors")
+        parsed.append({
+            "index": i,
+            "role": journey.roles[i - 1],
+            "factor": factor,
+            "contextual_preference": text_field(item, PREFERENCE, where),
+            "task_type": task_type,
+            "story": text_field(item, "story", where),
+            "request_with_factor_and_preference":
+                text_field(item, "request_with_factor_and_preference", where),
+            "request_with_factor": request_with_factor,
+            "resource": _resource_text(item.get("resource")),
+            "raw_request": raw_request if isinstance(raw_request, str) else request_with_factor,
+            "raw_resource": item.get("resource"),
+        })
+
+    # Which of the pair the model made A: the factor of the first A session.
+    first_a = parsed[journey.positions(A)[0] - 1]["factor"]
+    if first_a not in pair:
+        raise ParseError(
+            f"scenario {journey.positions(A)[0]} must use context factor A, one of "
+            f"{pair[0]['context_factor']!r} or {pair[1]['context_factor']!r}; got "
+            f"{first_a['context_factor']!r}")
+    factor_a = first_a
+    factor_b = pair[1] if factor_a is pair[0] else pair[0]
+    wanted = {A: factor_a, A_CHANGED: factor_a, FINAL: factor_a, B: factor_b}
+    changed_preference = None
+    warnings: list[str] = []
+    for session in parsed:
+        where = f"scenario {session['index']}"
+        role, factor = session["role"], session["factor"]
+        if role == OTHER:
+            if factor is factor_a or factor is factor_b:
+                raise ParseError(
+                    f"{where}: must use a context factor other than "
+                    f"{factor_a['context_factor']!r} and {factor_b['context_factor']!r}, which "
+                    f"appear only where the journey structure says")
+        elif factor is not wanted[role]:
+            label = "A" if wanted[role] is factor_a else "B"
+            raise ParseError(
+                f"{where}: must use context factor {label} ({wanted[role]['context_factor']!r}), "
+                f"got {factor['context_factor']!r}")
+        preference = session["contextual_preference"]
+        if role in (A_CHANGED, FINAL):
+            if same_text(preference, factor_a["contextual_preference"]):
+                raise ParseError(f"{where}: preference A' must differ from (contradict) "
+                                 f"the original preference A")
+            if changed_preference is None:
+                changed_preference = preference
+            elif not same_text(preference, changed_preference):
+                raise ParseError(f"{where}: the changed preference A' must be the same in "
+                                 f"every A' scenario and the final scenario")
+            session["contextual_preference"] = changed_preference
+        else:
+            if not same_text(preference, factor["contextual_preference"]):
+                raise ParseError(
+                    f"{where}: the preference must be the one listed for "
+                    f"{factor['context_factor']!r}: {factor['contextual_preference']!r}")
+            session["contextual_preference"] = factor["contextual_preference"]
+        if session["task_type"] not in factor["task_types"]:
+            warnings.append(f"{where}: task type {session['task_type']!r} is not one listed for "
+                            f"{factor['context_factor']!r}")
+        session["request_sent"], notes = fill_resource(session.pop("raw_request"),
+                                                       session.pop("raw_resource"))
+        session["request"] = session["request_sent"].strip()
+        warnings.extend(f"{where}: {note}" for note in notes)
+
+    sessions = []
+    for session in parsed:
+        factor = session.pop("factor")
+        sessions.append({"index": session.pop("index"), "role": session.pop("role"),
+                         "context_factor": factor["context_factor"], **session})
+    return {
+        "sessions": sessions,
+        "current_factor": factor_a["context_factor"],
+        "contrastive_factor": factor_b["context_factor"],
+        "original_preference": factor_a["contextual_preference"],
+        "changed_preference": changed_preference,
+        "contrastive_preference": factor_b["contextual_preference"],
+        "warnings": warnings,
+    }

@@ -10,7 +10,8 @@ import config
 from utils.models.model import Model
 from utils.models.registry import resolve_model
 from synthesis.journey import MIN_SESSIONS
-from synthesis.parameters import PERSONA_BATCH_SIZE, SEED, STAGE_PARAMS
+from synthesis.personas import BATCH_SIZE as PERSONA_BATCH_SIZE, SEED
+from utils.benchmark import decomposer
 from utils.io import atomic_write_json, read_json
 
 # Settings that shape the data: a rerun into the same directory must use the same ones.
@@ -87,13 +88,13 @@ def resolve_stage_model(spec: str, openai_wire: dict, **params: Any) -> Model:
 
 def stage_models(cfg: SynthesisConfig, cache: Any) -> dict[str, Model]:
     """Each role's model. Each stage passes its own temperature and max_tokens
-    (synthesis/parameters.py); the decomposer step uses the model's, so they are set here."""
+    (its module's ``PARAMS``); the decomposer step uses the model's, so they are set here."""
     return {
         "synthesizer": resolve_stage_model(cfg.model, SINGLE_TURN, cache=cache),
         "user_simulator": resolve_stage_model(cfg.user_model, CHAT, cache=cache),
         "assistant_simulator": resolve_stage_model(cfg.assistant_model, CHAT, cache=cache),
         "decomposer": resolve_stage_model(cfg.decomposer_model, SINGLE_TURN, cache=cache,
-                                          **STAGE_PARAMS["preference_decomposer"]),
+                                          **decomposer.PARAMS),
     }
 
 

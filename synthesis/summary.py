@@ -2,14 +2,14 @@
 batches priced at the batch price), wall time."""
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from synthesis.instances import INSTANCE_TYPES
 from synthesis.outputs import FailureLog
 from synthesis.settings import SynthesisConfig, shaping_settings
-from utils.io import read_json
+from utils.io import atomic_write_json, read_json
 
 
 class SynthesisRun(Protocol):
@@ -28,6 +28,22 @@ class SynthesisRun(Protocol):
     def artifact(self, persona_id: str, name: str) -> Path: ...
 
     def instance_path(self, persona_id: str, instance_type: str) -> Path: ...
+
+
+@dataclass
+class StageStats:
+    """A stage's artifacts in summary.json's "stages"."""
+    done: int = 0        # artifacts produced in this invocation
+    skipped: int = 0     # artifacts that already existed
+
+
+def write_summary(run: SynthesisRun, wall_time: float, stopped: str | None = None) -> dict:
+    """summary.json of ``run``; ``stopped``: why a run was stopped before its end."""
+    summary = summarize(run, wall_time)
+    if stopped is not None:
+        summary["stopped"] = stopped
+    atomic_write_json(run.out / "summary.json", summary)
+    return summary
 
 
 def summarize(run: SynthesisRun, wall_time: float) -> dict:

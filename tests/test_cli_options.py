@@ -13,7 +13,7 @@ from cupid_responder import CupidResponder, make_row, two_instance_plans
 from evaluation import report as R
 from evaluation import run as run_module
 from evaluation.data import InstanceSource
-from utils.dataset import DataValidationError
+from utils.benchmark.dataset import DataValidationError
 from utils.models.errors import ModelConfigurationError
 from utils.models.model import Model
 from utils.models.registry import resolve_model

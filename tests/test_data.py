@@ -4,13 +4,13 @@ import pytest
 
 from cupid_responder import make_row, two_instance_plans
 from evaluation.data import load_instances
-from evaluation.formatting import (
+from evaluation.prompt_layouts import (
     format_checklist,
     format_checklist_bullets,
     format_session_log,
     relevant_positions,
 )
-from utils.dataset import DataValidationError, make_instance_id, safe_name
+from utils.benchmark.dataset import DataValidationError, make_instance_id, safe_name
 from evaluation.pipeline import select_sessions
 
 

@@ -261,7 +261,7 @@ def test_prompt_longer_than_the_context_fails_at_once_with_a_clear_reason():
 
 @pytest.mark.slow
 def test_layout_grammars_give_answers_the_parsers_read():
-    from evaluation import parsing
+    from utils.benchmark.answers import ours as parsing
 
     model = resolve_model("smollm2-135m")
     inferred = model.generate(

@@ -102,7 +102,7 @@ def test_full_run_gives_hand_computed_metrics(server, data_file, tmp_path, capsy
 
 def test_release_outcomes_and_what_was_sent_are_recorded(server, data_file, tmp_path, plans):
     from evaluation.data import load_instances
-    from evaluation.formatting import format_session_log
+    from evaluation.prompt_layouts import format_session_log
     from evaluation.steps import rebuild_request
 
     answer = server.cupid.__call__

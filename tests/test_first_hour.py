@@ -12,7 +12,7 @@ import pytest
 
 from evaluation.console import print_summary
 from evaluation.store import run_dir_for
-from evaluation.sweep import ProgressLog
+from evaluation.console import ProgressLog
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -43,9 +43,9 @@ def answer(req: dict) -> str:
 
 def record_requests(server, base_url: str) -> dict:
     from evaluation import steps
-    from utils import decomposer
+    from utils.benchmark import decomposer
     from evaluation.data import load_instances
-    from evaluation.formatting import format_session_log
+    from evaluation.prompt_layouts import format_session_log
     from utils.models.registry import resolve_model
 
     instance = load_instances(data_path=INSTANCE)[0]

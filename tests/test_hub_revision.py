@@ -11,7 +11,7 @@ from evaluation import run as run_module
 from evaluation.data import InstanceSource
 from evaluation.report.html_report import _source_specs
 from evaluation.report.results import Run
-from utils.dataset import DataValidationError
+from utils.benchmark.dataset import DataValidationError
 
 
 @pytest.fixture

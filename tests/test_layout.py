@@ -33,8 +33,10 @@ def test_synthesis_and_utils_import_nothing_from_evaluation():
 
 SHARED_MODULES = ["utils.models.registry", "utils.models.model", "utils.models.errors",
                   "utils.models.request", "utils.models.retry", "utils.models.usage",
-                  "utils.models.cache", "utils.models.asking", "utils.steps", "utils.decomposer",
-                  "utils.parsing", "utils.dataset", "evaluation.release_parsing", "evaluation.run"]
+                  "utils.models.cache", "utils.models.asking", "utils.benchmark.step_runner",
+                  "utils.benchmark.decomposer", "utils.benchmark.answers.reading",
+                  "utils.benchmark.answers.ours", "utils.benchmark.dataset",
+                  "utils.benchmark.answers.release", "evaluation.run"]
 
 
 @pytest.mark.parametrize("module", SHARED_MODULES)

@@ -287,7 +287,7 @@ def test_request_longer_than_the_context_window_is_not_sent(fake_llm_env):
     assert "at least 137500 prompt tokens + 8192 max_tokens = 145692 > 128000 tokens" in message
     assert model.usage.snapshot()["failed_calls"] == 1
     # A step fails at once with both numbers; no retry, no request.
-    from utils.steps import StepFailed, run_prompt
+    from utils.benchmark.step_runner import StepFailed, run_prompt
 
     with pytest.raises(StepFailed, match=r"at least 137\d\d\d prompt tokens \+ 8192 max_tokens"):
         run_prompt(model, "evaluation/preference_inferrer",

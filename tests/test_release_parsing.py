@@ -1,7 +1,7 @@
 """Answers the released harness reads, and what it does with the ones it cannot read.
 
 Each row of CASES is a row of docs/release_parsing.md: an answer, the release's outcome
-(evaluation/release_parsing.py, checked against the release's own parsers by
+(utils/benchmark/answers/release.py, checked against the release's own parsers by
 benchmarks/release_side_by_side.py on the well-formed answers) and ours.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from evaluation import parsing, release_parsing as release
-from utils import decomposer
-from utils.parsing import ParseError
+from utils.benchmark.answers import ours as parsing, release
+from utils.benchmark import decomposer
+from utils.benchmark.answers.reading import ParseError
 
 ANALYSIS = "### Analysis\n\nThe user asked for this before.\n\n"
 

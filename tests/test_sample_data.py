@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-import utils.dataset
+import utils.benchmark.dataset
 from evaluation.data import InstanceSource
-from evaluation.formatting import format_session_log
-from utils.dataset import parse_instance, shape_departures
+from evaluation.prompt_layouts import format_session_log
+from utils.benchmark.dataset import parse_instance, shape_departures
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = ROOT / "data" / "sample"
@@ -36,7 +36,7 @@ def _builder():
 
 builder = _builder()
 
-INSTANCE_TYPES = set(utils.dataset.INSTANCE_TYPES)
+INSTANCE_TYPES = set(utils.benchmark.dataset.INSTANCE_TYPES)
 FIELDS = {
     "persona_id": str,
     "instance_type": str,

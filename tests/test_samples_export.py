@@ -14,7 +14,7 @@ import pytest
 
 from evaluation.data import InstanceSource
 from evaluation.metrics import f1_score
-from evaluation.report.cli import main as report_main
+from evaluation.report.command import main as report_main
 from evaluation.samples import STEPS, sample_rows
 from sample_results import BROKEN, build
 

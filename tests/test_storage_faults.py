@@ -241,7 +241,7 @@ def test_a_vanished_run_directory_is_rebuilt_by_a_rerun(tmp_path, plans, data_fi
 
 
 def test_the_log_file_on_a_full_disk_is_one_warning(server, data_file, tmp_path, monkeypatch, capsys):
-    from evaluation.cli import LogFileHandler
+    from evaluation.flags import LogFileHandler
 
     base = tmp_path / "res"
     log_file = tmp_path / "run.log"
@@ -258,7 +258,7 @@ def test_the_log_file_on_a_full_disk_is_one_warning(server, data_file, tmp_path,
 
 
 def test_the_report_on_a_full_disk_is_one_line(server, data_file, tmp_path, monkeypatch, capsys):
-    from evaluation.report import cli as report_cli
+    from evaluation.report import command as report_cli
 
     base = tmp_path / "res"
     assert run_module.main(cli(server, data_file, base, "--task", "both")) == 0
@@ -274,7 +274,7 @@ def test_the_report_on_a_full_disk_is_one_line(server, data_file, tmp_path, monk
 
 
 def test_the_export_on_a_full_disk_is_one_line(server, data_file, tmp_path, monkeypatch, capsys):
-    from evaluation.report import cli as report_cli
+    from evaluation.report import command as report_cli
 
     base = tmp_path / "res"
     assert run_module.main(cli(server, data_file, base, "--task", "both")) == 0

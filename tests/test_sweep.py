@@ -9,7 +9,8 @@ import pytest
 
 from cupid_responder import CupidResponder, make_row, two_instance_plans
 from evaluation import run as run_module
-from evaluation.sweep import ProgressLog, parse_shard, shard_of
+from evaluation.console import ProgressLog
+from evaluation.shards import parse_shard, shard_of
 from fake_llm_server import FakeLLMServer
 from test_evaluation_run import assert_expected, cli, read_results
 
@@ -151,7 +152,7 @@ def test_sweep_file_values_go_through_the_parser(tmp_path, capsys, body, named):
 
 
 def test_sweep_file_values_are_honoured(tmp_path):
-    from evaluation.cli import build_parser
+    from evaluation.flags import build_parser
     from evaluation.sweep import sweep_runs
 
     sweep = tmp_path / "sweep.yaml"

@@ -20,7 +20,8 @@ from synthesis import personas as P
 from synthesis.dialogues import simulate_dialogue
 from synthesis.factors import generate_factors
 from synthesis.journey import make_journey
-from synthesis.parameters import SEED, STAGE_PARAMS
+from synthesis.personas import PARAMS as PERSONA_PARAMS, SEED
+from utils.benchmark.decomposer import PARAMS as DECOMPOSER_PARAMS
 from synthesis_responder import ScriptedSynthesis, stage_of
 from synthesis.sessions import generate_sessions
 from synthesis.taxonomy import BUNDLED_SEEDS_FILE, load_occupations, load_taxonomy
@@ -54,7 +55,7 @@ def rendered_requests() -> dict:
     seeds = P.read_seed_file(BUNDLED_SEEDS_FILE)
     templates = P.make_templates(seeds, 4, load_occupations(), TAX, SEED)
     described = P.describe_personas(model, templates, TAX, max_attempts=1,
-                                    params=STAGE_PARAMS["persona_generator"]).value
+                                    params=PERSONA_PARAMS).value
     description = described[0]["description"]
     factors = generate_factors(model, description, 8, TAX, max_attempts=1).value["factors"]
     journey = make_journey(random.Random(f"{SEED}:journey:golden"), 13,
@@ -79,7 +80,7 @@ def rendered_requests() -> dict:
         "user_simulator_multi_turn": as_dict(user_turns[-1]),
         "assistant_simulator_first": as_dict(assistant_turns[0]),
         "assistant_simulator_multi_turn": as_dict(assistant_turns[-1]),
-        "preference_decomposer_params": STAGE_PARAMS["preference_decomposer"],
+        "preference_decomposer_params": DECOMPOSER_PARAMS,
     }
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from cupid_responder import CupidResponder, _section
 from evaluation.data import load_instances
-from utils.dataset import make_instance_id
+from utils.benchmark.dataset import make_instance_id
 from fake_llm_server import FakeLLMServer
 from synthesis import run as cli
 from synthesis.dialogues import ASSISTANT_PROMPT

@@ -11,19 +11,15 @@ import yaml
 
 from evaluation.data import load_instances
 from synthesis import personas as P
-from synthesis import schemas as S
+from synthesis.factors import factors_schema, validate_factors
 from synthesis.instances import build_instances, ground_truth, kept_sessions
 from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, check_journey, \
     format_series_structure, make_journey
-from synthesis.parsing import InvalidGeneration, extract_block, parse_json, parse_yaml
+from synthesis.documents import find_factor
+from utils.benchmark.answers.reading import ParseError as InvalidGeneration, extract_block, parse_json, parse_yaml
 from synthesis.taxonomy import BUNDLED_SEEDS_FILE, canonical_type, load_occupations, load_taxonomy
-from synthesis.validate import (
-    find_factor,
-    fill_resource,
-    validate_factors,
-    validate_persona_batch,
-    validate_sessions,
-)
+from synthesis.personas import SIX_SENTENCES, persona_batch_schema, validate_persona_batch
+from synthesis.sessions import fill_resource, sessions_schema, validate_sessions
 from utils.prompts import load_prompt
 
 TAX = load_taxonomy()
@@ -458,9 +454,9 @@ def test_schema_documents_pass_the_validators_and_broken_ones_fail_the_schema():
     scenarios = {"scenarios": good_scenarios(parsed_factors)}
     names = [f["context_factor"] for f in parsed_factors]
     cases = [
-        (S.persona_batch_schema(1), personas, lambda raw: validate_persona_batch(raw, 1)),
-        (S.factors_schema(5, TAX), factors, lambda raw: validate_factors(raw, 5, TAX)),
-        (S.sessions_schema(10, names, TAX), scenarios,
+        (persona_batch_schema(1), personas, lambda raw: validate_persona_batch(raw, 1)),
+        (factors_schema(5, TAX), factors, lambda raw: validate_factors(raw, 5, TAX)),
+        (sessions_schema(10, names, TAX), scenarios,
          lambda raw: validate_sessions(raw, JOURNEY, parsed_factors, TAX)),
     ]
     for schema, document, validate in cases:
@@ -468,14 +464,14 @@ def test_schema_documents_pass_the_validators_and_broken_ones_fail_the_schema():
         validate(json.dumps(document))  # the YAML stages read JSON too
 
     broken = [
-        (S.persona_batch_schema(2), personas),                                   # one too few
-        (S.persona_batch_schema(1), {"personas": [{"description": "Too short. Two.",
+        (persona_batch_schema(2), personas),                                   # one too few
+        (persona_batch_schema(1), {"personas": [{"description": "Too short. Two.",
                                                    "occupation": "nurse"}]}),  # not six sentences
-        (S.persona_batch_schema(1), {"personas": [{"description": SIX.replace(" ", "\n", 1),
+        (persona_batch_schema(1), {"personas": [{"description": SIX.replace(" ", "\n", 1),
                                                    "occupation": "nurse"}]}),
-        (S.factors_schema(5, TAX), {"context_factors": [{**f, "factor_type": "Animal"}
+        (factors_schema(5, TAX), {"context_factors": [{**f, "factor_type": "Animal"}
                                                         for f in _canonical_factors()]}),
-        (S.sessions_schema(10, names[:4], TAX), scenarios),                      # factor 5 unknown
+        (sessions_schema(10, names[:4], TAX), scenarios),                      # factor 5 unknown
     ]
     for schema, document in broken:
         with pytest.raises(jsonschema.ValidationError):
@@ -487,11 +483,11 @@ def test_six_sentence_pattern():
 
     for text in (SIX, "Ana is 40. She runs! Is she calm? Yes. No. Maybe.", SIX + " Seven.",
                  "Dr. Ruiz, 42, is a nurse. B. C. D. E.", "It costs 3.5 dollars. B. C. D. E. F."):
-        assert re.fullmatch(S.SIX_SENTENCES, text), text
+        assert re.fullmatch(SIX_SENTENCES, text), text
     for text in ("One. Two. Three. Four. Five.", "One sentence only.", SIX[:-1],
                  SIX.replace(" ", "\n", 1), 'A "quoted" one. B. C. D. E. F.',
                  "x" * 401 + ". B. C. D. E. F."):
-        assert not re.fullmatch(S.SIX_SENTENCES, text), text
+        assert not re.fullmatch(SIX_SENTENCES, text), text
 
 
 # ---------------------------------------------------------------------------------------

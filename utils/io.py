@@ -1,7 +1,9 @@
-"""Files that survive a kill: write to a temporary file, fsync, rename over the target."""
+"""Files that survive a kill: write to a temporary file, fsync, rename over the target;
+move a broken file aside; hold a lock file (`FileLock`) that the kernel frees when its holder dies."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import logging
 import os
@@ -154,3 +156,51 @@ def clean_orphan_tmp(directory: str | Path, recursive: bool = True) -> list[Path
             removed.append(tmp)
             log.info("removed an orphan temporary file %s", tmp)
     return removed
+
+
+def move_aside(path: Path) -> Path:
+    """Rename a broken file out of the way (kept for inspection, never deleted)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    target = path.with_name(f"{path.name}.corrupt-{stamp}-{os.getpid()}")
+    path.replace(target)
+    return target
+
+
+class FileLock:
+    """An exclusive ``flock`` on a lock file; the kernel releases it when the holder dies."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise StorageError(self.path, "create the lock file", exc) from exc
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking and deadline is None else fcntl.LOCK_NB))
+            except BlockingIOError:
+                if not blocking or (deadline is not None and time.monotonic() >= deadline):
+                    os.close(fd)
+                    return False
+                time.sleep(0.05)
+                continue
+            self._fd = fd
+            return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def __enter__(self) -> "FileLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.release()

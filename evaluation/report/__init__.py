@@ -9,10 +9,10 @@
     gaps.py         what the results cannot show yet, and the command that would make it
     published.py    the paper's published numbers
     build.py        report.md and report.csv;  html_report.py  report.html
-    cli.py          the command line
+    command.py      the command line
 """
 from evaluation.report.build import ReportFiles, build_report
-from evaluation.report.cli import main
+from evaluation.report.command import main
 from evaluation.report.format import CSV_COLUMNS
 
 __all__ = ["CSV_COLUMNS", "ReportFiles", "build_report", "main"]

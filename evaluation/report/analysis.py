@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from utils.dataset import INSTANCE_TYPES
+from utils.benchmark.dataset import INSTANCE_TYPES
 from evaluation.metrics import micro_inference
 from evaluation.report import statistics as S
 from evaluation.report.format import DEFAULT_MIN_BIN_SIZE

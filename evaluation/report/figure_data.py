@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from utils.dataset import safe_name
+from utils.benchmark.dataset import safe_name
 from evaluation.metrics import micro_inference
 from evaluation.report import statistics as S
 from evaluation.report.analysis import Analysis
@@ -36,16 +36,25 @@ def _default_runs(an: Analysis, scorer: str | None, task: str) -> tuple[list[Run
     return used, left
 
 
+def _inference_figure(an: Analysis, name: str, title: str) -> tuple[FigureData, str | None, list[Run], list[str]]:
+    """A figure over the default-setting inference runs under the primary scorer (skipped,
+    with the reason, when there are none), the scorer, those runs and the models left out."""
+    scorer = an.primary_scorer("inference")
+    runs, left = _default_runs(an, scorer, "inference")
+    fig = FigureData(name, title, "")
+    if not runs:
+        fig.skipped = "no default-setting inference results"
+    return fig, scorer, runs, left
+
+
 def _instance_f1(outcome: Outcome) -> dict[str, float]:
     return {i: S.instance_prf(c)[2] for i, c in outcome.values.items()}
 
 
 def prf_bars_data(an: Analysis) -> FigureData:
-    scorer = an.primary_scorer("inference")
-    runs, left = _default_runs(an, scorer, "inference")
-    fig = FigureData("fig_prf1", "Precision, recall and F1 per model (default setting, all instances)", "")
-    if not runs:
-        fig.skipped = "no default-setting inference results"
+    fig, scorer, runs, left = _inference_figure(
+        an, "fig_prf1", "Precision, recall and F1 per model (default setting, all instances)")
+    if fig.skipped:
         return fig
     bars = []
     for run in runs:
@@ -63,11 +72,9 @@ def prf_bars_data(an: Analysis) -> FigureData:
 
 def position_data(an: Analysis) -> FigureData:
     """Figure 3: mean F1 across models against the mean position of relevant sessions."""
-    scorer = an.primary_scorer("inference")
-    runs, left_models = _default_runs(an, scorer, "inference")
-    fig = FigureData("fig3_position", "Figure 3: F1 against the mean position of relevant sessions", "")
-    if not runs:
-        fig.skipped = "no default-setting inference results"
+    fig, scorer, runs, left_models = _inference_figure(
+        an, "fig3_position", "Figure 3: F1 against the mean position of relevant sessions")
+    if fig.skipped:
         return fig
     points: dict[tuple[str, str], float] = {}   # (model, instance) -> position
     f1s: dict[tuple[str, str], float] = {}

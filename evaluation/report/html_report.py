@@ -27,7 +27,7 @@ from evaluation.report import statistics as S
 from evaluation.report.statistics import one_blas_thread
 from evaluation.report.results import Run, history_of, setting_order
 from evaluation.data import InstanceSource
-from utils.dataset import DataValidationError, Instance
+from utils.benchmark.dataset import DataValidationError, Instance
 from utils.html_page import chunk_element, chunked_page, esc, gzip_chunk, markdown_to_html, write_page
 from evaluation.report.published import display_name
 

@@ -22,7 +22,7 @@ from evaluation.report.export import export_format, push_to_hub, write_samples
 from evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from evaluation.report.html_report import write_html_report
 from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
-from utils.cli import program_name
+from utils.command_line import program_name
 from utils.io import StorageError, describe_os_error
 
 
@@ -73,11 +73,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:  # disk full, read-only, permission denied: one line, no traceback
-        what = exc if isinstance(exc, StorageError) else \
-            f"{exc.filename or args.output or args.results_dir}: cannot write: {describe_os_error(exc)}"
-        print(f"error: {what}; the results are untouched (the report only reads them): make "
-              f"room, or give a writable --output, and run the report again", file=sys.stderr)
-        return 1
+        return write_failed(exc, args.output or args.results_dir, "the results are untouched (the "
+                            "report only reads them): make room, or give a writable --output, and "
+                            "run the report again")
     print(f"wrote {files.markdown}")
     print(f"wrote {files.csv}")
     for path in files.figures:
@@ -91,6 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         for gap in files.gaps:
             print("\n".join(gap.lines()))
     return 0
+
+
+def write_failed(exc: OSError, path: object, advice: str) -> int:
+    """A write that failed (disk full, read-only, permission denied): one line, no
+    traceback, exit status 1."""
+    what = exc if isinstance(exc, StorageError) else \
+        f"{exc.filename or path}: cannot write: {describe_os_error(exc)}"
+    print(f"error: {what}; {advice}", file=sys.stderr)
+    return 1
 
 
 def export_samples(args, parser: argparse.ArgumentParser) -> int:
@@ -112,12 +119,9 @@ def export_samples(args, parser: argparse.ArgumentParser) -> int:
     if args.export:
         try:
             path = write_samples(rows, args.export)
-        except OSError as exc:  # disk full, read-only, permission denied: one line
-            what = exc if isinstance(exc, StorageError) else \
-                f"{exc.filename or args.export}: cannot write: {describe_os_error(exc)}"
-            print(f"error: {what}; the results are untouched: make room, or export to a "
-                  f"writable path, and run it again", file=sys.stderr)
-            return 1
+        except OSError as exc:
+            return write_failed(exc, args.export, "the results are untouched: make room, or export "
+                                "to a writable path, and run it again")
         print(f"wrote {path} ({len(rows)} rows)")
     if args.push_to_hub:
         push_to_hub(rows, args.push_to_hub)

@@ -12,7 +12,7 @@ from typing import Iterator
 import config
 from evaluation.pipeline import TASKS
 from evaluation.store import SETTINGS
-from utils.cli import Parser, generation_params, non_negative_int, positive_float, positive_int, program_name
+from utils.command_line import Parser, generation_params, non_negative_int, positive_float, positive_int, program_name
 from utils.io import StorageError, describe_os_error
 from utils.redact import RedactingFormatter, redact
 

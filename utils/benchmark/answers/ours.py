@@ -1,7 +1,7 @@
-"""Parsers for model answers.
+"""Our parsers of the evaluation's answers (the decomposer's is utils/benchmark/decomposer.py's).
 
 Every answer the released harness (kixlab/CUPID at a8560ca) reads is read the same way:
-where its reading yields a usable value (see evaluation/release_parsing.py) that value is
+where its reading yields a usable value (release.py, beside this file) that value is
 taken as it is, so the scores and the next step's request are the release's. Beyond that
 the parsers are lenient where models vary (header case and spelling, bold markers, code
 fences, "Score: 8") and strict where the release would silently score 0 or count a broken
@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from evaluation import release_parsing as release
-from evaluation.metrics import LABEL_SCORES
-from utils.parsing import ParseError, extract_json
+from utils.benchmark.answers import release
+from utils.benchmark.answers.reading import ParseError, extract_json
+from utils.benchmark.answers.release import LABEL_SCORES
 
 
 # ---------------------------------------------------------------------------------------
@@ -128,15 +128,14 @@ def parse_judge(text: str) -> dict:
 
 
 # ---------------------------------------------------------------------------------------
-# JSON answers (the lenient reading, extract_json, is utils/parsing.py's; the checklist's
-# parser is utils/decomposer.py's)
+# JSON answers (the lenient reading, extract_json, is reading.py's)
 # ---------------------------------------------------------------------------------------
 def normalize_label(label: Any) -> str:
     if not isinstance(label, str):
         raise ParseError(f"label {label!r} is not a string")
-    key = re.sub(r"[\s_\-]+", " ", label.strip().strip("\"'*").lower())
+    key = re.sub(r"[\s_\-]+", " ", label.strip().strip("\"'*").lower()).title()
     if key in LABEL_SCORES:
-        return key.title()
+        return key
     raise ParseError(f"unknown label {label!r}")
 
 
@@ -184,7 +183,7 @@ def parse_match(text: str, checklist: Sequence[str]) -> dict:
         raise ParseError(f"entries {missing} are not labelled")
     return {"results": [
         {"index": i, "entry": checklist[i - 1], "label": by_index[i],
-         "score": LABEL_SCORES[by_index[i].lower()]}
+         "score": LABEL_SCORES[by_index[i]]}
         for i in range(1, n + 1)]}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 from utils.models.model import Model
 from utils.models.request import Request
@@ -182,10 +182,11 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def print_forecast(result: dict, header: list[str], notes: list[str], *, as_json: bool,
-                   out=None) -> None:
-    """The table (and the notes that say what was rendered and what estimated); with
-    ``as_json`` the same as one JSON object on the last line."""
+def print_forecast(result: dict, header: list[str], rendered: str, assumptions: Sequence[str], *,
+                   as_json: bool, out=None) -> None:
+    """The table, then how tokens were counted, what was rendered (``rendered``) and what
+    the rest assumes; with ``as_json`` the same as one JSON object on the last line."""
+    notes = [f"how: {TOKEN_COUNTING}.", f"{rendered}, assuming:"] + [f"  - {a}" for a in assumptions]
     out = sys.stdout if out is None else out
     for line in header:
         print(line, file=out)

@@ -1,21 +1,23 @@
-"""A step, in both pipelines: render a prompt file, ask through the model seam until the
-answer parses, and say what was sent.
+"""A step, in both pipelines: ask through the model seam until the answer parses.
 
-An unparseable answer is asked again (``config.MAX_PARSE_RETRIES`` times, as a distinct
-request so a cache does not replay it); if every answer fails, or the call itself fails
-after the seam's retries, the step raises ``StepFailed`` carrying the reason, every raw
-answer and what was sent, which the pipeline records.
+Two ways to ask again, as the release does or would: ``run_prompt`` (the evaluation's steps
+and the decomposer) renders a prompt file, repeats the identical request after an
+unparseable answer (``config.MAX_PARSE_RETRIES`` times, each a distinct variant so a cache
+does not replay it) and says what was sent; ``generate_validated`` (synthesis's generation
+stages, where the release has no re-ask to follow) shows the model its unusable answer and
+the reason. If every answer fails, or the call itself fails after the seam's retries, both
+raise ``StepFailed`` carrying the reason and the raw answers, which the pipeline records.
 """
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import config
-from utils.models.asking import NoUsableAnswer, ask_until_usable
+from utils.models.asking import Answer, NoUsableAnswer, ask_until_usable
 from utils.models.model import Model
-from utils.parsing import ParseError
+from utils.benchmark.answers.reading import ParseError
 from utils.prompts import Prompt, load_prompt
 
 
@@ -30,6 +32,10 @@ class StepFailed(Exception):
         self.sent = sent
         self.latency_s = latency_s
         self.truncated = truncated  # answers cut at the token limit
+
+    @property
+    def last_raw(self) -> str | None:
+        return self.raw[-1] if self.raw else None
 
 
 @dataclass
@@ -105,3 +111,34 @@ def run_prompt(model: Model, prompt_name: str, values: dict, parse: Callable[[st
     return StepResult(output=answer.value, raw=answer.raws, attempts=answer.attempts, model=model.name,
                       prompt_version=prompt.version, usage=answer.usage, sent=sent,
                       latency_s=answer.latency_s, truncated=answer.truncated)
+
+
+# The message after an invalid answer; its ``{reason}`` is filled by the re-ask loop.
+FEEDBACK_PROMPT = "synthesis/reask_invalid_answer"
+
+
+def generate_validated(model: Model, system: str, user: str, validate: Callable[[str], Any], *,
+                       max_attempts: int, first_variant: int = 0,
+                       previous: tuple[str, str] | None = None,
+                       json_schema: dict | None = None, params: dict | None = None) -> Answer:
+    """``validate(raw)`` returns the parsed value (``Answer.value``) or raises ParseError;
+    a re-ask shows the model its invalid answer and the reason.
+
+    ``json_schema`` describes the expected document to models that can constrain their
+    decoding (the embedded model, vLLM); the others ignore it and answer as the prompt
+    asks. JSON is valid YAML, so the YAML stages read a constrained answer as they are.
+
+    ``first_variant``/``previous`` (the last raw answer and its reason) continue the
+    attempts of an earlier run that failed, instead of replaying them from the cache."""
+    try:
+        return ask_until_usable(model, system, [{"role": "user", "content": user}], validate,
+                                tries=max_attempts, invalid=(ParseError,), first_variant=first_variant,
+                                show_invalid=load_prompt(FEEDBACK_PROMPT).user_prompt,
+                                previous=previous, json_schema=json_schema, **(params or {}))
+    except NoUsableAnswer as exc:
+        raws = exc.raws or ([previous[0]] if previous else [])
+        if exc.call_failed is not None:
+            raise StepFailed(f"model call failed: {exc.call_failed}", raws, len(exc.raws),
+                             next_variant=exc.next_variant) from exc.call_failed
+        raise StepFailed(f"invalid after {max_attempts} attempts: {exc.reason}", raws, max_attempts,
+                         next_variant=exc.next_variant) from None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from utils.dataset import Instance, Session
+from utils.benchmark.dataset import Instance, Session
 
 
 def format_session_log(sessions: Iterable[Session]) -> str:

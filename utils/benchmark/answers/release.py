@@ -8,7 +8,7 @@ the first ```json and the last ```, or the whole answer. An answer it cannot rea
 drops the instance (inference, decomposition, generation: the instance is skipped and
 not counted) or scores it 0 (matching, judging).
 
-Our parsers (evaluation/parsing.py) take the release's reading whenever it yields a usable
+Our parsers (ours.py beside this file, and the decomposer's) take the release's reading whenever it yields a usable
 value, so the numbers and the next step's request are the release's; where it fails they
 read the answer leniently or ask again. This module tells, for each step, what the release
 would have done with the first answer, so that results.json can say how far a run is from
@@ -20,16 +20,36 @@ instance).
 """
 from __future__ import annotations
 
+import json
 from typing import Any
-
-from utils.parsing import ReleaseFailure, release_checklist, release_json
 
 PREFERENCE_HEADER = "### Most Likely Preference"
 SCORE_HEADERS = ("### **Evaluation Score**", "### Evaluation Score")
-LABEL_SCORES = {"Not Covered": 0, "Partially Covered": 0.5, "Fully Covered": 1}
+# The matcher's labels and what each scores: the benchmark's one table (ours reads a label
+# in any case and spacing; the release takes these spellings only, any other scoring 0).
+LABEL_SCORES = {"Fully Covered": 1.0, "Partially Covered": 0.5, "Not Covered": 0.0}
 OUTCOMES = ("same", "differs", "zero", "drop")  # from best to worst
 
 
+class ReleaseFailure(ValueError):
+    """The release would raise here."""
+
+
+def release_json(text: str) -> Any:
+    """The release's ``parse_json``."""
+    if "```json" in text:
+        text = text.split("```json")[1].rsplit("```", 1)[0].strip()
+        return json.loads(text)
+    return json.loads(text.strip())
+
+
+def release_checklist(text: str) -> Any:
+    """The release's decomposed checklist (``parse_json(answer)['checklist']``)."""
+    try:
+        data = release_json(text.strip())
+        return data["checklist"]
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise ReleaseFailure(f"checklist unreadable: {type(exc).__name__}") from exc
 def release_preference(text: str) -> str:
     """The release's inferred preference: the first line after the header."""
     if PREFERENCE_HEADER not in text:

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import config
 from utils.models.model import Model
-from utils.parsing import ParseError, ReleaseFailure, extract_json, release_checklist
-from utils.steps import StepResult, decoding_aid, run_prompt
+from utils.benchmark.answers.reading import ParseError, extract_json
+from utils.benchmark.answers.release import ReleaseFailure, release_checklist
+from utils.benchmark.step_runner import StepResult, decoding_aid, run_prompt
 
 PROMPT = "synthesis/preference_decomposer"
+# The release's decomposer model's parameters (preference_decomposer.py's constructor; its
+# integer 0 kept, so that a request's body is the release's): synthesis builds the
+# decomposer's model with them; evaluation's evaluator has its own temperature.
+PARAMS = {"temperature": 0, "max_tokens": config.DECOMPOSER_MAX_TOKENS}
 
 # A JSON schema for adapters that can constrain decoding (llama.cpp, vLLM).
 CHECKLIST_SCHEMA = {

@@ -1,0 +1,103 @@
+"""What the generation stages (personas, factors, sessions) share about their documents: the
+fields read from a parsed document, the names and preferences a model copies matched
+leniently (case, spacing, punctuation, then a close-match ratio), and the JSON schema that
+describes a document's shape to models that can constrain their decoding. (The document is
+pulled out of the answer by utils/benchmark/answers/reading.py; a problem raises its
+``ParseError`` with a reason a model can act on when it is asked again.)
+
+Schemas are passed with the request so that a model that can constrain its decoding (the
+embedded model through a llama.cpp grammar, a vLLM server through guided decoding) can only
+write a document of the right shape (field names those of the release's prompts). Hosted
+models (OpenAI, Anthropic, Together, Google) are sent no schema, so their requests are the
+release's; a vLLM server's request carries it as ``response_format`` in addition. Every
+answer is checked by its stage's validator either way, so a schema never replaces a check.
+Every root is an object (what structured-output APIs require), whose one list the
+validators find by its key. Features are limited to those both llama.cpp's schema converter
+and vLLM's guided decoding take: object, array with minItems/maxItems, string, integer,
+boolean, enum.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from typing import Any, Sequence
+
+from synthesis.taxonomy import canonical_type
+from utils.benchmark.answers.reading import ParseError
+
+
+# ---------------------------------------------------------------------------------------
+# Names and texts a model copies
+# ---------------------------------------------------------------------------------------
+CLOSE_MATCH = 0.9  # difflib ratio above which two copies of a text count as the same
+
+
+def normalize(text: str) -> str:
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(c for c in text if not unicodedata.combining(c)).lower()
+    return re.sub(r"[\W_]+", " ", text).strip()
+
+
+def same_text(a: str, b: str) -> bool:
+    na, nb = normalize(a), normalize(b)
+    return na == nb or difflib.SequenceMatcher(None, na, nb).ratio() >= CLOSE_MATCH
+
+
+def text_field(item: dict, key: "str | tuple[str, ...]", where: str) -> str:
+    """The stripped text under ``key`` (or the first of several names that is present)."""
+    keys = (key,) if isinstance(key, str) else key
+    found = next((k for k in keys if k in item), keys[0])
+    value = item.get(found)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ParseError(f"{where}: field '{keys[0]}' is missing or empty")
+    return value.strip()
+
+
+def mapping(item: Any, where: str) -> dict:
+    if not isinstance(item, dict):
+        raise ParseError(f"{where}: expected a mapping, got {type(item).__name__}")
+    return item
+
+
+def taxonomy_field(item: dict, key: str, options: Sequence[str], where: str) -> str:
+    """The taxonomy type under ``key``, in the spelling of ``options``."""
+    value = canonical_type(item.get(key), options)
+    if value is None:
+        raise ParseError(f"{where}: {key} {item.get(key)!r} is not one of {', '.join(options)}")
+    return value
+
+
+def find_factor(name: str, factors: list[dict]) -> dict | None:
+    """The factor ``name`` refers to: equal after normalization, else the single closest
+    name above CLOSE_MATCH."""
+    wanted = normalize(name)
+    for factor in factors:
+        if normalize(factor["context_factor"]) == wanted:
+            return factor
+    scored = sorted(((difflib.SequenceMatcher(None, wanted, normalize(f["context_factor"])).ratio(), i)
+                     for i, f in enumerate(factors)), reverse=True)
+    if scored and scored[0][0] >= CLOSE_MATCH and (len(scored) == 1 or scored[1][0] < scored[0][0]):
+        return factors[scored[0][1]]
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# JSON schemas of the documents
+# ---------------------------------------------------------------------------------------
+TEXT = {"type": "string"}
+
+
+def json_object(properties: dict) -> dict:
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def exactly(n: int, items: dict) -> dict:
+    return {"type": "array", "items": items, "minItems": n, "maxItems": n}
+
+
+def one_of(values) -> dict:
+    return {"type": "string", "enum": list(values)}
