@@ -26,7 +26,7 @@ from utils.models.adaptations import Adaptation
 from utils.models.batch import Unanswered
 from utils.models.catalog import ModelFacts, dated_table
 from utils.models.hosted import HostedModel, call_sdk_with_headers
-from utils.models.limits import header_family
+from utils.models.rate_limit_headers import header_family
 from utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
 from utils.models.retry import status_code
 from utils.models.model import register_provider
@@ -34,7 +34,7 @@ from utils.models.request import Completion, Request, Usage
 
 
 # Anthropic's rate-limit headers (https://docs.claude.com/en/api/rate-limits, "Response
-# headers"); their reset times are RFC 3339 dates (limits.parse_duration).
+# headers"); their reset times are RFC 3339 dates (rate_limit_headers.parse_duration).
 RATE_LIMIT_HEADERS = header_family(
     tokens=("anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining",
             "anthropic-ratelimit-tokens-reset"),

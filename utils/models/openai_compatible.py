@@ -21,7 +21,7 @@ from typing import Any, Callable
 from utils.models.batch import Unanswered
 from utils.models.errors import TransientModelError
 from utils.models.hosted import HostedModel, call_sdk_with_headers
-from utils.models.limits import header_family
+from utils.models.rate_limit_headers import header_family
 from utils.models.request import Completion, Request, Usage
 
 
