@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MODULES = {
     "evaluation/metrics.py": ["tests/test_metrics.py", "tests/test_analysis.py"],
     "evaluation/aggregate.py": ["tests/test_metrics.py", "tests/test_run_safety.py"],
-    "evaluation/parsing.py": ["tests/test_parsing.py", "tests/test_release_parsing.py"],
+    "evaluation/parsing.py": ["tests/test_parsing.py", "tests/test_score_parsing.py",
+                              "tests/test_release_parsing.py"],
     "utils/parsing.py": ["tests/test_json_extraction.py", "tests/test_parsing.py",
                          "tests/test_release_parsing.py"],
     "evaluation/release_parsing.py": ["tests/test_release_parsing.py", "tests/test_parsing.py"],
