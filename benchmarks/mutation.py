@@ -41,7 +41,7 @@ MODULES = {
                          "tests/test_release_parsing.py"],
     "evaluation/release_parsing.py": ["tests/test_release_parsing.py", "tests/test_release_view.py",
                                       "tests/test_parsing.py"],
-    "utils/models/request.py": ["tests/test_model_layer.py"],
+    "utils/models/request.py": ["tests/test_request_validation.py", "tests/test_model_layer.py"],
     "utils/models/retry.py": ["tests/test_retry.py", "tests/test_model_layer.py"],
     "utils/models/usage.py": ["tests/test_retry.py", "tests/test_model_layer.py"],
     "evaluation/store.py": ["tests/test_run_safety.py", "tests/test_evaluation_run.py"],
