@@ -147,7 +147,10 @@ def run(cmd: list[str], cwd: Path, env: dict, label: str, log: Path) -> float:
 
 def run_release(release_root: Path, server: FakeLLMServer, data: Path, work: Path,
                 use_matcher: bool) -> float:
-    """The release's own `python -m evaluation.run` over ``data``; returns its seconds."""
+    """The release's own `python -m evaluation.run` over ``data``; returns its seconds.
+    The server lists the two OpenAI models only: the release sends a listed name through
+    OpenAI's client, the PrefMatcher's too."""
+    server.models = [EVALUATED, EVALUATOR]
     cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(work / f"r-release-{use_matcher}"),
            "--model", EVALUATED, "--evaluator", EVALUATOR, "--data_dir", str(data),
            "--task", "both", "--log_file", str(work / f"release-{use_matcher}.log")]
@@ -156,6 +159,7 @@ def run_release(release_root: Path, server: FakeLLMServer, data: Path, work: Pat
 
 
 def run_ours(server: FakeLLMServer, data: Path, work: Path, use_matcher: bool) -> float:
+    server.models = [EVALUATED, EVALUATOR, PREFMATCHER]  # our pre-flight asks for the matcher's name
     cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(work / f"r-ours-{use_matcher}"),
            "--model", EVALUATED, "--evaluator", EVALUATOR, "--data_dir", str(data),
            "--task", "both", "--no_cache", "--n_workers", "2"]

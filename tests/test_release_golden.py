@@ -97,7 +97,8 @@ def test_evaluation_requests_are_the_releases(tmp_path, mode):
         instances[name] = json.loads(text)
     script = Script(instances, EVALUATION["session_logs"])
     with FakeLLMServer(responder=script) as server:
-        server.models = [EVALUATION["evaluated"], EVALUATION["evaluator"]]
+        # The matcher's name too: the run's pre-flight asks the server for it.
+        server.models = [EVALUATION["evaluated"], EVALUATION["evaluator"], "kixlab/prefmatcher-7b"]
         cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(tmp_path / "results"),
                "--model", EVALUATION["evaluated"], "--evaluator", EVALUATION["evaluator"],
                "--data_dir", str(data), "--task", "both", "--no_cache", "--n_workers", "2"]
