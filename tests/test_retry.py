@@ -205,3 +205,69 @@ def test_estimate_cost_unknown_model_is_none_not_zero(monkeypatch):
     monkeypatch.setattr(config, "PRICES_PER_MTOK", PRICES)
     assert estimate_cost("model-z", 1000, 1000) is None
     assert estimate_cost(None, 1000, 1000) is None
+
+
+# ---------------------------------------------------------------------------------------
+# Where a status and headers are found on errors other than the SDKs'
+# ---------------------------------------------------------------------------------------
+class Raised(Exception):
+    """A user's model's own exception, carrying whatever attributes its library sets."""
+
+    def __init__(self, **attributes) -> None:
+        super().__init__("failed")
+        self.__dict__.update(attributes)
+
+
+class Response:
+    def __init__(self, status_code=None, headers=None) -> None:
+        self.status_code = status_code
+        self.headers = headers
+
+
+@pytest.mark.parametrize("exc, retried", [
+    (Raised(code=429), True),                          # google-genai's errors: .code
+    (Raised(code=400), False),
+    (Raised(status=503), True),                        # aiohttp-style: .status
+    (Raised(status=404), False),
+    (Raised(code=100, response=Response(400)), True),  # 100 is a status (odd, not a refusal)
+    (Raised(status_code=302), True),                   # a redirect nobody followed: not refused
+    (Raised(code=600, response=Response(404)), False), # 600 is no HTTP status: the response's is read
+    (Raised(code=99, response=Response(400)), False),
+    (Raised(code=599, response=Response(400)), True),
+    (Raised(response=Response("503")), True),          # not a number: no status, unknown error
+])
+def test_status_found_on_other_errors(exc, retried):
+    assert classify_error(exc)[0] is retried
+
+
+def test_retry_after_from_a_plain_headers_dict():
+    assert retry_after_of(Raised(response=Response(429, {"retry-after": "5"}))) == 5.0
+    assert retry_after_of(Raised(response=Response(429, {"retry-after-ms": "1500"}))) == 1.5
+
+
+def test_headers_of():
+    from utils.models.retry import headers_of
+
+    assert headers_of(sdk_error(429, {"x-ratelimit-limit-tokens": "9"}))["x-ratelimit-limit-tokens"] == "9"
+    assert headers_of(Raised(response=Response(429, {"a": "b"}))) == {"a": "b"}
+    assert headers_of(ValueError("no response")) is None
+
+
+def test_reasons_recorded_for_a_failure():
+    assert classify_error(PermanentModelError("too long")) == (False, None, "too long")
+    assert classify_error(ValueError("bad prompt")) == (False, None, "ValueError: bad prompt")
+    assert classify_error(RuntimeError("boom")) == (True, None, "RuntimeError: boom")
+
+
+def test_backoff_bounds(monkeypatch):
+    monkeypatch.setattr(config, "RETRY_BASE_DELAY", 2.0)
+    monkeypatch.setattr(config, "RETRY_MAX_DELAY", 10.0)
+    import utils.models.retry as retry
+
+    monkeypatch.setattr(retry.random, "uniform", lambda low, high: low)
+    assert [backoff_delay(a, None) for a in range(4)] == [1.0, 2.0, 4.0, 5.0]  # half the ceiling
+    monkeypatch.setattr(retry.random, "uniform", lambda low, high: high)
+    assert [backoff_delay(a, None) for a in range(4)] == [2.0, 4.0, 8.0, 10.0]
+    # A server's Retry-After is a floor, capped at twice the longest backoff.
+    assert backoff_delay(0, 7.0) == 7.0
+    assert backoff_delay(0, 100.0) == 20.0
