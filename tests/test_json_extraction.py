@@ -12,6 +12,10 @@ from utils.parsing import ParseError, ReleaseFailure, extract_json, release_chec
     ('Sure: {"a": "x } y ]", "b": 1} and later {"c": 2}', {"a": "x } y ]", "b": 1}),
     # An escaped quote does not end the string.
     ('Here: {"q": "say \\"hi\\" {now}"} trailing', {"q": 'say "hi" {now}'}),
+    # An escaped quote followed by a brace, both inside the string.
+    ('{"q": "a \\" }"} tail', {"q": 'a " }'}),
+    # A stray quote before an object whose string holds a brace.
+    ('The 5" screen: {"a": "}"} as asked', {"a": "}"}),
     # An empty key first: the string's first character is its closing quote.
     ('{"": 1} trailing words', {"": 1}),
     # The object ends at its closing brace even when text follows at once.

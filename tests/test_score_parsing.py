@@ -116,6 +116,7 @@ LENIENT = "## Analysis\n\nSeen before.\n\n## Most Likely Preference\n\n"  # "##"
     ('"Brief" answers are preferred.', '"Brief" answers are preferred.'),   # not a quoted whole
     ("“Brief” answers are preferred.", "“Brief” answers are preferred."),
     ("**Prefer option X**", "Prefer option X"),
+    ("X before Y, then X", "X before Y, then X"),
     ("_Short answers._", "Short answers."),
     ("``` Short answers. ```", "Short answers."),
     ("```json Short answers.```", "Short answers."),
@@ -211,3 +212,56 @@ def test_match_schema_accepts_every_label():
         doc = invalid(lambda d: d["results"][1].update(label=label.title()))
         jsonschema.validate(doc, schema)
         assert parse_match(json.dumps(doc), ["a", "b"])["results"][1]["score"] == LABEL_SCORES[label]
+
+
+
+@pytest.mark.parametrize("section, score", [
+    ("### Evaluation Score\n\n1.5", 1),     # the release cuts at the "." (kept: it is in 1-10)
+    ("### Evaluation Score\n\n10.5", 10),
+])
+def test_judge_release_reading_at_the_ends_of_the_scale(section, score):
+    assert parse_judge(HEAD + section)["score"] == score
+
+
+def test_judge_section_ends_at_the_next_header():
+    with pytest.raises(ParseError, match="no number under"):
+        parse_judge("### Evaluation Score\n\n### Notes\n\nAbout 8.")
+
+
+def test_inferred_preference_header_with_text_then_a_clean_one():
+    text = "### Most Likely Preference: see below\n\n### Most Likely Preference\n\nShort answers."
+    assert parse_inferred_preference(text)["preference"] == "see below"
+
+
+@pytest.mark.parametrize("items, message", [
+    ([{"label": "Fully Covered"}, {"index": "two", "label": "Not Covered"}, {"index": 3, "label": "Not Covered"}],
+     "result 2 has index 'two'"),
+    ([{"index": 1, "label": "Fully Covered"}, {"index": 2, "label": "Not Covered"}, {"index": 4, "label": "Not Covered"}],
+     "index 4 is outside 1..3"),
+    ([{"index": 1, "label": "Fully Covered"}, {"index": 1, "label": "Not Covered"}, {"index": 2, "label": "Not Covered"},
+      {"index": 3, "label": "Not Covered"}], "entry 1 is labelled twice, differently"),
+    ([{"index": 1, "label": 1}, {"index": 2, "label": "Not Covered"}, {"index": 3, "label": "Not Covered"}],
+     "label 1 is not a string"),
+    ([{"index": 1, "label": "XFully Covered"}, {"index": 2, "label": "Not Covered"}, {"index": 3, "label": "Not Covered"}],
+     "unknown label 'XFully Covered'"),
+])
+def test_match_refusals_name_the_result(items, message):
+    with pytest.raises(ParseError) as info:
+        parse_match(answer(items), CHECKLIST)
+    assert str(info.value) == message
+
+
+def test_summaries_count_must_match_the_sessions():
+    with pytest.raises(ParseError) as info:
+        parse_summaries('{"summaries": [{"context": [], "preferences": []}]}', 2)
+    assert str(info.value) == "1 summaries for 2 sessions"
+
+
+@pytest.mark.parametrize("doc", [[], "results", 3])
+def test_match_schema_wants_an_object(doc):
+    import jsonschema
+
+    from evaluation.parsing import match_schema
+
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, match_schema(2))
