@@ -80,3 +80,30 @@ def test_every_generation_step_counts_for_the_instance(step):
     views = {s: {"outcome": "same"} for s in ("generate", "judge")}
     views[step] = {"outcome": "drop" if step == "generate" else "zero"}
     assert release.instance_outcomes(views, "generation") == {"generation": views[step]["outcome"]}
+
+
+def test_decompose_same_and_differs():
+    answer = '{"checklist": ["Is it short?"]}'
+    assert release.step_view("decompose", done(answer, {"checklist": ["Is it short?"]})) == {
+        "outcome": "same", "value": ["Is it short?"]}
+    assert release.step_view("decompose", done(answer, {"checklist": ["Is it brief?"]})) == {
+        "outcome": "differs", "value": ["Is it short?"]}
+
+
+def test_release_judge_score_cuts_at_a_blank_line_only():
+    # The release's process_generation_result splits the score text at "\n\n", then
+    # float()s what is left: "8 points" is no number, so the release scores 0.
+    assert release.release_judge_score("### Evaluation Score\n\n8 points\n\nGood") == 0.0
+    assert release.release_judge_score("### Evaluation Score\n\n8\n\nGood") == 8.0
+
+
+def test_release_failures_name_what_is_missing():
+    with pytest.raises(release.ReleaseFailure) as info:
+        release.release_preference("no header")
+    assert str(info.value) == "no '### Most Likely Preference'"
+    with pytest.raises(release.ReleaseFailure) as info:
+        release.release_score_text("no header")
+    assert str(info.value) == "no score header"
+    with pytest.raises(release.ReleaseFailure) as info:
+        release.release_matched([{"index": 1}])  # a result without a label
+    assert str(info.value) == "the release's aggregation would raise (KeyError)"
