@@ -271,3 +271,38 @@ def test_backoff_bounds(monkeypatch):
     # A server's Retry-After is a floor, capped at twice the longest backoff.
     assert backoff_delay(0, 7.0) == 7.0
     assert backoff_delay(0, 100.0) == 20.0
+
+
+def test_usage_tracker_counts_and_prices_by_hand(monkeypatch):
+    from utils.models.request import Usage
+    from utils.models.usage import UsageTracker
+
+    monkeypatch.setattr(config, "PRICES_PER_MTOK", PRICES)
+    monkeypatch.setattr(config, "BATCH_DISCOUNT", 0.5)
+    tracker = UsageTracker()
+    assert tracker.snapshot("model-a") == {
+        "calls": 0, "failed_calls": 0, "attempts": 0, "retries": 0, "cache_hits": 0,
+        "rate_limited": 0, "batch_calls": 0, "batch_prompt_tokens": 0, "batch_completion_tokens": 0,
+        "prompt_tokens": 0, "completion_tokens": 0, "latency_total_s": 0, "latency_median_s": None,
+        "estimated_cost_usd": 0.0}
+    tracker.record_attempt(retry=False)
+    tracker.record_attempt(retry=True)
+    tracker.record_success(Usage(600_000, 100_000), latency=1.23456)
+    tracker.record_success(None, latency=0.10004)
+    tracker.record_success(Usage(0, 0), latency=2.0)
+    tracker.record_batch(Usage(400_000, 100_000))
+    tracker.record_batch(None)
+    tracker.record_failure()
+    tracker.record_rate_limited()
+    tracker.record_rate_limited()
+    tracker.record_cache_hit()
+    snap = tracker.snapshot("model-a")
+    assert snap == {
+        "calls": 5, "failed_calls": 1, "attempts": 2, "retries": 1, "cache_hits": 1,
+        "rate_limited": 2, "batch_calls": 2, "batch_prompt_tokens": 400_000,
+        "batch_completion_tokens": 100_000, "prompt_tokens": 1_000_000, "completion_tokens": 200_000,
+        "latency_total_s": 3.335, "latency_median_s": 1.2346,
+        # online 600k x 2.5 + 100k x 10 = 2.50 USD; batch (400k x 2.5 + 100k x 10) x 0.5 = 1.00
+        "estimated_cost_usd": 3.5}
+    assert tracker.snapshot()["estimated_cost_usd"] is None
+    assert tracker.snapshot("")["estimated_cost_usd"] is None
