@@ -230,6 +230,7 @@ class Response:
     (Raised(status=503), True),                        # aiohttp-style: .status
     (Raised(status=404), False),
     (Raised(code=100, response=Response(400)), True),  # 100 is a status (odd, not a refusal)
+    (Raised(status_code=404), False),                  # requests/httpx-style: .status_code
     (Raised(status_code=302), True),                   # a redirect nobody followed: not refused
     (Raised(code=600, response=Response(404)), False), # 600 is no HTTP status: the response's is read
     (Raised(code=99, response=Response(400)), False),
@@ -306,3 +307,42 @@ def test_usage_tracker_counts_and_prices_by_hand(monkeypatch):
         "estimated_cost_usd": 3.5}
     assert tracker.snapshot()["estimated_cost_usd"] is None
     assert tracker.snapshot("")["estimated_cost_usd"] is None
+
+
+def sdk_error_with(status: int, error: dict) -> openai.APIStatusError:
+    response = httpx.Response(status, request=httpx.Request("POST", URL), json={"error": error})
+    return openai.OpenAI(api_key="x", base_url="http://127.0.0.1:9/v1")._make_status_error_from_response(response)
+
+
+VLLM_TOO_LONG = ("This model's maximum context length is 4096 tokens. However, your request has "
+                 "5000 input tokens. Please reduce the length of the input messages.")
+
+
+@pytest.mark.parametrize("exc, message", [
+    (sdk_error_with(400, {"message": VLLM_TOO_LONG, "type": "BadRequestError"}), VLLM_TOO_LONG),
+    (sdk_error_with(400, {"message": "too many tokens", "code": "context_length_exceeded"}), "too many tokens"),
+    (sdk_error_with(400, {"message": "request (9000 tokens) is too big", "type": "exceed_context_size_error"}),
+     "request (9000 tokens) is too big"),
+    (Raised(status_code=400, body={"error": {"message": VLLM_TOO_LONG}}), VLLM_TOO_LONG),
+])
+def test_a_context_length_refusal_is_not_retried_and_says_so(exc, message):
+    assert classify_error(exc) == (
+        False, None, f"the request does not fit the model's context (HTTP 400): {message}")
+
+
+@pytest.mark.parametrize("exc", [
+    sdk_error_with(500, {"message": VLLM_TOO_LONG}),           # a server error: retried as one
+    sdk_error_with(400, {"message": "temperature must be at most 2", "type": "invalid_request_error"}),
+])
+def test_other_errors_are_not_context_length_refusals(exc):
+    from utils.models.retry import context_length_message
+
+    assert context_length_message(exc) is None
+
+
+def test_context_length_words_found_outside_a_json_body():
+    from utils.models.retry import context_length_message
+
+    assert context_length_message(Raised(status=400, body="maximum context length is 2048")) is None
+    assert context_length_message(ValueError("exceeds the available context size (2048 tokens)")) == \
+        "exceeds the available context size (2048 tokens)"
