@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # reach the mutated function).
 MODULES = {
     "evaluation/metrics.py": ["tests/test_metrics.py", "tests/test_analysis.py"],
-    "evaluation/aggregate.py": ["tests/test_metrics.py", "tests/test_run_safety.py"],
+    "evaluation/aggregate.py": ["tests/test_metrics.py", "tests/test_run_safety.py", "tests/test_report.py",
+                                "tests/test_sweep.py", "tests/test_evaluation_run.py"],
     "evaluation/parsing.py": ["tests/test_parsing.py", "tests/test_score_parsing.py",
                               "tests/test_release_parsing.py"],
     "utils/parsing.py": ["tests/test_json_extraction.py", "tests/test_parsing.py",

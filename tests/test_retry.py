@@ -291,16 +291,19 @@ def test_usage_tracker_counts_and_prices_by_hand(monkeypatch):
     tracker.record_success(Usage(600_000, 100_000), latency=1.23456)
     tracker.record_success(None, latency=0.10004)
     tracker.record_success(Usage(0, 0), latency=2.0)
-    tracker.record_batch(Usage(400_000, 100_000))
+    tracker.record_batch(Usage(300_000, 60_000))
+    tracker.record_batch(Usage(100_000, 40_000))
     tracker.record_batch(None)
+    tracker.record_failure()
     tracker.record_failure()
     tracker.record_rate_limited()
     tracker.record_rate_limited()
     tracker.record_cache_hit()
+    tracker.record_cache_hit()
     snap = tracker.snapshot("model-a")
     assert snap == {
-        "calls": 5, "failed_calls": 1, "attempts": 2, "retries": 1, "cache_hits": 1,
-        "rate_limited": 2, "batch_calls": 2, "batch_prompt_tokens": 400_000,
+        "calls": 6, "failed_calls": 2, "attempts": 2, "retries": 1, "cache_hits": 2,
+        "rate_limited": 2, "batch_calls": 3, "batch_prompt_tokens": 400_000,
         "batch_completion_tokens": 100_000, "prompt_tokens": 1_000_000, "completion_tokens": 200_000,
         "latency_total_s": 3.335, "latency_median_s": 1.2346,
         # online 600k x 2.5 + 100k x 10 = 2.50 USD; batch (400k x 2.5 + 100k x 10) x 0.5 = 1.00

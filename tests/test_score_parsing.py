@@ -265,3 +265,9 @@ def test_match_schema_wants_an_object(doc):
 
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, match_schema(2))
+
+
+def test_match_positional_results_must_cover_the_checklist():
+    with pytest.raises(ParseError) as info:
+        parse_match(answer([{"label": "Fully Covered"}, {"index": 2, "label": "Not Covered"}]), CHECKLIST)
+    assert str(info.value) == "2 results, some without indices, for 3 checklist entries"
