@@ -106,7 +106,10 @@ def run_module(module: str, tests: list[str], work: Path, sample: int | None,
             step = len(names) / sample
             names = [names[int(i * step)] for i in range(sample)]
         chosen = names
-        subprocess.run(cmd + chosen, cwd=target, capture_output=True, text=True)
+        done = subprocess.run(cmd + chosen, cwd=target, capture_output=True, text=True)
+        if done.returncode != 0:
+            print(f"{module}: mutmut exited {done.returncode}: {(done.stdout + done.stderr)[-1500:]}",
+                  file=sys.stderr)
         found = {name: status for name, status in results(target).items() if name in set(chosen)}
     else:
         done = subprocess.run(cmd, cwd=target, capture_output=True, text=True)
