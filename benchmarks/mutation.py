@@ -47,7 +47,8 @@ MODULES = {
                                 "tests/test_model_layer.py"],
     "utils/models/retry.py": ["tests/test_retry.py", "tests/test_model_layer.py"],
     "utils/models/usage.py": ["tests/test_retry.py", "tests/test_model_layer.py"],
-    "evaluation/store.py": ["tests/test_run_safety.py", "tests/test_evaluation_run.py"],
+    "evaluation/store.py": ["tests/test_store_resume.py", "tests/test_run_safety.py",
+                            "tests/test_evaluation_run.py"],
     "utils/models/limits.py": ["tests/test_limits_accounting.py", "tests/test_limits.py"],
 }
 SKIPPED = {".git", "mutants", "__pycache__", ".pytest_cache", "node_modules"}
