@@ -1,10 +1,11 @@
-"""utils/parsing.py on the answers that tell its readings apart: JSON found leniently in an
+"""utils/benchmark/answers (reading.py, release.py) on the answers that tell its readings apart: JSON found leniently in an
 answer (extract_json) and the release's own reading (release_json, release_checklist)."""
 from __future__ import annotations
 
 import pytest
 
-from utils.parsing import ParseError, ReleaseFailure, extract_json, release_checklist, release_json
+from utils.benchmark.answers.reading import ParseError, extract_json
+from utils.benchmark.answers.release import ReleaseFailure, release_checklist, release_json
 
 
 @pytest.mark.parametrize("answer, value", [

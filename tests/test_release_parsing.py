@@ -131,7 +131,7 @@ def release_result(step: str, answer: str) -> list:
 
 @pytest.mark.parametrize("step, answer", [(c[0], c[1]) for c in CASES])
 def test_our_account_of_the_release_is_its_parsers(step, answer):
-    """evaluation/release_parsing.py against what the release's own code returned."""
+    """utils/benchmark/answers/release.py against what the release's own code returned."""
     status, value = release_result(step, answer)
     account = {"infer": release.release_preference, "decompose": release.release_checklist,
                "match": lambda a: release.release_matched(release.release_match_results(a, False)),

@@ -1,10 +1,10 @@
-"""evaluation/release_parsing.py's per-step and per-instance views (what the release would
+"""utils/benchmark/answers/release.py's per-step and per-instance views (what the release would
 have made of a run's answers), on the cases its outcome counts depend on."""
 from __future__ import annotations
 
 import pytest
 
-from evaluation import release_parsing as release
+from utils.benchmark.answers import release
 
 JUDGED = "### Evaluation Label\n\nGood\n\n### Evaluation Score\n\n7"
 

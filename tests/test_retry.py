@@ -182,6 +182,13 @@ def test_http_date_retry_after_through_the_sdk(fake_llm_env: FakeLLMServer, monk
 PRICES = {"model-a": (2.50, 10.00), "model-b": (0.15, 0.60)}
 
 
+def use_prices(monkeypatch) -> None:
+    """Our own price table (USD per million input / output tokens), not the catalog's."""
+    import utils.models.usage as usage
+
+    monkeypatch.setattr(usage, "price_of", lambda name: PRICES.get(name) if name else None)
+
+
 @pytest.mark.parametrize("model,prompt,completion,batch_prompt,batch_completion,usd", [
     # 1,000,000 prompt tokens at $2.50 + 200,000 completion tokens at $10 = 2.50 + 2.00
     ("model-a", 1_000_000, 200_000, 0, 0, 4.50),
@@ -196,13 +203,13 @@ PRICES = {"model-a": (2.50, 10.00), "model-b": (0.15, 0.60)}
 ])
 def test_estimate_cost_hand_computed(monkeypatch, model, prompt, completion, batch_prompt,
                                      batch_completion, usd):
-    monkeypatch.setattr(config, "PRICES_PER_MTOK", PRICES)
+    use_prices(monkeypatch)
     monkeypatch.setattr(config, "BATCH_DISCOUNT", 0.5)
     assert estimate_cost(model, prompt, completion, batch_prompt, batch_completion) == usd
 
 
 def test_estimate_cost_unknown_model_is_none_not_zero(monkeypatch):
-    monkeypatch.setattr(config, "PRICES_PER_MTOK", PRICES)
+    use_prices(monkeypatch)
     assert estimate_cost("model-z", 1000, 1000) is None
     assert estimate_cost(None, 1000, 1000) is None
 
@@ -278,13 +285,14 @@ def test_usage_tracker_counts_and_prices_by_hand(monkeypatch):
     from utils.models.request import Usage
     from utils.models.usage import UsageTracker
 
-    monkeypatch.setattr(config, "PRICES_PER_MTOK", PRICES)
+    use_prices(monkeypatch)
     monkeypatch.setattr(config, "BATCH_DISCOUNT", 0.5)
     tracker = UsageTracker()
     assert tracker.snapshot("model-a") == {
         "calls": 0, "failed_calls": 0, "attempts": 0, "retries": 0, "cache_hits": 0,
         "rate_limited": 0, "batch_calls": 0, "batch_prompt_tokens": 0, "batch_completion_tokens": 0,
-        "prompt_tokens": 0, "completion_tokens": 0, "latency_total_s": 0, "latency_median_s": None,
+        "prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0, "truncated": 0,
+        "latency_total_s": 0, "latency_median_s": None,
         "estimated_cost_usd": 0.0}
     tracker.record_attempt(retry=False)
     tracker.record_attempt(retry=True)
@@ -305,6 +313,7 @@ def test_usage_tracker_counts_and_prices_by_hand(monkeypatch):
         "calls": 6, "failed_calls": 2, "attempts": 2, "retries": 1, "cache_hits": 2,
         "rate_limited": 2, "batch_calls": 3, "batch_prompt_tokens": 400_000,
         "batch_completion_tokens": 100_000, "prompt_tokens": 1_000_000, "completion_tokens": 200_000,
+        "reasoning_tokens": 0, "truncated": 0,
         "latency_total_s": 3.335, "latency_median_s": 1.2346,
         # online 600k x 2.5 + 100k x 10 = 2.50 USD; batch (400k x 2.5 + 100k x 10) x 0.5 = 1.00
         "estimated_cost_usd": 3.5}
