@@ -50,6 +50,7 @@ MODULES = {
     "evaluation/store.py": ["tests/test_store_resume.py", "tests/test_run_safety.py",
                             "tests/test_evaluation_run.py"],
     "utils/models/limits.py": ["tests/test_limits_accounting.py", "tests/test_limits.py"],
+    "utils/models/rate_limit_headers.py": ["tests/test_limits_accounting.py", "tests/test_limits.py"],
 }
 SKIPPED = {".git", "mutants", "__pycache__", ".pytest_cache", "node_modules"}
 

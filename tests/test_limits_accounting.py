@@ -7,7 +7,8 @@ import time
 import pytest
 
 from utils.models import limits
-from utils.models.limits import RateLimiter, UserLimits, limiter_for, parse_duration, parse_rate_limit
+from utils.models.limits import RateLimiter, UserLimits, limiter_for, parse_rate_limit
+from utils.models.rate_limit_headers import parse_duration
 
 
 class Answer:
