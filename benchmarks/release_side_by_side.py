@@ -5,15 +5,15 @@ one loopback server that records every request and answers both with the same sc
 answers, then prints per step how many of the release's requests ours sent byte for byte
 (the JSON body: model, messages, temperature, token limit, any other field).
 
-    python benchmarks/release_side_by_side.py                 # data/sample, GPT-4o matcher
-    python benchmarks/release_side_by_side.py --use_matcher   # PrefMatcher mode as well
-    python benchmarks/release_side_by_side.py --release_dir /path/to/CUPID
+    python benchmarks/release_side_by_side.py --release_git /path/to/CUPID.git   # data/sample
+    python benchmarks/release_side_by_side.py --release_dir /path/to/CUPID --use_matcher
+    CUPID_RELEASE_DIR=/path/to/CUPID python benchmarks/release_side_by_side.py
 
 Needs the release's imports (openai, anthropic, google-genai, datasets, pyyaml: all in our
 requirements.txt). Not run in CI: the release is not ours to ship. Only 127.0.0.1 is used.
 
-How it runs the release: from a copy (``git archive`` of the mirror, or --release_dir
-copied) whose config.py has VLLM_HOST pointed at the loopback server (the release reads
+How it runs the release: from a copy (``git archive`` of --release_git at a8560ca, or
+--release_dir copied; see benchmarks/release_checkout.py) whose config.py has VLLM_HOST pointed at the loopback server (the release reads
 the PrefMatcher server's address from there, not from the environment); OPENAI_BASE_URL
 points its OpenAI client at the server, whose model list holds the evaluated model and the
 evaluator (the release routes a model by that list). Nothing else of the release changes.
@@ -41,116 +41,26 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fake_llm_server import FakeLLMServer  # noqa: E402
+from release_responder import Script  # noqa: E402
+from release_checkout import add_release_arguments, release_checkout  # noqa: E402
 
-MIRROR = Path("/work/.mirror/kixlab+CUPID/repo")
-RELEASE_COMMIT = "a8560ca"
 EVALUATED = "gpt-4.1-nano-2025-04-14"
 EVALUATOR = "gpt-4o-2024-11-20"
 PREFMATCHER = "kixlab/prefmatcher-7b"
 
-# Each step's system prompt starts with words no other step's has.
-STEP_MARKERS = (
-    ("infer", "## Your Objective\n\nYou will be provided with a log of interaction sessions"),
-    ("generate", "You will be provided with a request from a user."),
-    ("decompose", "## Your Objective\n\nYour task is to help judge how well an AI Assistant"),
-    ("match", "In this task, you will be presented with a **evaluation checklist**"),
-    ("match_prefmatcher", "You are an analytical and insightful assistant that can determine"),
-    ("judge", "## **Your Objective**\n\nYou are a critical and meticulous evaluator."),
-)
-LABELS = ("Fully Covered", "Partially Covered", "Not Covered")
-
-
-# ---------------------------------------------------------------------------------------
-# Scripted answers that take both harnesses through every step
-# ---------------------------------------------------------------------------------------
-class Script:
-    """Answers every step so that both harnesses go through all of them, and names the
-    instance in what the later steps receive (the three instances of a persona share their
-    request, and two of them their true preference)."""
-
-    def __init__(self, instances: dict[str, dict], session_logs: dict[str, str]):
-        self.instances = instances        # name -> instance row
-        self.session_logs = session_logs  # name -> its log in the release's own layout
-
-    @staticmethod
-    def tag(name: str) -> str:
-        return f"case <{name}>"
-
-    def inferred(self, name: str) -> str:
-        return f"For {self.tag(name)} the user expects this: {self.instances[name]['current_contextual_preference']}"
-
-    def named(self, text: str) -> str:
-        found = [n for n in self.instances if self.tag(n) in text]
-        if len(found) != 1:
-            raise LookupError(f"{len(found)} instances named in this prompt")
-        return found[0]
-
-    def instance_of_log(self, text: str) -> str:
-        found = [n for n, log in self.session_logs.items() if f"\n\n{log}\n" in text]
-        if len(found) != 1:
-            raise LookupError(f"{len(found)} instances have this session log")
-        return found[0]
-
-    def checklist(self, name: str) -> list[str]:
-        n = 2 + len(name) % 3
-        return [f"Does the response meet point {i} of {self.tag(name)}?" for i in range(1, n + 1)]
-
-    def classify(self, req: dict) -> tuple[str, str, str]:
-        """(step, instance, direction)."""
-        system, user = req["system"], req["messages"][-1]["content"]
-        step = next((s for s, marker in STEP_MARKERS if system.startswith(marker)), None)
-        if step is None:
-            raise LookupError(f"unknown step: {system[:80]!r}")
-        if step in ("infer", "generate"):
-            return step, self.instance_of_log(user), ""
-        if step in ("judge", "decompose"):
-            return step, self.named(user), ""
-        name = self.named(user)
-        header = "#### Criterion\n\n" if step == "match_prefmatcher" else "#### Preference\n\n"
-        preference = user.split(header, 1)[1].split("\n\n#### Checklist", 1)[0]
-        return step, name, "recall" if preference == self.inferred(name) else "precision"
-
-    def __call__(self, req: dict) -> str:
-        step, name, direction = self.classify(req)
-        if step == "infer":
-            return (f"### Analysis\n\nIn the sessions like this one the user asked for the same thing.\n\n"
-                    f"### Most Likely Preference\n\n{self.inferred(name)}")
-        if step == "generate":
-            return f"Here is the answer to {self.tag(name)}.\n\nIt follows what you asked before."
-        if step == "decompose":
-            return ("**Analysis**\n\nThe preference has a few parts.\n\n**Checklist**\n\n```json\n"
-                    + json.dumps({"checklist": self.checklist(name)}, indent=2) + "\n```")
-        if step == "judge":
-            return ("### Evaluation of AI Assistant's Response\n\n1. **Item**: partly met.\n\n"
-                    "### Evaluation Label\n\nGood\n\n### Evaluation Score\n\n" + str(4 + len(name) % 6))
-        checklist = req["messages"][-1]["content"].split("#### Checklist\n\n", 1)[1]
-        entries = [re.sub(r"^\d+\.\s*", "", line) for line in checklist.splitlines() if line.strip()]
-        results = [{"index": i, "entry": e, "reasoning": "Compared the two.",
-                    "label": LABELS[(i + len(direction)) % 3]} for i, e in enumerate(entries, 1)]
-        if step == "match_prefmatcher":
-            return json.dumps(results)  # PrefMatcher answers with the bare list, read as it comes
-        return "```json\n" + json.dumps({"results": results}, indent=2) + "\n```"
-
-
 # ---------------------------------------------------------------------------------------
 # The two runs
 # ---------------------------------------------------------------------------------------
-def prepare_release(release_dir: str | None, work: Path, server_url: str) -> Path:
-    target = work / "release"
-    if release_dir:
-        shutil.copytree(release_dir, target, ignore=shutil.ignore_patterns(".git"))
-    else:
-        target.mkdir()
-        archive = subprocess.run(["git", "-C", str(MIRROR), "archive", RELEASE_COMMIT],
-                                 check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+def prepare_release(args: argparse.Namespace, work: Path, server_url: str) -> tuple[Path, str]:
+    """The release's checkout (and its commit), its PrefMatcher address the loopback server."""
+    target, commit = release_checkout(args, work / "release")
     config = target / "config.py"
     text = config.read_text()
     patched = re.sub(r'VLLM_HOST = "[^"]*"', f'VLLM_HOST = "{server_url}"', text)
     if patched == text:
         raise SystemExit(f"{config}: no VLLM_HOST line to point at the loopback server")
     config.write_text(patched)
-    return target
+    return target, commit
 
 
 def release_session_logs(release_root: Path, instances: dict[str, dict]) -> dict[str, str]:
@@ -235,6 +145,29 @@ def run(cmd: list[str], cwd: Path, env: dict, label: str, log: Path) -> float:
     return seconds
 
 
+def run_release(release_root: Path, server: FakeLLMServer, data: Path, work: Path,
+                use_matcher: bool) -> float:
+    """The release's own `python -m evaluation.run` over ``data``; returns its seconds.
+    The server lists the two OpenAI models only: the release sends a listed name through
+    OpenAI's client, the PrefMatcher's too."""
+    server.models = [EVALUATED, EVALUATOR]
+    cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(work / f"r-release-{use_matcher}"),
+           "--model", EVALUATED, "--evaluator", EVALUATOR, "--data_dir", str(data),
+           "--task", "both", "--log_file", str(work / f"release-{use_matcher}.log")]
+    return run(cmd + (["--use_matcher"] if use_matcher else []), release_root,
+               side_env(server, release_root), "the release", work / f"release-{use_matcher}.out")
+
+
+def run_ours(server: FakeLLMServer, data: Path, work: Path, use_matcher: bool) -> float:
+    server.models = [EVALUATED, EVALUATOR, PREFMATCHER]  # our pre-flight asks for the matcher's name
+    cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(work / f"r-ours-{use_matcher}"),
+           "--model", EVALUATED, "--evaluator", EVALUATOR, "--data_dir", str(data),
+           "--task", "both", "--no_cache", "--n_workers", "2"]
+    if use_matcher:
+        cmd += ["--use_matcher", "--matcher_url", server.openai_base_url]
+    return run(cmd, ROOT, side_env(server, ROOT), "ours", work / f"ours-{use_matcher}.out")
+
+
 def side_env(server: FakeLLMServer, pythonpath: Path) -> dict:
     env = {k: v for k, v in os.environ.items()
            if not k.endswith(("_API_KEY", "_BASE_URL")) and k not in ("GEMINI_PROJECT_ID",)}
@@ -298,8 +231,7 @@ def compare_metrics(release_dir: Path, ours_dir: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data_dir", default=str(ROOT / "data" / "sample"))
-    p.add_argument("--release_dir", help="a checkout of kixlab/CUPID (default: git archive of "
-                                         f"{MIRROR} at {RELEASE_COMMIT})")
+    add_release_arguments(p)
     p.add_argument("--use_matcher", action="store_true", help="also compare PrefMatcher mode")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = p.parse_args(argv)
@@ -319,9 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     server = FakeLLMServer().start()
     server.models = [EVALUATED, EVALUATOR]
     try:
-        release_root = prepare_release(args.release_dir, work, server.base_url)
+        release_root, commit = prepare_release(args, work, server.base_url)
         server.responder = script = Script(instances, release_session_logs(release_root, instances))
-        print(f"{len(instances)} instances from {args.data_dir}; release at {release_root}; "
+        print(f"{len(instances)} instances from {args.data_dir}; release {commit[:7]} at {release_root}; "
               f"loopback server {server.base_url}")
         agree, n, notes = check_parsers(release_root, side_env(server, release_root))
         print(f"\nthe release's own parsers vs utils/benchmark/answers/release.py on the documented "
@@ -331,27 +263,12 @@ def main(argv: list[str] | None = None) -> int:
         for use_matcher in modes:
             mode = "PrefMatcher" if use_matcher else "GPT-4o matcher"
             start = len(server.requests)
-            cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(work / f"r-release-{use_matcher}"),
-                   "--model", EVALUATED, "--evaluator", EVALUATOR, "--data_dir", str(data),
-                   "--task", "both", "--log_file", str(work / f"release-{use_matcher}.log")]
-            seconds = run(cmd + (["--use_matcher"] if use_matcher else []), release_root,
-                          side_env(server, release_root), "the release", work / f"release-{use_matcher}.out")
+            seconds = run_release(release_root, server, data, work, use_matcher)
             release = collect(server, script, start)
             n_release = len(server.requests) - start
 
             start = len(server.requests)
-            cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(work / f"r-ours-{use_matcher}"),
-                   "--model", EVALUATED, "--evaluator", EVALUATOR, "--data_dir", str(data),
-                   "--task", "both", "--no_cache", "--n_workers", "2"]
-            if use_matcher:
-                cmd += ["--use_matcher", "--matcher_url", server.openai_base_url]
-                # Ours asks the matcher's server for its models before any work, as a vLLM
-                # server serving PrefMatcher lists it; the release asks no list of it.
-                server.models = [EVALUATED, EVALUATOR, PREFMATCHER]
-            try:
-                seconds_ours = run(cmd, ROOT, side_env(server, ROOT), "ours", work / f"ours-{use_matcher}.out")
-            finally:
-                server.models = [EVALUATED, EVALUATOR]
+            seconds_ours = run_ours(server, data, work, use_matcher)
             ours = collect(server, script, start)
             n_ours = len(server.requests) - start
 

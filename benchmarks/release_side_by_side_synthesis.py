@@ -1,15 +1,16 @@
 """Side by side: the released synthesis (kixlab/CUPID@a8560ca) and ours, request for request.
 
-Not part of CI: it needs the release's mirror (/work/.mirror/kixlab+CUPID/repo, or
---release_repo) and the SDKs it imports (openai, anthropic, google-genai). Run from the
-repository root:
+Not part of CI: it needs the release (--release_git, a git repository holding a8560ca, or
+--release_dir, a checkout; or CUPID_RELEASE_GIT / CUPID_RELEASE_DIR) and the SDKs it
+imports (openai, anthropic, google-genai). Run from the repository root:
 
-    python benchmarks/release_side_by_side_synthesis.py [--n_personas 2] [--max_turns 4]
+    python benchmarks/release_side_by_side_synthesis.py --release_git /path/to/CUPID.git \
+        [--n_personas 2] [--max_turns 4]
 
 What runs: one loopback server (tests/fake_llm_server.py) answers both sides with the
 scripted synthesis responder (tests/synthesis_responder.py), which answers from the prompt alone,
 so equal requests get equal answers and both sides walk the same path. The release is
-extracted with ``git archive`` into a temporary directory and driven in its own process
+extracted with ``git archive`` (or copied) into a temporary directory and driven in its own process
 through its own modules (PersonaTemplateSampler, PersonaGenerator, then
 ``synthesize_data`` per persona, which runs its context-factor, session, decomposer and
 interaction modules); its Together client (hard-wired to Together's host) is pointed at the
@@ -47,8 +48,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fake_llm_server import FakeLLMServer  # noqa: E402
 from synthesis_responder import ScriptedSynthesis, stage_of  # noqa: E402
 from synthesis.taxonomy import BUNDLED_SEEDS_FILE  # noqa: E402
+from release_checkout import add_release_arguments, release_checkout  # noqa: E402
 
-RELEASE_COMMIT = "a8560ca"
 MODEL = "meta-llama/Meta-Llama-3.1-405B-Instruct-Turbo"
 
 DRIVER = r'''
@@ -98,9 +99,45 @@ def compare(release: list[dict], ours: list[dict]) -> bool:
     return all_identical
 
 
+def side_env(server: FakeLLMServer, model: str, pythonpath: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(TOGETHER_API_KEY="loopback", TOGETHER_BASE_URL=server.openai_base_url,
+               PYTHONPATH=str(pythonpath))
+    if model.startswith("gpt-"):
+        server.models = [model]
+        env.update(OPENAI_API_KEY="loopback", OPENAI_BASE_URL=server.openai_base_url)
+    return env
+
+
+def run_release(release_dir: Path, server: FakeLLMServer, model: str, sizes: list[str],
+                out: Path) -> int:
+    """The release's synthesis through its own modules; its requests land in server.requests."""
+    done = subprocess.run([sys.executable, "-c", DRIVER, str(BUNDLED_SEEDS_FILE), model,
+                           server.openai_base_url, str(out), *sizes],
+                          cwd=release_dir, env=side_env(server, model, release_dir),
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        print(done.stderr[-3000:], file=sys.stderr)
+    return done.returncode
+
+
+def run_ours(server: FakeLLMServer, model: str, sizes: list[str], out: Path,
+             root: Path = ROOT) -> int:
+    """Our `python -m synthesis.run` with the same sizes and seeds."""
+    done = subprocess.run([sys.executable, "-m", "synthesis.run", "--model", model,
+                           "--output_dir", str(out), "--persona_seeds", str(BUNDLED_SEEDS_FILE),
+                           "--n_personas", sizes[0], "--n_factors", sizes[1],
+                           "--n_sessions", sizes[2], "--max_turns", sizes[3],
+                           "--n_workers", "2", "--no_progress"],
+                          cwd=root, env=side_env(server, model, root), capture_output=True, text=True)
+    if done.returncode != 0:
+        print(done.stderr[-3000:], file=sys.stderr)
+    return done.returncode
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--release_repo", default="/work/.mirror/kixlab+CUPID/repo")
+    add_release_arguments(parser)
     parser.add_argument("--n_personas", type=int, default=2)
     parser.add_argument("--n_factors", type=int, default=8)
     parser.add_argument("--n_sessions", type=int, default=13)
@@ -112,40 +149,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="cupid_release_") as tmp, \
             FakeLLMServer(responder=ScriptedSynthesis()) as server:
         tmp = Path(tmp)
-        release_dir = tmp / "release"
-        release_dir.mkdir()
-        archive = subprocess.run(["git", "-C", args.release_repo, "archive", RELEASE_COMMIT],
-                                 capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(release_dir)], input=archive, check=True)
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        env.update(TOGETHER_API_KEY="loopback", TOGETHER_BASE_URL=server.openai_base_url,
-                   PYTHONPATH=str(release_dir))
-        if args.model.startswith("gpt-"):
-            server.models = [args.model]
-            env.update(OPENAI_API_KEY="loopback", OPENAI_BASE_URL=server.openai_base_url)
-        done = subprocess.run([sys.executable, "-c", DRIVER, str(BUNDLED_SEEDS_FILE), args.model,
-                               server.openai_base_url, str(tmp / "release_out"), *sizes],
-                              cwd=release_dir, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            print(done.stderr[-3000:], file=sys.stderr)
+        release_dir, commit = release_checkout(args, tmp / "release")
+        if run_release(release_dir, server, args.model, sizes, tmp / "release_out") != 0:
             return 2
-        release = server.requests
-        env["PYTHONPATH"] = str(ROOT)
-        done = subprocess.run([sys.executable, "-m", "synthesis.run", "--model", args.model,
-                               "--output_dir", str(tmp / "ours_out"), "--persona_seeds",
-                               str(BUNDLED_SEEDS_FILE), "--n_personas", sizes[0],
-                               "--n_factors", sizes[1], "--n_sessions", sizes[2],
-                               "--max_turns", sizes[3], "--n_workers", "2", "--no_progress"],
-                              cwd=ROOT, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            print(done.stderr[-3000:], file=sys.stderr)
+        release = list(server.requests)
+        if run_ours(server, args.model, sizes, tmp / "ours_out") != 0:
             return 2
         ours = server.requests[len(release):]
         if args.dump:
             Path(args.dump).write_text(json.dumps(
                 {"release": release, "ours": ours}, indent=1,
                 default=lambda o: o.decode("utf-8", "replace") if isinstance(o, bytes) else str(o)))
-    print(f"release kixlab/CUPID@{RELEASE_COMMIT} vs ours, --model {args.model}, "
+    print(f"release kixlab/CUPID@{commit[:7]} vs ours, --model {args.model}, "
           f"{args.n_personas} personas, --max_turns {args.max_turns}")
     return 0 if compare(release, ours) else 1
 

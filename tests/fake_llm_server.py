@@ -307,6 +307,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if path in ("/v1/models", "/models", "/v1beta/models"):
             owner = self.server.owner
+            owner._record_model_list(path, {k.lower(): v for k, v in self.headers.items()})
             if owner.models_status != 200:
                 self._send_json(owner.models_status, {"error": {
                     "code": owner.models_status, "message": "scripted models answer",
@@ -608,6 +609,7 @@ class FakeLLMServer:
         self._lock = threading.Lock()
         self._script: deque[FakeResponse] = deque()
         self._requests: list[dict] = []
+        self._model_list_requests: list[dict] = []
         self._responder_errors: list[BaseException] = []
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -686,6 +688,12 @@ class FakeLLMServer:
             return list(self._requests)
 
     @property
+    def model_list_requests(self) -> list[dict]:
+        """Every GET of a models route (a probe): {"path": str, "headers": {lower-cased: value}}."""
+        with self._lock:
+            return list(self._model_list_requests)
+
+    @property
     def responder_errors(self) -> list[BaseException]:
         """Exceptions raised by the responder (each was answered with a 500)."""
         with self._lock:
@@ -699,6 +707,10 @@ class FakeLLMServer:
     def _record_refusal(self, req: dict) -> None:
         with self._lock:
             self.refused.append(req)
+
+    def _record_model_list(self, path: str, headers: dict) -> None:
+        with self._lock:
+            self._model_list_requests.append({"path": path, "headers": headers})
 
     def _record_responder_error(self, exc: BaseException) -> None:
         with self._lock:

@@ -35,6 +35,19 @@ def test_empty_inferred_checklist_counts_as_zero_precision_in_macro():
     assert micro["precision"] == 1.0  # contributes nothing to the pooled precision
 
 
+def test_f1_counts_and_instance_numbers():
+    assert f1_score(0.5, 0.5) == 0.5 and f1_score(0.25, 0.75) == pytest.approx(0.375)
+    a = InferenceCounts.from_scores([1, 0.5], [0])
+    b = InferenceCounts.from_scores([0], [1, 1])
+    assert InferenceCounts.from_dict(a.as_dict()) == a
+    assert InferenceCounts.from_dict({"n_predicted_matched": 1, "n_predicted": "2",
+                                      "n_true_matched": 0, "n_true": 1}) == InferenceCounts(1.0, 2, 0.0, 1)
+    assert micro_inference([a, b])["n_instances"] == 2
+    assert macro_inference([a, b])["n_instances"] == 2
+    # An instance without a ground-truth checklist recalls nothing (not everything).
+    assert macro_inference([InferenceCounts.from_scores([1], [])])["recall"] == 0.0
+
+
 def test_no_instances_gives_none_not_zero():
     assert micro_inference([])["precision"] is None
     assert macro_inference([])["f1"] is None

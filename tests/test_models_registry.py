@@ -203,9 +203,15 @@ def test_check_names_the_missing_variable(spec, variable):
     ("meta-llama/Llama-3-8b", "TOGETHER_API_KEY"),
     ("gemini-2.0-flash", "GOOGLE_API_KEY"),
 ])
-def test_check_passes_with_key(spec, variable, monkeypatch):
+def test_check_passes_with_key(spec, variable, monkeypatch, fake_llm_env):
     monkeypatch.setenv(variable, "set")
-    resolve_model(spec).check()
+    model = resolve_model(spec)
+    model.check()
+    # check() reads the key and sends nothing; preflight() adds one models-list probe.
+    assert fake_llm_env.model_list_requests == [] and fake_llm_env.requests == []
+    model.preflight()
+    (probe,) = fake_llm_env.model_list_requests
+    assert probe["path"].endswith("/models") and fake_llm_env.requests == []
 
 
 def test_google_vertex_check(monkeypatch):

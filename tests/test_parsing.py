@@ -70,7 +70,23 @@ def test_judge_scores(tail, score):
     assert "Checklist item 1" in out["analysis"]
 
 
+@pytest.mark.parametrize("section, score", [
+    # Several numbers in the section: the score is the first one, never the scale's end.
+    ("7 out of 10", 7),
+    ("Score: 3 (on a scale of 1 to 10)", 3),
+    ("**6**, though 9 with examples", 6),
+    ("2 - it misses 4 of the 5 items", 2),
+    ("Score: 8.5 of 10", 8.5),
+    ("8.5 of 10", 8),                     # the release's own reading: cut at the "."
+    ("I give it a 4; a 10 needs every item.", 4),
+])
+def test_judge_score_is_the_first_number_of_its_section(section, score):
+    text = "### Evaluation Label\n\nFair\n\n### Evaluation Score\n\n" + section
+    assert parse_judge(text)["score"] == score
+
+
 @pytest.mark.parametrize("text", [
+    "### Evaluation Score\n12 out of 10", "### Evaluation Score\n0 of 10, 5 at most",
     "### Evaluation Score\n0", "### Evaluation Score\n11", "### Evaluation Score\nexcellent",
     "The response scores 8.", "",
 ])

@@ -23,14 +23,29 @@ KEY_ENVS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY",
             "together": "TOGETHER_API_KEY", "google": "GOOGLE_API_KEY"}
 
 
-def models_requests(server: FakeLLMServer) -> int:
-    return sum(1 for r in server.requests if "models" in r.get("path", ""))
+KEYS = {"openai": "sk-test-openai", "anthropic": "sk-test-anthropic", "together": "test-together",
+        "google": "test-google"}  # as tests/conftest.py's fake_llm_env sets them
+
+
+def assert_one_probe(server: FakeLLMServer, provider: str) -> None:
+    """The probe was sent, once, to the models route with the configured key (in whichever
+    header the provider's SDK puts it), and nothing was generated."""
+    (probe,) = server.model_list_requests
+    assert probe["path"] == "/v1/models"
+    assert any(value.endswith(KEYS[provider]) for value in probe["headers"].values())
+    assert server.requests == []
 
 
 @pytest.mark.parametrize("provider", sorted(SPECS))
 def test_probe_passes_when_the_endpoint_lists_its_models(fake_llm_env, provider):
     fake_llm_env.models_bare_list = provider == "together"
     check_models([resolve_model(SPECS[provider])], probe=True)
+    assert_one_probe(fake_llm_env, provider)
+
+
+def test_without_probe_no_request_is_sent(fake_llm_env):
+    check_models([resolve_model(spec) for spec in SPECS.values()], probe=False)
+    assert fake_llm_env.model_list_requests == [] and fake_llm_env.requests == []
 
 
 @pytest.mark.parametrize("provider", sorted(SPECS))
@@ -42,6 +57,7 @@ def test_probe_stops_on_a_refused_key(fake_llm_env, provider, status):
     message = str(info.value)
     assert f"HTTP {status}" in message and KEY_ENVS[provider] in message
     assert "refused" in message
+    assert_one_probe(fake_llm_env, provider)  # a refused key is not asked again
 
 
 @pytest.mark.parametrize("provider", sorted(SPECS))
@@ -49,6 +65,7 @@ def test_probe_passes_when_the_models_route_is_missing(fake_llm_env, provider):
     """A proxy that forwards chat calls but not the models route answers 404: up."""
     fake_llm_env.models_status = 404
     check_models([resolve_model(SPECS[provider])], probe=True)
+    assert_one_probe(fake_llm_env, provider)
 
 
 def _closed_port_url() -> str:

@@ -1,22 +1,27 @@
 """The synthesis requests for fixed inputs, pinned to tests/golden/synthesis_requests.json.
 
-Each stage's request (system prompt, messages, temperature, max_tokens) is the release's
-(kixlab/CUPID@a8560ca) for the same inputs; benchmarks/release_side_by_side_synthesis.py
-checks that against the release itself. This test keeps any change to a prompt file, a
-renderer or a parameter from slipping in unnoticed. After a deliberate change, rewrite the
-file with ``CUPID_UPDATE_GOLDEN=1 python -m pytest tests/test_synthesis_golden.py`` and
-rerun the benchmark.
+The requests go through the real Together SDK to the loopback server, so what is pinned is
+what reaches the wire: each stage's system prompt, messages, temperature and max_tokens as
+the server received them. They are the release's (kixlab/CUPID@a8560ca) for the same inputs:
+benchmarks/release_side_by_side_synthesis.py checks that against the release itself, and
+tests/test_release_golden.py against the release's own requests in tests/golden/release/.
+This test keeps any change to a prompt file, a renderer or a parameter from slipping in
+unnoticed. It never rewrites its file; after a deliberate change, rerun that benchmark, then:
+
+    python tests/test_synthesis_golden.py --update
 """
 from __future__ import annotations
 
 import json
 import os
 import random
+import sys
 from pathlib import Path
 
-from utils.models.model import Model
-from utils.models.request import Completion, Request
-from synthesis import personas as P
+if __name__ == "__main__":  # run as a script: this checkout's code, not an installed copy
+    sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+
+from synthesis import personas as P  # noqa: E402
 from synthesis.dialogues import simulate_dialogue
 from synthesis.factors import generate_factors
 from synthesis.journey import make_journey
@@ -28,30 +33,24 @@ from synthesis.taxonomy import BUNDLED_SEEDS_FILE, load_occupations, load_taxono
 
 GOLDEN = Path(__file__).parent / "golden" / "synthesis_requests.json"
 TAX = load_taxonomy()
+MODEL = "together:meta-llama/Meta-Llama-3.1-405B-Instruct-Turbo"
+ASSISTANT = "together:meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo"
 
 
-class Recorder(Model):
-    """Answers with the scripted responder and keeps every request."""
-
-    def __init__(self, responder: ScriptedSynthesis) -> None:
-        super().__init__("recorder", max_retries=0)
-        self.responder = responder
-        self.requests: list[Request] = []
-
-    def complete(self, request: Request) -> Completion:
-        self.requests.append(request)
-        req = {"system": request.system_prompt, "messages": list(request.messages)}
-        return Completion(text=self.responder(req))
+def as_dict(req: dict) -> dict:
+    """What the server received: the system prompt (Together's API carries it as the first
+    message), the other messages, and the sampling parameters of the body."""
+    body = req["body"]
+    return {"system": req["system"], "messages": req["messages"],
+            "temperature": body.get("temperature"), "max_tokens": body.get("max_tokens")}
 
 
-def as_dict(request: Request) -> dict:
-    return {"system": request.system_prompt, "messages": [dict(m) for m in request.messages],
-            "temperature": request.temperature, "max_tokens": request.max_tokens}
+def rendered_requests(server) -> dict:
+    from utils.models.registry import resolve_model
 
-
-def rendered_requests() -> dict:
-    responder = ScriptedSynthesis(max_rounds=3)
-    model = Recorder(responder)
+    server.responder = ScriptedSynthesis(max_rounds=3)
+    model = resolve_model(MODEL, max_retries=0)
+    assistant = resolve_model(ASSISTANT, max_retries=0)
     seeds = P.read_seed_file(BUNDLED_SEEDS_FILE)
     templates = P.make_templates(seeds, 4, load_occupations(), TAX, SEED)
     described = P.describe_personas(model, templates, TAX, max_attempts=1,
@@ -64,14 +63,14 @@ def rendered_requests() -> dict:
     session = sessions["sessions"][0]
     checklist = ["Does the response open with a one-line summary?",
                  "Does the response list at most five numbered steps?"]
-    simulate_dialogue(model, model, description, session, checklist, max_turns=4, max_attempts=1)
+    simulate_dialogue(model, assistant, description, session, checklist, max_turns=4, max_attempts=1)
 
-    by_stage: dict[str, list[Request]] = {}
-    for request in model.requests:
-        stage = stage_of({"system": request.system_prompt})
-        by_stage.setdefault(stage, []).append(request)
+    by_stage: dict[str, list[dict]] = {}
+    for req in server.requests:
+        by_stage.setdefault(stage_of(req), []).append(req)
     user_turns = by_stage["user_simulator"]
     assistant_turns = by_stage["assistant"]
+    assert {r["model"] for r in assistant_turns} == {ASSISTANT.split(":", 1)[1]}
     return {
         "persona_generator": as_dict(by_stage["descriptions"][0]),
         "context_factors_generator": as_dict(by_stage["factors"][0]),
@@ -84,11 +83,8 @@ def rendered_requests() -> dict:
     }
 
 
-def test_synthesis_requests_match_the_golden_file():
-    current = rendered_requests()
-    if os.environ.get("CUPID_UPDATE_GOLDEN"):
-        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
-        GOLDEN.write_text(json.dumps(current, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+def test_synthesis_requests_match_the_golden_file(fake_llm_env):
+    current = rendered_requests(fake_llm_env)
     golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
     assert set(current) == set(golden)
     for stage in golden:
@@ -108,3 +104,15 @@ def test_golden_requests_have_the_release_shape():
     persona_user = golden["persona_generator"]["messages"][0]["content"]
     assert persona_user.startswith("## List of Basic Personas\n\n1. {'id': 0, 'seed': ")
     assert persona_user.count("\n") == 2 + 3  # four templates, one a line
+
+
+if __name__ == "__main__" and "--update" in sys.argv:
+    from fake_llm_server import FakeLLMServer
+
+    with FakeLLMServer() as srv:
+        os.environ.update(TOGETHER_API_KEY="golden", TOGETHER_BASE_URL=srv.base_url)
+        recorded = rendered_requests(srv)
+    GOLDEN.write_text(json.dumps(recorded, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {GOLDEN}")
+elif __name__ == "__main__":
+    print(__doc__)

@@ -5,6 +5,7 @@ import json
 import random
 import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import yaml
@@ -28,18 +29,10 @@ TAX = load_taxonomy()
 # ---------------------------------------------------------------------------------------
 # Taxonomies and prompts
 # ---------------------------------------------------------------------------------------
-RELEASE = "/work/.mirror/kixlab+CUPID/repo"
-
-
-def release_file(path: str) -> str | None:
-    """A file of the release at a8560ca when its mirror is on this machine (not in CI)."""
-    import subprocess
-    from pathlib import Path
-
-    if not Path(RELEASE).is_dir():
-        return None
-    done = subprocess.run(["git", "-C", RELEASE, "show", f"a8560ca:{path}"], capture_output=True)
-    return done.stdout.decode() if done.returncode == 0 else None
+# What the release (kixlab/CUPID@a8560ca) ships, as benchmarks/make_release_golden.py read
+# it from the release: its prompt files and its occupation tokens.
+RELEASE = json.loads((Path(__file__).parent / "golden" / "release" / "prompts.json")
+                     .read_text(encoding="utf-8"))
 
 
 def test_persona_attributes_are_the_releases_and_table_7_is_kept():
@@ -61,10 +54,7 @@ def test_occupation_tokens_are_the_releases_114_in_order():
     tokens = load_occupations()
     assert len(tokens) == 114 == len(set(tokens))
     assert tokens[:3] == ("historian", "teacher", "analyst") and tokens[-1] == "commentator"
-    source = release_file("synthesis/modules/persona_template_sampler.py")
-    if source is not None:
-        line = next(l for l in source.splitlines() if l.startswith("COMMON_OCCUPATION_TOKENS"))
-        assert list(tokens) == json.loads(line.split("=", 1)[1].replace("'", '"'))
+    assert list(tokens) == RELEASE["occupation_tokens"]
 
 
 RELEASE_PROMPTS = ["persona_generator", "context_factors_generator", "sessions_generator",
@@ -76,11 +66,9 @@ def test_synthesis_prompts_are_the_releases_verbatim(name):
     prompt = load_prompt(f"synthesis/{name}")
     assert prompt.source == f"kixlab/CUPID@a8560ca prompts/synthesis/{name}.yaml (MIT)"
     assert prompt.style == "format"
-    original = release_file(f"prompts/synthesis/{name}.yaml")
-    if original is not None:
-        data = yaml.safe_load(original)
-        assert prompt.system_prompt == data["system_prompt"]
-        assert prompt.user_prompt == data.get("user_prompt", "")
+    data = yaml.safe_load(RELEASE["prompt_files"][f"prompts/synthesis/{name}.yaml"])
+    assert prompt.system_prompt == data["system_prompt"]
+    assert prompt.user_prompt == data.get("user_prompt", "")
 
 
 def test_assistant_simulator_system_prompt_is_the_releases():

@@ -6,6 +6,8 @@ import json
 import random
 import re
 import threading
+import time
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import config
@@ -49,11 +51,27 @@ def retry_after_of(exc: BaseException) -> float | None:
     try:
         if headers.get("retry-after-ms"):
             return float(headers["retry-after-ms"]) / 1000.0
-        if headers.get("retry-after"):
-            return float(headers["retry-after"])
+        value = headers.get("retry-after")
     except (TypeError, ValueError):
-        return None  # an HTTP-date or garbage: fall back to our own backoff
-    return None
+        return None  # garbage: fall back to our own backoff
+    if not value:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return _seconds_until(value)
+
+
+def _seconds_until(http_date: Any) -> float | None:
+    """Retry-After as an HTTP date (RFC 9110 10.2.3): the seconds from now until then, 0 when
+    it is past; None when it is not a date (our own backoff applies)."""
+    try:
+        when = parsedate_to_datetime(str(http_date))
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None  # not the GMT form the RFC requires: no reliable instant
+    return max(0.0, when.timestamp() - time.time())
 
 
 def headers_of(exc: BaseException) -> Any:
