@@ -198,7 +198,16 @@ class Payload:
         # One compressed chunk per run, made while the next run is read (zlib runs outside
         # the GIL), so no run's details outlive their chunk.
         self.run_chunks: list[tuple[str, Future[str]]] = []
+        self.session_chunks: list[tuple[str, Future[str]]] = []
         with ThreadPoolExecutor(max_workers=2) as pool:
+            # Every instance (and so every session) first, in the order _build meets them,
+            # so the sessions compress while the runs' details are made.
+            for run in self.runs:
+                for instance_id in run.ids():
+                    self._instance(instance_id, run.instances[instance_id])
+            for start in range(0, len(self.sessions), SESSION_PART):
+                self.session_chunks.append((f"sessions-{start // SESSION_PART}",
+                                            pool.submit(gzip_chunk, self.sessions[start:start + SESSION_PART])))
             self._build(pool)
 
     def _session(self, session) -> int:
@@ -349,9 +358,7 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 
     def chunks() -> Iterator[str]:
         yield chunk_element("index", index)
-        for start in range(0, len(payload.sessions), SESSION_PART):
-            yield chunk_element(f"sessions-{start // SESSION_PART}", payload.sessions[start:start + SESSION_PART])
-        for name, run_chunk in payload.run_chunks:
+        for name, run_chunk in payload.session_chunks + payload.run_chunks:
             yield chunk_element(name, text=run_chunk.result())
 
     body = f"""<header class="top"><span class="brand">CUPID report</span>
