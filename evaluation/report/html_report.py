@@ -107,16 +107,23 @@ def _num(value: Any) -> float | None:
     return round(float(value), ROUND)
 
 
-def _step_cost(step: dict) -> float | None:
-    from utils.models.usage import estimate_cost
+def _step_cost(step: dict, prices: dict[str | None, Any] | None = None) -> float | None:
+    """USD of a step at the catalog's price of its model (``prices``: the prices already
+    looked up, by model)."""
+    from utils.models.catalog import price_of
+    from utils.models.usage import cost_at
     usage = step.get("usage") or {}
     if not usage:
         return None
-    return estimate_cost(step.get("model"), int(usage.get("prompt_tokens") or 0),
-                         int(usage.get("completion_tokens") or 0))
+    model = step.get("model")
+    if prices is None:
+        prices = {}
+    if model not in prices:
+        prices[model] = price_of(model)
+    return cost_at(prices[model], int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
 
 
-def trim_step(step: dict) -> dict:
+def trim_step(step: dict, prices: dict[str | None, Any] | None = None) -> dict:
     """What the page shows of a step: raw answers only when a parse or call failed (the
     parsed output holds the rest), the sent request only for a failed step."""
     out = {k: step[k] for k in STEP_FIELDS if k in step}
@@ -124,7 +131,7 @@ def trim_step(step: dict) -> dict:
         out["raw"] = step.get("raw")
         if step.get("status") != "done" and step.get("request") is not None:
             out["request"] = step["request"]
-    cost = _step_cost(step)
+    cost = _step_cost(step, prices)
     if cost is not None:
         out["cost"] = cost
     return out
@@ -156,9 +163,12 @@ def _without_repeated_entries(step: dict, entries: list | None) -> dict:
     return {**step, "output": {**output, "results": results}}
 
 
-def instance_detail(data: dict, checklist: list | None = None) -> dict:
+def instance_detail(data: dict, checklist: list | None = None,
+                    prices: dict[str | None, Any] | None = None) -> dict:
     """What an instance page shows of one run's instance file (``checklist``: the ground
-    truth's, when the instance data are known)."""
+    truth's, when the instance data are known; ``prices``: the models' prices looked up
+    so far, filled as it goes)."""
+    prices = {} if prices is None else prices
     evaluations = {}
     for scorer, evaluation in (data.get("evaluations") or {}).items():
         if not isinstance(evaluation, dict):
@@ -166,14 +176,15 @@ def instance_detail(data: dict, checklist: list | None = None) -> dict:
         evaluations[scorer] = {
             "evaluator": evaluation.get("evaluator"), "matcher": evaluation.get("matcher"),
             "inference": evaluation.get("inference"), "generation": evaluation.get("generation"),
-            "steps": {n: trim_step(s) for n, s in (evaluation.get("steps") or {}).items() if isinstance(s, dict)}}
+            "steps": {n: trim_step(s, prices) for n, s in (evaluation.get("steps") or {}).items()
+                      if isinstance(s, dict)}}
         steps = evaluations[scorer]["steps"]
         decomposed = (steps.get("decompose") or {}).get("output") or {}
         if "match_precision" in steps and isinstance(decomposed, dict):
             steps["match_precision"] = _without_repeated_entries(steps["match_precision"], decomposed.get("checklist"))
         if "match_recall" in steps:
             steps["match_recall"] = _without_repeated_entries(steps["match_recall"], checklist)
-    return {"steps": {n: trim_step(s) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
+    return {"steps": {n: trim_step(s, prices) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
             "evaluations": evaluations, "history": data.get("history") or {}}
 
 
@@ -191,6 +202,8 @@ class Payload:
         self.analysis = analysis
         self.sessions: list[list] = []
         self._session_ids: dict[tuple, int] = {}
+        self._session_objects: dict[int, int] = {}
+        self._keep: list = []
         self.instances: list[dict] = []
         self._instance_index: dict[str, int] = {}
         self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": []}
@@ -211,11 +224,17 @@ class Payload:
             self._build(pool)
 
     def _session(self, session) -> int:
+        # load_instance_data gives equal sessions as one object: most are found by identity.
+        index = self._session_objects.get(id(session))
+        if index is not None:
+            return index
         turns = tuple((0 if t.role == "user" else 1, t.content) for t in session.dialogue)
         key = (session.context_factor, session.contextual_preference, turns)
         if key not in self._session_ids:
             self._session_ids[key] = len(self.sessions)
             self.sessions.append([session.context_factor, session.contextual_preference, [list(t) for t in turns]])
+        self._session_objects[id(session)] = self._session_ids[key]
+        self._keep.append(session)  # so that no id is reused while the payload is built
         return self._session_ids[key]
 
     def _instance(self, instance_id: str, data: dict) -> int:
@@ -239,13 +258,15 @@ class Payload:
         return self._instance_index[instance_id]
 
     def _build(self, pool: ThreadPoolExecutor) -> None:
+        prices: dict[str | None, Any] = {}  # each model's price, looked up once
         for run_index, run in enumerate(self.runs):
             details: dict[str, dict] = {}
             for instance_id in run.ids():
                 data = run.instances[instance_id]
                 inst = self._instance(instance_id, data)
                 known = self.data.get(instance_id)
-                detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None)
+                detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None,
+                                                              prices)
                 tokens, cost, failed, unpriced = 0, None, [], []
                 for name, step in _all_steps(detail):  # trimmed steps carry their cost
                     usage = step.get("usage") or {}
