@@ -58,7 +58,15 @@ def _build_report(results_dir: str | Path, output_dir: str | Path | None, *, n_b
                    inference_generation_data(an)]
     drawing = _FigureDrawing([(data, output / f"{data.name}.png") for data in figure_data if not data.skipped]
                              if figures else [])
+    try:
+        return _write_report(an, gaps, figure_data, drawing, results_dir, output, n_bootstrap=n_bootstrap,
+                             seed=seed, figures=figures)
+    finally:
+        drawing.close()
 
+
+def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, drawing: "_FigureDrawing", results_dir: Path,
+                  output: Path, *, n_bootstrap: int, seed: int, figures: bool) -> ReportFiles:
     md = ["# CUPID evaluation report", "",
           f"Results: `{results_dir}` · generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
           "",
@@ -163,6 +171,14 @@ class _FigureDrawing:
         for data, path in self.jobs:
             plotter(data.name)(data, path)
         return None
+
+    def close(self) -> None:
+        """Reap the child if ``wait`` was not reached (the tables failed): no figure is
+        written after build_report has returned."""
+        if self.pid is not None:
+            os.close(self.read_end)
+            os.waitpid(self.pid, 0)
+            self.pid = None
 
     def wait(self) -> str | None:
         if self.pid is None:
