@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from evaluation.report.analysis import Analysis
 from evaluation.report.figure_data import (inference_generation_data, length_data, matcher_data,
@@ -30,19 +30,26 @@ class ReportFiles:
     analysis: Analysis | None = None
     gaps: list[Gap] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    # build_report(figures_later=True): call before reading the figures or report.md's
+    # Figures section (it waits for the drawing and corrects report.md if none was drawn).
+    finish_figures: Callable[[], None] = lambda: None
 
 
 def build_report(results_dir: str | Path, output_dir: str | Path | None = None, *,
                  n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int = 0,
                  n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE,
-                 figures: bool = True) -> ReportFiles:
+                 figures: bool = True, figures_later: bool = False) -> ReportFiles:
+    """report.md, report.csv and the figures. The figures are drawn in a child process;
+    with ``figures_later`` this returns before they are done (report.md assumes they will
+    be) and the caller calls ``finish_figures()`` before it reads them."""
     with one_blas_thread():
         return _build_report(results_dir, output_dir, n_bootstrap=n_bootstrap, seed=seed,
-                             n_length_bins=n_length_bins, min_bin_size=min_bin_size, figures=figures)
+                             n_length_bins=n_length_bins, min_bin_size=min_bin_size, figures=figures,
+                             figures_later=figures_later)
 
 
 def _build_report(results_dir: str | Path, output_dir: str | Path | None, *, n_bootstrap: int, seed: int,
-                  n_length_bins: int, min_bin_size: int, figures: bool) -> ReportFiles:
+                  n_length_bins: int, min_bin_size: int, figures: bool, figures_later: bool) -> ReportFiles:
     results_dir = Path(results_dir)
     output = Path(output_dir) if output_dir is not None else results_dir
     # The report never shows the raw answer of a step done at its first attempt.
@@ -59,14 +66,18 @@ def _build_report(results_dir: str | Path, output_dir: str | Path | None, *, n_b
     drawing = _FigureDrawing([(data, output / f"{data.name}.png") for data in figure_data if not data.skipped]
                              if figures else [])
     try:
-        return _write_report(an, gaps, figure_data, drawing, results_dir, output, n_bootstrap=n_bootstrap,
-                             seed=seed, figures=figures)
-    finally:
+        files = _write_report(an, gaps, figure_data, drawing, results_dir, output, n_bootstrap=n_bootstrap,
+                              seed=seed, figures=figures, figures_later=figures_later)
+    except BaseException:
         drawing.close()
+        raise
+    if not figures_later:
+        files.finish_figures()
+    return files
 
 
 def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, drawing: "_FigureDrawing", results_dir: Path,
-                  output: Path, *, n_bootstrap: int, seed: int, figures: bool) -> ReportFiles:
+                  output: Path, *, n_bootstrap: int, seed: int, figures: bool, figures_later: bool) -> ReportFiles:
     md = ["# CUPID evaluation report", "",
           f"Results: `{results_dir}` · generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
           "",
@@ -112,28 +123,44 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, drawing: "_F
 
     md += [differences_section(an), ""]
 
-    written: list[Path] = []
-    plot_error = drawing.wait() if figures else None
-    md += ["## Figures", ""]
-    if plot_error:
-        md += [plot_error, ""]
-    for data in figure_data:
-        md += [f"### {data.title}", ""]
-        if data.skipped:
-            md += [f"Not drawn: {data.skipped}.", ""]
-            continue
-        if figures and not plot_error:
-            path = output / f"{data.name}.png"
-            written.append(path)
-            md += [f"![{data.title}]({path.name})", ""]
-        md += [data.caption, ""]
-        if data.table:
-            md += [data.table, ""]
+    def figures_section(plot_error: str | None) -> tuple[list[str], list[Path]]:
+        lines, written = ["## Figures", ""], []
+        if plot_error:
+            lines += [plot_error, ""]
+        for data in figure_data:
+            lines += [f"### {data.title}", ""]
+            if data.skipped:
+                lines += [f"Not drawn: {data.skipped}.", ""]
+                continue
+            if figures and not plot_error:
+                path = output / f"{data.name}.png"
+                written.append(path)
+                lines += [f"![{data.title}]({path.name})", ""]
+            lines += [data.caption, ""]
+            if data.table:
+                lines += [data.table, ""]
+        return lines, written
 
     md_path, csv_path = output / "report.md", output / "report.csv"
     atomic_write_text(csv_path, render_csv(an.csv_rows()))
-    atomic_write_text(md_path, "\n".join(md).rstrip() + "\n")
-    return ReportFiles(md_path, csv_path, written, an, gaps, an.ignored)
+    # Written when the figures are done (or assuming they will be, figures_later).
+    lines, written = figures_section(None if figures_later or not figures else drawing.wait())
+    atomic_write_text(md_path, "\n".join(md + lines).rstrip() + "\n")
+    files = ReportFiles(md_path, csv_path, written, an, gaps, an.ignored)
+
+    finished: list[bool] = []
+
+    def finish_figures() -> None:
+        if finished:
+            return
+        finished.append(True)
+        plot_error = drawing.wait()
+        if plot_error:  # matplotlib is missing: report.md says so instead
+            lines, files.figures[:] = figures_section(plot_error)
+            atomic_write_text(md_path, "\n".join(md + lines).rstrip() + "\n")
+
+    files.finish_figures = finish_figures if figures_later else drawing.close
+    return files
 
 
 class _FigureDrawing:
@@ -173,8 +200,7 @@ class _FigureDrawing:
         return None
 
     def close(self) -> None:
-        """Reap the child if ``wait`` was not reached (the tables failed): no figure is
-        written after build_report has returned."""
+        """Reap the child if ``wait`` was not reached (the tables failed)."""
         if self.pid is not None:
             os.close(self.read_end)
             os.waitpid(self.pid, 0)

@@ -19,7 +19,7 @@ import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from evaluation.report.analysis import Analysis
 from evaluation.report.compare_data import paired_entries
@@ -399,9 +399,11 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 
 def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: list[Run] | None = None,
                       model_order: list[str] | None = None, labels: dict[str, str] | None = None,
-                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None) -> Path:
+                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None,
+                      before_summary: Callable[[], None] | None = None) -> Path:
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in
-    ``output_dir`` and the run directories under ``results_dir``."""
+    ``output_dir`` and the run directories under ``results_dir`` (``before_summary``: called
+    once the instance data are made, before report.md and the figures are read)."""
     results_dir, output_dir = Path(results_dir), Path(output_dir)
     if runs is None:
         analysis = analysis or Analysis(results_dir)
@@ -414,10 +416,12 @@ def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: 
     instance_data, notes = load_instance_data(runs, results_dir, data_paths)
     for run in runs:
         notes += run.warnings[:5]
-    md_path = output_dir / "report.md"
-    report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
     title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
     with one_blas_thread():
         payload = Payload(runs, models, labels, instance_data, analysis)
         index = payload.index(notes, title)  # the compare view's paired differences
+    if before_summary is not None:
+        before_summary()
+    md_path = output_dir / "report.md"
+    report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
     return write_page(output_dir / "report.html", render(payload, index, report_md, output_dir, notes, title))
