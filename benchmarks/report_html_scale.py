@@ -188,6 +188,22 @@ def build_report(results: Path, out: Path) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024
 
 
+def page_breakdown(html: Path) -> str:
+    """MiB of report.html by kind: the index, the sessions, the runs' details (compressed
+    chunks), the figures (data URIs) and the rest (summary, styles, script)."""
+    import re
+
+    page = html.read_bytes()
+    sizes = {"index": 0, "sessions": 0, "run": 0}
+    for match in re.finditer(rb'<script type="application/octet-stream" id="chunk-([a-z]+)[^"]*">(.*?)</script>', page, re.S):
+        kind = match.group(1).decode()
+        if kind in sizes:
+            sizes[kind] += len(match.group(0))
+    sizes["figures"] = sum(len(m) for m in re.findall(rb"data:image/[a-z+]+;base64,[A-Za-z0-9+/=]+", page))
+    sizes["rest"] = len(page) - sum(sizes.values())
+    return ", ".join(f"{k} {v / 2**20:.2f}" for k, v in sizes.items())
+
+
 def summary(name: str, values: list, unit: str = "") -> str:
     values = [v for v in values if v is not None]
     if not values:
@@ -220,7 +236,7 @@ def main() -> None:
         print(summary("python -m evaluation.report wall s (whole report, 1000 bootstrap resamples)", [b[0] for b in builds]))
         print(summary("python -m evaluation.report peak RSS MiB", [b[1] for b in builds]))
         html = root / "out" / "report.html"
-        print(f"report.html: {html.stat().st_size / 2**20:.1f} MiB")
+        print(f"report.html: {html.stat().st_size / 2**20:.1f} MiB ({page_breakdown(html)})")
         measures = [measure_browser(html, n_rows) for _ in range(args.repeat)]
         for name in measures[0]:
             print(summary(name, [m[name] for m in measures]))

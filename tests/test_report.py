@@ -258,6 +258,28 @@ def test_figures_skipped_without_matplotlib(tmp_path, monkeypatch):
     assert "figures not drawn: matplotlib is not installed" in files.markdown.read_text()
 
 
+def test_cli_draws_figures_beside_report_html_and_says_when_it_cannot(tmp_path, monkeypatch, capsys):
+    # The command line draws the figures (in a child process) while report.html is made:
+    # the page holds them, and without matplotlib report.md and the page say so instead.
+    results = build_results_dir(tmp_path / "results")
+    assert R.main([str(results), "--output", str(tmp_path / "a"), "--n_bootstrap", "20"]) == 0
+    pngs = sorted(p.name for p in (tmp_path / "a").glob("*.png"))
+    out = capsys.readouterr().out
+    assert pngs and all(f"wrote {tmp_path / 'a' / name}" in out for name in pngs)
+    page = (tmp_path / "a" / "report.html").read_text(encoding="latin-1")
+    assert page.count("data:image/png;base64,") == len(pngs)
+
+    def no_matplotlib():
+        raise ImportError("No module named 'matplotlib'")
+    monkeypatch.setattr(report_build, "pyplot", no_matplotlib)
+    assert R.main([str(results), "--output", str(tmp_path / "b"), "--n_bootstrap", "20"]) == 0
+    assert not list((tmp_path / "b").glob("*.png"))
+    note = "figures not drawn: matplotlib is not installed"
+    assert note in (tmp_path / "b" / "report.md").read_text()
+    assert note in (tmp_path / "b" / "report.html").read_text(encoding="latin-1")
+    assert ".png" not in (tmp_path / "b" / "report.md").read_text()
+
+
 def test_single_partial_run_without_other_settings(tmp_path):
     from tests.fixtures_results import instance_file, write_run
     write_run(tmp_path, "some-new-model", "default", [

@@ -265,3 +265,21 @@ def test_synthesis_report_shows_personas_dialogues_and_instances(fake_server, tm
         browser.viewport(1400, 1000)
     assert browser.errors == []
     assert synthesis_report([str(tmp_path / "nothing")]) == 1
+
+
+@pytest.mark.parametrize("libdeflate", [True, False], ids=["libdeflate", "zlib"])
+def test_chunks_are_gzip_of_the_json_with_or_without_libdeflate(monkeypatch, libdeflate):
+    import gzip
+
+    from utils import html_page
+
+    if libdeflate and html_page._libdeflate is None:
+        pytest.skip("the deflate package (libdeflate) is not installed")
+    if not libdeflate:
+        monkeypatch.setattr(html_page, "_libdeflate", None)
+    value = {"text": "Ünïcode < & \r\n\x00 " * 50, "n": [1, 2.5, None]}
+    text = html_page.gzip_chunk(value)
+    assert "<" not in text and "\r" not in text and "\x00" not in text
+    # report.js's chunkBytes: 0x01 then the byte + 0x40 stands for that byte
+    data = re.sub(b"\x01(.)", lambda m: bytes([m.group(1)[0] - 0x40]), text.encode("latin-1"), flags=re.S)
+    assert json.loads(gzip.decompress(data)) == value

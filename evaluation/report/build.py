@@ -2,9 +2,12 @@
 tables and figure data."""
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable
 
 from evaluation.report.analysis import Analysis
 from evaluation.report.figure_data import (inference_generation_data, length_data, matcher_data,
@@ -27,19 +30,26 @@ class ReportFiles:
     analysis: Analysis | None = None
     gaps: list[Gap] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    # build_report(figures_later=True): call before reading the figures or report.md's
+    # Figures section (it waits for the drawing and corrects report.md if none was drawn).
+    finish_figures: Callable[[], None] = lambda: None
 
 
 def build_report(results_dir: str | Path, output_dir: str | Path | None = None, *,
                  n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int = 0,
                  n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE,
-                 figures: bool = True) -> ReportFiles:
+                 figures: bool = True, figures_later: bool = False) -> ReportFiles:
+    """report.md, report.csv and the figures. The figures are drawn in a child process;
+    with ``figures_later`` this returns before they are done (report.md assumes they will
+    be) and the caller calls ``finish_figures()`` before it reads them."""
     with one_blas_thread():
         return _build_report(results_dir, output_dir, n_bootstrap=n_bootstrap, seed=seed,
-                             n_length_bins=n_length_bins, min_bin_size=min_bin_size, figures=figures)
+                             n_length_bins=n_length_bins, min_bin_size=min_bin_size, figures=figures,
+                             figures_later=figures_later)
 
 
 def _build_report(results_dir: str | Path, output_dir: str | Path | None, *, n_bootstrap: int, seed: int,
-                  n_length_bins: int, min_bin_size: int, figures: bool) -> ReportFiles:
+                  n_length_bins: int, min_bin_size: int, figures: bool, figures_later: bool) -> ReportFiles:
     results_dir = Path(results_dir)
     output = Path(output_dir) if output_dir is not None else results_dir
     # The report never shows the raw answer of a step done at its first attempt.
@@ -51,7 +61,23 @@ def _build_report(results_dir: str | Path, output_dir: str | Path | None, *, n_b
                                 f"evaluation run found){notes}")
     gaps = find_gaps(an, results_dir)
     output.mkdir(parents=True, exist_ok=True)
+    figure_data = [prf_bars_data(an), position_data(an), length_data(an), *matcher_data(an),
+                   inference_generation_data(an)]
+    drawing = _FigureDrawing([(data, output / f"{data.name}.png") for data in figure_data if not data.skipped]
+                             if figures else [])
+    try:
+        files = _write_report(an, gaps, figure_data, drawing, results_dir, output, n_bootstrap=n_bootstrap,
+                              seed=seed, figures=figures, figures_later=figures_later)
+    except BaseException:
+        drawing.close()
+        raise
+    if not figures_later:
+        files.finish_figures()
+    return files
 
+
+def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, drawing: "_FigureDrawing", results_dir: Path,
+                  output: Path, *, n_bootstrap: int, seed: int, figures: bool, figures_later: bool) -> ReportFiles:
     md = ["# CUPID evaluation report", "",
           f"Results: `{results_dir}` · generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
           "",
@@ -97,33 +123,96 @@ def _build_report(results_dir: str | Path, output_dir: str | Path | None, *, n_b
 
     md += [differences_section(an), ""]
 
-    figure_data = [prf_bars_data(an), position_data(an), length_data(an), *matcher_data(an),
-                   inference_generation_data(an)]
-    written: list[Path] = []
-    plot_error = None
-    if figures:
-        try:
-            pyplot()
-        except ImportError as exc:
-            plot_error = f"figures not drawn: matplotlib is not installed ({exc})"
-    md += ["## Figures", ""]
-    if plot_error:
-        md += [plot_error, ""]
-    for data in figure_data:
-        md += [f"### {data.title}", ""]
-        if data.skipped:
-            md += [f"Not drawn: {data.skipped}.", ""]
-            continue
-        if figures and not plot_error:
-            path = output / f"{data.name}.png"
-            plotter(data.name)(data, path)
-            written.append(path)
-            md += [f"![{data.title}]({path.name})", ""]
-        md += [data.caption, ""]
-        if data.table:
-            md += [data.table, ""]
+    def figures_section(plot_error: str | None) -> tuple[list[str], list[Path]]:
+        lines, written = ["## Figures", ""], []
+        if plot_error:
+            lines += [plot_error, ""]
+        for data in figure_data:
+            lines += [f"### {data.title}", ""]
+            if data.skipped:
+                lines += [f"Not drawn: {data.skipped}.", ""]
+                continue
+            if figures and not plot_error:
+                path = output / f"{data.name}.png"
+                written.append(path)
+                lines += [f"![{data.title}]({path.name})", ""]
+            lines += [data.caption, ""]
+            if data.table:
+                lines += [data.table, ""]
+        return lines, written
 
     md_path, csv_path = output / "report.md", output / "report.csv"
     atomic_write_text(csv_path, render_csv(an.csv_rows()))
-    atomic_write_text(md_path, "\n".join(md).rstrip() + "\n")
-    return ReportFiles(md_path, csv_path, written, an, gaps, an.ignored)
+    # Written when the figures are done (or assuming they will be, figures_later).
+    lines, written = figures_section(None if figures_later or not figures else drawing.wait())
+    atomic_write_text(md_path, "\n".join(md + lines).rstrip() + "\n")
+    files = ReportFiles(md_path, csv_path, written, an, gaps, an.ignored)
+
+    finished: list[bool] = []
+
+    def finish_figures() -> None:
+        if finished:
+            return
+        finished.append(True)
+        plot_error = drawing.wait()
+        if plot_error:  # matplotlib is missing: report.md says so instead
+            lines, files.figures[:] = figures_section(plot_error)
+            atomic_write_text(md_path, "\n".join(md + lines).rstrip() + "\n")
+
+    files.finish_figures = finish_figures if figures_later else drawing.close
+    return files
+
+
+class _FigureDrawing:
+    """Draws the PNG figures in a forked child process while the parent computes the
+    tables (matplotlib's import and drawing hold the GIL: ~1.5 s of a paper-scale report);
+    inline where fork is not available. ``wait()`` returns None once every figure is
+    written, or the line report.md shows when matplotlib is not installed."""
+
+    def __init__(self, jobs: list[tuple[Any, Path]]):
+        self.jobs = jobs
+        self.pid: int | None = None
+        self.read_end: int | None = None
+        if jobs and hasattr(os, "fork"):
+            self.read_end, write_end = os.pipe()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:  # the child: draw, say how it went, and leave without cleanup
+                status = 1
+                try:
+                    os.close(self.read_end)
+                    message = self._draw() or ""
+                    os.write(write_end, message.encode("utf-8"))
+                    status = 0
+                finally:
+                    os._exit(status)
+            os.close(write_end)
+            self.pid = pid
+
+    def _draw(self) -> str | None:
+        try:
+            pyplot()
+        except ImportError as exc:
+            return f"figures not drawn: matplotlib is not installed ({exc})"
+        for data, path in self.jobs:
+            plotter(data.name)(data, path)
+        return None
+
+    def close(self) -> None:
+        """Reap the child if ``wait`` was not reached (the tables failed)."""
+        if self.pid is not None:
+            os.close(self.read_end)
+            os.waitpid(self.pid, 0)
+            self.pid = None
+
+    def wait(self) -> str | None:
+        if self.pid is None:
+            return self._draw() if self.jobs else None
+        with os.fdopen(self.read_end, "rb") as pipe:
+            message = pipe.read().decode("utf-8")
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        if os.waitstatus_to_exitcode(status) != 0:
+            return self._draw()  # the child failed: draw here, so the error is the real one
+        return message or None

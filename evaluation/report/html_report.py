@@ -19,7 +19,7 @@ import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from evaluation.report.analysis import Analysis
 from evaluation.report.compare_data import paired_entries
@@ -107,16 +107,23 @@ def _num(value: Any) -> float | None:
     return round(float(value), ROUND)
 
 
-def _step_cost(step: dict) -> float | None:
-    from utils.models.usage import estimate_cost
+def _step_cost(step: dict, prices: dict[str | None, Any] | None = None) -> float | None:
+    """USD of a step at the catalog's price of its model (``prices``: the prices already
+    looked up, by model)."""
+    from utils.models.catalog import price_of
+    from utils.models.usage import cost_at
     usage = step.get("usage") or {}
     if not usage:
         return None
-    return estimate_cost(step.get("model"), int(usage.get("prompt_tokens") or 0),
-                         int(usage.get("completion_tokens") or 0))
+    model = step.get("model")
+    if prices is None:
+        prices = {}
+    if model not in prices:
+        prices[model] = price_of(model)
+    return cost_at(prices[model], int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
 
 
-def trim_step(step: dict) -> dict:
+def trim_step(step: dict, prices: dict[str | None, Any] | None = None) -> dict:
     """What the page shows of a step: raw answers only when a parse or call failed (the
     parsed output holds the rest), the sent request only for a failed step."""
     out = {k: step[k] for k in STEP_FIELDS if k in step}
@@ -124,7 +131,7 @@ def trim_step(step: dict) -> dict:
         out["raw"] = step.get("raw")
         if step.get("status") != "done" and step.get("request") is not None:
             out["request"] = step["request"]
-    cost = _step_cost(step)
+    cost = _step_cost(step, prices)
     if cost is not None:
         out["cost"] = cost
     return out
@@ -156,9 +163,12 @@ def _without_repeated_entries(step: dict, entries: list | None) -> dict:
     return {**step, "output": {**output, "results": results}}
 
 
-def instance_detail(data: dict, checklist: list | None = None) -> dict:
+def instance_detail(data: dict, checklist: list | None = None,
+                    prices: dict[str | None, Any] | None = None) -> dict:
     """What an instance page shows of one run's instance file (``checklist``: the ground
-    truth's, when the instance data are known)."""
+    truth's, when the instance data are known; ``prices``: the models' prices looked up
+    so far, filled as it goes)."""
+    prices = {} if prices is None else prices
     evaluations = {}
     for scorer, evaluation in (data.get("evaluations") or {}).items():
         if not isinstance(evaluation, dict):
@@ -166,14 +176,15 @@ def instance_detail(data: dict, checklist: list | None = None) -> dict:
         evaluations[scorer] = {
             "evaluator": evaluation.get("evaluator"), "matcher": evaluation.get("matcher"),
             "inference": evaluation.get("inference"), "generation": evaluation.get("generation"),
-            "steps": {n: trim_step(s) for n, s in (evaluation.get("steps") or {}).items() if isinstance(s, dict)}}
+            "steps": {n: trim_step(s, prices) for n, s in (evaluation.get("steps") or {}).items()
+                      if isinstance(s, dict)}}
         steps = evaluations[scorer]["steps"]
         decomposed = (steps.get("decompose") or {}).get("output") or {}
         if "match_precision" in steps and isinstance(decomposed, dict):
             steps["match_precision"] = _without_repeated_entries(steps["match_precision"], decomposed.get("checklist"))
         if "match_recall" in steps:
             steps["match_recall"] = _without_repeated_entries(steps["match_recall"], checklist)
-    return {"steps": {n: trim_step(s) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
+    return {"steps": {n: trim_step(s, prices) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
             "evaluations": evaluations, "history": data.get("history") or {}}
 
 
@@ -191,6 +202,8 @@ class Payload:
         self.analysis = analysis
         self.sessions: list[list] = []
         self._session_ids: dict[tuple, int] = {}
+        self._session_objects: dict[int, int] = {}
+        self._keep: list = []
         self.instances: list[dict] = []
         self._instance_index: dict[str, int] = {}
         self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": []}
@@ -198,15 +211,30 @@ class Payload:
         # One compressed chunk per run, made while the next run is read (zlib runs outside
         # the GIL), so no run's details outlive their chunk.
         self.run_chunks: list[tuple[str, Future[str]]] = []
+        self.session_chunks: list[tuple[str, Future[str]]] = []
         with ThreadPoolExecutor(max_workers=2) as pool:
+            # Every instance (and so every session) first, in the order _build meets them,
+            # so the sessions compress while the runs' details are made.
+            for run in self.runs:
+                for instance_id in run.ids():
+                    self._instance(instance_id, run.instances[instance_id])
+            for start in range(0, len(self.sessions), SESSION_PART):
+                self.session_chunks.append((f"sessions-{start // SESSION_PART}",
+                                            pool.submit(gzip_chunk, self.sessions[start:start + SESSION_PART])))
             self._build(pool)
 
     def _session(self, session) -> int:
+        # load_instance_data gives equal sessions as one object: most are found by identity.
+        index = self._session_objects.get(id(session))
+        if index is not None:
+            return index
         turns = tuple((0 if t.role == "user" else 1, t.content) for t in session.dialogue)
         key = (session.context_factor, session.contextual_preference, turns)
         if key not in self._session_ids:
             self._session_ids[key] = len(self.sessions)
             self.sessions.append([session.context_factor, session.contextual_preference, [list(t) for t in turns]])
+        self._session_objects[id(session)] = self._session_ids[key]
+        self._keep.append(session)  # so that no id is reused while the payload is built
         return self._session_ids[key]
 
     def _instance(self, instance_id: str, data: dict) -> int:
@@ -230,13 +258,15 @@ class Payload:
         return self._instance_index[instance_id]
 
     def _build(self, pool: ThreadPoolExecutor) -> None:
+        prices: dict[str | None, Any] = {}  # each model's price, looked up once
         for run_index, run in enumerate(self.runs):
             details: dict[str, dict] = {}
             for instance_id in run.ids():
                 data = run.instances[instance_id]
                 inst = self._instance(instance_id, data)
                 known = self.data.get(instance_id)
-                detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None)
+                detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None,
+                                                              prices)
                 tokens, cost, failed, unpriced = 0, None, [], []
                 for name, step in _all_steps(detail):  # trimmed steps carry their cost
                     usage = step.get("usage") or {}
@@ -349,9 +379,7 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 
     def chunks() -> Iterator[str]:
         yield chunk_element("index", index)
-        for start in range(0, len(payload.sessions), SESSION_PART):
-            yield chunk_element(f"sessions-{start // SESSION_PART}", payload.sessions[start:start + SESSION_PART])
-        for name, run_chunk in payload.run_chunks:
+        for name, run_chunk in payload.session_chunks + payload.run_chunks:
             yield chunk_element(name, text=run_chunk.result())
 
     body = f"""<header class="top"><span class="brand">CUPID report</span>
@@ -371,9 +399,11 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 
 def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: list[Run] | None = None,
                       model_order: list[str] | None = None, labels: dict[str, str] | None = None,
-                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None) -> Path:
+                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None,
+                      before_summary: Callable[[], None] | None = None) -> Path:
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in
-    ``output_dir`` and the run directories under ``results_dir``."""
+    ``output_dir`` and the run directories under ``results_dir`` (``before_summary``: called
+    once the instance data are made, before report.md and the figures are read)."""
     results_dir, output_dir = Path(results_dir), Path(output_dir)
     if runs is None:
         analysis = analysis or Analysis(results_dir)
@@ -386,10 +416,12 @@ def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: 
     instance_data, notes = load_instance_data(runs, results_dir, data_paths)
     for run in runs:
         notes += run.warnings[:5]
-    md_path = output_dir / "report.md"
-    report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
     title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
     with one_blas_thread():
         payload = Payload(runs, models, labels, instance_data, analysis)
         index = payload.index(notes, title)  # the compare view's paired differences
+    if before_summary is not None:
+        before_summary()
+    md_path = output_dir / "report.md"
+    report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
     return write_page(output_dir / "report.html", render(payload, index, report_md, output_dir, notes, title))

@@ -101,7 +101,14 @@ def estimate_cost(model_name: str | None, prompt_tokens: int, completion_tokens:
     """USD at the catalog's prices (catalog.py; reasoning tokens are in the completion
     tokens, priced as output); the batch_* tokens (included in the totals) are priced at
     config.BATCH_DISCOUNT of the online price."""
-    price = price_of(model_name)
+    return cost_at(price_of(model_name), prompt_tokens, completion_tokens, batch_prompt_tokens,
+                   batch_completion_tokens)
+
+
+def cost_at(price: tuple[float, float] | None, prompt_tokens: int, completion_tokens: int,
+            batch_prompt_tokens: int = 0, batch_completion_tokens: int = 0) -> float | None:
+    """``estimate_cost`` at a price already looked up (``price_of``): a report prices
+    tens of thousands of steps of a handful of models."""
     if price is None:
         return None
     online = (prompt_tokens - batch_prompt_tokens) * price[0] + \
