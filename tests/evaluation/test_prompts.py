@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -12,10 +11,11 @@ import yaml
 import config
 from evaluation.steps import render_matcher_examples
 from utils.prompts import format_fields, load_prompt
+from repo_paths import GOLDEN_DIR
 
 # The release's own prompt files (tests/golden/release/, written from the release by
 # benchmarks/make_release_golden.py and committed with the commit they came from).
-RELEASE_PROMPT_FILES = json.loads((Path(__file__).parent / "golden" / "release" / "prompts.json")
+RELEASE_PROMPT_FILES = json.loads((GOLDEN_DIR / "release" / "prompts.json")
                                   .read_text(encoding="utf-8"))["prompt_files"]
 
 # Files reproduced from the release: name -> variables, in the file's order.

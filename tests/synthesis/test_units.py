@@ -5,7 +5,6 @@ import json
 import random
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import yaml
@@ -22,6 +21,7 @@ from synthesis.taxonomy import BUNDLED_SEEDS_FILE, canonical_type, load_occupati
 from synthesis.personas import SIX_SENTENCES, persona_batch_schema, validate_persona_batch
 from synthesis.sessions import fill_resource, sessions_schema, validate_sessions
 from utils.prompts import load_prompt
+from repo_paths import GOLDEN_DIR
 
 TAX = load_taxonomy()
 
@@ -31,7 +31,7 @@ TAX = load_taxonomy()
 # ---------------------------------------------------------------------------------------
 # What the release (kixlab/CUPID@a8560ca) ships, as benchmarks/make_release_golden.py read
 # it from the release: its prompt files and its occupation tokens.
-RELEASE = json.loads((Path(__file__).parent / "golden" / "release" / "prompts.json")
+RELEASE = json.loads((GOLDEN_DIR / "release" / "prompts.json")
                      .read_text(encoding="utf-8"))
 
 

@@ -236,7 +236,7 @@ def test_synthesis_stops_on_sigterm_and_sighup(tmp_path, signum, code):
     """python -m synthesis.run: the signal stops it within seconds, summary.json says what
     was done and why it stopped, no traceback; a rerun finishes the data."""
     from synthesis_responder import ScriptedSynthesis
-    from test_synthesis_pipeline import cli_args
+    from tests.synthesis.test_pipeline import cli_args
 
     out = tmp_path / "data"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

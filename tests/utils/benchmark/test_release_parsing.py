@@ -7,14 +7,13 @@ benchmarks/release_side_by_side.py on the well-formed answers) and ours.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from utils.benchmark.answers import ours as parsing, release
 from utils.benchmark import decomposer
 from utils.benchmark.answers.reading import ParseError
-from repo_paths import ROOT
+from repo_paths import GOLDEN_DIR, ROOT
 
 ANALYSIS = "### Analysis\n\nThe user asked for this before.\n\n"
 
@@ -120,7 +119,7 @@ def test_each_documented_case(step, answer, outcome, release_value, our_value):
 # What the release's own parsers made of each answer above, run inside the release by
 # benchmarks/make_release_golden.py: ["ok", value] or ["raises", exception name].
 RELEASE_RESULTS = {(r["step"], r["answer"]): r["release"] for r in json.loads(
-    (Path(__file__).parent / "golden" / "release" / "parsers.json").read_text(encoding="utf-8"))["results"]}
+    (GOLDEN_DIR / "release" / "parsers.json").read_text(encoding="utf-8"))["results"]}
 
 
 def release_result(step: str, answer: str) -> list:

@@ -276,7 +276,7 @@ def test_cache_file_names_are_per_process(tmp_path):
 @pytest.mark.slow
 def test_processes_on_one_directory_read_each_others_answers(tmp_path):
     from cupid_responder import CupidResponder, two_instance_plans
-    from test_run_safety import cli, spawn, write_rows
+    from tests.evaluation.test_run_safety import cli, spawn, write_rows
 
     plans = two_instance_plans()
     data = write_rows(tmp_path / "data.jsonl", plans, ["persona-a", "persona-b"])
@@ -305,7 +305,7 @@ def test_processes_on_one_directory_read_each_others_answers(tmp_path):
 def test_a_run_whose_cache_cannot_be_written_keeps_every_answer(tmp_path, capsys):
     from cupid_responder import CupidResponder, two_instance_plans
     from evaluation import run as run_module
-    from test_run_safety import cli, results_of, write_rows
+    from tests.evaluation.test_run_safety import cli, results_of, write_rows
     from counts_check import assert_counts_agree
 
     plans = two_instance_plans()
@@ -327,7 +327,7 @@ def test_a_run_whose_cache_cannot_be_written_keeps_every_answer(tmp_path, capsys
 def test_a_run_against_another_server_is_asked_and_recorded(tmp_path, capsys):
     from cupid_responder import CupidResponder, two_instance_plans
     from evaluation import run as run_module
-    from test_run_safety import cli, results_of, write_rows
+    from tests.evaluation.test_run_safety import cli, results_of, write_rows
 
     plans = two_instance_plans()
     other_plans = [dataclasses.replace(p, judge_score=1) for p in plans]

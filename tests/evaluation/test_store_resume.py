@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
 from evaluation.data import load_instances
 from evaluation.store import RunConflictError, RunStore
+from repo_paths import SAMPLE_DATA
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "sample-02-noor-haddad__consistent.json"
+SAMPLE = SAMPLE_DATA / "sample-02-noor-haddad__consistent.json"
 
 
 def test_a_record_is_reused_only_for_the_same_content(tmp_path):
