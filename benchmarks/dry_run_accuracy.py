@@ -5,7 +5,7 @@
 
 For each configuration (default setting, task both; summary setting, task both; oracle
 setting; PrefMatcher matching) it runs ``python -m evaluation.run ... --dry_run --json``,
-then the same run against the loopback server (tests/fake_llm_server.py), whose scripted
+then the same run against the loopback server (tests/support/fake_llm_server.py), whose scripted
 answers have lengths chosen as realistic, drawn at random per request (an
 analysis of 80-250 words, an inferred preference of 15-40 words, checklists of 2-4 entries,
 responses of 150-450 words, a judge's evaluation of 30-60 words per entry, session summaries
@@ -39,7 +39,7 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-for path in (ROOT, ROOT / "tests"):
+for path in (ROOT, ROOT / "tests" / "support"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 

@@ -7,17 +7,17 @@ tests/golden/release/:
   and its 114 occupation tokens (read from its source with ``ast``, nothing executed);
 - evaluation_requests.json: every request body the release's ``python -m evaluation.run``
   sends for the instances of --data_dir, in both matcher modes, keyed by (step, instance,
-  direction) with the scripted answers of tests/release_responder.py;
+  direction) with the scripted answers of tests/support/release_responder.py;
 - parsers.json: what the release's own parsers (PreferenceInferrer.process_output,
   parse_json, match_label_to_score, ResponseJudger.process_output and
-  process_generation_result) make of every answer of tests/test_release_parsing.py;
+  process_generation_result) make of every answer of tests/utils/benchmark/test_release_parsing.py;
 - synthesis_requests.json: every request the release's synthesis sends for one persona
   (its own modules driven as in benchmarks/release_side_by_side_synthesis.py): per stage,
   the SHA-256 of each request's (model, system, messages, temperature, max_tokens) and the
   first request of each stage in full.
 
 Each file records the release commit it came from and the command that wrote it. The tests
-(tests/test_release_golden.py, tests/test_prompts.py, tests/test_synthesis_units.py)
+(tests/test_release_golden.py, tests/evaluation/test_prompts.py, tests/synthesis/test_units.py)
 compare what this project sends with these files; they never rewrite them.
 
     python benchmarks/make_release_golden.py --release_git /path/to/CUPID.git
@@ -40,7 +40,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
 from fake_llm_server import FakeLLMServer  # noqa: E402
 from release_checkout import RELEASE_REPOSITORY, add_release_arguments, release_checkout  # noqa: E402
@@ -116,7 +116,7 @@ def evaluation_requests(release: Path, work: Path) -> dict:
 
 def parser_results(release: Path) -> dict:
     """The release's parsers, run inside its checkout, on every documented answer."""
-    from test_release_parsing import CASES
+    from tests.utils.benchmark.test_release_parsing import CASES
 
     cases = [(step, answer, False) for step, answer, *_ in CASES]
     with FakeLLMServer() as server:

@@ -33,24 +33,60 @@ ROOT = Path(__file__).resolve().parents[1]
 # module -> the test files that test it (each mutant runs the tests of these files that
 # reach the mutated function).
 MODULES = {
-    "evaluation/metrics.py": ["tests/test_metrics.py", "tests/test_analysis.py"],
-    "evaluation/aggregate.py": ["tests/test_metrics.py", "tests/test_run_safety.py", "tests/test_report.py",
-                                "tests/test_sweep.py", "tests/test_evaluation_run.py"],
-    "utils/benchmark/answers/ours.py": ["tests/test_parsing.py", "tests/test_score_parsing.py",
-                                        "tests/test_release_parsing.py"],
-    "utils/benchmark/answers/reading.py": ["tests/test_json_extraction.py", "tests/test_parsing.py",
-                                           "tests/test_release_parsing.py"],
-    "utils/benchmark/answers/release.py": ["tests/test_release_parsing.py", "tests/test_release_view.py",
-                                           "tests/test_json_extraction.py", "tests/test_parsing.py"],
-    "utils/models/request.py": ["tests/test_request_validation.py", "tests/test_cache_key_format.py",
-                                "tests/test_cache_store.py",
-                                "tests/test_model_layer.py"],
-    "utils/models/retry.py": ["tests/test_retry.py", "tests/test_model_layer.py"],
-    "utils/models/usage.py": ["tests/test_retry.py", "tests/test_model_layer.py"],
-    "evaluation/store.py": ["tests/test_store_resume.py", "tests/test_run_safety.py",
-                            "tests/test_evaluation_run.py"],
-    "utils/models/limits.py": ["tests/test_limits_accounting.py", "tests/test_limits.py"],
-    "utils/models/rate_limit_headers.py": ["tests/test_limits_accounting.py", "tests/test_limits.py"],
+    "evaluation/metrics.py": [
+        "tests/evaluation/test_metrics.py",
+        "tests/evaluation/report/test_analysis.py",
+    ],
+    "evaluation/aggregate.py": [
+        "tests/evaluation/test_metrics.py",
+        "tests/evaluation/test_run_safety.py",
+        "tests/evaluation/report/test_report.py",
+        "tests/evaluation/test_sweep.py",
+        "tests/evaluation/test_run.py",
+    ],
+    "utils/benchmark/answers/ours.py": [
+        "tests/utils/benchmark/test_parsing.py",
+        "tests/utils/benchmark/test_score_parsing.py",
+        "tests/utils/benchmark/test_release_parsing.py",
+    ],
+    "utils/benchmark/answers/reading.py": [
+        "tests/utils/benchmark/test_json_extraction.py",
+        "tests/utils/benchmark/test_parsing.py",
+        "tests/utils/benchmark/test_release_parsing.py",
+    ],
+    "utils/benchmark/answers/release.py": [
+        "tests/utils/benchmark/test_release_parsing.py",
+        "tests/utils/benchmark/test_release_view.py",
+        "tests/utils/benchmark/test_json_extraction.py",
+        "tests/utils/benchmark/test_parsing.py",
+    ],
+    "utils/models/request.py": [
+        "tests/utils/models/test_request_validation.py",
+        "tests/utils/models/test_cache_key_format.py",
+        "tests/utils/models/test_cache.py",
+        "tests/utils/models/test_model_layer.py",
+    ],
+    "utils/models/retry.py": [
+        "tests/utils/models/test_retry.py",
+        "tests/utils/models/test_model_layer.py",
+    ],
+    "utils/models/usage.py": [
+        "tests/utils/models/test_retry.py",
+        "tests/utils/models/test_model_layer.py",
+    ],
+    "evaluation/store.py": [
+        "tests/evaluation/test_store_resume.py",
+        "tests/evaluation/test_run_safety.py",
+        "tests/evaluation/test_run.py",
+    ],
+    "utils/models/limits.py": [
+        "tests/utils/models/test_limits_accounting.py",
+        "tests/utils/models/test_limits.py",
+    ],
+    "utils/models/rate_limit_headers.py": [
+        "tests/utils/models/test_limits_accounting.py",
+        "tests/utils/models/test_limits.py",
+    ],
 }
 SKIPPED = {".git", "mutants", "__pycache__", ".pytest_cache", "node_modules"}
 

@@ -38,7 +38,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from fake_llm_server import FakeLLMServer  # noqa: E402
 from release_responder import Script  # noqa: E402
@@ -108,10 +108,10 @@ print(json.dumps(out))
 
 def check_parsers(release_root: Path, env: dict) -> tuple[int, int, list[str]]:
     """The release's own parsers against our account of them (utils/benchmark/answers/release.py)
-    on every documented case of tests/test_release_parsing.py."""
+    on every documented case of tests/utils/benchmark/test_release_parsing.py."""
     sys.path.insert(0, str(ROOT))
     from utils.benchmark.answers import release
-    from test_release_parsing import CASES
+    from tests.utils.benchmark.test_release_parsing import CASES
 
     cases = [(step, answer, False) for step, answer, *_ in CASES]
     done = subprocess.run([sys.executable, "-c", RELEASE_PARSERS], cwd=release_root, env=env,

@@ -7,8 +7,8 @@ imports (openai, anthropic, google-genai). Run from the repository root:
     python benchmarks/release_side_by_side_synthesis.py --release_git /path/to/CUPID.git \
         [--n_personas 2] [--max_turns 4]
 
-What runs: one loopback server (tests/fake_llm_server.py) answers both sides with the
-scripted synthesis responder (tests/synthesis_responder.py), which answers from the prompt alone,
+What runs: one loopback server (tests/support/fake_llm_server.py) answers both sides with the
+scripted synthesis responder (tests/support/synthesis_responder.py), which answers from the prompt alone,
 so equal requests get equal answers and both sides walk the same path. The release is
 extracted with ``git archive`` (or copied) into a temporary directory and driven in its own process
 through its own modules (PersonaTemplateSampler, PersonaGenerator, then
@@ -43,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from fake_llm_server import FakeLLMServer  # noqa: E402
 from synthesis_responder import ScriptedSynthesis, stage_of  # noqa: E402

@@ -5,7 +5,7 @@
 Synthesizes N personas with the release's roles (--model claude-3-5-sonnet-20241022 writes
 descriptions, factors and sessions, decomposes and simulates the user; the assistant
 simulator is Together's Meta-Llama-3.1-8B-Instruct-Turbo), every answer scripted
-(tests/synthesis_responder.py), three times, each in a fresh output directory:
+(tests/support/synthesis_responder.py), three times, each in a fresh output directory:
   1. online: the estimated cost of each role (summary.json usage);
   2. --batch: the synthesizer's calls through Anthropic's Message Batches; prints its cost
      over the online one (expect 0.5x), the whole run's, and whether every data file is
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT))
 from fake_llm_server import FakeLLMServer  # noqa: E402
 from synthesis_responder import ScriptedSynthesis  # noqa: E402

@@ -1,7 +1,7 @@
 """How fast does synthesis run when every call takes a set latency?
 
-Runs the whole pipeline for N personas against the loopback server (tests/fake_llm_server.py)
-with scripted answers (tests/synthesis_responder.py) and compares the wall time with two lower
+Runs the whole pipeline for N personas against the loopback server (tests/support/fake_llm_server.py)
+with scripted answers (tests/support/synthesis_responder.py) and compares the wall time with two lower
 bounds:
 
 * the critical path: the longest chain of dependent calls (one description batch, the
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-for path in (ROOT, ROOT / "tests"):
+for path in (ROOT, ROOT / "tests" / "support"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 

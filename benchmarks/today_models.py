@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 from cupid_responder import CupidResponder, InstancePlan, make_row  # noqa: E402
 from fake_llm_server import FakeLLMServer  # noqa: E402
 

@@ -3,7 +3,7 @@
 * An autouse fixture makes retries fast (tiny backoff delays), removes every provider's key
   and base-URL variable from the environment, and drops the cached SDK clients and rate
   limiters after each test.
-* ``fake_server``: a started tests/fake_llm_server.FakeLLMServer, stopped after the test.
+* ``fake_server``: a started tests/support/fake_llm_server.FakeLLMServer, stopped after the test.
 * ``fake_llm_env``: ``fake_server`` plus fake keys, with OPENAI_BASE_URL, ANTHROPIC_BASE_URL,
   TOGETHER_BASE_URL and GOOGLE_GEMINI_BASE_URL pointing at it, so that
   ``resolve_model("gpt-4o")`` etc. talk to the fake server through the real SDKs.
@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+# This checkout's code before an installed copy; then the shared fakes and fixtures, imported
+# by their own names (none is the name of a product module: tests/test_layout.py checks).
 ROOT = Path(__file__).resolve().parent.parent
-for path in (ROOT, ROOT / "tests"):
+for path in (ROOT / "tests" / "support", ROOT):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 

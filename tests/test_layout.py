@@ -59,3 +59,44 @@ def test_the_extension_point_re_exports_its_names_from_their_homes():
     for name, home in homes.items():
         assert getattr(model, name) is getattr(home, name), name
         assert getattr(old_path, name) is getattr(home, name), name
+
+
+# ---------------------------------------------------------------------------------------
+# tests/ mirrors the packages
+# ---------------------------------------------------------------------------------------
+TESTS = ROOT / "tests"
+NOT_MIRRORS = {"support", "golden", "artifacts", "__pycache__"}
+
+
+def test_the_product_is_imported_from_the_repository_not_from_a_test_folder():
+    import config
+    import evaluation
+    import evaluation.report
+    import synthesis
+    import utils
+    import utils.benchmark
+    import utils.models
+
+    for module in (config, evaluation, evaluation.report, synthesis, utils, utils.benchmark, utils.models):
+        path = Path(module.__file__).resolve()
+        assert TESTS not in path.parents and path.is_relative_to(ROOT), (module.__name__, path)
+
+
+def test_no_support_module_is_named_like_a_product_module():
+    """tests/support/ is on sys.path, ahead of site-packages: a name there hides any other."""
+    product = {path.stem for path in ROOT.glob("*.py")} | {
+        path.name for path in ROOT.iterdir() if (path / "__init__.py").exists() or path.name in ("data", "prompts")}
+    support = {path.stem for path in (TESTS / "support").glob("*.py")}
+    assert support and product >= {"config", "evaluation", "synthesis", "utils"}
+    assert support & product == set()
+
+
+def test_every_test_folder_is_a_package_mirroring_a_product_folder():
+    folders = [path for path in TESTS.rglob("*") if path.is_dir()
+               and not NOT_MIRRORS & set(path.relative_to(TESTS).parts)]
+    assert folders
+    for folder in folders:
+        assert (folder / "__init__.py").exists(), f"{folder.relative_to(ROOT)} lacks __init__.py"
+        mirrored = ROOT / folder.relative_to(TESTS)
+        assert mirrored.is_dir(), f"{folder.relative_to(ROOT)} mirrors no folder of the product"
+    assert (TESTS / "__init__.py").exists()

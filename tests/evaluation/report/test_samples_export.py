@@ -1,0 +1,132 @@
+"""Per-sample rows (evaluation/samples.py) and ``python -m evaluation.report --export``.
+
+The results tree is tests/support/sample_results.py's: two evaluated models, the evaluator's scorer
+and a PrefMatcher one, one judge step that failed for good. The exported files are read back
+with ``datasets.load_dataset`` and must give results.json's micro P/R/F1 and mean judge score.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from evaluation.data import InstanceSource
+from evaluation.metrics import f1_score
+from evaluation.report.command import main as report_main
+from evaluation.samples import STEPS, sample_rows
+from sample_results import BROKEN, build
+from repo_paths import SAMPLE_DATA
+
+datasets = pytest.importorskip("datasets", reason="the export is read back with datasets.load_dataset")
+
+
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("samples"))
+
+
+@pytest.fixture(scope="module")
+def rows(results_dir):
+    return sample_rows(results_dir)
+
+
+def _results_files(results_dir: Path) -> dict[tuple[str, str, str], dict]:
+    """(model, setting, scorer) -> its results.<scorer>.json."""
+    found = {}
+    for manifest in results_dir.rglob("run.json"):
+        run = json.loads(manifest.read_text())
+        for path in manifest.parent.glob("results.*.json"):
+            results = json.loads(path.read_text())
+            found[(run["model"], run["setting"], results["settings"]["scorer"])] = results
+    return found
+
+
+def test_one_row_per_model_setting_scorer_and_instance(rows, results_dir):
+    keys = [(r["model"], r["setting"], r["scorer"], r["instance_id"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    files = _results_files(results_dir)
+    assert {k[:3] for k in keys} == set(files)
+    for key, results in files.items():
+        assert sum(k[:3] == key for k in keys) == results["counts"]["instances"]
+    assert len({r["scorer"] for r in rows if r["model"] == "model-a"}) == 2  # evaluator + PrefMatcher
+
+
+def test_rows_hold_ground_truth_answers_and_step_accounting(rows):
+    data = {i.instance_id: i for i in InstanceSource(data_path=SAMPLE_DATA)}
+    done = [r for r in rows if r["inference_status"] == "done"]
+    assert done
+    for row in done:
+        truth = data[row["instance_id"]]
+        assert row["request"] == truth.current_request
+        assert row["preference"] == truth.current_contextual_preference
+        assert row["checklist"] == list(truth.current_checklist)
+        assert row["context_factor"] == truth.current_context_factor
+        assert row["inferred_preference"] and row["inferred_checklist"]
+        assert len(row["precision_labels"]) == len(row["inferred_checklist"]) == row["n_predicted"]
+        assert len(row["recall_labels"]) == len(row["checklist"]) == row["n_true"]
+        assert row["infer_status"] == "done" and row["infer_prompt_tokens"] > 0
+        assert row["prompt_tokens"] >= row["infer_prompt_tokens"] + row["decompose_prompt_tokens"]
+    assert all(set(f"{s}_status" for s in STEPS) <= set(r) for r in rows)
+
+
+def test_a_failed_step_is_a_failed_row_never_a_zero(rows):
+    failed = [r for r in rows if r["judge_status"] == "failed"]
+    assert failed, "the sample tree has one judge step that failed for good"
+    for row in failed:
+        assert row["model"] == BROKEN
+        assert row["generation_status"] == "failed"
+        assert row["generation_error"].startswith("judge: ")
+        assert row["judge_error"]
+        assert row["judge_score"] is None
+        assert row["response"]  # the response exists; only its judgement failed
+
+
+@pytest.mark.parametrize("suffix,builder", [("jsonl", "json"), ("parquet", "parquet"), ("csv", "csv")])
+def test_export_loads_with_datasets_and_gives_results_json(results_dir, tmp_path, capsys, suffix, builder):
+    target = tmp_path / f"samples.{suffix}"
+    assert report_main([str(results_dir), "--export", str(target)]) == 0
+    assert f"wrote {target}" in capsys.readouterr().out
+    assert not list(results_dir.rglob("report.md"))  # --export writes the rows, not a report
+    loaded = datasets.load_dataset(builder, data_files=str(target), split="train",
+                                   cache_dir=str(tmp_path / "hf-cache"))
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for row in loaded:
+        groups[(row["model"], row["setting"], row["scorer"])].append(row)
+    files = _results_files(results_dir)
+    assert set(groups) == set(files)
+    for key, group in groups.items():
+        results = files[key]
+        done = [r for r in group if r["inference_status"] == "done"]
+        predicted_matched = sum(r["n_predicted_matched"] for r in done)
+        true_matched = sum(r["n_true_matched"] for r in done)
+        precision = predicted_matched / sum(r["n_predicted"] for r in done)
+        recall = true_matched / sum(r["n_true"] for r in done)
+        assert precision == pytest.approx(results["inference"]["precision"]), key
+        assert recall == pytest.approx(results["inference"]["recall"]), key
+        assert f1_score(precision, recall) == pytest.approx(results["inference"]["f1"]), key
+        if "generation" in results and results["generation"].get("n_instances"):
+            scores = [r["judge_score"] for r in group if r["generation_status"] == "done"]
+            assert len(scores) == results["generation"]["n_instances"], key
+            assert sum(scores) / len(scores) == pytest.approx(results["generation"]["average_score"]), key
+        failed = sum(r["inference_status"] == "failed" or r["generation_status"] == "failed" for r in group)
+        assert failed == results["counts"]["failed"], key
+
+
+def test_export_refuses_an_unknown_format(results_dir, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        report_main([str(results_dir), "--export", str(tmp_path / "samples.xlsx")])
+    assert exc.value.code == 2
+    assert "--export" in capsys.readouterr().err
+    assert not (tmp_path / "samples.xlsx").exists()
+
+
+def test_push_to_hub_hands_the_rows_to_datasets(results_dir, monkeypatch, capsys):
+    pushed = []
+    monkeypatch.setattr(datasets.Dataset, "push_to_hub",
+                        lambda self, repo_id, **kw: pushed.append((repo_id, self.num_rows, kw)))
+    assert report_main([str(results_dir), "--push_to_hub", "someone/cupid-samples"]) == 0
+    assert pushed and pushed[0][0] == "someone/cupid-samples"
+    assert pushed[0][1] == len(sample_rows(results_dir))
+    assert "pushed" in capsys.readouterr().out

@@ -1,0 +1,145 @@
+"""``--dry_run`` of evaluation.run: a forecast per role, no request sent, nothing written,
+numbers that follow the data and the real requests. synthesis.run's: tests/synthesis/test_dry_run.py."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import config
+from cupid_responder import CupidResponder, make_row, two_instance_plans
+from evaluation import run as eval_run
+from fake_llm_server import FakeLLMServer
+from synthesis import run as synth_run
+from utils.models.catalog import priced_models
+from utils.models.tokens import estimate_tokens
+from repo_paths import ROOT
+
+SAMPLE = ROOT / "data" / "sample"
+
+
+@pytest.fixture(autouse=True)
+def fast_retries(monkeypatch):
+    monkeypatch.setattr(config, "RETRY_BASE_DELAY", 0.01)
+    monkeypatch.setattr(config, "RETRY_MAX_DELAY", 0.05)
+
+
+@pytest.fixture
+def server():
+    with FakeLLMServer(responder=CupidResponder(two_instance_plans())) as srv:
+        yield srv
+
+
+def dry_run(capsys, *argv) -> tuple[dict, str]:
+    assert eval_run.main([*argv, "--dry_run", "--json"]) == 0
+    out = capsys.readouterr().out
+    return json.loads(out.strip().splitlines()[-1]), out
+
+
+def files_under(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*")) if path.exists() else []
+
+
+def test_prints_a_table_and_one_json_line_and_sends_and_writes_nothing(server, tmp_path, capsys):
+    results = tmp_path / "results"
+    url = server.openai_base_url
+    forecast, out = dry_run(capsys, "--model", f"vllm:m@{url}", "--evaluator", f"vllm:e@{url}",
+                            "--data_dir", str(SAMPLE), "--results_dir", str(results), "--task", "both")
+    assert server.requests == []  # no probe, no call
+    assert not results.exists()
+    assert "model" in out and "evaluator" in out and "estimate_tokens" in out
+    for role in ("model", "evaluator"):
+        for key in ("input_tokens", "output_tokens", "calls", "cost_usd", "batch_cost_usd"):
+            assert key in forecast["roles"][role]
+    n = len(list(SAMPLE.glob("*.json")))
+    assert forecast["roles"]["model"]["calls"] == 2 * n             # infer + generate
+    assert forecast["roles"]["evaluator"]["calls"] == 4 * n         # decompose, 2 matches, judge
+    assert forecast["total"]["calls"] == 6 * n
+    assert forecast["total"]["input_tokens"] == sum(r["input_tokens"] for r in forecast["roles"].values())
+    # A self-hosted model has no price: said, never shown as free.
+    assert forecast["roles"]["model"]["cost_usd"] is None and forecast["total"]["cost_usd"] is None
+    assert "unpriced" in out
+
+
+def test_no_key_needed_and_priced_roles_are_costed(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    forecast, out = dry_run(capsys, "--model", "gpt-4o-mini", "--evaluator", "gpt-4o-2024-11-20",
+                            "--data_dir", str(SAMPLE), "--results_dir", str(tmp_path / "r"),
+                            "--rate_limit", "rpm=6")
+    evaluator = forecast["roles"]["evaluator"]
+    price_in, price_out = priced_models()["gpt-4o-2024-11-20"]
+    expected = (evaluator["input_tokens"] * price_in + evaluator["output_tokens"] * price_out) / 1e6
+    assert evaluator["cost_usd"] == pytest.approx(expected, rel=1e-4)
+    assert evaluator["batch_cost_usd"] == pytest.approx(expected * config.BATCH_DISCOUNT, rel=1e-4)
+    assert evaluator["time_s"] == pytest.approx(evaluator["calls"] / 6 * 60, abs=0.1)
+    assert not (tmp_path / "r").exists()
+
+
+def test_numbers_scale_with_limit(tmp_path, capsys):
+    common = ["--model", "gpt-4o-mini", "--data_dir", str(SAMPLE), "--results_dir", str(tmp_path)]
+    two, _ = dry_run(capsys, *common, "--limit", "2")
+    four, _ = dry_run(capsys, *common, "--limit", "4")
+    assert two["roles"]["model"]["calls"] == 2 and four["roles"]["model"]["calls"] == 4
+    assert four["roles"]["evaluator"]["calls"] == 2 * two["roles"]["evaluator"]["calls"]
+    assert four["total"]["input_tokens"] > two["total"]["input_tokens"] > 0
+
+
+def test_settings_and_matcher_change_the_forecast(tmp_path, capsys):
+    common = ["--model", "gpt-4o-mini", "--data_dir", str(SAMPLE), "--results_dir", str(tmp_path)]
+    default, _ = dry_run(capsys, *common)
+    summary, _ = dry_run(capsys, *common, "--setting", "summary")
+    assert summary["roles"]["model"]["by_step"]["summarize"]["calls"] > 0  # the summaries are added
+    assert summary["roles"]["model"]["calls"] > default["roles"]["model"]["calls"]
+    matcher, out = dry_run(capsys, *common, "--use_matcher")
+    assert matcher["roles"]["matcher"]["calls"] == 2 * matcher["roles"]["model"]["calls"]
+    assert matcher["roles"]["evaluator"]["calls"] == matcher["roles"]["model"]["calls"]  # decompose only
+    assert matcher["roles"]["matcher"]["cost_usd"] is None and "unpriced: matcher" in out
+    sweep, _ = dry_run(capsys, "--model", "gpt-4o-mini", "gpt-4.1-nano-2025-04-14",
+                       *common[2:])
+    assert len(sweep["runs"]) == 2
+    assert sweep["total"]["calls"] == 2 * default["total"]["calls"]
+
+
+def test_data_only_steps_are_the_requests_the_run_sends(server, tmp_path, capsys):
+    """infer's requests depend on the data only: the dry run's token count of them equals
+    the same count over what the real run sent. A rerun afterwards forecasts nothing."""
+    plans = two_instance_plans()
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps(make_row(f"p{i}", "consistent", plan)) + "\n"
+                            for i, plan in enumerate(plans)))
+    url = server.openai_base_url
+    argv = ["--model", f"vllm:m@{url}", "--evaluator", f"vllm:e@{url}", "--data", str(data),
+            "--results_dir", str(tmp_path / "results")]
+    forecast, _ = dry_run(capsys, *argv)
+    assert server.requests == []
+    assert eval_run.main([*argv, "--n_workers", "1"]) == 0
+    capsys.readouterr()
+    kinds = CupidResponder(plans)
+    sent = [r for r in server.requests if r["messages"] and kinds.kind(r) == "infer"]
+    assert len(sent) == len(plans)
+    sent_tokens = sum(estimate_tokens(r["system"]) + sum(estimate_tokens(m["content"]) for m in r["messages"])
+                      for r in sent)
+    assert forecast["roles"]["model"]["by_step"]["infer"]["input_tokens"] == sent_tokens
+
+    before = len(server.requests)
+    again, out = dry_run(capsys, *argv)
+    assert again["total"]["calls"] == 0
+    assert again["runs"][0]["steps_already_done"] == 4 * len(plans)
+    assert len(server.requests) == before
+
+
+def test_bad_data_stops_with_exit_2(tmp_path, capsys):
+    assert eval_run.main(["--model", "gpt-4o-mini", "--data_dir", str(tmp_path / "missing"),
+                          "--dry_run"]) == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_json_without_dry_run_is_refused(tmp_path, capsys):
+    for main in (eval_run.main, synth_run.main):
+        with pytest.raises(SystemExit) as exc:
+            main(["--model", "gpt-4o-mini", "--json", "--output_dir" if main is synth_run.main
+                  else "--results_dir", str(tmp_path / "out")])
+        assert exc.value.code == 2
+        assert "--json goes with --dry_run" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
