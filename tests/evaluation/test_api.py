@@ -10,8 +10,7 @@ import threading
 
 import pytest
 
-import config
-from cupid_responder import CupidResponder, make_row, two_instance_plans
+from cupid_responder import CupidResponder, two_instance_plans, two_instance_rows
 from evaluation import EvaluationResult, evaluate
 from evaluation.api import EvaluationError
 from fake_llm_server import FakeLLMServer
@@ -28,8 +27,7 @@ def plans():
 
 @pytest.fixture
 def rows(plans):
-    return [make_row("persona-a", "consistent", plans[0]),
-            make_row("persona-b", "contrastive", plans[1], relevant=(2, 3))]
+    return two_instance_rows(plans)
 
 
 @pytest.fixture

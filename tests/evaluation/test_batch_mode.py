@@ -14,12 +14,12 @@ import time
 import pytest
 
 import config
-from cupid_responder import CupidResponder, make_row, two_instance_plans
+from cupid_responder import CupidResponder, two_instance_plans, write_two_instance_data
 from evaluation import run as run_module
 from utils.models.batch import BatchDeferred, BatchRunner
 from utils.models.cache import ResponseCache
 from utils.models.registry import resolve_model
-from fake_llm_server import FakeLLMServer, FakeResponse
+from fake_llm_server import FakeResponse
 from tests.evaluation.test_run import assert_expected
 from repo_paths import ROOT
 
@@ -33,12 +33,7 @@ def fast_polls(monkeypatch):
 
 @pytest.fixture
 def data_file(tmp_path):
-    plans = two_instance_plans()
-    rows = [make_row("persona-a", "consistent", plans[0]),
-            make_row("persona-b", "contrastive", plans[1], relevant=(2, 3))]
-    path = tmp_path / "data.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return path
+    return write_two_instance_data(tmp_path / "data.jsonl")
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import config
-from cupid_responder import CupidResponder, make_row, two_instance_plans
+from cupid_responder import CupidResponder, make_row, two_instance_plans, write_two_instance_data
 from evaluation import run as run_module
 from fake_llm_server import FakeLLMServer, FakeResponse
 from repo_paths import ROOT
@@ -38,11 +38,7 @@ def plans():
 
 @pytest.fixture
 def data_file(tmp_path, plans):
-    rows = [make_row("persona-a", "consistent", plans[0]),
-            make_row("persona-b", "contrastive", plans[1], relevant=(2, 3))]
-    path = tmp_path / "data.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return path
+    return write_two_instance_data(tmp_path / "data.jsonl", plans)
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cupid_responder import CupidResponder, make_row, two_instance_plans
+from cupid_responder import CupidResponder, two_instance_plans, write_two_instance_data
 from evaluation import run as run_module
 from evaluation.console import ProgressLog
 from evaluation.shards import parse_shard, shard_of
@@ -16,12 +16,7 @@ from tests.evaluation.test_run import assert_expected, cli, read_results
 
 @pytest.fixture
 def data_file(tmp_path):
-    plans = two_instance_plans()
-    rows = [make_row("persona-a", "consistent", plans[0]),
-            make_row("persona-b", "contrastive", plans[1], relevant=(2, 3))]
-    path = tmp_path / "data.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    return path
+    return write_two_instance_data(tmp_path / "data.jsonl")
 
 
 @pytest.fixture

@@ -165,3 +165,16 @@ def two_instance_plans() -> list[InstancePlan]:
             recall_labels=["Fully Covered", "Fully Covered"],
             judge_score=5),
     ]
+
+
+def two_instance_rows(plans: list[InstancePlan] | None = None) -> list[dict]:
+    """The worked example's two dataset rows (A consistent, B contrastive)."""
+    plans = plans or two_instance_plans()
+    return [make_row("persona-a", "consistent", plans[0]),
+            make_row("persona-b", "contrastive", plans[1], relevant=(2, 3))]
+
+
+def write_two_instance_data(path, plans: list[InstancePlan] | None = None):
+    """The worked example's rows as a JSON-lines data file at ``path``; returns the path."""
+    path.write_text("\n".join(json.dumps(row) for row in two_instance_rows(plans)) + "\n")
+    return path

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import config
-from cupid_responder import CupidResponder, make_row, two_instance_plans
+from cupid_responder import CupidResponder, make_row, two_instance_plans, write_two_instance_data
 from evaluation import run as run_module
 from fake_llm_server import FakeLLMServer
 from tests.evaluation.test_run import assert_expected
@@ -25,11 +25,7 @@ def cupid_env(fake_llm_env: FakeLLMServer, tmp_path):
     """The fake server answering the CUPID steps of two_instance_plans, and their data."""
     plans = two_instance_plans()
     fake_llm_env.responder = CupidResponder(plans)
-    rows = [make_row("persona-a", "consistent", plans[0]),
-            make_row("persona-b", "contrastive", plans[1], relevant=(2, 3))]
-    data = tmp_path / "data.jsonl"
-    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    fake_llm_env.data_file = data
+    fake_llm_env.data_file = write_two_instance_data(tmp_path / "data.jsonl", plans)
     return fake_llm_env
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cupid_responder import make_row, two_instance_plans
+from cupid_responder import write_two_instance_data
 from utils.models import registry
 from utils.models.errors import UnknownModelError
 from utils.models.model import Model
@@ -157,10 +157,7 @@ def test_a_user_model_file_runs_from_the_users_directory(tmp_path):
     (work / "judges" / "__init__.py").write_text("")
     (work / "judges" / "scripted.py").write_text(
         "from my_model import MyModel\n\n\nclass Judge(MyModel):\n    pass\n")
-    plans = two_instance_plans()
-    rows = [make_row("persona-a", "consistent", plans[0]),
-            make_row("persona-b", "contrastive", plans[1], relevant=(2, 3))]
-    (work / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    write_two_instance_data(work / "data.jsonl")
     installed = os.environ.get("CUPID_INSTALLED_BIN")  # .ci/run: the installed package's script
     if installed:
         command = [str(Path(installed) / "cupid-eval")]
@@ -188,10 +185,7 @@ def test_a_sweep_file_names_user_models(tmp_path, monkeypatch, scratch_registry)
     from evaluation import run as run_module
 
     write_user_model(tmp_path, "sweep")
-    plans = two_instance_plans()
-    rows = [make_row("persona-a", "consistent", plans[0]),
-            make_row("persona-b", "contrastive", plans[1], relevant=(2, 3))]
-    (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    write_two_instance_data(tmp_path / "data.jsonl")
     (tmp_path / "sweep.yaml").write_text(
         "evaluator: ./my_model.py:MyModel\n"
         "runs:\n  - {model: ./my_model.py:MyModel}\n  - {model: my-registered-judge-sweep}\n")
