@@ -3,7 +3,9 @@ tables and figure data."""
 from __future__ import annotations
 
 import os
+import pickle
 import sys
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,6 +21,7 @@ from evaluation.report.published import paper_model_name, scorer_kind
 from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
 from evaluation.report.tables import (coverage_section, differences_section, generation_table,
                                       inference_table)
+from utils.cycle_collection import paused_cycle_collection
 from utils.io import atomic_write_text
 
 
@@ -42,7 +45,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
     """report.md, report.csv and the figures. The figures are drawn in a child process;
     with ``figures_later`` this returns before they are done (report.md assumes they will
     be) and the caller calls ``finish_figures()`` before it reads them."""
-    with one_blas_thread():
+    with one_blas_thread(), paused_cycle_collection():
         return _build_report(results_dir, output_dir, n_bootstrap=n_bootstrap, seed=seed,
                              n_length_bins=n_length_bins, min_bin_size=min_bin_size, figures=figures,
                              figures_later=figures_later)
@@ -52,20 +55,21 @@ def _build_report(results_dir: str | Path, output_dir: str | Path | None, *, n_b
                   n_length_bins: int, min_bin_size: int, figures: bool, figures_later: bool) -> ReportFiles:
     results_dir = Path(results_dir)
     output = Path(output_dir) if output_dir is not None else results_dir
-    # The report never shows the raw answer of a step done at its first attempt.
-    an = Analysis(results_dir, n_bootstrap=n_bootstrap, seed=seed, n_length_bins=n_length_bins,
-                  min_bin_size=min_bin_size, keep_raw=False)
-    if not an.runs:
-        notes = f" ({'; '.join(an.ignored)})" if an.ignored else ""
-        raise FileNotFoundError(f"{results_dir}: no evaluation run directories (no run.json of an "
-                                f"evaluation run found){notes}")
-    gaps = find_gaps(an, results_dir)
-    output.mkdir(parents=True, exist_ok=True)
-    figure_data = [prf_bars_data(an), position_data(an), length_data(an), *matcher_data(an),
-                   inference_generation_data(an)]
-    drawing = _FigureDrawing([(data, output / f"{data.name}.png") for data in figure_data if not data.skipped]
-                             if figures else [])
+    drawing = _FigureDrawing(figures)
     try:
+        # The report never shows the raw answer of a step done at its first attempt.
+        an = Analysis(results_dir, n_bootstrap=n_bootstrap, seed=seed, n_length_bins=n_length_bins,
+                      min_bin_size=min_bin_size, keep_raw=False)
+        if not an.runs:
+            notes = f" ({'; '.join(an.ignored)})" if an.ignored else ""
+            raise FileNotFoundError(f"{results_dir}: no evaluation run directories (no run.json of an "
+                                    f"evaluation run found){notes}")
+        gaps = find_gaps(an, results_dir)
+        output.mkdir(parents=True, exist_ok=True)
+        figure_data = [prf_bars_data(an), position_data(an), length_data(an), *matcher_data(an),
+                       inference_generation_data(an)]
+        drawing.send([(data, output / f"{data.name}.png") for data in figure_data if not data.skipped]
+                     if figures else [])
         files = _write_report(an, gaps, figure_data, drawing, results_dir, output, n_bootstrap=n_bootstrap,
                               seed=seed, figures=figures, figures_later=figures_later)
     except BaseException:
@@ -164,31 +168,73 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, drawing: "_F
 
 
 class _FigureDrawing:
-    """Draws the PNG figures in a forked child process while the parent computes the
-    tables (matplotlib's import and drawing hold the GIL: ~1.5 s of a paper-scale report);
-    inline where fork is not available. ``wait()`` returns None once every figure is
-    written, or the line report.md shows when matplotlib is not installed."""
+    """Draws the PNG figures in a child process while the parent computes the tables
+    (matplotlib's import and drawing hold the GIL: ~1.5 s of a paper-scale report); inline
+    where fork is not available.
 
-    def __init__(self, jobs: list[tuple[Any, Path]]):
-        self.jobs = jobs
+    The child is forked at the start, before the results are read, and imports matplotlib
+    while the parent reads them; ``send(jobs)`` hands it the figures' data (pickled, through
+    a pipe). A child forked later would share the parent's whole heap, and as the parent
+    goes on touching its objects the pages are copied: ~200 MB more at paper scale.
+    ``wait()`` returns None once every figure is written, or the line report.md shows when
+    matplotlib is not installed."""
+
+    def __init__(self, enabled: bool):
+        self.jobs: list[tuple[Any, Path]] = []
         self.pid: int | None = None
-        self.read_end: int | None = None
-        if jobs and hasattr(os, "fork"):
-            self.read_end, write_end = os.pipe()
+        self.result_fd: int | None = None
+        self.jobs_fd: int | None = None
+        self._sender: threading.Thread | None = None
+        if enabled and hasattr(os, "fork"):
+            result_read, result_write = os.pipe()
+            jobs_read, jobs_write = os.pipe()
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:  # the child: draw, say how it went, and leave without cleanup
                 status = 1
                 try:
-                    os.close(self.read_end)
-                    message = self._draw() or ""
-                    os.write(write_end, message.encode("utf-8"))
+                    os.close(result_read)
+                    os.close(jobs_write)
+                    message = self._serve(jobs_read)
+                    os.write(result_write, message.encode("utf-8"))
                     status = 0
                 finally:
                     os._exit(status)
-            os.close(write_end)
-            self.pid = pid
+            os.close(result_write)
+            os.close(jobs_read)
+            self.pid, self.result_fd, self.jobs_fd = pid, result_read, jobs_write
+
+    def _serve(self, jobs_fd: int) -> str:
+        try:
+            pyplot()
+        except ImportError as exc:
+            return f"figures not drawn: matplotlib is not installed ({exc})"
+        with os.fdopen(jobs_fd, "rb") as pipe:
+            data = pipe.read()
+        if data:
+            self.jobs = pickle.loads(data)
+            return self._draw() or ""
+        return ""
+
+    def send(self, jobs: list[tuple[Any, Path]]) -> None:
+        """The figures to draw: their data and paths (written by a thread, so the parent
+        does not wait for the child to finish importing matplotlib)."""
+        self.jobs = jobs
+        if self.jobs_fd is None:
+            return
+        data, fd = pickle.dumps(jobs) if jobs else b"", self.jobs_fd
+        self.jobs_fd = None
+
+        def write() -> None:
+            try:
+                with os.fdopen(fd, "wb") as pipe:
+                    pipe.write(data)
+            except BrokenPipeError:  # the child stopped at the import: wait() has its line
+                pass
+
+        self._sender = threading.Thread(target=write, name="figure-jobs", daemon=True)
+        self._sender.start()
 
     def _draw(self) -> str | None:
         try:
@@ -199,17 +245,27 @@ class _FigureDrawing:
             plotter(data.name)(data, path)
         return None
 
+    def _end_jobs(self) -> None:
+        if self.jobs_fd is not None:  # no jobs were sent: the child reads none
+            os.close(self.jobs_fd)
+            self.jobs_fd = None
+        if self._sender is not None:
+            self._sender.join()
+            self._sender = None
+
     def close(self) -> None:
         """Reap the child if ``wait`` was not reached (the tables failed)."""
         if self.pid is not None:
-            os.close(self.read_end)
+            self._end_jobs()
+            os.close(self.result_fd)
             os.waitpid(self.pid, 0)
             self.pid = None
 
     def wait(self) -> str | None:
         if self.pid is None:
             return self._draw() if self.jobs else None
-        with os.fdopen(self.read_end, "rb") as pipe:
+        self._end_jobs()
+        with os.fdopen(self.result_fd, "rb") as pipe:
             message = pipe.read().decode("utf-8")
         _, status = os.waitpid(self.pid, 0)
         self.pid = None
