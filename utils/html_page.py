@@ -3,7 +3,8 @@
 A page is one file: its styles and scripts come from ``utils/templates/`` and are
 inlined, figures become data URIs, and bulky data travels as gzip-compressed chunks inside
 ``<script type="application/octet-stream">`` elements that the page's script decodes
-(``DecompressionStream``) only when a view needs them. Nothing is fetched.
+(``DecompressionStream``) only when a view needs them; a chunk marked ``data-words`` was
+word-coded first (utils/word_codes.py). Nothing is fetched.
 
 A page with chunks is a windows-1252 document whose chunks hold the gzip bytes themselves
 (one character per byte, four byte values escaped), a quarter smaller than base64: every
@@ -21,6 +22,8 @@ import re
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
+
+from utils.word_codes import WordCodebook
 
 try:
     import deflate as _libdeflate
@@ -56,6 +59,17 @@ def byte_text(data: bytes) -> str:
     return data.decode("latin-1")
 
 
+def text_bytes(text: str) -> bytes:
+    """The inverse of ``byte_text`` (report.js's ``chunkBytes``, in Python)."""
+    return re.sub(b"\x01(.)", lambda m: bytes([m.group(1)[0] - 0x40]), text.encode("latin-1"), flags=re.S)
+
+
+def read_chunk(text: str, codebook: WordCodebook | None = None) -> Any:
+    """A chunk's value back from its text (for tests and tools; the page does the same)."""
+    raw = gzip.decompress(text_bytes(text)).decode("utf-8")
+    return json.loads(codebook.decode(raw) if codebook is not None else raw)
+
+
 def gzip_bytes(raw: bytes) -> bytes:
     """``raw`` as a gzip member. libdeflate (the ``deflate`` package) at level 6 makes a
     member a little smaller than zlib's default level in a third of its time (a paper-scale
@@ -69,13 +83,23 @@ def gzip_bytes(raw: bytes) -> bytes:
 
 def gzip_chunk(value: Any) -> str:
     """``value`` as JSON, gzip-compressed, as a chunk's text: the page inflates it on demand."""
-    return byte_text(gzip_bytes(compact_json(value).encode("utf-8")))
+    return gzip_text(compact_json(value))
 
 
-def chunk_element(name: str, value: Any = None, *, text: str | None = None) -> str:
-    """A data chunk: ``value`` encoded here, or ``text`` already made by ``gzip_chunk``."""
+def gzip_text(text: str, codebook: WordCodebook | None = None) -> str:
+    """``text`` (JSON), word-coded with ``codebook`` when one is given, gzip-compressed, as
+    a chunk's text."""
+    if codebook is not None:
+        text = codebook.encode(text)
+    return byte_text(gzip_bytes(text.encode("utf-8")))
+
+
+def chunk_element(name: str, value: Any = None, *, text: str | None = None, coded: bool = False) -> str:
+    """A data chunk: ``value`` encoded here, or ``text`` already made by ``gzip_chunk`` or
+    ``gzip_text`` (``coded``: word-coded with the codebook of the page's ``words`` chunk)."""
     body = gzip_chunk(value) if text is None else text
-    return f'<script type="application/octet-stream" id="chunk-{esc(name)}">{body}</script>'
+    words = ' data-words=""' if coded else ""
+    return f'<script type="application/octet-stream" id="chunk-{esc(name)}"{words}>{body}</script>'
 
 
 def _ascii_html(text: str) -> str:

@@ -5,7 +5,8 @@
 
 The summary (tables with their intervals, figures) is static HTML painted at once. The
 instance browser, instance pages and the compare view are drawn by the inlined script
-(templates/report.js) from gzip-compressed chunks decoded on demand: an index (one row per
+(templates/report.js) from gzip-compressed chunks decoded on demand (all but the index
+word-coded first, utils/word_codes.py, with the page's one codebook): an index (one row per
 run and instance, the instances' shared fields and scores, the paired differences), the
 prior sessions (each distinct session stored once, however many instances and models show
 it, in parts), and each run's steps in parts of PART instances. Instance files do
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -28,7 +28,12 @@ from evaluation.report.statistics import one_blas_thread
 from evaluation.report.results import Run, history_of, setting_order
 from evaluation.data import InstanceSource
 from utils.benchmark.dataset import DataValidationError, Instance
-from utils.html_page import chunk_element, chunked_page, esc, gzip_chunk, markdown_to_html, write_page
+from utils.cycle_collection import paused_cycle_collection
+from utils.chunk_packer import ChunkPacker, PackedChunk
+from utils.html_page import chunk_element, chunked_page, compact_json, esc, markdown_to_html, write_page
+from utils.models.catalog import price_of
+from utils.models.usage import cost_at
+from utils.word_codes import WordCodebook
 from evaluation.report.published import display_name
 
 STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage")
@@ -37,6 +42,10 @@ STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage")
 PART = 64
 SESSION_PART = 64
 ROUND = 4
+# Every how many chunk texts of the sessions and first run the word codebook counts.
+CODEBOOK_SAMPLE_STEP = 2
+# Instance results from which the chunks are coded and compressed in a worker process.
+IN_PROCESS_ROWS = 1000
 
 
 # =======================================================================================
@@ -110,8 +119,6 @@ def _num(value: Any) -> float | None:
 def _step_cost(step: dict, prices: dict[str | None, Any] | None = None) -> float | None:
     """USD of a step at the catalog's price of its model (``prices``: the prices already
     looked up, by model)."""
-    from utils.models.catalog import price_of
-    from utils.models.usage import cost_at
     usage = step.get("usage") or {}
     if not usage:
         return None
@@ -208,20 +215,48 @@ class Payload:
         self._instance_index: dict[str, int] = {}
         self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": []}
         self.metrics = [{"p": [], "r": [], "f1": [], "j": []} for _ in self.scorers]
-        # One compressed chunk per run, made while the next run is read (zlib runs outside
-        # the GIL), so no run's details outlive their chunk.
-        self.run_chunks: list[tuple[str, Future[str]]] = []
-        self.session_chunks: list[tuple[str, Future[str]]] = []
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            # Every instance (and so every session) first, in the order _build meets them,
-            # so the sessions compress while the runs' details are made.
+        # The chunks in page order (the sessions', then each run's), each coded and
+        # compressed by the packer while the next run is read, so no run's details outlive
+        # their chunk's text.
+        self.chunks: list[tuple[str, PackedChunk]] = []
+        self.codebook: WordCodebook | None = None
+        rows = sum(len(run.instances) for run in self.runs)
+        # Open until close(): the chunks are packed while the rest of the page is made.
+        self.packer = ChunkPacker(in_process=rows >= IN_PROCESS_ROWS)
+        try:
             for run in self.runs:
                 for instance_id in run.ids():
                     self._instance(instance_id, run.instances[instance_id])
-            for start in range(0, len(self.sessions), SESSION_PART):
-                self.session_chunks.append((f"sessions-{start // SESSION_PART}",
-                                            pool.submit(gzip_chunk, self.sessions[start:start + SESSION_PART])))
-            self._build(pool)
+            pending = [(f"sessions-{start // SESSION_PART}", compact_json(self.sessions[start:start + SESSION_PART]))
+                       for start in range(0, len(self.sessions), SESSION_PART)]
+            for run_index, parts in self._run_details():
+                pending += [(f"run{run_index}-{part}", compact_json(values)) for part, values in parts]
+                self._compress(pending)
+                pending = []
+            self._compress(pending)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Wait for the chunks' packing to end and release its workers."""
+        self.packer.close()
+
+    def __enter__(self) -> "Payload":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _compress(self, texts: list[tuple[str, str]]) -> None:
+        """Queue the chunks' texts; the first call's texts (the sessions and the first run)
+        are the sample the word codebook is drawn from."""
+        if self.codebook is None:
+            if not texts:
+                return
+            self.codebook = WordCodebook.from_texts(text for _, text in texts[::CODEBOOK_SAMPLE_STEP])
+        for name, text in texts:
+            self.chunks.append((name, self.packer.submit(text, self.codebook)))
 
     def _session(self, session) -> int:
         # load_instance_data gives equal sessions as one object: most are found by identity.
@@ -257,7 +292,9 @@ class Payload:
         self.instances.append(entry)
         return self._instance_index[instance_id]
 
-    def _build(self, pool: ThreadPoolExecutor) -> None:
+    def _run_details(self) -> Iterator[tuple[int, list[tuple[int, dict[str, dict]]]]]:
+        """Each run's index and its instance pages' details in parts of PART instances; the
+        index rows and metrics are filled as it goes."""
         prices: dict[str | None, Any] = {}  # each model's price, looked up once
         for run_index, run in enumerate(self.runs):
             details: dict[str, dict] = {}
@@ -296,8 +333,7 @@ class Payload:
             parts: dict[int, dict[str, dict]] = {}
             for key, detail in details.items():
                 parts.setdefault(int(key) // PART, {})[key] = detail
-            for part, values in sorted(parts.items()):
-                self.run_chunks.append((f"run{run_index}-{part}", pool.submit(gzip_chunk, values)))
+            yield run_index, sorted(parts.items())
 
     def primary(self, task: str) -> int | None:
         key = "f1" if task == "inference" else "j"
@@ -379,8 +415,10 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 
     def chunks() -> Iterator[str]:
         yield chunk_element("index", index)
-        for name, run_chunk in payload.session_chunks + payload.run_chunks:
-            yield chunk_element(name, text=run_chunk.result())
+        if payload.codebook is not None:
+            yield chunk_element("words", payload.codebook.words)
+        for name, text in payload.chunks:
+            yield chunk_element(name, text=text.result(), coded=True)
 
     body = f"""<header class="top"><span class="brand">CUPID report</span>
 <nav><a href="#summary" data-view="summary">Summary</a><a href="#instances" data-view="instances">Instances</a><a href="#compare" data-view="compare">Compare</a></nav>
@@ -404,7 +442,15 @@ def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: 
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in
     ``output_dir`` and the run directories under ``results_dir`` (``before_summary``: called
     once the instance data are made, before report.md and the figures are read)."""
-    results_dir, output_dir = Path(results_dir), Path(output_dir)
+    with paused_cycle_collection():
+        return _write_html_report(Path(results_dir), Path(output_dir), runs=runs, model_order=model_order,
+                                  labels=labels, data_paths=data_paths, analysis=analysis,
+                                  before_summary=before_summary)
+
+
+def _write_html_report(results_dir: Path, output_dir: Path, *, runs: list[Run] | None, model_order: list[str] | None,
+                       labels: dict[str, str] | None, data_paths: Iterable[str | Path] | None,
+                       analysis: Analysis | None, before_summary: Callable[[], None] | None) -> Path:
     if runs is None:
         analysis = analysis or Analysis(results_dir)
         runs = analysis.runs
@@ -417,11 +463,10 @@ def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: 
     for run in runs:
         notes += run.warnings[:5]
     title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
-    with one_blas_thread():
-        payload = Payload(runs, models, labels, instance_data, analysis)
+    with one_blas_thread(), Payload(runs, models, labels, instance_data, analysis) as payload:
         index = payload.index(notes, title)  # the compare view's paired differences
-    if before_summary is not None:
-        before_summary()
-    md_path = output_dir / "report.md"
-    report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
-    return write_page(output_dir / "report.html", render(payload, index, report_md, output_dir, notes, title))
+        if before_summary is not None:
+            before_summary()
+        md_path = output_dir / "report.md"
+        report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
+        return write_page(output_dir / "report.html", render(payload, index, report_md, output_dir, notes, title))

@@ -44,7 +44,8 @@ def test_fenced_commands_become_copyable_blocks(sample):
 
 def test_worst_ties_go_round_the_runs(sample):
     runs = load_runs(sample["results"])
-    payload = Payload(runs, sorted({r.model for r in runs}), {}, {})
+    with Payload(runs, sorted({r.model for r in runs}), {}, {}) as payload:
+        pass
     k = payload.primary("inference")
     values = payload.metrics[k]["f1"]
     for i in range(len(values)):  # every scored row ties at 0
@@ -262,3 +263,50 @@ def test_every_byte_value_survives_the_page(tmp_path, browser):
     assert browser.evaluate("document.querySelector('p').textContent") == "café ↳"
     assert browser.evaluate("document.title") == "bytes · ünïcode"
     browser.errors.clear()  # the page has no index chunk: its status line says so
+
+
+@needs_chromium
+def test_word_coded_chunks_read_back_in_the_page(tmp_path, browser):
+    """report.js's unword against utils/word_codes.py: a chunk coded with a full codebook
+    (every one- and two-character code, the last lead and trail characters included) reads
+    back in the page as the value written, as does one with escapes and ünïcode."""
+    from utils.html_page import chunk_element, chunked_page, gzip_text, compact_json, write_page
+    from utils.word_codes import CAPACITY, WordCodebook
+
+    codebook = WordCodebook([f"w{k}" for k in range(CAPACITY - 3)] + ["ünïcode", '\\"quoted\\"', "tab\\there"])
+    every_word = {"all": " ".join(codebook.words[::-1]), "head": "w0 w1  w2 ", "n": [1.5, None, True]}
+    mixed = {"t": 'ünïcode "quoted" tab\there \\ w4 w2566 x', "list": ["w0", " w1", "w2 w3"]}
+    chunks = [chunk_element("words", codebook.words)]
+    for name, value in (("every", every_word), ("mixed", mixed)):
+        text = compact_json(value)
+        assert codebook.encode(text) != text  # the test is about codes, so there must be some
+        chunks.append(chunk_element(name, text=gzip_text(text, codebook), coded=True))
+    path = write_page(tmp_path / "coded.html", chunked_page("coded", "<p>x</p>", chunks, scripts=("report.js",)))
+    browser.errors.clear()
+    browser.open(path)
+    assert browser.evaluate("window.cupidReport.chunk('every')") == every_word
+    assert browser.evaluate("window.cupidReport.chunk('mixed')") == mixed
+    browser.errors.clear()  # the page has no index chunk: its status line says so
+
+
+def test_worker_processes_pack_the_chunks_threads_pack(sample, monkeypatch):
+    """A large report packs its chunks in worker processes (utils/chunk_packer.py), a small
+    one on threads: the page's bytes are the same either way, and each chunk reads back."""
+    from evaluation.report import html_report
+    from utils.html_page import read_chunk
+
+    runs = load_runs(sample["results"])
+    models = sorted({r.model for r in runs})
+    packed = {}
+    for rows, in_process in ((0, True), (10**9, False)):
+        monkeypatch.setattr(html_report, "IN_PROCESS_ROWS", rows)
+        with Payload(runs, models, {}, {}) as payload:
+            assert payload.packer.in_process is in_process
+            packed[in_process] = (payload.codebook.words, [(name, c.result()) for name, c in payload.chunks])
+    assert packed[True] == packed[False]
+    words, chunks = packed[True]
+    from utils.word_codes import WordCodebook
+    codebook = WordCodebook(words)
+    details = {name: read_chunk(text, codebook) for name, text in chunks}
+    some_run = next(v for k, v in details.items() if k.startswith("run"))
+    assert all("steps" in detail and "evaluations" in detail for detail in some_run.values())
