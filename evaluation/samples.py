@@ -33,7 +33,7 @@ def sample_rows(results_dir: str | Path, *, data_paths: Iterable[str | Path] | N
     directory or one run directory). ``data_paths``: the instances' data, for the request,
     context factor and ground truth (default: each run.json's data source). ``notes``
     collects what could not be read (directories left out, data not found)."""
-    from evaluation.report.html_report import load_instance_data
+    from evaluation.report.instance_data import load_instance_data
 
     notes = [] if notes is None else notes
     runs = load_runs(results_dir, notes) if runs is None else runs

@@ -9,6 +9,8 @@
     gaps.py         what the results cannot show yet, and the command that would make it
     published.py    the paper's published numbers
     build.py        report.md and report.csv;  html_report.py  report.html
+    payload.py      report.html's index and data chunks;  instance_data.py  the instances' data
+    compare_data.py the compare view's paired differences;  export.py  the per-sample rows
     command.py      the command line
 """
 from evaluation.report.build import ReportFiles, build_report

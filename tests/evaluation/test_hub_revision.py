@@ -9,7 +9,7 @@ import datasets
 from cupid_responder import make_row, two_instance_plans
 from evaluation import run as run_module
 from evaluation.data import InstanceSource
-from evaluation.report.html_report import _source_specs
+from evaluation.report.instance_data import _source_specs
 from evaluation.report.results import Run
 from utils.benchmark.dataset import DataValidationError
 

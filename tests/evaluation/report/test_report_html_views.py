@@ -9,7 +9,7 @@ import shutil
 from evaluation import report as R
 from evaluation.report import statistics as S
 from evaluation.report.format import fmt_ci, fmt_p, fmt_pct, fmt_score
-from evaluation.report.html_report import Payload
+from evaluation.report.payload import Payload
 from evaluation.report.results import load_runs, outcome
 from tests.evaluation.report.test_report_html import browser, needs_chromium, open_report, sample, shot, texts  # noqa: F401  (fixtures)
 from utils.html_page import markdown_to_html
@@ -292,14 +292,14 @@ def test_word_coded_chunks_read_back_in_the_page(tmp_path, browser):
 def test_worker_processes_pack_the_chunks_threads_pack(sample, monkeypatch):
     """A large report packs its chunks in worker processes (utils/chunk_packer.py), a small
     one on threads: the page's bytes are the same either way, and each chunk reads back."""
-    from evaluation.report import html_report
+    from evaluation.report import payload as payload_module
     from utils.html_page import read_chunk
 
     runs = load_runs(sample["results"])
     models = sorted({r.model for r in runs})
     packed = {}
     for rows, in_process in ((0, True), (10**9, False)):
-        monkeypatch.setattr(html_report, "IN_PROCESS_ROWS", rows)
+        monkeypatch.setattr(payload_module, "IN_PROCESS_ROWS", rows)
         with Payload(runs, models, {}, {}) as payload:
             assert payload.packer.in_process is in_process
             packed[in_process] = (payload.codebook.words, [(name, c.result()) for name, c in payload.chunks])

@@ -1,0 +1,295 @@
+"""What report.html's script draws from: the index (one row per run and instance, the
+instances' shared fields and scores, the worst rows) and the data chunks (the distinct prior
+sessions in parts of SESSION_PART, each run's instance pages in parts of PART instances),
+coded with one word codebook and compressed while the next run is read."""
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator
+
+from evaluation.report.analysis import Analysis
+from evaluation.report.compare_data import paired_entries
+from evaluation.report.published import display_name
+from evaluation.report.results import Run, history_of, setting_order
+from utils.benchmark.dataset import Instance
+from utils.chunk_packer import ChunkPacker, PackedChunk
+from utils.html_page import compact_json
+from utils.models.catalog import price_of
+from utils.models.usage import cost_at
+from utils.word_codes import WordCodebook
+
+STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage")
+# Instances per detail chunk and sessions per sessions chunk: an instance page inflates only
+# the few chunks it shows (a run's whole chunk at paper scale is ~6 MB of JSON to parse).
+PART = 64
+SESSION_PART = 64
+ROUND = 4
+# Every how many chunk texts of the sessions and first run the word codebook counts.
+CODEBOOK_SAMPLE_STEP = 2
+# Instance results from which the chunks are coded and compressed in a worker process.
+IN_PROCESS_ROWS = 1000
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return round(float(value), ROUND)
+
+
+def _step_cost(step: dict, prices: dict[str | None, Any] | None = None) -> float | None:
+    """USD of a step at the catalog's price of its model (``prices``: the prices already
+    looked up, by model)."""
+    usage = step.get("usage") or {}
+    if not usage:
+        return None
+    model = step.get("model")
+    if prices is None:
+        prices = {}
+    if model not in prices:
+        prices[model] = price_of(model)
+    return cost_at(prices[model], int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+
+
+def trim_step(step: dict, prices: dict[str | None, Any] | None = None) -> dict:
+    """What the page shows of a step: raw answers only when a parse or call failed (the
+    parsed output holds the rest), the sent request only for a failed step."""
+    out = {k: step[k] for k in STEP_FIELDS if k in step}
+    if step.get("status") != "done" or (step.get("attempts") or 1) > 1:
+        out["raw"] = step.get("raw")
+        if step.get("status") != "done" and step.get("request") is not None:
+            out["request"] = step["request"]
+    cost = _step_cost(step, prices)
+    if cost is not None:
+        out["cost"] = cost
+    return out
+
+
+def _all_steps(data: dict) -> Iterable[tuple[str, dict]]:
+    for name, step in (data.get("steps") or {}).items():
+        if isinstance(step, dict):
+            yield name, step
+    for evaluation in (data.get("evaluations") or {}).values():
+        if isinstance(evaluation, dict):
+            for name, step in (evaluation.get("steps") or {}).items():
+                if isinstance(step, dict):
+                    yield name, step
+
+
+def _without_repeated_entries(step: dict, entries: list | None) -> dict:
+    """A match step whose results repeat the checklist they label (entry k of ``entries``
+    at index k + 1): the page reads the entry from the checklist, so it is left out."""
+    output = step.get("output")
+    if not entries or not isinstance(output, dict) or not isinstance(output.get("results"), list):
+        return step
+    results = []
+    for r in output["results"]:
+        index = r.get("index") if isinstance(r, dict) else None
+        if (isinstance(index, int) and 1 <= index <= len(entries) and r.get("entry") == entries[index - 1]):
+            r = {k: v for k, v in r.items() if k != "entry"}
+        results.append(r)
+    return {**step, "output": {**output, "results": results}}
+
+
+def instance_detail(data: dict, checklist: list | None = None,
+                    prices: dict[str | None, Any] | None = None) -> dict:
+    """What an instance page shows of one run's instance file (``checklist``: the ground
+    truth's, when the instance data are known; ``prices``: the models' prices looked up
+    so far, filled as it goes)."""
+    prices = {} if prices is None else prices
+    evaluations = {}
+    for scorer, evaluation in (data.get("evaluations") or {}).items():
+        if not isinstance(evaluation, dict):
+            continue
+        evaluations[scorer] = {
+            "evaluator": evaluation.get("evaluator"), "matcher": evaluation.get("matcher"),
+            "inference": evaluation.get("inference"), "generation": evaluation.get("generation"),
+            "steps": {n: trim_step(s, prices) for n, s in (evaluation.get("steps") or {}).items()
+                      if isinstance(s, dict)}}
+        steps = evaluations[scorer]["steps"]
+        decomposed = (steps.get("decompose") or {}).get("output") or {}
+        if "match_precision" in steps and isinstance(decomposed, dict):
+            steps["match_precision"] = _without_repeated_entries(steps["match_precision"], decomposed.get("checklist"))
+        if "match_recall" in steps:
+            steps["match_recall"] = _without_repeated_entries(steps["match_recall"], checklist)
+    return {"steps": {n: trim_step(s, prices) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
+            "evaluations": evaluations, "history": data.get("history") or {}}
+
+
+class Payload:
+    """The index, the shared sessions (in parts of SESSION_PART) and each run's details (in
+    parts of PART instances, by the instance's index)."""
+
+    def __init__(self, runs: list[Run], model_order: list[str], labels: dict[str, str],
+                 instance_data: dict[str, Instance], analysis: Analysis | None = None):
+        order = {m: k for k, m in enumerate(model_order)}
+        self.runs = sorted(runs, key=lambda r: (order.get(r.model, len(order)), setting_order(r.setting)))
+        self.scorers = sorted({s for r in self.runs for s in r.scorers}, key=lambda s: ("+" in s, s))
+        self.labels = labels
+        self.data = instance_data
+        self.analysis = analysis
+        self.sessions: list[list] = []
+        self._session_ids: dict[tuple, int] = {}
+        self._session_objects: dict[int, int] = {}
+        self._keep: list = []
+        self.instances: list[dict] = []
+        self._instance_index: dict[str, int] = {}
+        self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": []}
+        self.metrics = [{"p": [], "r": [], "f1": [], "j": []} for _ in self.scorers]
+        # The chunks in page order (the sessions', then each run's), each coded and
+        # compressed by the packer while the next run is read, so no run's details outlive
+        # their chunk's text.
+        self.chunks: list[tuple[str, PackedChunk]] = []
+        self.codebook: WordCodebook | None = None
+        rows = sum(len(run.instances) for run in self.runs)
+        # Open until close(): the chunks are packed while the rest of the page is made.
+        self.packer = ChunkPacker(in_process=rows >= IN_PROCESS_ROWS)
+        try:
+            for run in self.runs:
+                for instance_id in run.ids():
+                    self._instance(instance_id, run.instances[instance_id])
+            pending = [(f"sessions-{start // SESSION_PART}", compact_json(self.sessions[start:start + SESSION_PART]))
+                       for start in range(0, len(self.sessions), SESSION_PART)]
+            for run_index, parts in self._run_details():
+                pending += [(f"run{run_index}-{part}", compact_json(values)) for part, values in parts]
+                self._compress(pending)
+                pending = []
+            self._compress(pending)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Wait for the chunks' packing to end and release its workers."""
+        self.packer.close()
+
+    def __enter__(self) -> "Payload":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _compress(self, texts: list[tuple[str, str]]) -> None:
+        """Queue the chunks' texts; the first call's texts (the sessions and the first run)
+        are the sample the word codebook is drawn from."""
+        if self.codebook is None:
+            if not texts:
+                return
+            self.codebook = WordCodebook.from_texts(text for _, text in texts[::CODEBOOK_SAMPLE_STEP])
+        for name, text in texts:
+            self.chunks.append((name, self.packer.submit(text, self.codebook)))
+
+    def _session(self, session) -> int:
+        # load_instance_data gives equal sessions as one object: most are found by identity.
+        index = self._session_objects.get(id(session))
+        if index is not None:
+            return index
+        turns = tuple((0 if t.role == "user" else 1, t.content) for t in session.dialogue)
+        key = (session.context_factor, session.contextual_preference, turns)
+        if key not in self._session_ids:
+            self._session_ids[key] = len(self.sessions)
+            self.sessions.append([session.context_factor, session.contextual_preference, [list(t) for t in turns]])
+        self._session_objects[id(session)] = self._session_ids[key]
+        self._keep.append(session)  # so that no id is reused while the payload is built
+        return self._session_ids[key]
+
+    def _instance(self, instance_id: str, data: dict) -> int:
+        if instance_id in self._instance_index:
+            return self._instance_index[instance_id]
+        history = history_of(data)
+        entry: dict[str, Any] = {"id": instance_id, "persona": data.get("persona_id"),
+                                 "type": data.get("instance_type") or "unknown",
+                                 "relevant": history.get("relevant_positions"),
+                                 "tokens": history.get("history_tokens")}
+        instance = self.data.get(instance_id)
+        if instance is not None:
+            entry.update(request=instance.current_request, factor=instance.current_context_factor,
+                         preference=instance.current_contextual_preference,
+                         checklist=list(instance.current_checklist),
+                         sessions=[self._session(s) for s in instance.prior_interactions])
+            if instance.extra.get("metadata"):
+                entry["metadata"] = instance.extra["metadata"]
+        self._instance_index[instance_id] = len(self.instances)
+        self.instances.append(entry)
+        return self._instance_index[instance_id]
+
+    def _run_details(self) -> Iterator[tuple[int, list[tuple[int, dict[str, dict]]]]]:
+        """Each run's index and its instance pages' details in parts of PART instances; the
+        index rows and metrics are filled as it goes."""
+        prices: dict[str | None, Any] = {}  # each model's price, looked up once
+        for run_index, run in enumerate(self.runs):
+            details: dict[str, dict] = {}
+            for instance_id in run.ids():
+                data = run.instances[instance_id]
+                inst = self._instance(instance_id, data)
+                known = self.data.get(instance_id)
+                detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None,
+                                                              prices)
+                tokens, cost, failed, unpriced = 0, None, [], []
+                for name, step in _all_steps(detail):  # trimmed steps carry their cost
+                    usage = step.get("usage") or {}
+                    tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+                    step_cost = step.get("cost")
+                    if step_cost is not None:
+                        cost = (cost or 0.0) + step_cost
+                    elif usage and name not in unpriced:
+                        unpriced.append(name)
+                    if step.get("status") == "failed" and name not in failed:
+                        failed.append(name)
+                self.rows["inst"].append(inst)
+                self.rows["run"].append(run_index)
+                self.rows["tok"].append(tokens)
+                self.rows["cost"].append(None if cost is None else round(cost, 6))
+                self.rows["fail"].append(failed or 0)
+                self.rows["unpriced"].append(unpriced or 0)
+                evaluations = data.get("evaluations") or {}
+                for k, scorer in enumerate(self.scorers):
+                    evaluation = evaluations.get(scorer) if isinstance(evaluations.get(scorer), dict) else {}
+                    inference = evaluation.get("inference") if isinstance(evaluation.get("inference"), dict) else {}
+                    generation = evaluation.get("generation") if isinstance(evaluation.get("generation"), dict) else {}
+                    self.metrics[k]["p"].append(_num(inference.get("precision")))
+                    self.metrics[k]["r"].append(_num(inference.get("recall")))
+                    self.metrics[k]["f1"].append(_num(inference.get("f1")))
+                    self.metrics[k]["j"].append(_num(generation.get("score")))
+            parts: dict[int, dict[str, dict]] = {}
+            for key, detail in details.items():
+                parts.setdefault(int(key) // PART, {})[key] = detail
+            yield run_index, sorted(parts.items())
+
+    def primary(self, task: str) -> int | None:
+        key = "f1" if task == "inference" else "j"
+        counts = [sum(v is not None for v in m[key]) for m in self.metrics]
+        if not counts or max(counts) == 0:
+            return None
+        # The plain evaluator (the paper's GPT-4o matcher) before a matcher scorer.
+        return max(range(len(counts)), key=lambda k: (counts[k] > 0, "+" not in self.scorers[k], counts[k]))
+
+    def index(self, notes: list[str], title: str) -> dict:
+        compare = (paired_entries(self.analysis, self.runs, self.scorers) if self.analysis is not None
+                   else {"pairs": {}, "rows": []})
+        worst = {}
+        for key, task in (("f1", "inference"), ("j", "generation")):
+            scorer = self.primary(task)
+            if scorer is not None:
+                worst[key] = {"scorer": scorer, "rows": self.worst(key, scorer)}
+        return {"title": title, "notes": notes, "compare": compare, "worst": worst, "part": PART,
+                "session_part": SESSION_PART,
+                "runs": [{"model": r.model, "label": self.labels.get(r.model, display_name(r.model)),
+                          "setting": r.setting, "scorers": [self.scorers.index(s) for s in r.scorers]}
+                         for r in self.runs],
+                "scorers": self.scorers,
+                "primary": {"inference": self.primary("inference"), "generation": self.primary("generation")},
+                "instances": self.instances, "rows": self.rows, "metrics": self.metrics}
+
+    def worst(self, key: str, scorer: int | None, n: int = 10) -> list[int]:
+        """The rows of the lowest values; equal values go round the runs (each run's lowest
+        before any run's second lowest), so ties do not all come from the first run."""
+        if scorer is None:
+            return []
+        values = self.metrics[scorer][key]
+        runs = self.rows["run"]
+        rank: dict[int, int] = {}
+        seen: dict[tuple, int] = {}
+        for i in sorted((i for i, v in enumerate(values) if v is not None), key=lambda i: (values[i], i)):
+            group = (runs[i], values[i])
+            rank[i] = seen.get(group, 0)
+            seen[group] = rank[i] + 1
+        return sorted(rank, key=lambda i: (values[i], rank[i], runs[i], i))[:n]
