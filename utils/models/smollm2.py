@@ -36,6 +36,7 @@ Notes on the implementation:
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import json
@@ -208,7 +209,18 @@ def load_engine() -> Any:
             engine.set_cache(prefix_cache(llama_cpp, PREFIX_CACHE_BYTES))
         load_seconds = time.perf_counter() - started
         _engine = engine
+        # Freed before the interpreter clears modules: left to the garbage collector at
+        # exit, Llama.__del__ can run after llama_cpp's own functions are gone and print a
+        # TypeError traceback on an otherwise clean exit.
+        atexit.register(_free_engine)
         return engine
+
+
+def _free_engine() -> None:
+    global _engine
+    engine, _engine = _engine, None
+    if engine is not None:
+        engine.close()
 
 
 # llama-cpp-python's schema converter (0.3.x) lets a JSON string hold raw control
