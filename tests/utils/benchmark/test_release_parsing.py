@@ -29,6 +29,8 @@ CASES = [
      "Short answers."),
     ("infer", ANALYSIS + "### Most Likely Preference\n\n```\nShort answers.\n```", "differs", "```",
      "Short answers."),
+    ("infer", ANALYSIS + "### Most Likely Preference\n\n```text\nShort answers.\n```", "differs", "```text",
+     "Short answers."),
     ("infer", ANALYSIS + "## Most Likely Preference\n\nShort answers.", "drop", None, "Short answers."),
     ("infer", ANALYSIS + "**Most Likely Preference**\n\nShort answers.", "drop", None, "Short answers."),
     ("infer", ANALYSIS + "### Most Likely Preferneces\n\nShort answers.", "drop", None, "Short answers."),

@@ -61,8 +61,12 @@ def find_section(text: str, header_pattern: str) -> str | None:
 _PREFERENCE_HEADER = r"most[ \t]+likely[ \t]+pref[a-z]*"
 
 
+# A code fence's opening or closing line (```` ``` ````, ```` ```text ````): a wrapper, never a preference.
+_FENCE_LINE = re.compile(r"```[\w+.-]*")
+
+
 def _usable(text: str) -> bool:
-    return any(ch.isalnum() for ch in text)
+    return any(ch.isalnum() for ch in text) and not _FENCE_LINE.fullmatch(text.strip())
 
 
 def parse_inferred_preference(text: str) -> dict:
@@ -82,7 +86,7 @@ def parse_inferred_preference(text: str) -> dict:
     body = find_section(text, _PREFERENCE_HEADER)
     if body is None:
         raise ParseError("no 'Most Likely Preference' section")
-    lines = [line for line in (l.strip() for l in body.splitlines()) if line and line != "```"]
+    lines = [line for line in (l.strip() for l in body.splitlines()) if line and not _FENCE_LINE.fullmatch(line)]
     preference = _strip_decoration(lines[0]) if lines else ""
     if not _usable(preference):
         raise ParseError("the 'Most Likely Preference' section is empty")
