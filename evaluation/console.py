@@ -53,6 +53,8 @@ def print_summary(results: dict, path: Path, out=None) -> None:
               f"submitted with {batch['items_submitted']} request(s)"
               + (f" ({batch['items_resubmitted']} submitted again)" if batch["items_resubmitted"] else "")
               + f" · {batch['items_answered']} answered · {batch['items_failed']} failed in their batch"
+              + (f" · {batch['items_adapted']} refused a parameter (submitted again, adapted)"
+                 if batch.get("items_adapted") else "")
               + (f" · {batch['batches_resumed']} resumed" if batch["batches_resumed"] else "")
               + (f" · {batch['batches_lost']} lost" if batch["batches_lost"] else ""), file=out)
 

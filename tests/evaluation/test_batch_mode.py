@@ -388,7 +388,7 @@ def test_cli_batch_run_counts_what_it_did(env, data_file, tmp_path, capsys):
     assert (this["found_done"], this["ran"], this["ran_failed"], this["remaining"]) == (0, 2, 0, 0)
     assert this["batch"] == {"rounds": 3, "items_submitted": 12, "batches_submitted": 3,
                              "items_resubmitted": 0, "items_answered": 12, "items_failed": 0,
-                             "batches_resumed": 1, "batches_lost": 1}
+                             "items_adapted": 0, "batches_resumed": 1, "batches_lost": 1}
     manifest = json.loads((results / MODEL / "run.json").read_text())
     assert manifest["invocations"][-1]["batch"] == this["batch"]
     assert manifest["invocations"][-1]["wall_time_s"] > 0

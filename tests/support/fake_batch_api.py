@@ -16,6 +16,13 @@ Anthropic Message Batches:
 A batch stays ``in_progress`` for ``FakeLLMServer.batch_delay`` seconds after it is
 created; the first retrieve after that answers every item through the server's script and
 responder (an item answered with a status >= 400 is an errored item) and completes it.
+An item the chat server would refuse (``documented_refusal``, when ``enforce_rules``) is
+refused in the batch with the same error body, as each API writes an errored item: OpenAI
+(and Together) a line of the error file whose ``response`` has the status and that body
+(``error`` stays null: it is for failures without an HTTP answer); Anthropic an ``errored``
+result whose ``error`` is that body; Gemini the item's ``error`` with the status and message.
+Refused items are in ``FakeLLMServer.refused`` as online ones are; an error the responder
+answers with a JSON ``raw_body`` is written with that body the same way.
 ``FakeLLMServer.batches`` maps batch id -> {"api", "custom_ids", ...};
 ``batch_items`` counts every item ever submitted (a resumed run must not add to it).
 
@@ -183,7 +190,7 @@ def _register(owner: Any, batch_id: str, api: str, items: list, body: dict) -> N
 
 def _maybe_finish(owner: Any, batch_id: str) -> None:
     """Answer every item of a batch whose delay is over (once)."""
-    from fake_llm_server import _prompt_tokens, count_tokens
+    from fake_llm_server import _prompt_tokens, count_tokens, documented_refusal
 
     with owner._lock:
         batch = owner.batches[batch_id]
@@ -201,21 +208,30 @@ def _maybe_finish(owner: Any, batch_id: str) -> None:
         req = owner._parse_body(api, body or {}, "batch")
         req["batch_id"] = batch_id
         owner._record(req)
-        response, _ = owner._next_response(req)
+        refusal = (documented_refusal(req, owner.reasoning_models, frozenset(owner.anthropic_no_sampling))
+                   if owner.enforce_rules else None)
+        if refusal is not None:
+            owner._record_refusal(req)
+            response = refusal
+        else:
+            response, _ = owner._next_response(req)
         custom_id = item.get("custom_id")
         if response.status >= 400 or response.text is None:
-            message = response.text or f"fake error {response.status}"
+            refused = _json_or_none(response.raw_body)  # a refusal's error body, as sent online
+            message = ((refused or {}).get("error") or {}).get("message") or response.text \
+                or f"fake error {response.status}"
             if api == "google":
                 results.append({"error": {"code": response.status, "message": message},
                                 "metadata": {"key": custom_id}})
             elif api == "openai":
                 errors.append({"id": f"batch_req_{uuid.uuid4().hex[:8]}", "custom_id": custom_id,
                                "response": {"status_code": response.status or 500,
-                                            "body": {"error": {"message": message}}},
+                                            "request_id": uuid.uuid4().hex,
+                                            "body": refused or {"error": {"message": message}}},
                                "error": None})
             else:
                 results.append({"custom_id": custom_id, "result": {
-                    "type": "errored", "error": {"type": "error", "error": {
+                    "type": "errored", "error": refused or {"type": "error", "error": {
                         "type": "api_error", "message": message}}}})
             continue
         prompt, completion = _prompt_tokens(req), count_tokens(response.text)
@@ -256,6 +272,13 @@ def _maybe_finish(owner: Any, batch_id: str) -> None:
                 owner.files[err_id] = "\n".join(json.dumps(r) for r in errors).encode()
                 batch["error_file_id"] = err_id
         batch["status"] = "ended"
+
+
+def _json_or_none(raw: bytes | None) -> Any:
+    try:
+        return json.loads(raw) if raw is not None else None
+    except ValueError:
+        return None
 
 
 ENDINGS = ("expired", "cancelled", "failed")

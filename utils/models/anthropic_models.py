@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from utils.models.adaptations import Adaptation
-from utils.models.batch import Unanswered
+from utils.models.batch import BatchItemError, Unanswered
 from utils.models.catalog import ModelFacts, dated_table
 from utils.models.hosted import HostedModel, call_sdk_with_headers
 from utils.models.rate_limit_headers import header_family
@@ -257,6 +257,16 @@ def parse_message(response: Any, model_name: str) -> Completion:
     )
 
 
+# The HTTP status of each error type (https://docs.anthropic.com/en/api/errors): a batch's
+# errored result names the type only (``{"type": "error", "error": {"type":
+# "invalid_request_error", "message": ...}}``, the body an online request gets:
+# https://docs.anthropic.com/en/docs/build-with-claude/batch-processing, "errored").
+ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+                "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+                "rate_limit_error": 429, "api_error": 500, "timeout_error": 504,
+                "overloaded_error": 529}
+
+
 class AnthropicBatch:
     """Anthropic's Message Batches API."""
 
@@ -287,8 +297,8 @@ class AnthropicBatch:
     def ended_early(self, status: str) -> bool:  # noqa: ARG002 - each item says it (fetch)
         return False
 
-    def fetch(self, batch_id: str) -> dict[str, Completion | str]:
-        out: dict[str, Completion | str] = {}
+    def fetch(self, batch_id: str) -> dict[str, Completion | str | BatchItemError]:
+        out: dict[str, Completion | str | BatchItemError] = {}
         for item in self.model.client().messages.batches.results(batch_id):
             result = item.result
             if result.type == "succeeded":
@@ -300,5 +310,10 @@ class AnthropicBatch:
                 out[item.custom_id] = Unanswered(f"it ended with requests {result.type}")
             else:
                 error = getattr(result, "error", None)
-                out[item.custom_id] = f"{result.type}: {getattr(error, 'error', error)}"
+                reason = f"{result.type}: {getattr(error, 'error', error)}"
+                body = error.model_dump() if hasattr(error, "model_dump") else None
+                kind = ((body or {}).get("error") or {}).get("type")
+                # As the anthropic SDK raises it online: the status, the whole body.
+                out[item.custom_id] = (BatchItemError(reason, ERROR_STATUS[kind], body)
+                                       if kind in ERROR_STATUS else reason)
         return out

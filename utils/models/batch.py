@@ -13,7 +13,12 @@ Every submitted batch id is written to the run directory's ``batches.json`` as s
 provider accepts it. ``resume`` waits for and fetches the batches a killed run left, so a
 restarted run polls them instead of submitting their requests again. An item that failed
 in its batch is asked online in the next round (the seam's bounded retries), and if that
-fails too the step is recorded failed like any other.
+fails too the step is recorded failed like any other. An item refused because of a
+parameter the model does not take (``Model.parameter_adaptation``, the seam's rule online)
+is not: the adaptation is learned for the model (adaptations.py: printed once, recorded in
+run.json and in each step's ``sent``) and the item is submitted again in the next round
+with the adapted body, at the batch price. Refused again for a parameter it was already
+sent without, it is asked online.
 
 A provider's adapter lives beside it (``Model.batch_adapter``: OpenAI's format in
 openai_compatible.py, Together's, Anthropic's and the Gemini API's in their providers'
@@ -61,6 +66,19 @@ class Unanswered(str):
     """Why a batch item has no answer when its batch ended before answering it (failed,
     cancelled, expired), as opposed to an item that failed on its own: the runner submits
     it again."""
+
+
+class BatchItemError(Exception):
+    """An item of a batch that the provider answered with an HTTP error, shaped as the
+    provider's SDK raises that error online (``status_code``; ``body`` as the SDK gives it),
+    so that the model's ``parameter_adaptation`` reads it with the rule it applies online.
+    A refused parameter is learned and the item submitted again, adapted; any other error
+    is asked online."""
+
+    def __init__(self, reason: str, status_code: int | None, body: Any = None) -> None:
+        super().__init__(reason)
+        self.status_code = status_code
+        self.body = body
 
 
 # ---------------------------------------------------------------------------------------
@@ -156,7 +174,8 @@ class BatchRunner:
         self.rounds = 0
         # This invocation's work, for the summary and run.json (``counts``).
         self._counts = {"batches_submitted": 0, "items_resubmitted": 0, "items_answered": 0,
-                        "items_failed": 0, "batches_resumed": 0, "batches_lost": 0}
+                        "items_failed": 0, "items_adapted": 0, "batches_resumed": 0,
+                        "batches_lost": 0}
         self.state, self.warnings = read_state(self.state_path)
         for warning in self.warnings:
             print(f"warning: {warning}", file=self.out, flush=True)
@@ -166,6 +185,8 @@ class BatchRunner:
         # then asked online.
         self._online: set[str] = set()
         self._unanswered_once: set[str] = set()
+        # The parameters each key was refused in a batch and is now sent without (or renamed).
+        self._adapted: dict[str, set[str]] = {}
         for entry in self.state["batches"]:
             self._online.update(entry.get("failed_keys", ()))
             for key in entry.get("unanswered_keys", ()):
@@ -248,8 +269,9 @@ class BatchRunner:
     def counts(self) -> dict:
         """What this invocation did in batch mode: rounds, batches and requests submitted
         (and of them submitted again after their batch left them unanswered), requests
-        answered and failed in their batch, batches resumed from an earlier invocation and
-        batches lost (unknown to the provider, or ended failed, cancelled or expired)."""
+        answered and failed in their batch, requests refused a parameter in their batch (and
+        submitted again, adapted), batches resumed from an earlier invocation and batches
+        lost (unknown to the provider, or ended failed, cancelled or expired)."""
         return {"rounds": self.rounds, "items_submitted": self.submitted_items, **self._counts}
 
     def _wait_and_fetch(self, opened: list[tuple[dict, Model]]) -> None:
@@ -279,10 +301,12 @@ class BatchRunner:
     def _fetch(self, entry: dict, model: Model, adapter: Any, status: str = "") -> None:
         results = adapter.fetch(entry["batch_id"])
         # An item the batch did not answer because it ended first (failed, cancelled,
-        # expired) is submitted again; an item that failed on its own is asked online.
+        # expired) is submitted again; one refused a parameter is submitted again adapted;
+        # an item that failed on its own otherwise is asked online.
         missing = Unanswered(f"the batch ended {status}") if adapter.ended_early(status) \
             else "no answer in the batch's results"
         failed: list[str] = []
+        adapted: list[str] = []
         unanswered: list[str] = []
         why = f"it ended {status}"
         for custom_id, key in entry["items"].items():
@@ -297,13 +321,19 @@ class BatchRunner:
             elif isinstance(answer, Unanswered):
                 unanswered.append(key)
                 why = why if adapter.ended_early(status) else str(answer)
+            elif isinstance(answer, BatchItemError) and model.learn_from_refusal(
+                    answer, self._adapted.setdefault(key, set())):
+                adapted.append(key)  # deferred again by the next pass, built adapted
             else:
                 failed.append(key)
                 self._online.add(key)
         self._counts["items_failed"] += len(failed)
+        self._counts["items_adapted"] += len(adapted)
         entry["fetched"] = True
         entry["failed_items"] = len(failed)
         entry["failed_keys"] = failed
+        if adapted:
+            entry["adapted_keys"] = adapted
         if unanswered:
             self._lost(entry, unanswered, why)
         else:
@@ -311,6 +341,9 @@ class BatchRunner:
         if failed:
             print(f"batch {entry['batch_id']}: {len(failed)} request(s) failed; they are asked online",
                   file=self.out, flush=True)
+        if adapted:
+            print(f"batch {entry['batch_id']}: {len(adapted)} request(s) refused a parameter; they "
+                  f"are submitted again, adapted, in the next round", file=self.out, flush=True)
 
     def _lost(self, entry: dict, keys: list[str], why: str) -> None:
         """A batch that left ``keys`` unanswered: each is submitted again in the next round,

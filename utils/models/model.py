@@ -224,11 +224,13 @@ class Model:
             log.warning("%s", error)
             raise error
 
-    def _learn(self, exc: BaseException, adapted: set) -> bool:
-        """True when ``exc`` refuses a parameter this call has not yet been adapted for: the
-        adaptation is recorded for the model (printed once, whichever call learns it first)
-        and the request is to be sent again at once. The same refusal after the adaptation
-        means it did not help: False, and the call fails as any 400 does."""
+    def learn_from_refusal(self, exc: BaseException, adapted: set) -> bool:
+        """True when ``exc`` refuses a parameter this call has not yet been adapted for
+        (``adapted``: the parameters it was already sent without): the adaptation is recorded
+        for the model (printed once, whichever call learns it first) and the request is to be
+        sent again, adapted (at once online; in the next round in batch mode, batch.py). The
+        same refusal after the adaptation means it did not help: False, and the call fails
+        as any 400 does."""
         if not self.learns_parameters:
             return False
         from utils.models.adaptations import ADAPTATIONS
@@ -327,7 +329,7 @@ class Model:
                 last_error = exc
                 if isinstance(exc, AuthenticationFailed):
                     raise
-                if self._learn(exc, adapted):
+                if self.learn_from_refusal(exc, adapted):
                     continue  # the same request, adapted: not a retry of a fault
                 retryable, retry_after, reason = classify_error(exc)
                 reason = redact(reason)

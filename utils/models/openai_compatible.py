@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from utils.models.batch import Unanswered
+from utils.models.batch import BatchItemError, Unanswered
 from utils.models.errors import TransientModelError
 from utils.models.hosted import HostedModel, call_sdk_with_headers
 from utils.models.rate_limit_headers import header_family
@@ -154,12 +154,16 @@ UNRUN_CODES = ("batch_expired", "batch_cancelled")
 
 
 def chat_batch_answers(lines: list[str], model_name: str,
-                       describe_error: Callable[[dict], Any]) -> dict[str, Completion | str]:
-    """The answers of an OpenAI-format batch output file (OpenAI's, Together's): custom id ->
-    its Completion, or why it failed (``describe_error`` picks what the provider's error says)."""
+                       describe_error: Callable[[dict], Any]) -> dict[str, Completion | str | BatchItemError]:
+    """The answers of an OpenAI-format batch output or error file (OpenAI's, Together's):
+    custom id -> its Completion, or why it failed (``describe_error`` picks what the
+    provider's error says). An item answered with an HTTP error (the line's ``response``
+    holds its status and the body an online request gets, ``error`` is for failures without
+    one: https://platform.openai.com/docs/api-reference/batch/request-output) is a
+    BatchItemError whose body is the ``error`` object, as the openai SDK gives it online."""
     from openai.types.chat import ChatCompletion
 
-    out: dict[str, Completion | str] = {}
+    out: dict[str, Completion | str | BatchItemError] = {}
     for line in lines:
         if not line.strip():
             continue
@@ -174,9 +178,15 @@ def chat_batch_answers(lines: list[str], model_name: str,
                 out[item["custom_id"]] = f"malformed batch answer: {exc}"
         else:
             error = item.get("error") or body.get("error") or {}
-            reason = f"HTTP {response.get('status_code')}: {describe_error(error)}"
+            status = response.get("status_code")
+            reason = f"HTTP {status}: {describe_error(error)}"
             code = error.get("code") if isinstance(error, dict) else None
-            out[item["custom_id"]] = Unanswered(reason) if code in UNRUN_CODES else reason
+            if code in UNRUN_CODES:
+                out[item["custom_id"]] = Unanswered(reason)
+            elif isinstance(status, int) and status >= 400 and not item.get("error"):
+                out[item["custom_id"]] = BatchItemError(reason, status, body.get("error", body))
+            else:
+                out[item["custom_id"]] = reason
     return out
 
 
@@ -216,7 +226,7 @@ class ChatCompletionsBatch:
         """Whether a batch ended before answering every item (they are submitted again)."""
         return status in self.ended_early_states
 
-    def fetch(self, batch_id: str) -> dict[str, Completion | str]:
+    def fetch(self, batch_id: str) -> dict[str, Completion | str | BatchItemError]:
         """custom id -> its Completion, or the reason it failed."""
         client = self.model.client()
         batch = client.batches.retrieve(batch_id)
