@@ -77,12 +77,14 @@ are answered with its 400 body, as the provider sends it (``documented_refusal``
 OpenAI reasoning models (o-series, the gpt-5 family but its ``-chat`` models, and any name
 in ``reasoning_models``) refuse ``max_tokens`` (``unsupported_parameter``) and a
 temperature other than 1 (``unsupported_value``; gpt-5.1 and later accept one with
-``reasoning_effort: "none"``); other OpenAI models refuse ``reasoning_effort``. Anthropic
+``reasoning_effort: "none"``) and a ``reasoning_effort`` their family does not take
+(``OPENAI_EFFORTS``); other OpenAI models refuse ``reasoning_effort``. Anthropic
 refuses thinking on models without it, a budget under 1024 or not below ``max_tokens``, a
 temperature other than 1 with thinking, temperature with top_p on Claude Sonnet 4.5 /
-Haiku 4.5 / Opus 4.1 and later, and any sampling parameter or a thinking budget on Claude
-Opus 4.7 and later and the Claude 5 models (sampling parameters also on the names in
-``anthropic_no_sampling``). Gemini 2.5 Pro and Gemini 3 and later refuse a thinking budget
+Haiku 4.5 / Opus 4.1 and later (Sonnet 4.6 too), any sampling parameter or a thinking
+budget on Claude Opus 4.7 and later and the Claude 5 models (sampling parameters also on the
+names in ``anthropic_no_sampling``), and any sampling parameter under API version
+2026-10-21 (the ``anthropic-version`` header). Gemini 2.5 Pro and Gemini 3 and later refuse a thinking budget
 of 0.
 
 Reasoning usage: an OpenAI reasoning model spends ``reasoning_tokens`` (default 0) hidden
@@ -136,6 +138,26 @@ def openai_is_reasoning(model: str, extra: set) -> bool:
     return re.match(r"(o\d|gpt-5)", name) is not None
 
 
+# The reasoning_effort values each OpenAI family takes (utils/models/openai_models.py gives
+# the sources): checked in this order, the first pattern that matches the name decides.
+OPENAI_EFFORTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (r"o1-(mini|preview)", ()),
+    (r"o\d", ("low", "medium", "high")),
+    (r"gpt-5(\.\d+)?-pro", ("high",)),
+    (r"gpt-5\.1(\D|$)", ("none", "low", "medium", "high")),
+    (r"gpt-5\.\d", ("none", "low", "medium", "high", "xhigh")),
+    (r"gpt-5(-|$)", ("minimal", "low", "medium", "high")),
+)
+
+
+def openai_efforts(model: str) -> tuple[str, ...] | None:
+    """The efforts a known reasoning family takes, or None (a name no rule knows)."""
+    for pattern, efforts in OPENAI_EFFORTS:
+        if re.match(pattern, model):
+            return efforts
+    return None
+
+
 def _openai_refusal(message: str, param: str, code: str) -> FakeResponse:
     body = {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
     return FakeResponse(status=400, raw_body=json.dumps(body).encode("utf-8"))
@@ -162,7 +184,18 @@ def documented_refusal(req: dict, reasoning_models: set,
                 return _openai_refusal("Unsupported parameter: 'max_tokens' is not supported with "
                                        "this model. Use 'max_completion_tokens' instead.",
                                        "max_tokens", "unsupported_parameter")
-            no_effort = re.match(r"gpt-5\.\d", model) and body.get("reasoning_effort") == "none"
+            effort, efforts = body.get("reasoning_effort"), openai_efforts(model)
+            if effort is not None and efforts == ():
+                return _openai_refusal("Unsupported parameter: 'reasoning_effort' is not supported "
+                                       "with this model.", "reasoning_effort", "unsupported_parameter")
+            if effort is not None and efforts and effort not in efforts:
+                # OpenAI's wording for gpt-5.1 (github.com/anomalyco/opencode/issues/4451).
+                listed = (", ".join(f"'{e}'" for e in efforts[:-1]) + f", and '{efforts[-1]}'"
+                          if len(efforts) > 1 else f"'{efforts[0]}'")
+                return _openai_refusal(f"Unsupported value: '{effort}' is not supported with the "
+                                       f"'{req['model']}' model. Supported values are: {listed}.",
+                                       "reasoning_effort", "unsupported_value")
+            no_effort = re.match(r"gpt-5\.\d", model) and effort == "none"
             if "temperature" in body and body["temperature"] != 1 and not no_effort:
                 return _openai_refusal(f"Unsupported value: 'temperature' does not support "
                                        f"{body['temperature']} with this model. Only the default "
@@ -173,17 +206,27 @@ def documented_refusal(req: dict, reasoning_models: set,
                                    "with this model.", "reasoning_effort", "unsupported_parameter")
     elif req["api"] == "anthropic":
         thinking = body.get("thinking") or {}
+        # API version 2026-10-21 removed the sampling parameters on every model: "A request that
+        # sends any" of them is a 400 (https://platform.claude.com/docs/en/api/versioning); the
+        # wording as users report it (github.com/ttlequals0/MinusPod/releases/tag/v2.101.10).
+        if (req["headers"].get("anthropic-version") or "") >= "2026-10-21":
+            for param in ("temperature", "top_p", "top_k"):
+                if param in body:
+                    return _anthropic_refusal(f"{param}: Extra inputs are not permitted")
         # Claude Opus 4.7+ and Claude 5: no sampling parameters, no manual thinking (Anthropic's
-        # error reference, github.com/anthropics/skills skills/claude-api/shared/error-codes.md;
-        # the temperature wording as users report it, e.g. "`temperature` is deprecated for
-        # this model."). The wording of the thinking refusal is not published: ours is a stand-in.
+        # error reference, github.com/anthropics/skills skills/claude-api/shared/error-codes.md:
+        # "sending any of them returns 400"; the Sonnet 5 migration guide refuses non-default
+        # values only, and this fake refuses any). The wordings as users report them:
+        # github.com/Comfy-Org/ComfyUI/issues/13923 (temperature),
+        # github.com/NousResearch/hermes-agent/issues/11137 (thinking).
         if re.search(r"claude-([a-z]+-4-[7-9]|[a-z]+-[5-9])(\b|-|$)", model) or model in anthropic_no_sampling:
             for param in ("temperature", "top_p", "top_k"):
                 if param in body:
                     return _anthropic_refusal(f"`{param}` is deprecated for this model.")
             if thinking.get("type") == "enabled" and model not in anthropic_no_sampling:
-                return _anthropic_refusal("thinking.type.enabled is not supported for this model; "
-                                          "use thinking.type.adaptive")
+                return _anthropic_refusal('"thinking.type.enabled" is not supported for this model. '
+                                          'Use "thinking.type.adaptive" and "output_config.effort" '
+                                          'to control thinking behavior.')
         if thinking.get("type") == "enabled":
             if not re.search(r"claude-(3-7-sonnet|(opus|sonnet|haiku)-4)", model):
                 return _anthropic_refusal(f"'{req['model']}' does not support thinking.")
@@ -201,8 +244,10 @@ def documented_refusal(req: dict, reasoning_models: set,
                                           "enabled. Please consult our documentation at https://"
                                           "docs.claude.com/en/docs/build-with-claude/extended-"
                                           "thinking#feature-compatibility")
+        # temperature with top_p: refused on Opus 4.1 and later, Sonnet 4.5 / 4.6 and Haiku 4.5
+        # (utils/models/anthropic_models.py gives the reports).
         if "temperature" in body and "top_p" in body and re.search(
-                r"claude-(sonnet-4-5|haiku-4-5|opus-4-[1-9])", model):
+                r"claude-(sonnet-4-[5-9]|haiku-4-[5-9]|opus-4-[1-9])", model):
             return _anthropic_refusal("`temperature` and `top_p` cannot both be specified for this "
                                       "model. Please use only one.")
     elif req["api"] == "google":

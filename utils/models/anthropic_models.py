@@ -12,7 +12,9 @@ Claude 5 models think adaptively on their own and refuse a temperature and a bud
 are sent neither (``ADAPTIVE_ONLY``).
 
 Temperature: anthropic SDK 2.x removed the sampling parameters from ``messages.create`` and
-its default API version (2026-10-21) rejects them with HTTP 400. The paper's settings need
+its default API version (2026-10-21, ``anthropic._constants.ANTHROPIC_API_VERSION``) rejects
+them with HTTP 400 (https://platform.claude.com/docs/en/api/versioning: "The temperature,
+top_p, and top_k request parameters are removed"). The paper's settings need
 one (0 for Claude 3.5 Sonnet, 1 for 3.7), so when a request has a temperature it is sent in
 the body under the API version that accepts it (``legacy_api_version``). A model built with
 ``temperature=None`` sends none and uses the SDK's default version.
@@ -33,8 +35,10 @@ from utils.models.model import register_provider
 from utils.models.request import Completion, Request, Usage
 
 
-# Anthropic's rate-limit headers (https://docs.claude.com/en/api/rate-limits, "Response
-# headers"); their reset times are RFC 3339 dates (rate_limit_headers.parse_duration).
+# Anthropic's rate-limit headers; their reset times are RFC 3339 dates
+# (rate_limit_headers.parse_duration). Anthropic's page (https://docs.claude.com/en/api/rate-limits)
+# is not in a stored source (as of 2026-11-23); the names and the date format agree with the
+# copies quoting it (docs/provider_sources.md).
 RATE_LIMIT_HEADERS = header_family(
     tokens=("anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining",
             "anthropic-ratelimit-tokens-reset"),
@@ -44,10 +48,13 @@ RATE_LIMIT_HEADERS = header_family(
 
 # Prices (USD per million tokens, input and output, at the online rate) and context
 # windows (prompt plus output tokens), as the sources said on the table's date
-# (catalog.py looks them up).
+# (catalog.py looks them up). Each model's page (platform.claude.com/docs/en/models/MODEL/
+# overview) gives both for Claude Sonnet 4.5, Haiku 4.5, Opus 4.5 and later; the Claude 3.x,
+# Sonnet 4, Opus 4 and Opus 4.1 prices are the pricing page's as quoted in
+# docs/provider_sources.md, and their 200K windows are not confirmed in a stored source (as of
+# 2026-11-23).
 CATALOG = dated_table("anthropic", date="2026-11-23", sources=(
-        "https://docs.claude.com/en/docs/about-claude/models/overview, "
-        "https://docs.claude.com/en/docs/about-claude/pricing and each model's page "
+        "https://platform.claude.com/docs/en/about-claude/pricing and each model's page "
         "(https://platform.claude.com/docs/en/models/MODEL/overview)"), models={
     "claude-3-5-sonnet-20241022": ModelFacts(3.00, 15.00, 200_000),
     "claude-3-5-sonnet-20240620": ModelFacts(3.00, 15.00, 200_000),
@@ -63,7 +70,9 @@ CATALOG = dated_table("anthropic", date="2026-11-23", sources=(
     "claude-opus-4-5": ModelFacts(5.00, 25.00, 200_000),
     "claude-haiku-4-5-20251001": ModelFacts(1.00, 5.00, 200_000),
     "claude-haiku-4-5": ModelFacts(1.00, 5.00, 200_000),
-    # Adaptive-thinking models (platform.claude.com/docs/en/models/<model>/overview).
+    # Adaptive-thinking models (Opus 4.6 takes a budget too); Opus 4.7's page is not in a stored
+    # source (as of 2026-11-23): its window is Amazon Bedrock's model card's
+    # (docs.aws.amazon.com/bedrock/latest/userguide/model-card-anthropic-claude-opus-4-7.md).
     "claude-opus-4-6": ModelFacts(5.00, 25.00, 1_000_000),
     "claude-opus-4-7": ModelFacts(5.00, 25.00, 1_000_000),
     "claude-sonnet-5": ModelFacts(2.00, 10.00, 1_000_000),
@@ -75,26 +84,37 @@ CATALOG = dated_table("anthropic", date="2026-11-23", sources=(
 
 # Models that take extended thinking (``thinking={"type": "enabled", "budget_tokens": N}``):
 # Claude 3.7 Sonnet and the Claude 4 models up to 4.6 (Opus 4/4.1/4.5/4.6, Sonnet 4/4.5/4.6,
-# Haiku 4.5). Source: https://docs.claude.com/en/docs/build-with-claude/extended-thinking
-# ("Supported models"); the Claude 3.5 and 3 models reject a thinking block.
+# Haiku 4.5). Source: https://platform.claude.com/docs/en/build-with-claude/extended-thinking
+# (its per-model table is not in a stored source, as of 2026-11-23; Bedrock's Opus 4.7 card:
+# "Unlike Claude Opus 4.6, thinking.type: enabled with budget_tokens is not supported"). The
+# Claude 3.5 and 3 models reject a thinking block (not confirmed in a stored source). A budget
+# is at least 1024 and below max_tokens ("thinking.enabled.budget_tokens: Input should be
+# greater than or equal to 1024": github.com/themaximalist/llm.js/issues/30; "`max_tokens` must
+# be greater than `thinking.budget_tokens`": github.com/liuw1535/antigravity2api-nodejs/issues/150),
+# and the temperature with it only 1 ("`temperature` may only be set to 1 when thinking is
+# enabled": github.com/MartialBE/one-hub/issues/529).
 THINKING_MODELS = re.compile(r"claude-(3-7-sonnet|(opus|sonnet|haiku)-4)")
 # Claude Opus 4.7 / 4.8 and the Claude 5 models (Sonnet 5, Opus 5, Opus 5.5, Fable 5.1 ...)
 # think adaptively by default and answer 400 to manual thinking (budget_tokens) and to any
-# sampling parameter (temperature, top_p, top_k): Anthropic's API error reference,
+# sampling parameter (temperature, top_p, top_k): Anthropic's error reference,
 # github.com/anthropics/skills skills/claude-api/shared/error-codes.md ("Model-specific 400s
-# on Opus 4.8 / 4.7"), and https://platform.claude.com/docs/en/models/sonnet-5/migration-guide
-# (sampling parameters set to non-default values return 400; manual extended thinking
-# returns 400). They are sent no temperature and no thinking block.
+# on Claude Opus 5 / Fable 5/5.1 / Opus 4.8 / 4.7": sampling parameters "sending any of them
+# returns 400"; budget_tokens "sending it returns 400"), and
+# https://platform.claude.com/docs/en/models/sonnet-5/migration-guide ("sampling parameters
+# (temperature, top_p, top_k) set to non-default values return a 400 error"; manual extended
+# thinking "returns a 400 error"). They are sent no temperature and no thinking block.
 ADAPTIVE_ONLY = re.compile(r"claude-([a-z]+-4-([7-9]|\d\d)|[a-z]+-([5-9]|\d\d))(\b|-|$)")
 MIN_THINKING_BUDGET = 1024
 # Anthropic's refusal of a request longer than the context: a 400 invalid_request_error
 # "prompt is too long: 208656 tokens > 200000 maximum" (as reported in
 # github.com/sojohnnysaid/project-guide/issues/2, github.com/boldsoftware/exe.dev/issues/62).
 _PROMPT_TOO_LONG = re.compile(r"prompt is too long: \d+ tokens > \d+ maximum")
-# Claude Sonnet 4.5, Haiku 4.5 and Opus 4.1 and later refuse temperature and top_p together
-# ("`temperature` and `top_p` cannot both be specified for this model. Please use only one.":
-# github.com/BerriAI/litellm/issues/15097, github.com/open-webui/open-webui/issues/17922;
-# https://docs.aws.amazon.com/bedrock/latest/userguide/model-parameters-anthropic-claude-messages-request-response.html).
+# Claude Sonnet 4.5 / 4.6, Haiku 4.5 and Opus 4.1 and later refuse temperature and top_p
+# together ("`temperature` and `top_p` cannot both be specified for this model. Please use only
+# one."): Sonnet 4.5 github.com/BerriAI/litellm/issues/15097, Sonnet 4.6
+# github.com/Vali-98/ChatterUI/issues/564, Opus 4.1 github.com/anomalyco/opencode/issues/1644,
+# Opus 4.5 github.com/OpenHands/OpenHands/issues/11838, Haiku 4.5 github.com/comet-ml/opik/pull/3728.
+# No stored Anthropic page states it (as of 2026-11-23).
 # The harness sends temperature only and never top_p, so every Claude model takes its requests.
 
 

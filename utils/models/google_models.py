@@ -36,7 +36,9 @@ from utils.redact import register_secret
 
 # Prices (USD per million tokens, input and output, at the online rate) and context
 # windows (prompt plus output tokens), as the sources said on the table's date
-# (catalog.py looks them up).
+# (catalog.py looks them up). Google's pricing page is quoted in stored copies
+# (docs/provider_sources.md); Gemini 2.0 Flash's and Flash-Lite's prices and the two
+# experiments' windows are not confirmed in a stored source (as of 2026-11-23).
 _GEMINI_WINDOW = 1_048_576
 CATALOG = dated_table("google", date="2026-11-23", sources=(
         "https://ai.google.dev/gemini-api/docs/models and "
@@ -102,18 +104,20 @@ def parse_response(response: Any, model: str = "gemini") -> Completion:
     texts = [_get(part, "text") for part in parts
              if isinstance(_get(part, "text"), str) and not _get(part, "thought")]
     finish_reason = _get(candidate, "finish_reason")
-    # MAX_TOKENS: the answer hit max_output_tokens, which thinking tokens count against
-    # (https://ai.google.dev/gemini-api/docs/thinking; github.com/googleapis/python-genai/issues/2062):
-    # a thinking model may end with a cut answer, or with no text at all.
+    # MAX_TOKENS: the answer hit max_output_tokens, which thinking tokens count against as
+    # observed in github.com/googleapis/python-genai/issues/2062 (which says Google's thinking
+    # guide states otherwise) and github.com/stanford-crfm/helm/pull/3804: a thinking model may
+    # end with a cut answer, or with no text at all.
     truncated = str(getattr(finish_reason, "name", finish_reason) or "").upper().endswith("MAX_TOKENS")
     if not texts and not truncated:
         raise TransientModelError(f"{model}: response without text "
                                   f"(finish_reason={finish_reason!s})")
     usage = _get(response, "usage_metadata")
     if usage is not None:
-        # Thinking tokens are billed as output ("response pricing is the sum of output tokens
-        # and thinking tokens": https://ai.google.dev/gemini-api/docs/thinking#pricing) and
-        # reported apart from the answer's (thoughts_token_count): count them with the completion.
+        # Thinking tokens are billed as output (https://ai.google.dev/gemini-api/docs/pricing:
+        # output prices "per 1M tokens (including thinking tokens)", as transcribed in
+        # github.com/api-evangelist/gemini plans/gemini-plans-pricing.yml) and reported apart
+        # from the answer's (thoughts_token_count): count them with the completion.
         thoughts = _get(usage, "thoughts_token_count") or 0
         completion_tokens = (_get(usage, "candidates_token_count") or 0) + thoughts
         usage = Usage(_get(usage, "prompt_token_count") or 0, completion_tokens,
@@ -136,12 +140,14 @@ def map_error(exc: BaseException, model: str = "gemini") -> BaseException:
     return PermanentModelError(f"{model}: {status}: {exc}")
 
 
-# Thinking budgets per family (https://ai.google.dev/gemini-api/docs/thinking, "Set the
-# thinking budget"): (lowest, highest, whether 0 turns thinking off); -1 is dynamic
-# thinking on every thinking model. Gemini 2.5 Pro cannot turn thinking off ("Budget 0 is
-# invalid. This model only works in thinking mode.", INVALID_ARGUMENT:
-# github.com/snailyp/gemini-balance/issues/206, github.com/vercel/ai/issues/8027). Gemini
-# 2.0 models (but the thinking experiment) have no thinking and take no thinking_config.
+# Thinking budgets per family: (lowest, highest, whether 0 turns thinking off); -1 is dynamic
+# thinking on every thinking model. Google's table (https://ai.google.dev/gemini-api/docs/thinking,
+# "Set the thinking budget"; not in a stored source as of 2026-11-23, its rows copied in
+# github.com/snailyp/gemini-balance/issues/195): 2.5 Pro 128 to 32768, "cannot disable
+# thinking"; 2.5 Flash 0 to 24576; 2.5 Flash-Lite 512 to 24576, 0 disables. Gemini 2.5 Pro's
+# refusal of 0: "Budget 0 is invalid. This model only works in thinking mode."
+# (github.com/vercel/ai/issues/8027). Gemini 2.0 models (but the thinking experiment) have no
+# thinking and take no thinking_config (not confirmed in a stored source).
 THINKING_BUDGETS: tuple[tuple[str, tuple[int, int, bool]], ...] = (
     (r"gemini-2\.5-pro", (128, 32768, False)),
     (r"gemini-2\.5-flash-lite", (512, 24576, True)),
@@ -153,7 +159,8 @@ THINKING_BUDGETS: tuple[tuple[str, tuple[int, int, bool]], ...] = (
 )
 # Google's refusal of a prompt longer than the context: 400 INVALID_ARGUMENT "The input token
 # count (1200293) exceeds the maximum number of tokens allowed (1048576)." (as reported in
-# github.com/google-gemini/gemini-cli/issues/6678).
+# github.com/google-gemini/gemini-cli/issues/6678; the window of every Gemini 2.5 model,
+# 1,048,576, is on its page, e.g. https://ai.google.dev/gemini-api/docs/models/gemini-2.5-flash-lite).
 _INPUT_TOO_LONG = re.compile(r"the input token count \(\d+\) exceeds the maximum number of tokens "
                              r"allowed \(\d+\)", re.IGNORECASE)
 NO_THINKING = re.compile(r"gemini-(1\.|2\.0-(?!flash-thinking))")

@@ -26,7 +26,9 @@ from utils.models.request import Completion, Request, Usage
 
 
 # OpenAI's rate-limit headers, which Together and vLLM's proxies send too
-# (https://platform.openai.com/docs/guides/rate-limits, "Rate limits in headers").
+# (https://platform.openai.com/docs/guides/rate-limits, "Rate limits in headers"; the page is not
+# in a stored source as of 2026-11-23, the names are as OpenAI sends them in
+# community.openai.com/t/how-to-get-rate-limit-reset-time-for-response-api/1268905).
 RATE_LIMIT_HEADERS = header_family(
     tokens=("x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
     requests=("x-ratelimit-limit-requests", "x-ratelimit-remaining-requests",

@@ -18,11 +18,14 @@ from utils.models.retry import status_code
 
 # Prices (USD per million tokens, input and output, at the online rate) and context
 # windows (prompt plus output tokens), as the sources said on the table's date
-# (catalog.py looks them up).
+# (catalog.py looks them up). OpenAI's own pages are not in a stored source (as of
+# 2026-11-23): every price and window here agrees with copies quoting them
+# (docs/provider_sources.md lists which); gpt-4.1's exact 1,047,576 and gpt-4o-2024-05-13's
+# price are not confirmed in a stored source (as of 2026-11-23).
 _GPT41_WINDOW = 1_047_576
 CATALOG = dated_table("openai", date="2026-11-23", sources=(
-        "https://developers.openai.com/api/docs/models (each model's page: context "
-        "window, price per 1M tokens) and https://developers.openai.com/api/docs/pricing"), models={
+        "https://developers.openai.com/api/docs/pricing and https://developers.openai.com/"
+        "api/docs/models, as quoted by the copies listed in docs/provider_sources.md"), models={
     # the paper's models (Table 8)
     "gpt-4o-2024-11-20": ModelFacts(2.50, 10.00, 128_000),
     "gpt-4o-2024-08-06": ModelFacts(2.50, 10.00, 128_000),
@@ -75,38 +78,55 @@ class OpenAIFamily:
         return self.temperature or (effort is not None and effort in self.temperature_with_effort)
 
 
-# The rules per family, each with its source. Reasoning models (o-series, gpt-5 family)
-# reject max_tokens ("Unsupported parameter: 'max_tokens' is not supported with this model.
-# Use 'max_completion_tokens' instead.", code unsupported_parameter) and any temperature but
-# the default 1 ("Unsupported value: 'temperature' does not support 0 with this model. Only
-# the default (1) value is supported.", code unsupported_value); the bodies as reported in
-# e.g. github.com/griptape-ai/ComfyUI-Griptape/issues/312 (gpt-5) and
-# github.com/gabrii/Cursor-Azure-GPT-5/issues/33, github.com/OpenHands/OpenHands/issues/4131
-# (o1-mini); OpenAI's reasoning guide: https://platform.openai.com/docs/guides/reasoning.
+# The rules per family, each with its source (docs/provider_sources.md). Reasoning models
+# (o-series, gpt-5 family) reject max_tokens ("Unsupported parameter: 'max_tokens' is not
+# supported with this model. Use 'max_completion_tokens' instead.", code
+# unsupported_parameter; openai-python's max_tokens docstring: "not compatible with o-series
+# models") and any temperature but the default 1 ("Unsupported value: 'temperature' does not
+# support 0 with this model. Only the default (1) value is supported.", code unsupported_value).
+# The bodies as reported in github.com/autohandai/code-cli/issues/77 (gpt-5.4) and
+# github.com/openai/openai-python/issues/2104 (o3-mini); OpenAI's reasoning guide
+# (https://platform.openai.com/docs/guides/reasoning) is not in a stored source (as of 2026-11-23).
 O_SERIES = OpenAIFamily(
     "o-series", token_field="max_completion_tokens", temperature=False,
     # reasoning_effort on o1 (not o1-mini/o1-preview), o3, o3-mini, o4-mini: low/medium/high
-    # (https://platform.openai.com/docs/api-reference/chat/create#chat-create-reasoning_effort).
+    # (openai-python's ReasoningEffort docstring: "All models before gpt-5.1 default to medium
+    # reasoning effort, and do not support none"; "minimal" came with gpt-5).
     efforts=("low", "medium", "high"))
 O1_EARLY = OpenAIFamily("o1-mini/o1-preview", token_field="max_completion_tokens",
                         temperature=False)
-# gpt-5, gpt-5-mini, gpt-5-nano (2025-08-07): reasoning models, effort minimal..high
-# (https://platform.openai.com/docs/guides/latest-model, "GPT-5" section; the API reference
-# of reasoning_effort: "gpt-5 ... minimal").
+# gpt-5, gpt-5-mini, gpt-5-nano (2025-08-07): reasoning models, effort minimal..high, not
+# "none" (openai-python 2.44, src/openai/types/chat/completion_create_params.py,
+# reasoning_effort: "All models before gpt-5.1 ... do not support none").
 GPT5 = OpenAIFamily("gpt-5", token_field="max_completion_tokens", temperature=False,
                     efforts=("minimal", "low", "medium", "high"))
+# gpt-5-pro: "defaults to (and only supports) high reasoning effort" (same docstring); the
+# later -pro models are given the same rule, which no stored source confirms (as of 2026-11-23).
 GPT5_PRO = OpenAIFamily("gpt-5-pro", token_field="max_completion_tokens", temperature=False,
                         efforts=("high",))
-# gpt-5.1 and later: effort "none" added (the default of gpt-5.1), and temperature/top_p
-# accepted only when the effort is "none" (https://platform.openai.com/docs/guides/latest-model,
-# "GPT-5.1 ... reasoning_effort none"; github.com/langchain-ai/langchain/pull/35424).
-GPT5_1 = OpenAIFamily("gpt-5.1+", token_field="max_completion_tokens", temperature=False,
+# gpt-5.1: effort "none" added (its default); "The supported reasoning values for gpt-5.1 are
+# none, low, medium, and high" (same docstring; OpenAI's 400: "Unsupported value: 'minimal' is
+# not supported with the 'gpt-5.1' model. Supported values are: 'none', 'low', 'medium', and
+# 'high'.", github.com/anomalyco/opencode/issues/4451). Temperature and top_p are accepted only
+# when the effort is "none" (https://platform.openai.com/docs/guides/latest-model
+# #gpt-5-1-parameter-compatibility, as cited by github.com/vercel/ai/pull/10940).
+GPT5_1 = OpenAIFamily("gpt-5.1", token_field="max_completion_tokens", temperature=False,
+                      temperature_with_effort=("none",),
+                      efforts=("none", "low", "medium", "high"))
+# gpt-5.2 and later: as gpt-5.1, plus "xhigh" ("xhigh is supported for all models after
+# gpt-5.1-codex-max", same docstring); temperature with effort "none" as on gpt-5.1
+# (github.com/vercel/ai/pull/11174; for gpt-5.3 and later not confirmed in a stored source, as
+# of 2026-11-23). Later efforts (openai-python 2.45 adds "max") are not
+# confirmed per model in a stored source (as of 2026-11-23).
+GPT5_2 = OpenAIFamily("gpt-5.2+", token_field="max_completion_tokens", temperature=False,
                       temperature_with_effort=("none",),
                       efforts=("none", "low", "medium", "high", "xhigh"))
 # gpt-5-chat-latest, gpt-5.1-chat-latest: the non-reasoning ChatGPT models; they take a
-# temperature (https://platform.openai.com/docs/models/gpt-5-chat-latest) but, as every
-# model since o1, count their limit in max_completion_tokens (max_tokens is deprecated:
-# https://platform.openai.com/docs/api-reference/chat/create#chat-create-max_tokens).
+# temperature (github.com/labring/fastgpt-plugin/pull/297 lists gpt-5-chat with a
+# temperature range; OpenAI's model page https://platform.openai.com/docs/models/gpt-5-chat-latest
+# is not in a stored source, as of 2026-11-23) but, as every model since o1, count their limit
+# in max_completion_tokens (max_tokens "is now deprecated in favor of max_completion_tokens":
+# openai-python, completion_create_params.py).
 GPT5_CHAT = OpenAIFamily("gpt-5-chat", token_field="max_completion_tokens")
 # gpt-4o, gpt-4.1, gpt-4o-mini, gpt-3.5: the paper's family; both token fields, any
 # temperature, no reasoning options. The release sent max_tokens for the evaluated model
@@ -128,8 +148,10 @@ def openai_family(name: str) -> OpenAIFamily:
         return GPT5_CHAT
     if re.match(r"gpt-5(\.\d+)?-pro", lowered):
         return GPT5_PRO
-    if re.match(r"gpt-5\.\d", lowered):
+    if re.match(r"gpt-5\.1(\D|$)", lowered):
         return GPT5_1
+    if re.match(r"gpt-5\.\d", lowered):
+        return GPT5_2
     if re.match(r"gpt-5(-|$)", lowered):
         return GPT5
     if lowered.startswith(("gpt-4", "gpt-3.5", "chatgpt-4o")):

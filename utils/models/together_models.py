@@ -27,7 +27,9 @@ from utils.models.request import normalise_endpoint
 
 # Prices (USD per million tokens, input and output, at the online rate) and context
 # windows (prompt plus output tokens), as the sources said on the table's date
-# (catalog.py looks them up).
+# (catalog.py looks them up). Together's pages are not in a stored source (as of 2026-11-23):
+# the prices agree with the copies listed in docs/provider_sources.md; the windows (131,072,
+# and 130,815 for 405B) are not confirmed in a stored source (as of 2026-11-23).
 CATALOG = dated_table("together", date="2026-11-23", sources=(
         "https://www.together.ai/pricing and https://docs.together.ai/docs/serverless-models"), models={
     "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo": ModelFacts(0.18, 0.18, 131_072),
@@ -100,7 +102,8 @@ class TogetherModel(OpenAICompatibleModel):
 
 # Open reasoning models on Together (DeepSeek-R1, Qwen3 in thinking mode) write their
 # reasoning into the answer, between <think> and </think> before the reply
-# (https://docs.together.ai/docs/deepseek-r1, "reasoning ... inside <think> tags"). The
+# (https://docs.together.ai/docs/deepseek-r1: "its chain of thought/reasoning process in the
+# form of thinking tokens between <think> tags and the answer"). The
 # answer that is parsed is the reply alone; the tokens are counted by usage all the same.
 _THINK_BLOCK = re.compile(r"\A\s*<think>.*?</think>\s*", re.S)
 

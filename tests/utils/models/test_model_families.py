@@ -117,6 +117,38 @@ def test_gpt5_chat_and_gpt51_rules(fake_llm_env):
     assert fake_llm_env.refused == []
 
 
+def test_reasoning_efforts_per_gpt5_generation(fake_llm_env):
+    """gpt-5.1 takes none/low/medium/high (openai-python's reasoning_effort docstring), not
+    xhigh, which came after gpt-5.1-codex-max; gpt-5.2 takes both."""
+    with pytest.raises(ModelConfigurationError, match=r"\(it takes none, low, medium, high\)$"):
+        resolve_model("gpt-5.1-2025-11-13", overrides={"reasoning_effort": "xhigh"})
+    with pytest.raises(ModelConfigurationError, match="it takes none, low, medium, high"):
+        resolve_model("gpt-5.1", overrides={"reasoning_effort": "minimal"})
+    newer = resolve_model("gpt-5.2", role="evaluated", overrides={"reasoning_effort": "xhigh"})
+    newer.generate("", user("q"))
+    body = fake_llm_env.requests[-1]["body"]
+    assert body["reasoning_effort"] == "xhigh" and "temperature" not in body
+    assert fake_llm_env.refused == []
+
+
+def test_fake_server_refuses_an_effort_the_family_does_not_take(fake_llm_env):
+    """The server's own rule, met by a client that skips the adapter's check: OpenAI's 400 for
+    gpt-5.1 and 'minimal' (github.com/anomalyco/opencode/issues/4451)."""
+    import openai
+
+    client = openai.OpenAI(api_key="k", base_url=fake_llm_env.openai_base_url, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="gpt-5.1", messages=user("q"), reasoning_effort="minimal")
+    assert caught.value.code == "unsupported_value" and caught.value.param == "reasoning_effort"
+    assert caught.value.body["message"] == ("Unsupported value: 'minimal' is not supported with the "
+                                            "'gpt-5.1' model. Supported values are: 'none', 'low', "
+                                            "'medium', and 'high'.")
+    with pytest.raises(openai.BadRequestError, match="'none' is not supported with the 'gpt-5-mini'"):
+        client.chat.completions.create(model="gpt-5-mini", messages=user("q"), reasoning_effort="none")
+    client.chat.completions.create(model="gpt-5.2", messages=user("q"), reasoning_effort="xhigh")
+    assert len(fake_llm_env.refused) == 2 and len(fake_llm_env.requests) == 3
+
+
 def test_openai_answer_cut_by_reasoning_is_truncated(fake_llm_env):
     fake_llm_env.reasoning_tokens = 100
     fake_llm_env.responder = lambda req: "a long answer of seven words here"
@@ -397,6 +429,30 @@ def test_claude_opus_47_and_claude_5_get_no_temperature_and_no_budget(fake_llm_e
         with pytest.raises(ModelConfigurationError, match="refuses any temperature"):
             resolve_model(name, overrides={"temperature": 0.5})
     assert fake_llm_env.refused == []
+
+
+def test_fake_server_keeps_anthropics_sampling_rules(fake_llm_env):
+    """Temperature with top_p is refused on Sonnet 4.6 as on Sonnet 4.5
+    (github.com/Vali-98/ChatterUI/issues/564); under API version 2026-10-21 any sampling
+    parameter is refused (platform.claude.com/docs/en/api/versioning), under 2023-06-01 not."""
+    import anthropic
+
+    client = anthropic.Anthropic(api_key="k", base_url=fake_llm_env.base_url, max_retries=0)
+    legacy = {"anthropic-version": "2023-06-01"}
+    with pytest.raises(anthropic.BadRequestError, match="cannot both be specified"):
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=user("q"),
+                               extra_body={"temperature": 0, "top_p": 0.9}, extra_headers=legacy)
+    client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=user("q"),
+                           extra_body={"temperature": 0}, extra_headers=legacy)
+    with pytest.raises(anthropic.BadRequestError, match="temperature: Extra inputs are not permitted"):
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=user("q"),
+                               extra_body={"temperature": 0},
+                               extra_headers={"anthropic-version": "2026-10-21"})
+    with pytest.raises(anthropic.BadRequestError, match='Use "thinking.type.adaptive"'):
+        client.messages.create(model="claude-opus-4-7", max_tokens=4096, messages=user("q"),
+                               extra_body={"thinking": {"type": "enabled", "budget_tokens": 2048}},
+                               extra_headers=legacy)
+    assert len(fake_llm_env.refused) == 3 and len(fake_llm_env.requests) == 4
 
 
 def test_claude_refusing_temperature_is_adapted_once(fake_llm_env, capsys):
