@@ -11,7 +11,7 @@ A rerun with the same settings continues where the last one stopped. Exit status
 every persona produced its instances, 1 when any persona failed, 2 on a setup error, 3 when
 the file system refused a write (disk full, read-only, permission denied, a path component
 that is a file: one line names the file; every file written before it is whole, and a rerun
-with room resumes there), 130 when interrupted.
+with room resumes there), 130 (143, 129) when stopped by Ctrl-C (SIGTERM, SIGHUP).
 """
 from __future__ import annotations
 
