@@ -13,7 +13,7 @@ import config
 from evaluation.pipeline import TASKS
 from evaluation.store import SETTINGS
 from utils.command_line import Parser, generation_params, non_negative_int, positive_float, positive_int, program_name
-from utils.io import StorageError, describe_os_error
+from utils.io import open_log_file
 from utils.redact import RedactingFormatter, redact
 
 
@@ -108,20 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-class LogFileHandler(logging.FileHandler):
-    """A log file on a full or read-only disk is one warning, not a traceback per record."""
-
-    failed = False
-
-    def handleError(self, record: logging.LogRecord) -> None:  # noqa: ARG002
-        if not self.failed:
-            self.failed = True
-            exc = sys.exc_info()[1]
-            why = describe_os_error(exc) if isinstance(exc, OSError) else repr(exc)
-            print(f"warning: {self.baseFilename}: cannot write the log ({why}); the run goes on "
-                  f"without it", file=sys.stderr)
-
-
 def setup_logging(log_file: str | None) -> None:
     root = logging.getLogger("cupid")
     root.setLevel(logging.INFO)
@@ -131,11 +117,7 @@ def setup_logging(log_file: str | None) -> None:
     console.setFormatter(RedactingFormatter("%(levelname)s %(message)s"))
     root.addHandler(console)
     if log_file:
-        try:
-            Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-            handler = LogFileHandler(log_file, encoding="utf-8")
-        except OSError as exc:
-            raise StorageError(log_file, "open the log file", exc) from exc
+        handler = open_log_file(log_file)
         handler.setLevel(logging.INFO)
         handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         root.addHandler(handler)

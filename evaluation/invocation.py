@@ -31,7 +31,7 @@ from evaluation.store import (BATCHES, CorruptRunFile, RunConflictError, RunStor
                               run_dir_for)
 from utils.benchmark.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from utils.executor import iter_with_progress
-from utils.io import StorageError, clean_orphan_tmp
+from utils.io import STORAGE_EXIT, StorageError, clean_orphan_tmp
 from utils.models.batch import BatchRunner
 from utils.models.errors import ModelConfigurationError, ModelError, RunCancelled
 from utils.models.limits import parse_rate_limit, set_user_limits
@@ -42,8 +42,6 @@ from utils.redact import redact
 from utils.stop_signals import STOP_CODES, stop_cause, stop_status
 
 log = logging.getLogger("cupid.evaluation")
-# A results file could not be written or read (disk full, read-only, permission denied).
-STORAGE_EXIT = 3
 
 
 class Refused(Exception):

@@ -43,6 +43,11 @@ def synthesize(*, output_dir: str | Path = "synthetic_data", **flags: Any) -> Sy
     ``n_factors=8``, ``n_sessions=13``, ``max_turns=16``, ``n_workers=4``, ``seed=0``,
     ``persona_seeds="bundled"``, ``batch=True``, ``log_file=...``. Model names are those of
     the command line, including ``path/to/file.py:Class``.
+
+    Raises ``utils.io.StorageError`` (an OSError naming the file and the operation) when the
+    file system refuses a write (disk full, read-only, permission denied, not a directory):
+    a read-only ``output_dir`` before any call; mid-run, once the worker threads have
+    stopped. Every file written before it is whole; a call with room resumes there.
     """
     from synthesis.pipeline import run_synthesis
     from synthesis.run import build_parser, setup_logging, synthesis_config

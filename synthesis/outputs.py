@@ -23,11 +23,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from utils.benchmark.dataset import make_instance_id
-from utils.io import atomic_write_json, read_json
+from utils.io import StorageError, atomic_write_json, read_json
 
 log = logging.getLogger("synthesis.pipeline")
 
 BATCHES_FILE = "batches.json"
+
+
+def remove(path: Path) -> None:
+    """Delete a file that is no longer true (absent is fine); a refusal names it."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise StorageError(path, "remove", exc) from exc
 
 
 class OutputDir:
@@ -58,7 +66,7 @@ class OutputDir:
 
     def write_dialogue(self, persona_id: str, index: int, dialogue: dict) -> None:
         atomic_write_json(self.dialogue_path(persona_id, index), dialogue)
-        self.dialogue_path(persona_id, index).with_suffix(".retry").unlink(missing_ok=True)
+        remove(self.dialogue_path(persona_id, index).with_suffix(".retry"))
 
     def read_personas(self) -> dict:
         """personas.json: ``{"seed_source", "personas": [template + description, ...]}``."""
@@ -110,7 +118,7 @@ class FailureLog:
 
     def overcome(self, persona_id: str) -> None:
         """The persona completed: an earlier run's failure.json goes."""
-        self.outputs.artifact(persona_id, "failure.json").unlink(missing_ok=True)
+        remove(self.outputs.artifact(persona_id, "failure.json"))
 
     def has(self, persona_id: str) -> bool:
         with self._lock:

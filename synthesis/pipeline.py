@@ -9,6 +9,14 @@ a bounded number of attempts fails with the reason and the last raw answer; the 
 on. Work runs on ``n_workers`` threads as a task graph (synthesis/scheduler.py): personas
 progress independently, and each dialogue starts as soon as its session's checklist exists,
 so one persona's dialogues run while another persona's sessions are still being written.
+
+The file system refusing a write (disk full, read-only, permission denied) stops the run:
+the output directory is checked writable before any call, a refused write in a worker
+cancels the calls in flight and starts no new task, and ``run`` raises the StorageError
+naming the file. Every artifact written before it is whole (written atomically), so a rerun
+with room resumes there. A response cache that can no longer write (it keeps answers in
+memory) has the output directory checked again: when that is refused too, the run stops
+rather than pay for answers that cannot be kept.
 """
 from __future__ import annotations
 
@@ -38,7 +46,7 @@ from synthesis.summary import StageStats, write_summary
 from synthesis.taxonomy import load_taxonomy
 from utils.benchmark.decomposer import decompose_preference
 from utils.benchmark.step_runner import StepFailed
-from utils.io import atomic_write_json, read_json
+from utils.io import StorageError, atomic_write_json, check_writable, read_json
 from utils.models.asking import Answer
 from utils.stop_signals import stop_cause
 
@@ -70,10 +78,11 @@ class Synthesis(OutputDir):
         cfg.check()
         self.cfg = cfg
         OutputDir.__init__(self, cfg.output_dir)
-        self.out.mkdir(parents=True, exist_ok=True)
+        check_writable(self.out)  # before any call: a read-only directory costs nothing
         self.taxonomy = load_taxonomy()
         self.hub_loader = hub_loader
         self.cache: ResponseCache | None = None
+        self._cache_refusal_checked = False
         if models is None:
             self.cache = ResponseCache(self.out / CACHE_DIR)
             models = stage_models(cfg, self.cache)
@@ -147,10 +156,26 @@ class Synthesis(OutputDir):
             finally:
                 if rest is None:
                     self.progress.done(stage)
+            self._check_cache_refusal()
             if rest is not None:
                 return rest._replace(fn=self._tracked(stage, rest.fn))
             return None
         return task
+
+    def _check_cache_refusal(self) -> None:
+        """The cache stopped writing (it warned once): when the output directory refuses a
+        write too (a full disk), stop now instead of asking calls whose answers are lost."""
+        if self.cache is None or self.cache.writable:
+            return
+        with self._lock:
+            if self._cache_refusal_checked:
+                return
+            self._cache_refusal_checked = True
+        check_writable(self.out)
+
+    def _stop_on_refused_write(self, exc: BaseException) -> None:
+        if isinstance(exc, StorageError):
+            cancel_all()  # the calls in flight end now; their answers could not be kept
 
     def plan(self, personas: list[dict]) -> None:
         personas = [p for p in personas if not self.failure_log.has(p["persona_id"])]
@@ -372,7 +397,8 @@ class Synthesis(OutputDir):
         several passes: scheduler.run_batched)."""
         self.waiting.clear()
         self.runner = TaskRunner(self.cfg.n_workers,
-                                 windows={"dialogues": DIALOGUES_PER_WORKER * self.cfg.n_workers})
+                                 windows={"dialogues": DIALOGUES_PER_WORKER * self.cfg.n_workers},
+                                 on_error=self._stop_on_refused_write)
         self.progress = Progress(STAGES, self.cfg.show_progress)
         try:
             self.plan(list(self.personas))

@@ -8,7 +8,10 @@ Seeds come from PersonaHub (proj-persona/PersonaHub, config `instruction`) unles
 synthesis/data/) is given; an unreachable hub falls back to the bundled list with a message.
 The output directory is read as it is by ``python -m evaluation.run --data_dir DIR``.
 A rerun with the same settings continues where the last one stopped. Exit status: 0 when
-every persona produced its instances, 1 when any persona failed, 2 on a setup error.
+every persona produced its instances, 1 when any persona failed, 2 on a setup error, 3 when
+the file system refused a write (disk full, read-only, permission denied, a path component
+that is a file: one line names the file; every file written before it is whole, and a rerun
+with room resumes there), 130 (143, 129) when stopped by Ctrl-C (SIGTERM, SIGHUP).
 """
 from __future__ import annotations
 
@@ -80,10 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def setup_logging(log_file: str | None) -> None:
+    """Raises StorageError when the log file cannot be opened (before anything is run)."""
+    from utils.io import open_log_file
+
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    if log_file:
-        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    if log_file:  # a write refused later is one warning; the run goes on without the log
+        handlers.append(open_log_file(log_file))
     # Our own messages at INFO; libraries (HTTP clients log every request) at WARNING.
     from utils.redact import RedactingFormatter
 
@@ -131,7 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.embedded and args.all_models:
         parser.error("give --embedded or --all_models, not both")
-    setup_logging(args.log_file)
+    from utils.io import STORAGE_EXIT, StorageError, check_writable
+
+    try:
+        setup_logging(args.log_file)
+    except StorageError as exc:
+        storage_error(exc, "nothing was run; choose a log file where you can write, or none")
+        return STORAGE_EXIT
     log = logging.getLogger("synthesis")
     from utils.models.model import ModelConfigurationError
     from synthesis.pipeline import SettingsError, run_synthesis
@@ -155,6 +166,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from utils.stop_signals import SignalGuard, stop_cause, stop_status
 
+    try:
+        check_writable(cfg.output_dir)  # before any model is made or called
+    except StorageError as exc:
+        storage_error(exc, f"nothing was run and nothing in {cfg.output_dir} was changed; choose "
+                           f"an --output_dir where you can write (or make this one writable) and "
+                           f"rerun")
+        return STORAGE_EXIT
     clean_orphan_tmp(cfg.output_dir)  # left by a writer killed mid-write
     try:
         with SignalGuard():  # SIGTERM and SIGHUP handled as Ctrl-C while the run lasts
@@ -163,6 +181,14 @@ def main(argv: list[str] | None = None) -> int:
     except (ModelConfigurationError, SettingsError, SeedSourceError) as exc:
         log.error("%s", exc)
         return 2
+    except StorageError as exc:
+        storage_error(exc, f"every file written before it in {cfg.output_dir} is whole (each is "
+                           f"written at once or not at all)"
+                           + (f", the submitted batches are listed in {cfg.output_dir / 'batches.json'}"
+                              if cfg.batch else "")
+                           + f"; {remedy(exc)} and rerun the same command: it resumes there "
+                             f"without asking finished calls again")
+        return STORAGE_EXIT
     except KeyboardInterrupt as exc:
         print(f"\n{stop_cause(exc)}: every finished file is kept in {cfg.output_dir}"
               + (f" (what was done so far: {cfg.output_dir / 'summary.json'})"
@@ -196,6 +222,24 @@ def main(argv: list[str] | None = None) -> int:
         log.error("FAILED %s at %s: %s", failure["persona_id"], failure["stage"], failure["reason"])
     print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **counts}))
     return 1 if summary["failures"] else 0
+
+
+def remedy(exc: OSError) -> str:
+    import errno
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space"
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return "make the directory writable"
+    return "make the path a writable directory again"
+
+
+def storage_error(exc: OSError, safe: str) -> None:
+    """The file system refused a write: one line naming the file and the operation, one
+    saying what is safe and what to do; no traceback."""
+    from utils.redact import redact
+
+    print(redact(f"error: {exc}\nsafe: {safe}."), file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ With --batch (``run_batched``) the graph runs in passes: a pass defers each task
 synthesizer call is not answered yet, and a batch round answers them all.
 
 A task must handle the errors it expects; any other exception stops the run: no new task
-starts, and ``run`` re-raises it once the running tasks end (a ``Continue`` is dropped).
+starts, ``on_error`` is told at once (the pipeline then cancels the calls in flight when the
+disk refused a write), and ``run`` re-raises it once the running tasks end (a ``Continue``
+is dropped).
 """
 from __future__ import annotations
 
@@ -69,9 +71,12 @@ class CriticalPathFirst:
 
 
 class TaskRunner:
-    def __init__(self, n_workers: int, windows: Mapping[str, int] | None = None) -> None:
-        """``windows``: for a kind of task, the most chains of it in flight at once."""
+    def __init__(self, n_workers: int, windows: Mapping[str, int] | None = None,
+                 on_error: Callable[[BaseException], None] | None = None) -> None:
+        """``windows``: for a kind of task, the most chains of it in flight at once;
+        ``on_error``: called (in the failing worker) with the exception that stops the run."""
         self.n_workers = max(1, n_workers)
+        self.on_error = on_error
         self.windows = {kind: max(1, size) for kind, size in (windows or {}).items()}
         self._queue: queue.PriorityQueue = queue.PriorityQueue()
         self._order = itertools.count()
@@ -106,10 +111,13 @@ class TaskRunner:
             try:
                 if self._error is None:
                     rest = fn(*args)
-            except BaseException as exc:  # a bug: stop the run and report it from run()
+            except BaseException as exc:  # a bug, a refused write: stop the run, report it from run()
                 with self._cond:
-                    if self._error is None:
+                    first = self._error is None
+                    if first:
                         self._error = exc
+                if first and self.on_error is not None:
+                    self.on_error(exc)
             finally:
                 with self._cond:
                     if isinstance(rest, Continue) and self._error is None:

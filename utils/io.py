@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -20,6 +21,9 @@ log = logging.getLogger("cupid.io")
 _HOST = socket.gethostname().replace(".", "_").replace("~", "_") or "host"
 # Another machine's temporary file (a shared directory) is an orphan only once it is old.
 ORPHAN_AGE_S = 3600.0
+# The exit status of a command stopped by the file system (disk full, read-only, permission
+# denied, not a directory): the same for every command of the project.
+STORAGE_EXIT = 3
 
 
 _umask_lock = threading.Lock()
@@ -60,6 +64,57 @@ class StorageError(OSError):
 
     def __str__(self) -> str:
         return f"{self.path}: cannot {self.operation}: {describe_os_error(self.cause)}"
+
+
+def check_writable(directory: str | Path) -> None:
+    """Make ``directory`` (and its parents) and write, fsync and remove a small file in it,
+    so that a run refuses a read-only, full or misnamed directory before it pays for any
+    call. Raises StorageError naming the directory."""
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise StorageError(directory, "use it as a directory",
+                           NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".write-check.{_HOST}~{os.getpid()}.", suffix=".tmp",
+                                     dir=directory)
+    except OSError as exc:
+        raise StorageError(directory, "write in the directory", exc) from exc
+    try:
+        # A byte of content: an empty file needs no data block, so a full disk would pass.
+        os.write(fd, b"\n")
+        os.fsync(fd)
+    except OSError as exc:
+        raise StorageError(directory, "write in the directory", exc) from exc
+    finally:
+        os.close(fd)
+        try:
+            os.unlink(probe)
+        except OSError:
+            log.warning("could not remove %s; the next run removes it", probe)
+
+
+class LogFileHandler(logging.FileHandler):
+    """A log file on a full or read-only disk is one warning, not a traceback per record."""
+
+    failed = False
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: ARG002
+        if not self.failed:
+            self.failed = True
+            exc = sys.exc_info()[1]
+            why = describe_os_error(exc) if isinstance(exc, OSError) else repr(exc)
+            print(f"warning: {self.baseFilename}: cannot write the log ({why}); the run goes on "
+                  f"without it", file=sys.stderr)
+
+
+def open_log_file(log_file: str | Path) -> LogFileHandler:
+    """A handler appending to ``log_file`` (its directory made); StorageError when refused."""
+    try:
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+        return LogFileHandler(log_file, encoding="utf-8")
+    except OSError as exc:
+        raise StorageError(log_file, "open the log file", exc) from exc
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

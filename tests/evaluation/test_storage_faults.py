@@ -11,7 +11,6 @@ import errno
 import json
 import os
 import shutil
-import subprocess
 import uuid
 from pathlib import Path
 
@@ -21,23 +20,10 @@ from counts_check import assert_counts_agree
 from cupid_responder import CupidResponder
 from evaluation import run as run_module
 from fake_llm_server import FakeLLMServer
+from file_system_faults import assert_one_line_error, fill, mount, umount
 from tests.evaluation.test_run_safety import cli, data_file, fast_retries, plans, results_of, server, spawn  # noqa: F401
 
 STORAGE_EXIT = 3
-
-
-def mount(args: list[str], target: Path) -> str | None:
-    """Run ``mount``; the reason it was refused, or None."""
-    try:
-        done = subprocess.run(["mount", *args, str(target)], capture_output=True, text=True,
-                              timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"mount unavailable: {exc}"
-    return None if done.returncode == 0 else f"mount refused: {done.stderr.strip() or done.returncode}"
-
-
-def umount(target: Path) -> None:
-    subprocess.run(["umount", "-l", str(target)], capture_output=True, timeout=30)
 
 
 @pytest.fixture
@@ -50,31 +36,6 @@ def small_tmpfs(tmp_path):
                     f"test_disk_full_injected covers the same path by injection")
     yield target
     umount(target)
-
-
-def fill(directory: Path) -> Path:
-    """Fill the file system of ``directory`` to the last byte."""
-    filler = directory / "filler"
-    with open(filler, "wb", buffering=0) as handle:
-        chunk = b"\0" * 65536
-        try:
-            while True:
-                handle.write(chunk)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-        try:
-            while True:
-                handle.write(b"\0")
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-    return filler
-
-
-def assert_one_line_error(err: str, path_under: Path, what: str) -> None:
-    assert "Traceback" not in err, err
-    errors = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1, err
-    assert str(path_under) in errors[0] and what in errors[0], errors[0]
 
 
 def reference_results(tmp_path, plans, data) -> dict:
@@ -241,7 +202,7 @@ def test_a_vanished_run_directory_is_rebuilt_by_a_rerun(tmp_path, plans, data_fi
 
 
 def test_the_log_file_on_a_full_disk_is_one_warning(server, data_file, tmp_path, monkeypatch, capsys):
-    from evaluation.flags import LogFileHandler
+    from utils.io import LogFileHandler
 
     base = tmp_path / "res"
     log_file = tmp_path / "run.log"
