@@ -133,3 +133,36 @@ def test_a_run_killed_with_sigkill_never_blocks_the_next(tmp_path):
         assert "in use by" not in stderr
     assert read_holder(out / RUN_LOCK)["pid"] == second.pid
     assert read_json(out / "summary.json")["counts"]["personas_complete"] == 1
+
+
+def test_a_second_batch_run_submits_no_batch_of_its_own(fake_llm_env, tmp_path):
+    """--batch: without the lock the second run submitted every batch again and the two
+    runs' batches.json overwrote each other (half the batch ids lost); now it stops while
+    the first run's batch is in progress, and the first run's batches are all there is."""
+    from tests.synthesis.test_batch_mode import cli_args as batch_args
+
+    fake_llm_env.responder = ScriptedSynthesis()
+    fake_llm_env.batch_delay = 60.0  # the first round's batch stays in progress
+    out = tmp_path / "data"
+    env = {**child_env(), "CUPID_BATCH_POLL_INTERVAL": "0.05"}
+    args = [sys.executable, "-m", "synthesis.run", *batch_args(fake_llm_env, out, "--batch")]
+    first = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not fake_llm_env.batches and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.02)
+        assert len(fake_llm_env.batches) == 1, "the first run submitted no batch"
+        second = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
+                                timeout=60)
+        assert second.returncode == 2, second.stderr[-3000:]
+        assert f"pid {first.pid}" in second.stderr and "submitted" not in second.stderr
+        assert len(fake_llm_env.batches) == 1 and fake_llm_env.batch_items == 1
+    finally:
+        fake_llm_env.batch_delay = 0.0
+        _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0, stderr[-3000:]
+    ids = [c for batch in fake_llm_env.batches.values() for c in batch["custom_ids"]]
+    assert len(ids) == len(set(ids)) == 5  # one clean run's requests, each once
+    saved = read_json(out / "batches.json")["batches"]
+    assert sorted(b["batch_id"] for b in saved) == sorted(fake_llm_env.batches)
