@@ -48,6 +48,10 @@ def synthesize(*, output_dir: str | Path = "synthetic_data", **flags: Any) -> Sy
     file system refuses a write (disk full, read-only, permission denied, not a directory):
     a read-only ``output_dir`` before any call; mid-run, once the worker threads have
     stopped. Every file written before it is whole; a call with room resumes there.
+
+    Raises ``synthesis.pipeline.OutputDirInUse`` (naming the directory and the pid and host
+    of the run holding it), before any model is made, when another run (a command or
+    another ``synthesize()``) is writing to ``output_dir``.
     """
     from synthesis.pipeline import run_synthesis
     from synthesis.run import build_parser, setup_logging, synthesis_config

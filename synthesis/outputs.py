@@ -12,22 +12,89 @@ Layout of an output directory::
     instances/<instance_id>.json      stage 7, the evaluation's data format
     summary.json                      counts, regenerations, failures, usage
     batches.json                      --batch: every submitted batch id (a rerun resumes them)
+    .synthesis.lock                   held by the run writing here (its pid, host, start)
     .llm_cache/<host>-<pid>-<start>.jsonl  every finished LLM call (one file per process), replayed on a rerun
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
+import socket
 import threading
+import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 from utils.benchmark.dataset import make_instance_id
-from utils.io import StorageError, atomic_write_json, read_json
+from utils.io import FileLock, StorageError, atomic_write_json, check_writable, read_json
 
 log = logging.getLogger("synthesis.pipeline")
 
 BATCHES_FILE = "batches.json"
+RUN_LOCK = ".synthesis.lock"
+
+
+class OutputDirInUse(RuntimeError):
+    """Another synthesis run holds the output directory's lock. Two runs on one directory
+    would pay for the same calls twice and overwrite each other's files (a persona's
+    description from one run, its factors made from the other's), so the second stops
+    before it makes any model. ``holder``: what the lock file says of the run holding it
+    (pid, host, started), empty when it has not written it yet."""
+
+    def __init__(self, output_dir: str | Path, holder: dict) -> None:
+        self.output_dir = Path(output_dir)
+        self.holder = holder
+        super().__init__(str(self))
+
+    def who(self) -> str:
+        pid, host, started = (self.holder.get(k) for k in ("pid", "host", "started"))
+        if not pid:
+            return "another synthesis run (its pid is not recorded yet)"
+        return (f"another synthesis run (pid {pid}" + (f" on {host}" if host else "")
+                + (f", started {started}" if started else "") + ")")
+
+    def __str__(self) -> str:
+        return (f"{self.output_dir}: in use by {self.who()}; wait for it to end, or write to "
+                f"another output directory")
+
+
+def read_holder(lock_path: Path) -> dict:
+    """The holder note of a lock file; empty when absent, unreadable or half written."""
+    try:
+        note = json.loads(lock_path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+    return note if isinstance(note, dict) else {}
+
+
+@contextmanager
+def output_dir_lock(output_dir: str | Path) -> Iterator[None]:
+    """Hold the output directory for one run, or raise OutputDirInUse at once. The lock
+    is an ``flock``: the kernel frees it when the holder exits or is killed, so a crashed
+    run never blocks the next. The holder writes its pid, host and start time into the
+    lock file (in place: a rename would put a new, unlocked file there) for the message of
+    a run it refuses. Raises StorageError when the directory cannot be written."""
+    output_dir = Path(output_dir)
+    check_writable(output_dir)
+    lock = FileLock(output_dir / RUN_LOCK)
+    if not lock.acquire(blocking=False):
+        raise OutputDirInUse(output_dir, read_holder(lock.path))
+    try:
+        note = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                           "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
+        try:
+            with open(lock.path, "r+", encoding="utf-8") as handle:  # another open file: the flock stays
+                handle.truncate(0)
+                handle.write(note + "\n")
+        except OSError as exc:  # the lock holds without the note; a refused run says "not recorded"
+            log.warning("%s: cannot record this run's pid in the lock file (%s)", lock.path, exc)
+        yield
+    finally:
+        lock.release()
 
 
 def remove(path: Path) -> None:

@@ -41,7 +41,8 @@ from synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunne
 from synthesis.sessions import generate_sessions
 from synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
                                 model_label, stage_models)
-from synthesis.outputs import BATCHES_FILE, Failure, FailureLog, OutputDir
+from synthesis.outputs import (BATCHES_FILE, Failure, FailureLog, OutputDir, OutputDirInUse,
+                               output_dir_lock)
 from synthesis.summary import StageStats, write_summary
 from synthesis.taxonomy import load_taxonomy
 from utils.benchmark.decomposer import decompose_preference
@@ -50,7 +51,8 @@ from utils.io import StorageError, atomic_write_json, check_writable, read_json
 from utils.models.asking import Answer
 from utils.stop_signals import stop_cause
 
-__all__ = ["SettingsError", "SettingsMismatch", "Synthesis", "SynthesisConfig", "run_synthesis"]
+__all__ = ["OutputDirInUse", "SettingsError", "SettingsMismatch", "Synthesis", "SynthesisConfig",
+           "run_synthesis"]
 
 log = logging.getLogger(__name__)
 
@@ -415,8 +417,11 @@ class Synthesis(OutputDir):
 
 
 def run_synthesis(cfg: SynthesisConfig, **kwargs: Any) -> dict:
-    synthesis = Synthesis(cfg, **kwargs)
-    try:
-        return synthesis.run()
-    finally:
-        synthesis.close()
+    """One run over ``cfg.output_dir``, holding its lock: OutputDirInUse, before any model
+    is made, when another run holds it."""
+    with output_dir_lock(cfg.output_dir):
+        synthesis = Synthesis(cfg, **kwargs)
+        try:
+            return synthesis.run()
+        finally:
+            synthesis.close()

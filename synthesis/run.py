@@ -8,7 +8,10 @@ Seeds come from PersonaHub (proj-persona/PersonaHub, config `instruction`) unles
 synthesis/data/) is given; an unreachable hub falls back to the bundled list with a message.
 The output directory is read as it is by ``python -m evaluation.run --data_dir DIR``.
 A rerun with the same settings continues where the last one stopped. Exit status: 0 when
-every persona produced its instances, 1 when any persona failed, 2 on a setup error, 3 when
+every persona produced its instances, 1 when any persona failed, 2 on a setup error or when
+another run is writing to the output directory (one line names it and that run's pid and host;
+nothing is asked: wait for it to end or use another --output_dir; a run that was killed
+never holds the directory), 3 when
 the file system refused a write (disk full, read-only, permission denied, a path component
 that is a file: one line names the file; every file written before it is whole, and a rerun
 with room resumes there), 130 (143, 129) when stopped by Ctrl-C (SIGTERM, SIGHUP).
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         return STORAGE_EXIT
     log = logging.getLogger("synthesis")
     from utils.models.model import ModelConfigurationError
-    from synthesis.pipeline import SettingsError, run_synthesis
+    from synthesis.pipeline import OutputDirInUse, SettingsError, run_synthesis
     from synthesis.personas import SeedSourceError
 
     cfg = synthesis_config(args)
@@ -180,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
             summary = run_synthesis(cfg)
     except (ModelConfigurationError, SettingsError, SeedSourceError) as exc:
         log.error("%s", exc)
+        return 2
+    except OutputDirInUse as exc:
+        print(f"error: {exc.output_dir} is in use by {exc.who()}: nothing was asked; wait for "
+              f"it to end (then rerun to resume), or give another --output_dir", file=sys.stderr,
+              flush=True)
         return 2
     except StorageError as exc:
         storage_error(exc, f"every file written before it in {cfg.output_dir} is whole (each is "

@@ -11,7 +11,10 @@ calls: infer + generate, then decompose + judge, then both matches.
 
 Every submitted batch id is written to the run directory's ``batches.json`` as soon as the
 provider accepts it. ``resume`` waits for and fetches the batches a killed run left, so a
-restarted run polls them instead of submitting their requests again. An item that failed
+restarted run polls them instead of submitting their requests again. A batch is written
+fetched only once its answers are in the response cache on disk: when the cache could not
+write them (they live in this process's memory), batches.json keeps the batch unfetched, so
+a rerun after a stop fetches it again (free) rather than submit its requests again. An item that failed
 in its batch is asked online in the next round (the seam's bounded retries), and if that
 fails too the step is recorded failed like any other. An item refused because of a
 parameter the model does not take (``Model.parameter_adaptation``, the seam's rule online)
@@ -55,6 +58,8 @@ from utils.io import atomic_write_json
 log = logging.getLogger("cupid.batch")
 
 MAX_ROUNDS = 20
+# What batches.json holds of a batch from its submission (its fetch adds the outcome).
+SUBMITTED_FIELDS = ("batch_id", "provider", "model", "round", "items", "submitted_at")
 
 
 class BatchDeferred(Exception):
@@ -187,6 +192,8 @@ class BatchRunner:
         self._unanswered_once: set[str] = set()
         # The parameters each key was refused in a batch and is now sent without (or renamed).
         self._adapted: dict[str, set[str]] = {}
+        # Batches fetched whose answers the response cache could not write: unfetched on disk.
+        self._answers_not_kept: set[str] = set()
         for entry in self.state["batches"]:
             self._online.update(entry.get("failed_keys", ()))
             for key in entry.get("unanswered_keys", ()):
@@ -329,6 +336,11 @@ class BatchRunner:
                 self._online.add(key)
         self._counts["items_failed"] += len(failed)
         self._counts["items_adapted"] += len(adapted)
+        if model.cache is not None and not model.cache.writable:
+            self._answers_not_kept.add(entry["batch_id"])
+            print(f"batch {entry['batch_id']}: its answers could not be written to the response "
+                  f"cache (kept in memory); {self.state_path.name} keeps it unfetched, so that a "
+                  f"rerun fetches it again instead of submitting it", file=self.out, flush=True)
         entry["fetched"] = True
         entry["failed_items"] = len(failed)
         entry["failed_keys"] = failed
@@ -371,7 +383,9 @@ class BatchRunner:
                     break
             else:
                 batches.append(entry)
-            atomic_write_json(self.state_path, self.state)
+            atomic_write_json(self.state_path, {**self.state, "batches": [
+                {**{k: e[k] for k in SUBMITTED_FIELDS if k in e}, "fetched": False}
+                if e["batch_id"] in self._answers_not_kept else e for e in batches]})
 
 
 # ---------------------------------------------------------------------------------------
