@@ -98,6 +98,9 @@ def setup_logging(log_file: str | None) -> None:
     formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     for handler in handlers:  # no key reaches the console or the log file
         handler.setFormatter(formatter)
+    from utils.models.cache import PRINTED
+
+    handlers[0].addFilter(lambda record: not getattr(record, PRINTED, False))  # printed once already
     logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True)
     # "cupid" holds the model layer's retries and failures.
     for ours in ("synthesis", "evaluation", "cupid"):

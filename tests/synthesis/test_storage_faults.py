@@ -319,3 +319,19 @@ def test_a_cache_that_stops_writing_on_a_full_disk_stops_the_run_at_once(tmp_pat
     assert_one_line_error(err, out, "disk full (ENOSPC)")
     assert late == []  # no call after the one whose answer could not be kept
     assert_whole(out)
+
+
+def test_a_cache_that_cannot_be_kept_is_one_warning_and_the_run_goes_on(tmp_path, fake_server, capsys):
+    """The response cache's directory is taken by a file: the run warns once (not once per
+    console handler) and goes on, keeping its answers in memory."""
+    fake_server.responder = ScriptedSynthesis()
+    out = tmp_path / "data"
+    out.mkdir()
+    (out / ".llm_cache").write_text("not a directory\n")
+    args = cli_args(fake_server, out, "--n_personas", "1", "--persona_seeds", "bundled", "--n_workers", "1")
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err
+    cache_lines = [line for line in err.splitlines() if ".llm_cache" in line]
+    assert len(cache_lines) == 1, cache_lines
+    assert cache_lines[0].startswith("warning: ")
+    assert_complete(out)

@@ -35,8 +35,13 @@ SUFFIX = ".jsonl"
 _KEY_PREFIX = b'{"key": "'
 
 
+# A log record's attribute saying its message is already on the console (a console
+# handler that shows warnings skips it, so it is not printed twice).
+PRINTED = "printed_on_console"
+
+
 def _default_warn(message: str) -> None:
-    log.warning("%s", message)
+    log.warning("%s", message, extra={PRINTED: True})
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
@@ -206,8 +211,8 @@ class ResponseCache:
                     self.writable = False
                     self._warn_once("write", f"{self._own}: cannot write the response cache "
                                              f"({describe_os_error(exc)}); new answers are kept in "
-                                             f"memory for this run only (they are still recorded "
-                                             f"in the instance files)")
+                                             f"memory for this run only (what each answer produced "
+                                             f"is still written to the run's own files)")
             self._index[key] = Completion(text=completion.text, usage=usage,
                                           truncated=completion.truncated)
 
