@@ -41,8 +41,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import re
 import sys
 import threading
 import time
@@ -53,13 +51,12 @@ import config
 from utils.models.model import Model
 from utils.models.request import Completion, Request
 from utils.io import atomic_write_json
+from utils.models.batch_state import SUBMITTED_FIELDS, read_state
 
 
 log = logging.getLogger("cupid.batch")
 
 MAX_ROUNDS = 20
-# What batches.json holds of a batch from its submission (its fetch adds the outcome).
-SUBMITTED_FIELDS = ("batch_id", "provider", "model", "round", "items", "submitted_at")
 
 
 class BatchDeferred(Exception):
@@ -84,67 +81,6 @@ class BatchItemError(Exception):
         super().__init__(reason)
         self.status_code = status_code
         self.body = body
-
-
-# ---------------------------------------------------------------------------------------
-# batches.json
-# ---------------------------------------------------------------------------------------
-def read_state(path: Path) -> tuple[dict, list[str]]:
-    """The batches of ``path`` and warnings. A file that cannot be read whole (truncated,
-    not the expected shape) is moved aside and named with what is wrong and the batch ids
-    it lists; its entries that can be used are kept, so their batches are still resumed."""
-    if not path.exists():
-        return {"batches": []}, []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        text, problem = "", f"not UTF-8 text ({exc.reason})"
-    else:
-        problem = ""
-    kept: list[dict] = []
-    if not problem:
-        try:
-            state = json.loads(text)
-        except json.JSONDecodeError as exc:
-            problem = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        else:
-            if not isinstance(state, dict) or not isinstance(state.get("batches"), list):
-                problem = (f"expected an object with a 'batches' list, found "
-                           f"{type(state).__name__ if not isinstance(state, dict) else 'no batches list'}")
-            else:
-                bad = []
-                for n, entry in enumerate(state["batches"], start=1):
-                    why = _entry_problem(entry)
-                    if why:
-                        bad.append(f"entry {n} {why}")
-                    else:
-                        kept.append(entry)
-                if not bad:
-                    return state, []
-                problem = "; ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
-    ids = sorted(set(re.findall(r'"batch_id"\s*:\s*"([^"\\]+)"', text)))
-    kept_ids = {e["batch_id"] for e in kept}
-    dropped = [i for i in ids if i not in kept_ids]
-    target = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
-    os.replace(path, target)
-    state = {"batches": kept}
-    if kept:
-        atomic_write_json(path, state)
-    listed = (f"batches not resumed: {', '.join(dropped)} (their requests are submitted again "
-              f"unless already answered)") if dropped else "no batch id in it could be read"
-    return state, [f"{path}: {problem}; moved to {target.name}; {listed}"
-                   + (f"; {len(kept)} readable batch(es) kept" if kept else "")]
-
-
-def _entry_problem(entry: Any) -> str:
-    if not isinstance(entry, dict):
-        return f"is not an object ({type(entry).__name__})"
-    name = entry.get("batch_id", "")
-    for field, kind in (("batch_id", str), ("model", str), ("items", dict)):
-        if not isinstance(entry.get(field), kind) or not entry.get(field):
-            what = "missing" if field not in entry else f"not a {'name' if kind is str else 'mapping'}"
-            return f"({name or 'no id'}): '{field}' {what}"
-    return ""
 
 
 def is_not_found(exc: BaseException) -> bool:
