@@ -167,14 +167,12 @@ class _Worker:
 
     def _read(self) -> None:
         stdout = self._process.stdout
+        why = "the chunk packer's worker process ended"
         try:
-            while True:
-                message = _read_message(stdout)
-                if message is None:
-                    break
+            while (message := _read_message(stdout)) is not None:
                 self._waiting.get_nowait().set_result(message[1].decode("latin-1"))
-        except (OSError, queue.Empty, struct.error):
-            pass  # a broken answer: whatever is waiting is redone below
+        except (OSError, queue.Empty, struct.error) as exc:  # what is waiting is redone
+            why = f"the chunk packer's worker process gave a broken answer ({exc!r})"
         with self._lock:
             self.alive = False
             while True:
@@ -182,7 +180,7 @@ class _Worker:
                     future = self._waiting.get_nowait()
                 except queue.Empty:
                     break
-                future.set_exception(WorkerGone("the chunk packer's worker process ended"))
+                future.set_exception(WorkerGone(why))
 
     def close(self) -> None:
         self._outbox.put(None)

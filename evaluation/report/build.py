@@ -2,6 +2,7 @@
 tables and figure data."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import sys
@@ -227,11 +228,10 @@ class _FigureDrawing:
         self.jobs_fd = None
 
         def write() -> None:
-            try:
-                with os.fdopen(fd, "wb") as pipe:
-                    pipe.write(data)
-            except BrokenPipeError:  # the child stopped at the import: wait() has its line
-                pass
+            # A broken pipe: the child stopped at matplotlib's import, and wait() returns
+            # its line for report.md.
+            with contextlib.suppress(BrokenPipeError), os.fdopen(fd, "wb") as pipe:
+                pipe.write(data)
 
         self._sender = threading.Thread(target=write, name="figure-jobs", daemon=True)
         self._sender.start()
