@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import shutil
-import uuid
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ from counts_check import assert_counts_agree
 from cupid_responder import CupidResponder
 from evaluation import run as run_module
 from fake_llm_server import FakeLLMServer
-from file_system_faults import assert_one_line_error, fill, mount, umount
+from file_system_faults import assert_one_line_error, fill, mount, refuse_atomic_writes, small_tmpfs_under, umount
 from tests.evaluation.test_run_safety import cli, data_file, fast_retries, plans, results_of, server, spawn  # noqa: F401
 
 STORAGE_EXIT = 3
@@ -28,14 +26,8 @@ STORAGE_EXIT = 3
 
 @pytest.fixture
 def small_tmpfs(tmp_path):
-    target = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
-    target.mkdir()
-    refused = mount(["-t", "tmpfs", "-o", "size=4m", "tmpfs"], target)
-    if refused:
-        pytest.skip(f"a small tmpfs is needed for a real disk-full ({refused}); "
-                    f"test_disk_full_injected covers the same path by injection")
-    yield target
-    umount(target)
+    with small_tmpfs_under(tmp_path, covered_by="test_disk_full_injected") as target:
+        yield target
 
 
 def reference_results(tmp_path, plans, data) -> dict:
@@ -123,21 +115,7 @@ def test_read_only_results_directory_is_one_line(tmp_path, plans, data_file, ser
 def inject(monkeypatch, errno_code: int, after: int, under: Path) -> dict:
     """Make every atomic write under ``under`` fail with ``errno_code`` after ``after`` of
     them succeeded."""
-    import utils.io
-
-    real = utils.io.tempfile.mkstemp
-    state = {"writes": 0, "on": True}
-
-    def mkstemp(*args, **kwargs):
-        directory = Path(kwargs.get("dir", "."))
-        if state["on"] and under in (directory, *directory.parents):
-            state["writes"] += 1
-            if state["writes"] > after:
-                raise OSError(errno_code, os.strerror(errno_code))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(utils.io.tempfile, "mkstemp", mkstemp)
-    return state
+    return refuse_atomic_writes(monkeypatch, errno_code, under, lambda writes: writes > after)
 
 
 @pytest.mark.parametrize("code,words", [(errno.ENOSPC, "disk full (ENOSPC)"),

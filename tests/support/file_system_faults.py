@@ -5,9 +5,15 @@ Mounting needs root (or a user namespace that allows it); a test that cannot mou
 with the reason ``mount`` returns."""
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
 import subprocess
+import uuid
 from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
 
 
 def mount(args: list[str], target: Path) -> str | None:
@@ -22,6 +28,23 @@ def mount(args: list[str], target: Path) -> str | None:
 
 def umount(target: Path) -> None:
     subprocess.run(["umount", "-l", str(target)], capture_output=True, timeout=30)
+
+
+@contextlib.contextmanager
+def small_tmpfs_under(tmp_path: Path, covered_by: str) -> Iterator[Path]:
+    """A 4 MB tmpfs mounted under ``tmp_path`` for a real disk-full, unmounted after; where
+    mounting is refused the test skips, naming the test (``covered_by``) that covers the
+    same path by injection."""
+    target = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
+    target.mkdir()
+    refused = mount(["-t", "tmpfs", "-o", "size=4m", "tmpfs"], target)
+    if refused:
+        pytest.skip(f"a small tmpfs is needed for a real disk-full ({refused}); {covered_by} covers "
+                    f"it by injection")
+    try:
+        yield target
+    finally:
+        umount(target)
 
 
 def read_only_view(source: Path, view: Path) -> str | None:
@@ -63,3 +86,24 @@ def assert_one_line_error(err: str, path_under: Path, what: str) -> None:
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, err
     assert str(path_under) in errors[0] and what in errors[0], errors[0]
+
+
+def refuse_atomic_writes(monkeypatch, errno_code: int, under: Path, refuse: Callable[[int], bool]) -> dict:
+    """Make the atomic writes (utils.io's temporary files) under ``under`` fail with
+    ``errno_code`` when ``refuse(number of such writes so far)`` is true. The returned state
+    counts them (``writes``); ``state["on"] = False`` lets every write through again."""
+    import utils.io
+
+    real = utils.io.tempfile.mkstemp
+    state = {"writes": 0, "on": True}
+
+    def mkstemp(*args, **kwargs):
+        directory = Path(kwargs.get("dir", "."))
+        if state["on"] and under in (directory, *directory.parents):
+            state["writes"] += 1
+            if refuse(state["writes"]):
+                raise OSError(errno_code, os.strerror(errno_code))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(utils.io.tempfile, "mkstemp", mkstemp)
+    return state

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from fake_llm_server import FakeLLMServer, FakeResponse
-from file_system_faults import assert_one_line_error, fill, mount, read_only_view, umount
+from file_system_faults import assert_one_line_error, fill, read_only_view, refuse_atomic_writes, small_tmpfs_under, umount
 from repo_paths import ROOT
 from synthesis import run as cli
 from synthesis.pipeline import run_synthesis
@@ -77,14 +77,8 @@ def assert_complete(out: Path) -> None:
 
 @pytest.fixture
 def small_tmpfs(tmp_path):
-    target = tmp_path / f"tmpfs-{uuid.uuid4().hex[:6]}"
-    target.mkdir()
-    refused = mount(["-t", "tmpfs", "-o", "size=4m", "tmpfs"], target)
-    if refused:
-        pytest.skip(f"a small tmpfs is needed for a real disk-full ({refused}); "
-                    f"test_a_refused_write_in_a_worker_stops_the_run covers it by injection")
-    yield target
-    umount(target)
+    with small_tmpfs_under(tmp_path, covered_by="test_a_refused_write_in_a_worker_stops_the_run") as target:
+        yield target
 
 
 # -- real file systems ------------------------------------------------------------------------
@@ -186,21 +180,7 @@ def test_a_log_file_that_cannot_be_opened_is_one_line(tmp_path, fake_server, cap
 def inject(monkeypatch, errno_code: int, under: Path, refuse) -> dict:
     """Make the atomic writes under ``under`` fail with ``errno_code`` when
     ``refuse(number of such writes so far)`` is true."""
-    import utils.io
-
-    real = utils.io.tempfile.mkstemp
-    state = {"writes": 0, "on": True}
-
-    def mkstemp(*args, **kwargs):
-        directory = Path(kwargs.get("dir", "."))
-        if state["on"] and under in (directory, *directory.parents):
-            state["writes"] += 1
-            if refuse(state["writes"]):
-                raise OSError(errno_code, os.strerror(errno_code))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(utils.io.tempfile, "mkstemp", mkstemp)
-    return state
+    return refuse_atomic_writes(monkeypatch, errno_code, under, refuse)
 
 
 def worker_threads() -> list[threading.Thread]:
