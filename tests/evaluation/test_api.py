@@ -21,11 +21,6 @@ EXPECTED_MICRO = {"precision": 0.5, "recall": 0.6, "f1": 2 * 0.5 * 0.6 / 1.1}
 
 
 @pytest.fixture
-def plans():
-    return two_instance_plans()
-
-
-@pytest.fixture
 def rows(plans):
     return two_instance_rows(plans)
 

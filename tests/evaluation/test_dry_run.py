@@ -19,10 +19,7 @@ from repo_paths import ROOT
 SAMPLE = ROOT / "data" / "sample"
 
 
-@pytest.fixture(autouse=True)
-def fast_retries(monkeypatch):
-    monkeypatch.setattr(config, "RETRY_BASE_DELAY", 0.01)
-    monkeypatch.setattr(config, "RETRY_MAX_DELAY", 0.05)
+pytestmark = pytest.mark.usefixtures("fast_retries")  # tests/evaluation/conftest.py
 
 
 @pytest.fixture

@@ -25,15 +25,7 @@ EXPECTED_MICRO = {"precision": 0.5, "recall": 0.6, "f1": 2 * 0.5 * 0.6 / 1.1,
 EXPECTED_MACRO = {"precision": 0.375, "recall": (1 / 3 + 1) / 2, "f1": A_F1 / 2}
 
 
-@pytest.fixture(autouse=True)
-def fast_retries(monkeypatch):
-    monkeypatch.setattr(config, "RETRY_BASE_DELAY", 0.01)
-    monkeypatch.setattr(config, "RETRY_MAX_DELAY", 0.05)
-
-
-@pytest.fixture
-def plans():
-    return two_instance_plans()
+pytestmark = pytest.mark.usefixtures("fast_retries")  # tests/evaluation/conftest.py
 
 
 @pytest.fixture

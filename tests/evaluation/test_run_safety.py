@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import config
-from cupid_responder import CupidResponder, make_row, two_instance_plans
+from cupid_responder import CupidResponder, make_row
 from evaluation import run as run_module
 from fake_llm_server import FakeLLMServer, FakeResponse
 from repo_paths import ROOT
@@ -23,15 +23,7 @@ from repo_paths import ROOT
 STEPS = ("infer", "decompose", "match_precision", "match_recall", "generate", "judge")
 
 
-@pytest.fixture(autouse=True)
-def fast_retries(monkeypatch):
-    monkeypatch.setattr(config, "RETRY_BASE_DELAY", 0.01)
-    monkeypatch.setattr(config, "RETRY_MAX_DELAY", 0.05)
-
-
-@pytest.fixture
-def plans():
-    return two_instance_plans()
+pytestmark = pytest.mark.usefixtures("fast_retries")  # tests/evaluation/conftest.py
 
 
 def write_rows(path: Path, plans, personas) -> Path:

@@ -19,9 +19,11 @@ from cupid_responder import CupidResponder
 from evaluation import run as run_module
 from fake_llm_server import FakeLLMServer
 from file_system_faults import assert_one_line_error, fill, mount, refuse_atomic_writes, small_tmpfs_under, umount
-from tests.evaluation.test_run_safety import cli, data_file, fast_retries, plans, results_of, server, spawn  # noqa: F401
+from utils.io import STORAGE_EXIT
+from tests.evaluation.test_run_safety import cli, data_file, results_of, server, spawn  # noqa: F401
 
-STORAGE_EXIT = 3
+pytestmark = pytest.mark.usefixtures("fast_retries")  # tests/evaluation/conftest.py
+
 
 
 @pytest.fixture

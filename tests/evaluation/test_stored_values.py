@@ -17,7 +17,9 @@ from evaluation.stored_values import (
     record_problems,
     step_output_problem,
 )
-from tests.evaluation.test_run_safety import cli, data_file, fast_retries, plans, results_of, server  # noqa: F401
+from tests.evaluation.test_run_safety import cli, data_file, results_of, server  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("fast_retries")  # tests/evaluation/conftest.py
 
 GOOD_COUNTS = {"precision": 0.5, "recall": 1.0, "f1": 2 / 3, "n_predicted_matched": 1.5,
                "n_predicted": 3, "n_true_matched": 2.0, "n_true": 2}
