@@ -18,7 +18,8 @@ from counts_check import assert_counts_agree
 from cupid_responder import CupidResponder
 from evaluation import run as run_module
 from fake_llm_server import FakeLLMServer
-from file_system_faults import assert_one_line_error, fill, mount, refuse_atomic_writes, small_tmpfs_under, umount
+from file_system_faults import (assert_one_line_error, fill, read_only_view, refuse_atomic_writes,
+                                small_tmpfs_under, umount)
 from utils.io import STORAGE_EXIT
 from tests.evaluation.test_run_safety import cli, data_file, results_of, server, spawn  # noqa: F401
 
@@ -83,15 +84,11 @@ def test_read_only_results_directory_is_one_line(tmp_path, plans, data_file, ser
     source = tmp_path / "res"
     assert run_module.main(cli(server, data_file, source, "--task", "both")) == 0
     view = tmp_path / "read-only"
-    view.mkdir()
-    refused = mount(["--bind", str(source)], view)
+    refused = read_only_view(source, view)
     if refused:
         pytest.skip(f"a read-only bind mount is needed ({refused}); "
                     f"test_permission_denied_injected covers the same path by injection")
     try:
-        refused = mount(["-o", "remount,bind,ro"], view)
-        if refused:
-            pytest.skip(f"remounting read-only was refused ({refused})")
         calls = len(server.requests)
         proc = spawn(cli(server, data_file, view, "--task", "both"))
         out, err = proc.communicate(timeout=240)
@@ -245,14 +242,11 @@ def test_a_read_only_cache_is_one_warning_and_the_run_completes(tmp_path, server
     base = tmp_path / "res"
     cache_dir = base / ".llm_cache"
     cache_dir.mkdir(parents=True)
-    refused = mount(["--bind", str(cache_dir)], cache_dir)
+    refused = read_only_view(cache_dir, cache_dir)
     if refused:
         pytest.skip(f"a read-only bind mount is needed ({refused}); "
                     f"test_a_write_that_fails_midway_loses_nothing covers it by injection")
     try:
-        refused = mount(["-o", "remount,bind,ro"], cache_dir)
-        if refused:
-            pytest.skip(f"remounting read-only was refused ({refused})")
         proc = spawn(cli(server, data_file, base, "--task", "both"))
         out, err = proc.communicate(timeout=240)
     finally:
