@@ -35,7 +35,7 @@ METRIC_KEYS = ("inference", "inference_macro", "generation", "by_instance_type",
 
 
 def command(data: Path, results: Path, workers: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "evaluation.run", "--model", MODEL, "--evaluator", EVALUATOR,
+    return [sys.executable, "-m", "cupid.evaluation.run", "--model", MODEL, "--evaluator", EVALUATOR,
             "--data", str(data), "--results_dir", str(results), "--task", "both",
             "--n_workers", str(workers), *extra]
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from utils.models.cache import ResponseCache  # noqa: E402
-from utils.models.request import Completion, Usage  # noqa: E402
+from cupid.utils.models.cache import ResponseCache  # noqa: E402
+from cupid.utils.models.request import Completion, Usage  # noqa: E402
 
 
 def main() -> None:

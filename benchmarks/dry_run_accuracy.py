@@ -45,7 +45,7 @@ for path in (ROOT, ROOT / "tests" / "support"):
 
 from cupid_responder import CupidResponder, _section  # noqa: E402
 from fake_llm_server import FakeLLMServer, count_tokens  # noqa: E402
-from utils.models.tokens import estimate_tokens  # noqa: E402
+from cupid.utils.models.tokens import estimate_tokens  # noqa: E402
 
 SAMPLE = ROOT / "data" / "sample"
 CONFIGURATIONS = {
@@ -143,7 +143,7 @@ def synthetic_rows(n: int, seed: int = 0) -> list[dict]:
 
 
 def run_cli(argv: list[str]) -> tuple[int, str]:
-    from evaluation import run as run_module
+    from cupid.evaluation import run as run_module
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):

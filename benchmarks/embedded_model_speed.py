@@ -53,8 +53,8 @@ def main() -> None:
     if args.threads is not None:
         os.environ["CUPID_EMBEDDED_THREADS"] = str(args.threads)
 
-    import utils.models.smollm2 as smollm2
-    from utils.models.registry import resolve_model
+    import cupid.utils.models.smollm2 as smollm2
+    from cupid.utils.models.registry import resolve_model
 
     model = resolve_model("smollm2-135m", max_retries=0)
     started = time.perf_counter()

@@ -85,7 +85,7 @@ def run_once(n: int, latency: float, workers: int) -> dict:
         data = Path(tmp) / "data.jsonl"
         data.write_text("\n".join(json.dumps(r) for r in make_rows(n)))
         url = server.openai_base_url
-        cmd = [sys.executable, "-m", "evaluation.run", "--model", f"vllm:bench-model@{url}",
+        cmd = [sys.executable, "-m", "cupid.evaluation.run", "--model", f"vllm:bench-model@{url}",
                "--evaluator", f"vllm:bench-evaluator@{url}", "--data", str(data),
                "--results_dir", str(Path(tmp) / "results"), "--task", "both",
                "--n_workers", str(workers), "--no_cache"]
@@ -112,7 +112,7 @@ def python_heap(n: int, workers: int) -> tuple[float, float]:
     import tracemalloc
 
     sys.path.insert(0, str(ROOT))
-    from evaluation import run
+    from cupid.evaluation import run
 
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(responder=responder) as server:
         server._record = lambda req: None  # the server shares the process: keep its log out

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from fake_llm_server import FakeLLMServer  # noqa: E402
 from sample_results import SampleEvaluator  # noqa: E402
 
-import config  # noqa: E402
+from cupid import config  # noqa: E402
 
 
 def chats(server: FakeLLMServer) -> int:
@@ -42,7 +42,7 @@ def run_once(max_model_len: int, results: Path) -> None:
                    OPENAI_BASE_URL=hosted.openai_base_url)
         started = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "evaluation.run", "--model", "gpt-4.1-nano-2025-04-14",
+            [sys.executable, "-m", "cupid.evaluation.run", "--model", "gpt-4.1-nano-2025-04-14",
              "--evaluator", "gpt-4o-2024-11-20", "--data_dir", str(ROOT / "data" / "sample"),
              "--task", "inference", "--use_matcher", "--matcher_url", matcher.openai_base_url,
              "--results_dir", str(results), "--n_workers", "2"],

@@ -37,7 +37,7 @@ def run(data: Path, out: Path, workers: int, latency: float, token_limit: float,
     with FakeLLMServer(responder=responder, latency=latency, token_limit=int(token_limit),
                        token_window=token_window) as server:
         url = server.openai_base_url
-        cmd = [sys.executable, "-m", "evaluation.run", "--model", f"vllm:bench-model@{url}",
+        cmd = [sys.executable, "-m", "cupid.evaluation.run", "--model", f"vllm:bench-model@{url}",
                "--evaluator", f"vllm:bench-evaluator@{url}", "--data", str(data),
                "--results_dir", str(out), "--task", "both", "--n_workers", str(workers),
                "--no_cache"]

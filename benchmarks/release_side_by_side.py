@@ -110,7 +110,7 @@ def check_parsers(release_root: Path, env: dict) -> tuple[int, int, list[str]]:
     """The release's own parsers against our account of them (utils/benchmark/answers/release.py)
     on every documented case of tests/utils/benchmark/test_release_parsing.py."""
     sys.path.insert(0, str(ROOT))
-    from utils.benchmark.answers import release
+    from cupid.utils.benchmark.answers import release
     from tests.utils.benchmark.test_release_parsing import CASES
 
     cases = [(step, answer, False) for step, answer, *_ in CASES]
@@ -151,7 +151,7 @@ def run_release(release_root: Path, server: FakeLLMServer, data: Path, work: Pat
     The server lists the two OpenAI models only: the release sends a listed name through
     OpenAI's client, the PrefMatcher's too."""
     server.models = [EVALUATED, EVALUATOR]
-    cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(work / f"r-release-{use_matcher}"),
+    cmd = [sys.executable, "-m", "cupid.evaluation.run", "--results_dir", str(work / f"r-release-{use_matcher}"),
            "--model", EVALUATED, "--evaluator", EVALUATOR, "--data_dir", str(data),
            "--task", "both", "--log_file", str(work / f"release-{use_matcher}.log")]
     return run(cmd + (["--use_matcher"] if use_matcher else []), release_root,
@@ -160,7 +160,7 @@ def run_release(release_root: Path, server: FakeLLMServer, data: Path, work: Pat
 
 def run_ours(server: FakeLLMServer, data: Path, work: Path, use_matcher: bool) -> float:
     server.models = [EVALUATED, EVALUATOR, PREFMATCHER]  # our pre-flight asks for the matcher's name
-    cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(work / f"r-ours-{use_matcher}"),
+    cmd = [sys.executable, "-m", "cupid.evaluation.run", "--results_dir", str(work / f"r-ours-{use_matcher}"),
            "--model", EVALUATED, "--evaluator", EVALUATOR, "--data_dir", str(data),
            "--task", "both", "--no_cache", "--n_workers", "2"]
     if use_matcher:

@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from fake_llm_server import FakeLLMServer  # noqa: E402
 from synthesis_responder import ScriptedSynthesis, stage_of  # noqa: E402
-from synthesis.taxonomy import BUNDLED_SEEDS_FILE  # noqa: E402
+from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE  # noqa: E402
 from release_checkout import add_release_arguments, release_checkout  # noqa: E402
 
 MODEL = "meta-llama/Meta-Llama-3.1-405B-Instruct-Turbo"
@@ -124,7 +124,7 @@ def run_release(release_dir: Path, server: FakeLLMServer, model: str, sizes: lis
 def run_ours(server: FakeLLMServer, model: str, sizes: list[str], out: Path,
              root: Path = ROOT) -> int:
     """Our `python -m synthesis.run` with the same sizes and seeds."""
-    done = subprocess.run([sys.executable, "-m", "synthesis.run", "--model", model,
+    done = subprocess.run([sys.executable, "-m", "cupid.synthesis.run", "--model", model,
                            "--output_dir", str(out), "--persona_seeds", str(BUNDLED_SEEDS_FILE),
                            "--n_personas", sizes[0], "--n_factors", sizes[1],
                            "--n_sessions", sizes[2], "--max_turns", sizes[3],

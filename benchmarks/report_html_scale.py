@@ -32,7 +32,7 @@ for path in (ROOT, ROOT / "tests" / "support"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from utils.benchmark.dataset import safe_name  # noqa: E402
+from cupid.utils.benchmark.dataset import safe_name  # noqa: E402
 
 # A Zipf-distributed vocabulary of 4,000 made-up words: gzip compresses it about as well as
 # English prose (~2.7x), not as well as a handful of repeated words would.
@@ -204,7 +204,7 @@ def build_report(results: Path, out: Path) -> tuple[float, float, float | None]:
     chunk packers too, sampled every 50 ms; None where /proc has no smaps_rollup)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     started = time.monotonic()
-    process = subprocess.Popen([sys.executable, "-m", "evaluation.report", str(results), "--output", str(out)],
+    process = subprocess.Popen([sys.executable, "-m", "cupid.evaluation.report", str(results), "--output", str(out)],
                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     tree_peak: list[int] = [0]
     measurable = os.path.exists(f"/proc/{process.pid}/smaps_rollup")

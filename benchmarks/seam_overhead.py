@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 
-from utils.models.model import Model
-from utils.models.request import Completion, Request, Usage
-from utils.models.openai_models import OpenAIModel  # noqa: E402
+from cupid.utils.models.model import Model
+from cupid.utils.models.request import Completion, Request, Usage
+from cupid.utils.models.openai_models import OpenAIModel  # noqa: E402
 from fake_llm_server import FakeLLMServer  # noqa: E402
 
 SYSTEM = "You are an evaluator."

@@ -45,7 +45,7 @@ def main() -> None:
 
         def run(results: Path, *extra: str) -> int:
             before = len(server.requests)
-            subprocess.run([sys.executable, "-m", "evaluation.run", "--model", f"vllm:bench-model@{url}",
+            subprocess.run([sys.executable, "-m", "cupid.evaluation.run", "--model", f"vllm:bench-model@{url}",
                             "--evaluator", f"vllm:bench-evaluator@{url}", "--data", str(data),
                             "--results_dir", str(results), "--task", "both", "--n_workers",
                             str(args.workers), "--no_cache", *extra],

@@ -37,7 +37,7 @@ ASSISTANT = "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo"
 
 
 def command(out: Path, n_personas: int, workers: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "synthesis.run", "--output_dir", str(out), "--model", SYNTHESIZER,
+    return [sys.executable, "-m", "cupid.synthesis.run", "--output_dir", str(out), "--model", SYNTHESIZER,
             "--assistant_model", ASSISTANT, "--n_personas", str(n_personas),
             "--persona_seeds", "bundled", "--n_workers", str(workers), "--no_progress", *extra]
 

@@ -30,9 +30,9 @@ for path in (ROOT, ROOT / "tests" / "support"):
         sys.path.insert(0, str(path))
 
 from fake_llm_server import FakeLLMServer  # noqa: E402
-from synthesis.pipeline import SynthesisConfig, run_synthesis  # noqa: E402
+from cupid.synthesis.pipeline import SynthesisConfig, run_synthesis  # noqa: E402
 from synthesis_responder import ScriptedSynthesis  # noqa: E402
-from utils.io import read_json  # noqa: E402
+from cupid.utils.io import read_json  # noqa: E402
 
 
 def serve(latency: float, max_rounds: int) -> None:
@@ -52,7 +52,7 @@ def measure(n_personas: int, latency: float, n_workers: int, max_rounds: int, ou
     try:
         url = child.stdout.readline().strip()
         # One unmeasured call first, so that importing the SDK is not counted.
-        from utils.models.registry import resolve_model
+        from cupid.utils.models.registry import resolve_model
         warm = FakeLLMServer(responder=lambda req: "ok").start()
         try:
             resolve_model(f"vllm:warm@{warm.openai_base_url}").chat("", [{"role": "user", "content": "hi"}])

@@ -57,7 +57,7 @@ def main() -> None:
     server.reasoning_tokens = 40
     server.reasoning_models = {"gpt-7-preview", "gpt-7-judge"}
     os.environ.update(OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=server.openai_base_url)
-    from evaluation import run as run_module
+    from cupid.evaluation import run as run_module
 
     try:
         for i, (model, evaluator) in enumerate(PAIRS):

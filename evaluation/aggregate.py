@@ -10,11 +10,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from utils.benchmark.answers import release as release_parsing
-from evaluation.metrics import InferenceCounts, generation_summary, macro_inference, micro_inference
-from evaluation.stored_values import problems_by_task, read_generation, read_inference
-from utils.benchmark.dataset import INSTANCE_TYPES
-from utils.models.usage import estimate_cost
+from cupid.utils.benchmark.answers import release as release_parsing
+from cupid.evaluation.metrics import InferenceCounts, generation_summary, macro_inference, micro_inference
+from cupid.evaluation.stored_values import problems_by_task, read_generation, read_inference
+from cupid.utils.benchmark.dataset import INSTANCE_TYPES
+from cupid.utils.models.usage import estimate_cost
 
 
 @dataclass

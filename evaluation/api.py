@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import config
-from evaluation.flags import build_parser, collected_errors, setup_logging
-from utils.command_line import namespace_from_kwargs
-from utils.models.model import Model
-from utils.models.retry import reset_cancel
+from cupid import config
+from cupid.evaluation.flags import build_parser, collected_errors, setup_logging
+from cupid.utils.command_line import namespace_from_kwargs
+from cupid.utils.models.model import Model
+from cupid.utils.models.retry import reset_cancel
 
 
 class EvaluationError(ValueError):
@@ -53,7 +53,7 @@ class EvaluationResult:
     def samples(self) -> list[dict]:
         """One dict per (scorer, instance): the rows ``cupid-report --export`` writes."""
         if self._samples is None:
-            from evaluation.samples import sample_rows
+            from cupid.evaluation.samples import sample_rows
 
             self._samples = sample_rows(self.run_dir)
         return self._samples
@@ -87,7 +87,7 @@ def evaluate(model: str | Model, *, evaluator: str | Model | None = None,
     ValueError) when the run cannot start, ``KeyboardInterrupt`` when interrupted (every
     finished step is kept; call again to resume).
     """
-    from evaluation import run as run_module
+    from cupid.evaluation import run as run_module
 
     hints = {"sweep": "call evaluate() once per run", "shard": "call evaluate() once per run",
              "data_dir": "pass data=PATH", "dry_run": "run cupid-eval --dry_run for a forecast",
@@ -102,7 +102,7 @@ def evaluate(model: str | Model, *, evaluator: str | Model | None = None,
     args = namespace_from_kwargs(parser, {
         "task": task, "setting": setting, "results_dir": str(results_dir),
         "n_workers": n_workers, **flags})
-    from utils.models.limits import parse_rate_limit
+    from cupid.utils.models.limits import parse_rate_limit
 
     for spec in args.rate_limit:
         try:
@@ -113,8 +113,8 @@ def evaluate(model: str | Model, *, evaluator: str | Model | None = None,
     args.evaluator = evaluator if evaluator is not None else config.DEFAULT_EVALUATOR
     args.data, args.data_dir = _data_arguments(data, Path(args.results_dir))
 
-    from utils.io import StorageError
-    from utils.stop_signals import STOP_CODES
+    from cupid.utils.io import StorageError
+    from cupid.utils.stop_signals import STOP_CODES
 
     saved = _ProcessState.save([m for m in (model, evaluator) if isinstance(m, Model)])
     shared = run_module.SharedResources(owns_process=False)
@@ -141,7 +141,7 @@ def evaluate(model: str | Model, *, evaluator: str | Model | None = None,
 
 
 def _run_dir(results: dict, args) -> Path:
-    from evaluation.store import run_dir_for
+    from cupid.evaluation.store import run_dir_for
 
     return Path(run_dir_for(args.results_dir, results["settings"]["model"], args.setting))
 
@@ -158,7 +158,7 @@ def _data_arguments(data: Any, results_dir: Path) -> tuple[str | None, str | Non
     if data is None:
         return None, None
     if isinstance(data, (str, Path)):
-        from evaluation.flags import bundled_path
+        from cupid.evaluation.flags import bundled_path
 
         path = bundled_path(str(data))
         return (None, path) if Path(path).is_dir() else (path, None)
@@ -180,7 +180,7 @@ def _data_arguments(data: Any, results_dir: Path) -> tuple[str | None, str | Non
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
         path = results_dir / ".inputs" / f"data-{digest}.jsonl"
         if not path.exists():
-            from utils.io import atomic_write_text
+            from cupid.utils.io import atomic_write_text
 
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(path, text)
@@ -199,7 +199,7 @@ class _ProcessState:
                     if hasattr(signal, name))
 
     def __init__(self, models: list[Model]) -> None:
-        from utils.models.usage import UsageTracker
+        from cupid.utils.models.usage import UsageTracker
 
         self.caches = [(m, m.cache) for m in models]
         for m in models:

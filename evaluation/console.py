@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-import config
+from cupid import config
 
 
 def _fmt(value, digits: int = 3) -> str:

@@ -14,7 +14,7 @@ def _interrupted_before_work() -> None:
 
 
 def cupid_eval() -> None:
-    from evaluation.run import main
+    from cupid.evaluation.run import main
 
     try:
         sys.exit(main())
@@ -23,7 +23,7 @@ def cupid_eval() -> None:
 
 
 def cupid_synth() -> None:
-    from synthesis.run import main
+    from cupid.synthesis.run import main
 
     try:
         sys.exit(main())
@@ -32,6 +32,6 @@ def cupid_synth() -> None:
 
 
 def cupid_report() -> None:
-    from evaluation.report.command import main
+    from cupid.evaluation.report.command import main
 
     sys.exit(main())

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from typing import Iterable
 
-import config
-from evaluation import steps as S
-from evaluation.prompt_layouts import format_checklist, format_checklist_bullets, format_session_log
-from evaluation.pipeline import select_sessions
-from utils.benchmark.dataset import Instance
-from utils.benchmark.decomposer import PROMPT as DECOMPOSE_PROMPT
-from utils.models.errors import ModelConfigurationError
-from utils.models.model import Model
-from utils.models.tokens import lower_bound_tokens
-from utils.prompts import load_prompt
+from cupid import config
+from cupid.evaluation import steps as S
+from cupid.evaluation.prompt_layouts import format_checklist, format_checklist_bullets, format_session_log
+from cupid.evaluation.pipeline import select_sessions
+from cupid.utils.benchmark.dataset import Instance
+from cupid.utils.benchmark.decomposer import PROMPT as DECOMPOSE_PROMPT
+from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.model import Model
+from cupid.utils.models.tokens import lower_bound_tokens
+from cupid.utils.prompts import load_prompt
 
 # The flag that sets each role's max_tokens.
 ROLE_FLAGS = {"evaluated": "--model_args", "evaluator": "--evaluator_args",

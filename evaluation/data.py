@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
-from utils.benchmark.dataset import DataValidationError, Instance, parse_instance, shape_departures, summarize_departures
+from cupid.utils.benchmark.dataset import DataValidationError, Instance, parse_instance, shape_departures, summarize_departures
 
 
 def _undecodable(path: Path, exc: UnicodeDecodeError, data: bytes | None = None) -> DataValidationError:

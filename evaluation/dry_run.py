@@ -18,21 +18,21 @@ import sys
 from dataclasses import dataclass, field
 from statistics import median
 
-import config
-from evaluation import steps as S
-from evaluation.flags import role_overrides
-from evaluation.invocation import select_instances
-from evaluation.prompt_layouts import format_session_log, relevant_positions
-from evaluation.pipeline import scorer_name, select_sessions
-from evaluation.store import RunStore, run_dir_for
-from utils.benchmark.decomposer import decompose
-from utils.benchmark.dataset import DataValidationError, Instance
-from utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
+from cupid import config
+from cupid.evaluation import steps as S
+from cupid.evaluation.flags import role_overrides
+from cupid.evaluation.invocation import select_instances
+from cupid.evaluation.prompt_layouts import format_session_log, relevant_positions
+from cupid.evaluation.pipeline import scorer_name, select_sessions
+from cupid.evaluation.store import RunStore, run_dir_for
+from cupid.utils.benchmark.decomposer import decompose
+from cupid.utils.benchmark.dataset import DataValidationError, Instance
+from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
                            print_forecast, render, summary)
-from utils.io import read_json
-from utils.models.errors import ModelError
-from utils.models.registry import resolve_model
-from utils.models.tokens import estimate_tokens
+from cupid.utils.io import read_json
+from cupid.utils.models.errors import ModelError
+from cupid.utils.models.registry import resolve_model
+from cupid.utils.models.tokens import estimate_tokens
 
 # Stand-ins for the answers the later steps are built from, and the answers' own lengths.
 ANALYSIS_TOKENS = 150           # the "### Analysis" part of an inferred preference

@@ -9,12 +9,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-import config
-from evaluation.pipeline import TASKS
-from evaluation.store import SETTINGS
-from utils.command_line import Parser, generation_params, non_negative_int, positive_float, positive_int, program_name
-from utils.io import open_log_file
-from utils.redact import RedactingFormatter, redact
+from cupid import config
+from cupid.evaluation.pipeline import TASKS
+from cupid.evaluation.store import SETTINGS
+from cupid.utils.command_line import Parser, generation_params, non_negative_int, positive_float, positive_int, program_name
+from cupid.utils.io import open_log_file
+from cupid.utils.redact import RedactingFormatter, redact
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,30 +16,30 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import config
-from evaluation.aggregate import InstanceOutcome, RunningScores, invocation_counts
-from evaluation.flags import bundled_path, role_overrides
-from evaluation.console import ProgressLog
-from evaluation.context_check import check_context
-from evaluation.data import InstanceSource
-from evaluation.pipeline import Evaluation, run_batch_rounds
-from evaluation.results_file import storage_safe_note
-from evaluation.shards import ShardedInstances, parse_shard
-from evaluation.steps import PROMPTS, prompt_version
-from evaluation.stopping import stop_workers
-from evaluation.store import (BATCHES, CorruptRunFile, RunConflictError, RunStore, Survey, now,
+from cupid import config
+from cupid.evaluation.aggregate import InstanceOutcome, RunningScores, invocation_counts
+from cupid.evaluation.flags import bundled_path, role_overrides
+from cupid.evaluation.console import ProgressLog
+from cupid.evaluation.context_check import check_context
+from cupid.evaluation.data import InstanceSource
+from cupid.evaluation.pipeline import Evaluation, run_batch_rounds
+from cupid.evaluation.results_file import storage_safe_note
+from cupid.evaluation.shards import ShardedInstances, parse_shard
+from cupid.evaluation.steps import PROMPTS, prompt_version
+from cupid.evaluation.stopping import stop_workers
+from cupid.evaluation.store import (BATCHES, CorruptRunFile, RunConflictError, RunStore, Survey, now,
                               run_dir_for)
-from utils.benchmark.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
-from utils.executor import iter_with_progress
-from utils.io import STORAGE_EXIT, StorageError, clean_orphan_tmp
-from utils.models.batch import BatchRunner
-from utils.models.errors import ModelConfigurationError, ModelError, RunCancelled
-from utils.models.limits import parse_rate_limit, set_user_limits
-from utils.models.registry import check_models, resolve_model
-from utils.models.retry import CANCEL
-from utils.models.usage import UsageTracker
-from utils.redact import redact
-from utils.stop_signals import STOP_CODES, stop_cause, stop_status
+from cupid.utils.benchmark.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
+from cupid.utils.executor import iter_with_progress
+from cupid.utils.io import STORAGE_EXIT, StorageError, clean_orphan_tmp
+from cupid.utils.models.batch import BatchRunner
+from cupid.utils.models.errors import ModelConfigurationError, ModelError, RunCancelled
+from cupid.utils.models.limits import parse_rate_limit, set_user_limits
+from cupid.utils.models.registry import check_models, resolve_model
+from cupid.utils.models.retry import CANCEL
+from cupid.utils.models.usage import UsageTracker
+from cupid.utils.redact import redact
+from cupid.utils.stop_signals import STOP_CODES, stop_cause, stop_status
 
 log = logging.getLogger("cupid.evaluation")
 
@@ -383,7 +383,7 @@ def invocation_record(run: Invocation, outcomes: dict, batched: set[str], stop: 
 
 def parameter_adaptations(models) -> dict:
     """{model name: adaptations learned} for this run's models (utils/models/adaptations.py)."""
-    from utils.models.adaptations import ADAPTATIONS
+    from cupid.utils.models.adaptations import ADAPTATIONS
 
     names = {m.name for m in models if m is not None}
     return {name: items for name, items in ADAPTATIONS.snapshot().items() if name in names}

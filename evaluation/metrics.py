@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from utils.benchmark.answers.release import LABEL_SCORES
+from cupid.utils.benchmark.answers.release import LABEL_SCORES
 
 
 def label_score(label: str) -> float:

@@ -12,21 +12,21 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence
 
-from utils.benchmark.answers import release as release_parsing
-from evaluation import steps as S
-from evaluation.aggregate import InstanceOutcome, release_outcomes_of_record
-from evaluation.prompt_layouts import format_session_log, relevant_positions
-from evaluation.metrics import InferenceCounts
-from evaluation.store import InstanceRecord, RunStore, now
-from evaluation.stored_values import record_problems, step_output_problem
-from utils.benchmark.dataset import Instance, Session
-from utils.io import atomic_write_json, read_json
-from utils.benchmark.decomposer import decompose
-from utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
-from utils.models.errors import ModelConfigurationError, RunCancelled
-from utils.models.model import Model
-from utils.models.retry import cancel_all
-from utils.benchmark.step_runner import StepFailed, StepResult
+from cupid.utils.benchmark.answers import release as release_parsing
+from cupid.evaluation import steps as S
+from cupid.evaluation.aggregate import InstanceOutcome, release_outcomes_of_record
+from cupid.evaluation.prompt_layouts import format_session_log, relevant_positions
+from cupid.evaluation.metrics import InferenceCounts
+from cupid.evaluation.store import InstanceRecord, RunStore, now
+from cupid.evaluation.stored_values import record_problems, step_output_problem
+from cupid.utils.benchmark.dataset import Instance, Session
+from cupid.utils.io import atomic_write_json, read_json
+from cupid.utils.benchmark.decomposer import decompose
+from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
+from cupid.utils.models.errors import ModelConfigurationError, RunCancelled
+from cupid.utils.models.model import Model
+from cupid.utils.models.retry import cancel_all
+from cupid.utils.benchmark.step_runner import StepFailed, StepResult
 
 log = logging.getLogger("cupid.evaluation")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from utils.benchmark.dataset import Instance, Session
+from cupid.utils.benchmark.dataset import Instance, Session
 
 
 def format_session_log(sessions: Iterable[Session]) -> str:

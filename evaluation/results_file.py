@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evaluation.aggregate import aggregate_records, recorded_usage
-from evaluation.pipeline import Evaluation
-from evaluation.store import RunStore
+from cupid.evaluation.aggregate import aggregate_records, recorded_usage
+from cupid.evaluation.pipeline import Evaluation
+from cupid.evaluation.store import RunStore
 
 
 def write_results(store: RunStore, evaluation: Evaluation, args: argparse.Namespace, data_source: str,

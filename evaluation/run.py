@@ -21,22 +21,22 @@ import sys
 import time
 from pathlib import Path
 
-from evaluation.flags import build_parser, error, flag_conflict, setup_logging
-from evaluation.console import print_summary, print_sweep_table
-from evaluation.invocation import (STORAGE_EXIT, Invocation, Refused, Stop, batch_rounds, check_run_dir,
+from cupid.evaluation.flags import build_parser, error, flag_conflict, setup_logging
+from cupid.evaluation.console import print_summary, print_sweep_table
+from cupid.evaluation.invocation import (STORAGE_EXIT, Invocation, Refused, Stop, batch_rounds, check_run_dir,
                                    invocation_record, load_data, open_run_dir, resolve_models,
                                    run_instances)
-from evaluation.results_file import storage_safe_note, write_results
-from evaluation.shards import parse_shard
-from evaluation.stopping import exit_now, worker_threads
-from evaluation.store import now
-from evaluation.sweep import sweep_runs
-from utils.io import StorageError
-from utils.models.cache import CACHE_DIR, ResponseCache
-from utils.models.registry import resolve_model
-from utils.models.retry import reset_cancel
-from utils.redact import redact
-from utils.stop_signals import STOP_CODES, SignalGuard, stop_cause, stop_status
+from cupid.evaluation.results_file import storage_safe_note, write_results
+from cupid.evaluation.shards import parse_shard
+from cupid.evaluation.stopping import exit_now, worker_threads
+from cupid.evaluation.store import now
+from cupid.evaluation.sweep import sweep_runs
+from cupid.utils.io import StorageError
+from cupid.utils.models.cache import CACHE_DIR, ResponseCache
+from cupid.utils.models.registry import resolve_model
+from cupid.utils.models.retry import reset_cancel
+from cupid.utils.redact import redact
+from cupid.utils.stop_signals import STOP_CODES, SignalGuard, stop_cause, stop_status
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json and not args.dry_run:
         parser.error("--json goes with --dry_run")
     if args.dry_run:
-        from evaluation import dry_run
+        from cupid.evaluation import dry_run
         return dry_run.main(runs, as_json=args.json)
     shared = SharedResources()
     with shared.signals:  # SIGTERM and SIGHUP handled as Ctrl-C until the runs end

@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from evaluation.report.results import Run, load_runs, outcome
-from utils.models.usage import estimate_cost
+from cupid.evaluation.report.results import Run, load_runs, outcome
+from cupid.utils.models.usage import estimate_cost
 
 # Instance-level steps (shared by every scorer of the instance), then the scorer's steps.
 INSTANCE_STEPS = ("summarize", "infer", "generate")
@@ -33,7 +33,7 @@ def sample_rows(results_dir: str | Path, *, data_paths: Iterable[str | Path] | N
     directory or one run directory). ``data_paths``: the instances' data, for the request,
     context factor and ground truth (default: each run.json's data source). ``notes``
     collects what could not be read (directories left out, data not found)."""
-    from evaluation.report.instance_data import load_instance_data
+    from cupid.evaluation.report.instance_data import load_instance_data
 
     notes = [] if notes is None else notes
     runs = load_runs(results_dir, notes) if runs is None else runs

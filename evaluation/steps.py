@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 from typing import Callable, Sequence
 
-from utils.benchmark.answers import ours as parsing
-from evaluation.prompt_layouts import format_checklist, format_checklist_bullets, format_session_log
-from utils.benchmark import decomposer
-from utils.benchmark.dataset import Session
-from utils.models.model import Model
-from utils.prompts import load_prompt
-from utils.benchmark.step_runner import StepResult, decoding_aid, run_prompt, text_sha256
+from cupid.utils.benchmark.answers import ours as parsing
+from cupid.evaluation.prompt_layouts import format_checklist, format_checklist_bullets, format_session_log
+from cupid.utils.benchmark import decomposer
+from cupid.utils.benchmark.dataset import Session
+from cupid.utils.models.model import Model
+from cupid.utils.prompts import load_prompt
+from cupid.utils.benchmark.step_runner import StepResult, decoding_aid, run_prompt, text_sha256
 
 PROMPTS = {
     "infer": "evaluation/preference_inferrer",

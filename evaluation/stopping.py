@@ -9,8 +9,8 @@ import sys
 import threading
 import time
 
-from evaluation.pipeline import Evaluation
-from utils.models.retry import cancel_all
+from cupid.evaluation.pipeline import Evaluation
+from cupid.utils.models.retry import cancel_all
 
 
 def worker_threads() -> list[threading.Thread]:

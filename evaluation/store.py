@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from evaluation.prompt_layouts import approx_tokens, format_session_log, relevant_positions
-from utils.benchmark.dataset import Instance, safe_name
-from utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
-from utils.redact import redact
+from cupid.evaluation.prompt_layouts import approx_tokens, format_session_log, relevant_positions
+from cupid.utils.benchmark.dataset import Instance, safe_name
+from cupid.utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
+from cupid.utils.redact import redact
 
 log = logging.getLogger("cupid.evaluation.store")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from evaluation.metrics import InferenceCounts
-from utils.benchmark.answers.release import LABEL_SCORES
+from cupid.evaluation.metrics import InferenceCounts
+from cupid.utils.benchmark.answers.release import LABEL_SCORES
 
 
 def _is_number(value: Any) -> bool:

@@ -10,9 +10,9 @@ import copy
 import difflib
 from pathlib import Path
 
-from evaluation.flags import flag_conflict
-from evaluation.shards import parse_shard
-from utils.command_line import generation_params
+from cupid.evaluation.flags import flag_conflict
+from cupid.evaluation.shards import parse_shard
+from cupid.utils.command_line import generation_params
 
 
 # ---------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from utils.command_line import namespace_from_kwargs
+from cupid.utils.command_line import namespace_from_kwargs
 
 
 @dataclass
@@ -53,11 +53,11 @@ def synthesize(*, output_dir: str | Path = "synthetic_data", **flags: Any) -> Sy
     of the run holding it), before any model is made, when another run (a command or
     another ``synthesize()``) is writing to ``output_dir``.
     """
-    from synthesis.pipeline import run_synthesis
-    from synthesis.run import build_parser, setup_logging, synthesis_config
-    from utils.io import clean_orphan_tmp
+    from cupid.synthesis.pipeline import run_synthesis
+    from cupid.synthesis.run import build_parser, setup_logging, synthesis_config
+    from cupid.utils.io import clean_orphan_tmp
 
-    from utils.models.limits import parse_rate_limit, set_user_limits
+    from cupid.utils.models.limits import parse_rate_limit, set_user_limits
 
     for name in ("dry_run", "json"):
         if name in flags:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import re
 from typing import Generator
 
-from utils.models.asking import NoUsableAnswer, ask_until_usable
-from utils.models.errors import ModelCallFailed
-from utils.models.model import Model
-from utils.benchmark.answers.reading import ParseError
-from utils.benchmark.step_runner import StepFailed
-from utils.prompts import load_prompt
+from cupid.utils.models.asking import NoUsableAnswer, ask_until_usable
+from cupid.utils.models.errors import ModelCallFailed
+from cupid.utils.models.model import Model
+from cupid.utils.benchmark.answers.reading import ParseError
+from cupid.utils.benchmark.step_runner import StepFailed
+from cupid.utils.prompts import load_prompt
 
 USER_PROMPT = "synthesis/user_simulator"
 ASSISTANT_PROMPT = "synthesis/assistant_simulator"

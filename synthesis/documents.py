@@ -23,8 +23,8 @@ import re
 import unicodedata
 from typing import Any, Sequence
 
-from synthesis.taxonomy import canonical_type
-from utils.benchmark.answers.reading import ParseError
+from cupid.synthesis.taxonomy import canonical_type
+from cupid.utils.benchmark.answers.reading import ParseError
 
 
 # ---------------------------------------------------------------------------------------

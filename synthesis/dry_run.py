@@ -14,19 +14,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from synthesis import personas as persona_stage
-from synthesis.dialogues import assistant_reply, ask_user_simulator, opening_turn, user_simulator_system_prompt
-from synthesis.factors import generate_factors
-from synthesis.journey import FINAL, persona_journey
-from synthesis.outputs import OutputDir
-from synthesis.sessions import generate_sessions
-from synthesis.settings import SettingsError, SynthesisConfig, stage_models
-from synthesis.taxonomy import load_occupations, load_taxonomy
-from utils.benchmark.decomposer import decompose
-from utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
+from cupid.synthesis import personas as persona_stage
+from cupid.synthesis.dialogues import assistant_reply, ask_user_simulator, opening_turn, user_simulator_system_prompt
+from cupid.synthesis.factors import generate_factors
+from cupid.synthesis.journey import FINAL, persona_journey
+from cupid.synthesis.outputs import OutputDir
+from cupid.synthesis.sessions import generate_sessions
+from cupid.synthesis.settings import SettingsError, SynthesisConfig, stage_models
+from cupid.synthesis.taxonomy import load_occupations, load_taxonomy
+from cupid.utils.benchmark.decomposer import decompose
+from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
                            print_forecast, render, summary)
-from utils.io import read_json
-from utils.models.errors import ModelError
+from cupid.utils.io import read_json
+from cupid.utils.models.errors import ModelError
 
 DESCRIPTION_TOKENS = 250      # one persona's description (and its occupation) in the answer
 FACTOR_TOKENS = 80            # one context factor with its preference and task types

@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from utils.models.model import Model
-from synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, normalize, one_of,
+from cupid.utils.models.model import Model
+from cupid.synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, normalize, one_of,
                                  same_text, taxonomy_field, text_field)
-from utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
-from utils.benchmark.step_runner import generate_validated
-from utils.models.asking import Answer
-from synthesis.taxonomy import Taxonomy, canonical_type
-from utils.prompts import load_prompt
+from cupid.utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
+from cupid.utils.benchmark.step_runner import generate_validated
+from cupid.utils.models.asking import Answer
+from cupid.synthesis.taxonomy import Taxonomy, canonical_type
+from cupid.utils.prompts import load_prompt
 
 PROMPT = "synthesis/context_factors_generator"
 # As the release sends them (context_factors_generator.py's constructor).

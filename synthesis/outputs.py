@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from utils.benchmark.dataset import make_instance_id
-from utils.io import FileLock, StorageError, atomic_write_json, check_writable, read_json
+from cupid.utils.benchmark.dataset import make_instance_id
+from cupid.utils.io import FileLock, StorageError, atomic_write_json, check_writable, read_json
 
 log = logging.getLogger("synthesis.pipeline")
 

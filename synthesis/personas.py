@@ -14,11 +14,11 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from synthesis.documents import TEXT, exactly, json_object, mapping, text_field
-from utils.benchmark.answers.reading import ParseError, as_list, parse_json
-from utils.benchmark.step_runner import generate_validated
-from synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy, load_occupations
-from utils.prompts import load_prompt
+from cupid.synthesis.documents import TEXT, exactly, json_object, mapping, text_field
+from cupid.utils.benchmark.answers.reading import ParseError, as_list, parse_json
+from cupid.utils.benchmark.step_runner import generate_validated
+from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy, load_occupations
+from cupid.utils.prompts import load_prompt
 
 log = logging.getLogger(__name__)
 

@@ -27,29 +27,29 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator
 
-from utils.models.batch import BatchDeferred, runner_for
-from utils.models.cache import CACHE_DIR, ResponseCache
-from utils.models.model import Model
-from utils.models.registry import check_models
-from utils.models.retry import cancel_all, reset_cancel
-from synthesis import personas as persona_stage
-from synthesis.dialogues import dialogue_steps
-from synthesis.factors import generate_factors
-from synthesis.instances import INSTANCE_TYPES, persona_instances
-from synthesis.journey import FINAL, persona_journey
-from synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner, run_batched
-from synthesis.sessions import generate_sessions
-from synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
+from cupid.utils.models.batch import BatchDeferred, runner_for
+from cupid.utils.models.cache import CACHE_DIR, ResponseCache
+from cupid.utils.models.model import Model
+from cupid.utils.models.registry import check_models
+from cupid.utils.models.retry import cancel_all, reset_cancel
+from cupid.synthesis import personas as persona_stage
+from cupid.synthesis.dialogues import dialogue_steps
+from cupid.synthesis.factors import generate_factors
+from cupid.synthesis.instances import INSTANCE_TYPES, persona_instances
+from cupid.synthesis.journey import FINAL, persona_journey
+from cupid.synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner, run_batched
+from cupid.synthesis.sessions import generate_sessions
+from cupid.synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
                                 model_label, stage_models)
-from synthesis.outputs import (BATCHES_FILE, Failure, FailureLog, OutputDir, OutputDirInUse,
+from cupid.synthesis.outputs import (BATCHES_FILE, Failure, FailureLog, OutputDir, OutputDirInUse,
                                output_dir_lock)
-from synthesis.summary import StageStats, write_summary
-from synthesis.taxonomy import load_taxonomy
-from utils.benchmark.decomposer import decompose_preference
-from utils.benchmark.step_runner import StepFailed
-from utils.io import StorageError, atomic_write_json, check_writable, read_json
-from utils.models.asking import Answer
-from utils.stop_signals import stop_cause
+from cupid.synthesis.summary import StageStats, write_summary
+from cupid.synthesis.taxonomy import load_taxonomy
+from cupid.utils.benchmark.decomposer import decompose_preference
+from cupid.utils.benchmark.step_runner import StepFailed
+from cupid.utils.io import StorageError, atomic_write_json, check_writable, read_json
+from cupid.utils.models.asking import Answer
+from cupid.utils.stop_signals import stop_cause
 
 __all__ = ["OutputDirInUse", "SettingsError", "SettingsMismatch", "Synthesis", "SynthesisConfig",
            "run_synthesis"]

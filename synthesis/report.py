@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from utils.html_page import esc, page
-from utils.io import atomic_write_text, read_json
+from cupid.utils.html_page import esc, page
+from cupid.utils.io import atomic_write_text, read_json
 
 ROLE_TITLES = {"A": "A (current factor, original preference)", "A'": "A' (current factor, changed preference)",
                "B": "B (contrastive factor)", "other": "other factor", "final": "final (the current request)"}

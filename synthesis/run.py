@@ -29,10 +29,10 @@ ROLE_FLAGS = ("model", "user_model", "assistant_model", "decomposer_model")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import config
-    from synthesis.journey import MIN_SESSIONS
-    from synthesis.pipeline import SynthesisConfig
-    from utils.command_line import Parser, non_negative_int, positive_int, program_name
+    from cupid import config
+    from cupid.synthesis.journey import MIN_SESSIONS
+    from cupid.synthesis.pipeline import SynthesisConfig
+    from cupid.utils.command_line import Parser, non_negative_int, positive_int, program_name
 
     d = SynthesisConfig()
     p = Parser(prog=program_name("python -m synthesis.run"), description=__doc__.split("\n\n")[0],
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "resumes them. The simulators and the decomposer answer online")
     p.add_argument("--log_file", default=None, help="also write the log to this file")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bars")
-    from synthesis.dry_run import add_arguments
+    from cupid.synthesis.dry_run import add_arguments
 
     add_arguments(p)
     return p
@@ -87,18 +87,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def setup_logging(log_file: str | None) -> None:
     """Raises StorageError when the log file cannot be opened (before anything is run)."""
-    from utils.io import open_log_file
+    from cupid.utils.io import open_log_file
 
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file:  # a write refused later is one warning; the run goes on without the log
         handlers.append(open_log_file(log_file))
     # Our own messages at INFO; libraries (HTTP clients log every request) at WARNING.
-    from utils.redact import RedactingFormatter
+    from cupid.utils.redact import RedactingFormatter
 
     formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     for handler in handlers:  # no key reaches the console or the log file
         handler.setFormatter(formatter)
-    from utils.models.cache import PRINTED
+    from cupid.utils.models.cache import PRINTED
 
     handlers[0].addFilter(lambda record: not getattr(record, PRINTED, False))  # printed once already
     logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True)
@@ -110,8 +110,8 @@ def setup_logging(log_file: str | None) -> None:
 def role_models(args: argparse.Namespace) -> dict[str, str]:
     """The model of each role: its own flag, else --all_models (or --embedded), else the
     release's default."""
-    import config
-    from synthesis.pipeline import SynthesisConfig
+    from cupid import config
+    from cupid.synthesis.pipeline import SynthesisConfig
 
     every = config.EMBEDDED_MODEL if args.embedded else args.all_models
     defaults = SynthesisConfig()
@@ -123,7 +123,7 @@ def role_models(args: argparse.Namespace) -> dict[str, str]:
 
 def synthesis_config(args: argparse.Namespace):
     """The SynthesisConfig of parsed flags (the command line's, or synthesize()'s)."""
-    from synthesis.pipeline import SynthesisConfig
+    from cupid.synthesis.pipeline import SynthesisConfig
 
     if args.embedded and args.persona_seeds is None:
         args.persona_seeds = "bundled"
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.embedded and args.all_models:
         parser.error("give --embedded or --all_models, not both")
-    from utils.io import STORAGE_EXIT, StorageError, check_writable
+    from cupid.utils.io import STORAGE_EXIT, StorageError, check_writable
 
     try:
         setup_logging(args.log_file)
@@ -150,27 +150,27 @@ def main(argv: list[str] | None = None) -> int:
         storage_error(exc, "nothing was run; choose a log file where you can write, or none")
         return STORAGE_EXIT
     log = logging.getLogger("synthesis")
-    from utils.models.model import ModelConfigurationError
-    from synthesis.pipeline import OutputDirInUse, SettingsError, run_synthesis
-    from synthesis.personas import SeedSourceError
+    from cupid.utils.models.model import ModelConfigurationError
+    from cupid.synthesis.pipeline import OutputDirInUse, SettingsError, run_synthesis
+    from cupid.synthesis.personas import SeedSourceError
 
     cfg = synthesis_config(args)
     if args.json and not args.dry_run:
         parser.error("--json goes with --dry_run")
     if args.dry_run:
-        from synthesis import dry_run
+        from cupid.synthesis import dry_run
 
         return dry_run.main(cfg, args.rate_limit, as_json=args.json)
     try:
-        from utils.models.limits import parse_rate_limit, set_user_limits
+        from cupid.utils.models.limits import parse_rate_limit, set_user_limits
 
         set_user_limits(dict(parse_rate_limit(spec) for spec in args.rate_limit))
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    from utils.io import clean_orphan_tmp
+    from cupid.utils.io import clean_orphan_tmp
 
-    from utils.stop_signals import SignalGuard, stop_cause, stop_status
+    from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
 
     try:
         check_writable(cfg.output_dir)  # before any model is made or called
@@ -248,7 +248,7 @@ def remedy(exc: OSError) -> str:
 def storage_error(exc: OSError, safe: str) -> None:
     """The file system refused a write: one line naming the file and the operation, one
     saying what is safe and what to do; no traceback."""
-    from utils.redact import redact
+    from cupid.utils.redact import redact
 
     print(redact(f"error: {exc}\nsafe: {safe}."), file=sys.stderr, flush=True)
 
@@ -257,6 +257,6 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except KeyboardInterrupt as exc:  # after the run's handlers were put back
-        from utils.stop_signals import stop_status
+        from cupid.utils.stop_signals import stop_status
 
         sys.exit(stop_status(exc))

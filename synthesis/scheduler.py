@@ -38,7 +38,7 @@ import threading
 from collections import Counter
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
-from utils.models.batch import MAX_ROUNDS, run_in_rounds
+from cupid.utils.models.batch import MAX_ROUNDS, run_in_rounds
 
 log = logging.getLogger("synthesis.pipeline")  # the driver's log: batch passes are its work
 

@@ -6,16 +6,16 @@ from typing import Any
 
 import yaml
 
-from utils.models.model import Model
-from synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, one_of, same_text,
+from cupid.utils.models.model import Model
+from cupid.synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, one_of, same_text,
                                  taxonomy_field, text_field)
-from utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
-from synthesis.factors import PREFERENCE
-from utils.benchmark.step_runner import generate_validated
-from utils.models.asking import Answer
-from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure
-from synthesis.taxonomy import Taxonomy
-from utils.prompts import load_prompt
+from cupid.utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
+from cupid.synthesis.factors import PREFERENCE
+from cupid.utils.benchmark.step_runner import generate_validated
+from cupid.utils.models.asking import Answer
+from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure
+from cupid.synthesis.taxonomy import Taxonomy
+from cupid.utils.prompts import load_prompt
 
 PROMPT = "synthesis/sessions_generator"
 # As the release sends them (sessions_generator.py's constructor).

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import config
-from utils.models.model import Model
-from utils.models.registry import resolve_model
-from synthesis.journey import MIN_SESSIONS
-from synthesis.personas import BATCH_SIZE as PERSONA_BATCH_SIZE, SEED
-from utils.benchmark import decomposer
-from utils.io import atomic_write_json, read_json
+from cupid import config
+from cupid.utils.models.model import Model
+from cupid.utils.models.registry import resolve_model
+from cupid.synthesis.journey import MIN_SESSIONS
+from cupid.synthesis.personas import BATCH_SIZE as PERSONA_BATCH_SIZE, SEED
+from cupid.utils.benchmark import decomposer
+from cupid.utils.io import atomic_write_json, read_json
 
 # Settings that shape the data: a rerun into the same directory must use the same ones.
 SHAPING_SETTINGS = ("model", "user_model", "assistant_model", "decomposer_model", "n_factors",

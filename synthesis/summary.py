@@ -6,10 +6,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from synthesis.instances import INSTANCE_TYPES
-from synthesis.outputs import FailureLog
-from synthesis.settings import SynthesisConfig, shaping_settings
-from utils.io import atomic_write_json, read_json
+from cupid.synthesis.instances import INSTANCE_TYPES
+from cupid.synthesis.outputs import FailureLog
+from cupid.synthesis.settings import SynthesisConfig, shaping_settings
+from cupid.utils.io import atomic_write_json, read_json
 
 
 class SynthesisRun(Protocol):

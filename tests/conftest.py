@@ -23,7 +23,7 @@ for path in (ROOT / "tests" / "support", ROOT):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-import config  # noqa: E402
+from cupid import config  # noqa: E402
 from fake_llm_server import FakeLLMServer  # noqa: E402
 
 # Every variable through which a real key, account or endpoint could leak into a test.
@@ -57,10 +57,10 @@ def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
         logger.handlers[:] = handlers
         logger.setLevel(level)
     # Clients and limiters are keyed by base URL; the next test's server has another port.
-    from utils.models.adaptations import reset_adaptations
-    from utils.models.hosted import reset_clients
-    from utils.models.limits import reset_limiters
-    from utils.models.retry import reset_cancel
+    from cupid.utils.models.adaptations import reset_adaptations
+    from cupid.utils.models.hosted import reset_clients
+    from cupid.utils.models.limits import reset_limiters
+    from cupid.utils.models.retry import reset_cancel
 
     reset_clients()
     reset_limiters()

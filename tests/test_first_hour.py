@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.console import print_summary
-from evaluation.store import run_dir_for
-from evaluation.console import ProgressLog
+from cupid.evaluation.console import print_summary
+from cupid.evaluation.store import run_dir_for
+from cupid.evaluation.console import ProgressLog
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,7 +76,7 @@ def test_readme_override_directory_is_what_is_written():
 
 
 def test_synthesis_help_explains_the_size_flags(capsys):
-    from synthesis.run import build_parser
+    from cupid.synthesis.run import build_parser
 
     text = build_parser().format_help()
     for flag, default in (("--n_personas", 4), ("--n_factors", 8), ("--n_sessions", 13)):

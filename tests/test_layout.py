@@ -27,16 +27,16 @@ def test_synthesis_and_utils_import_nothing_from_evaluation():
     offenders = [f"{path.relative_to(ROOT)} imports {name}"
                  for folder in ("synthesis", "utils") for path in sorted((ROOT / folder).rglob("*.py"))
                  for name in sorted(imported_modules(path))
-                 if name == "evaluation" or name.startswith("evaluation.")]
+                 if name == "cupid.evaluation" or name.startswith("cupid.evaluation.")]
     assert offenders == []
 
 
-SHARED_MODULES = ["utils.models.registry", "utils.models.model", "utils.models.errors",
-                  "utils.models.request", "utils.models.retry", "utils.models.usage",
-                  "utils.models.cache", "utils.models.asking", "utils.benchmark.step_runner",
-                  "utils.benchmark.decomposer", "utils.benchmark.answers.reading",
-                  "utils.benchmark.answers.ours", "utils.benchmark.dataset",
-                  "utils.benchmark.answers.release", "evaluation.run"]
+SHARED_MODULES = ["cupid.utils.models.registry", "cupid.utils.models.model", "cupid.utils.models.errors",
+                  "cupid.utils.models.request", "cupid.utils.models.retry", "cupid.utils.models.usage",
+                  "cupid.utils.models.cache", "cupid.utils.models.asking", "cupid.utils.benchmark.step_runner",
+                  "cupid.utils.benchmark.decomposer", "cupid.utils.benchmark.answers.reading",
+                  "cupid.utils.benchmark.answers.ours", "cupid.utils.benchmark.dataset",
+                  "cupid.utils.benchmark.answers.release", "cupid.evaluation.run"]
 
 
 @pytest.mark.parametrize("module", SHARED_MODULES)
@@ -47,8 +47,8 @@ def test_each_module_imports_first_in_a_fresh_interpreter(module):
 
 
 def test_the_extension_point_re_exports_its_names_from_their_homes():
-    import evaluation.models.model as old_path
-    from utils.models import cache, errors, model, registry, request
+    import cupid.utils.models as package
+    from cupid.utils.models import cache, errors, model, registry, request
 
     homes = {"Model": model, "register_model": registry, "register_provider": registry,
              "Completion": request, "Message": request, "Request": request, "Usage": request,
@@ -58,7 +58,7 @@ def test_the_extension_point_re_exports_its_names_from_their_homes():
     assert sorted(model.__all__) == sorted(homes)
     for name, home in homes.items():
         assert getattr(model, name) is getattr(home, name), name
-        assert getattr(old_path, name) is getattr(home, name), name
+        assert getattr(package, name) is getattr(home, name), name
 
 
 # ---------------------------------------------------------------------------------------
@@ -69,15 +69,17 @@ NOT_MIRRORS = {"support", "golden", "artifacts", "__pycache__"}
 
 
 def test_the_product_is_imported_from_the_repository_not_from_a_test_folder():
-    import config
-    import evaluation
-    import evaluation.report
-    import synthesis
-    import utils
-    import utils.benchmark
-    import utils.models
+    from cupid import config
+    import cupid.evaluation
+    import cupid.evaluation.report
+    import cupid.synthesis
+    import cupid.utils
+    import cupid.utils.benchmark
+    import cupid.utils.models
 
-    for module in (config, evaluation, evaluation.report, synthesis, utils, utils.benchmark, utils.models):
+    import cupid
+    for module in (config, cupid.evaluation, cupid.evaluation.report, cupid.synthesis,
+                   cupid.utils, cupid.utils.benchmark, cupid.utils.models):
         path = Path(module.__file__).resolve()
         assert TESTS not in path.parents and path.is_relative_to(ROOT), (module.__name__, path)
 

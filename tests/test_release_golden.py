@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-import config
+from cupid import config
 from fake_llm_server import FakeLLMServer
 from release_responder import Script
 from synthesis_responder import ScriptedSynthesis, stage_of
-from synthesis.taxonomy import BUNDLED_SEEDS_FILE
+from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "release"
@@ -99,7 +99,7 @@ def test_evaluation_requests_are_the_releases(tmp_path, mode):
     with FakeLLMServer(responder=script) as server:
         # The matcher's name too: the run's pre-flight asks the server for it.
         server.models = [EVALUATION["evaluated"], EVALUATION["evaluator"], "kixlab/prefmatcher-7b"]
-        cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(tmp_path / "results"),
+        cmd = [sys.executable, "-m", "cupid.evaluation.run", "--results_dir", str(tmp_path / "results"),
                "--model", EVALUATION["evaluated"], "--evaluator", EVALUATION["evaluator"],
                "--data_dir", str(data), "--task", "both", "--no_cache", "--n_workers", "2"]
         if mode == "prefmatcher":
@@ -136,7 +136,7 @@ def test_synthesis_requests_are_the_releases(tmp_path):
     expected = golden("synthesis_requests")
     sizes = expected["sizes"]
     with FakeLLMServer(responder=ScriptedSynthesis()) as server:
-        cmd = [sys.executable, "-m", "synthesis.run", "--model", expected["model"],
+        cmd = [sys.executable, "-m", "cupid.synthesis.run", "--model", expected["model"],
                "--output_dir", str(tmp_path / "out"), "--persona_seeds", str(BUNDLED_SEEDS_FILE),
                "--n_personas", sizes["n_personas"], "--n_factors", sizes["n_factors"],
                "--n_sessions", sizes["n_sessions"], "--max_turns", sizes["max_turns"],

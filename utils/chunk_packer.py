@@ -25,8 +25,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
-from utils.html_page import gzip_text
-from utils.word_codes import WordCodebook
+from cupid.utils.html_page import gzip_text
+from cupid.utils.word_codes import WordCodebook
 
 _HEADER = struct.Struct(">cI")
 _ROOT = Path(__file__).resolve().parent.parent
@@ -125,7 +125,7 @@ class _Worker:
     def __init__(self):
         self._process = subprocess.Popen(
             [sys.executable, "-I", "-c",
-             f"import sys; sys.path.insert(0, {str(_ROOT)!r}); from utils.chunk_packer import serve; serve()"],
+             f"import sys; sys.path.insert(0, {str(_ROOT)!r}); from cupid.utils.chunk_packer import serve; serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._outbox: queue.Queue[tuple[bytes, bytes] | None] = queue.Queue()
         self._waiting: queue.Queue[Future[str]] = queue.Queue()

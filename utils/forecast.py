@@ -14,10 +14,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from utils.models.model import Model
-from utils.models.request import Request
-from utils.models.tokens import CHARS_PER_TOKEN, estimate_tokens
-from utils.models.usage import estimate_cost
+from cupid.utils.models.model import Model
+from cupid.utils.models.request import Request
+from cupid.utils.models.tokens import CHARS_PER_TOKEN, estimate_tokens
+from cupid.utils.models.usage import estimate_cost
 
 TOKEN_COUNTING = (f"tokens are estimated from text length (utils/models/tokens.py estimate_tokens, "
                   f"{CHARS_PER_TOKEN:g} characters a token) of each request's system prompt and "
@@ -114,7 +114,7 @@ def batchable(model: Model) -> bool:
 
 def parse_limits(specs: Iterable[str]) -> dict:
     """--rate_limit specs -> {model name or "*": UserLimits} (ValueError on a bad spec)."""
-    from utils.models.limits import parse_rate_limit
+    from cupid.utils.models.limits import parse_rate_limit
 
     return dict(parse_rate_limit(spec) for spec in specs)
 

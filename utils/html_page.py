@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from utils.word_codes import WordCodebook
+from cupid.utils.word_codes import WordCodebook
 
 try:
     import deflate as _libdeflate

@@ -20,11 +20,11 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from evaluation.prompt_layouts import format_session_log  # noqa: E402
-from utils.benchmark.dataset import make_instance_id, parse_instance  # noqa: E402
-from synthesis.instances import build_instances  # noqa: E402
-from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, check_journey  # noqa: E402
-from utils.io import atomic_write_json  # noqa: E402
+from cupid.evaluation.prompt_layouts import format_session_log  # noqa: E402
+from cupid.utils.benchmark.dataset import make_instance_id, parse_instance  # noqa: E402
+from cupid.synthesis.instances import build_instances  # noqa: E402
+from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, check_journey  # noqa: E402
+from cupid.utils.io import atomic_write_json  # noqa: E402
 
 CONTENT = Path(__file__).resolve().with_name("sample_content.yaml")
 N_FACTORS = 8

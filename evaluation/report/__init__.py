@@ -13,8 +13,8 @@
     compare_data.py the compare view's paired differences;  export.py  the per-sample rows
     command.py      the command line
 """
-from evaluation.report.build import ReportFiles, build_report
-from evaluation.report.command import main
-from evaluation.report.format import CSV_COLUMNS
+from cupid.evaluation.report.build import ReportFiles, build_report
+from cupid.evaluation.report.command import main
+from cupid.evaluation.report.format import CSV_COLUMNS
 
 __all__ = ["CSV_COLUMNS", "ReportFiles", "build_report", "main"]

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from utils.benchmark.dataset import INSTANCE_TYPES
-from evaluation.metrics import micro_inference
-from evaluation.report import statistics as S
-from evaluation.report.format import DEFAULT_MIN_BIN_SIZE
-from evaluation.report.published import PAPER_MODELS, display_name, lookup, paper_model_name, scorer_kind
-from evaluation.report.results import Outcome, Run, load_runs, outcome
+from cupid.utils.benchmark.dataset import INSTANCE_TYPES
+from cupid.evaluation.metrics import micro_inference
+from cupid.evaluation.report import statistics as S
+from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
+from cupid.evaluation.report.published import PAPER_MODELS, display_name, lookup, paper_model_name, scorer_kind
+from cupid.evaluation.report.results import Outcome, Run, load_runs, outcome
 
 
 @dataclass

@@ -12,18 +12,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from evaluation.report.analysis import Analysis
-from evaluation.report.figure_data import (inference_generation_data, length_data, matcher_data,
+from cupid.evaluation.report.analysis import Analysis
+from cupid.evaluation.report.figure_data import (inference_generation_data, length_data, matcher_data,
                                            position_data, prf_bars_data)
-from evaluation.report.figures import plotter, pyplot
-from evaluation.report.format import (DEFAULT_MIN_BIN_SIZE, PAPER_EVALUATOR, md_table, render_csv)
-from evaluation.report.gaps import Gap, find_gaps, gaps_markdown
-from evaluation.report.published import paper_model_name, scorer_kind
-from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
-from evaluation.report.tables import (coverage_section, differences_section, generation_table,
+from cupid.evaluation.report.figures import plotter, pyplot
+from cupid.evaluation.report.format import (DEFAULT_MIN_BIN_SIZE, PAPER_EVALUATOR, md_table, render_csv)
+from cupid.evaluation.report.gaps import Gap, find_gaps, gaps_markdown
+from cupid.evaluation.report.published import paper_model_name, scorer_kind
+from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
+from cupid.evaluation.report.tables import (coverage_section, differences_section, generation_table,
                                       inference_table)
-from utils.cycle_collection import paused_cycle_collection
-from utils.io import atomic_write_text
+from cupid.utils.cycle_collection import paused_cycle_collection
+from cupid.utils.io import atomic_write_text
 
 
 @dataclass

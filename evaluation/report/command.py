@@ -17,13 +17,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from evaluation.report.build import build_report
-from evaluation.report.export import export_format, push_to_hub, write_samples
-from evaluation.report.format import DEFAULT_MIN_BIN_SIZE
-from evaluation.report.html_report import write_html_report
-from evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
-from utils.command_line import program_name
-from utils.io import StorageError, describe_os_error
+from cupid.evaluation.report.build import build_report
+from cupid.evaluation.report.export import export_format, push_to_hub, write_samples
+from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
+from cupid.evaluation.report.html_report import write_html_report
+from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
+from cupid.utils.command_line import program_name
+from cupid.utils.io import StorageError, describe_os_error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +105,7 @@ def write_failed(exc: OSError, path: object, advice: str) -> int:
 
 
 def export_samples(args, parser: argparse.ArgumentParser) -> int:
-    from evaluation.samples import sample_rows
+    from cupid.evaluation.samples import sample_rows
 
     if args.export:
         try:

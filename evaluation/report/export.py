@@ -13,7 +13,7 @@ import csv
 import json
 from pathlib import Path
 
-from utils.io import atomic_write_text
+from cupid.utils.io import atomic_write_text
 
 FORMATS = {".jsonl": "jsonl", ".parquet": "parquet", ".csv": "csv"}
 

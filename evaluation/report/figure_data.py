@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from utils.benchmark.dataset import safe_name
-from evaluation.metrics import micro_inference
-from evaluation.report import statistics as S
-from evaluation.report.analysis import Analysis
-from evaluation.report.format import fmt_pct, fmt_r, fmt_score, md_table
-from evaluation.report.results import Outcome, Run, history_of
+from cupid.utils.benchmark.dataset import safe_name
+from cupid.evaluation.metrics import micro_inference
+from cupid.evaluation.report import statistics as S
+from cupid.evaluation.report.analysis import Analysis
+from cupid.evaluation.report.format import fmt_pct, fmt_r, fmt_score, md_table
+from cupid.evaluation.report.results import Outcome, Run, history_of
 
 
 @dataclass

@@ -6,8 +6,8 @@ import csv
 import io
 from typing import Any, Callable
 
-from utils.benchmark.dataset import INSTANCE_TYPES
-from evaluation.report.statistics import Correlation, Estimate
+from cupid.utils.benchmark.dataset import INSTANCE_TYPES
+from cupid.evaluation.report.statistics import Correlation, Estimate
 
 # The evaluator (matcher, decomposer, judge) behind every published number (§2.3): a fact of
 # the paper, not a setting, so it does not follow config.DEFAULT_EVALUATOR.

@@ -19,8 +19,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import config
-from evaluation.report.results import Run
+from cupid import config
+from cupid.evaluation.report.results import Run
 
 # Figure 5 draws a correlation; fewer points give no r (analysis.pearson).
 MIN_MODELS_FOR_CORRELATION = 3

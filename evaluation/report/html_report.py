@@ -19,15 +19,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from evaluation.report import statistics as S
-from evaluation.report.analysis import Analysis
-from evaluation.report.instance_data import load_instance_data
-from evaluation.report.payload import Payload
-from evaluation.report.published import display_name
-from evaluation.report.results import Run
-from evaluation.report.statistics import one_blas_thread
-from utils.cycle_collection import paused_cycle_collection
-from utils.html_page import chunk_element, chunked_page, esc, markdown_to_html, write_page
+from cupid.evaluation.report import statistics as S
+from cupid.evaluation.report.analysis import Analysis
+from cupid.evaluation.report.instance_data import load_instance_data
+from cupid.evaluation.report.payload import Payload
+from cupid.evaluation.report.published import display_name
+from cupid.evaluation.report.results import Run
+from cupid.evaluation.report.statistics import one_blas_thread
+from cupid.utils.cycle_collection import paused_cycle_collection
+from cupid.utils.html_page import chunk_element, chunked_page, esc, markdown_to_html, write_page
 
 
 def _worst_section(payload: Payload) -> str:

@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from evaluation.data import InstanceSource
-from evaluation.report.results import Run
-from utils.benchmark.dataset import DataValidationError, Instance
+from cupid.evaluation.data import InstanceSource
+from cupid.evaluation.report.results import Run
+from cupid.utils.benchmark.dataset import DataValidationError, Instance
 
 
 def _source_specs(runs: list[Run], data_paths: Iterable[str | Path] | None,

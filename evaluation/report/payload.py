@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from evaluation.report.analysis import Analysis
-from evaluation.report.compare_data import paired_entries
-from evaluation.report.published import display_name
-from evaluation.report.results import Run, history_of, setting_order
-from utils.benchmark.dataset import Instance
-from utils.chunk_packer import ChunkPacker, PackedChunk
-from utils.html_page import compact_json
-from utils.models.catalog import price_of
-from utils.models.usage import cost_at
-from utils.word_codes import WordCodebook
+from cupid.evaluation.report.analysis import Analysis
+from cupid.evaluation.report.compare_data import paired_entries
+from cupid.evaluation.report.published import display_name
+from cupid.evaluation.report.results import Run, history_of, setting_order
+from cupid.utils.benchmark.dataset import Instance
+from cupid.utils.chunk_packer import ChunkPacker, PackedChunk
+from cupid.utils.html_page import compact_json
+from cupid.utils.models.catalog import price_of
+from cupid.utils.models.usage import cost_at
+from cupid.utils.word_codes import WordCodebook
 
 STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage")
 # Instances per detail chunk and sessions per sessions chunk: an instance page inflates only

@@ -14,7 +14,7 @@ import json
 import re
 from functools import lru_cache
 
-import config
+from cupid import config
 
 PUBLISHED_DIR = config.PUBLISHED_DIR
 TABLE_FILES = ("table1", "table3", "table9", "table10", "table11")

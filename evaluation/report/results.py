@@ -14,10 +14,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
-from evaluation.metrics import InferenceCounts
-from evaluation.stored_values import read_generation, read_inference
-from evaluation.store import MANIFEST, SETTINGS, is_instance_file, is_results_file
-from utils.io import read_json
+from cupid.evaluation.metrics import InferenceCounts
+from cupid.evaluation.stored_values import read_generation, read_inference
+from cupid.evaluation.store import MANIFEST, SETTINGS, is_instance_file, is_results_file
+from cupid.utils.io import read_json
 
 # Which steps each task's result depends on: (instance-level steps, scorer-level steps).
 TASK_STEPS = {

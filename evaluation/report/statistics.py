@@ -17,7 +17,7 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from evaluation.metrics import InferenceCounts, f1_score
+from cupid.evaluation.metrics import InferenceCounts, f1_score
 
 DEFAULT_N_BOOTSTRAP = 1000
 DEFAULT_CONFIDENCE = 0.95

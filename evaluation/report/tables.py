@@ -3,12 +3,12 @@ published numbers beside ours, coverage (what was evaluated, failed, missing) an
 differences between settings and models."""
 from __future__ import annotations
 
-from evaluation.report import statistics as S
-from evaluation.report.analysis import Analysis
-from evaluation.report.format import (GROUPS, PAPER_EVALUATOR, TYPE_TITLES, fmt_ci, fmt_p, fmt_pct, fmt_score,
+from cupid.evaluation.report import statistics as S
+from cupid.evaluation.report.analysis import Analysis
+from cupid.evaluation.report.format import (GROUPS, PAPER_EVALUATOR, TYPE_TITLES, fmt_ci, fmt_p, fmt_pct, fmt_score,
                                       md_table)
-from evaluation.report.published import lookup, paper_model_name, scorer_kind
-from evaluation.report.results import Outcome, Run
+from cupid.evaluation.report.published import lookup, paper_model_name, scorer_kind
+from cupid.evaluation.report.results import Outcome, Run
 
 
 INFERENCE_LAYOUTS = {

@@ -3,7 +3,7 @@ scripted answers) and retries fast enough for a test (a module opts in with
 ``pytestmark = pytest.mark.usefixtures("fast_retries")``)."""
 import pytest
 
-import config
+from cupid import config
 from cupid_responder import two_instance_plans
 
 

@@ -11,10 +11,10 @@ import threading
 import pytest
 
 from cupid_responder import CupidResponder, two_instance_plans, two_instance_rows
-from evaluation import EvaluationResult, evaluate
-from evaluation.api import EvaluationError
+from cupid.evaluation import EvaluationResult, evaluate
+from cupid.evaluation.api import EvaluationError
 from fake_llm_server import FakeLLMServer
-from utils.models.model import Model
+from cupid.utils.models.model import Model
 from repo_paths import ROOT
 
 EXPECTED_MICRO = {"precision": 0.5, "recall": 0.6, "f1": 2 * 0.5 * 0.6 / 1.1}
@@ -169,7 +169,7 @@ def test_a_failed_step_is_counted_not_raised(tmp_path, rows):
     class Flaky(NotebookModel):
         def __call__(self, system_prompt, user_prompt):
             if "persona-b" in user_prompt or "contrastive" in user_prompt:
-                from utils.models.errors import PermanentModelError
+                from cupid.utils.models.errors import PermanentModelError
                 raise PermanentModelError("refused")
             return super().__call__(system_prompt, user_prompt)
 
@@ -196,7 +196,7 @@ def test_importing_evaluate_does_not_import_the_run():
 # synthesize()
 # ---------------------------------------------------------------------------------------
 def test_synthesize_returns_the_instances_then_evaluate_takes_them(fake_server, tmp_path):
-    from synthesis import SynthesisResult, synthesize
+    from cupid.synthesis import SynthesisResult, synthesize
     from synthesis_responder import ScriptedSynthesis
 
     fake_server.responder = ScriptedSynthesis()
@@ -213,7 +213,7 @@ def test_synthesize_returns_the_instances_then_evaluate_takes_them(fake_server, 
     assert len(out.instances) == out.summary["counts"]["instances"] == 3
     assert {i["instance_type"] for i in out.instances} == {"consistent", "contrastive", "changing"}
     # The instances are the evaluation's data as they are.
-    from evaluation.data import InstanceSource
+    from cupid.evaluation.data import InstanceSource
 
     assert InstanceSource(data_path=tmp_path / "data").validate() == 3
     n_requests = len(fake_server.requests)
@@ -230,7 +230,7 @@ def test_synthesize_returns_the_instances_then_evaluate_takes_them(fake_server, 
     ({"dry_run": True}, "dry_run"), ({"rate_limit": "tpm=lots"}, "rate_limit"),
 ])
 def test_synthesize_bad_arguments_name_the_argument(kwargs, named, tmp_path):
-    from synthesis import synthesize
+    from cupid.synthesis import synthesize
 
     with pytest.raises(ValueError) as caught:
         synthesize(output_dir=tmp_path / "out", **kwargs)
@@ -269,7 +269,7 @@ def test_samples_are_the_export_rows_and_recompute_the_metrics(rows, tmp_path):
 def test_a_library_caller_gets_the_exit_code_back_while_a_worker_is_blocked():
     """The command ends the process when a hung request keeps a worker after a stop; a
     caller of evaluate() (a notebook kernel) must get control back instead."""
-    from evaluation.stopping import exit_now, worker_threads
+    from cupid.evaluation.stopping import exit_now, worker_threads
 
     release = threading.Event()
     blocked = threading.Thread(target=release.wait, name="blocked-worker")

@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-import config
+from cupid import config
 from cupid_responder import CupidResponder, two_instance_plans, write_two_instance_data
-from evaluation import run as run_module
-from utils.models.batch import BatchDeferred, BatchRunner
-from utils.models.cache import ResponseCache
-from utils.models.registry import resolve_model
+from cupid.evaluation import run as run_module
+from cupid.utils.models.batch import BatchDeferred, BatchRunner
+from cupid.utils.models.cache import ResponseCache
+from cupid.utils.models.registry import resolve_model
 from fake_llm_server import FakeResponse
 from tests.evaluation.test_run import assert_expected
 from repo_paths import ROOT
@@ -151,7 +151,7 @@ def test_killed_batch_run_resumes_without_resubmitting(env, data_file, tmp_path)
     child_env = {**os.environ, "PYTHONPATH": str(ROOT), "CUPID_BATCH_POLL_INTERVAL": "0.1",
                  "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": env.openai_base_url,
                  "ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": env.base_url}
-    proc = subprocess.Popen([sys.executable, "-m", "evaluation.run", *cli(data_file, results, "--batch")],
+    proc = subprocess.Popen([sys.executable, "-m", "cupid.evaluation.run", *cli(data_file, results, "--batch")],
                             cwd=ROOT, env=child_env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     state_path = results / MODEL / "batches.json"
@@ -162,7 +162,7 @@ def test_killed_batch_run_resumes_without_resubmitting(env, data_file, tmp_path)
     proc.wait(10)
     assert state_path.exists() and len(env.batches) == 1
     env.batch_delay = 0.0
-    code = subprocess.run([sys.executable, "-m", "evaluation.run", *cli(data_file, results, "--batch")],
+    code = subprocess.run([sys.executable, "-m", "cupid.evaluation.run", *cli(data_file, results, "--batch")],
                           cwd=ROOT, env=child_env, capture_output=True, text=True, timeout=60)
     assert code.returncode == 0, code.stderr
     assert_expected(json.loads((results / MODEL / "results.json").read_text()))
@@ -227,7 +227,7 @@ def test_batches_split_by_count_and_size(tmp_path, monkeypatch):
 
 
 def test_a_model_without_a_batch_api_is_named_and_answers_online(fake_llm_env, tmp_path, caplog):
-    from utils.models.batch import run_in_rounds
+    from cupid.utils.models.batch import run_in_rounds
 
     served = resolve_model(f"vllm:served@{fake_llm_env.openai_base_url}",
                            cache=ResponseCache(tmp_path / ".llm_cache"))

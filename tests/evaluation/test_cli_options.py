@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from cupid_responder import CupidResponder, make_row, two_instance_plans
-from evaluation import report as R
-from evaluation import run as run_module
-from evaluation.data import InstanceSource
-from utils.benchmark.dataset import DataValidationError
-from utils.models.errors import ModelConfigurationError
-from utils.models.model import Model
-from utils.models.registry import resolve_model
-from utils.models.request import Completion
+from cupid.evaluation import report as R
+from cupid.evaluation import run as run_module
+from cupid.evaluation.data import InstanceSource
+from cupid.utils.benchmark.dataset import DataValidationError
+from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.model import Model
+from cupid.utils.models.registry import resolve_model
+from cupid.utils.models.request import Completion
 from fake_llm_server import FakeLLMServer
-from synthesis import run as synthesis_run
+from cupid.synthesis import run as synthesis_run
 from fixtures_results import build_results_dir
 from repo_paths import ROOT
 

@@ -3,15 +3,15 @@ import json
 import pytest
 
 from cupid_responder import make_row, two_instance_plans
-from evaluation.data import load_instances
-from evaluation.prompt_layouts import (
+from cupid.evaluation.data import load_instances
+from cupid.evaluation.prompt_layouts import (
     format_checklist,
     format_checklist_bullets,
     format_session_log,
     relevant_positions,
 )
-from utils.benchmark.dataset import DataValidationError, make_instance_id, safe_name
-from evaluation.pipeline import select_sessions
+from cupid.utils.benchmark.dataset import DataValidationError, make_instance_id, safe_name
+from cupid.evaluation.pipeline import select_sessions
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_atomic_writes_leave_readable_files_and_no_temporaries(tmp_path):
     import os
     import stat
 
-    from utils.io import atomic_write_json, read_json
+    from cupid.utils.io import atomic_write_json, read_json
     path = tmp_path / "out" / "x.json"
     atomic_write_json(path, {"a": 1})
     atomic_write_json(path, {"a": 2})

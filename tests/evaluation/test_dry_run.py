@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-import config
+from cupid import config
 from cupid_responder import CupidResponder, make_row, two_instance_plans
-from evaluation import run as eval_run
+from cupid.evaluation import run as eval_run
 from fake_llm_server import FakeLLMServer
-from synthesis import run as synth_run
-from utils.models.catalog import priced_models
-from utils.models.tokens import estimate_tokens
+from cupid.synthesis import run as synth_run
+from cupid.utils.models.catalog import priced_models
+from cupid.utils.models.tokens import estimate_tokens
 from repo_paths import ROOT
 
 SAMPLE = ROOT / "data" / "sample"

@@ -43,11 +43,11 @@ def answer(req: dict) -> str:
 
 
 def record_requests(server, base_url: str) -> dict:
-    from evaluation import steps
-    from utils.benchmark import decomposer
-    from evaluation.data import load_instances
-    from evaluation.prompt_layouts import format_session_log
-    from utils.models.registry import resolve_model
+    from cupid.evaluation import steps
+    from cupid.utils.benchmark import decomposer
+    from cupid.evaluation.data import load_instances
+    from cupid.evaluation.prompt_layouts import format_session_log
+    from cupid.utils.models.registry import resolve_model
 
     instance = load_instances(data_path=INSTANCE)[0]
     log = format_session_log(instance.prior_interactions)

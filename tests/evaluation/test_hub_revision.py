@@ -7,11 +7,11 @@ import pytest
 
 import datasets
 from cupid_responder import make_row, two_instance_plans
-from evaluation import run as run_module
-from evaluation.data import InstanceSource
-from evaluation.report.instance_data import _source_specs
-from evaluation.report.results import Run
-from utils.benchmark.dataset import DataValidationError
+from cupid.evaluation import run as run_module
+from cupid.evaluation.data import InstanceSource
+from cupid.evaluation.report.instance_data import _source_specs
+from cupid.evaluation.report.results import Run
+from cupid.utils.benchmark.dataset import DataValidationError
 
 
 @pytest.fixture

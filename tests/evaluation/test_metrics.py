@@ -1,8 +1,8 @@
 import pytest
 
-from evaluation.metrics import (InferenceCounts, f1_score, generation_summary, label_score,
+from cupid.evaluation.metrics import (InferenceCounts, f1_score, generation_summary, label_score,
                                 macro_inference, micro_inference)
-from evaluation.aggregate import InstanceOutcome, aggregate
+from cupid.evaluation.aggregate import InstanceOutcome, aggregate
 
 
 def test_label_scores():

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-import config
-from evaluation import run as run_module
-from evaluation.context_check import check_context
-from evaluation.data import InstanceSource
+from cupid import config
+from cupid.evaluation import run as run_module
+from cupid.evaluation.context_check import check_context
+from cupid.evaluation.data import InstanceSource
 from fake_llm_server import FakeLLMServer, FakeResponse
 from sample_results import SampleEvaluator
-from utils.models.errors import ModelCallFailed, ModelConfigurationError
-from utils.models.registry import check_models, resolve_model
+from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError
+from cupid.utils.models.registry import check_models, resolve_model
 from repo_paths import ROOT
 
 SAMPLE = ROOT / "data" / "sample"
@@ -215,7 +215,7 @@ def run_cli(hosted: FakeLLMServer, results: Path, *extra: str, env: dict | None 
     full_env.update({"PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "sk-test",
                      "OPENAI_BASE_URL": hosted.openai_base_url, **(env or {})})
     return subprocess.run(
-        [sys.executable, "-m", "evaluation.run", "--model", "gpt-4.1-nano-2025-04-14",
+        [sys.executable, "-m", "cupid.evaluation.run", "--model", "gpt-4.1-nano-2025-04-14",
          "--evaluator", "gpt-4o-2024-11-20", "--data_dir", str(SAMPLE), "--task", "inference",
          "--use_matcher", "--results_dir", str(results), "--n_workers", "2",
          "--max_retries", "1", "--timeout", "20", *extra],

@@ -8,9 +8,9 @@ import re
 import pytest
 import yaml
 
-import config
-from evaluation.steps import render_matcher_examples
-from utils.prompts import format_fields, load_prompt
+from cupid import config
+from cupid.evaluation.steps import render_matcher_examples
+from cupid.utils.prompts import format_fields, load_prompt
 from repo_paths import GOLDEN_DIR
 
 # The release's own prompt files (tests/golden/release/, written from the release by

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import config
+from cupid import config
 from cupid_responder import CupidResponder, make_row, two_instance_plans, write_two_instance_data
-from evaluation import run as run_module
+from cupid.evaluation import run as run_module
 from fake_llm_server import FakeLLMServer, FakeResponse
 from repo_paths import ROOT
 
@@ -89,9 +89,9 @@ def test_full_run_gives_hand_computed_metrics(server, data_file, tmp_path, capsy
 
 
 def test_release_outcomes_and_what_was_sent_are_recorded(server, data_file, tmp_path, plans):
-    from evaluation.data import load_instances
-    from evaluation.prompt_layouts import format_session_log
-    from evaluation.steps import rebuild_request
+    from cupid.evaluation.data import load_instances
+    from cupid.evaluation.prompt_layouts import format_session_log
+    from cupid.evaluation.steps import rebuild_request
 
     answer = server.cupid.__call__
 
@@ -329,7 +329,7 @@ def test_kill_minus_9_then_resume_repeats_no_finished_step(plans, data_file, tmp
         args = cli(server, data_file, base, "--task", "both", "--no_cache")
         args[args.index("--n_workers") + 1] = "1"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen([sys.executable, "-m", "evaluation.run", *args], cwd=ROOT, env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "cupid.evaluation.run", *args], cwd=ROOT, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         run_dir = base / "test-model"
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-import config
+from cupid import config
 from cupid_responder import CupidResponder, make_row
-from evaluation import run as run_module
+from cupid.evaluation import run as run_module
 from fake_llm_server import FakeLLMServer, FakeResponse
 from repo_paths import ROOT
 
@@ -59,7 +59,7 @@ def results_of(base: Path) -> dict:
 def spawn(args, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUPID_RETRY_BASE_DELAY": "0.01",
            "CUPID_RETRY_MAX_DELAY": "0.05", **kwargs.pop("env", {})}
-    return subprocess.Popen([sys.executable, "-m", "evaluation.run", *args], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "cupid.evaluation.run", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
@@ -191,7 +191,7 @@ def test_sigint_stops_a_run_whose_requests_hang(tmp_path, data_file, plans, seco
 def test_unreachable_base_url_stops_before_work(tmp_path, data_file, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-preflight-0000")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    from utils.models.hosted import reset_clients
+    from cupid.utils.models.hosted import reset_clients
     reset_clients()
     started = time.time()
     code = run_module.main(["--model", "gpt-4.1-nano-2025-04-14", "--data", str(data_file),
@@ -341,7 +341,7 @@ def test_log_file_records_retries_and_timings(server, data_file, tmp_path):
 
 
 def test_orphan_temporary_files_are_removed_at_start(server, data_file, tmp_path):
-    from utils import io
+    from cupid.utils import io
     base = tmp_path / "res"
     assert run_module.main(cli(server, data_file, base)) == 0
     run_dir = base / "test-model"
@@ -381,9 +381,9 @@ def test_separate_invocations_aggregate_like_one_run(server, tmp_path, plans):
 
 
 def test_synthesis_rerun_removes_orphan_temporary_files(tmp_path):
-    from synthesis import run as synthesis_run
+    from cupid.synthesis import run as synthesis_run
     from synthesis_responder import ScriptedSynthesis
-    from utils import io
+    from cupid.utils import io
 
     out = tmp_path / "synth"
     with FakeLLMServer(responder=ScriptedSynthesis()) as server:

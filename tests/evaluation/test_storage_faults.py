@@ -16,11 +16,11 @@ import pytest
 
 from counts_check import assert_counts_agree
 from cupid_responder import CupidResponder
-from evaluation import run as run_module
+from cupid.evaluation import run as run_module
 from fake_llm_server import FakeLLMServer
 from file_system_faults import (assert_one_line_error, fill, read_only_view, refuse_atomic_writes,
                                 small_tmpfs_under, umount)
-from utils.io import STORAGE_EXIT
+from cupid.utils.io import STORAGE_EXIT
 from tests.evaluation.test_run_safety import cli, data_file, results_of, server, spawn  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("fast_retries")  # tests/evaluation/conftest.py
@@ -179,7 +179,7 @@ def test_a_vanished_run_directory_is_rebuilt_by_a_rerun(tmp_path, plans, data_fi
 
 
 def test_the_log_file_on_a_full_disk_is_one_warning(server, data_file, tmp_path, monkeypatch, capsys):
-    from utils.io import LogFileHandler
+    from cupid.utils.io import LogFileHandler
 
     base = tmp_path / "res"
     log_file = tmp_path / "run.log"
@@ -196,7 +196,7 @@ def test_the_log_file_on_a_full_disk_is_one_warning(server, data_file, tmp_path,
 
 
 def test_the_report_on_a_full_disk_is_one_line(server, data_file, tmp_path, monkeypatch, capsys):
-    from evaluation.report import command as report_cli
+    from cupid.evaluation.report import command as report_cli
 
     base = tmp_path / "res"
     assert run_module.main(cli(server, data_file, base, "--task", "both")) == 0
@@ -212,7 +212,7 @@ def test_the_report_on_a_full_disk_is_one_line(server, data_file, tmp_path, monk
 
 
 def test_the_export_on_a_full_disk_is_one_line(server, data_file, tmp_path, monkeypatch, capsys):
-    from evaluation.report import command as report_cli
+    from cupid.evaluation.report import command as report_cli
 
     base = tmp_path / "res"
     assert run_module.main(cli(server, data_file, base, "--task", "both")) == 0

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from evaluation.data import load_instances
-from evaluation.store import RunConflictError, RunStore
+from cupid.evaluation.data import load_instances
+from cupid.evaluation.store import RunConflictError, RunStore
 from repo_paths import SAMPLE_DATA
 
 SAMPLE = SAMPLE_DATA / "sample-02-noor-haddad__consistent.json"

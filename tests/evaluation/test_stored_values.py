@@ -8,10 +8,10 @@ import json
 import pytest
 
 from counts_check import assert_counts_agree
-from evaluation import run as run_module
-from evaluation.aggregate import aggregate_records
-from evaluation.report.results import load_runs, outcome
-from evaluation.stored_values import (
+from cupid.evaluation import run as run_module
+from cupid.evaluation.aggregate import aggregate_records
+from cupid.evaluation.report.results import load_runs, outcome
+from cupid.evaluation.stored_values import (
     generation_problem,
     inference_problem,
     record_problems,
@@ -160,7 +160,7 @@ def test_counts_agree_after_an_unexpected_error_in_one_chain(server, data_file, 
                                                              monkeypatch, capsys):
     # A chain ending in an error no step records (the way a raising cache once ended one):
     # the summary must not say "evaluated 2 · FAILED 0" while one instance lacks a result.
-    from evaluation import steps as S
+    from cupid.evaluation import steps as S
 
     real = S.judge_response
 

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from cupid_responder import CupidResponder, two_instance_plans, write_two_instance_data
-from evaluation import run as run_module
-from evaluation.console import ProgressLog
-from evaluation.shards import parse_shard, shard_of
+from cupid.evaluation import run as run_module
+from cupid.evaluation.console import ProgressLog
+from cupid.evaluation.shards import parse_shard, shard_of
 from fake_llm_server import FakeLLMServer
 from tests.evaluation.test_run import assert_expected, cli, read_results
 
@@ -146,8 +146,8 @@ def test_sweep_file_values_go_through_the_parser(tmp_path, capsys, body, named):
 
 
 def test_sweep_file_values_are_honoured(tmp_path):
-    from evaluation.flags import build_parser
-    from evaluation.sweep import sweep_runs
+    from cupid.evaluation.flags import build_parser
+    from cupid.evaluation.sweep import sweep_runs
 
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text("models: [a, b]\nsetting: summary\nmodel_args: temperature=0.2\nlimit: 3\n"

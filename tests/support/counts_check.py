@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from evaluation.store import is_instance_file
+from cupid.evaluation.store import is_instance_file
 
 
 def assert_counts_agree(run_dir: Path, console: str | None = None) -> dict:

@@ -92,9 +92,9 @@ def refuse_atomic_writes(monkeypatch, errno_code: int, under: Path, refuse: Call
     """Make the atomic writes (utils.io's temporary files) under ``under`` fail with
     ``errno_code`` when ``refuse(number of such writes so far)`` is true. The returned state
     counts them (``writes``); ``state["on"] = False`` lets every write through again."""
-    import utils.io
+    import cupid.utils.io
 
-    real = utils.io.tempfile.mkstemp
+    real = cupid.utils.io.tempfile.mkstemp
     state = {"writes": 0, "on": True}
 
     def mkstemp(*args, **kwargs):
@@ -105,5 +105,5 @@ def refuse_atomic_writes(monkeypatch, errno_code: int, under: Path, refuse: Call
                 raise OSError(errno_code, os.strerror(errno_code))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(utils.io.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(cupid.utils.io.tempfile, "mkstemp", mkstemp)
     return state

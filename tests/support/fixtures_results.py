@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from utils.benchmark.dataset import safe_name
-from utils.io import atomic_write_json
+from cupid.utils.benchmark.dataset import safe_name
+from cupid.utils.io import atomic_write_json
 
 S = "gpt-4o-2024-11-20"
 M = "gpt-4o-2024-11-20+kixlab/prefmatcher-7b"

@@ -97,7 +97,7 @@ def main() -> None:
     import llama_cpp.llama_cpp as llama_cpp_low_level
     from llama_cpp.server.__main__ import main as serve
 
-    from utils.models.smollm2 import _without_extra_buffer_types
+    from cupid.utils.models.smollm2 import _without_extra_buffer_types
 
     # The server loads its model inside ``serve`` and keeps it: hold the workaround throughout.
     with _without_extra_buffer_types(llama_cpp_low_level):

@@ -78,7 +78,7 @@ class SampleEvaluator:
 
 def build(out: Path, data_dir: Path = SAMPLE) -> Path:
     """Run the evaluations; returns the results directory."""
-    from evaluation import run as run_module
+    from cupid.evaluation import run as run_module
 
     results = Path(out) / "results"
     with FakeLLMServer(responder=SampleEvaluator()) as server:

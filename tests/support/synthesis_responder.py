@@ -18,8 +18,8 @@ from collections import Counter
 
 import yaml
 
-from synthesis.dialogues import ASSISTANT_PROMPT, MESSAGE_HEADER
-from utils.prompts import load_prompt
+from cupid.synthesis.dialogues import ASSISTANT_PROMPT, MESSAGE_HEADER
+from cupid.utils.prompts import load_prompt
 
 _TASKS = ["Writing & editing", "Planning", "Communicating", "Problem solving", "Learning"]
 _FACTOR_TYPES = ["Tool/Technology", "Person/Group", "Location/Place", "Content/Media",

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-import config
+from cupid import config
 from fake_llm_server import FakeResponse
-from synthesis import run as cli
-from synthesis.pipeline import SynthesisConfig, run_synthesis
+from cupid.synthesis import run as cli
+from cupid.synthesis.pipeline import SynthesisConfig, run_synthesis
 from synthesis_responder import ScriptedSynthesis, stage_of
-from utils.models.batch import BatchRunner
-from utils.io import read_json
+from cupid.utils.models.batch import BatchRunner
+from cupid.utils.io import read_json
 from repo_paths import ROOT
 
 OPENAI_SYNTHESIZER = "gpt-4o-mini"
@@ -227,7 +227,7 @@ def test_sigkilled_batch_run_resumes_without_resubmitting(env, tmp_path):
     out = tmp_path / "batch"
     child_env = {**os.environ, "PYTHONPATH": str(ROOT), "CUPID_BATCH_POLL_INTERVAL": "0.1",
                  "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": env.openai_base_url}
-    args = [sys.executable, "-m", "synthesis.run", *cli_args(env, out, "--batch")]
+    args = [sys.executable, "-m", "cupid.synthesis.run", *cli_args(env, out, "--batch")]
     proc = subprocess.Popen(args, cwd=ROOT, env=child_env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     state_path = out / "batches.json"
@@ -252,7 +252,7 @@ def test_sigkilled_batch_run_resumes_without_resubmitting(env, tmp_path):
 def test_a_persona_planned_again_is_described_in_the_same_batch():
     """A later pass asks each description request as the first pass did, even when the
     personas to describe came from two plannings (existing ones, then new templates)."""
-    from synthesis.personas import description_batches
+    from cupid.synthesis.personas import description_batches
 
     personas = [{"persona_id": f"p{i}"} for i in range(6)]
     planned: dict = {}

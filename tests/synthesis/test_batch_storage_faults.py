@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-import config
+from cupid import config
 from file_system_faults import assert_one_line_error, fill
 from repo_paths import ROOT
-from synthesis import run as cli
-from synthesis.pipeline import run_synthesis
+from cupid.synthesis import run as cli
+from cupid.synthesis.pipeline import run_synthesis
 from synthesis_responder import ScriptedSynthesis, stage_of
 from tests.synthesis.test_batch_mode import cli_args, data_files, make_config, submitted_ids
 from tests.synthesis.test_storage_faults import assert_whole, small_tmpfs  # noqa: F401 (a fixture)
-from utils.io import STORAGE_EXIT, read_json
-from utils.models.batch import BatchRunner
+from cupid.utils.io import STORAGE_EXIT, read_json
+from cupid.utils.models.batch import BatchRunner
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def env(fake_llm_env):
 
 def spawn(server, out: Path) -> subprocess.CompletedProcess:
     child_env = {**os.environ, "PYTHONPATH": str(ROOT), "CUPID_BATCH_POLL_INTERVAL": "0.05"}
-    return subprocess.run([sys.executable, "-m", "synthesis.run", *cli_args(server, out, "--batch")],
+    return subprocess.run([sys.executable, "-m", "cupid.synthesis.run", *cli_args(server, out, "--batch")],
                           cwd=ROOT, env=child_env, capture_output=True, text=True, timeout=300)
 
 
@@ -126,7 +126,7 @@ def test_a_batch_whose_answers_the_cache_could_not_keep_is_fetched_again_not_res
     before factors.json is written. The answers lived only in memory, so batches.json must
     not call that batch fetched: the rerun fetches it again (free) rather than submit its
     requests again (paid twice)."""
-    from utils.models.cache import ResponseCache
+    from cupid.utils.models.cache import ResponseCache
 
     run_synthesis(make_config(env, tmp_path / "online"))
     monkeypatch.setattr(config, "BATCH_POLL_INTERVAL", 0.05)

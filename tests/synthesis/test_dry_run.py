@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-import config
+from cupid import config
 from fake_llm_server import FakeLLMServer
-from synthesis import run as synth_run
+from cupid.synthesis import run as synth_run
 
 
 def synth_dry_run(capsys, tmp_path, *argv) -> dict:

@@ -21,15 +21,15 @@ from pathlib import Path
 if __name__ == "__main__":  # run as a script: this checkout's code, not an installed copy
     sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1] / "support")]
 
-from synthesis import personas as P  # noqa: E402
-from synthesis.dialogues import simulate_dialogue
-from synthesis.factors import generate_factors
-from synthesis.journey import make_journey
-from synthesis.personas import PARAMS as PERSONA_PARAMS, SEED
-from utils.benchmark.decomposer import PARAMS as DECOMPOSER_PARAMS
+from cupid.synthesis import personas as P  # noqa: E402
+from cupid.synthesis.dialogues import simulate_dialogue
+from cupid.synthesis.factors import generate_factors
+from cupid.synthesis.journey import make_journey
+from cupid.synthesis.personas import PARAMS as PERSONA_PARAMS, SEED
+from cupid.utils.benchmark.decomposer import PARAMS as DECOMPOSER_PARAMS
 from synthesis_responder import ScriptedSynthesis, stage_of
-from synthesis.sessions import generate_sessions
-from synthesis.taxonomy import BUNDLED_SEEDS_FILE, load_occupations, load_taxonomy
+from cupid.synthesis.sessions import generate_sessions
+from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE, load_occupations, load_taxonomy
 from repo_paths import GOLDEN_DIR
 
 GOLDEN = GOLDEN_DIR / "synthesis_requests.json"
@@ -47,7 +47,7 @@ def as_dict(req: dict) -> dict:
 
 
 def rendered_requests(server) -> dict:
-    from utils.models.registry import resolve_model
+    from cupid.utils.models.registry import resolve_model
 
     server.responder = ScriptedSynthesis(max_rounds=3)
     model = resolve_model(MODEL, max_retries=0)

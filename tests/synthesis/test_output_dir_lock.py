@@ -25,14 +25,14 @@ from fake_llm_server import FakeLLMServer
 from repo_paths import ROOT
 from synthesis_responder import ScriptedSynthesis
 from tests.synthesis.test_pipeline import cli_args, request_key, specs
-from synthesis.outputs import RUN_LOCK, read_holder
-from utils.io import read_json
+from cupid.synthesis.outputs import RUN_LOCK, read_holder
+from cupid.utils.io import read_json
 
 pytestmark = pytest.mark.slow
 
 
 def command(server: FakeLLMServer, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "synthesis.run",
+    return [sys.executable, "-m", "cupid.synthesis.run",
             *cli_args(server, out, "--n_personas", "1", "--persona_seeds", "bundled",
                       "--n_workers", "1", *extra)]
 
@@ -76,8 +76,8 @@ def reference_keys(tmp_path: Path) -> Counter:
 
 
 def test_a_second_run_on_the_same_directory_stops_before_any_call(tmp_path):
-    from synthesis import synthesize
-    from synthesis.pipeline import OutputDirInUse
+    from cupid.synthesis import synthesize
+    from cupid.synthesis.pipeline import OutputDirInUse
 
     reference = reference_keys(tmp_path)
     out = tmp_path / "data"
@@ -145,7 +145,7 @@ def test_a_second_batch_run_submits_no_batch_of_its_own(fake_llm_env, tmp_path):
     fake_llm_env.batch_delay = 60.0  # the first round's batch stays in progress
     out = tmp_path / "data"
     env = {**child_env(), "CUPID_BATCH_POLL_INTERVAL": "0.05"}
-    args = [sys.executable, "-m", "synthesis.run", *batch_args(fake_llm_env, out, "--batch")]
+    args = [sys.executable, "-m", "cupid.synthesis.run", *batch_args(fake_llm_env, out, "--batch")]
     first = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:

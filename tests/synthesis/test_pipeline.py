@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from cupid_responder import CupidResponder, _section
-from evaluation.data import load_instances
-from utils.benchmark.dataset import make_instance_id
+from cupid.evaluation.data import load_instances
+from cupid.utils.benchmark.dataset import make_instance_id
 from fake_llm_server import FakeLLMServer
-from synthesis import run as cli
-from synthesis.dialogues import ASSISTANT_PROMPT
-from utils.prompts import load_prompt
-from synthesis.personas import SeedSourceError
-from synthesis.pipeline import SettingsMismatch, SynthesisConfig, run_synthesis
+from cupid.synthesis import run as cli
+from cupid.synthesis.dialogues import ASSISTANT_PROMPT
+from cupid.utils.prompts import load_prompt
+from cupid.synthesis.personas import SeedSourceError
+from cupid.synthesis.pipeline import SettingsMismatch, SynthesisConfig, run_synthesis
 from synthesis_responder import ScriptedSynthesis, stage_of
-from utils.io import read_json
+from cupid.utils.io import read_json
 from repo_paths import ROOT
 
 
@@ -155,7 +155,7 @@ def test_full_pipeline_two_personas_six_instances_then_evaluated(fake_server, tm
     assert Counter(i.instance_type for i in instances) == {"consistent": 2, "contrastive": 2, "changing": 2}
 
     # The evaluation pipeline evaluates the directory as it is.
-    from evaluation import run as evaluation_run
+    from cupid.evaluation import run as evaluation_run
 
     with FakeLLMServer(responder=evaluation_responder) as evaluator_server:
         url = evaluator_server.openai_base_url
@@ -246,8 +246,8 @@ def test_existing_personas_go_on_while_the_hub_loads(fake_server, tmp_path):
     def slow_hub():
         time.sleep(1.5)
         loaded_at.append(time.perf_counter())
-        from synthesis.personas import read_seed_file
-        from synthesis.taxonomy import BUNDLED_SEEDS_FILE
+        from cupid.synthesis.personas import read_seed_file
+        from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE
         return read_seed_file(BUNDLED_SEEDS_FILE)
 
     fake_server.responder = responder
@@ -343,7 +343,7 @@ def test_resume_after_kill_repeats_no_finished_call(tmp_path):
     n_workers = 2
     with FakeLLMServer(responder=ScriptedSynthesis(), latency=0.03) as server:
         out = tmp_path / "data"
-        args = [sys.executable, "-m", "synthesis.run",
+        args = [sys.executable, "-m", "cupid.synthesis.run",
                 *cli_args(server, out, "--n_personas", "2", "--persona_seeds", "bundled",
                           "--n_workers", str(n_workers))]
         proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

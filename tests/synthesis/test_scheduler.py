@@ -8,11 +8,11 @@ from collections import Counter
 
 import pytest
 
-from synthesis.dialogues import MESSAGE_HEADER
-from synthesis.pipeline import DIALOGUES_PER_WORKER, SynthesisConfig, run_synthesis
-from synthesis.scheduler import Continue, CriticalPathFirst, TaskRunner
+from cupid.synthesis.dialogues import MESSAGE_HEADER
+from cupid.synthesis.pipeline import DIALOGUES_PER_WORKER, SynthesisConfig, run_synthesis
+from cupid.synthesis.scheduler import Continue, CriticalPathFirst, TaskRunner
 from synthesis_responder import ScriptedSynthesis, stage_of
-from utils.io import read_json
+from cupid.utils.io import read_json
 
 
 def test_keys_count_the_calls_ahead_to_the_end_of_the_chain():

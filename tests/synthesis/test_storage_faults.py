@@ -25,18 +25,18 @@ import pytest
 from fake_llm_server import FakeLLMServer, FakeResponse
 from file_system_faults import assert_one_line_error, fill, read_only_view, refuse_atomic_writes, small_tmpfs_under, umount
 from repo_paths import ROOT
-from synthesis import run as cli
-from synthesis.pipeline import run_synthesis
+from cupid.synthesis import run as cli
+from cupid.synthesis.pipeline import run_synthesis
 from synthesis_responder import ScriptedSynthesis, stage_of
 from tests.synthesis.test_pipeline import cli_args, make_config, request_key, specs
-from utils.io import STORAGE_EXIT, StorageError, read_json
-from utils.models.retry import CANCEL
+from cupid.utils.io import STORAGE_EXIT, StorageError, read_json
+from cupid.utils.models.retry import CANCEL
 
 N_WORKERS = 2
 
 
 def spawn(server: FakeLLMServer, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    args = [sys.executable, "-m", "synthesis.run",
+    args = [sys.executable, "-m", "cupid.synthesis.run",
             *cli_args(server, out, "--n_personas", "1", "--persona_seeds", "bundled",
                       "--n_workers", str(N_WORKERS), *extra)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUPID_RETRY_BASE_DELAY": "0.01",
@@ -245,7 +245,7 @@ def test_a_refused_write_in_a_worker_stops_the_run(tmp_path, monkeypatch, capsys
 def test_synthesize_raises_storage_error_and_leaves_nothing_running(tmp_path, fake_server, monkeypatch):
     import logging
 
-    from synthesis import synthesize
+    from cupid.synthesis import synthesize
 
     fake_server.responder = ScriptedSynthesis()
     out = tmp_path / "data"
@@ -267,7 +267,7 @@ def test_a_cache_that_stops_writing_on_a_full_disk_stops_the_run_at_once(tmp_pat
     """The cache's write fails first (it keeps the answer in memory and goes on); the output
     directory refuses a write too: the run stops before its next call, whose answer could
     not be kept either."""
-    from utils.models.cache import ResponseCache
+    from cupid.utils.models.cache import ResponseCache
 
     scripted = ScriptedSynthesis()
     full = threading.Event()

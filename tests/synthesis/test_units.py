@@ -9,18 +9,18 @@ from collections import Counter
 import pytest
 import yaml
 
-from evaluation.data import load_instances
-from synthesis import personas as P
-from synthesis.factors import factors_schema, validate_factors
-from synthesis.instances import build_instances, ground_truth, kept_sessions
-from synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, check_journey, \
+from cupid.evaluation.data import load_instances
+from cupid.synthesis import personas as P
+from cupid.synthesis.factors import factors_schema, validate_factors
+from cupid.synthesis.instances import build_instances, ground_truth, kept_sessions
+from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, check_journey, \
     format_series_structure, make_journey
-from synthesis.documents import find_factor
-from utils.benchmark.answers.reading import ParseError as InvalidGeneration, extract_block, parse_json, parse_yaml
-from synthesis.taxonomy import BUNDLED_SEEDS_FILE, canonical_type, load_occupations, load_taxonomy
-from synthesis.personas import SIX_SENTENCES, persona_batch_schema, validate_persona_batch
-from synthesis.sessions import fill_resource, sessions_schema, validate_sessions
-from utils.prompts import load_prompt
+from cupid.synthesis.documents import find_factor
+from cupid.utils.benchmark.answers.reading import ParseError as InvalidGeneration, extract_block, parse_json, parse_yaml
+from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE, canonical_type, load_occupations, load_taxonomy
+from cupid.synthesis.personas import SIX_SENTENCES, persona_batch_schema, validate_persona_batch
+from cupid.synthesis.sessions import fill_resource, sessions_schema, validate_sessions
+from cupid.utils.prompts import load_prompt
 from repo_paths import GOLDEN_DIR
 
 TAX = load_taxonomy()
@@ -406,7 +406,7 @@ def test_find_factor_needs_a_single_close_match():
 
 
 def test_user_simulator_answers_parse_as_the_release_reads_them():
-    from synthesis.dialogues import InvalidUserTurn, opening_turn, parse_user_turn
+    from cupid.synthesis.dialogues import InvalidUserTurn, opening_turn, parse_user_turn
 
     answer = ("#### Evaluation of AI Assistant's Response\n\n1. **x**: ok\n\n#### Evaluation Score\n\n"
               "7\n\n#### Continue or End?\n\nCONTINUE\n\n#### Selected Checklist Items\n\n- 1. x\n\n"

@@ -10,10 +10,10 @@ import textwrap
 
 
 from repo_paths import ROOT as REPO_ROOT
-from utils import chunk_packer
-from utils.chunk_packer import ChunkPacker
-from utils.html_page import compact_json, read_chunk
-from utils.word_codes import WordCodebook
+from cupid.utils import chunk_packer
+from cupid.utils.chunk_packer import ChunkPacker
+from cupid.utils.html_page import compact_json, read_chunk
+from cupid.utils.word_codes import WordCodebook
 
 VOCABULARY = ["the", "user", "prefers", "concise", "answers", "with", "examples,", "ünïcode", "café", "\\n"]
 
@@ -79,8 +79,8 @@ def test_the_worker_ignores_a_users_own_utils_package(tmp_path):
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(REPO_ROOT)!r})
-        from utils.chunk_packer import ChunkPacker
-        from utils.html_page import read_chunk
+        from cupid.utils.chunk_packer import ChunkPacker
+        from cupid.utils.html_page import read_chunk
         with ChunkPacker(in_process=True) as packer:
             chunk = packer.submit('{{"a": "b c d"}}', None)
             print(read_chunk(chunk.result()), packer.in_process)
@@ -107,7 +107,7 @@ def test_the_worker_serves_the_documented_messages():
                + chunk_packer._HEADER.pack(b"T", len(text)) + text)
     out = subprocess.run([sys.executable, "-I", "-c",
                           f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
-                          "from utils.chunk_packer import serve; serve()"],
+                          "from cupid.utils.chunk_packer import serve; serve()"],
                          input=message, capture_output=True, timeout=60)
     assert out.returncode == 0, out.stderr
     kind, length = chunk_packer._HEADER.unpack(out.stdout[:chunk_packer._HEADER.size])

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from cupid_responder import CupidResponder, make_row, two_instance_plans
-from evaluation import run as run_module
+from cupid.evaluation import run as run_module
 from fake_llm_server import FakeLLMServer, FakeResponse
-from utils.stop_signals import SignalGuard, StopSignal, stop_status
+from cupid.utils.stop_signals import SignalGuard, StopSignal, stop_status
 from repo_paths import ROOT
 
 INFERENCE_STEPS = {"infer", "decompose", "match_precision", "match_recall"}
@@ -46,7 +46,7 @@ def cli(server, data, results_dir, *extra):
 
 def spawn(args) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "evaluation.run", *args], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "cupid.evaluation.run", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -102,7 +102,7 @@ def test_sigterm_and_sighup_stop_a_run_like_ctrl_c(tmp_path, data_file, plans, s
     assert invocation["ran"] == 1 and invocation["remaining"] == 1
 
     with FakeLLMServer(responder=CupidResponder(plans)) as server:
-        rerun = subprocess.run([sys.executable, "-m", "evaluation.run",
+        rerun = subprocess.run([sys.executable, "-m", "cupid.evaluation.run",
                                 *cli(server, data_file, results, "--task", "both")],
                                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                                capture_output=True, text=True, timeout=120)
@@ -121,7 +121,7 @@ def test_sigterm_during_batch_rounds_writes_the_files(tmp_path, data_file, fake_
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUPID_BATCH_POLL_INTERVAL": "0.1"}
     args = ["--model", "gpt-4o-mini", "--evaluator", "gpt-4o-mini", "--data", str(data_file),
             "--results_dir", str(results), "--n_workers", "2", "--batch"]
-    proc = subprocess.Popen([sys.executable, "-m", "evaluation.run", *args], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "cupid.evaluation.run", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     state = results / "gpt-4o-mini" / "batches.json"
     deadline = time.time() + 60
@@ -217,10 +217,10 @@ def test_an_ignored_signal_stays_ignored():
 def test_no_future_is_scheduled_after_the_run_stopped(tmp_path):
     """An instance still being worked on when a stopping run shut its pools ends with
     RunCancelled (as its next call would), not 'cannot schedule new futures after shutdown'."""
-    from evaluation.pipeline import Evaluation
-    from evaluation.store import RunStore
-    from utils.models.errors import RunCancelled
-    from utils.models.registry import resolve_model
+    from cupid.evaluation.pipeline import Evaluation
+    from cupid.evaluation.store import RunStore
+    from cupid.utils.models.errors import RunCancelled
+    from cupid.utils.models.registry import resolve_model
 
     model = resolve_model("vllm:m@http://127.0.0.1:9/v1")
     evaluation = Evaluation(model=model, evaluator=model, store=RunStore(tmp_path / "r", {}),
@@ -241,7 +241,7 @@ def test_synthesis_stops_on_sigterm_and_sighup(tmp_path, signum, code):
     out = tmp_path / "data"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with FakeLLMServer(responder=ScriptedSynthesis(), latency=0.05) as server:
-        args = [sys.executable, "-m", "synthesis.run",
+        args = [sys.executable, "-m", "cupid.synthesis.run",
                 *cli_args(server, out, "--n_personas", "2", "--persona_seeds", "bundled", "--n_workers", "2")]
         proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
@@ -270,7 +270,7 @@ def test_a_run_under_nohup_outlives_sighup(tmp_path, data_file, plans):
     """SIGHUP ignored when the run starts (nohup): the run goes on to the end."""
     cupid = CupidResponder(plans)
     with FakeLLMServer(responder=cupid, latency=0.2) as server:
-        proc = subprocess.Popen([sys.executable, "-m", "evaluation.run",
+        proc = subprocess.Popen([sys.executable, "-m", "cupid.evaluation.run",
                                  *cli(server, data_file, tmp_path / "res")],
                                 cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from utils import word_codes
-from utils.word_codes import CAPACITY, SINGLE, WordCodebook, code_of, index_of
+from cupid.utils import word_codes
+from cupid.utils.word_codes import CAPACITY, SINGLE, WordCodebook, code_of, index_of
 
 
 def full_codebook() -> WordCodebook:

@@ -8,11 +8,11 @@ The request is the released harness's (kixlab/CUPID at a8560ca): its prompt file
 """
 from __future__ import annotations
 
-import config
-from utils.models.model import Model
-from utils.benchmark.answers.reading import ParseError, extract_json
-from utils.benchmark.answers.release import ReleaseFailure, release_checklist
-from utils.benchmark.step_runner import StepResult, decoding_aid, run_prompt
+from cupid import config
+from cupid.utils.models.model import Model
+from cupid.utils.benchmark.answers.reading import ParseError, extract_json
+from cupid.utils.benchmark.answers.release import ReleaseFailure, release_checklist
+from cupid.utils.benchmark.step_runner import StepResult, decoding_aid, run_prompt
 
 PROMPT = "synthesis/preference_decomposer"
 # The release's decomposer model's parameters (preference_decomposer.py's constructor; its

@@ -14,11 +14,11 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-import config
-from utils.models.asking import Answer, NoUsableAnswer, ask_until_usable
-from utils.models.model import Model
-from utils.benchmark.answers.reading import ParseError
-from utils.prompts import Prompt, load_prompt
+from cupid import config
+from cupid.utils.models.asking import Answer, NoUsableAnswer, ask_until_usable
+from cupid.utils.models.model import Model
+from cupid.utils.benchmark.answers.reading import ParseError
+from cupid.utils.prompts import Prompt, load_prompt
 
 
 class StepFailed(Exception):

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-from utils.models.errors import RunCancelled
-from utils.models.retry import CANCEL
+from cupid.utils.models.errors import RunCancelled
+from cupid.utils.models.retry import CANCEL
 
 log = logging.getLogger("cupid.models")
 

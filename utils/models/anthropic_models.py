@@ -24,15 +24,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from utils.models.adaptations import Adaptation
-from utils.models.batch import BatchItemError, Unanswered
-from utils.models.catalog import ModelFacts, dated_table
-from utils.models.hosted import HostedModel, call_sdk_with_headers
-from utils.models.rate_limit_headers import header_family
-from utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
-from utils.models.retry import status_code
-from utils.models.model import register_provider
-from utils.models.request import Completion, Request, Usage
+from cupid.utils.models.adaptations import Adaptation
+from cupid.utils.models.batch import BatchItemError, Unanswered
+from cupid.utils.models.catalog import ModelFacts, dated_table
+from cupid.utils.models.hosted import HostedModel, call_sdk_with_headers
+from cupid.utils.models.rate_limit_headers import header_family
+from cupid.utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
+from cupid.utils.models.retry import status_code
+from cupid.utils.models.model import register_provider
+from cupid.utils.models.request import Completion, Request, Usage
 
 
 # Anthropic's rate-limit headers; their reset times are RFC 3339 dates

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from utils.models.errors import ModelCallFailed
-from utils.models.model import Model
+from cupid.utils.models.errors import ModelCallFailed
+from cupid.utils.models.model import Model
 
 
 @dataclass

@@ -47,11 +47,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TextIO
 
-import config
-from utils.models.model import Model
-from utils.models.request import Completion, Request
-from utils.io import atomic_write_json
-from utils.models.batch_state import SUBMITTED_FIELDS, read_state
+from cupid import config
+from cupid.utils.models.model import Model
+from cupid.utils.models.request import Completion, Request
+from cupid.utils.io import atomic_write_json
+from cupid.utils.models.batch_state import SUBMITTED_FIELDS, read_state
 
 
 log = logging.getLogger("cupid.batch")

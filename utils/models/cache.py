@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from utils.io import describe_os_error
-from utils.models.request import Completion, Usage
+from cupid.utils.io import describe_os_error
+from cupid.utils.models.request import Completion, Usage
 
 log = logging.getLogger("cupid.models")
 

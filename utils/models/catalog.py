@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from utils.models.discovery import import_model_modules
+from cupid.utils.models.discovery import import_model_modules
 
 
 class ModelFacts(NamedTuple):

@@ -20,8 +20,8 @@ def import_model_modules() -> None:
     with _lock:
         if _imported:
             return
-        package = importlib.import_module("utils.models")
+        package = importlib.import_module("cupid.utils.models")
         for info in pkgutil.iter_modules(package.__path__):
             if not info.name.startswith("_"):
-                importlib.import_module(f"utils.models.{info.name}")
+                importlib.import_module(f"cupid.utils.models.{info.name}")
         _imported = True

@@ -17,8 +17,8 @@ import re
 import time
 from typing import Any, Callable
 
-from utils.models.catalog import ModelFacts, dated_table
-from utils.models.model import (
+from cupid.utils.models.catalog import ModelFacts, dated_table
+from cupid.utils.models.model import (
     Completion,
     Model,
     ModelConfigurationError,
@@ -29,10 +29,10 @@ from utils.models.model import (
     Usage,
     register_provider,
 )
-from utils.models.batch import Unanswered
-from utils.models.hosted import CLIENTS, call_sdk, raise_if_unusable
-from utils.models.request import normalise_endpoint
-from utils.redact import register_secret
+from cupid.utils.models.batch import Unanswered
+from cupid.utils.models.hosted import CLIENTS, call_sdk, raise_if_unusable
+from cupid.utils.models.request import normalise_endpoint
+from cupid.utils.redact import register_secret
 
 # Prices (USD per million tokens, input and output, at the online rate) and context
 # windows (prompt plus output tokens), as the sources said on the table's date
@@ -242,7 +242,7 @@ class GoogleModel(Model):
                 f"export {self.api_key_env}=... (or set {self.project_env} to use Vertex AI)")
 
     def limiter_key(self) -> tuple:
-        from utils.models.limits import endpoint_key
+        from cupid.utils.models.limits import endpoint_key
 
         if self.uses_vertex():
             return endpoint_key("vertex", f"{self.resolved_project()}/{self.resolved_location()}", None)
@@ -307,7 +307,7 @@ class GoogleModel(Model):
     def parameter_adaptation(self, exc: BaseException):
         """A 400 INVALID_ARGUMENT saying the model does not take ``temperature``: the
         temperature is then not sent (thinking refusals are the user's to fix)."""
-        from utils.models.adaptations import Adaptation
+        from cupid.utils.models.adaptations import Adaptation
 
         if getattr(exc, "code", None) != 400 or "temperature" in self.overrides:
             return None

@@ -15,12 +15,12 @@ import threading
 import time
 from typing import Any, Callable, ClassVar, Hashable
 
-from utils.models.cache import ResponseCache
-from utils.models.errors import ModelConfigurationError, TransientModelError
-from utils.models.model import Model
-from utils.models.request import normalise_endpoint
-from utils.models.retry import status_code
-from utils.redact import redact, register_secret
+from cupid.utils.models.cache import ResponseCache
+from cupid.utils.models.errors import ModelConfigurationError, TransientModelError
+from cupid.utils.models.model import Model
+from cupid.utils.models.request import normalise_endpoint
+from cupid.utils.models.retry import status_code
+from cupid.utils.redact import redact, register_secret
 
 
 class ClientCache:
@@ -138,7 +138,7 @@ class HostedModel(Model):
                 f"export {self.api_key_env}=... to use {self.provider_label}")
 
     def limiter_key(self) -> tuple:
-        from utils.models.limits import endpoint_key
+        from cupid.utils.models.limits import endpoint_key
 
         return endpoint_key(self.provider, self.resolved_base_url(), self.resolved_api_key())
 

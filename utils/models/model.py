@@ -33,9 +33,9 @@ import logging
 import time
 from typing import Any, Callable, ClassVar, Sequence
 
-import config
-from utils.models.cache import ResponseCache
-from utils.models.errors import (
+from cupid import config
+from cupid.utils.models.cache import ResponseCache
+from cupid.utils.models.errors import (
     AuthenticationFailed,
     ContextWindowExceeded,
     ModelCallFailed,
@@ -45,11 +45,11 @@ from utils.models.errors import (
     RunCancelled,
     TransientModelError,
 )
-from utils.models.request import Completion, Message, Request, Usage, validate_messages
-from utils.models.retry import CANCEL, backoff_delay, classify_error, headers_of, retry_after_of, status_code
-from utils.models.tokens import lower_bound_tokens
-from utils.models.usage import UsageTracker
-from utils.redact import redact
+from cupid.utils.models.request import Completion, Message, Request, Usage, validate_messages
+from cupid.utils.models.retry import CANCEL, backoff_delay, classify_error, headers_of, retry_after_of, status_code
+from cupid.utils.models.tokens import lower_bound_tokens
+from cupid.utils.models.usage import UsageTracker
+from cupid.utils.redact import redact
 
 __all__ = [
     "Model", "register_model", "register_provider", "Completion", "Message", "Request", "Usage",
@@ -144,7 +144,7 @@ class Model:
 
     def rate_limiter(self):
         """The limiter shared by every model on this endpoint and key, or None."""
-        from utils.models import limits
+        from cupid.utils.models import limits
 
         key = self.limiter_key()
         if key is None:
@@ -197,7 +197,7 @@ class Model:
 
     def context_window(self) -> int | None:
         """Prompt plus output tokens the model accepts (catalog.py), or None: unchecked."""
-        from utils.models.catalog import context_window_of
+        from cupid.utils.models.catalog import context_window_of
 
         return context_window_of(self.name)
 
@@ -207,7 +207,7 @@ class Model:
         return (self.provider, self.endpoint(), self.name)
 
     def learned_adaptations(self) -> tuple:
-        from utils.models.adaptations import ADAPTATIONS
+        from cupid.utils.models.adaptations import ADAPTATIONS
 
         return ADAPTATIONS.learned(self.adaptation_key()) if self.learns_parameters else ()
 
@@ -233,7 +233,7 @@ class Model:
         as any 400 does."""
         if not self.learns_parameters:
             return False
-        from utils.models.adaptations import ADAPTATIONS
+        from cupid.utils.models.adaptations import ADAPTATIONS
 
         adaptation = self.parameter_adaptation(exc)
         if adaptation is None or adaptation.parameter in adapted:
@@ -276,7 +276,7 @@ class Model:
         if self.batch_runner is not None:
             self.batch_runner.defer(self, request, key)  # raises BatchDeferred, or goes on
         if self.learns_parameters:
-            from utils.models.adaptations import ADAPTATIONS
+            from cupid.utils.models.adaptations import ADAPTATIONS
 
             with ADAPTATIONS.first_call(self.adaptation_key()):
                 completion = self._send(request)

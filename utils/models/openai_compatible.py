@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
-from utils.models.batch import BatchItemError, Unanswered
-from utils.models.errors import TransientModelError
-from utils.models.hosted import HostedModel, call_sdk_with_headers
-from utils.models.rate_limit_headers import header_family
-from utils.models.request import Completion, Request, Usage
+from cupid.utils.models.batch import BatchItemError, Unanswered
+from cupid.utils.models.errors import TransientModelError
+from cupid.utils.models.hosted import HostedModel, call_sdk_with_headers
+from cupid.utils.models.rate_limit_headers import header_family
+from cupid.utils.models.request import Completion, Request, Usage
 
 
 # OpenAI's rate-limit headers, which Together and vLLM's proxies send too

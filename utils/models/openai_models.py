@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from utils.models.adaptations import Adaptation
-from utils.models.catalog import ModelFacts, dated_table
-from utils.models.errors import ModelConfigurationError
-from utils.models.model import register_provider
-from utils.models.openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel
-from utils.models.request import Request
-from utils.models.retry import status_code
+from cupid.utils.models.adaptations import Adaptation
+from cupid.utils.models.catalog import ModelFacts, dated_table
+from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.model import register_provider
+from cupid.utils.models.openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel
+from cupid.utils.models.request import Request
+from cupid.utils.models.retry import status_code
 
 
 # Prices (USD per million tokens, input and output, at the online rate) and context

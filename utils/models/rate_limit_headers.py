@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from utils.models.discovery import import_model_modules
+from cupid.utils.models.discovery import import_model_modules
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-import config
-from utils.models.discovery import import_model_modules
-from utils.models.errors import ModelConfigurationError, UnknownModelError
-from utils.models.model import Model, register_model, register_provider  # noqa: F401 (re-exported)
-from utils.models.model import MODEL_CLASSES as _REGISTRY, PROVIDER_CLASSES as _PROVIDERS
+from cupid import config
+from cupid.utils.models.discovery import import_model_modules
+from cupid.utils.models.errors import ModelConfigurationError, UnknownModelError
+from cupid.utils.models.model import Model, register_model, register_provider  # noqa: F401 (re-exported)
+from cupid.utils.models.model import MODEL_CLASSES as _REGISTRY, PROVIDER_CLASSES as _PROVIDERS
 
 
 def discover_models() -> None:

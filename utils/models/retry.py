@@ -10,9 +10,9 @@ import time
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import config
-from utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
-from utils.redact import redact
+from cupid import config
+from cupid.utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
+from cupid.utils.redact import redact
 
 # Set when the process is stopping: the seam starts no new attempt and cuts its backoff
 # sleeps short, so worker threads return within moments of a Ctrl-C instead of retrying.

@@ -48,8 +48,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from utils.models.catalog import ModelFacts, dated_table
-from utils.models.model import (
+from cupid.utils.models.catalog import ModelFacts, dated_table
+from cupid.utils.models.model import (
     Completion,
     Model,
     ModelConfigurationError,

@@ -18,12 +18,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from utils.models.batch import Unanswered
-from utils.models.catalog import ModelFacts, dated_table
-from utils.models.hosted import CLIENTS
-from utils.models.model import Completion, Request, register_provider
-from utils.models.openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel, chat_batch_answers
-from utils.models.request import normalise_endpoint
+from cupid.utils.models.batch import Unanswered
+from cupid.utils.models.catalog import ModelFacts, dated_table
+from cupid.utils.models.hosted import CLIENTS
+from cupid.utils.models.model import Completion, Request, register_provider
+from cupid.utils.models.openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel, chat_batch_answers
+from cupid.utils.models.request import normalise_endpoint
 
 # Prices (USD per million tokens, input and output, at the online rate) and context
 # windows (prompt plus output tokens), as the sources said on the table's date

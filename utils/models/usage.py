@@ -4,9 +4,9 @@ from __future__ import annotations
 import statistics
 import threading
 
-import config
-from utils.models.catalog import price_of
-from utils.models.request import Usage
+from cupid import config
+from cupid.utils.models.catalog import price_of
+from cupid.utils.models.request import Usage
 
 
 class UsageTracker:

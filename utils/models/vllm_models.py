@@ -15,12 +15,12 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable
 
-import config
-from utils.models.cache import ResponseCache
-from utils.models.errors import ModelConfigurationError
-from utils.models.model import register_model, register_provider
-from utils.models.openai_compatible import OpenAICompatibleModel, chat_messages
-from utils.models.request import Request, normalise_endpoint
+from cupid import config
+from cupid.utils.models.cache import ResponseCache
+from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.model import register_model, register_provider
+from cupid.utils.models.openai_compatible import OpenAICompatibleModel, chat_messages
+from cupid.utils.models.request import Request, normalise_endpoint
 
 log = logging.getLogger("cupid.models")
 
@@ -88,7 +88,7 @@ class VLLMModel(OpenAICompatibleModel):
         return normalise_endpoint(",".join(self.base_urls()))
 
     def limiter_key(self) -> tuple:
-        from utils.models.limits import endpoint_key
+        from cupid.utils.models.limits import endpoint_key
 
         return endpoint_key(self.provider, ",".join(self.base_urls()), self.resolved_api_key())
 

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from evaluation.report import results
-from evaluation.report import statistics as A
-from evaluation.metrics import InferenceCounts, macro_inference, micro_inference
+from cupid.evaluation.report import results
+from cupid.evaluation.report import statistics as A
+from cupid.evaluation.metrics import InferenceCounts, macro_inference, micro_inference
 from fixtures_results import GPT4O, M, S, build_results_dir
 
 

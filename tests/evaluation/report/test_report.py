@@ -30,9 +30,9 @@ import struct
 
 import pytest
 
-from evaluation.report import published as P
-from evaluation import report as R
-from evaluation.report import build as report_build
+from cupid.evaluation.report import published as P
+from cupid.evaluation import report as R
+from cupid.evaluation.report import build as report_build
 from fixtures_results import CLAUDE, GPT4O, M, R1, S, build_results_dir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from browser import Browser, find_chromium
-from evaluation import report as R
-from utils.html_page import markdown_to_html
+from cupid.evaluation import report as R
+from cupid.utils.html_page import markdown_to_html
 from sample_results import BROKEN, UNSCORABLE, build
-from utils.io import read_json
+from cupid.utils.io import read_json
 from repo_paths import ARTIFACTS
 
 # CI (.ci/run) sets CUPID_REQUIRE_BROWSER=1: there a missing browser fails instead of skipping.
@@ -226,8 +226,8 @@ def test_report_without_instance_data_still_works(sample, tmp_path, browser):
 # ---------------------------------------------------------------------------------------
 @needs_chromium
 def test_synthesis_report_shows_personas_dialogues_and_instances(fake_server, tmp_path, browser):
-    from synthesis.pipeline import SynthesisConfig, run_synthesis
-    from synthesis.report import main as synthesis_report
+    from cupid.synthesis.pipeline import SynthesisConfig, run_synthesis
+    from cupid.synthesis.report import main as synthesis_report
     from synthesis_responder import ScriptedSynthesis
 
     fake_server.responder = ScriptedSynthesis()
@@ -271,7 +271,7 @@ def test_synthesis_report_shows_personas_dialogues_and_instances(fake_server, tm
 def test_chunks_are_gzip_of_the_json_with_or_without_libdeflate(monkeypatch, libdeflate):
     import gzip
 
-    from utils import html_page
+    from cupid.utils import html_page
 
     if libdeflate and html_page._libdeflate is None:
         pytest.skip("the deflate package (libdeflate) is not installed")

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import shutil
 
-from evaluation import report as R
-from evaluation.report import statistics as S
-from evaluation.report.format import fmt_ci, fmt_p, fmt_pct, fmt_score
-from evaluation.report.payload import Payload
-from evaluation.report.results import load_runs, outcome
+from cupid.evaluation import report as R
+from cupid.evaluation.report import statistics as S
+from cupid.evaluation.report.format import fmt_ci, fmt_p, fmt_pct, fmt_score
+from cupid.evaluation.report.payload import Payload
+from cupid.evaluation.report.results import load_runs, outcome
 from tests.evaluation.report.test_report_html import browser, needs_chromium, open_report, sample, shot, texts  # noqa: F401  (fixtures)
-from utils.html_page import markdown_to_html
-from utils.io import read_json
+from cupid.utils.html_page import markdown_to_html
+from cupid.utils.io import read_json
 
 HOSTILE = ("### Why it scored so\n\n**Bold claim** and *an aside*, with `inline <b>code</b>`.\n\n"
            "- first <script>window.__pwned = 'script'</script>\n- second <img src=x onerror=\"window.__pwned = 'img'\">\n\n"
@@ -251,7 +251,7 @@ def test_phone_width_has_no_page_wide_scroll(sample, browser):
 def test_every_byte_value_survives_the_page(tmp_path, browser):
     """The chunks are raw bytes in a windows-1252 page: the HTML parser's changes (NUL, CR,
     '<') and the encoding's 0x80-0x9F characters must all come back as the bytes written."""
-    from utils.html_page import byte_text, chunk_element, chunked_page, write_page
+    from cupid.utils.html_page import byte_text, chunk_element, chunked_page, write_page
 
     data = bytes(range(256)) + b"</script><!--\r\n\r\x00\x01" + bytes(range(255, -1, -1))
     path = write_page(tmp_path / "bytes.html", chunked_page(
@@ -270,8 +270,8 @@ def test_word_coded_chunks_read_back_in_the_page(tmp_path, browser):
     """report.js's unword against utils/word_codes.py: a chunk coded with a full codebook
     (every one- and two-character code, the last lead and trail characters included) reads
     back in the page as the value written, as does one with escapes and ünïcode."""
-    from utils.html_page import chunk_element, chunked_page, gzip_text, compact_json, write_page
-    from utils.word_codes import CAPACITY, WordCodebook
+    from cupid.utils.html_page import chunk_element, chunked_page, gzip_text, compact_json, write_page
+    from cupid.utils.word_codes import CAPACITY, WordCodebook
 
     codebook = WordCodebook([f"w{k}" for k in range(CAPACITY - 3)] + ["ünïcode", '\\"quoted\\"', "tab\\there"])
     every_word = {"all": " ".join(codebook.words[::-1]), "head": "w0 w1  w2 ", "n": [1.5, None, True]}
@@ -292,8 +292,8 @@ def test_word_coded_chunks_read_back_in_the_page(tmp_path, browser):
 def test_worker_processes_pack_the_chunks_threads_pack(sample, monkeypatch):
     """A large report packs its chunks in worker processes (utils/chunk_packer.py), a small
     one on threads: the page's bytes are the same either way, and each chunk reads back."""
-    from evaluation.report import payload as payload_module
-    from utils.html_page import read_chunk
+    from cupid.evaluation.report import payload as payload_module
+    from cupid.utils.html_page import read_chunk
 
     runs = load_runs(sample["results"])
     models = sorted({r.model for r in runs})
@@ -305,7 +305,7 @@ def test_worker_processes_pack_the_chunks_threads_pack(sample, monkeypatch):
             packed[in_process] = (payload.codebook.words, [(name, c.result()) for name, c in payload.chunks])
     assert packed[True] == packed[False]
     words, chunks = packed[True]
-    from utils.word_codes import WordCodebook
+    from cupid.utils.word_codes import WordCodebook
     codebook = WordCodebook(words)
     details = {name: read_chunk(text, codebook) for name, text in chunks}
     some_run = next(v for k, v in details.items() if k.startswith("run"))

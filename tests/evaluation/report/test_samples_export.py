@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluation.data import InstanceSource
-from evaluation.metrics import f1_score
-from evaluation.report.command import main as report_main
-from evaluation.samples import STEPS, sample_rows
+from cupid.evaluation.data import InstanceSource
+from cupid.evaluation.metrics import f1_score
+from cupid.evaluation.report.command import main as report_main
+from cupid.evaluation.samples import STEPS, sample_rows
 from sample_results import BROKEN, build
 from repo_paths import SAMPLE_DATA
 

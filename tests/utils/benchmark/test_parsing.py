@@ -1,10 +1,10 @@
 import pytest
-from utils.benchmark.answers import ours as parsing
+from cupid.utils.benchmark.answers import ours as parsing
 
-from utils.benchmark.answers.ours import (parse_inferred_preference, parse_judge, parse_match, parse_response,
+from cupid.utils.benchmark.answers.ours import (parse_inferred_preference, parse_judge, parse_match, parse_response,
                                 parse_summaries)
-from utils.benchmark.decomposer import parse_checklist
-from utils.benchmark.answers.reading import ParseError, extract_json
+from cupid.utils.benchmark.decomposer import parse_checklist
+from cupid.utils.benchmark.answers.reading import ParseError, extract_json
 
 # --- inferred preference (Figure 21) -------------------------------------------------------
 
@@ -182,7 +182,7 @@ def test_summaries_and_response():
 def test_layout_grammars_match_what_the_parsers_read():
     # An answer laid out exactly as each grammar's fixed text parses, as the release reads
     # it too, so the embedded model's constrained answers reach the scored fields.
-    from utils.benchmark.answers import release
+    from cupid.utils.benchmark.answers import release
     inferred = ("### Analysis\n\nThe user wants short answers.\n"
                 "\n### Most Likely Preference\n\nKeep it under 100 words.\n")
     assert parsing.parse_inferred_preference(inferred)["preference"] == "Keep it under 100 words."

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from utils.benchmark.answers import ours as parsing, release
-from utils.benchmark import decomposer
-from utils.benchmark.answers.reading import ParseError
+from cupid.utils.benchmark.answers import ours as parsing, release
+from cupid.utils.benchmark import decomposer
+from cupid.utils.benchmark.answers.reading import ParseError
 from repo_paths import GOLDEN_DIR, ROOT
 
 ANALYSIS = "### Analysis\n\nThe user asked for this before.\n\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from utils.benchmark.answers import release
+from cupid.utils.benchmark.answers import release
 
 JUDGED = "### Evaluation Label\n\nGood\n\n### Evaluation Score\n\n7"
 

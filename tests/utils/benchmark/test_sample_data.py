@@ -16,10 +16,10 @@ from collections import defaultdict
 
 import pytest
 
-import utils.benchmark.dataset
-from evaluation.data import InstanceSource
-from evaluation.prompt_layouts import format_session_log
-from utils.benchmark.dataset import parse_instance, shape_departures
+import cupid.utils.benchmark.dataset
+from cupid.evaluation.data import InstanceSource
+from cupid.evaluation.prompt_layouts import format_session_log
+from cupid.utils.benchmark.dataset import parse_instance, shape_departures
 from repo_paths import ROOT
 
 SAMPLE_DIR = ROOT / "data" / "sample"
@@ -35,7 +35,7 @@ def _builder():
 
 builder = _builder()
 
-INSTANCE_TYPES = set(utils.benchmark.dataset.INSTANCE_TYPES)
+INSTANCE_TYPES = set(cupid.utils.benchmark.dataset.INSTANCE_TYPES)
 FIELDS = {
     "persona_id": str,
     "instance_type": str,
@@ -234,7 +234,7 @@ def test_builder_cuts_instances_with_synthesis_code():
     """The instances are synthesis's stage 7 applied to the hand-made journey: the sessions
     each one keeps are those that synthesis.instances.kept_sessions draws with the content
     file's seed."""
-    from synthesis.instances import instance_rng, kept_sessions
+    from cupid.synthesis.instances import instance_rng, kept_sessions
 
     content = builder.load_content()
     for sessions_doc, rows in builder.build(content):

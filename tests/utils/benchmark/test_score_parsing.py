@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from utils.benchmark.answers.ours import (parse_inferred_preference, parse_judge, parse_match, parse_response,
+from cupid.utils.benchmark.answers.ours import (parse_inferred_preference, parse_judge, parse_match, parse_response,
                                 parse_summaries)
-from utils.benchmark.answers.reading import ParseError
+from cupid.utils.benchmark.answers.reading import ParseError
 
 HEAD = "### Evaluation of AI Assistant's Response\n\n1. Short.\n\n### Evaluation Label\n\nGood\n\n"
 
@@ -194,7 +194,7 @@ def invalid(change) -> dict:
 def test_match_schema_refuses_what_parse_match_cannot_use(doc):
     import jsonschema
 
-    from utils.benchmark.answers.ours import match_schema
+    from cupid.utils.benchmark.answers.ours import match_schema
 
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, match_schema(2))
@@ -203,8 +203,8 @@ def test_match_schema_refuses_what_parse_match_cannot_use(doc):
 def test_match_schema_accepts_every_label():
     import jsonschema
 
-    from evaluation.metrics import LABEL_SCORES
-    from utils.benchmark.answers.ours import match_schema
+    from cupid.evaluation.metrics import LABEL_SCORES
+    from cupid.utils.benchmark.answers.ours import match_schema
 
     schema = match_schema(2)
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -261,7 +261,7 @@ def test_summaries_count_must_match_the_sessions():
 def test_match_schema_wants_an_object(doc):
     import jsonschema
 
-    from utils.benchmark.answers.ours import match_schema
+    from cupid.utils.benchmark.answers.ours import match_schema
 
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, match_schema(2))

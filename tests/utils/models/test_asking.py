@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from utils.models.asking import NoUsableAnswer, ask_until_usable
-from utils.models.errors import ModelCallFailed
+from cupid.utils.models.asking import NoUsableAnswer, ask_until_usable
+from cupid.utils.models.errors import ModelCallFailed
 
 
 class Recorder:

@@ -10,15 +10,15 @@ import json
 
 import pytest
 
-import config
+from cupid import config
 from counts_check import assert_counts_agree
 from fake_llm_server import FakeResponse, _openai_refusal
 from tests.evaluation.test_run import assert_expected
 from tests.utils.models.test_model_families import cupid_env, read_run, run_cli  # noqa: F401
-from utils.models.adaptations import ADAPTATIONS, reset_adaptations
-from utils.models.batch import BatchDeferred, BatchRunner
-from utils.models.cache import ResponseCache
-from utils.models.registry import resolve_model
+from cupid.utils.models.adaptations import ADAPTATIONS, reset_adaptations
+from cupid.utils.models.batch import BatchDeferred, BatchRunner
+from cupid.utils.models.cache import ResponseCache
+from cupid.utils.models.registry import resolve_model
 
 MODEL, EVALUATOR = "gpt-7-preview", "gpt-7-judge"  # names no family rule knows
 MAX_TOKENS_SENT_AS = {"parameter": "max_tokens", "renamed_to": "max_completion_tokens",

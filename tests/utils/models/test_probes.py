@@ -9,9 +9,9 @@ import time
 import pytest
 
 from fake_llm_server import FakeLLMServer, FakeResponse
-from utils.models.errors import ModelCallFailed, ModelConfigurationError
-from utils.models.registry import check_models, resolve_model
-from utils.models.together_models import TogetherModel, api_root, together_sdk_base_url
+from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError
+from cupid.utils.models.registry import check_models, resolve_model
+from cupid.utils.models.together_models import TogetherModel, api_root, together_sdk_base_url
 
 SPECS = {
     "openai": "openai:gpt-4o-2024-11-20",

@@ -9,9 +9,9 @@ import textwrap
 
 import pytest
 
-import config
-from utils.models.model import PROVIDER_CLASSES
-from utils.models.registry import guess_provider, resolve_model
+from cupid import config
+from cupid.utils.models.model import PROVIDER_CLASSES
+from cupid.utils.models.registry import guess_provider, resolve_model
 from fake_llm_server import FakeLLMServer
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

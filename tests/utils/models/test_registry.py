@@ -9,21 +9,21 @@ import textwrap
 
 import pytest
 
-import config
-from utils.models import registry
-from utils.models.anthropic_models import AnthropicModel
-from utils.models.google_models import GoogleModel
-from utils.models.errors import ModelCallFailed, ModelConfigurationError, UnknownModelError
-from utils.models.model import Model
-from utils.models.registry import (
+from cupid import config
+from cupid.utils.models import registry
+from cupid.utils.models.anthropic_models import AnthropicModel
+from cupid.utils.models.google_models import GoogleModel
+from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError, UnknownModelError
+from cupid.utils.models.model import Model
+from cupid.utils.models.registry import (
     provider_prefixes,
     register_model,
     registered_models,
     resolve_model,
 )
-from utils.models.openai_models import OpenAIModel
-from utils.models.vllm_models import PrefMatcherModel, VLLMModel
-from utils.models.together_models import TogetherModel
+from cupid.utils.models.openai_models import OpenAIModel
+from cupid.utils.models.vllm_models import PrefMatcherModel, VLLMModel
+from cupid.utils.models.together_models import TogetherModel
 
 
 @pytest.fixture
@@ -254,10 +254,10 @@ def test_importing_the_model_layer_imports_no_sdk_reads_no_key_opens_no_socket()
         socket.socket.connect = refuse
         socket.create_connection = refuse
 
-        from utils.models import registry
+        from cupid.utils.models import registry
         registry.discover_models()
-        import utils.models.openai_models, utils.models.anthropic_models
-        import utils.models.together_models, utils.models.google_models
+        import cupid.utils.models.openai_models, cupid.utils.models.anthropic_models
+        import cupid.utils.models.together_models, cupid.utils.models.google_models
         sdks = [name for name in ("openai", "anthropic", "together", "google.genai", "httpx",
                                   "httpx2", "google.auth") if name in sys.modules]
         print(json.dumps({"sdks": sdks, "reads": reads,
@@ -278,10 +278,10 @@ def test_importing_the_model_layer_imports_no_sdk_reads_no_key_opens_no_socket()
     assert secret_reads == []
 
 
-def test_the_old_extension_point_is_the_shared_model_layer():
-    """``from evaluation.models.model import Model, register_model`` (the original README's
-    extension point) is the very module of utils/models, so its registry is the one in use."""
-    import evaluation.models.model as old
-    import utils.models.model as shared
+def test_the_extension_point_is_the_model_layer_package():
+    """``from cupid.utils.models import Model, register_model`` is the very module of
+    utils/models/model.py, so a model registered through it is in the registry in use."""
+    from cupid.utils.models import Model, register_model
+    import cupid.utils.models.model as shared
 
-    assert old is shared and old.Model is shared.Model and old.register_model is shared.register_model
+    assert Model is shared.Model and register_model is shared.register_model

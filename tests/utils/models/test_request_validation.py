@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from utils.models.request import validate_messages
+from cupid.utils.models.request import validate_messages
 
 
 @pytest.mark.parametrize("messages, message", [

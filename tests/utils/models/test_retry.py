@@ -11,13 +11,13 @@ import httpx
 import openai
 import pytest
 
-import config
-from utils.models.errors import ModelCallFailed, PermanentModelError, TransientModelError
-from utils.models.model import Model
-from utils.models.openai_models import OpenAIModel
-from utils.models.request import Completion, Request
-from utils.models.retry import backoff_delay, classify_error, retry_after_of
-from utils.models.usage import estimate_cost
+from cupid import config
+from cupid.utils.models.errors import ModelCallFailed, PermanentModelError, TransientModelError
+from cupid.utils.models.model import Model
+from cupid.utils.models.openai_models import OpenAIModel
+from cupid.utils.models.request import Completion, Request
+from cupid.utils.models.retry import backoff_delay, classify_error, retry_after_of
+from cupid.utils.models.usage import estimate_cost
 from fake_llm_server import FakeLLMServer, FakeResponse
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -184,7 +184,7 @@ PRICES = {"model-a": (2.50, 10.00), "model-b": (0.15, 0.60)}
 
 def use_prices(monkeypatch) -> None:
     """Our own price table (USD per million input / output tokens), not the catalog's."""
-    import utils.models.usage as usage
+    import cupid.utils.models.usage as usage
 
     monkeypatch.setattr(usage, "price_of", lambda name: PRICES.get(name) if name else None)
 
@@ -254,7 +254,7 @@ def test_retry_after_from_a_plain_headers_dict():
 
 
 def test_headers_of():
-    from utils.models.retry import headers_of
+    from cupid.utils.models.retry import headers_of
 
     assert headers_of(sdk_error(429, {"x-ratelimit-limit-tokens": "9"}))["x-ratelimit-limit-tokens"] == "9"
     assert headers_of(Raised(response=Response(429, {"a": "b"}))) == {"a": "b"}
@@ -270,7 +270,7 @@ def test_reasons_recorded_for_a_failure():
 def test_backoff_bounds(monkeypatch):
     monkeypatch.setattr(config, "RETRY_BASE_DELAY", 2.0)
     monkeypatch.setattr(config, "RETRY_MAX_DELAY", 10.0)
-    import utils.models.retry as retry
+    import cupid.utils.models.retry as retry
 
     monkeypatch.setattr(retry.random, "uniform", lambda low, high: low)
     assert [backoff_delay(a, None) for a in range(4)] == [1.0, 2.0, 4.0, 5.0]  # half the ceiling
@@ -282,8 +282,8 @@ def test_backoff_bounds(monkeypatch):
 
 
 def test_usage_tracker_counts_and_prices_by_hand(monkeypatch):
-    from utils.models.request import Usage
-    from utils.models.usage import UsageTracker
+    from cupid.utils.models.request import Usage
+    from cupid.utils.models.usage import UsageTracker
 
     use_prices(monkeypatch)
     monkeypatch.setattr(config, "BATCH_DISCOUNT", 0.5)
@@ -347,13 +347,13 @@ def test_a_context_length_refusal_is_not_retried_and_says_so(exc, message):
     sdk_error_with(400, {"message": "temperature must be at most 2", "type": "invalid_request_error"}),
 ])
 def test_other_errors_are_not_context_length_refusals(exc):
-    from utils.models.retry import context_length_message
+    from cupid.utils.models.retry import context_length_message
 
     assert context_length_message(exc) is None
 
 
 def test_context_length_words_found_outside_a_json_body():
-    from utils.models.retry import context_length_message
+    from cupid.utils.models.retry import context_length_message
 
     assert context_length_message(Raised(status=400, body="maximum context length is 2048")) is None
     assert context_length_message(ValueError("exceeds the available context size (2048 tokens)")) == \

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from cupid_responder import write_two_instance_data
-from utils.models import registry
-from utils.models.errors import UnknownModelError
-from utils.models.model import Model
-from utils.models.registry import is_code_spec, resolve_model
+from cupid.utils.models import registry
+from cupid.utils.models.errors import UnknownModelError
+from cupid.utils.models.model import Model
+from cupid.utils.models.registry import is_code_spec, resolve_model
 from repo_paths import ROOT, SUPPORT
 
 
 USER_MODEL = textwrap.dedent('''
-    from utils.models.model import Model, register_model
+    from cupid.utils.models.model import Model, register_model
     from cupid_responder import CupidResponder, two_instance_plans
 
     ANSWERS = CupidResponder(two_instance_plans())
@@ -123,7 +123,7 @@ def test_an_installed_plugins_entry_point_is_found_by_name(tmp_path, monkeypatch
     site = tmp_path / "site"
     (site / "cupid_plugin_example").mkdir(parents=True)
     (site / "cupid_plugin_example" / "__init__.py").write_text(textwrap.dedent('''
-        from utils.models.model import Model
+        from cupid.utils.models.model import Model
 
         class PluginModel(Model):
             def __call__(self, system_prompt, user_prompt):
@@ -165,7 +165,7 @@ def test_a_user_model_file_runs_from_the_users_directory(tmp_path):
     else:
         script = tmp_path / "bin" / "cupid-eval"
         script.parent.mkdir()
-        script.write_text("import sys\nfrom evaluation.console_scripts import cupid_eval\n"
+        script.write_text("import sys\nfrom cupid.evaluation.console_scripts import cupid_eval\n"
                           "if __name__ == '__main__':\n    sys.exit(cupid_eval())\n")
         command = [sys.executable, str(script)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(SUPPORT)])}
@@ -182,7 +182,7 @@ def test_a_user_model_file_runs_from_the_users_directory(tmp_path):
 
 
 def test_a_sweep_file_names_user_models(tmp_path, monkeypatch, scratch_registry):
-    from evaluation import run as run_module
+    from cupid.evaluation import run as run_module
 
     write_user_model(tmp_path, "sweep")
     write_two_instance_data(tmp_path / "data.jsonl")

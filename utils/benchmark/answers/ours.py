@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from utils.benchmark.answers import release
-from utils.benchmark.answers.reading import ParseError, extract_json
-from utils.benchmark.answers.release import LABEL_SCORES
+from cupid.utils.benchmark.answers import release
+from cupid.utils.benchmark.answers.reading import ParseError, extract_json
+from cupid.utils.benchmark.answers.release import LABEL_SCORES
 
 
 # ---------------------------------------------------------------------------------------
