@@ -10,7 +10,7 @@ tests/golden/release/:
   direction) with the scripted answers of tests/support/release_responder.py;
 - parsers.json: what the release's own parsers (PreferenceInferrer.process_output,
   parse_json, match_label_to_score, ResponseJudger.process_output and
-  process_generation_result) make of every answer of tests/utils/benchmark/test_release_parsing.py;
+  process_generation_result) make of every answer of tests/evaluation/test_release_parsing.py;
 - synthesis_requests.json: every request the release's synthesis sends for one persona
   (its own modules driven as in benchmarks/release_side_by_side_synthesis.py): per stage,
   the SHA-256 of each request's (model, system, messages, temperature, max_tokens) and the

@@ -44,21 +44,23 @@ MODULES = {
         "tests/evaluation/test_sweep.py",
         "tests/evaluation/test_run.py",
     ],
-    "utils/benchmark/answers/ours.py": [
-        "tests/utils/benchmark/test_parsing.py",
-        "tests/utils/benchmark/test_score_parsing.py",
-        "tests/utils/benchmark/test_release_parsing.py",
+    **{f"evaluation/steps/{step}.py": [
+        "tests/evaluation/steps/test_parsing.py",
+        "tests/evaluation/steps/test_score_parsing.py",
+        "tests/evaluation/test_release_parsing.py",
+        "tests/evaluation/test_release_view.py",
+        "tests/evaluation/test_stored_values.py",
+    ] for step in ("infer", "decompose", "match", "judge")},
+    "utils/answers.py": [
+        "tests/utils/test_answers.py",
+        "tests/evaluation/steps/test_parsing.py",
+        "tests/evaluation/test_release_parsing.py",
     ],
-    "utils/benchmark/answers/reading.py": [
-        "tests/utils/benchmark/test_json_extraction.py",
-        "tests/utils/benchmark/test_parsing.py",
-        "tests/utils/benchmark/test_release_parsing.py",
-    ],
-    "utils/benchmark/answers/release.py": [
-        "tests/utils/benchmark/test_release_parsing.py",
-        "tests/utils/benchmark/test_release_view.py",
-        "tests/utils/benchmark/test_json_extraction.py",
-        "tests/utils/benchmark/test_parsing.py",
+    "evaluation/release.py": [
+        "tests/evaluation/test_release_parsing.py",
+        "tests/evaluation/test_release_view.py",
+        "tests/utils/test_answers.py",
+        "tests/evaluation/steps/test_parsing.py",
     ],
     "utils/models/request.py": [
         "tests/utils/models/test_request_validation.py",

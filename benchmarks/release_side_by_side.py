@@ -107,10 +107,10 @@ print(json.dumps(out))
 
 
 def check_parsers(release_root: Path, env: dict) -> tuple[int, int, list[str]]:
-    """The release's own parsers against our account of them (utils/benchmark/answers/release.py)
-    on every documented case of tests/utils/benchmark/test_release_parsing.py."""
+    """The release's own parsers against our account of them (evaluation/release.py)
+    on every documented case of tests/evaluation/test_release_parsing.py."""
     sys.path.insert(0, str(ROOT))
-    from cupid.utils.benchmark.answers import release
+    from cupid.evaluation import release
     from tests.utils.benchmark.test_release_parsing import CASES
 
     cases = [(step, answer, False) for step, answer, *_ in CASES]
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(instances)} instances from {args.data_dir}; release {commit[:7]} at {release_root}; "
               f"loopback server {server.base_url}")
         agree, n, notes = check_parsers(release_root, side_env(server, release_root))
-        print(f"\nthe release's own parsers vs utils/benchmark/answers/release.py on the documented "
+        print(f"\nthe release's own parsers vs evaluation/release.py on the documented "
               f"answers: {agree}/{n} agree")
         for note in notes[:10]:
             print(f"  - {note}")

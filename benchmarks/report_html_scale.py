@@ -32,7 +32,7 @@ for path in (ROOT, ROOT / "tests" / "support"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from cupid.utils.benchmark.dataset import safe_name  # noqa: E402
+from cupid.utils.dataset import safe_name  # noqa: E402
 
 # A Zipf-distributed vocabulary of 4,000 made-up words: gzip compresses it about as well as
 # English prose (~2.7x), not as well as a handful of repeated words would.

@@ -10,10 +10,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from cupid.utils.benchmark.answers import release as release_parsing
-from cupid.evaluation.metrics import InferenceCounts, generation_summary, macro_inference, micro_inference
-from cupid.evaluation.stored_values import problems_by_task, read_generation, read_inference
-from cupid.utils.benchmark.dataset import INSTANCE_TYPES
+from cupid.evaluation import release as release_parsing, steps
+from cupid.evaluation.metrics import (InferenceCounts, generation_problem, generation_summary, inference_problem,
+                                      macro_inference, micro_inference, read_generation, read_inference)
+from cupid.utils.dataset import INSTANCE_TYPES
 from cupid.utils.models.usage import estimate_cost
 
 
@@ -66,7 +66,7 @@ def aggregate(outcomes: Iterable[InstanceOutcome], task: str) -> dict:
             failures[step][_short(reason)] += 1
     # How far the run is from the release's scoring: per task, the instances that the
     # released harness would have scored 0, skipped, or read differently
-    # (utils/benchmark/answers/release.py, docs/release_parsing.md).
+    # (evaluation/release.py, docs/release_parsing.md).
     tasks = [t for t in ("inference", "generation") if task in (t, "both")]
     for key, kind in (("release_would_score_zero", "zero"), ("release_would_drop", "drop"),
                       ("release_would_differ", "differs")):
@@ -89,13 +89,17 @@ def release_outcomes_of_record(data: dict, scorer: str) -> dict:
     inference never reaches generation."""
     if data.get("setting", "default") != "default":
         return {}
-    model_steps = data.get("steps") or {}
-    scorer_steps = ((data.get("evaluations") or {}).get(scorer) or {}).get("steps") or {}
-    views = {name: (model_steps.get(name) or {}).get("release") for name in ("infer", "generate")}
-    views.update({name: (scorer_steps.get(name) or {}).get("release")
-                  for name in ("decompose", "match_precision", "match_recall", "judge")})
-    return {task: outcome for task, outcome in
-            release_parsing.instance_outcomes(views, "both").items() if outcome is not None}
+    recorded = {False: data.get("steps") or {},
+                True: ((data.get("evaluations") or {}).get(scorer) or {}).get("steps") or {}}
+
+    def view(step: steps.Step) -> str | None:
+        record = recorded[step.per_scorer].get(step.name)
+        return ((record.get("release") or {}).get("outcome")) if isinstance(record, dict) else None
+
+    outcomes = {task: release_parsing.worst([view(s) for s in steps.of_task(task)]) for task in steps.TASKS}
+    if outcomes["inference"] == "drop":  # the release runs inference first and returns
+        outcomes["generation"] = "drop" if outcomes["generation"] is not None else None
+    return {task: outcome for task, outcome in outcomes.items() if outcome is not None}
 
 
 def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
@@ -103,8 +107,8 @@ def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
     its results, the steps that failed (and were not asked again since), or "unfinished"."""
     evaluation = (data.get("evaluations") or {}).get(scorer) or {}
     failures = [(name, step.get("error") or "failed")
-                for steps in (data.get("steps") or {}, evaluation.get("steps") or {})
-                for name, step in steps.items() if (step or {}).get("status") == "failed"]
+                for recorded in (data.get("steps") or {}, evaluation.get("steps") or {})
+                for name, step in recorded.items() if (step or {}).get("status") == "failed"]
     # A value no parser could have produced (a hand-edited or damaged file) is a failure
     # of the instance, never a number in the aggregate.
     bad = problems_by_task(data, scorer)
@@ -126,6 +130,51 @@ def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
     elif outcome.inference is None and outcome.generation_score is None:
         outcome.status = "unfinished"
     return outcome
+
+
+def problems_by_task(data: dict, scorer: str | None = None) -> dict[str, list[str]]:
+    """Every unusable value of an instance file, by the task whose result it would enter
+    ("inference", "generation"): its done steps' outputs (the model's and ``scorer``'s, or
+    every scorer's when None) and the scorers' results."""
+    found: dict[str, list[str]] = {"inference": [], "generation": []}
+    evaluations = data.get("evaluations") or {}
+    if not isinstance(evaluations, dict):
+        message = "evaluations is not an object"
+        return {"inference": [message], "generation": [message]}
+    step_sets = [("", data.get("steps") or {})]
+    chosen = evaluations if scorer is None else {scorer: evaluations.get(scorer)}
+    for name, evaluation in chosen.items():
+        if evaluation is None:
+            continue
+        if not isinstance(evaluation, dict):
+            for task in found:
+                found[task].append(f"evaluations[{name!r}] is not an object")
+            continue
+        step_sets.append((f"{name}: ", evaluation.get("steps") or {}))
+        for task, check in (("inference", inference_problem), ("generation", generation_problem)):
+            if evaluation.get(task) is not None:
+                problem = check(evaluation[task])
+                if problem:
+                    found[task].append(f"{name}: {problem}")
+    for prefix, recorded in step_sets:
+        if not isinstance(recorded, dict):
+            for task in found:
+                found[task].append(f"{prefix}steps is not an object")
+            continue
+        for step_name, record in recorded.items():
+            step = steps.BY_NAME.get(step_name)
+            if step is not None and isinstance(record, dict) and record.get("status") == "done":
+                problem = step.check(record.get("output"))
+                if problem:
+                    for task in step.tasks:
+                        found[task].append(prefix + problem)
+    return found
+
+
+def record_problems(data: dict, scorer: str | None = None) -> list[str]:
+    """``problems_by_task`` as one list, each problem once."""
+    found = problems_by_task(data, scorer)
+    return list(dict.fromkeys(found["inference"] + found["generation"]))
 
 
 def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
@@ -151,8 +200,8 @@ def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
     results["counts"]["unfinished"] = sum(o.status == "unfinished" for o in outcomes)
     results["counts"]["by_task"] = {
         name: {"done": sum(getattr(o, attr) is not None for o in outcomes),
-               "failed": sum(any(s in steps for s, _ in o.failures) for o in outcomes)}
-        for name, attr, steps, present in (
+               "failed": sum(any(s in failing for s, _ in o.failures) for o in outcomes)}
+        for name, attr, failing, present in (
             ("inference", "inference", INFERENCE_STEPS, has_inference),
             ("generation", "generation_score", GENERATION_STEPS, has_generation)) if present}
     results["tasks"] = tasks
@@ -188,8 +237,8 @@ def truncated_answers(records: Iterable[dict], scorer: str) -> dict:
     by_step: Counter = Counter()
     for record in records:
         scorer_steps = (((record.get("evaluations") or {}).get(scorer) or {}).get("steps") or {})
-        for steps in (record.get("steps") or {}, scorer_steps):
-            for name, step in steps.items():
+        for recorded in (record.get("steps") or {}, scorer_steps):
+            for name, step in recorded.items():
                 if not isinstance(step, dict):
                     continue
                 answers += len(step.get("raw") or [])
@@ -201,8 +250,9 @@ def truncated_answers(records: Iterable[dict], scorer: str) -> dict:
             "share": round(truncated / answers, 4) if answers else 0.0, "by_step": dict(by_step)}
 
 
-INFERENCE_STEPS = {"infer", "decompose", "match_precision", "match_recall", "stored inference value"}
-GENERATION_STEPS = {"generate", "judge", "stored generation value"}
+# The failures that fail each task: its steps', and a stored value of its result no parser made.
+INFERENCE_STEPS = {s.name for s in steps.of_task("inference")} | {"stored inference value"}
+GENERATION_STEPS = {s.name for s in steps.of_task("generation")} | {"stored generation value"}
 
 
 class RunningScores:
@@ -230,7 +280,7 @@ class RunningScores:
                 out.update(P=f"{micro['precision']:.3f}", R=f"{micro['recall']:.3f}",
                            F1=f"{micro['f1']:.3f}")
             if self._scores:
-                out["judge"] = f"{sum(self._scores) / len(self._scores):.2f}"
+                out["score"] = f"{sum(self._scores) / len(self._scores):.2f}"
             if self.failed:
                 out["failed"] = self.failed
             return out

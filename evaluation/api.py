@@ -1,40 +1,33 @@
-"""The Python API of the evaluation: ``from evaluation import evaluate``.
+"""The evaluation's engine: ``from cupid.evaluation import evaluate``.
 
-    from evaluation import evaluate
+    from cupid.evaluation import evaluate
 
     run = evaluate("gpt-4.1-nano-2025-04-14", data="data/sample", task="both", n_workers=8)
     run.results["inference"]["f1"], run.run_dir
 
-``evaluate`` runs exactly what ``cupid-eval`` (``python -m evaluation.run``) runs for one
-model and setting, through the same function (``evaluation.run.evaluate_one``): the same
-validation, run directory, resume, cache and failure rules, and the same results.json. It
-adds what a program calling it needs: a model may be a ``Model`` object, the data a list of
-rows or a ``datasets.Dataset``; bad arguments raise ``ValueError`` naming the argument; and
-the process is left as it was found (the "cupid" logger's handlers, signal handlers, the
-response cache's connection; no worker thread outlives the call).
+``cupid-eval`` (evaluation/run.py) parses its flags into these arguments and calls this
+function; its exit statuses are the exceptions' ``exit_code``s (utils/errors.py). The
+process is left as it was found: the "cupid" logger's handlers, the signal handlers, the
+caller's Model objects' caches; no worker thread outlives the call.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from cupid import config
-from cupid.evaluation.flags import build_parser, collected_errors, setup_logging
-from cupid.utils.command_line import namespace_from_kwargs
+from cupid.evaluation.run_spec import RunSpec, data_path
+from cupid.utils.io import open_log_file
 from cupid.utils.models.model import Model
 from cupid.utils.models.retry import reset_cancel
-
-
-class EvaluationError(ValueError):
-    """The run could not start or was stopped (bad data, a missing key, an unreachable
-    server, a run directory made with other settings); the message is the one line the
-    command prints."""
+from cupid.utils.models.usage import UsageTracker
+from cupid.utils.redact import RedactingFormatter
+from cupid.utils.stop_signals import SignalGuard
 
 
 @dataclass
@@ -45,7 +38,6 @@ class EvaluationResult:
 
     results: dict
     run_dir: Path
-    exit_code: int
     failed: int = 0
     _samples: list[dict] | None = field(default=None, repr=False)
 
@@ -65,154 +57,89 @@ class EvaluationResult:
         return pd.DataFrame(self.samples)
 
 
-def evaluate(model: str | Model, *, evaluator: str | Model | None = None,
-             data: Any = None, task: str = "inference", setting: str = "default",
-             results_dir: str | Path = "results", n_workers: int = 4,
-             **flags: Any) -> EvaluationResult:
-    """Evaluate ``model`` on CUPID and return its results.
+def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVALUATOR, data: Any = None,
+             dataset: str = config.HF_DATASET, split: str = config.HF_SPLIT, revision: str | None = None,
+             limit: int | None = None, shard: str | None = None, task: str = "inference",
+             setting: str = "default", results_dir: str | Path = "results", n_workers: int = 4,
+             use_matcher: bool = False, matcher_url: str = config.PREFMATCHER_BASE_URL,
+             model_args: dict | None = None, evaluator_args: dict | None = None,
+             matcher_args: dict | None = None, seed: int | None = None,
+             timeout: float = config.REQUEST_TIMEOUT, max_retries: int = config.MAX_RETRIES,
+             no_cache: bool = False, batch: bool = False, rate_limit: Sequence[str] = (),
+             progress_every: int = 0, log_file: str | None = None) -> EvaluationResult:
+    """Evaluate ``model`` on CUPID into ``RESULTS_DIR/<model>[/<setting>]`` and return its
+    results; calling it again with the same arguments resumes.
 
-    ``model`` and ``evaluator``: a name as the command line takes it (a registered name, a
-    hosted name, ``vllm:NAME@URL``, ``path/to/file.py:Class``, ``pkg.module:Class``) or a
-    ``Model`` object, registered or not (used as it is). ``evaluator`` defaults to the
-    benchmark's (config.DEFAULT_EVALUATOR). ``data``: a path (a file, or a directory such
-    as ``"data/sample"``), a list of dicts in the dataset's schema, a ``datasets.Dataset``,
-    or None for the Hugging Face dataset (``dataset``, ``split``, ``revision`` flags). Rows
-    given in memory are written once to ``RESULTS_DIR/.inputs/data-<hash>.jsonl`` so the run
-    records a file it came from. ``flags``: every other flag of ``cupid-eval`` by its
-    name (``limit=10``, ``use_matcher=True``, ``model_args={"temperature": 0.2}``,
-    ``batch=True``, ``rate_limit=["tpm=30000"]``, ``log_file=...``); not ``sweep`` or
-    ``shard`` (call ``evaluate`` once per run instead), nor ``dry_run`` (a command).
+    ``model``, ``evaluator``: a name (a registered name, a hosted name, ``vllm:NAME@URL``,
+    ``path/to/file.py:Class``, ``pkg.module:Class``) or a ``Model`` object, used as it is.
+    ``data``: a file or directory in the dataset's schema (``"data/sample"``), a list of rows,
+    a ``datasets.Dataset``, or None for the hub dataset (``dataset``, ``split``, ``revision``).
+    ``shard``: ``"I/N"``, the instances whose id hashes to I. ``*_args``: a role's generation
+    overrides (``{"temperature": 0.2}``), which name its run. The rest as ``cupid-eval --help``.
 
-    Raises ``ValueError`` for a bad argument (naming it), ``EvaluationError`` (a
-    ValueError) when the run cannot start, ``KeyboardInterrupt`` when interrupted (every
-    finished step is kept; call again to resume).
+    Raises ``BadInput`` (a ValueError) for a bad argument or bad data, ``SetupError`` when
+    the run cannot start (a missing key, an unreachable server, a run directory made with other
+    settings), ``StorageError`` when the file system refuses a write, ``Interrupted`` (a
+    KeyboardInterrupt) on Ctrl-C, SIGTERM or SIGHUP; every finished step is kept either way.
+    A failed step is not raised: it is recorded, counted (``failed``) and asked again next time.
     """
-    from cupid.evaluation import run as run_module
+    from cupid.evaluation.invocation import Invocation
 
-    hints = {"sweep": "call evaluate() once per run", "shard": "call evaluate() once per run",
-             "data_dir": "pass data=PATH", "dry_run": "run cupid-eval --dry_run for a forecast",
-             "json": "run cupid-eval --dry_run --json for a forecast"}
-    for name in flags:
-        if name in hints:
-            raise ValueError(f"{name}: not an argument of evaluate(); {hints[name]}")
-    _check_model_argument("model", model)
-    if evaluator is not None:
-        _check_model_argument("evaluator", evaluator)
-    parser = build_parser()
-    args = namespace_from_kwargs(parser, {
-        "task": task, "setting": setting, "results_dir": str(results_dir),
-        "n_workers": n_workers, **flags})
-    from cupid.utils.models.limits import parse_rate_limit
-
-    for spec in args.rate_limit:
-        try:
-            parse_rate_limit(spec)
-        except ValueError as exc:
-            raise ValueError(f"rate_limit: {exc}") from None
-    args.model = model
-    args.evaluator = evaluator if evaluator is not None else config.DEFAULT_EVALUATOR
-    args.data, args.data_dir = _data_arguments(data, Path(args.results_dir))
-
-    from cupid.utils.io import StorageError
-    from cupid.utils.stop_signals import STOP_CODES
-
-    saved = _ProcessState.save([m for m in (model, evaluator) if isinstance(m, Model)])
-    shared = run_module.SharedResources(owns_process=False)
+    spec = RunSpec(model=model, evaluator=evaluator, data=data_path(data, results_dir), dataset=dataset,
+                   split=split, revision=revision, limit=limit, shard=shard, task=task, setting=setting,
+                   results_dir=str(results_dir), n_workers=n_workers, use_matcher=use_matcher,
+                   matcher_url=matcher_url, model_args=model_args, evaluator_args=evaluator_args,
+                   matcher_args=matcher_args, seed=seed, timeout=timeout, max_retries=max_retries,
+                   no_cache=no_cache, batch=batch, rate_limit=list(rate_limit),
+                   progress_every=progress_every, log_file=log_file)
+    state = ProcessState([m for m in (model, evaluator) if isinstance(m, Model)])
     try:
-        with collected_errors() as errors:
-            try:
-                setup_logging(args.log_file)
-                reset_cancel()
-                with shared.signals:  # SIGTERM and SIGHUP stop the run as Ctrl-C does, as in the command
-                    code = run_module.evaluate_one(args, shared)
-            except StorageError as exc:
-                raise EvaluationError(str(exc)) from None
+        setup_logging(spec.log_file)
+        reset_cancel()
+        with SignalGuard() as signals:  # SIGTERM and SIGHUP stop the run as Ctrl-C does
+            results = Invocation(spec, signals).run()
     finally:
-        shared.close()
-        saved.restore()
-    if code in STOP_CODES:
-        raise KeyboardInterrupt("interrupted; every finished step is kept, call evaluate() again to resume")
-    if code not in (0, 1) or shared.last_results is None:
-        message = errors[-1] if errors else f"the run stopped with exit status {code}"
-        raise EvaluationError(message.removeprefix("error: "))
-    results = shared.last_results
-    return EvaluationResult(results=results, run_dir=_run_dir(results, args), exit_code=code,
-                            failed=results.get("this_invocation", {}).get("ran_failed", 0))
-
-
-def _run_dir(results: dict, args) -> Path:
+        state.restore()
     from cupid.evaluation.store import run_dir_for
 
-    return Path(run_dir_for(args.results_dir, results["settings"]["model"], args.setting))
+    return EvaluationResult(results=results, run_dir=run_dir_for(spec.results_dir, results["settings"]["model"],
+                                                                 spec.setting),
+                            failed=results["this_invocation"]["ran_failed"])
 
 
-def _check_model_argument(name: str, value: Any) -> None:
-    if isinstance(value, Model):
-        return
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{name}: expected a model name or a Model instance, got {value!r}")
+def setup_logging(log_file: str | None) -> None:
+    """The "cupid" logger: errors on stderr; with ``log_file``, everything at INFO there
+    (StorageError when it cannot be opened, before anything is run)."""
+    root = logging.getLogger("cupid")
+    root.setLevel(logging.INFO)
+    root.handlers.clear()
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(logging.ERROR)
+    console.setFormatter(RedactingFormatter("%(levelname)s %(message)s"))
+    root.addHandler(console)
+    if log_file:
+        handler = open_log_file(log_file)
+        handler.setLevel(logging.INFO)
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        root.addHandler(handler)
 
 
-def _data_arguments(data: Any, results_dir: Path) -> tuple[str | None, str | None]:
-    """(--data, --data_dir) for ``data``."""
-    if data is None:
-        return None, None
-    if isinstance(data, (str, Path)):
-        from cupid.evaluation.flags import bundled_path
-
-        path = bundled_path(str(data))
-        return (None, path) if Path(path).is_dir() else (path, None)
-    if type(data).__module__.split(".")[0] == "datasets" and hasattr(data, "to_list"):
-        data = data.to_list()
-    if isinstance(data, (list, tuple)):
-        if not data:
-            raise ValueError("data: the list of rows is empty")
-        lines = []
-        for number, row in enumerate(data):
-            if not isinstance(row, dict):
-                raise ValueError(f"data: row {number} is a {type(row).__name__}, not a dict in the "
-                                 f"dataset's schema")
-            try:
-                lines.append(json.dumps(row, ensure_ascii=False, sort_keys=True))
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"data: row {number} is not JSON ({exc})") from None
-        text = "\n".join(lines) + "\n"
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-        path = results_dir / ".inputs" / f"data-{digest}.jsonl"
-        if not path.exists():
-            from cupid.utils.io import atomic_write_text
-
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, text)
-        return str(path), None
-    raise ValueError(f"data: expected a path, a list of dicts or a datasets.Dataset, got "
-                     f"{type(data).__name__}")
-
-
-class _ProcessState:
+class ProcessState:
     """What a run changes in the process and ``evaluate`` puts back: the "cupid" logger's
-    handlers and level (setup_logging replaces them), the signal handlers, and the cache of
-    the caller's own Model objects (the run's cache is closed when it ends). Their usage is
-    counted afresh for each call, as a resolved model's is."""
+    handlers and level, the signal handlers, and the cache of the caller's own Model objects
+    (the run's cache is closed when it ends). Their usage is counted afresh for each call,
+    as a resolved model's is."""
 
-    SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
-                    if hasattr(signal, name))
+    SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
     def __init__(self, models: list[Model]) -> None:
-        from cupid.utils.models.usage import UsageTracker
-
         self.caches = [(m, m.cache) for m in models]
         for m in models:
             m.usage = UsageTracker()
         self.logger = logging.getLogger("cupid")
-        self.handlers = list(self.logger.handlers)
-        self.level = self.logger.level
+        self.handlers, self.level = list(self.logger.handlers), self.logger.level
         self.signals = ({s: signal.getsignal(s) for s in self.SIGNALS}
                         if threading.current_thread() is threading.main_thread() else {})
-
-    @classmethod
-    def save(cls, models: list[Model]) -> "_ProcessState":
-        return cls(models)
 
     def restore(self) -> None:
         for model, cache in self.caches:

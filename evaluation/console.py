@@ -4,7 +4,6 @@ a run (scores per instance type, counts, failures, usage and cost), a sweep's ta
 SLURM or CI where no progress bar is drawn."""
 from __future__ import annotations
 
-import argparse
 import sys
 import threading
 import time
@@ -18,7 +17,7 @@ def _fmt(value, digits: int = 3) -> str:
     return "  -  " if value is None else f"{value:.{digits}f}"
 
 
-def print_summary(results: dict, path: Path, out=None) -> None:
+def print_summary(results: dict, path: Path | None = None, out=None) -> None:
     out = out or sys.stdout
     s = results["settings"]
     print(f"\nCUPID · model {s['model']} · setting {s['setting']} · task {s['task']} · "
@@ -80,10 +79,11 @@ def print_summary(results: dict, path: Path, out=None) -> None:
     if embedded:
         print(f"note: {' and '.join(embedded)} is the embedded 135M offline model: these numbers "
               f"exercise the harness end to end and mean nothing about the benchmark", file=out)
-    print(f"results: {path}", file=out)
+    if path is not None:
+        print(f"results: {path}", file=out)
 
 
-def print_sweep_table(rows: list[tuple[argparse.Namespace, dict | None, int]], out: TextIO | None = None) -> None:
+def print_sweep_table(rows: list[tuple[dict, dict | None, int]], out: TextIO | None = None) -> None:
     """One line per run of a sweep: micro P/R/F1, judge score, counts, cost, exit status."""
     out = out or sys.stdout
     print(f"\nsweep: {len(rows)} runs", file=out)
@@ -91,7 +91,7 @@ def print_sweep_table(rows: list[tuple[argparse.Namespace, dict | None, int]], o
           f"{'cost $':>9}{'exit':>5}", file=out)
     for run, results, code in rows:
         if results is None:
-            print(f"{run.model:40}{run.setting:18}{'(not run)':>55}{code:>5}", file=out)
+            print(f"{str(run['model']):40}{run['setting']:18}{'(not run)':>55}{code:>5}", file=out)
             continue
         inf, gen, counts = results.get("inference") or {}, results.get("generation") or {}, results["counts"]
         costs = [u.get("estimated_cost_usd") for u in results["usage"]["recorded"].values()]
@@ -99,7 +99,7 @@ def print_sweep_table(rows: list[tuple[argparse.Namespace, dict | None, int]], o
 
         def f(v, d=3):
             return "-" if v is None else f"{v:.{d}f}"
-        print(f"{results['settings']['model']:40}{run.setting:18}{f(inf.get('precision')):>7}"
+        print(f"{results['settings']['model']:40}{run['setting']:18}{f(inf.get('precision')):>7}"
               f"{f(inf.get('recall')):>7}{f(inf.get('f1')):>7}{f(gen.get('average_score'), 2):>7}"
               f"{counts['evaluated']:>6}{counts['failed']:>7}{f(cost, 4):>9}{code:>5}", file=out)
 

@@ -17,80 +17,68 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from cupid import config
-from cupid.evaluation import steps as S
-from cupid.evaluation.prompt_layouts import format_checklist, format_checklist_bullets, format_session_log
-from cupid.evaluation.pipeline import select_sessions
-from cupid.utils.benchmark.dataset import Instance
-from cupid.utils.benchmark.decomposer import PROMPT as DECOMPOSE_PROMPT
+from cupid.evaluation import steps
+from cupid.evaluation.pipeline import CHAINS, Shown
+from cupid.evaluation.settings import Setting
+from cupid.evaluation.steps import summarize
+from cupid.evaluation.steps.ask import Ask
+from cupid.utils.dataset import Instance
 from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.model import Model
 from cupid.utils.models.tokens import lower_bound_tokens
-from cupid.utils.prompts import load_prompt
 
 # The flag that sets each role's max_tokens.
 ROLE_FLAGS = {"evaluated": "--model_args", "evaluator": "--evaluator_args",
               "matcher": "--matcher_args"}
 
 
-def role_requests(instance: Instance, role: str, *, task: str, setting: str,
-                  use_matcher: bool) -> list[tuple[str, str, dict, int | None]]:
-    """(step, prompt file, values, the step's own max_tokens or None) of the requests
-    ``role`` receives for ``instance``; an earlier step's answer is left empty."""
-    truth = instance.current_contextual_preference
-    request = instance.current_request
-    wanted: list[tuple[str, str, dict, int | None]] = []
-    inference = task in ("inference", "both")
-    generation = task in ("generation", "both")
-    if role == "evaluated":
-        log = format_session_log(select_sessions(instance, setting))
-        if setting == "summary":
-            for session in instance.prior_interactions:
-                wanted.append(("summarize", S.PROMPTS["summarize"],
-                               {"interaction_log": format_session_log([session])}, None))
-        if inference and setting != "oracle_preference":
-            if setting == "summary":
-                wanted.append(("infer", S.PROMPTS["infer_from_summaries"],
-                               {"session_summaries": "", "curr_request": request}, None))
-            else:
-                wanted.append(("infer", S.PROMPTS["infer"],
-                               {"interaction_log": log, "curr_request": request}, None))
-        if generation:
-            if setting == "oracle_preference":
-                wanted.append(("generate", S.PROMPTS["generate_oracle_preference"],
-                               {"preference": truth, "request": request}, None))
-            elif setting == "summary":
-                wanted.append(("generate", S.PROMPTS["generate_from_summaries"],
-                               {"session_summaries": "", "curr_request": request}, None))
-            else:
-                wanted.append(("generate", S.PROMPTS["generate"],
-                               {"interaction_log": log, "curr_request": request}, None))
-    match_key = "match_prefmatcher" if role == "matcher" else "match"
-    matches = role == "matcher" or (role == "evaluator" and not use_matcher)
-    if inference and matches:
-        examples = {}
-        if match_key == "match":
-            examples["examples"] = S.render_matcher_examples(
-                load_prompt(S.PROMPTS["match"]).data["examples"])
-        wanted.append(("match_precision", S.PROMPTS[match_key],
-                       {"preference": truth, "checklist": format_checklist([]), **examples}, None))
-        wanted.append(("match_recall", S.PROMPTS[match_key],
-                       {"preference": "", "checklist": format_checklist(instance.current_checklist),
-                        **examples}, None))
-    if role == "evaluator":
-        if inference:
-            wanted.append(("decompose", DECOMPOSE_PROMPT, {"preferences": ""},
-                           config.DECOMPOSER_MAX_TOKENS))
-        if generation:
-            wanted.append(("judge", S.PROMPTS["judge"],
-                           {"preference": truth,
-                            "checklist": format_checklist_bullets(instance.current_checklist),
-                            "user_request": request, "ai_response": ""}, None))
-    return wanted
+class _Blank(dict):
+    """An earlier step's answer, not known before the run: empty, whatever is read of it."""
+
+    def __missing__(self, key):
+        return ""
+
+
+class RequestRecorder:
+    """A ``StepAsker`` (pipeline.py) that records the requests the chains would send, each
+    with the role that receives it, and answers with blanks."""
+
+    def __init__(self, use_matcher: bool):
+        self.use_matcher = use_matcher
+        self.requests: list[tuple[str, steps.Step, Ask]] = []
+
+    def __call__(self, step: steps.Step, ask: Ask) -> dict:
+        role = "evaluator" if step.role == "matcher" and not self.use_matcher else step.role
+        self.requests.append((role, step, ask))
+        return _Blank()
+
+    def together(self, *calls):
+        return [call() for call in calls]
+
+
+def run_requests(instance: Instance, *, task: str, setting: Setting,
+                 use_matcher: bool) -> list[tuple[str, steps.Step, Ask]]:
+    """(role, step, request) of every request a run sends for ``instance``, an earlier step's
+    answer left empty (a summary setting's summaries too)."""
+    recorder = RequestRecorder(use_matcher)
+    if setting.preference_given:
+        shown = Shown(preference_given=True, prefmatcher=use_matcher)
+    elif setting.summaries:
+        for session in setting.sessions(instance):
+            recorder(steps.SUMMARIZE, summarize.ask(session))
+        shown = Shown(from_summaries=True, prefmatcher=use_matcher)
+    else:
+        from cupid.evaluation.steps.layouts import format_session_log
+
+        shown = Shown(format_session_log(setting.sessions(instance)), prefmatcher=use_matcher)
+    for name, chain in CHAINS.items():
+        if task in (name, "both"):
+            chain(instance, shown, recorder)
+    return recorder.requests
 
 
 def check_context(models: dict[str, Model | None], instances: Iterable[Instance], *,
-                  task: str, setting: str) -> None:
+                  task: str, setting: Setting) -> None:
     """Raise ModelConfigurationError (one line, naming the numbers and the fix) when a
     served model's stated context cannot hold the longest request the run sends it."""
     served = {role: m for role, m in models.items()
@@ -101,15 +89,15 @@ def check_context(models: dict[str, Model | None], instances: Iterable[Instance]
     use_matcher = models.get("matcher") is not None
     longest: dict[tuple[str, str], tuple[int, str, str, int | None, bool]] = {}
     for instance in instances:
-        for role in served:
-            for step, prompt_name, values, step_max in role_requests(
-                    instance, role, task=task, setting=setting, use_matcher=use_matcher):
-                system_prompt, user_prompt = load_prompt(prompt_name).render(**values)
-                size = len(system_prompt) + len(user_prompt)
-                if size > longest.get((role, step), (-1,))[0]:
-                    # An empty value is an earlier step's answer, not known yet.
-                    partial = any(value == "" for value in values.values())
-                    longest[(role, step)] = (size, system_prompt, user_prompt, step_max, partial)
+        for role, step, ask in run_requests(instance, task=task, setting=setting, use_matcher=use_matcher):
+            if role not in served:
+                continue
+            system_prompt, user_prompt = ask.render()
+            size = len(system_prompt) + len(user_prompt)
+            if size > longest.get((role, step.name), (-1,))[0]:
+                # An empty value is an earlier step's answer, not known yet.
+                partial = any(value == "" for value in ask.values.values())
+                longest[(role, step.name)] = (size, system_prompt, user_prompt, ask.max_tokens, partial)
     for role, model in served.items():
         worst = None
         for (step_role, step), (_, system_prompt, user_prompt, step_max, partial) in longest.items():

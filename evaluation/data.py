@@ -1,5 +1,5 @@
 """Loading CUPID instances: from a file, a directory or a hub split, validated in full
-before any LLM call (the schema is utils/benchmark/dataset.py's).
+before any LLM call (the schema is utils/dataset.py's).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
-from cupid.utils.benchmark.dataset import DataValidationError, Instance, parse_instance, shape_departures, summarize_departures
+from cupid.utils.dataset import DataValidationError, Instance, parse_instance, shape_departures, summarize_departures
 
 
 def _undecodable(path: Path, exc: UnicodeDecodeError, data: bytes | None = None) -> DataValidationError:

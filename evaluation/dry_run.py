@@ -1,36 +1,36 @@
 """``python -m evaluation.run ... --dry_run``: what a run would cost, before paying for it.
 
 Nothing is sent (no request, no pre-flight probe, no key needed) and nothing is written.
-For every instance the run would evaluate, the requests of the steps that depend only on the
-data (summarize, infer, generate) are rendered by the steps' own code
-(evaluation/steps.py, utils/benchmark/decomposer.py, with utils/forecast.py's ``RenderOnly`` model);
-the steps that depend on earlier answers (decompose, match, judge, and in the summary
-setting infer and generate) are rendered the same way with stand-ins of the answers they
-would receive, taken from the instance itself (``ASSUMPTIONS``). Steps an earlier run
+For every instance the run would evaluate, the run's own chains (evaluation/pipeline.py)
+render every request with the steps' own code (evaluation/steps/, with utils/forecast.py's
+``RenderOnly`` model); a step that depends on earlier answers (decompose, match, judge, and in
+the summary setting infer and generate) is given stand-ins of the answers it would receive,
+taken from the instance itself (``ASSUMPTIONS``). Steps an earlier run
 already finished in the run directory cost nothing (read, never written). Re-asks of
 unparseable answers are not counted.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass, field
 from statistics import median
 
 from cupid import config
-from cupid.evaluation import steps as S
-from cupid.evaluation.flags import role_overrides
-from cupid.evaluation.invocation import select_instances
-from cupid.evaluation.prompt_layouts import format_session_log, relevant_positions
-from cupid.evaluation.pipeline import scorer_name, select_sessions
+from cupid.evaluation import steps
+from cupid.evaluation.pipeline import CHAINS, Shown, scorer_name
+from cupid.evaluation.run_spec import RunSpec
+from cupid.evaluation.steps import summarize
+from cupid.evaluation.steps.ask import Ask
+from cupid.evaluation.steps.layouts import format_session_log
+from cupid.evaluation.data import InstanceSource
+from cupid.evaluation.shards import ShardedInstances
 from cupid.evaluation.store import RunStore, run_dir_for
-from cupid.utils.benchmark.decomposer import decompose
-from cupid.utils.benchmark.dataset import DataValidationError, Instance
+from cupid.utils.dataset import Instance
+from cupid.utils.errors import CupidError
 from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
-                           print_forecast, render, summary)
+                                  print_forecast, render, summary)
 from cupid.utils.io import read_json
-from cupid.utils.models.errors import ModelError
 from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.tokens import estimate_tokens
 
@@ -68,13 +68,14 @@ class RunForecast:
     roles: dict[str, RoleForecast] = field(default_factory=dict)
 
 
-def main(runs: list[argparse.Namespace], *, as_json: bool) -> int:
-    """Forecast every run (one, or a sweep's); print the table and, with ``as_json``, one JSON
-    object on the last line. Returns the exit status (2 on bad input, as a run would)."""
+def main(runs: list[dict], *, as_json: bool) -> int:
+    """Forecast every run (``evaluate()``'s arguments: one, or a sweep's); print the table and,
+    with ``as_json``, one JSON object on the last line. Returns the exit status (2 on bad
+    input, as a run would)."""
     try:
-        limits = parse_limits(runs[0].rate_limit)
-        forecasts = [forecast_run(run) for run in runs]
-    except (DataValidationError, ModelError, ValueError) as exc:
+        limits = parse_limits(runs[0].get("rate_limit") or [])
+        forecasts = [forecast_run(RunSpec(**run)) for run in runs]
+    except (CupidError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     roles: dict[str, RoleForecast] = {}
@@ -99,45 +100,64 @@ def main(runs: list[argparse.Namespace], *, as_json: bool) -> int:
     return 0
 
 
-def forecast_run(args: argparse.Namespace) -> RunForecast:
-    if args.setting == "oracle_preference" and args.task != "generation":
-        raise ValueError("--setting oracle_preference applies to --task generation only")
-    _, instances = select_instances(args)
-    common = {"timeout": args.timeout, "max_retries": args.max_retries}
-    overrides = role_overrides(args)
-    model = resolve_model(args.model, role="evaluated", overrides=overrides["evaluated"], **common)
-    evaluator = resolve_model(args.evaluator, role="evaluator", overrides=overrides["evaluator"], **common)
-    matcher = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{args.matcher_url}", role="matcher",
-                            overrides=overrides["matcher"], **common) if args.use_matcher else evaluator
-    scorer = scorer_name(evaluator, matcher)
-    run_dir = run_dir_for(args.results_dir, model.label, args.setting)
-    forecast = RunForecast(model.label, args.setting, str(run_dir))
-    roles = {"model": RoleForecast("model", model.name, batchable(model)),
-             "evaluator": RoleForecast("evaluator", evaluator.name, batchable(evaluator))}
-    if args.use_matcher:  # PrefMatcher answers online in batch mode too
-        roles["matcher"] = RoleForecast("matcher", matcher.name, False)
-    forecast.roles = roles
-    estimator = InstanceEstimator(RenderOnly(model), RenderOnly(evaluator),
-                                  RenderOnly(matcher) if args.use_matcher else None,
-                                  args.task, args.setting, scorer, RunStore(run_dir, {}), roles)
+def forecast_run(spec: RunSpec) -> RunForecast:
+    source = InstanceSource(data_path=spec.data, dataset=None if spec.data else spec.dataset,
+                            split=spec.split, limit=spec.limit, revision=spec.revision)
+    source.validate()
+    instances = ShardedInstances(source, *spec.shard) if spec.shard else source
+    common = {"timeout": spec.timeout, "max_retries": spec.max_retries}
+    overrides = spec.role_overrides()
+    model = resolve_model(spec.model, role="evaluated", overrides=overrides["evaluated"], **common)
+    evaluator = resolve_model(spec.evaluator, role="evaluator", overrides=overrides["evaluator"], **common)
+    matcher = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{spec.matcher_url}", role="matcher",
+                            overrides=overrides["matcher"], **common) if spec.use_matcher else evaluator
+    run_dir = run_dir_for(spec.results_dir, model.label, spec.setting)
+    forecast = RunForecast(model.label, spec.setting, str(run_dir))
+    forecast.roles = {"model": RoleForecast("model", model.name, batchable(model)),
+                      "evaluator": RoleForecast("evaluator", evaluator.name, batchable(evaluator))}
+    if spec.use_matcher:  # PrefMatcher answers online in batch mode too
+        forecast.roles["matcher"] = RoleForecast("matcher", matcher.name, False)
+    estimator = InstanceEstimator(spec, {"evaluated": RenderOnly(model), "evaluator": RenderOnly(evaluator),
+                                         "matcher": RenderOnly(matcher)},
+                                  scorer_name(evaluator, matcher), RunStore(run_dir, {}), forecast)
     for instance in instances:
         forecast.instances += 1
         if not estimator.add(instance):
             forecast.skipped += 1
-    forecast.steps_done = estimator.steps_done
     return forecast
 
 
-class InstanceEstimator:
-    """Adds one instance's calls to the role forecasts, step by step as the pipeline runs
-    them (evaluation/pipeline.py), skipping the steps the run directory holds as done."""
+# The forecast's name of each role that answers a step.
+FORECAST_ROLES = {"evaluated": "model", "evaluator": "evaluator", "matcher": "matcher"}
 
-    def __init__(self, model, evaluator, matcher, task: str, setting: str, scorer: str,
-                 store: RunStore, roles: dict[str, RoleForecast]):
-        self.model, self.evaluator, self.matcher = model, evaluator, matcher
-        self.task, self.setting, self.scorer, self.store, self.roles = task, setting, scorer, store, roles
+
+class InstanceEstimator:
+    """Adds one instance's calls to the role forecasts: the run's chains, with a stand-in
+    answer for each step, skipping the steps the run directory holds as done."""
+
+    def __init__(self, spec: RunSpec, models: dict, scorer: str, store: RunStore, forecast: RunForecast):
+        self.spec, self.setting, self.models, self.scorer, self.store = spec, spec.setting_, models, scorer, store
+        self.forecast = forecast
         self.summarized: set[str] = set()
-        self.steps_done = 0
+
+    def add(self, instance: Instance) -> bool:
+        """False when the setting skips the instance (oracle, no relevant session)."""
+        if self.setting.skip_reason(instance):
+            return False
+        record = self._record(instance)
+        if record.get("skipped"):
+            return False
+        asker = StandIns(self, instance, record)
+        if self.setting.preference_given:
+            shown = Shown(preference_given=True, prefmatcher=self.spec.use_matcher)
+        elif self.setting.summaries:
+            shown = Shown(self._summaries(instance, asker), from_summaries=True, prefmatcher=self.spec.use_matcher)
+        else:
+            shown = Shown(format_session_log(self.setting.sessions(instance)), prefmatcher=self.spec.use_matcher)
+        for name, chain in CHAINS.items():
+            if self.spec.task in (name, "both"):
+                chain(instance, shown, asker)
+        return True
 
     def _record(self, instance: Instance) -> dict:
         path = self.store.instance_path(instance.instance_id)
@@ -149,71 +169,25 @@ class InstanceEstimator:
             return {}  # unreadable: the run would evaluate it afresh
         return data if isinstance(data, dict) and data.get("fingerprint") in (None, instance.fingerprint()) else {}
 
-    def _done(self, record: dict, name: str, scorer: str | None = None) -> bool:
-        if scorer is None:
-            steps = record.get("steps") or {}
-        else:
-            steps = ((record.get("evaluations") or {}).get(scorer) or {}).get("steps") or {}
-        done = (steps.get(name) or {}).get("status") == "done"
-        self.steps_done += done
-        return done
+    def done(self, record: dict, step: steps.Step) -> bool:
+        recorded = ((record.get("evaluations") or {}).get(self.scorer) or {}).get("steps") or {} \
+            if step.per_scorer else record.get("steps") or {}
+        finished = (recorded.get(step.name) or {}).get("status") == "done"
+        self.forecast.steps_done += finished
+        return finished
 
-    def add(self, instance: Instance) -> bool:
-        """False when the setting skips the instance (oracle, no relevant session)."""
-        if self.setting == "oracle" and not relevant_positions(instance):
-            return False
-        record = self._record(instance)
-        if record.get("skipped"):
-            return False
-        truth, checklist = instance.current_contextual_preference, list(instance.current_checklist)
-        history, from_summaries = "", False
-        if self.setting == "summary":
-            history, from_summaries = self._summaries(instance, record), True
-        elif self.setting != "oracle_preference":
-            history = format_session_log(select_sessions(instance, self.setting))
-        request = instance.current_request
-        if self.task in ("inference", "both"):
-            inferred = truth  # stand-in of the same length (ASSUMPTIONS)
-            if not self._done(record, "infer"):
-                answer = f"### Analysis\n\n\n\n### Most Likely Preference\n\n{inferred}"
-                self._add("model", "infer", lambda: S.infer_preference(
-                    self.model, history, request, from_summaries=from_summaries),
-                    estimate_tokens(answer) + ANALYSIS_TOKENS)
-            if not self._done(record, "decompose", self.scorer):
-                self._add("evaluator", "decompose", lambda: decompose(self.evaluator, inferred),
-                          estimate_tokens(_fenced({"checklist": checklist})))
-            matcher = self.matcher or self.evaluator
-            role = "matcher" if self.matcher is not None else "evaluator"
-            for name, preference, entries in (("match_precision", truth, checklist),
-                                              ("match_recall", inferred, checklist)):
-                if not self._done(record, name, self.scorer):
-                    self._add(role, name, lambda p=preference, e=entries: S.match_checklist(
-                        matcher, p, e, prefmatcher=self.matcher is not None),
-                        estimate_tokens(_match_answer(entries)))
-        if self.task in ("generation", "both"):
-            response = typical_response(instance)
-            if not self._done(record, "generate"):
-                if self.setting == "oracle_preference":
-                    call = lambda: S.generate_with_preference(self.model, truth, request)
-                else:
-                    call = lambda: S.generate_response(self.model, history, request,
-                                                       from_summaries=from_summaries)
-                self._add("model", "generate", call, estimate_tokens(response))
-            if not self._done(record, "judge", self.scorer):
-                self._add("evaluator", "judge", lambda: S.judge_response(
-                    self.evaluator, truth, checklist, request, response),
-                    JUDGE_FIXED_TOKENS + JUDGE_TOKENS_PER_ENTRY * len(checklist))
-        return True
+    def count(self, step: steps.Step, ask: Ask, output_tokens: int) -> None:
+        role = "evaluator" if step.role == "matcher" and not self.spec.use_matcher else step.role
+        model = self.models[role]
+        self.forecast.roles[FORECAST_ROLES[role]].add_request(step.name, render(lambda: ask.answer(model)),
+                                                              output_tokens)
 
-    def _add(self, role: str, step: str, call, output_tokens: int) -> None:
-        self.roles[role].add_request(step, render(call), output_tokens)
-
-    def _summaries(self, instance: Instance, record: dict) -> str:
+    def _summaries(self, instance: Instance, asker: "StandIns") -> str:
         """The summary setting: each distinct session summarized once per run directory
         (as the pipeline shares them); returns the summaries' text the steps are given."""
         summaries = []
-        done = self._done(record, "summarize")
-        for session in instance.prior_interactions:
+        done = self.done(asker.record, steps.SUMMARIZE)
+        for session in self.setting.sessions(instance):
             bullets = [filler(SUMMARY_BULLET_TOKENS, "summary")] * (SUMMARY_BULLETS - 1)
             stand_in = {"context": [filler(SUMMARY_BULLET_TOKENS, "context")] + bullets,
                         "preferences": [session.contextual_preference] + bullets}
@@ -223,9 +197,38 @@ class InstanceEstimator:
                 continue
             self.summarized.add(text)
             answer = _fenced({"summaries": [{"session_id": 1, "analysis": "", **stand_in}]})
-            self._add("model", "summarize", lambda s=session: S.summarize_session(self.model, s),
-                      estimate_tokens(answer) + SUMMARY_ANALYSIS_TOKENS)
-        return S.format_summaries(summaries)
+            self.count(steps.SUMMARIZE, summarize.ask(session), estimate_tokens(answer) + SUMMARY_ANALYSIS_TOKENS)
+        return summarize.history(summaries)
+
+
+class StandIns:
+    """The dry run's ``StepAsker`` (pipeline.py): counts each request not done yet and answers
+    with a stand-in of the answer it would get (``ASSUMPTIONS``)."""
+
+    def __init__(self, estimator: InstanceEstimator, instance: Instance, record: dict):
+        self.estimator, self.instance, self.record = estimator, instance, record
+
+    def __call__(self, step: steps.Step, ask: Ask) -> dict:
+        truth, checklist = self.instance.current_contextual_preference, list(self.instance.current_checklist)
+        if step is steps.INFER:  # an inferred preference as long as the truth
+            output = {"preference": truth}
+            tokens = estimate_tokens(f"### Analysis\n\n\n\n### Most Likely Preference\n\n{truth}") + ANALYSIS_TOKENS
+        elif step is steps.DECOMPOSE:  # its checklist as long as the true one
+            output, tokens = {"checklist": checklist}, estimate_tokens(_fenced({"checklist": checklist}))
+        elif step is steps.GENERATE:
+            response = typical_response(self.instance)
+            output, tokens = {"response": response}, estimate_tokens(response)
+        elif step is steps.JUDGE:
+            output, tokens = {"score": 5}, JUDGE_FIXED_TOKENS + JUDGE_TOKENS_PER_ENTRY * len(checklist)
+        else:  # a match: one labelled entry per checklist entry
+            output = {"results": [{"score": 0.5} for _ in checklist]}
+            tokens = estimate_tokens(_match_answer(checklist))
+        if not self.estimator.done(self.record, step):
+            self.estimator.count(step, ask, tokens)
+        return output
+
+    def together(self, *calls):
+        return [call() for call in calls]
 
 
 def typical_response(instance: Instance) -> str:

@@ -1,15 +1,14 @@
-"""One invocation of one model and setting on its run directory, as named steps that
-``evaluation.run.evaluate_one`` calls in order: the data, the models, the run directory,
-the batch rounds (``--batch``), the instances, results.json.
+"""One invocation of one model and setting on its run directory: the engine behind
+``evaluate()`` (api.py), in the order it runs: the data, the models, the run directory, the
+batch rounds (``batch``), the instances on worker threads, results.json.
 
-Nothing is written before the data, the models and the run directory have been checked. A
-step that cannot go on raises ``Refused`` with the message and the exit status; a stop
-(Ctrl-C, SIGTERM, SIGHUP, a full disk) is carried to the end as a ``Stop``, so that the
-results of what was done are still written.
+Nothing is written before the data, the models and the run directory have been checked. What
+cannot go on raises from utils/errors.py's hierarchy; a stop (Ctrl-C, SIGTERM, SIGHUP, a full
+disk, a key refused mid-run) is carried to the end, so that results.json still holds what was
+done, and raised then.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 import time
@@ -17,200 +16,329 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cupid import config
-from cupid.evaluation.aggregate import InstanceOutcome, RunningScores, invocation_counts
-from cupid.evaluation.flags import bundled_path, role_overrides
+from cupid.evaluation import steps
+from cupid.evaluation.aggregate import (InstanceOutcome, RunningScores, aggregate_records, invocation_counts,
+                                        recorded_usage)
 from cupid.evaluation.console import ProgressLog
 from cupid.evaluation.context_check import check_context
 from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.pipeline import Evaluation, run_batch_rounds
-from cupid.evaluation.results_file import storage_safe_note
-from cupid.evaluation.shards import ShardedInstances, parse_shard
-from cupid.evaluation.steps import PROMPTS, prompt_version
-from cupid.evaluation.stopping import stop_workers
-from cupid.evaluation.store import (BATCHES, CorruptRunFile, RunConflictError, RunStore, Survey, now,
-                              run_dir_for)
-from cupid.utils.benchmark.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
-from cupid.utils.executor import iter_with_progress
-from cupid.utils.io import STORAGE_EXIT, StorageError, clean_orphan_tmp
+from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
+from cupid.evaluation.run_spec import RunSpec
+from cupid.evaluation.shards import ShardedInstances
+from cupid.evaluation.store import BATCHES, RunConflictError, RunStore, Survey, now, run_dir_for
+from cupid.utils.dataset import DATASET_PRIOR_SESSIONS
+from cupid.utils.errors import Interrupted
+from cupid.utils.executor import iter_with_progress, stop_workers, worker_threads
+from cupid.utils.io import StorageError, clean_orphan_tmp
+from cupid.utils.models.adaptations import ADAPTATIONS
 from cupid.utils.models.batch import BatchRunner
-from cupid.utils.models.errors import ModelConfigurationError, ModelError, RunCancelled
+from cupid.utils.models.cache import CACHE_DIR, ResponseCache
+from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.limits import parse_rate_limit, set_user_limits
-from cupid.utils.models.registry import check_models, resolve_model
-from cupid.utils.models.retry import CANCEL
+from cupid.utils.models.registry import check_models, portable_spec, resolve_model
 from cupid.utils.models.usage import UsageTracker
 from cupid.utils.redact import redact
-from cupid.utils.stop_signals import STOP_CODES, stop_cause, stop_status
+from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
 
 log = logging.getLogger("cupid.evaluation")
 
 
-class Refused(Exception):
-    """The invocation cannot go on: ``message`` for the user, ``code`` the exit status;
-    ``end_process``: threads may still be blocked, the command ends the process."""
-
-    def __init__(self, message: str, code: int, *, end_process: bool = False):
-        super().__init__(message)
-        self.message, self.code, self.end_process = message, code, end_process
-
-
 @dataclass
 class Stop:
-    """Why the invocation stops before its end, and what to tell the user."""
-    code: int
-    message: str
-
-
-@dataclass
-class RunModels:
-    model: object
-    evaluator: object
-    matcher: object | None
-
-    @property
-    def roles(self) -> tuple[tuple[str, object], ...]:
-        return (("model", self.model), ("evaluator", self.evaluator), ("matcher", self.matcher))
-
-    @property
-    def all(self) -> list:
-        return [m for _, m in self.roles if m is not None]
+    """Why the invocation stopped before its end: the error to raise once results.json is
+    written (an ``Interrupted`` for a signal)."""
+    error: BaseException
 
 
 @dataclass
 class Invocation:
-    """What the steps after the checks share."""
-    args: argparse.Namespace
-    models: RunModels
-    instances: object
-    data_source: str
-    store: RunStore
-    manifest: dict
-    evaluation: Evaluation
-    survey: Survey
-    started: float = field(default_factory=time.perf_counter)  # includes the batch rounds
+    spec: RunSpec
+    signals: SignalGuard
+    models: dict = field(default_factory=dict)    # role -> Model (the matcher only with use_matcher)
+    instances: object = None
+    data_source: str = ""
+    store: RunStore | None = None
+    survey: Survey | None = None
+    started: float = field(default_factory=time.perf_counter)
     started_at: str = field(default_factory=now)
 
     @property
     def run_dir(self) -> Path:
         return self.store.run_dir
 
-    def new_evaluation(self) -> Evaluation:
-        args, m = self.args, self.models
-        return Evaluation(model=m.model, evaluator=m.evaluator, matcher=m.matcher, store=self.store,
-                          task=args.task, setting=args.setting, inner_workers=args.n_workers)
+    def pipeline(self) -> Pipeline:
+        return Pipeline(model=self.models["model"], evaluator=self.models["evaluator"],
+                        matcher=self.models.get("matcher"), store=self.store, task=self.spec.task,
+                        setting=self.spec.setting_, inner_workers=self.spec.n_workers)
 
+    def run(self) -> dict:
+        """results.json's content; raises what stopped the run after writing it."""
+        self.load_data()
+        self.resolve_models()
+        pipeline = self.check_run_dir()
+        cache = None if self.spec.no_cache else ResponseCache(Path(self.spec.results_dir).resolve() / CACHE_DIR)
+        for model in self.models.values():
+            model.cache = cache
+        try:
+            self.open_run_dir(pipeline)
+            self.started, self.started_at = time.perf_counter(), now()
+            runner, batched, stop = self.batch_rounds(pipeline) if self.spec.batch else (None, set(), None)
+            outcomes, stop = self.run_instances(pipeline, stop)
+            return self.finish(pipeline, outcomes, batched, stop, runner)
+        finally:
+            if cache is not None and not worker_threads():  # a blocked thread may still use it
+                cache.close()
 
-# ---------------------------------------------------------------------------------------
-# 1. Data, validated in full before any model is touched
-# ---------------------------------------------------------------------------------------
-def select_instances(args: argparse.Namespace) -> tuple[InstanceSource, object]:
-    """The data the flags name, validated in full (raises DataValidationError), and the
-    instances to run: all of it, or a shard with --shard. ``--dry_run`` forecasts the same."""
-    if args.data and args.data_dir:
-        raise DataValidationError("give --data or --data_dir, not both")
-    data_path = bundled_path(args.data or args.data_dir)
-    if data_path and args.revision is not None:
-        raise DataValidationError("--revision selects a version of the hub dataset; it does "
-                                  "not apply to --data or --data_dir")
-    source = InstanceSource(data_path=data_path, dataset=None if data_path else args.dataset,
-                            split=args.split, limit=args.limit, revision=args.revision)
-    source.validate()
-    return source, ShardedInstances(source, *parse_shard(args.shard)) if args.shard else source
+    # -- 1. the data, validated in full before any model is touched ----------------------
+    def load_data(self) -> None:
+        spec = self.spec
+        source = InstanceSource(data_path=spec.data, dataset=None if spec.data else spec.dataset,
+                                split=spec.split, limit=spec.limit, revision=spec.revision)
+        source.validate()
+        for warning in source.warnings:
+            print(f"warning: {source.name}: {warning} (the dataset's instances have "
+                  f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)", file=sys.stderr)
+        # The data's name is the same for every shard, so shards share a run directory.
+        self.data_source = source.name
+        self.instances = ShardedInstances(source, *spec.shard) if spec.shard else source
 
-
-def load_data(args: argparse.Namespace) -> tuple[str, object]:
-    """The data's name (the same for every shard, so shards share a run directory) and the
-    instances to run; the data's warnings on stderr."""
-    try:
-        source, instances = select_instances(args)
-    except DataValidationError as exc:
-        raise Refused(f"bad data: {exc}", 2) from None
-    for warning in source.warnings:
-        print(f"warning: {source.name}: {warning} (the dataset's instances have "
-              f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)", file=sys.stderr)
-    return source.name, instances
-
-
-# ---------------------------------------------------------------------------------------
-# 2. Models, each endpoint reached once before any work (missing keys, unreachable servers,
-#    refused keys)
-# ---------------------------------------------------------------------------------------
-def resolve_models(args: argparse.Namespace, shared, instances) -> RunModels:
-    try:
-        set_user_limits(dict(parse_rate_limit(spec) for spec in args.rate_limit))
-    except ValueError as exc:
-        raise Refused(str(exc), 2) from None
-    common = {"timeout": args.timeout, "max_retries": args.max_retries}
-    overrides = role_overrides(args)
-    try:
-        model = resolve_model(args.model, role="evaluated", overrides=overrides["evaluated"], **common)
-        # The evaluator and matcher are one object for every run of a sweep.
-        evaluator = shared.model(args.evaluator, "evaluator", overrides=overrides["evaluator"], **common)
-        matcher = None
-        if args.use_matcher:
-            matcher = shared.model(f"vllm:{config.PREFMATCHER_MODEL}@{args.matcher_url}",
-                                   "matcher", overrides=overrides["matcher"], **common)
-        models = RunModels(model, evaluator, matcher)
-        for m in models.all[1:]:
-            m.usage = UsageTracker()  # this run's calls only, in its results.json
-        check_models(models.all)
+    # -- 2. the models, each endpoint reached once before any work ------------------------
+    def resolve_models(self) -> None:
+        spec = self.spec
+        set_user_limits(dict(parse_rate_limit(limit) for limit in spec.rate_limit))
+        common = {"timeout": spec.timeout, "max_retries": spec.max_retries}
+        overrides = spec.role_overrides()
+        self.models = {"model": resolve_model(spec.model, role="evaluated", overrides=overrides["evaluated"], **common),
+                       "evaluator": resolve_model(spec.evaluator, role="evaluator",
+                                                  overrides=overrides["evaluator"], **common)}
+        if spec.use_matcher:
+            self.models["matcher"] = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{spec.matcher_url}",
+                                                   role="matcher", overrides=overrides["matcher"], **common)
+        for model in self.models.values():
+            model.usage = UsageTracker()  # this run's calls only, in its results.json
+        check_models(list(self.models.values()))
         # The servers' stated contexts against the longest requests, before any paid call.
-        check_context({"evaluated": model, "evaluator": evaluator, "matcher": matcher},
-                      instances, task=args.task, setting=args.setting)
-    except ModelError as exc:
-        raise Refused(str(exc), 2) from None
-    return models
+        check_context({"evaluated": self.models["model"], "evaluator": self.models["evaluator"],
+                       "matcher": self.models.get("matcher")}, self.instances, task=spec.task,
+                      setting=spec.setting_)
+
+    # -- 3. the run directory: settings, data and every instance file checked first -------
+    def manifest(self) -> dict:
+        model, spec = self.models["model"], self.spec
+        setting = spec.setting_
+        prompts = steps.prompts_of(spec.task, summaries=setting.summaries,
+                                   preference_given=setting.preference_given, prefmatcher=spec.use_matcher)
+        manifest = {"model": model.label, "setting": setting.name, "data_source": self.data_source,
+                    "data": self.instances.describe(),
+                    "prompt_versions": {name: load_prompt_version(name) for name in prompts}}
+        if isinstance(spec.model, str) and spec.model != model.name:
+            # How the user named it (a file, a module, a prefix), for commands that rerun it.
+            manifest["model_spec"] = portable_spec(spec.model)
+        if model.overrides:
+            manifest["model_name"] = model.name
+            manifest["generation_overrides"] = dict(model.overrides)
+        return manifest
+
+    def check_run_dir(self) -> Pipeline:
+        # A run with generation overrides is another run: its own directory, named by its label.
+        run_dir = run_dir_for(self.spec.results_dir, self.models["model"].label, self.spec.setting)
+        self.store = RunStore(run_dir, self.manifest())
+        pipeline = self.pipeline()
+        try:
+            existing = self.store.read_manifest()
+            self.survey = self.store.survey(self.instances, pipeline.is_finished, pipeline.stored_problems)
+            changed = self.survey.changed
+            if changed:
+                names = ", ".join(i for i, _ in changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+                raise RunConflictError(
+                    f"{run_dir} holds results of other content for {len(changed)} instance(s) with "
+                    f"the same id: {names} (e.g. {changed[0][1]}). Use another --results_dir, or "
+                    f"move those files away to evaluate them afresh.")
+            self.store.check()
+        except StorageError as exc:
+            pipeline.close()
+            exc.add_note(f"nothing was run, nothing in {run_dir} was changed")
+            raise
+        except BaseException:
+            pipeline.close()
+            raise
+        warn_about_run_dir(run_dir, self.survey, endpoint_change(existing, self.models["model"]))
+        return pipeline
+
+    def open_run_dir(self, pipeline: Pipeline) -> None:
+        try:
+            self.store.open()
+        except StorageError as exc:
+            pipeline.close()
+            exc.add_note(f"nothing was run, nothing in {self.run_dir} was changed")
+            raise
+        clean_orphan_tmp(self.run_dir)
+        print(f"{self.run_dir}: {len(self.survey.done)} of {len(self.instances)} instances already done, "
+              f"{len(self.survey.todo)} to run", file=sys.stderr)
+
+    # -- 4. batch: the instances to run go through the batch rounds first -----------------
+    def batch_rounds(self, pipeline: Pipeline) -> tuple[BatchRunner, set[str], Stop | None]:
+        batched = set(self.survey.todo)
+        runner = BatchRunner(self.run_dir / BATCHES)
+        try:
+            run_batch_rounds(self.pipeline, [i for i in self.instances if i.instance_id in batched],
+                             runner, list(self.models.values()), n_workers=self.spec.n_workers)
+        except KeyboardInterrupt as exc:
+            self.signals.second_ends_process()
+            stop_workers(pipeline, grace=3.0)
+            return runner, batched, Stop(Interrupted(
+                f"{stop_cause(exc)}: the submitted batches are listed in {runner.state_path}; rerun the "
+                f"same command to resume them.", stop_status(exc)))
+        except StorageError as exc:
+            pipeline.close(wait=False)
+            exc.add_note(f"safe: every batch submitted so far is listed in {self.run_dir / BATCHES} (as far "
+                         f"as it could be written) and its answers are fetched by a rerun; make room and "
+                         f"rerun the same command.")
+            raise
+        except BaseException:
+            pipeline.close(wait=False)
+            raise
+        return runner, batched, None
+
+    # -- 5. the instances, on n_workers threads -------------------------------------------
+    def run_instances(self, pipeline: Pipeline, stop: Stop | None) -> tuple[dict[str, InstanceOutcome], Stop | None]:
+        """Every instance's outcome (after a stop in the batch rounds nothing more is run)."""
+        spec, n_selected = self.spec, len(self.instances)
+        label = f"{self.models['model'].name} [{spec.setting}]"
+        running = RunningScores()
+        every = spec.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
+        progress = ProgressLog(n_selected, every, label, workers=spec.n_workers,
+                               heartbeat_s=None if sys.stderr.isatty() else 60.0) if every else None
+        outcomes: dict[str, InstanceOutcome] = {}
+
+        def tally(instance, outcome: InstanceOutcome) -> None:
+            outcomes[instance.instance_id] = outcome
+            if outcome.status != "busy":
+                running.add(outcome)
+                if progress is not None:
+                    progress.add(outcome.status == "failed", found_done=outcome.already_done)
+
+        try:
+            busy = []
+            for instance, outcome in iter_with_progress(pipeline.run, self.instances if stop is None else [],
+                                                        n_workers=spec.n_workers, desc=label,
+                                                        postfix=running.postfix):
+                tally(instance, outcome)
+                if outcome.status == "busy":
+                    busy.append(instance)
+            # Instances another process held: taken up again once it lets go (their finished
+            # steps are then read back), for at most config.LOCK_WAIT_S.
+            deadline = time.monotonic() + config.LOCK_WAIT_S
+            while busy and time.monotonic() < deadline:
+                time.sleep(0.2)
+                for instance in list(busy):
+                    outcome = pipeline.run(instance)
+                    tally(instance, outcome)
+                    if outcome.status != "busy":
+                        busy.remove(instance)
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (utils/stop_signals.py)
+            self.signals.second_ends_process()
+            print(f"\n{stop_cause(exc)}: stopping (a second signal ends the process at once)", file=sys.stderr)
+            stop_workers(pipeline, grace=3.0)
+            stop = Stop(Interrupted(
+                f"{stop_cause(exc)}: {sum(o.status != 'busy' for o in outcomes.values())} of {n_selected} "
+                f"instances finished in this invocation; every finished step is saved in {self.run_dir}. "
+                f"Rerun the same command to resume.", stop_status(exc)))
+        except ModelConfigurationError as exc:  # a key refused mid-run
+            stop_workers(pipeline, grace=3.0)
+            stop = Stop(exc)
+        except StorageError as exc:
+            # The disk refused a write: every step saved before it is safe; stop rather than
+            # pay for answers that cannot be kept.
+            stop_workers(pipeline, grace=3.0)
+            exc.add_note(self.storage_safe_note(outcomes))
+            stop = Stop(exc)
+        else:
+            pipeline.close()
+        if progress is not None:
+            progress.close()
+        return outcomes, stop
+
+    def storage_safe_note(self, outcomes: dict) -> str:
+        finished = sum(o.status in ("done", "failed", "skipped") for o in outcomes.values())
+        return (f"safe: {finished} of {len(self.instances)} instances finished in this invocation, and every "
+                f"step saved before the failure, are in {self.run_dir}; make room (or make the directory "
+                f"writable) and rerun the same command to resume without asking finished steps again.")
+
+    # -- 6. results.json, and run.json's record of this invocation -------------------------
+    def finish(self, pipeline: Pipeline, outcomes: dict, batched: set[str], stop: Stop | None,
+               runner: BatchRunner | None) -> dict:
+        if stop is None:
+            self.signals.deferring()  # a signal now waits until the results are written
+        try:
+            results = self.write_results(pipeline, self.invocation_record(outcomes, batched, stop, runner))
+        except StorageError as exc:
+            if stop is not None and isinstance(stop.error, StorageError):
+                raise stop.error from None
+            exc.add_note(self.storage_safe_note(outcomes))
+            raise
+        if stop is None and self.signals.received is not None:
+            stop = Stop(Interrupted(f"{stop_cause(self.signals.received)} after the work was done: the "
+                                    f"results are written", 128 + self.signals.received))
+        if stop is not None:
+            if isinstance(stop.error, Interrupted):
+                stop.error.results, stop.error.results_path = results, self.run_dir / "results.json"
+            raise stop.error
+        return results
+
+    def invocation_record(self, outcomes: dict, batched: set[str], stop: Stop | None,
+                          runner: BatchRunner | None) -> dict:
+        """run.json's entry for this invocation (results.json's "this_invocation")."""
+        record = {
+            "task": self.spec.task, "started": self.started_at,
+            "wall_time_s": round(time.perf_counter() - self.started, 2),
+            **invocation_counts(len(self.instances), self.survey.done, outcomes, ran_by_batch=batched),
+            "interrupted": stop is not None and isinstance(stop.error, Interrupted),
+            # Which server answered each role: the cache keys on it, and a reader of run.json
+            # can tell two checkpoints served under one name apart.
+            "endpoints": {role: {"model": m.name, "provider": m.provider, "endpoint": m.endpoint()}
+                          for role, m in self.models.items()},
+        }
+        if runner is not None:
+            record["batch"] = runner.counts()
+        names = {m.name for m in self.models.values()}
+        adapted = {name: items for name, items in ADAPTATIONS.snapshot().items() if name in names}
+        if adapted:  # what the providers refused and how the requests were sent instead
+            record["parameter_adaptations"] = adapted
+        return record
+
+    def write_results(self, pipeline: Pipeline, this_invocation: dict) -> dict:
+        """results.json: the aggregate of every instance file in the run directory (whatever
+        this invocation's task), its usage, and the timings of every invocation so far."""
+        store, models = self.store, self.models
+        totals = store.record_invocation(this_invocation)
+        results = aggregate_records(store.iter_records(), pipeline.scorer, self.spec.task)
+        results["usage"] = {
+            "this_invocation": {role: {"model": m.name, **m.usage.snapshot(m.name)} for role, m in models.items()},
+            "recorded": recorded_usage(store.iter_records()),
+        }
+        results["this_invocation"] = this_invocation
+        matcher = models.get("matcher", models["evaluator"])
+        results["settings"] = {
+            "model": models["model"].label, "setting": self.spec.setting, "task": results.pop("tasks"),
+            "invocation_task": self.spec.task,
+            "evaluator": models["evaluator"].label, "matcher": matcher.label,
+            "generation_overrides": {role: dict(m.overrides) for role, m in models.items() if m.overrides},
+            "scorer": pipeline.scorer, "data_source": self.data_source,
+            "data": store.manifest.get("data"), "prompt_versions": store.manifest.get("prompt_versions"),
+            "wall_time_s": totals["wall_time_s"], "invocations": totals["invocations"],
+        }
+        # The released layout keeps results.json; a copy per scorer beside it keeps a
+        # PrefMatcher run from hiding the GPT-4o one.
+        with store.run_lock():
+            store.write_results(results, pipeline.scorer)
+        return results
 
 
-# ---------------------------------------------------------------------------------------
-# 3. The run directory: settings, data and every instance file checked before writing
-# ---------------------------------------------------------------------------------------
-def prompt_keys(task: str, setting: str, prefmatcher: bool) -> list[str]:
-    """The prompts (steps.PROMPTS keys) a task and setting send, for run.json."""
-    needed = {"inference": ["infer", "decompose", "match_prefmatcher" if prefmatcher else "match"],
-              "generation": ["generate", "judge"]}
-    keys = needed["inference"] * (task != "generation") + needed["generation"] * (task != "inference")
-    if setting == "summary":
-        keys = [{"infer": "infer_from_summaries", "generate": "generate_from_summaries"}.get(k, k)
-                for k in keys] + ["summarize"]
-    if setting == "oracle_preference":
-        keys = [{"generate": "generate_oracle_preference"}.get(k, k) for k in keys]
-    return keys
+def load_prompt_version(name: str) -> str:
+    from cupid.utils.prompts import load_prompt
 
-
-def check_run_dir(args: argparse.Namespace, models: RunModels, data_source: str, instances) -> Invocation:
-    model = models.model
-    keys = prompt_keys(args.task, args.setting, models.matcher is not None)
-    # A run with generation overrides is another run: its own directory, named by its label.
-    run_dir = run_dir_for(args.results_dir, model.label, args.setting)
-    manifest = {"model": model.label, "setting": args.setting, "data_source": data_source,
-                "data": instances.describe(),
-                "prompt_versions": {PROMPTS[k]: prompt_version(k) for k in keys}}
-    if model.overrides:
-        manifest["model_name"] = model.name
-        manifest["generation_overrides"] = dict(model.overrides)
-    store = RunStore(run_dir, manifest)
-    evaluation = Evaluation(model=model, evaluator=models.evaluator, matcher=models.matcher,
-                            store=store, task=args.task, setting=args.setting,
-                            inner_workers=args.n_workers)
-    try:
-        existing_manifest = store.read_manifest()
-        survey = store.survey(instances, evaluation.is_finished, evaluation.stored_problems)
-        if survey.changed:
-            names = ", ".join(i for i, _ in survey.changed[:5])
-            more = f" and {len(survey.changed) - 5} more" if len(survey.changed) > 5 else ""
-            raise RunConflictError(
-                f"{run_dir} holds results of other content for {len(survey.changed)} "
-                f"instance(s) with the same id: {names}{more} (e.g. {survey.changed[0][1]}). "
-                f"Use another --results_dir, or move those files away to evaluate them afresh.")
-        store.check()
-    except (RunConflictError, CorruptRunFile, ValueError) as exc:
-        evaluation.close()
-        raise Refused(str(exc), 2) from None
-    except StorageError as exc:
-        evaluation.close()
-        raise Refused(f"{exc}; nothing was run, nothing in {run_dir} was changed", STORAGE_EXIT) from None
-    warn_about_run_dir(run_dir, survey, endpoint_change(existing_manifest, model))
-    return Invocation(args, models, instances, data_source, store, manifest, evaluation, survey)
+    return load_prompt(name).version
 
 
 def warn_about_run_dir(run_dir: Path, survey: Survey, changed_server: str | None) -> None:
@@ -233,157 +361,8 @@ def endpoint_change(manifest: dict | None, model) -> str | None:
     recorded = ((invocations[-1].get("endpoints") or {}).get("model") or {}) if invocations else {}
     if "endpoint" not in recorded:
         return None
-    before, now_ = recorded["endpoint"], model.endpoint()
-    if before == now_:
+    before, current = recorded["endpoint"], model.endpoint()
+    if before == current:
         return None
     return (f"{model.name} was answered by {before or 'the provider default'} in the last "
-            f"invocation, now by {now_ or 'the provider default'}")
-
-
-def open_run_dir(run: Invocation) -> None:
-    try:
-        run.store.open()
-    except StorageError as exc:
-        run.evaluation.close()
-        raise Refused(f"{exc}; nothing was run, nothing in {run.run_dir} was changed", STORAGE_EXIT) from None
-    clean_orphan_tmp(run.run_dir)
-    print(f"{run.run_dir}: {len(run.survey.done)} of {len(run.instances)} instances already done, "
-          f"{len(run.survey.todo)} to run", file=sys.stderr)
-
-
-# ---------------------------------------------------------------------------------------
-# 4. --batch: the instances to run go through the batch rounds first
-# ---------------------------------------------------------------------------------------
-def batch_rounds(run: Invocation, shared) -> tuple[BatchRunner, set[str], Stop | None]:
-    """The batch runner, the instances it took on (run by this invocation), and the stop."""
-    batched = set(run.survey.todo)
-    runner = BatchRunner(run.run_dir / BATCHES)
-    try:
-        run_batch_rounds(run.new_evaluation, [i for i in run.instances if i.instance_id in batched],
-                         runner, run.models.all, n_workers=run.args.n_workers)
-    except KeyboardInterrupt as exc:
-        shared.signals.second_ends_process()
-        stop_workers(run.evaluation, grace=3.0)
-        return runner, batched, Stop(stop_status(exc), f"{stop_cause(exc)}: the submitted batches are "
-                                                       f"listed in {runner.state_path}; rerun the same "
-                                                       f"command to resume them.")
-    except ModelError as exc:
-        run.evaluation.close()
-        raise Refused(str(exc), 2) from None
-    except StorageError as exc:
-        run.evaluation.close()
-        raise Refused(f"{exc}\nsafe: every batch submitted so far is listed in {run.run_dir / BATCHES} "
-                      f"(as far as it could be written) and its answers are fetched by a rerun; make "
-                      f"room and rerun the same command.", STORAGE_EXIT, end_process=True) from None
-    return runner, batched, None
-
-
-# ---------------------------------------------------------------------------------------
-# 5. The instances, on n_workers threads
-# ---------------------------------------------------------------------------------------
-def run_instances(run: Invocation, shared, stop: Stop | None) -> tuple[dict[str, InstanceOutcome], Stop | None]:
-    """Every instance's outcome (after a stop in the batch rounds nothing more is run), and
-    the stop, if one came."""
-    args, evaluation, n_selected = run.args, run.evaluation, len(run.instances)
-    label = f"{run.models.model.name} [{args.setting}]"
-    running = RunningScores()
-    every = args.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
-    progress = ProgressLog(n_selected, every, label, workers=args.n_workers,
-                           heartbeat_s=None if sys.stderr.isatty() else 60.0) if every else None
-
-    def evaluate(instance) -> InstanceOutcome:
-        try:
-            outcome = evaluation.evaluate(instance)
-        except (ModelConfigurationError, RunCancelled, StorageError):
-            raise
-        except Exception as exc:  # recorded and counted as a failure, never dropped
-            if CANCEL.is_set():  # the run is stopping and its pools are shut: left for a rerun
-                raise RunCancelled(f"{instance.instance_id}: the run is stopping") from exc
-            log.exception("%s: unexpected error", instance.instance_id)
-            outcome = InstanceOutcome(instance.instance_id, instance.instance_type, "failed",
-                                      failures=[("internal", redact(f"{type(exc).__name__}: {exc}"))])
-        if outcome.status != "busy":
-            running.add(outcome)
-            if progress is not None:
-                progress.add(outcome.status == "failed", found_done=outcome.already_done)
-        return outcome
-
-    outcomes: dict[str, InstanceOutcome] = {}
-    try:
-        busy = []
-        for instance, outcome in iter_with_progress(evaluate, run.instances if stop is None else [],
-                                                    n_workers=args.n_workers, desc=label,
-                                                    postfix=running.postfix):
-            outcomes[instance.instance_id] = outcome
-            if outcome.status == "busy":
-                busy.append(instance)
-        retry_busy(busy, evaluate, outcomes)
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (utils/stop_signals.py)
-        shared.signals.second_ends_process()
-        print(f"\n{stop_cause(exc)}: stopping (a second signal ends the process at once)",
-              file=sys.stderr)
-        stop_workers(evaluation, grace=3.0)
-        stop = Stop(stop_status(exc),
-                    f"{stop_cause(exc)}: {sum(o.status != 'busy' for o in outcomes.values())} of "
-                    f"{n_selected} instances finished in this invocation; every finished step "
-                    f"is saved in {run.run_dir}. Rerun the same command to resume.")
-    except ModelConfigurationError as exc:
-        stop_workers(evaluation, grace=3.0)
-        stop = Stop(2, f"error: {exc}")
-    except StorageError as exc:
-        # The disk refused a write: every step saved before it is safe; stop rather than
-        # pay for answers that cannot be kept.
-        stop_workers(evaluation, grace=3.0)
-        stop = Stop(STORAGE_EXIT, f"error: {exc}\n{storage_safe_note(outcomes, n_selected, run.run_dir)}")
-    else:
-        evaluation.close()
-    if progress is not None:
-        progress.close()
-    return outcomes, stop
-
-
-def retry_busy(busy: list, evaluate, outcomes: dict[str, InstanceOutcome]) -> None:
-    """Instances another process held: taken up again once it lets go (their finished steps
-    are then read back, not asked again), for at most config.LOCK_WAIT_S."""
-    deadline = time.monotonic() + config.LOCK_WAIT_S
-    while busy and time.monotonic() < deadline:
-        time.sleep(0.2)
-        still = []
-        for instance in busy:
-            outcome = evaluate(instance)
-            outcomes[instance.instance_id] = outcome
-            if outcome.status == "busy":
-                still.append(instance)
-        busy = still
-
-
-# ---------------------------------------------------------------------------------------
-# 6. What run.json records of this invocation (results.json: results_file.py)
-# ---------------------------------------------------------------------------------------
-def invocation_record(run: Invocation, outcomes: dict, batched: set[str], stop: Stop | None,
-                      runner: BatchRunner | None) -> dict:
-    """run.json's entry for this invocation (results.json's "this_invocation")."""
-    record = {
-        "task": run.args.task, "started": run.started_at,
-        "wall_time_s": round(time.perf_counter() - run.started, 2),
-        **invocation_counts(len(run.instances), run.survey.done, outcomes, ran_by_batch=batched),
-        "interrupted": stop is not None and stop.code in STOP_CODES,
-        # Which server answered each role: the cache keys on it, and a reader of run.json
-        # can tell two checkpoints served under one name apart.
-        "endpoints": {role: {"model": m.name, "provider": m.provider, "endpoint": m.endpoint()}
-                      for role, m in run.models.roles if m is not None},
-    }
-    if runner is not None:
-        record["batch"] = runner.counts()
-    adapted = parameter_adaptations(run.models.all)
-    if adapted:  # what the providers refused and how the requests were sent instead
-        record["parameter_adaptations"] = adapted
-    return record
-
-
-def parameter_adaptations(models) -> dict:
-    """{model name: adaptations learned} for this run's models (utils/models/adaptations.py)."""
-    from cupid.utils.models.adaptations import ADAPTATIONS
-
-    names = {m.name for m in models if m is not None}
-    return {name: items for name, items in ADAPTATIONS.snapshot().items() if name in names}
+            f"invocation, now by {current or 'the provider default'}")

@@ -9,10 +9,12 @@ numbers line up with the released ``results.json``.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
-from cupid.utils.benchmark.answers.release import LABEL_SCORES
+from cupid.evaluation.release import LABEL_SCORES
+from cupid.evaluation.steps.judge import score_problem
 
 
 def label_score(label: str) -> float:
@@ -99,3 +101,53 @@ def macro_inference(counts: Iterable[InferenceCounts]) -> dict:
 def generation_summary(scores: Iterable[float]) -> dict:
     scores = list(scores)
     return {"average_score": _mean(scores), "n_instances": len(scores)}
+
+
+# ---------------------------------------------------------------------------------------
+# An instance's stored results, checked as strictly as an answer is: a hand-edited or damaged
+# file's value is named and left out, never a number in the aggregate.
+# ---------------------------------------------------------------------------------------
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def inference_problem(data: Any) -> str | None:
+    """What is wrong with an instance's stored ``inference`` block (counts, P/R/F1)."""
+    if not isinstance(data, dict):
+        return f"inference is {type(data).__name__}, not an object"
+    for key in ("n_predicted", "n_true"):
+        value = data.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return f"inference.{key} is {value!r}, not a non-negative integer"
+    for key, total in (("n_predicted_matched", "n_predicted"), ("n_true_matched", "n_true")):
+        value = data.get(key)
+        if not _is_number(value) or not 0 <= value <= data[total]:
+            return f"inference.{key} is {value!r}, not a number in 0-{data[total]}"
+    for key in ("precision", "recall", "f1"):
+        value = data.get(key)
+        if value is not None and (not _is_number(value) or not 0 <= value <= 1):
+            return f"inference.{key} is {value!r}, not in [0, 1]"
+    return None
+
+
+def generation_problem(data: Any) -> str | None:
+    """What is wrong with an instance's stored ``generation`` block."""
+    if not isinstance(data, dict):
+        return f"generation is {type(data).__name__}, not an object"
+    return score_problem(data.get("score"), "generation.score")
+
+
+def read_inference(data: Any) -> InferenceCounts:
+    """The stored counts, or ValueError naming what is wrong."""
+    problem = inference_problem(data)
+    if problem:
+        raise ValueError(problem)
+    return InferenceCounts.from_dict(data)
+
+
+def read_generation(data: Any) -> float:
+    """The stored judge score, or ValueError naming what is wrong."""
+    problem = generation_problem(data)
+    if problem:
+        raise ValueError(problem)
+    return float(data["score"])

@@ -1,45 +1,41 @@
-"""One instance through the benchmark: (summarize →) infer → decompose → match ×2, and
-generate → judge (the aggregate over a run is aggregate.py's).
+"""One instance through the benchmark: its two chains (infer → decompose → match both ways;
+generate → judge, with the summaries first in the summary setting), and the batch-mode pass.
 
-Steps already done in the instance's file are read back, not asked again; every finished
-step is saved at once. A failed step is recorded with its reason and raw answers and makes
-the instance count as failed; nothing is scored 0 in its place.
+The chains are written once, against a ``StepAsker``: the pipeline's (``InstanceSteps``)
+reads a step back from the instance's file when it is done there, else asks its model and
+records the answer at once; the dry run and the context check pass their own askers, which
+render the same requests with stand-in answers. A failed step is recorded with its reason and
+raw answers and makes the instance count as failed; nothing is scored 0 in its place.
 """
 from __future__ import annotations
 
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Iterable, Protocol, Sequence
 
-from cupid.utils.benchmark.answers import release as release_parsing
-from cupid.evaluation import steps as S
-from cupid.evaluation.aggregate import InstanceOutcome, release_outcomes_of_record
-from cupid.evaluation.prompt_layouts import format_session_log, relevant_positions
+from cupid.evaluation import steps
+from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
 from cupid.evaluation.metrics import InferenceCounts
+from cupid.evaluation.settings import Setting
+from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
+from cupid.evaluation.steps.ask import Ask
+from cupid.evaluation.steps.layouts import format_session_log
 from cupid.evaluation.store import InstanceRecord, RunStore, now
-from cupid.evaluation.stored_values import record_problems, step_output_problem
-from cupid.utils.benchmark.dataset import Instance, Session
-from cupid.utils.io import atomic_write_json, read_json
-from cupid.utils.benchmark.decomposer import decompose
+from cupid.utils.dataset import Instance, Session
+from cupid.utils.io import StorageError, atomic_write_json, read_json
+from cupid.utils.models.asking import Answer, UnusableAnswer
 from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
-from cupid.utils.models.errors import ModelConfigurationError, RunCancelled
+from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError, RunCancelled
 from cupid.utils.models.model import Model
-from cupid.utils.models.retry import cancel_all
-from cupid.utils.benchmark.step_runner import StepFailed, StepResult
+from cupid.utils.models.retry import CANCEL, cancel_all
+from cupid.utils.prompts import load_prompt
+from cupid.utils.redact import redact
 
 log = logging.getLogger("cupid.evaluation")
 
 TASKS = ("inference", "generation", "both")
-
-
-def select_sessions(instance: Instance, setting: str) -> tuple[Session, ...]:
-    """The prior sessions a setting shows the model. Oracle (§4.1): only the sessions whose
-    preference equals the current one, in their original order."""
-    if setting == "oracle":
-        keep = set(relevant_positions(instance))
-        return tuple(s for i, s in enumerate(instance.prior_interactions, start=1) if i in keep)
-    return instance.prior_interactions
 
 
 def scorer_name(evaluator: Model, matcher: Model) -> str:
@@ -48,32 +44,94 @@ def scorer_name(evaluator: Model, matcher: Model) -> str:
     return evaluator.label if matcher is evaluator else f"{evaluator.label}+{matcher.label}"
 
 
-class Evaluation:
+# ---------------------------------------------------------------------------------------
+# The chains
+# ---------------------------------------------------------------------------------------
+class StepAsker(Protocol):
+    def __call__(self, step: steps.Step, ask: Ask) -> dict | None:
+        """The step's output, or None when it failed (recorded by the asker)."""
+
+    def together(self, *calls: Callable[[], dict | None]) -> list[dict | None]:
+        """The calls' results, side by side where the asker can."""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the chains show the model beside the instance's request."""
+    history: str = ""               # the session log, or the summaries
+    from_summaries: bool = False
+    preference_given: bool = False  # oracle_preference: the true preference, no sessions
+    prefmatcher: bool = False       # PrefMatcher matches (its own prompt)
+
+
+def inference_chain(instance: Instance, shown: Shown, ask: StepAsker) -> InferenceCounts | None:
+    """Infer, decompose the inference, match both ways: the instance's pooled counts."""
+    truth = instance.current_contextual_preference
+    inferred = ask(steps.INFER, infer.ask(shown.history, instance.current_request,
+                                          from_summaries=shown.from_summaries))
+    if inferred is None:
+        return None
+    checklist = ask(steps.DECOMPOSE, decompose.ask(inferred["preference"]))
+    if checklist is None:
+        return None
+    precision, recall = ask.together(
+        lambda: ask(steps.MATCH_PRECISION, match.ask(truth, checklist["checklist"],
+                                                     prefmatcher=shown.prefmatcher)),
+        lambda: ask(steps.MATCH_RECALL, match.ask(inferred["preference"], instance.current_checklist,
+                                                  prefmatcher=shown.prefmatcher)))
+    if precision is None or recall is None:
+        return None
+    return InferenceCounts.from_scores([r["score"] for r in precision["results"]],
+                                       [r["score"] for r in recall["results"]])
+
+
+def generation_chain(instance: Instance, shown: Shown, ask: StepAsker) -> float | None:
+    """Generate a response, judge it: the instance's judge score."""
+    truth, request = instance.current_contextual_preference, instance.current_request
+    response = ask(steps.GENERATE, generate.ask_given_preference(truth, request) if shown.preference_given
+                   else generate.ask(shown.history, request, from_summaries=shown.from_summaries))
+    if response is None:
+        return None
+    judged = ask(steps.JUDGE, judge.ask(truth, instance.current_checklist, request, response["response"]))
+    return None if judged is None else judged["score"]
+
+
+CHAINS = {"inference": inference_chain, "generation": generation_chain}
+
+
+def needed_steps(task: str, setting: Setting) -> list[steps.Step]:
+    """The steps a task and setting need for an instance."""
+    return [step for step in steps.STEPS if (step is not steps.SUMMARIZE or setting.summaries)
+            and any(t in step.tasks for t in (("inference", "generation") if task == "both" else (task,)))]
+
+
+# ---------------------------------------------------------------------------------------
+# The pipeline
+# ---------------------------------------------------------------------------------------
+class Pipeline:
     """Evaluates instances of one run directory with one model, evaluator and matcher."""
 
     def __init__(self, *, model: Model, evaluator: Model, matcher: Model | None = None,
-                 store: RunStore, task: str = "inference", setting: str = "default",
-                 inner_workers: int = 4):
-        if task not in TASKS:
-            raise ValueError(f"task must be one of {TASKS}")
-        if setting == "oracle_preference" and task != "generation":
-            raise ValueError("the oracle_preference setting applies to the generation task only")
-        self.model = model
-        self.evaluator = evaluator
-        self.matcher = matcher or evaluator
-        self.use_prefmatcher = matcher is not None and matcher is not evaluator
-        self.store = store
-        self.task = task
-        self.setting = setting
-        self.scorer = scorer_name(evaluator, self.matcher)
+                 store: RunStore, task: str, setting: Setting, inner_workers: int = 4):
+        if task not in setting.tasks:
+            raise ValueError(f"the {setting.name} setting applies to the task "
+                             f"{' or '.join(setting.tasks)} only")
+        self.models = {"evaluated": model, "evaluator": evaluator, "matcher": matcher or evaluator}
+        self.prefmatcher = matcher is not None and matcher is not evaluator
+        self.store, self.task, self.setting = store, task, setting
+        self.scorer = scorer_name(evaluator, self.models["matcher"])
+        self.needed = [(step, self.scorer if step.per_scorer else None)
+                       for step in needed_steps(task, setting)]
         # Overlap inside an instance: the generation chain runs beside the inference chain,
         # and the two match directions and the session summaries run side by side. Leaves
         # (single calls) have their own pool so a chain waiting on them can never starve it.
-        self._chains = ThreadPoolExecutor(max_workers=max(1, inner_workers),
-                                          thread_name_prefix="cupid-chain")
-        self._leaves = ThreadPoolExecutor(max_workers=max(2, 2 * inner_workers),
-                                          thread_name_prefix="cupid-leaf")
+        self._chains = ThreadPoolExecutor(max_workers=max(1, inner_workers), thread_name_prefix="cupid-chain")
+        self._leaves = ThreadPoolExecutor(max_workers=max(2, 2 * inner_workers), thread_name_prefix="cupid-leaf")
         self._closed = False
+
+    @property
+    def model(self) -> Model:
+        return self.models["evaluated"]
 
     def close(self, wait: bool = True) -> None:
         """Stop the inner pools; ``wait=False`` (a stopping run) leaves hung calls behind."""
@@ -81,9 +139,9 @@ class Evaluation:
         self._chains.shutdown(wait=wait, cancel_futures=not wait)
         self._leaves.shutdown(wait=wait, cancel_futures=not wait)
 
-    def _submit(self, pool: ThreadPoolExecutor, fn: Callable, *args) -> Future:
-        """``pool.submit``, except that an instance still being worked on when the run
-        stops (its pools shut) ends with RunCancelled, as its next model call would."""
+    def submit(self, pool: ThreadPoolExecutor, fn: Callable, *args) -> Future:
+        """``pool.submit``, except that an instance still being worked on when the run stops
+        (its pools shut) ends with RunCancelled, as its next model call would."""
         try:
             return pool.submit(fn, *args)
         except RuntimeError:
@@ -91,262 +149,214 @@ class Evaluation:
                 raise RunCancelled("the run is stopping") from None
             raise
 
-    def needed_steps(self) -> list[tuple[str, str | None]]:
-        """(step, scorer or None) that this task and setting need for an instance."""
-        steps: list[tuple[str, str | None]] = []
-        if self.setting == "summary":
-            steps.append(("summarize", None))
-        if self.task in ("inference", "both"):
-            steps += [("infer", None), ("decompose", self.scorer), ("match_precision", self.scorer),
-                      ("match_recall", self.scorer)]
-        if self.task in ("generation", "both"):
-            steps += [("generate", None), ("judge", self.scorer)]
-        return steps
-
     def is_finished(self, data: dict) -> bool:
         """Whether an instance file already holds every step this invocation needs."""
         if data.get("skipped"):
             return True
-        for name, scorer in self.needed_steps():
-            steps = data.get("steps", {}) if scorer is None else \
+        for step, scorer in self.needed:
+            recorded = data.get("steps", {}) if scorer is None else \
                 (data.get("evaluations", {}).get(scorer) or {}).get("steps", {})
-            if (steps.get(name) or {}).get("status") != "done":
+            if (recorded.get(step.name) or {}).get("status") != "done":
                 return False
         return not self.stored_problems(data)
 
     def stored_problems(self, data: dict) -> list[str]:
         """The values of an instance file this run would use that no parser could have
-        produced (stored_values.py): their steps are run again."""
+        produced: their steps are run again."""
         return record_problems(data, self.scorer)
 
-    # -- step bookkeeping ------------------------------------------------------------------
-    def _run(self, record: InstanceRecord, name: str, call: Callable[[int], StepResult],
-             scorer: str | None = None) -> dict:
-        """Return a done step's output, or run ``call(first_variant)`` and record it. A step
-        that failed in an earlier run is asked again from where its attempts stopped."""
-        existing = record.step(name, scorer)
-        if existing and existing.get("status") == "done":
-            problem = step_output_problem(name, existing.get("output"))
-            if problem is None:
-                return existing["output"]
-            # Asked again from the first variant: the cache replays the answer once paid
-            # for, so a damaged file heals without a new call.
-            log.warning("%s: stored %s", record.path, problem)
-            existing = None
-        first_variant = (existing or {}).get("next_variant", 0)
-        try:
-            result = call(first_variant)
-        except StepFailed as exc:
-            step = {"status": "failed", "model": None, "prompt_version": None,
-                    "output": None, "raw": exc.raw, "error": exc.reason,
-                    "attempts": exc.attempts, "usage": None,
-                    "next_variant": exc.next_variant, "sent": exc.sent,
-                    "latency_s": exc.latency_s, "finished_at": now()}
-            if exc.truncated:
-                step["truncated"] = exc.truncated
-            step["release"] = self._release_view(name, step)
-            record.set_step(name, step, scorer)
-            log.warning("%s: step %s failed: %s", record.data["instance_id"], name, exc.reason)
-            raise _ChainFailed(name, exc.reason) from exc
-        step = {"status": "done", "model": result.model,
-                "prompt_version": result.prompt_version, "output": result.output,
-                "raw": result.raw, "error": None, "attempts": result.attempts,
-                "usage": result.usage, "sent": result.sent, "latency_s": result.latency_s,
-                "finished_at": now()}
-        if result.truncated:  # answers cut at the token limit (results.json: truncated_answers)
-            step["truncated"] = result.truncated
-        step["release"] = self._release_view(name, step)
-        record.set_step(name, step, scorer)
-        return result.output
-
-    def _release_view(self, name: str, step: dict) -> dict | None:
-        if self.setting != "default":
-            return None  # the release has only the default setting
-        return release_parsing.step_view(name, step, prefmatcher=self.use_prefmatcher)
-
-    def _release_outcomes(self, record: InstanceRecord) -> dict:
-        with record.lock:
-            return release_outcomes_of_record(record.data, self.scorer)
-
-    def _parallel(self, *calls: Callable[[], object]) -> list:
-        """Run calls side by side; collect every chain failure instead of the first only."""
-        futures = [self._submit(self._leaves, call) for call in calls]
-        results, failures = [], []
-        for future in futures:
-            try:
-                results.append(future.result())
-            except _ChainFailed as exc:
-                failures.extend(exc.failures)
-                results.append(None)
-        if failures:
-            raise _ChainFailed.many(failures)
-        return results
-
-    # -- history ---------------------------------------------------------------------------
-    def _history(self, instance: Instance, record: InstanceRecord) -> tuple[str, bool]:
-        sessions = select_sessions(instance, self.setting)
-        if self.setting != "summary":
-            return format_session_log(sessions), False
-        summaries = self._run(record, "summarize", lambda v: self._summaries(sessions, v))
-        return S.format_summaries(summaries["summaries"]), True
-
-    def _summaries(self, sessions: Sequence[Session], first_variant: int = 0) -> StepResult:
-        """Each session summarized once per run directory and shared by every instance
-        and both tasks (the three instances of a persona share most sessions)."""
-        def one(session: Session) -> tuple[dict, StepResult | None]:
-            text = format_session_log([session])
-            path = self.store.summary_path(text)
-            with self.store.summary_lock(text):
-                if path.exists():
-                    return read_json(path)["summary"], None
-                result = S.summarize_session(self.model, session, first_variant=first_variant)
-                summary = result.output["summaries"][0]
-                atomic_write_json(path, {"session": text, "summary": summary,
-                                         "model": result.model, "raw": result.raw,
-                                         "prompt_version": result.prompt_version})
-                return summary, result
-
-        futures = [self._submit(self._leaves, one, s) for s in sessions]
-        summaries, raw, usage, reasons = [], [], {"prompt_tokens": 0, "completion_tokens": 0}, []
-        next_variants: list[int] = []
-        for future in futures:
-            try:
-                summary, result = future.result()
-            except StepFailed as exc:
-                reasons.append(exc.reason)
-                raw.extend(exc.raw)
-                next_variants.append(exc.next_variant)
-                continue
-            summaries.append(summary)
-            if result is not None:
-                raw.extend(result.raw)
-                for k in usage:
-                    usage[k] += result.usage[k]
-        if reasons:
-            raise StepFailed(f"{len(reasons)} of {len(sessions)} sessions: {reasons[0]}", raw, len(raw),
-                             next_variant=max(next_variants))
-        return StepResult(output={"summaries": summaries}, raw=raw, attempts=len(raw),
-                          model=self.model.name, prompt_version=S.prompt_version("summarize"),
-                          usage=usage)
-
-    # -- the two tasks -----------------------------------------------------------------------
-    def _inference(self, instance: Instance, record: InstanceRecord, history: str,
-                   from_summaries: bool) -> InferenceCounts:
-        truth = instance.current_contextual_preference
-        inferred = self._run(record, "infer", lambda v: S.infer_preference(
-            self.model, history, instance.current_request, from_summaries=from_summaries,
-            first_variant=v))
-        preference = inferred["preference"]
-        checklist = self._run(record, "decompose", lambda v: decompose(
-            self.evaluator, preference, first_variant=v), self.scorer)["checklist"]
-        precision, recall = self._parallel(
-            lambda: self._run(record, "match_precision", lambda v: S.match_checklist(
-                self.matcher, truth, checklist, prefmatcher=self.use_prefmatcher,
-                first_variant=v), self.scorer),
-            lambda: self._run(record, "match_recall", lambda v: S.match_checklist(
-                self.matcher, preference, instance.current_checklist,
-                prefmatcher=self.use_prefmatcher, first_variant=v), self.scorer),
-        )
-        counts = InferenceCounts.from_scores([r["score"] for r in precision["results"]],
-                                             [r["score"] for r in recall["results"]])
-        record.set_scorer_field(self.scorer, "inference", counts.as_dict())
-        return counts
-
-    def _generation(self, instance: Instance, record: InstanceRecord, history: str,
-                    from_summaries: bool) -> float:
-        truth = instance.current_contextual_preference
-        if self.setting == "oracle_preference":
-            call = lambda v: S.generate_with_preference(self.model, truth, instance.current_request,
-                                                        first_variant=v)
-        else:
-            call = lambda v: S.generate_response(self.model, history, instance.current_request,
-                                                 from_summaries=from_summaries, first_variant=v)
-        response = self._run(record, "generate", call)["response"]
-        judgement = self._run(record, "judge", lambda v: S.judge_response(
-            self.evaluator, truth, instance.current_checklist, instance.current_request, response,
-            first_variant=v), self.scorer)
-        record.set_scorer_field(self.scorer, "generation", {"score": judgement["score"]})
-        return judgement["score"]
-
-    # -- one instance ------------------------------------------------------------------------
-    def evaluate(self, instance: Instance) -> InstanceOutcome:
-        """Evaluate one instance holding its lock; an instance another process holds is not
-        waited for: its outcome is "busy"."""
+    # -- one instance ----------------------------------------------------------------------
+    def run(self, instance: Instance) -> InstanceOutcome:
+        """Evaluate one instance holding its lock (one another process holds is "busy", not
+        waited for). An unexpected error is recorded as the instance's failure, never lost."""
         lock = self.store.instance_lock(instance.instance_id)
         if not lock.acquire(blocking=False):
             log.info("%s: in progress in another process; skipped for now", instance.instance_id)
             return InstanceOutcome(instance.instance_id, instance.instance_type, "busy")
         started = time.perf_counter()
+        outcome = InstanceOutcome(instance.instance_id, instance.instance_type, "done")
         try:
-            outcome = self._evaluate(instance)
+            record = self.store.load(instance, self.setting.name, self.model.name)
+            outcome.already_done = self.is_finished(record.data)
+            record.ensure_scorer(self.scorer, self.models["evaluator"].label, self.models["matcher"].label)
+            outcome.skip_reason = self.setting.skip_reason(instance)
+            if outcome.skip_reason:
+                outcome.status = "skipped"
+                record.set_field("skipped", outcome.skip_reason)
+            else:
+                record.save()
+                asker = InstanceSteps(self, record)
+                shown = self._shown(instance, asker)
+                if shown is not None:
+                    tasks = [t for t in ("inference", "generation") if self.task in (t, "both")]
+                    # The last chain runs beside, in the chain pool; the first in this thread.
+                    side = self.submit(self._chains, CHAINS[tasks[-1]], instance, shown, asker) \
+                        if len(tasks) > 1 else None
+                    # Each chain's result is recorded as soon as it is there.
+                    self._keep(record, outcome, tasks[0], CHAINS[tasks[0]](instance, shown, asker))
+                    if side is not None:
+                        self._keep(record, outcome, tasks[-1], side.result())
+                outcome.failures = asker.failures
+                outcome.status = "failed" if outcome.failures else "done"
+                with record.lock:
+                    outcome.release = release_outcomes_of_record(record.data, self.scorer)
+                if outcome.release:
+                    record.set_scorer_field(self.scorer, "release", outcome.release)
+        except (ModelConfigurationError, RunCancelled, StorageError, BatchDeferred):
+            raise
+        except Exception as exc:
+            if CANCEL.is_set():  # the run is stopping and its pools are shut: left for a rerun
+                raise RunCancelled(f"{instance.instance_id}: the run is stopping") from exc
+            log.exception("%s: unexpected error", instance.instance_id)
+            outcome.status, outcome.failures = "failed", [("internal", redact(f"{type(exc).__name__}: {exc}"))]
         finally:
             lock.release()
-        log.info("%s: %s in %.2fs%s", instance.instance_id, outcome.status,
-                 time.perf_counter() - started,
+        log.info("%s: %s in %.2fs%s", instance.instance_id, outcome.status, time.perf_counter() - started,
                  "".join(f"; {step} failed: {reason}" for step, reason in outcome.failures))
         return outcome
 
-    def _evaluate(self, instance: Instance) -> InstanceOutcome:
-        outcome = InstanceOutcome(instance.instance_id, instance.instance_type, "done")
-        record = self.store.load(instance, self.setting, self.model.name)
-        outcome.already_done = self.is_finished(record.data)
-        record.ensure_scorer(self.scorer, self.evaluator.label, self.matcher.label)
-        if self.setting == "oracle" and not relevant_positions(instance):
-            outcome.status, outcome.skip_reason = "skipped", "no prior session has the current preference"
-            record.set_field("skipped", outcome.skip_reason)
-            return outcome
-        record.save()
+    def _keep(self, record: InstanceRecord, outcome: InstanceOutcome, task: str, result) -> None:
+        if result is None:
+            return
+        if task == "inference":
+            outcome.inference = result
+            record.set_scorer_field(self.scorer, "inference", result.as_dict())
+        else:
+            outcome.generation_score = result
+            record.set_scorer_field(self.scorer, "generation", {"score": result})
+
+    def _shown(self, instance: Instance, asker: "InstanceSteps") -> Shown | None:
+        """What the chains show; None when the summaries it needs failed (recorded)."""
+        if self.setting.preference_given:
+            return Shown(preference_given=True, prefmatcher=self.prefmatcher)
+        sessions = self.setting.sessions(instance)
+        if not self.setting.summaries:
+            return Shown(format_session_log(sessions), prefmatcher=self.prefmatcher)
+        summaries = asker.summaries(sessions)
+        if summaries is None:
+            return None
+        return Shown(summarize.history(summaries["summaries"]), from_summaries=True,
+                     prefmatcher=self.prefmatcher)
+
+
+def failure_reason(exc: UnusableAnswer | ModelCallFailed) -> str:
+    """A failed step's reason, as its record and results.json say it."""
+    if isinstance(exc, UnusableAnswer):
+        return f"unparseable answer: {exc.reason}"
+    return f"{type(exc).__name__}: {exc.reason}"
+
+
+class InstanceSteps:
+    """The pipeline's ``StepAsker`` over one instance's record: a step done there is read
+    back; any other is asked and its record written at once. ``failures``: (step, reason)
+    of the steps that failed in this invocation."""
+
+    def __init__(self, pipeline: Pipeline, record: InstanceRecord):
+        self.pipeline, self.record = pipeline, record
+        self.failures: list[tuple[str, str]] = []
+
+    def _recorded(self, step: steps.Step) -> tuple[dict | None, int]:
+        """A usable done output (or None) and where new attempts start."""
+        scorer = self.pipeline.scorer if step.per_scorer else None
+        existing = self.record.step(step.name, scorer)
+        if existing and existing.get("status") == "done":
+            problem = step.check(existing.get("output"))
+            if problem is None:
+                return existing["output"], 0
+            # Asked again from the first variant: the cache replays the answer once paid
+            # for, so a damaged file heals without a new call.
+            log.warning("%s: stored %s", self.record.path, problem)
+            return None, 0
+        return None, (existing or {}).get("next_variant", 0)
+
+    def __call__(self, step: steps.Step, ask: Ask) -> dict | None:
+        output, first_variant = self._recorded(step)
+        if output is not None:
+            return output
+        model = self.pipeline.models[step.role]
         try:
-            history, from_summaries = ("", False) if self.setting == "oracle_preference" \
-                else self._history(instance, record)
-        except _ChainFailed as exc:
-            outcome.status, outcome.failures = "failed", exc.failures
-            return outcome
-        chains: list[Callable[[], object]] = []
-        if self.task in ("inference", "both"):
-            chains.append(lambda: self._inference(instance, record, history, from_summaries))
-        if self.task in ("generation", "both"):
-            chains.append(lambda: self._generation(instance, record, history, from_summaries))
-        # The last chain runs beside in the chain pool; the first in this thread.
-        side = self._submit(self._chains, chains[-1]) if len(chains) > 1 else None
-        results = []
-        for i, chain in enumerate(chains):
+            answer = ask.answer(model, first_variant=first_variant)
+        except (UnusableAnswer, ModelCallFailed) as exc:
+            answer = exc.answer or Answer(next_variant=first_variant)
+            return self.failed(step, answer, failure_reason(exc), len(answer.raws) + isinstance(exc, ModelCallFailed))
+        self.write(step, {"status": "done", "model": model.name, "prompt_version": answer.sent["prompt_version"],
+                          "output": answer.value, "raw": answer.raws, "error": None,
+                          "attempts": answer.attempts, "usage": answer.usage}, answer)
+        return answer.value
+
+    def together(self, *calls: Callable[[], dict | None]) -> list[dict | None]:
+        futures = [self.pipeline.submit(self.pipeline._leaves, call) for call in calls]
+        return [future.result() for future in futures]
+
+    def failed(self, step: steps.Step, answer: Answer, reason: str, attempts: int) -> None:
+        self.write(step, {"status": "failed", "model": None, "prompt_version": None, "output": None,
+                          "raw": answer.raws, "error": reason, "attempts": attempts, "usage": None,
+                          "next_variant": answer.next_variant}, answer)
+        log.warning("%s: step %s failed: %s", self.record.data["instance_id"], step.name, reason)
+        self.failures.append((step.name, reason))
+        return None
+
+    def write(self, step: steps.Step, entry: dict, answer: Answer) -> None:
+        entry.update({"sent": answer.sent or None, "latency_s": answer.latency_s, "finished_at": now()})
+        if answer.truncated:  # answers cut at the token limit (results.json: truncated_answers)
+            entry["truncated"] = answer.truncated
+        # What the release would have made of it; the release has only the default setting.
+        entry["release"] = step.release_view(entry) if self.pipeline.setting.name == "default" else None
+        self.record.set_step(step.name, entry, self.pipeline.scorer if step.per_scorer else None)
+
+    def summaries(self, sessions: Sequence[Session]) -> dict | None:
+        """The summarize step: each session summarized once per run directory and shared by
+        every instance and both tasks (the three instances of a persona share most
+        sessions); recorded in the instance file as one step."""
+        output, first_variant = self._recorded(steps.SUMMARIZE)
+        if output is not None:
+            return output
+        model = self.pipeline.model
+        futures = [self.pipeline.submit(self.pipeline._leaves, self._summary, s, first_variant)
+                   for s in sessions]
+        total, summaries, reasons, next_variants = Answer(), [], [], [first_variant]
+        for future in futures:
             try:
-                results.append(side.result() if side is not None and i == len(chains) - 1
-                               else chain())
-            except _ChainFailed as exc:
-                outcome.failures.extend(exc.failures)
-                results.append(None)
-        for chain_name, result in zip([c for c in ("inference", "generation")
-                                       if self.task in (c, "both")], results):
-            if chain_name == "inference":
-                outcome.inference = result
+                summary, answer = future.result()
+            except (UnusableAnswer, ModelCallFailed) as exc:
+                answer = exc.answer or Answer(next_variant=first_variant)
+                reasons.append(failure_reason(exc))
+                next_variants.append(answer.next_variant)
             else:
-                outcome.generation_score = result
-        if outcome.failures:
-            outcome.status = "failed"
-        outcome.release = self._release_outcomes(record)
-        if outcome.release:
-            record.set_scorer_field(self.scorer, "release", outcome.release)
-        return outcome
+                summaries.append(summary)
+            if answer is not None:
+                total.raws += answer.raws
+                for key in ("prompt_tokens", "completion_tokens"):
+                    total.usage[key] += answer.usage[key]
+        if reasons:
+            total.next_variant = max(next_variants)
+            return self.failed(steps.SUMMARIZE, total, f"{len(reasons)} of {len(sessions)} sessions: "
+                                                       f"{reasons[0]}", len(total.raws))
+        total.value = {"summaries": summaries}
+        self.write(steps.SUMMARIZE, {"status": "done", "model": model.name,
+                                     "prompt_version": load_prompt(summarize.PROMPT).version,
+                                     "output": total.value, "raw": total.raws, "error": None,
+                                     "attempts": len(total.raws), "usage": total.usage}, total)
+        return total.value
 
-
-class _ChainFailed(Exception):
-    def __init__(self, step: str, reason: str):
-        super().__init__(f"{step}: {reason}")
-        self.failures = [(step, reason)]
-
-    @classmethod
-    def many(cls, failures: list[tuple[str, str]]) -> "_ChainFailed":
-        exc = cls(*failures[0])
-        exc.failures = list(failures)
-        return exc
+    def _summary(self, session: Session, first_variant: int) -> tuple[dict, Answer | None]:
+        store = self.pipeline.store
+        text = format_session_log([session])
+        path = store.summary_path(text)
+        with store.summary_lock(text):
+            if path.exists():
+                return read_json(path)["summary"], None
+            answer = summarize.ask(session).answer(self.pipeline.model, first_variant=first_variant)
+            summary = answer.value["summaries"][0]
+            atomic_write_json(path, {"session": text, "summary": summary, "model": self.pipeline.model.name,
+                                     "raw": answer.raws, "prompt_version": answer.sent["prompt_version"]})
+            return summary, answer
 
 
 # ---------------------------------------------------------------------------------------
 # Batch mode (``--batch``): the pass of utils/models/batch.py's driver
 # ---------------------------------------------------------------------------------------
-def run_batch_rounds(make_evaluation: Callable[[], object], instances: Iterable,
+def run_batch_rounds(make_pipeline: Callable[[], Pipeline], instances: Iterable,
                      runner: BatchRunner, models: Sequence[Model], n_workers: int = 4) -> int:
     """Run passes and rounds until no call is deferred; returns the number of batch rounds.
 
@@ -360,19 +370,14 @@ def run_batch_rounds(make_evaluation: Callable[[], object], instances: Iterable,
 
     def one_pass() -> None:
         nonlocal unfinished
-        evaluation = make_evaluation()
+        pipeline = make_pipeline()
         deferred: list = []
 
         def one(instance) -> None:
             try:
-                evaluation.evaluate(instance)
+                pipeline.run(instance)
             except BatchDeferred:
                 deferred.append(instance)
-            except (ModelConfigurationError, RunCancelled):
-                raise
-            except Exception as exc:  # the online pass records it against the instance
-                log.warning("%s: %s in a batch round; recorded by the online pass",
-                            instance.instance_id, exc)
 
         pool = ThreadPoolExecutor(max_workers=max(1, n_workers))
         try:
@@ -383,10 +388,10 @@ def run_batch_rounds(make_evaluation: Callable[[], object], instances: Iterable,
             if isinstance(exc, KeyboardInterrupt):
                 cancel_all()
             pool.shutdown(wait=False, cancel_futures=True)
-            evaluation.close(wait=False)
+            pipeline.close(wait=False)
             raise
         pool.shutdown()
-        evaluation.close()  # waits for side chains still deferring their calls
+        pipeline.close()  # waits for side chains still deferring their calls
         if runner.pending:
             waiting = {id(i) for i in deferred}
             unfinished = [i for i in unfinished if id(i) in waiting] or unfinished

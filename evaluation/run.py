@@ -1,14 +1,16 @@
-"""Evaluate a model on CUPID.
+"""``cupid-eval`` (``python -m cupid.evaluation.run``; from the checkout, ``python -m
+evaluation.run``): evaluate a model on CUPID.
 
-    python -m evaluation.run --model gpt-4.1-nano-2025-04-14 --evaluator gpt-4o-2024-11-20 --n_workers 4
-    python -m evaluation.run --model smollm2-135m --evaluator smollm2-135m --data_dir data/sample
+    cupid-eval --model gpt-4.1-nano-2025-04-14 --evaluator gpt-4o-2024-11-20 --n_workers 4
+    cupid-eval --model smollm2-135m --evaluator smollm2-135m --data_dir data/sample
 
-Exit status: 0 when every instance was evaluated, 1 when any instance failed (the summary
-and results.json say which step failed and why), 2 for bad input or setup (nothing run and
-nothing written) or a key the server refused mid-run, 3 when the file system refused a
-results file (disk full, read-only, permission denied: one line names the file, and what is
-saved; rerun the same command to resume), 130 when interrupted (rerun the same command to
-resume).
+The flags are ``evaluate()``'s arguments (evaluation/api.py), which does the work; several
+``--model``s or a ``--sweep`` file run one after another in this process. Exit status: 0 when
+every instance was evaluated, 1 when any instance failed (the summary and results.json say
+which step failed and why), 2 for bad input or setup (nothing run and nothing written) or a
+key the server refused mid-run, 3 when the file system refused a results file (one line
+names the file, and what is saved; rerun the same command to resume), 130 (143, 129) when
+stopped by Ctrl-C (SIGTERM, SIGHUP): rerun the same command to resume.
 
 Several invocations may share a run directory at once (other tasks, shards, machines on a
 shared disk): each instance is worked on by one process at a time, and results.json is the
@@ -18,161 +20,174 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from pathlib import Path
 
-from cupid.evaluation.flags import build_parser, error, flag_conflict, setup_logging
+from cupid import config
 from cupid.evaluation.console import print_summary, print_sweep_table
-from cupid.evaluation.invocation import (STORAGE_EXIT, Invocation, Refused, Stop, batch_rounds, check_run_dir,
-                                   invocation_record, load_data, open_run_dir, resolve_models,
-                                   run_instances)
-from cupid.evaluation.results_file import storage_safe_note, write_results
-from cupid.evaluation.shards import parse_shard
-from cupid.evaluation.stopping import exit_now, worker_threads
-from cupid.evaluation.store import now
-from cupid.evaluation.sweep import sweep_runs
-from cupid.utils.io import StorageError
-from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-from cupid.utils.models.registry import resolve_model
-from cupid.utils.models.retry import reset_cancel
+from cupid.evaluation.run_spec import TASKS
+from cupid.evaluation.settings import SETTINGS
+from cupid.utils.command_line import (Parser, generation_params, non_negative_int, positive_float, positive_int,
+                                      program_name)
+from cupid.utils.errors import CupidError, Interrupted
+from cupid.utils.executor import exit_now
+from cupid.utils.io import STORAGE_EXIT
 from cupid.utils.redact import redact
 from cupid.utils.stop_signals import STOP_CODES, SignalGuard, stop_cause, stop_status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog=program_name("python -m cupid.evaluation.run"),
+        description="Evaluate a model on CUPID: infer the user's contextual preference from "
+                    "prior sessions (precision/recall/F1) and/or answer the request (judge score 1-10).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", nargs="+",
+                   help="model(s) to evaluate, several for a sweep in one process (one run directory "
+                        "each, one summary table at the end): a registered model_name (see utils/models/), a hosted "
+                        "name (gpt-*/o1*/o3*/o4* → OpenAI, claude-* → Anthropic, gemini-* → Google, "
+                        "org/name → Together), a prefixed name (openai:, anthropic:, together:, google:, "
+                        "vllm:NAME[@URL], local-server:NAME[@URL]), or smollm2-135m (embedded, offline)")
+    p.add_argument("--evaluator", default=config.DEFAULT_EVALUATOR,
+                   help="model that decomposes the inferred preference, matches checklists (unless "
+                        "--use_matcher) and judges responses; temperature 0")
+    p.add_argument("--use_matcher", action="store_true",
+                   help=f"match checklists with PrefMatcher-7B ({config.PREFMATCHER_MODEL}) served by an "
+                        "OpenAI-compatible server (vLLM) instead of the evaluator")
+    p.add_argument("--matcher_url", default=config.PREFMATCHER_BASE_URL,
+                   help="base URL of the PrefMatcher server (also CUPID_PREFMATCHER_URL); several, "
+                        "comma-separated (URL1,URL2), are asked round-robin")
+    p.add_argument("--task", choices=TASKS, default="inference",
+                   help="inference: infer the preference; generation: answer the request; both")
+    p.add_argument("--setting", choices=list(SETTINGS), default="default",
+                   help="default: all 8 prior sessions; oracle: only the sessions with the current "
+                        "preference; summary: summarize each session first (Figure 23) and work from the "
+                        "summaries; oracle_preference: generation given the true preference. Each "
+                        "setting has its own results directory")
+    p.add_argument("--results_dir", default="results",
+                   help="results go to RESULTS_DIR/<model>/ (and /<setting>/ for other settings)")
+    source = p.add_argument_group("data (default: the Hugging Face dataset)")
+    source.add_argument("--data_dir", help="a directory of instance files (.json/.jsonl/.parquet), e.g. "
+                                           "data/sample or the output directory of synthesis.run")
+    source.add_argument("--data", help="one data file: .jsonl, .json or .parquet in the dataset's schema")
+    source.add_argument("--dataset", default=config.HF_DATASET, help="Hugging Face dataset name")
+    source.add_argument("--split", default=config.HF_SPLIT, help="dataset split")
+    source.add_argument("--revision", default=None,
+                        help="commit, tag or branch of the Hugging Face dataset to load; pin a "
+                             "commit for a reproducible study (default: the hub's main branch "
+                             "today); recorded in run.json")
+    source.add_argument("--limit", type=positive_int,
+                        help="evaluate only the first N instances (every row is still validated)")
+    p.add_argument("--n_workers", type=positive_int, default=4, help="instances evaluated at once (threads)")
+    p.add_argument("--timeout", type=positive_float, default=config.REQUEST_TIMEOUT,
+                   help="seconds one request may take before it is retried")
+    p.add_argument("--max_retries", type=non_negative_int, default=config.MAX_RETRIES,
+                   help="retries of a request after 429/5xx/timeouts/connection errors (0: none)")
+    gen = p.add_argument_group(
+        "generation overrides (the run is then not the benchmark's default: its directory and "
+        "scorer are named after them, e.g. M[temperature=0.2] in results/M_temperature_0.2_-032a6208/, and run.json records them)")
+    gen.add_argument("--seed", type=non_negative_int, default=None,
+                     help="sent with every request of every role to providers that take a seed "
+                          "(OpenAI, Together, Google, vLLM, the embedded model; not Anthropic)")
+    gen.add_argument("--model_args", type=generation_params, default=None, metavar="K=V,...",
+                     help="the evaluated model's temperature, max_tokens or seed, replacing what "
+                          "each step asks for, e.g. temperature=0.2,max_tokens=1024; and its "
+                          "reasoning: reasoning_effort=low (OpenAI reasoning models) or "
+                          "thinking_budget=N (Anthropic: 0 or >= 1024; Google: -1 dynamic, 0 off "
+                          "where the model allows), checked against the model's family")
+    gen.add_argument("--evaluator_args", type=generation_params, default=None, metavar="K=V,...",
+                     help="the same for the evaluator (decompose, match, judge)")
+    gen.add_argument("--matcher_args", type=generation_params, default=None, metavar="K=V,...",
+                     help="the same for PrefMatcher (with --use_matcher)")
+    p.add_argument("--no_cache", action="store_true",
+                   help="do not keep LLM answers in RESULTS_DIR/.llm_cache/ (the cache lets a "
+                        "rerun replay calls that finished, and lets settings share identical calls)")
+    p.add_argument("--batch", action="store_true",
+                   help="send the OpenAI, Anthropic, Together and Gemini models' calls (evaluated model and evaluator) "
+                        "through the providers' batch APIs at half price, in rounds; batch ids are kept "
+                        "in the run directory's batches.json, so a rerun resumes them")
+    p.add_argument("--rate_limit", action="append", default=[], metavar="[MODEL=]tpm=N,rpm=N,in_flight=N",
+                   help="limits to keep on an endpoint (all endpoints, or MODEL's) besides those the "
+                        "provider states in its rate-limit headers; repeatable")
+    p.add_argument("--sweep", metavar="FILE.yaml",
+                   help="a YAML file listing the runs of a sweep (models, settings, options); see "
+                        "evaluation/sweep.py")
+    p.add_argument("--shard", metavar="I/N",
+                   help="evaluate only shard I of N (1 <= I <= N): the instances whose id hashes to I, "
+                        "the same split on every machine; shards may share one results directory")
+    p.add_argument("--progress_every", type=int, default=0, metavar="K",
+                   help="log a progress line (counts, rate, ETA) every K instances; by default every "
+                        "~5%% when stderr is not a terminal (nohup, SLURM, CI), never when it is")
+    p.add_argument("--log_file", help="also write a detailed log here")
+    p.add_argument("--dry_run", action="store_true",
+                   help="print what the run would send and cost (calls, tokens, cost online and with "
+                        "--batch, time at --rate_limit) per role, without sending or writing anything")
+    p.add_argument("--json", action="store_true",
+                   help="with --dry_run: also print the forecast as one JSON object on the last line")
+    return p
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        setup_logging(args.log_file)
-    except StorageError as exc:
-        error(str(exc))
-        return STORAGE_EXIT
-    reset_cancel()
-    try:
-        runs = sweep_runs(args, parser)
-        if args.shard:
-            parse_shard(args.shard)
-    except ValueError as exc:
-        error(str(exc))
-        return 2
     if args.json and not args.dry_run:
         parser.error("--json goes with --dry_run")
+    from cupid.evaluation.sweep import sweep_runs
+
+    try:
+        runs = sweep_runs(args, parser)
+    except ValueError as exc:
+        error(exc)
+        return 2
     if args.dry_run:
         from cupid.evaluation import dry_run
+
         return dry_run.main(runs, as_json=args.json)
-    shared = SharedResources()
-    with shared.signals:  # SIGTERM and SIGHUP handled as Ctrl-C until the runs end
-        try:
-            if len(runs) == 1:
-                return evaluate_one(runs[0], shared)
-            rows = []
-            for run in runs:
-                print(f"\n=== sweep run {len(rows) + 1}/{len(runs)}: {run.model} [{run.setting}] ===",
-                      file=sys.stderr, flush=True)
-                code = evaluate_one(run, shared)
-                rows.append((run, shared.last_results, code))
-                shared.last_results = None
-                if code in STOP_CODES or code == STORAGE_EXIT:  # stopped, or the disk refuses
-                    break
-            print_sweep_table(rows)
-            return max(code for _, _, code in rows)
-        except StorageError as exc:  # a file outside one run's bookkeeping
-            error(str(exc))
-            return STORAGE_EXIT
-        finally:
-            shared.close()
+    with SignalGuard():  # between a sweep's runs too
+        if len(runs) == 1:
+            return run_one(runs[0])[0]
+        rows = []
+        for number, run in enumerate(runs, start=1):
+            print(f"\n=== sweep run {number}/{len(runs)}: {run['model']} [{run['setting']}] ===",
+                  file=sys.stderr, flush=True)
+            code, results = run_one(run)
+            rows.append((run, results, code))
+            if code in STOP_CODES or code == STORAGE_EXIT:  # stopped, or the disk refuses
+                break
+        print_sweep_table(rows)
+        return max(code for _, _, code in rows)
 
 
-class SharedResources:
-    """What the runs of a sweep share: the response cache per results directory and the
-    evaluator and matcher per (name, role, options); the rate limiters are shared by
-    endpoint anyway."""
+def run_one(arguments: dict) -> tuple[int, dict | None]:
+    """One run through ``evaluate()``: its exit status and results (None when it stopped first)."""
+    from cupid.evaluation.api import evaluate
 
-    def __init__(self, *, owns_process: bool = True) -> None:
-        self.caches: dict[Path, ResponseCache] = {}
-        self.models: dict[tuple, object] = {}
-        self.last_results: dict | None = None
-        self.signals = SignalGuard()
-        # The command may end the process when a hung request keeps a worker thread after a
-        # stop; a caller of evaluate() (a notebook's kernel) must get control back instead.
-        self.owns_process = owns_process
-
-    def cache(self, results_dir: str) -> ResponseCache:
-        path = Path(results_dir).resolve() / CACHE_DIR
-        if path not in self.caches:
-            self.caches[path] = ResponseCache(path)
-        return self.caches[path]
-
-    def model(self, spec: str, role: str, **params):
-        key = (spec, role, repr(sorted(params.items())))
-        if key not in self.models:
-            self.models[key] = resolve_model(spec, role=role, **params)
-        return self.models[key]
-
-    def close(self) -> None:
-        if worker_threads():  # threads still blocked after an interrupt may use a cache
-            return
-        for cache in self.caches.values():
-            cache.close()
-        self.caches.clear()
-
-
-def evaluate_one(args: argparse.Namespace, shared: SharedResources) -> int:
-    """One model and setting into its run directory (evaluation/invocation.py's steps, in
-    order); returns the exit status."""
-    shared.signals.raising()
-    conflict = flag_conflict(args)
-    if conflict:
-        error(conflict)
-        return 2
     try:
-        data_source, instances = load_data(args)
-        models = resolve_models(args, shared, instances)
-        run = check_run_dir(args, models, data_source, instances)
-        cache = None if args.no_cache else shared.cache(args.results_dir)
-        for m in models.all:
-            m.cache = cache
-        open_run_dir(run)
-        run.started, run.started_at = time.perf_counter(), now()
-        runner, batched, stop = batch_rounds(run, shared) if args.batch else (None, set(), None)
-    except Refused as exc:
-        error(exc.message)
-        return exit_now(exc.code, shared.owns_process) if exc.end_process else exc.code
-    outcomes, stop = run_instances(run, shared, stop)
-    return finish(run, shared, invocation_record(run, outcomes, batched, stop, runner), outcomes, stop)
+        run = evaluate(**arguments)
+    except Interrupted as exc:
+        if exc.results is not None:
+            print_summary(exc.results, exc.results_path)
+        print(redact(exc.message), file=sys.stderr)
+        return exit_now(exc.exit_code), exc.results
+    except CupidError as exc:
+        error(exc)
+        return exit_now(exc.exit_code), None
+    print_summary(run.results, run.run_dir / "results.json")
+    return (1 if run.failed else 0), run.results
 
 
-def finish(run: Invocation, shared: SharedResources, this_invocation: dict, outcomes: dict,
-           stop: Stop | None) -> int:
-    """results.json written (a signal now waits for it), the summary printed, the exit status."""
-    if stop is None:
-        shared.signals.deferring()
-    try:
-        results = write_results(run.store, run.evaluation, run.args, run.data_source, run.manifest,
-                                this_invocation, run.models.roles)
-    except KeyboardInterrupt as exc:
-        return exit_now(stop_status(exc), shared.owns_process)
-    except StorageError as exc:
-        if stop is not None and stop.code == STORAGE_EXIT:
-            print(redact(stop.message), file=sys.stderr)
-        else:
-            error(f"{exc}\n{storage_safe_note(outcomes, len(run.instances), run.run_dir)}")
-        return exit_now(STORAGE_EXIT, shared.owns_process)
-    shared.last_results = results
-    if stop is None and shared.signals.received is not None:
-        stop = Stop(128 + shared.signals.received, f"{stop_cause(shared.signals.received)} after "
-                                                    f"the work was done: the results are written")
-    if stop is not None:
-        if stop.code in STOP_CODES:
-            print_summary(results, run.run_dir / "results.json")
-        print(redact(stop.message), file=sys.stderr)
-        return exit_now(stop.code, shared.owns_process)
-    print_summary(results, run.run_dir / "results.json")
-    return 1 if this_invocation["ran_failed"] else 0
+def error(exc: BaseException | str) -> None:
+    """One ``error:`` line (and a line per note the error carries), every key redacted."""
+    lines = [f"error: {exc}", *getattr(exc, "__notes__", ())]
+    print(redact("\n".join(lines)), file=sys.stderr)
 
 
-if __name__ == "__main__":
+def console() -> None:
+    """The console script ``cupid-eval``."""
     try:
         sys.exit(main())
     except KeyboardInterrupt as exc:  # during setup, before any instance started
         print(f"\n{stop_cause(exc)} before any work; nothing to resume", file=sys.stderr)
         sys.exit(stop_status(exc))
+
+
+if __name__ == "__main__":
+    console()

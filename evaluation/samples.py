@@ -16,15 +16,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+from cupid.evaluation import steps
 from cupid.evaluation.report.results import Run, load_runs, outcome
 from cupid.utils.models.usage import estimate_cost
 
 # Instance-level steps (shared by every scorer of the instance), then the scorer's steps.
-INSTANCE_STEPS = ("summarize", "infer", "generate")
-SCORER_STEPS = ("decompose", "match_precision", "match_recall", "judge")
+INSTANCE_STEPS = tuple(s.name for s in steps.STEPS if not s.per_scorer)
+SCORER_STEPS = tuple(s.name for s in steps.STEPS if s.per_scorer)
 STEPS = INSTANCE_STEPS + SCORER_STEPS
 STEP_FIELDS = ("status", "error", "model", "prompt_tokens", "completion_tokens", "cost_usd")
-TASK_STATUSES = ("done", "failed", "unfinished", "skipped")
 
 
 def sample_rows(results_dir: str | Path, *, data_paths: Iterable[str | Path] | None = None,
@@ -65,10 +65,10 @@ def _task_statuses(run: Run, scorer: str | None, task: str) -> dict[str, tuple[s
 
 def _row(run: Run, scorer: str | None, instance_id: str, instance, statuses: dict) -> dict:
     data = run.instances[instance_id]
-    steps = _dict(data.get("steps"))
+    model_steps = _dict(data.get("steps"))
     evaluation = _dict(_dict(data.get("evaluations")).get(scorer)) if scorer else {}
     scorer_steps = _dict(evaluation.get("steps"))
-    all_steps = {name: _dict(steps.get(name)) for name in INSTANCE_STEPS}
+    all_steps = {name: _dict(model_steps.get(name)) for name in INSTANCE_STEPS}
     all_steps.update({name: _dict(scorer_steps.get(name)) for name in SCORER_STEPS})
 
     row: dict[str, Any] = {
@@ -78,12 +78,12 @@ def _row(run: Run, scorer: str | None, instance_id: str, instance, statuses: dic
         "instance_type": run.instance_type(instance_id),
     }
     row.update(_ground_truth(instance, all_steps))
-    infer_out = _output(all_steps["infer"])
+    infer_out = _output(all_steps[steps.INFER.name])
     row["inferred_analysis"] = infer_out.get("analysis")
     row["inferred_preference"] = infer_out.get("preference")
-    row["inferred_checklist"] = _list(_output(all_steps["decompose"]).get("checklist"))
-    row["precision_labels"] = _labels(all_steps["match_precision"])
-    row["recall_labels"] = _labels(all_steps["match_recall"])
+    row["inferred_checklist"] = _list(_output(all_steps[steps.DECOMPOSE.name]).get("checklist"))
+    row["precision_labels"] = _labels(all_steps[steps.MATCH_PRECISION.name])
+    row["recall_labels"] = _labels(all_steps[steps.MATCH_RECALL.name])
 
     for task in ("inference", "generation"):
         status, error = statuses[task].get(instance_id, (None, None))
@@ -93,8 +93,8 @@ def _row(run: Run, scorer: str | None, instance_id: str, instance, statuses: dic
         row[key] = _float(counts.get(key))
     for key in ("n_predicted", "n_true"):
         row[key] = _int(counts.get(key))
-    row["response"] = _output(all_steps["generate"]).get("response")
-    judge = _output(all_steps["judge"])
+    row["response"] = _output(all_steps[steps.GENERATE.name]).get("response")
+    judge = _output(all_steps[steps.JUDGE.name])
     row["judge_score"] = _float(_dict(evaluation.get("generation")).get("score")) \
         if row["generation_status"] == "done" else None
     row["judge_analysis"] = judge.get("analysis")
@@ -120,7 +120,7 @@ def _row(run: Run, scorer: str | None, instance_id: str, instance, statuses: dic
     return row
 
 
-def _ground_truth(instance, steps: dict[str, dict]) -> dict:
+def _ground_truth(instance, recorded: dict[str, dict]) -> dict:
     """Request, context factor, preference and checklist: from the data when it was found,
     else what the steps sent (the request and preference travel in their values)."""
     if instance is not None:
@@ -128,12 +128,13 @@ def _ground_truth(instance, steps: dict[str, dict]) -> dict:
                 "context_factor": instance.current_context_factor,
                 "preference": instance.current_contextual_preference,
                 "checklist": list(instance.current_checklist)}
-    values = {name: _dict(_dict(step.get("sent")).get("values")) for name, step in steps.items()}
-    request = next((v for v in (values["infer"].get("curr_request"), values["generate"].get("curr_request"),
-                                values["judge"].get("user_request")) if isinstance(v, str)), None)
-    preference = next((v for v in (values["match_precision"].get("preference"),
-                                   values["judge"].get("preference")) if isinstance(v, str)), None)
-    checklist = [r.get("entry") for r in _list(_output(steps["match_recall"]).get("results"))
+    values = {name: _dict(_dict(step.get("sent")).get("values")) for name, step in recorded.items()}
+    request = next((v for v in (values[steps.INFER.name].get("curr_request"),
+                                values[steps.GENERATE.name].get("curr_request"),
+                                values[steps.JUDGE.name].get("user_request")) if isinstance(v, str)), None)
+    preference = next((v for v in (values[steps.MATCH_PRECISION.name].get("preference"),
+                                   values[steps.JUDGE.name].get("preference")) if isinstance(v, str)), None)
+    checklist = [r.get("entry") for r in _list(_output(recorded[steps.MATCH_RECALL.name]).get("results"))
                  if isinstance(r, dict)] or None
     return {"request": request, "context_factor": None, "preference": preference, "checklist": checklist}
 

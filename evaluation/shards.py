@@ -15,7 +15,7 @@ def parse_shard(spec: str) -> tuple[int, int]:
     except ValueError:
         index, count = 0, 0
     if not sep or count < 1 or not 1 <= index <= count:
-        raise ValueError(f"--shard {spec!r}: expected I/N with 1 <= I <= N, e.g. 1/4")
+        raise ValueError(f"{spec!r}: expected I/N with 1 <= I <= N, e.g. 1/4")
     return index, count
 
 

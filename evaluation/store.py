@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from cupid.evaluation.prompt_layouts import approx_tokens, format_session_log, relevant_positions
-from cupid.utils.benchmark.dataset import Instance, safe_name
+from cupid.evaluation.steps.layouts import format_session_log
+from cupid.utils.dataset import Instance, safe_name
 from cupid.utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
 from cupid.utils.redact import redact
+from cupid.utils.errors import SetupError
 
 log = logging.getLogger("cupid.evaluation.store")
 
-SETTINGS = ("default", "oracle", "summary", "oracle_preference")
 MANIFEST = "run.json"
 RESULTS = "results.json"
 BATCHES = "batches.json"  # batch mode's submitted batch ids (utils/models/batch.py)
@@ -51,11 +51,11 @@ def is_instance_file(path: Path) -> bool:
     return path.suffix == ".json" and not path.name.startswith(".") and not is_reserved_file(path.name)
 
 
-class RunConflictError(RuntimeError):
+class RunConflictError(SetupError):
     """The run directory holds results made with other settings or other data."""
 
 
-class CorruptRunFile(RuntimeError):
+class CorruptRunFile(SetupError):
     """A file of the run directory that cannot be read and cannot be rebuilt."""
 
 
@@ -209,6 +209,8 @@ class RunStore:
                                              **self.manifest.get("prompt_versions", {})}
                 merged["data"] = self.manifest.get("data") or existing.get("data")
                 merged["data_source"] = self.manifest.get("data_source", existing.get("data_source"))
+                if "model_spec" in self.manifest:
+                    merged["model_spec"] = self.manifest["model_spec"]
                 merged["updated"] = now()
                 self.manifest = merged
             else:
@@ -317,8 +319,9 @@ class RunStore:
             "setting": setting,
             "history": {
                 "n_sessions": len(instance.prior_interactions),
-                "relevant_positions": relevant_positions(instance),
-                "history_tokens": approx_tokens(history),
+                "relevant_positions": instance.relevant_positions(),
+                # A tokenizer-free estimate: about 4 characters per token for English.
+                "history_tokens": max(1, round(len(history) / 4)),
             },
             "steps": {},
             "evaluations": {},

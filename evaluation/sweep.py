@@ -1,7 +1,7 @@
-"""A sweep: several runs in one process (``--model A B C``, or ``--sweep FILE.yaml``). They
-share the response cache, the evaluator and the rate limiters, and each writes its own run
-directory as a single run would. (A shard of a run is shards.py's; the sweep's table and
-the progress log are console.py's.)
+"""A sweep: several runs in one process (``--model A B C``, or ``--sweep FILE.yaml``), each
+``evaluate()``'s arguments, run one after another by the command; each writes its own run
+directory as a single run would, and they share the rate limiters. (The sweep's table is
+console.py's.)
 """
 from __future__ import annotations
 
@@ -10,26 +10,37 @@ import copy
 import difflib
 from pathlib import Path
 
-from cupid.evaluation.flags import flag_conflict
-from cupid.evaluation.shards import parse_shard
+from cupid.evaluation.run_spec import ARGUMENTS, RunSpec
 from cupid.utils.command_line import generation_params
 
 
 # ---------------------------------------------------------------------------------------
 # Sweeps
 # ---------------------------------------------------------------------------------------
-def sweep_runs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[argparse.Namespace]:
-    """One Namespace per run: each --model, or each entry of the --sweep file."""
+def sweep_runs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[dict]:
+    """``evaluate()``'s arguments for each run: each --model, or each entry of the --sweep
+    file (raises ValueError naming the file, the run and the key)."""
     if args.sweep:
-        return runs_from_file(Path(args.sweep), args, parser)
+        return [run_arguments(run) for run in runs_from_file(Path(args.sweep), args, parser)]
     if not args.model:
         parser.error("give --model (one or more) or --sweep FILE")
     runs = []
     for name in args.model:
         run = argparse.Namespace(**vars(args))
         run.model = name
-        runs.append(run)
+        runs.append(run_arguments(run))
     return runs
+
+
+def run_arguments(run: argparse.Namespace) -> dict:
+    """``evaluate()``'s arguments from parsed flags (``--data`` and ``--data_dir`` are its
+    ``data``), checked as ``evaluate()`` checks them (ValueError)."""
+    if run.data and run.data_dir:
+        raise ValueError("give --data or --data_dir, not both")
+    arguments = {name: getattr(run, name) for name in ARGUMENTS if hasattr(run, name)}
+    arguments["data"] = run.data or run.data_dir
+    RunSpec(**arguments)  # the checks evaluate() makes, before any run starts
+    return arguments
 
 
 def runs_from_file(path: Path, args: argparse.Namespace,
@@ -139,15 +150,11 @@ class SweepOptions:
                 raise ValueError(f"{self._at(where)}: model: one model per run, got {run.model!r} "
                                  f"(list several under 'models')")
             run.model = run.model[0]
-        conflict = flag_conflict(run)
-        if conflict:
-            raise ValueError(f"{self._at(where)}: {conflict}")
-        if run.shard:
+        if isinstance(run.model, str):  # a run, not the top level: checked as evaluate() checks it
             try:
-                parse_shard(run.shard)
+                run_arguments(run)
             except ValueError as exc:
-                reason = str(exc).removeprefix("--shard ")
-                raise ValueError(f"{self._at(where)}: shard: {reason}") from None
+                raise ValueError(f"{self._at(where)}: {exc}") from None
         return run
 
     def _at(self, where: str) -> str:

@@ -1,25 +1,33 @@
-"""The Python API of the synthesis: ``from synthesis import synthesize``.
+"""The synthesis's engine: ``from cupid.synthesis import synthesize``.
 
-    from synthesis import synthesize
+    from cupid.synthesis import synthesize
 
     out = synthesize(embedded=True, n_personas=1, output_dir="synthetic_data")
     len(out.instances), out.output_dir
 
-``synthesize`` runs what ``cupid-synth`` (``python -m synthesis.run``) runs, through the
-same settings (``synthesis.run.synthesis_config``) and pipeline: the same output directory,
-resume and failure rules. Its keyword arguments are the command's flags by name; bad ones
-raise ``ValueError`` naming the argument. The logging it sets up for the run is taken down
-afterwards.
+``cupid-synth`` (synthesis/run.py) parses its flags into these arguments and calls this
+function; its exit statuses are the exceptions' ``exit_code``s (utils/errors.py). The
+logging it sets up for the run is taken down afterwards.
 """
 from __future__ import annotations
 
 import json
 import logging
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Sequence
 
-from cupid.utils.command_line import namespace_from_kwargs
+from cupid import config
+from cupid.synthesis.personas import BATCH_SIZE, SEED
+from cupid.synthesis.settings import SynthesisConfig
+from cupid.utils.errors import BadInput, Interrupted
+from cupid.utils.models.model import Model
+
+# The release's models: --model writes personas, factors and sessions, decomposes the
+# checklists and simulates the user; the assistant simulator is a fixed model.
+DEFAULT_MODEL = SynthesisConfig.model
+DEFAULT_ASSISTANT_MODEL = SynthesisConfig.assistant_model
 
 
 @dataclass
@@ -35,63 +43,136 @@ class SynthesisResult:
     failures: list[dict] = field(default_factory=list)
 
 
-def synthesize(*, output_dir: str | Path = "synthetic_data", **flags: Any) -> SynthesisResult:
-    """Generate CUPID-style data into ``output_dir`` and return its instances.
+def synthesize(*, output_dir: str | Path = "synthetic_data", model: str | None = None,
+               user_model: str | None = None, assistant_model: str | None = None,
+               decomposer_model: str | None = None, all_models: str | None = None, embedded: bool = False,
+               n_personas: int = 4, n_factors: int = 8, n_sessions: int = 13, max_turns: int = 16,
+               n_workers: int = 1, seed: int = SEED, persona_seeds: str | None = None,
+               persona_batch_size: int = BATCH_SIZE, max_regenerations: int = config.MAX_PARSE_RETRIES,
+               batch: bool = False, rate_limit: Sequence[str] = (), log_file: str | None = None,
+               no_progress: bool = False) -> SynthesisResult:
+    """Generate CUPID-style data into ``output_dir`` and return its instances; calling it
+    again with the same settings resumes (and a larger ``n_personas`` extends it).
 
-    ``flags``: every flag of ``cupid-synth`` by its name, e.g. ``model=...``,
-    ``user_model=...``, ``all_models=...``, ``embedded=True``, ``n_personas=2``,
-    ``n_factors=8``, ``n_sessions=13``, ``max_turns=16``, ``n_workers=4``, ``seed=0``,
-    ``persona_seeds="bundled"``, ``batch=True``, ``log_file=...``. Model names are those of
-    the command line, including ``path/to/file.py:Class``.
+    Roles: ``model`` (default the release's, claude-3-5-sonnet-20241022) writes the personas,
+    factors and sessions and, unless named, also decomposes (``decomposer_model``) and
+    simulates the user (``user_model``); ``assistant_model`` is the release's fixed Llama 3.1
+    8B. ``all_models`` puts one model in every role not named; ``embedded=True`` the
+    offline model, with the bundled persona seeds. ``persona_seeds``: a file, ``"bundled"``,
+    or None for PersonaHub. Model names are those of the command line, including
+    ``path/to/file.py:Class``.
 
-    Raises ``utils.io.StorageError`` (an OSError naming the file and the operation) when the
-    file system refuses a write (disk full, read-only, permission denied, not a directory):
-    a read-only ``output_dir`` before any call; mid-run, once the worker threads have
-    stopped. Every file written before it is whole; a call with room resumes there.
-
-    Raises ``synthesis.pipeline.OutputDirInUse`` (naming the directory and the pid and host
-    of the run holding it), before any model is made, when another run (a command or
-    another ``synthesize()``) is writing to ``output_dir``.
+    Raises ``BadInput`` for bad settings (or settings other than those the directory was
+    made with), ``SetupError`` (a missing key, the seeds unreachable, ``OutputDirInUse``
+    when another run writes to ``output_dir``), ``StorageError`` when the file system refuses
+    a write (every file written before it is whole: a call with room resumes there),
+    KeyboardInterrupt when stopped. A persona that fails is not raised: it is recorded in
+    summary.json (``failures``) and retried by the next call.
     """
     from cupid.synthesis.pipeline import run_synthesis
-    from cupid.synthesis.run import build_parser, setup_logging, synthesis_config
-    from cupid.utils.io import clean_orphan_tmp
-
+    from cupid.utils.io import StorageError, check_writable, clean_orphan_tmp
     from cupid.utils.models.limits import parse_rate_limit, set_user_limits
+    from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
 
-    for name in ("dry_run", "json"):
-        if name in flags:
-            raise ValueError(f"{name}: not an argument of synthesize(); run cupid-synth --dry_run "
-                             f"for a forecast")
-    args = namespace_from_kwargs(build_parser(), {"output_dir": str(output_dir), **flags})
-    if args.embedded and args.all_models:
-        raise ValueError("embedded: give embedded=True or all_models=NAME, not both")
+    cfg = synthesis_config(output_dir=output_dir, model=model, user_model=user_model,
+                           assistant_model=assistant_model, decomposer_model=decomposer_model,
+                           all_models=all_models, embedded=embedded, n_personas=n_personas,
+                           n_factors=n_factors, n_sessions=n_sessions, max_turns=max_turns, n_workers=n_workers,
+                           seed=seed, persona_seeds=persona_seeds, persona_batch_size=persona_batch_size,
+                           max_regenerations=max_regenerations, batch=batch, no_progress=no_progress)
     try:
-        limits = dict(parse_rate_limit(spec) for spec in args.rate_limit)
+        limits = dict(parse_rate_limit(spec) for spec in ([rate_limit] if isinstance(rate_limit, str) else rate_limit))
     except ValueError as exc:
-        raise ValueError(f"rate_limit: {exc}") from None
-    cfg = synthesis_config(args)
-    set_user_limits(limits)
-    saved = _LoggingState()
-    setup_logging(args.log_file)
+        raise BadInput(f"rate_limit: {exc}") from None
+    out, saved = Path(cfg.output_dir), LoggingState()
     try:
-        clean_orphan_tmp(cfg.output_dir)
-        cfg.check()
-        summary = run_synthesis(cfg)
+        try:
+            setup_logging(log_file)
+            set_user_limits(limits)
+            check_writable(out)  # before any model is made or called
+        except StorageError as exc:
+            exc.add_note(f"safe: nothing was run and nothing in {out} was changed; choose a log file and "
+                         f"an --output_dir where you can write and rerun.")
+            raise
+        clean_orphan_tmp(out)  # left by a writer killed mid-write
+        with SignalGuard():  # SIGTERM and SIGHUP stop the run as Ctrl-C does
+            summary = run_synthesis(cfg)
+    except StorageError as exc:
+        if not getattr(exc, "__notes__", None):
+            exc.add_note(f"safe: every file written before it in {out} is whole (each is written at once or "
+                         f"not at all)" + (f", the submitted batches are listed in {out / 'batches.json'}"
+                                           if batch else "")
+                         + f"; {remedy(exc)} and rerun the same command: it resumes there without asking "
+                           f"finished calls again.")
+        raise
+    except KeyboardInterrupt as exc:
+        raise Interrupted(f"{stop_cause(exc)}: every finished file is kept in {out}"
+                          + (f" (what was done so far: {out / 'summary.json'})"
+                             if getattr(exc, "summary_written", False) else "")
+                          + (f"; the submitted batches are listed in {out / 'batches.json'}" if batch else "")
+                          + "; rerun the same command to resume.", stop_status(exc)) from None
     finally:
         saved.restore()
-    out = Path(cfg.output_dir)
-    instances = [json.loads(path.read_text(encoding="utf-8"))
-                 for path in sorted((out / "instances").glob("*.json"))]
+    instances = [json.loads(path.read_text(encoding="utf-8")) for path in sorted((out / "instances").glob("*.json"))]
     return SynthesisResult(instances=instances, output_dir=out, summary=summary,
                            failures=list(summary.get("failures", [])))
 
 
-class _LoggingState:
+def synthesis_config(*, output_dir, model, user_model, assistant_model, decomposer_model, all_models,
+                     embedded, n_personas, n_factors, n_sessions, max_turns, n_workers, seed, persona_seeds,
+                     persona_batch_size, max_regenerations, batch, no_progress) -> SynthesisConfig:
+    """The checked settings: each role its own model, else ``all_models`` (or the embedded
+    model), else the release's default."""
+    if embedded and all_models:
+        raise BadInput("embedded: give embedded=True or all_models=NAME, not both")
+    for name, value in (("model", model), ("user_model", user_model), ("assistant_model", assistant_model),
+                        ("decomposer_model", decomposer_model), ("all_models", all_models)):
+        if value is not None and not isinstance(value, (str, Model)):
+            raise BadInput(f"{name}: expected a model name, got {value!r}")
+    for name, value in (("n_personas", n_personas), ("n_factors", n_factors), ("n_sessions", n_sessions),
+                        ("max_turns", max_turns), ("n_workers", n_workers), ("persona_batch_size", persona_batch_size),
+                        ("seed", seed), ("max_regenerations", max_regenerations)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise BadInput(f"{name}: expected a whole number, got {value!r}")
+    if max_regenerations < 0 or seed < 0:
+        raise BadInput("max_regenerations and seed must be at least 0")
+    every = config.EMBEDDED_MODEL if embedded else all_models
+    cfg = SynthesisConfig(
+        output_dir=Path(output_dir), model=model or every or DEFAULT_MODEL,
+        user_model=user_model or every, assistant_model=assistant_model or every or DEFAULT_ASSISTANT_MODEL,
+        decomposer_model=decomposer_model or every, n_personas=n_personas, n_factors=n_factors,
+        n_sessions=n_sessions, max_turns=max_turns, n_workers=n_workers, seed=seed,
+        persona_seeds="bundled" if embedded and persona_seeds is None else persona_seeds,
+        persona_batch_size=persona_batch_size, max_attempts=max_regenerations + 1,
+        show_progress=False if no_progress else None, batch=batch)
+    cfg.check()
+    return cfg
+
+
+def setup_logging(log_file: str | None) -> None:
+    """Our messages at INFO on stderr (and in ``log_file``), libraries' at WARNING; no key
+    reaches either. Raises StorageError when the log file cannot be opened."""
+    from cupid.utils.io import open_log_file
+    from cupid.utils.models.cache import PRINTED
+    from cupid.utils.redact import RedactingFormatter
+
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:  # a write refused later is one warning; the run goes on without the log
+        handlers.append(open_log_file(log_file))
+    formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in handlers:
+        handler.setFormatter(formatter)
+    handlers[0].addFilter(lambda record: not getattr(record, PRINTED, False))  # printed once already
+    logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True)
+    for ours in ("cupid", "synthesis", "evaluation"):
+        logging.getLogger(ours).setLevel(logging.INFO)
+
+
+class LoggingState:
     """The root logger's handlers and level and our loggers' levels, which the run's
     logging setup (``logging.basicConfig(force=True)``) replaces."""
 
-    NAMES = ("synthesis", "evaluation", "cupid")
+    NAMES = ("cupid", "synthesis", "evaluation")
 
     def __init__(self) -> None:
         self.root = logging.getLogger()
@@ -110,3 +191,13 @@ class _LoggingState:
         self.root.setLevel(self.level)
         for name, level in self.levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def remedy(exc: OSError) -> str:
+    import errno
+
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space"
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return "make the directory writable"
+    return "make the path a writable directory again"

@@ -19,11 +19,10 @@ from __future__ import annotations
 import re
 from typing import Generator
 
-from cupid.utils.models.asking import NoUsableAnswer, ask_until_usable
+from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
 from cupid.utils.models.errors import ModelCallFailed
 from cupid.utils.models.model import Model
-from cupid.utils.benchmark.answers.reading import ParseError
-from cupid.utils.benchmark.step_runner import StepFailed
+from cupid.utils.answers import ParseError
 from cupid.utils.prompts import load_prompt
 
 USER_PROMPT = "synthesis/user_simulator"
@@ -101,12 +100,9 @@ def ask_user_simulator(model: Model, system: str, chat: list[dict], first_varian
         answer = ask_until_usable(model, system, chat, parse_user_turn, tries=USER_SIMULATOR_TRIES,
                                   invalid=(InvalidUserTurn,), first_variant=first_variant, strip=True,
                                   answer_grammar=USER_SIMULATOR_GRAMMAR, **USER_SIMULATOR_PARAMS)
-    except NoUsableAnswer as exc:
-        if exc.call_failed is not None:
-            raise exc.call_failed from None
-        raise StepFailed(f"user simulator answer unusable after {USER_SIMULATOR_TRIES} tries: "
-                         f"{exc.reason}", exc.raws[-1:], USER_SIMULATOR_TRIES,
-                         next_variant=exc.next_variant) from None
+    except UnusableAnswer as exc:
+        raise UnusableAnswer(f"user simulator answer unusable after {USER_SIMULATOR_TRIES} tries: "
+                             f"{exc.reason}", exc.answer) from None
     return answer.raw, answer.attempts
 
 
@@ -122,18 +118,16 @@ def assistant_reply(model: Model, chat: list[dict], max_attempts: int, first_var
         return ask_until_usable(model, system, chat, _nonempty, tries=max_attempts,
                                 first_variant=first_variant, strip=True,
                                 **ASSISTANT_SIMULATOR_PARAMS).value
-    except NoUsableAnswer as exc:
-        if exc.call_failed is not None:
-            raise exc.call_failed from None
-        raise StepFailed(f"the assistant simulator answered with empty text {max_attempts} times",
-                         [""], max_attempts, next_variant=exc.next_variant) from None
+    except UnusableAnswer as exc:
+        raise UnusableAnswer(f"the assistant simulator answered with empty text {max_attempts} times",
+                             exc.answer) from None
 
 
 def simulate_dialogue(user_model: Model, assistant_model: Model, persona_description: str,
                       session: dict, checklist: list[str], *, max_turns: int,
                       max_attempts: int, first_variant: int = 0) -> dict:
-    """One session's dialogue artifact. Raises StepFailed when the user simulator's
-    answers stay unusable or a call fails for good.
+    """One session's dialogue artifact. Raises UnusableAnswer when the user simulator's
+    answers stay unusable, ModelCallFailed when a call fails for good.
 
     ``first_variant`` > 0 simulates the dialogue afresh after an earlier run failed on it
     (every call gets new variants, so the cache does not replay the failed attempts)."""
@@ -187,11 +181,12 @@ def dialogue_steps(user_model: Model, assistant_model: Model, persona_descriptio
             assistant_chat.append({"role": "assistant", "content": reply})
             dialogue.append({"role": "assistant", "content": reply})
     except ModelCallFailed as exc:
-        raise StepFailed(f"a simulator call failed: {exc}", [], 0,
-                         next_variant=first_variant + max_attempts) from exc
-    except StepFailed as exc:
-        exc.reason = f"user simulator after {len(dialogue)} messages: {exc.reason}"
+        # A rerun simulates the dialogue afresh, with variants after every one this run used.
+        exc.answer = Answer(next_variant=first_variant + max_attempts)
         raise
+    except UnusableAnswer as exc:
+        raise UnusableAnswer(f"user simulator after {len(dialogue)} messages: {exc.reason}",
+                             exc.answer) from None
     return {
         "session_index": session["index"],
         "context_factor": session["context_factor"],

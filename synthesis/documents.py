@@ -2,7 +2,7 @@
 fields read from a parsed document, the names and preferences a model copies matched
 leniently (case, spacing, punctuation, then a close-match ratio), and the JSON schema that
 describes a document's shape to models that can constrain their decoding. (The document is
-pulled out of the answer by utils/benchmark/answers/reading.py; a problem raises its
+pulled out of the answer by utils/answers.py; a problem raises its
 ``ParseError`` with a reason a model can act on when it is asked again.)
 
 Schemas are passed with the request so that a model that can constrain its decoding (the
@@ -24,7 +24,31 @@ import unicodedata
 from typing import Any, Sequence
 
 from cupid.synthesis.taxonomy import canonical_type
-from cupid.utils.benchmark.answers.reading import ParseError
+from cupid.utils.answers import ParseError
+from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
+from cupid.utils.prompts import load_prompt
+
+# The message after an invalid answer; its ``{reason}`` is filled by the re-ask loop.
+FEEDBACK_PROMPT = "synthesis/reask_invalid_answer"
+
+
+def generate_validated(model, system: str, user: str, validate, *, max_attempts: int,
+                       first_variant: int = 0, previous: tuple[str, str] | None = None,
+                       json_schema: dict | None = None, params: dict | None = None) -> Answer:
+    """Ask until ``validate(raw)`` returns the document (``Answer.value``) instead of raising
+    ParseError; a re-ask shows the model its invalid answer and the reason (the release has
+    no re-ask to follow here). ``json_schema`` describes the document to models that can
+    constrain their decoding; the others ignore it. ``first_variant``/``previous`` (the last
+    raw answer and its reason) continue an earlier run's failed attempts instead of replaying
+    them from the cache. Raises UnusableAnswer ("invalid after N attempts: ...") or the
+    model layer's ModelCallFailed."""
+    try:
+        return ask_until_usable(model, system, [{"role": "user", "content": user}], validate,
+                                tries=max_attempts, invalid=(ParseError,), first_variant=first_variant,
+                                show_invalid=load_prompt(FEEDBACK_PROMPT).user_prompt,
+                                previous=previous, json_schema=json_schema, **(params or {}))
+    except UnusableAnswer as exc:
+        raise UnusableAnswer(f"invalid after {max_attempts} attempts: {exc.reason}", exc.answer) from None
 
 
 # ---------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from cupid.synthesis.outputs import OutputDir
 from cupid.synthesis.sessions import generate_sessions
 from cupid.synthesis.settings import SettingsError, SynthesisConfig, stage_models
 from cupid.synthesis.taxonomy import load_occupations, load_taxonomy
-from cupid.utils.benchmark.decomposer import decompose
+from cupid.evaluation.steps import decompose
 from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
                            print_forecast, render, summary)
 from cupid.utils.io import read_json
@@ -133,7 +133,7 @@ def forecast_persona(cfg: SynthesisConfig, out: OutputDir, persona: dict, taxono
     stand_in_checklist = [f"Does the response {filler(CHECKLIST_TOKENS // 4 - 3, 'check')}?"] * 4
     for preference in preferences:
         if preference not in checklists:
-            request = render(lambda p=preference: decompose(render_only["decomposer"], p))
+            request = render(lambda p=preference: decompose.ask(p).answer(render_only["decomposer"]))
             roles["decomposer"].add_request("checklists", request, CHECKLIST_TOKENS)
 
     for session in sessions:

@@ -7,10 +7,9 @@ import re
 from typing import Any
 
 from cupid.utils.models.model import Model
-from cupid.synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, normalize, one_of,
+from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_factor, json_object, mapping, normalize, one_of,
                                  same_text, taxonomy_field, text_field)
-from cupid.utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
-from cupid.utils.benchmark.step_runner import generate_validated
+from cupid.utils.answers import ParseError, as_list, parse_yaml
 from cupid.utils.models.asking import Answer
 from cupid.synthesis.taxonomy import Taxonomy, canonical_type
 from cupid.utils.prompts import load_prompt
@@ -50,8 +49,6 @@ def factors_schema(n_factors: int, taxonomy: Taxonomy) -> dict:
     return json_object({"context_factors": exactly(n_factors, factor)})
 
 
-FACTOR_FIELDS = ("factor_type", "backstory", "context_factor", "task_types",
-                 "preference_type", "contextual_preference", "related_factor")
 # The release's prompt names the fields factor, background and preference; we store them
 # as context_factor, backstory and contextual_preference (the evaluation data's names).
 FACTOR_NAME = ("factor", "context_factor")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from cupid.utils.benchmark.dataset import Instance, INSTANCE_TYPES, make_instance_id, parse_instance
+from cupid.utils.dataset import Instance, INSTANCE_TYPES, make_instance_id, parse_instance
 from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER
 from cupid.synthesis.outputs import OutputDir
 from cupid.utils.io import read_json

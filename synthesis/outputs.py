@@ -29,8 +29,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from cupid.utils.benchmark.dataset import make_instance_id
+from cupid.utils.dataset import make_instance_id
+from cupid.utils.models.errors import ModelCallFailed
 from cupid.utils.io import FileLock, StorageError, atomic_write_json, check_writable, read_json
+from cupid.utils.errors import SetupError
 
 log = logging.getLogger("synthesis.pipeline")
 
@@ -38,7 +40,7 @@ BATCHES_FILE = "batches.json"
 RUN_LOCK = ".synthesis.lock"
 
 
-class OutputDirInUse(RuntimeError):
+class OutputDirInUse(SetupError):
     """Another synthesis run holds the output directory's lock. Two runs on one directory
     would pay for the same calls twice and overwrite each other's files (a persona's
     description from one run, its factors made from the other's), so the second stops
@@ -162,6 +164,17 @@ class Failure:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def of(cls, persona_id: str, stage: str, exc: Exception, *, prefix: str = "",
+           previous_raw: str | None = None) -> "Failure":
+        """The failure that ``exc`` ends a stage with: the re-ask loop's UnusableAnswer, or
+        the model layer's ModelCallFailed (both carry the answers received so far)."""
+        answer = getattr(exc, "answer", None)
+        raws = (answer.raws if answer else []) or ([previous_raw] if previous_raw else [])
+        reason = f"model call failed: {exc}" if isinstance(exc, ModelCallFailed) else exc.reason
+        return cls(persona_id, stage, prefix + reason, len(answer.raws) if answer else 0,
+                   raws[-1] if raws else None, answer.next_variant if answer else 0)
 
 
 class FailureLog:

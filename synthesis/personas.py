@@ -14,11 +14,11 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from cupid.synthesis.documents import TEXT, exactly, json_object, mapping, text_field
-from cupid.utils.benchmark.answers.reading import ParseError, as_list, parse_json
-from cupid.utils.benchmark.step_runner import generate_validated
+from cupid.synthesis.documents import generate_validated, TEXT, exactly, json_object, mapping, text_field
+from cupid.utils.answers import ParseError, as_list, parse_json
 from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy, load_occupations
 from cupid.utils.prompts import load_prompt
+from cupid.utils.errors import SetupError
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ BATCH_SIZE = 4
 SEED = 42
 
 
-class SeedSourceError(RuntimeError):
+class SeedSourceError(SetupError):
     """The seed descriptions could not be read (an unreadable file, an unreachable hub)."""
 
 

@@ -45,8 +45,9 @@ from cupid.synthesis.outputs import (BATCHES_FILE, Failure, FailureLog, OutputDi
                                output_dir_lock)
 from cupid.synthesis.summary import StageStats, write_summary
 from cupid.synthesis.taxonomy import load_taxonomy
-from cupid.utils.benchmark.decomposer import decompose_preference
-from cupid.utils.benchmark.step_runner import StepFailed
+from cupid.evaluation.steps import decompose
+from cupid.utils.models.asking import UnusableAnswer
+from cupid.utils.models.errors import ModelCallFailed
 from cupid.utils.io import StorageError, atomic_write_json, check_writable, read_json
 from cupid.utils.models.asking import Answer
 from cupid.utils.stop_signals import stop_cause
@@ -197,10 +198,10 @@ class Synthesis(OutputDir):
             generated = persona_stage.describe_personas(
                 self.models["synthesizer"], batch, self.taxonomy, max_attempts=self.cfg.max_attempts,
                 first_variant=first_variant, previous=previous)
-        except StepFailed as exc:
+        except (UnusableAnswer, ModelCallFailed) as exc:
             for persona in batch:
-                self.failure_log.record(Failure(persona["persona_id"], "descriptions", exc.reason, exc.attempts,
-                                  exc.last_raw, exc.next_variant))
+                self.failure_log.record(Failure.of(persona["persona_id"], "descriptions", exc,
+                                                   previous_raw=previous and previous[0]))
             return
         with self._lock:
             persona_stage.record_descriptions(batch, generated)
@@ -223,8 +224,8 @@ class Synthesis(OutputDir):
         try:
             generated = generate(max_attempts=self.cfg.max_attempts, first_variant=first_variant,
                                  previous=previous)
-        except StepFailed as exc:
-            self.failure_log.record(Failure(pid, stage, exc.reason, exc.attempts, exc.last_raw, exc.next_variant))
+        except (UnusableAnswer, ModelCallFailed) as exc:
+            self.failure_log.record(Failure.of(pid, stage, exc, previous_raw=previous and previous[0]))
             return False
         atomic_write_json(path, {**document(generated), "attempts": generated.attempts})
         self._count(stage, done=1)
@@ -277,10 +278,11 @@ class Synthesis(OutputDir):
         if self.failure_log.has(pid):
             return
         try:
-            checklist = decompose_preference(self.models["decomposer"], preference)
-        except StepFailed as exc:
-            self.failure_log.record(Failure(pid, "checklists", f"decomposing {preference!r}: {exc.reason}",
-                              exc.attempts, exc.last_raw))
+            checklist = decompose.checklist(self.models["decomposer"], preference)
+        except (UnusableAnswer, ModelCallFailed) as exc:
+            failure = Failure.of(pid, "checklists", exc, prefix=f"decomposing {preference!r}: ")
+            failure.next_variant = 0
+            self.failure_log.record(failure)
             return
         if not checklist or not all(isinstance(q, str) and q.strip() for q in checklist):
             self.failure_log.record(Failure(pid, "checklists", f"empty checklist for {preference!r}", 1))
@@ -324,10 +326,11 @@ class Synthesis(OutputDir):
             next(steps)
         except StopIteration as finished:
             dialogue = finished.value
-        except StepFailed as exc:
-            self.dialogue_failed(pid, session["index"], exc.next_variant, exc.reason)
-            self.failure_log.record(Failure(pid, "dialogues", f"session {session['index']}: {exc.reason}",
-                              exc.attempts, exc.last_raw, exc.next_variant))
+        except (UnusableAnswer, ModelCallFailed) as exc:
+            failure = Failure.of(pid, "dialogues", exc, prefix=f"session {session['index']}: ")
+            self.dialogue_failed(pid, session["index"], failure.next_variant,
+                                 failure.reason.removeprefix(f"session {session['index']}: "))
+            self.failure_log.record(failure)
             return None
         else:
             return Continue(self.priorities.key("dialogues", calls_made + 1), self._dialogue_step,

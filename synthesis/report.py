@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cupid.utils.html_page import esc, page
+from cupid.utils.command_line import program_name
 from cupid.utils.io import atomic_write_text, read_json
 
 ROLE_TITLES = {"A": "A (current factor, original preference)", "A'": "A' (current factor, changed preference)",
@@ -146,8 +147,9 @@ def render(out: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m synthesis.report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("output_dir", help="a directory written by python -m synthesis.run")
+    parser = argparse.ArgumentParser(prog=program_name("python -m cupid.synthesis.report"),
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("output_dir", help="a directory written by cupid-synth")
     parser.add_argument("--output", default=None, help="the HTML file (default OUTPUT_DIR/report.html)")
     args = parser.parse_args(argv)
     out = Path(args.output_dir)
@@ -160,5 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def console() -> None:
+    """The console script ``cupid-synth-report``."""
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    console()

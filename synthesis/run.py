@@ -1,12 +1,13 @@
-"""python -m synthesis.run: generate CUPID-style data (§3, Appendix B).
+"""``cupid-synth`` (``python -m cupid.synthesis.run``): generate CUPID-style data (§3, Appendix B).
 
-    python -m synthesis.run --output_dir synthetic_data --model claude-3-5-sonnet-20241022 \\
+    cupid-synth --output_dir synthetic_data --model claude-3-5-sonnet-20241022 \\
         --n_personas 10 --n_factors 8 --n_sessions 13 --max_turns 16 --n_workers 4
 
 Seeds come from PersonaHub (proj-persona/PersonaHub, config `instruction`) unless
 ``--persona_seeds FILE`` (or ``--persona_seeds bundled`` for the small list shipped in
 synthesis/data/) is given; an unreachable hub falls back to the bundled list with a message.
-The output directory is read as it is by ``python -m evaluation.run --data_dir DIR``.
+The flags are ``synthesize()``'s arguments (synthesis/api.py), which does the work. The output
+directory is read as it is by ``cupid-eval --data_dir DIR``.
 A rerun with the same settings continues where the last one stopped. Exit status: 0 when
 every persona produced its instances, 1 when any persona failed, 2 on a setup error or when
 another run is writing to the output directory (one line names it and that run's pid and host;
@@ -20,9 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
+
+from cupid.utils.redact import redact
 
 
 ROLE_FLAGS = ("model", "user_model", "assistant_model", "decomposer_model")
@@ -31,11 +33,11 @@ ROLE_FLAGS = ("model", "user_model", "assistant_model", "decomposer_model")
 def build_parser() -> argparse.ArgumentParser:
     from cupid import config
     from cupid.synthesis.journey import MIN_SESSIONS
-    from cupid.synthesis.pipeline import SynthesisConfig
+    from cupid.synthesis.settings import SynthesisConfig
     from cupid.utils.command_line import Parser, non_negative_int, positive_int, program_name
 
     d = SynthesisConfig()
-    p = Parser(prog=program_name("python -m synthesis.run"), description=__doc__.split("\n\n")[0],
+    p = Parser(prog=program_name("python -m cupid.synthesis.run"), description=__doc__.split("\n\n")[0],
                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--output_dir", default=str(d.output_dir), help="where every artifact is written")
     # Role flags have no default in the namespace so that --all_models / --embedded can tell an explicit choice.
@@ -85,178 +87,76 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def setup_logging(log_file: str | None) -> None:
-    """Raises StorageError when the log file cannot be opened (before anything is run)."""
-    from cupid.utils.io import open_log_file
-
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    if log_file:  # a write refused later is one warning; the run goes on without the log
-        handlers.append(open_log_file(log_file))
-    # Our own messages at INFO; libraries (HTTP clients log every request) at WARNING.
-    from cupid.utils.redact import RedactingFormatter
-
-    formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for handler in handlers:  # no key reaches the console or the log file
-        handler.setFormatter(formatter)
-    from cupid.utils.models.cache import PRINTED
-
-    handlers[0].addFilter(lambda record: not getattr(record, PRINTED, False))  # printed once already
-    logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True)
-    # "cupid" holds the model layer's retries and failures.
-    for ours in ("synthesis", "evaluation", "cupid"):
-        logging.getLogger(ours).setLevel(logging.INFO)
-
-
-def role_models(args: argparse.Namespace) -> dict[str, str]:
-    """The model of each role: its own flag, else --all_models (or --embedded), else the
-    release's default."""
-    from cupid import config
-    from cupid.synthesis.pipeline import SynthesisConfig
-
-    every = config.EMBEDDED_MODEL if args.embedded else args.all_models
-    defaults = SynthesisConfig()
-    # The user simulator and the decomposer follow --model unless named (None), as in the release.
-    fallback = {"model": defaults.model, "assistant_model": defaults.assistant_model,
-                "user_model": None, "decomposer_model": None}
-    return {role: getattr(args, role, None) or every or fallback[role] for role in ROLE_FLAGS}
-
-
-def synthesis_config(args: argparse.Namespace):
-    """The SynthesisConfig of parsed flags (the command line's, or synthesize()'s)."""
-    from cupid.synthesis.pipeline import SynthesisConfig
-
-    if args.embedded and args.persona_seeds is None:
-        args.persona_seeds = "bundled"
-    return SynthesisConfig(
-        output_dir=Path(args.output_dir), **role_models(args),
-        n_personas=args.n_personas, n_factors=args.n_factors, n_sessions=args.n_sessions,
-        max_turns=args.max_turns, n_workers=args.n_workers, seed=args.seed,
-        persona_seeds=args.persona_seeds, persona_batch_size=args.persona_batch_size,
-        max_attempts=args.max_regenerations + 1,
-        show_progress=False if args.no_progress else None, batch=args.batch,
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.embedded and args.all_models:
-        parser.error("give --embedded or --all_models, not both")
-    from cupid.utils.io import STORAGE_EXIT, StorageError, check_writable
-
-    try:
-        setup_logging(args.log_file)
-    except StorageError as exc:
-        storage_error(exc, "nothing was run; choose a log file where you can write, or none")
-        return STORAGE_EXIT
-    log = logging.getLogger("synthesis")
-    from cupid.utils.models.model import ModelConfigurationError
-    from cupid.synthesis.pipeline import OutputDirInUse, SettingsError, run_synthesis
-    from cupid.synthesis.personas import SeedSourceError
-
-    cfg = synthesis_config(args)
     if args.json and not args.dry_run:
         parser.error("--json goes with --dry_run")
-    if args.dry_run:
-        from cupid.synthesis import dry_run
+    from cupid.synthesis.api import synthesis_config, synthesize
+    from cupid.utils.errors import CupidError, Interrupted
 
-        return dry_run.main(cfg, args.rate_limit, as_json=args.json)
+    arguments = {name: getattr(args, name, None) for name in ARGUMENTS}
     try:
-        from cupid.utils.models.limits import parse_rate_limit, set_user_limits
+        if args.dry_run:
+            from cupid.synthesis import dry_run
 
-        set_user_limits(dict(parse_rate_limit(spec) for spec in args.rate_limit))
-    except ValueError as exc:
-        log.error("%s", exc)
-        return 2
-    from cupid.utils.io import clean_orphan_tmp
+            arguments.pop("rate_limit"), arguments.pop("log_file")
+            return dry_run.main(synthesis_config(**arguments), args.rate_limit, as_json=args.json)
+        result = synthesize(**arguments)
+    except Interrupted as exc:
+        print(f"\n{exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except CupidError as exc:
+        from cupid.synthesis.outputs import OutputDirInUse
 
-    from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
+        message = (f"{exc.output_dir} is in use by {exc.who()}: nothing was asked; wait for it to end "
+                   f"(then rerun to resume), or give another --output_dir"
+                   if isinstance(exc, OutputDirInUse) else str(exc))
+        print(redact("\n".join([f"error: {message}", *getattr(exc, "__notes__", ())])), file=sys.stderr, flush=True)
+        return exc.exit_code
+    print_summary(result.summary)
+    print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **result.summary["counts"]}))
+    return 1 if result.failures else 0
 
-    try:
-        check_writable(cfg.output_dir)  # before any model is made or called
-    except StorageError as exc:
-        storage_error(exc, f"nothing was run and nothing in {cfg.output_dir} was changed; choose "
-                           f"an --output_dir where you can write (or make this one writable) and "
-                           f"rerun")
-        return STORAGE_EXIT
-    clean_orphan_tmp(cfg.output_dir)  # left by a writer killed mid-write
-    try:
-        with SignalGuard():  # SIGTERM and SIGHUP handled as Ctrl-C while the run lasts
-            cfg.check()
-            summary = run_synthesis(cfg)
-    except (ModelConfigurationError, SettingsError, SeedSourceError) as exc:
-        log.error("%s", exc)
-        return 2
-    except OutputDirInUse as exc:
-        print(f"error: {exc.output_dir} is in use by {exc.who()}: nothing was asked; wait for "
-              f"it to end (then rerun to resume), or give another --output_dir", file=sys.stderr,
-              flush=True)
-        return 2
-    except StorageError as exc:
-        storage_error(exc, f"every file written before it in {cfg.output_dir} is whole (each is "
-                           f"written at once or not at all)"
-                           + (f", the submitted batches are listed in {cfg.output_dir / 'batches.json'}"
-                              if cfg.batch else "")
-                           + f"; {remedy(exc)} and rerun the same command: it resumes there "
-                             f"without asking finished calls again")
-        return STORAGE_EXIT
-    except KeyboardInterrupt as exc:
-        print(f"\n{stop_cause(exc)}: every finished file is kept in {cfg.output_dir}"
-              + (f" (what was done so far: {cfg.output_dir / 'summary.json'})"
-                 if getattr(exc, "summary_written", False) else "")
-              + (f"; the submitted batches are listed in {cfg.output_dir / 'batches.json'}"
-                 if cfg.batch else "")
-              + "; rerun the same command to resume.", file=sys.stderr)
-        return stop_status(exc)
+
+# The flags that are synthesize()'s arguments (the role flags are None unless given).
+ARGUMENTS = ("output_dir", *ROLE_FLAGS, "all_models", "embedded", "n_personas", "n_factors", "n_sessions",
+             "max_turns", "n_workers", "seed", "persona_seeds", "persona_batch_size", "max_regenerations",
+             "batch", "rate_limit", "log_file", "no_progress")
+
+
+def print_summary(summary: dict) -> None:
     counts = summary["counts"]
-    log.info("seeds: %s", summary["seed_source"])
-    log.info("personas: %d requested, %d complete, %d failed; sessions %d, dialogues %d "
-             "(%d satisfied), instances %d; regenerations %d; %.1f s",
-             counts["personas_requested"], counts["personas_complete"], counts["personas_failed"],
-             counts["sessions"], counts["dialogues"], counts["dialogues_satisfied"],
-             counts["instances"], summary["regenerations"]["total"], summary["wall_time_s"])
+    lines = [f"seeds: {summary['seed_source']}",
+             f"personas: {counts['personas_requested']} requested, {counts['personas_complete']} complete, "
+             f"{counts['personas_failed']} failed; sessions {counts['sessions']}, dialogues {counts['dialogues']} "
+             f"({counts['dialogues_satisfied']} satisfied), instances {counts['instances']}; regenerations "
+             f"{summary['regenerations']['total']}; {summary['wall_time_s']:.1f} s"]
     for role, usage in summary["usage"].items():
         cost = usage.get("estimated_cost_usd")
-        log.info("%s: %s · %d calls (%d in batches, %d cached, %d retries, %d failed) · "
-                 "%d+%d tokens%s", role, usage["model"], usage.get("calls", 0),
-                 usage.get("batch_calls", 0), usage.get("cache_hits", 0), usage.get("retries", 0),
-                 usage.get("failed_calls", 0), usage.get("prompt_tokens", 0),
-                 usage.get("completion_tokens", 0), f" · ~${cost:.4f}" if cost is not None else "")
+        lines.append(f"{role}: {usage['model']} · {usage.get('calls', 0)} calls ({usage.get('batch_calls', 0)} in "
+                     f"batches, {usage.get('cache_hits', 0)} cached, {usage.get('retries', 0)} retries, "
+                     f"{usage.get('failed_calls', 0)} failed) · {usage.get('prompt_tokens', 0)}+"
+                     f"{usage.get('completion_tokens', 0)} tokens" + (f" · ~${cost:.4f}" if cost is not None else ""))
     if "batch" in summary:
         b = summary["batch"]
-        log.info("batch mode: %d round(s), %d request(s) submitted by this invocation (%d again), "
-                 "%d answered, %d failed in their batch, %d batch(es) resumed, %d lost; batch ids "
-                 "in %s", b["rounds"], b["submitted_requests"], b["items_resubmitted"],
-                 b["items_answered"], b["items_failed"], b["batches_resumed"], b["batches_lost"],
-                 b["batches_file"])
-    for failure in summary["failures"]:
-        log.error("FAILED %s at %s: %s", failure["persona_id"], failure["stage"], failure["reason"])
-    print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **counts}))
-    return 1 if summary["failures"] else 0
+        lines.append(f"batch mode: {b['rounds']} round(s), {b['submitted_requests']} request(s) submitted by this "
+                     f"invocation ({b['items_resubmitted']} again), {b['items_answered']} answered, "
+                     f"{b['items_failed']} failed in their batch, {b['batches_resumed']} batch(es) resumed, "
+                     f"{b['batches_lost']} lost; batch ids in {b['batches_file']}")
+    lines += [f"FAILED {f['persona_id']} at {f['stage']}: {f['reason']}" for f in summary["failures"]]
+    print(redact("\n".join(lines)), file=sys.stderr)
 
 
-def remedy(exc: OSError) -> str:
-    import errno
-
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "free some space"
-    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return "make the directory writable"
-    return "make the path a writable directory again"
-
-
-def storage_error(exc: OSError, safe: str) -> None:
-    """The file system refused a write: one line naming the file and the operation, one
-    saying what is safe and what to do; no traceback."""
-    from cupid.utils.redact import redact
-
-    print(redact(f"error: {exc}\nsafe: {safe}."), file=sys.stderr, flush=True)
-
-
-if __name__ == "__main__":
+def console() -> None:
+    """The console script ``cupid-synth``."""
     try:
         sys.exit(main())
-    except KeyboardInterrupt as exc:  # after the run's handlers were put back
+    except KeyboardInterrupt as exc:  # before the run's handlers were set
         from cupid.utils.stop_signals import stop_status
 
         sys.exit(stop_status(exc))
+
+
+if __name__ == "__main__":
+    console()

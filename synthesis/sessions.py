@@ -7,11 +7,10 @@ from typing import Any
 import yaml
 
 from cupid.utils.models.model import Model
-from cupid.synthesis.documents import (TEXT, exactly, find_factor, json_object, mapping, one_of, same_text,
+from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_factor, json_object, mapping, one_of, same_text,
                                  taxonomy_field, text_field)
-from cupid.utils.benchmark.answers.reading import ParseError, as_list, parse_yaml
+from cupid.utils.answers import ParseError, as_list, parse_yaml
 from cupid.synthesis.factors import PREFERENCE
-from cupid.utils.benchmark.step_runner import generate_validated
 from cupid.utils.models.asking import Answer
 from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure
 from cupid.synthesis.taxonomy import Taxonomy

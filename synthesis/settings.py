@@ -11,8 +11,9 @@ from cupid.utils.models.model import Model
 from cupid.utils.models.registry import resolve_model
 from cupid.synthesis.journey import MIN_SESSIONS
 from cupid.synthesis.personas import BATCH_SIZE as PERSONA_BATCH_SIZE, SEED
-from cupid.utils.benchmark import decomposer
+from cupid.evaluation.steps import decompose
 from cupid.utils.io import atomic_write_json, read_json
+from cupid.utils.errors import BadInput
 
 # Settings that shape the data: a rerun into the same directory must use the same ones.
 SHAPING_SETTINGS = ("model", "user_model", "assistant_model", "decomposer_model", "n_factors",
@@ -46,15 +47,15 @@ class SynthesisConfig:
 
     def check(self) -> None:
         if self.n_personas < 1:
-            raise SettingsError("--n_personas must be at least 1")
+            raise SettingsError("n_personas must be at least 1")
         if self.n_factors < 3:
-            raise SettingsError("--n_factors must be at least 3 (a contrastive pair and another factor)")
+            raise SettingsError("n_factors must be at least 3 (a contrastive pair and another factor)")
         if self.n_sessions < MIN_SESSIONS:
-            raise SettingsError(f"--n_sessions must be at least {MIN_SESSIONS}")
+            raise SettingsError(f"n_sessions must be at least {MIN_SESSIONS}")
         if self.max_turns < 1:
-            raise SettingsError("--max_turns must be at least 1")
+            raise SettingsError("max_turns must be at least 1")
         if self.n_workers < 1 or self.persona_batch_size < 1 or self.max_attempts < 1:
-            raise SettingsError("--n_workers, --persona_batch_size and attempts must be positive")
+            raise SettingsError("n_workers, persona_batch_size and attempts must be positive")
 
 
 def model_label(spec: str) -> str:
@@ -94,11 +95,11 @@ def stage_models(cfg: SynthesisConfig, cache: Any) -> dict[str, Model]:
         "user_simulator": resolve_stage_model(cfg.user_model, CHAT, cache=cache),
         "assistant_simulator": resolve_stage_model(cfg.assistant_model, CHAT, cache=cache),
         "decomposer": resolve_stage_model(cfg.decomposer_model, SINGLE_TURN, cache=cache,
-                                          **decomposer.PARAMS),
+                                          **decompose.PARAMS),
     }
 
 
-class SettingsError(ValueError):
+class SettingsError(BadInput):
     """Bad options, or options that differ from those the output directory was made with."""
 
 

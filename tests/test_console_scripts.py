@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {"cupid-eval": "evaluation.run", "cupid-synth": "synthesis.run",
-           "cupid-report": "evaluation.report"}
+           "cupid-report": "evaluation.report", "cupid-synth-report": "synthesis.report"}
 
 
 INSTALLED_BIN = os.environ.get("CUPID_INSTALLED_BIN")
@@ -88,7 +88,7 @@ def test_a_notebook_in_a_research_directory_keeps_its_own_modules(research_dir):
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
-def test_console_scripts_work_from_a_shadowing_directory(research_dir, scripts, name):
+def test_console_scripts_work_from_a_research_directory(research_dir, scripts, name):
     proc = run([str(scripts / name), "--help"], research_dir, env())
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"usage: {name} ")

@@ -1,6 +1,8 @@
-"""The code's layout keeps its promises: synthesis and the shared utilities import nothing
-from evaluation/, every shared module imports on its own (no import cycle, whichever is
-imported first), and the model layer's extension point re-exports exactly its names."""
+"""The code's layout keeps its promises: the shared utilities import nothing from
+evaluation/ and synthesis only its steps (the checklist step both pipelines use), every
+shared module imports on its own (no import cycle, whichever is imported first), a step's
+stored name is spelled only in its module, the table of steps and the release's reading,
+and the model layer's extension point re-exports exactly its names."""
 from __future__ import annotations
 
 import ast
@@ -23,20 +25,55 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
-def test_synthesis_and_utils_import_nothing_from_evaluation():
+def test_synthesis_and_utils_import_nothing_from_evaluation_but_its_steps():
+    def allowed(folder: str, name: str) -> bool:
+        if name != "cupid.evaluation" and not name.startswith("cupid.evaluation."):
+            return True
+        return folder == "synthesis" and name.startswith("cupid.evaluation.steps")
+
     offenders = [f"{path.relative_to(ROOT)} imports {name}"
                  for folder in ("synthesis", "utils") for path in sorted((ROOT / folder).rglob("*.py"))
-                 for name in sorted(imported_modules(path))
-                 if name == "cupid.evaluation" or name.startswith("cupid.evaluation.")]
+                 for name in sorted(imported_modules(path)) if not allowed(folder, name)]
     assert offenders == []
 
 
 SHARED_MODULES = ["cupid.utils.models.registry", "cupid.utils.models.model", "cupid.utils.models.errors",
                   "cupid.utils.models.request", "cupid.utils.models.retry", "cupid.utils.models.usage",
-                  "cupid.utils.models.cache", "cupid.utils.models.asking", "cupid.utils.benchmark.step_runner",
-                  "cupid.utils.benchmark.decomposer", "cupid.utils.benchmark.answers.reading",
-                  "cupid.utils.benchmark.answers.ours", "cupid.utils.benchmark.dataset",
-                  "cupid.utils.benchmark.answers.release", "cupid.evaluation.run"]
+                  "cupid.utils.models.cache", "cupid.utils.models.asking", "cupid.utils.answers",
+                  "cupid.utils.dataset", "cupid.utils.errors", "cupid.evaluation.steps",
+                  "cupid.evaluation.steps.decompose", "cupid.evaluation.release", "cupid.evaluation.api",
+                  "cupid.evaluation.run", "cupid.synthesis.api"]
+
+
+def used_as_keys(tree: ast.AST) -> set[str]:
+    """The strings a module reads data by: subscripts, dict keys, ``.get()``'s key, comparisons."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            found.append(node.slice)
+        elif isinstance(node, ast.Dict):
+            found += [key for key in node.keys if key is not None]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            found += node.args[:1]
+        elif isinstance(node, ast.Compare):
+            found += [node.left, *node.comparators]
+            found += [e for c in node.comparators if isinstance(c, (ast.Tuple, ast.List, ast.Set)) for e in c.elts]
+    return {n.value for n in found if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def test_a_steps_stored_name_is_spelled_in_its_module_the_table_and_the_releases_reading_only():
+    """Adding a step is one module and one row: no other product file reads a step by name."""
+    from cupid.evaluation.steps import STEPS
+
+    homes = {ROOT / "evaluation" / "steps" / "__init__.py", ROOT / "evaluation" / "release.py"}
+    offenders = []
+    for path in sorted(ROOT.glob("**/*.py")):
+        if path.relative_to(ROOT).parts[0] not in ("evaluation", "synthesis", "utils") or path in homes:
+            continue
+        keys = used_as_keys(ast.parse(path.read_text(encoding="utf-8")))
+        offenders += [f"{path.relative_to(ROOT)}: {s.name!r}" for s in STEPS if s.name in keys
+                      and path.name != f"{s.module.__name__.rsplit('.', 1)[1]}.py"]
+    assert offenders == []
 
 
 @pytest.mark.parametrize("module", SHARED_MODULES)
@@ -74,12 +111,11 @@ def test_the_product_is_imported_from_the_repository_not_from_a_test_folder():
     import cupid.evaluation.report
     import cupid.synthesis
     import cupid.utils
-    import cupid.utils.benchmark
     import cupid.utils.models
 
     import cupid
     for module in (config, cupid.evaluation, cupid.evaluation.report, cupid.synthesis,
-                   cupid.utils, cupid.utils.benchmark, cupid.utils.models):
+                   cupid.utils, cupid.utils.models):
         path = Path(module.__file__).resolve()
         assert TESTS not in path.parents and path.is_relative_to(ROOT), (module.__name__, path)
 

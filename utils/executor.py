@@ -1,4 +1,5 @@
-"""Run a function over many items on a thread pool, with one progress bar.
+"""Run a function over many items on a thread pool, with one progress bar; and stopping
+those threads when a run is stopped.
 
 Threads, not processes: the work is waiting on HTTP, and clients are shared safely across
 threads (a client shared by forked processes breaks its connections). At most
@@ -6,7 +7,11 @@ threads (a client shared by forked processes breaks its connections). At most
 """
 from __future__ import annotations
 
+import logging
+import os
 import sys
+import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Callable, Iterable, Iterator, TypeVar
 
@@ -76,3 +81,34 @@ class _NoBar:
 
     def close(self) -> None:
         pass
+
+
+def worker_threads() -> list[threading.Thread]:
+    """Threads other than this one that would keep the interpreter from exiting."""
+    return [t for t in threading.enumerate()
+            if t is not threading.current_thread() and not t.daemon and t.is_alive()]
+
+
+def stop_workers(pool_owner, grace: float) -> bool:
+    """Tell every model call to stop, close ``pool_owner``'s pools without waiting, and give
+    worker threads ``grace`` seconds to return; True when they all did. Threads cannot be
+    killed: one blocked in a hung request is left (it ends with its request's timeout)."""
+    from cupid.utils.models.retry import cancel_all
+
+    cancel_all()
+    pool_owner.close(wait=False)
+    deadline = time.monotonic() + grace
+    for thread in worker_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not worker_threads()
+
+
+def exit_now(code: int) -> int:
+    """For a command: return ``code``, or end the process at once when worker threads are
+    still blocked in hung requests (the interpreter would otherwise wait for them at exit)."""
+    if worker_threads():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(code)
+    return code

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from cupid.utils.errors import CupidError
 
 log = logging.getLogger("cupid.io")
 # A temporary file is ".<target>.<host>~<pid>.<random>.tmp": the writer's host and pid let a
@@ -52,9 +53,11 @@ def describe_os_error(exc: OSError) -> str:
     return f"{text} ({name})" if name else text
 
 
-class StorageError(OSError):
+class StorageError(CupidError, OSError):
     """A file-system operation on a results file that failed: names the path and the
     operation, so a run can stop with one line instead of a traceback."""
+
+    exit_code = STORAGE_EXIT
 
     def __init__(self, path: str | Path, operation: str, cause: OSError):
         super().__init__(cause.errno, cause.strerror)
@@ -106,6 +109,13 @@ class LogFileHandler(logging.FileHandler):
             why = describe_os_error(exc) if isinstance(exc, OSError) else repr(exc)
             print(f"warning: {self.baseFilename}: cannot write the log ({why}); the run goes on "
                   f"without it", file=sys.stderr)
+
+    def close(self) -> None:
+        """Closed at the end of a run: a disk that refuses the last flush was warned of already."""
+        try:
+            super().close()
+        except OSError:
+            self.handleError(None)
 
 
 def open_log_file(log_file: str | Path) -> LogFileHandler:

@@ -20,8 +20,8 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from cupid.evaluation.prompt_layouts import format_session_log  # noqa: E402
-from cupid.utils.benchmark.dataset import make_instance_id, parse_instance  # noqa: E402
+from cupid.evaluation.steps.layouts import format_session_log  # noqa: E402
+from cupid.utils.dataset import make_instance_id, parse_instance  # noqa: E402
 from cupid.synthesis.instances import build_instances  # noqa: E402
 from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, check_journey  # noqa: E402
 from cupid.utils.io import atomic_write_json  # noqa: E402
@@ -35,7 +35,7 @@ N_SESSIONS = 13
 DATASET_COLUMNS = ("persona_id", "instance_type", "current_request", "current_context_factor",
                    "current_contextual_preference", "current_checklist", "prior_interactions")
 # Size budget of one instance's prior sessions, as the harness renders them for the model
-# (evaluation.prompt_layouts.format_session_log), so that the sample stays cheap on SmolLM2-135M
+# (evaluation/steps/layouts.py's format_session_log), so that the sample stays cheap on SmolLM2-135M
 # (8,192-token context). Its tokenizer gives 3.2-3.5 characters per token on this text, so
 # 6,150 characters keep every instance under ~1,950 tokens.
 MAX_PRIOR_CHARS = 6150

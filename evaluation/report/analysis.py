@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cupid.utils.benchmark.dataset import INSTANCE_TYPES
+from cupid.utils.dataset import INSTANCE_TYPES
 from cupid.evaluation.metrics import micro_inference
 from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE

@@ -27,7 +27,7 @@ from cupid.utils.io import StorageError, describe_os_error
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=program_name("python -m evaluation.report"), description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=program_name("python -m cupid.evaluation.report"), description=__doc__.split("\n\n")[0])
     parser.add_argument("results_dir", help="a results directory (searched recursively for run.json)")
     parser.add_argument("--output", default=None, help="where to write report.md, report.csv and the "
                                                        "figures (default: RESULTS_DIR)")
@@ -131,3 +131,8 @@ def export_samples(args, parser: argparse.ArgumentParser) -> int:
         push_to_hub(rows, args.push_to_hub)
         print(f"pushed {len(rows)} rows to {args.push_to_hub}")
     return 0
+
+
+def console() -> None:
+    """The console script ``cupid-report``."""
+    sys.exit(main())

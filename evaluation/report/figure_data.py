@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cupid.utils.benchmark.dataset import safe_name
+from cupid.utils.dataset import safe_name
 from cupid.evaluation.metrics import micro_inference
 from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.analysis import Analysis

@@ -6,7 +6,7 @@ import csv
 import io
 from typing import Any, Callable
 
-from cupid.utils.benchmark.dataset import INSTANCE_TYPES
+from cupid.utils.dataset import INSTANCE_TYPES
 from cupid.evaluation.report.statistics import Correlation, Estimate
 
 # The evaluator (matcher, decomposer, judge) behind every published number (§2.3): a fact of

@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from cupid.evaluation.data import InstanceSource
 from cupid.evaluation.report.results import Run
-from cupid.utils.benchmark.dataset import DataValidationError, Instance
+from cupid.utils.dataset import DataValidationError, Instance
 
 
 def _source_specs(runs: list[Run], data_paths: Iterable[str | Path] | None,

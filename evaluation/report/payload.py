@@ -10,12 +10,13 @@ from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.compare_data import paired_entries
 from cupid.evaluation.report.published import display_name
 from cupid.evaluation.report.results import Run, history_of, setting_order
-from cupid.utils.benchmark.dataset import Instance
+from cupid.utils.dataset import Instance
 from cupid.utils.chunk_packer import ChunkPacker, PackedChunk
 from cupid.utils.html_page import compact_json
 from cupid.utils.models.catalog import price_of
 from cupid.utils.models.usage import cost_at
 from cupid.utils.word_codes import WordCodebook
+from cupid.evaluation.steps import DECOMPOSE, MATCH_PRECISION, MATCH_RECALL
 
 STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage")
 # Instances per detail chunk and sessions per sessions chunk: an instance page inflates only
@@ -104,12 +105,12 @@ def instance_detail(data: dict, checklist: list | None = None,
             "inference": evaluation.get("inference"), "generation": evaluation.get("generation"),
             "steps": {n: trim_step(s, prices) for n, s in (evaluation.get("steps") or {}).items()
                       if isinstance(s, dict)}}
-        steps = evaluations[scorer]["steps"]
-        decomposed = (steps.get("decompose") or {}).get("output") or {}
-        if "match_precision" in steps and isinstance(decomposed, dict):
-            steps["match_precision"] = _without_repeated_entries(steps["match_precision"], decomposed.get("checklist"))
-        if "match_recall" in steps:
-            steps["match_recall"] = _without_repeated_entries(steps["match_recall"], checklist)
+        scorer_steps = evaluations[scorer]["steps"]
+        decomposed = (scorer_steps.get(DECOMPOSE.name) or {}).get("output") or {}
+        for step, entries in ((MATCH_PRECISION, decomposed.get("checklist") if isinstance(decomposed, dict) else None),
+                              (MATCH_RECALL, checklist)):
+            if step.name in scorer_steps and (step is MATCH_RECALL or isinstance(decomposed, dict)):
+                scorer_steps[step.name] = _without_repeated_entries(scorer_steps[step.name], entries)
     return {"steps": {n: trim_step(s, prices) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
             "evaluations": evaluations, "history": data.get("history") or {}}
 

@@ -14,16 +14,20 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
+from cupid.evaluation import steps
 from cupid.evaluation.metrics import InferenceCounts
-from cupid.evaluation.stored_values import read_generation, read_inference
-from cupid.evaluation.store import MANIFEST, SETTINGS, is_instance_file, is_results_file
+from cupid.evaluation.metrics import read_generation, read_inference
+from cupid.evaluation.settings import SETTINGS
+from cupid.evaluation.store import MANIFEST, is_instance_file, is_results_file
 from cupid.utils.io import read_json
 
 # Which steps each task's result depends on: (instance-level steps, scorer-level steps).
-TASK_STEPS = {
-    "inference": (("summarize", "infer"), ("decompose", "match_precision", "match_recall")),
-    "generation": (("summarize", "generate"), ("judge",)),
-}
+TASK_STEPS = {task: (tuple(s.name for s in steps.of_task(task) if not s.per_scorer),
+                     tuple(s.name for s in steps.of_task(task) if s.per_scorer))
+              for task in steps.TASKS}
+# The model's steps that belong to one task only: a record holding one performed that task.
+_OWN_STEPS = {task: [s.name for s in steps.of_task(task) if s.tasks == (task,) and not s.per_scorer]
+              for task in steps.TASKS}
 
 
 @dataclass
@@ -74,11 +78,8 @@ class Run:
         """The tasks this run performed: from its steps, or results.json's settings.task."""
         tasks: set[str] = set()
         for data in self.instances.values():
-            steps = data.get("steps") or {}
-            if "infer" in steps:
-                tasks.add("inference")
-            if "generate" in steps:
-                tasks.add("generation")
+            recorded = data.get("steps") or {}
+            tasks.update(task for task, names in _OWN_STEPS.items() if any(n in recorded for n in names))
             for evaluation in (data.get("evaluations") or {}).values():
                 if not isinstance(evaluation, dict):
                     continue
@@ -194,14 +195,15 @@ def load_runs(root: str | Path, ignored: list[str] | None = None, keep_raw: bool
 
 def _drop_first_try_raw(data: dict) -> None:
     groups = [data.get("steps")] + [e.get("steps") for e in (data.get("evaluations") or {}).values() if isinstance(e, dict)]
-    for steps in groups:
-        for step in (steps or {}).values() if isinstance(steps, dict) else ():
+    for group in groups:
+        for step in (group or {}).values() if isinstance(group, dict) else ():
             if isinstance(step, dict) and step.get("status") == "done" and (step.get("attempts") or 1) <= 1:
                 step.pop("raw", None)
 
 
 def setting_order(setting: str) -> tuple[int, str]:
-    return (SETTINGS.index(setting) if setting in SETTINGS else len(SETTINGS), setting)
+    order = list(SETTINGS)
+    return (order.index(setting) if setting in order else len(order), setting)
 
 
 # =======================================================================================
@@ -243,11 +245,11 @@ class Outcome:
 
 def _first_failed_step(data: dict, scorer: str, task: str) -> tuple[str, str] | None:
     instance_steps, scorer_steps = TASK_STEPS[task]
-    steps = data.get("steps") or {}
+    model_steps = data.get("steps") or {}
     evaluation = (data.get("evaluations") or {}).get(scorer)
     scorer_step_data = (evaluation.get("steps") or {}) if isinstance(evaluation, dict) else {}
     for name in instance_steps:
-        step = steps.get(name)
+        step = model_steps.get(name)
         if isinstance(step, dict) and step.get("status") == "failed":
             return name, str(step.get("error") or "")
     for name in scorer_steps:

@@ -12,7 +12,7 @@ import pytest
 
 from cupid_responder import CupidResponder, two_instance_plans, two_instance_rows
 from cupid.evaluation import EvaluationResult, evaluate
-from cupid.evaluation.api import EvaluationError
+from cupid.utils.errors import BadInput, SetupError
 from fake_llm_server import FakeLLMServer
 from cupid.utils.models.model import Model
 from repo_paths import ROOT
@@ -78,7 +78,7 @@ def test_a_name_a_path_and_the_metrics_from_the_returned_object(server, rows, tm
     assert run.run_dir == tmp_path / "res" / "test-model"
     # .results is results.json's content.
     assert json.loads((run.run_dir / "results.json").read_text()) == run.results
-    assert run.exit_code == 0 and run.failed == 0
+    assert run.failed == 0
 
 
 def test_a_notebook_model_object_and_rows_in_memory_twice_in_one_process(rows, tmp_path):
@@ -131,9 +131,6 @@ def test_log_file_handler_is_closed_and_removed(rows, tmp_path):
     ({"timeout": "soon"}, "timeout"),
     ({"model_args": {"top_p": 0.5}}, "model_args"),
     ({"batch": "yes"}, "batch"),
-    ({"no_such_flag": 1}, "no_such_flag"),
-    ({"sweep": "runs.yaml"}, "sweep"),
-    ({"dry_run": True}, "dry_run"),
     ({"rate_limit": ["tpm=lots"]}, "rate_limit"),
     ({"data": 42}, "data"),
     ({"data": [1, 2]}, "data"),
@@ -148,19 +145,30 @@ def test_bad_arguments_are_value_errors_naming_the_argument(kwargs, named, tmp_p
     assert not (tmp_path / "res").exists() or not any((tmp_path / "res").rglob("run.json"))
 
 
-def test_bad_data_is_an_evaluation_error_with_the_commands_line(tmp_path, rows):
+@pytest.mark.parametrize("name", ["no_such_flag", "sweep", "dry_run"])
+def test_an_argument_the_api_does_not_take_is_a_type_error_naming_it(name, tmp_path):
+    """A sweep and a dry run are the command's; evaluate() is one run."""
+    from cupid.synthesis import synthesize
+
+    with pytest.raises(TypeError, match=name):
+        evaluate(NotebookModel(), results_dir=tmp_path / "res", **{name: True})
+    with pytest.raises(TypeError, match=name):
+        synthesize(output_dir=tmp_path / "out", **{name: True})
+
+
+def test_bad_data_is_bad_input_with_the_commands_line(tmp_path, rows):
     broken = dict(rows[0])
     del broken["current_request"]
-    with pytest.raises(EvaluationError, match="current_request"):
+    with pytest.raises(BadInput, match="current_request"):
         evaluate(NotebookModel(), evaluator=NotebookModel("j"), data=[broken],
                  results_dir=tmp_path / "res")
-    with pytest.raises(EvaluationError, match="no such file"):
+    with pytest.raises(BadInput, match="no such file"):
         evaluate(NotebookModel(), evaluator=NotebookModel("j"), data=str(tmp_path / "missing.jsonl"),
                  results_dir=tmp_path / "res")
 
 
 def test_a_missing_key_stops_before_any_work(tmp_path, rows):
-    with pytest.raises(EvaluationError, match="OPENAI_API_KEY"):
+    with pytest.raises(SetupError, match="OPENAI_API_KEY"):
         evaluate("gpt-4o-mini", data=rows, results_dir=tmp_path / "res")
     assert not (tmp_path / "res" / "gpt-4o-mini").exists()
 
@@ -175,7 +183,7 @@ def test_a_failed_step_is_counted_not_raised(tmp_path, rows):
 
     run = evaluate(Flaky("flaky"), evaluator=NotebookModel("judge"), data=rows,
                    results_dir=tmp_path / "res", max_retries=0)
-    assert run.exit_code == 1 and run.failed == 1
+    assert run.failed == 1
     assert run.results["counts"]["failed"] == 1
 
 
@@ -184,8 +192,10 @@ def test_importing_evaluate_does_not_import_the_run():
     import sys
 
     root = ROOT
-    code = "import sys, evaluation; f = evaluation.evaluate; print('evaluation.run' in sys.modules)"
-    proc = subprocess.run([sys.executable, "-c", "import sys, evaluation; print('evaluation.api' in sys.modules)"],
+    code = ("import sys, cupid.evaluation as e; f = e.evaluate; "
+            "print('cupid.evaluation.run' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", "import sys, cupid.evaluation; "
+                           "print('cupid.evaluation.api' in sys.modules)"],
                           cwd=root, capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "False", proc.stderr
     proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
@@ -226,8 +236,7 @@ def test_synthesize_returns_the_instances_then_evaluate_takes_them(fake_server, 
 
 @pytest.mark.parametrize("kwargs, named", [
     ({"n_personas": 0}, "n_personas"), ({"n_workers": "many"}, "n_workers"),
-    ({"embedded": True, "all_models": "x"}, "embedded"), ({"colour": "blue"}, "colour"),
-    ({"dry_run": True}, "dry_run"), ({"rate_limit": "tpm=lots"}, "rate_limit"),
+    ({"embedded": True, "all_models": "x"}, "embedded"), ({"rate_limit": "tpm=lots"}, "rate_limit"),
 ])
 def test_synthesize_bad_arguments_name_the_argument(kwargs, named, tmp_path):
     from cupid.synthesis import synthesize
@@ -266,17 +275,30 @@ def test_samples_are_the_export_rows_and_recompute_the_metrics(rows, tmp_path):
     assert frame["judge_score"].mean() == pytest.approx(run.results["generation"]["average_score"])
 
 
-def test_a_library_caller_gets_the_exit_code_back_while_a_worker_is_blocked():
-    """The command ends the process when a hung request keeps a worker after a stop; a
-    caller of evaluate() (a notebook kernel) must get control back instead."""
-    from cupid.evaluation.stopping import exit_now, worker_threads
+def test_a_library_caller_gets_control_back_while_a_worker_is_blocked(rows, tmp_path):
+    """The command ends the process when a hung request keeps a worker after a stop; a caller
+    of evaluate() (a notebook's kernel) gets ``Interrupted`` back instead, with the worker
+    still blocked, and the process lives on."""
+    import os
+    from cupid.utils.errors import Interrupted
 
-    release = threading.Event()
-    blocked = threading.Thread(target=release.wait, name="blocked-worker")
-    blocked.start()
+    entered, release = threading.Event(), threading.Event()
+
+    class Hung(NotebookModel):
+        def __call__(self, system_prompt, user_prompt):
+            entered.set()
+            release.wait(30)
+            return super().__call__(system_prompt, user_prompt)
+
+    timer = threading.Timer(0, lambda: entered.wait(30) and os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
     try:
-        assert blocked in worker_threads()
-        assert exit_now(143, owns_process=False) == 143
+        with pytest.raises(Interrupted) as caught:
+            evaluate(Hung("hung"), evaluator=NotebookModel("judge"), data=rows, results_dir=tmp_path / "res",
+                     n_workers=1)
+        assert caught.value.exit_code == 130
+        assert any(t.name.startswith("ThreadPoolExecutor") or t.name.startswith("cupid")
+                   for t in threading.enumerate() if t.is_alive() and t is not threading.current_thread())
     finally:
         release.set()
-        blocked.join()
+        timer.join()

@@ -13,7 +13,7 @@ from cupid_responder import CupidResponder, make_row, two_instance_plans
 from cupid.evaluation import report as R
 from cupid.evaluation import run as run_module
 from cupid.evaluation.data import InstanceSource
-from cupid.utils.benchmark.dataset import DataValidationError
+from cupid.utils.dataset import DataValidationError
 from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.model import Model
 from cupid.utils.models.registry import resolve_model
@@ -70,7 +70,7 @@ def test_bad_flag_values_are_flag_errors_on_one_line(flag, value, tmp_path, caps
 def test_matcher_args_need_the_matcher(tmp_path, capsys):
     code = run_module.main(["--model", "smollm2-135m", "--data_dir", "data/sample",
                             "--results_dir", str(tmp_path), "--matcher_args", "temperature=0.1"])
-    assert code == 2 and "--use_matcher" in capsys.readouterr().err
+    assert code == 2 and "matcher_args needs use_matcher" in capsys.readouterr().err
 
 
 def test_synthesis_flags_are_validated(capsys):
@@ -215,20 +215,27 @@ def test_synthesis_names_every_missing_key_at_once(tmp_path, capsys):
 # ---------------------------------------------------------------------------------------
 # Synthesis: one flag for the embedded model in every role
 # ---------------------------------------------------------------------------------------
+def synthesis_roles(argv: list[str]) -> dict:
+    """The model of each synthesis role the flags give."""
+    from cupid.synthesis.api import synthesis_config
+
+    args = synthesis_run.build_parser().parse_args(argv)
+    cfg = synthesis_config(**{name: getattr(args, name, None) for name in synthesis_run.ARGUMENTS
+                              if name not in ("rate_limit", "log_file")})
+    return {role: getattr(cfg, role) for role in synthesis_run.ROLE_FLAGS}
+
+
 def test_embedded_flag_puts_the_embedded_model_in_every_role():
-    parser = synthesis_run.build_parser()
-    args = parser.parse_args(["--embedded"])
-    assert set(synthesis_run.role_models(args).values()) == {"smollm2-135m"}
-    args = parser.parse_args(["--all_models", "gpt-4o", "--user_model", "claude-3-5-sonnet-20241022"])
-    models = synthesis_run.role_models(args)
+    assert set(synthesis_roles(["--embedded"]).values()) == {"smollm2-135m"}
+    models = synthesis_roles(["--all_models", "gpt-4o", "--user_model", "claude-3-5-sonnet-20241022"])
     assert models == {"model": "gpt-4o", "user_model": "claude-3-5-sonnet-20241022",
                       "assistant_model": "gpt-4o", "decomposer_model": "gpt-4o"}
 
 
-def test_embedded_and_all_models_together_is_a_flag_error(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        synthesis_run.main(["--embedded", "--all_models", "gpt-4o"])
-    assert exit_info.value.code == 2
+def test_embedded_and_all_models_together_is_bad_input(capsys, tmp_path):
+    code = synthesis_run.main(["--embedded", "--all_models", "gpt-4o", "--output_dir", str(tmp_path / "o")])
+    assert code == 2 and capsys.readouterr().err.startswith("error: embedded: give embedded=True or all_models")
+    assert not (tmp_path / "o").exists()
 
 
 # ---------------------------------------------------------------------------------------

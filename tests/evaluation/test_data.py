@@ -4,14 +4,9 @@ import pytest
 
 from cupid_responder import make_row, two_instance_plans
 from cupid.evaluation.data import load_instances
-from cupid.evaluation.prompt_layouts import (
-    format_checklist,
-    format_checklist_bullets,
-    format_session_log,
-    relevant_positions,
-)
-from cupid.utils.benchmark.dataset import DataValidationError, make_instance_id, safe_name
-from cupid.evaluation.pipeline import select_sessions
+from cupid.evaluation.settings import SETTINGS
+from cupid.evaluation.steps.layouts import format_checklist, format_checklist_bullets, format_session_log
+from cupid.utils.dataset import DataValidationError, make_instance_id, safe_name
 
 
 @pytest.fixture
@@ -117,10 +112,10 @@ def test_session_log_format_and_oracle_selection(rows, tmp_path):
                           "---\n\n### Session 2\n\n#### User\n\n")
     assert log.endswith("#### User\n\nThanks, that works.\n\n---") and "### Session 4" in log
     assert log.count("---") == len(instance.prior_interactions)
-    assert relevant_positions(instance) == [2, 4]
-    oracle = select_sessions(instance, "oracle")
+    assert instance.relevant_positions() == [2, 4]
+    oracle = SETTINGS["oracle"].sessions(instance)
     assert [s.dialogue[0].content.split(" of")[0] for s in oracle] == ["Session 2 request", "Session 4 request"]
-    assert select_sessions(instance, "default") == instance.prior_interactions
+    assert SETTINGS["default"].sessions(instance) == instance.prior_interactions
     assert format_checklist(["A?", "B?"]) == "1. A?\n2. B?"
     assert format_checklist_bullets(["A?", "B?"]) == "- A?\n- B?"
 

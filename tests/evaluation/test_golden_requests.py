@@ -43,10 +43,9 @@ def answer(req: dict) -> str:
 
 
 def record_requests(server, base_url: str) -> dict:
-    from cupid.evaluation import steps
-    from cupid.utils.benchmark import decomposer
+    from cupid.evaluation.steps import decompose, generate, infer, judge, match
     from cupid.evaluation.data import load_instances
-    from cupid.evaluation.prompt_layouts import format_session_log
+    from cupid.evaluation.steps.layouts import format_session_log
     from cupid.utils.models.registry import resolve_model
 
     instance = load_instances(data_path=INSTANCE)[0]
@@ -57,17 +56,16 @@ def record_requests(server, base_url: str) -> dict:
     prefmatcher = resolve_model(f"vllm:kixlab/prefmatcher-7b@{base_url}", role="matcher")
     server.responder = answer
     calls = [
-        ("infer", lambda: steps.infer_preference(model, log, instance.current_request)),
-        ("generate", lambda: steps.generate_response(model, log, instance.current_request)),
-        ("decompose", lambda: decomposer.decompose(evaluator, INFERRED)),
-        ("match_precision", lambda: steps.match_checklist(evaluator, truth, INFERRED_CHECKLIST)),
-        ("match_recall", lambda: steps.match_checklist(evaluator, INFERRED, instance.current_checklist)),
-        ("prefmatcher_precision", lambda: steps.match_checklist(
-            prefmatcher, truth, INFERRED_CHECKLIST, prefmatcher=True)),
-        ("prefmatcher_recall", lambda: steps.match_checklist(
-            prefmatcher, INFERRED, instance.current_checklist, prefmatcher=True)),
-        ("judge", lambda: steps.judge_response(evaluator, truth, instance.current_checklist,
-                                               instance.current_request, RESPONSE)),
+        ("infer", lambda: infer.ask(log, instance.current_request).answer(model)),
+        ("generate", lambda: generate.ask(log, instance.current_request).answer(model)),
+        ("decompose", lambda: decompose.ask(INFERRED).answer(evaluator)),
+        ("match_precision", lambda: match.ask(truth, INFERRED_CHECKLIST).answer(evaluator)),
+        ("match_recall", lambda: match.ask(INFERRED, instance.current_checklist).answer(evaluator)),
+        ("prefmatcher_precision", lambda: match.ask(truth, INFERRED_CHECKLIST, prefmatcher=True).answer(prefmatcher)),
+        ("prefmatcher_recall", lambda: match.ask(INFERRED, instance.current_checklist,
+                                                 prefmatcher=True).answer(prefmatcher)),
+        ("judge", lambda: judge.ask(truth, instance.current_checklist, instance.current_request,
+                                    RESPONSE).answer(evaluator)),
     ]
     bodies = {}
     for name, call in calls:

@@ -11,7 +11,7 @@ from cupid.evaluation import run as run_module
 from cupid.evaluation.data import InstanceSource
 from cupid.evaluation.report.instance_data import _source_specs
 from cupid.evaluation.report.results import Run
-from cupid.utils.benchmark.dataset import DataValidationError
+from cupid.utils.dataset import DataValidationError
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_revision_with_local_data_is_refused(tmp_path, capsys):
                             "--revision", "0123abc", "--results_dir", str(tmp_path / "r")])
     assert code == 2
     err = capsys.readouterr().err.strip()
-    assert "--revision" in err and len(err.splitlines()) == 1
+    assert err.startswith("error: revision: ") and len(err.splitlines()) == 1
     assert not (tmp_path / "r").exists()
 
 

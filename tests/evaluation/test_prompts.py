@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from cupid import config
-from cupid.evaluation.steps import render_matcher_examples
+from cupid.evaluation.steps.match import few_shot_block
 from cupid.utils.prompts import format_fields, load_prompt
 from repo_paths import GOLDEN_DIR
 
@@ -103,7 +103,7 @@ def test_matcher_examples_are_the_eight_annotated_pairs():
 
 def test_matcher_examples_render_as_the_release_laid_them_out():
     examples = load_prompt("evaluation/preference_matcher").data["examples"]
-    text = render_matcher_examples(examples)
+    text = few_shot_block()
     # Each example ends with a "---" line, the last one too (the release strips only the
     # blank lines after it).
     assert text.endswith("\n```\n\n---")

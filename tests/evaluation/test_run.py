@@ -90,8 +90,8 @@ def test_full_run_gives_hand_computed_metrics(server, data_file, tmp_path, capsy
 
 def test_release_outcomes_and_what_was_sent_are_recorded(server, data_file, tmp_path, plans):
     from cupid.evaluation.data import load_instances
-    from cupid.evaluation.prompt_layouts import format_session_log
-    from cupid.evaluation.steps import rebuild_request
+    from cupid.evaluation.steps.layouts import format_session_log
+    from cupid.evaluation.steps.ask import rebuild_request
 
     answer = server.cupid.__call__
 

@@ -1,4 +1,4 @@
-"""Values read back from instance files are checked like answers: an impossible judge score,
+"""Values read back from instance files (each step's ``check``, metrics.py's result checks) are checked like answers: an impossible judge score,
 label or count is named, its steps are run again (from the cache, so no new call), and it
 never enters results.json or the report."""
 from __future__ import annotations
@@ -11,12 +11,13 @@ from counts_check import assert_counts_agree
 from cupid.evaluation import run as run_module
 from cupid.evaluation.aggregate import aggregate_records
 from cupid.evaluation.report.results import load_runs, outcome
-from cupid.evaluation.stored_values import (
-    generation_problem,
-    inference_problem,
-    record_problems,
-    step_output_problem,
-)
+from cupid.evaluation.aggregate import record_problems
+from cupid.evaluation.metrics import generation_problem, inference_problem
+from cupid.evaluation.steps import BY_NAME
+
+
+def step_output_problem(name: str, output) -> str | None:
+    return BY_NAME[name].check(output)
 from tests.evaluation.test_run_safety import cli, data_file, results_of, server  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("fast_retries")  # tests/evaluation/conftest.py
@@ -160,16 +161,16 @@ def test_counts_agree_after_an_unexpected_error_in_one_chain(server, data_file, 
                                                              monkeypatch, capsys):
     # A chain ending in an error no step records (the way a raising cache once ended one):
     # the summary must not say "evaluated 2 · FAILED 0" while one instance lacks a result.
-    from cupid.evaluation import steps as S
+    from cupid.evaluation.steps import judge as judge_step
 
-    real = S.judge_response
+    real = judge_step.ask
 
-    def judge(model, preference, checklist, request, response, **kw):
+    def ask(preference, checklist, request, response):
         if "Hollis" in request:
             raise RuntimeError("an unexpected error")
-        return real(model, preference, checklist, request, response, **kw)
+        return real(preference, checklist, request, response)
 
-    monkeypatch.setattr(S, "judge_response", judge)
+    monkeypatch.setattr(judge_step, "ask", ask)
     base = tmp_path / "res"
     args = cli(server, data_file, base, "--task", "both")
     assert run_module.main(args) == 1
@@ -180,7 +181,7 @@ def test_counts_agree_after_an_unexpected_error_in_one_chain(server, data_file, 
     assert results["counts"]["by_task"]["inference"]["done"] == 2
     assert results["this_invocation"]["ran_failed"] == 1
     assert "unfinished 1" in captured.out
-    monkeypatch.setattr(S, "judge_response", real)
+    monkeypatch.setattr(judge_step, "ask", real)
     assert run_module.main(args) == 0
     results = assert_counts_agree(run_dir(base), capsys.readouterr().out)
     assert results["counts"]["evaluated"] == 2

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cupid.utils.benchmark.dataset import safe_name
+from cupid.utils.dataset import safe_name
 from cupid.utils.io import atomic_write_json
 
 S = "gpt-4o-2024-11-20"

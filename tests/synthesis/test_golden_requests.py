@@ -26,7 +26,7 @@ from cupid.synthesis.dialogues import simulate_dialogue
 from cupid.synthesis.factors import generate_factors
 from cupid.synthesis.journey import make_journey
 from cupid.synthesis.personas import PARAMS as PERSONA_PARAMS, SEED
-from cupid.utils.benchmark.decomposer import PARAMS as DECOMPOSER_PARAMS
+from cupid.evaluation.steps.decompose import PARAMS as DECOMPOSER_PARAMS
 from synthesis_responder import ScriptedSynthesis, stage_of
 from cupid.synthesis.sessions import generate_sessions
 from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE, load_occupations, load_taxonomy

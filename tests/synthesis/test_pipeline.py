@@ -13,7 +13,7 @@ import pytest
 
 from cupid_responder import CupidResponder, _section
 from cupid.evaluation.data import load_instances
-from cupid.utils.benchmark.dataset import make_instance_id
+from cupid.utils.dataset import make_instance_id
 from fake_llm_server import FakeLLMServer
 from cupid.synthesis import run as cli
 from cupid.synthesis.dialogues import ASSISTANT_PROMPT
@@ -378,15 +378,19 @@ def test_resume_after_kill_repeats_no_finished_call(tmp_path):
 
 
 def test_cli_defaults_match_the_original():
-    args = cli.build_parser().parse_args([])
-    models = cli.role_models(args)
-    assert (args.output_dir, models["model"], args.n_personas, args.n_factors, args.n_sessions,
+    from cupid.synthesis.api import synthesis_config
+
+    def settings(argv):
+        args = cli.build_parser().parse_args(argv)
+        return args, synthesis_config(**{name: getattr(args, name, None) for name in cli.ARGUMENTS
+                                         if name not in ("rate_limit", "log_file")})
+
+    args, cfg = settings([])
+    assert (args.output_dir, cfg.model, args.n_personas, args.n_factors, args.n_sessions,
             args.max_turns, args.n_workers) == ("synthetic_data", "claude-3-5-sonnet-20241022",
                                                 4, 8, 13, 16, 1)
-    cfg = SynthesisConfig(**models)
     assert cfg.user_model == cfg.decomposer_model == "claude-3-5-sonnet-20241022"  # --model
-    assert models["assistant_model"] == "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo"
-    only_model = cli.role_models(cli.build_parser().parse_args(["--model", "gpt-4o-2024-11-20"]))
-    cfg = SynthesisConfig(**only_model)
+    assert cfg.assistant_model == "meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo"
+    _, cfg = settings(["--model", "gpt-4o-2024-11-20"])
     assert cfg.user_model == cfg.decomposer_model == "gpt-4o-2024-11-20"
     assert args.persona_seeds is None  # PersonaHub by default

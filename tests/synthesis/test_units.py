@@ -16,7 +16,7 @@ from cupid.synthesis.instances import build_instances, ground_truth, kept_sessio
 from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, check_journey, \
     format_series_structure, make_journey
 from cupid.synthesis.documents import find_factor
-from cupid.utils.benchmark.answers.reading import ParseError as InvalidGeneration, extract_block, parse_json, parse_yaml
+from cupid.utils.answers import ParseError as InvalidGeneration, extract_block, parse_json, parse_yaml
 from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE, canonical_type, load_occupations, load_taxonomy
 from cupid.synthesis.personas import SIX_SENTENCES, persona_batch_schema, validate_persona_batch
 from cupid.synthesis.sessions import fill_resource, sessions_schema, validate_sessions

@@ -217,17 +217,18 @@ def test_an_ignored_signal_stays_ignored():
 def test_no_future_is_scheduled_after_the_run_stopped(tmp_path):
     """An instance still being worked on when a stopping run shut its pools ends with
     RunCancelled (as its next call would), not 'cannot schedule new futures after shutdown'."""
-    from cupid.evaluation.pipeline import Evaluation
+    from cupid.evaluation.pipeline import InstanceSteps, Pipeline
+    from cupid.evaluation.settings import SETTINGS
     from cupid.evaluation.store import RunStore
     from cupid.utils.models.errors import RunCancelled
     from cupid.utils.models.registry import resolve_model
 
     model = resolve_model("vllm:m@http://127.0.0.1:9/v1")
-    evaluation = Evaluation(model=model, evaluator=model, store=RunStore(tmp_path / "r", {}),
-                            task="both")
-    evaluation.close(wait=False)
+    pipeline = Pipeline(model=model, evaluator=model, store=RunStore(tmp_path / "r", {}), task="both",
+                        setting=SETTINGS["default"])
+    pipeline.close(wait=False)
     with pytest.raises(RunCancelled):
-        evaluation._parallel(lambda: 1, lambda: 2)
+        InstanceSteps(pipeline, record=None).together(lambda: 1, lambda: 2)
 
 
 @pytest.mark.slow

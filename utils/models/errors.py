@@ -1,12 +1,14 @@
 """The model layer's errors: what a call raises, and which of them retrying may fix."""
 from __future__ import annotations
 
+from cupid.utils.errors import SetupError
+
 
 class ModelError(Exception):
     """Base class of every error raised by the model layer."""
 
 
-class ModelConfigurationError(ModelError):
+class ModelConfigurationError(ModelError, SetupError):
     """A missing key, an unreachable server, an unknown name: fix the setup, not the call."""
 
 
@@ -35,7 +37,10 @@ class PermanentModelError(ModelError):
 
 
 class ModelCallFailed(ModelError):
-    """Raised by the seam when a call failed for good; says why and after how many attempts."""
+    """Raised by the seam when a call failed for good; says why and after how many attempts.
+    ``answer``: what a re-ask loop (asking.py) had received before this call, when it made it."""
+
+    answer = None
 
     def __init__(self, model: str, reason: str, attempts: int, last_error: BaseException | None):
         super().__init__(f"{model}: {reason} (after {attempts} attempt{'s' * (attempts != 1)})")

@@ -303,11 +303,6 @@ def limiter_for(key: Hashable, model_name: str = "") -> RateLimiter:
         return limiter
 
 
-def all_limiters() -> dict[Hashable, RateLimiter]:
-    with _lock:
-        return dict(_LIMITERS)
-
-
 def reset_limiters() -> None:
     with _lock:
         _LIMITERS.clear()

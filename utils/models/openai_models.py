@@ -197,9 +197,6 @@ class OpenAIModel(OpenAICompatibleModel):
     def family(self) -> OpenAIFamily:
         return openai_family(self.name)
 
-    def is_reasoning_model(self) -> bool:
-        return not self.family().temperature
-
     def validate_overrides(self, overrides: dict) -> None:
         super().validate_overrides(overrides)
         family = self.family()

@@ -188,6 +188,14 @@ def is_code_spec(spec: str) -> bool:
     return target.endswith(".py") or bool(_MODULE_PATH.match(target))
 
 
+def portable_spec(spec: str) -> str:
+    """The spec as it runs from any directory: a ``file.py:Class``'s file made absolute."""
+    target, _, attr = spec.rpartition(":")
+    if is_code_spec(spec) and target.endswith(".py"):
+        return f"{Path(target).expanduser().resolve()}:{attr}"
+    return spec
+
+
 def _import_file(path: Path):
     """Import a Python file once per process, under a name made from its absolute path (so
     two files named model.py do not collide). Its directory goes to the end of sys.path, so

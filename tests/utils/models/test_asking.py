@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from cupid.utils.models.asking import NoUsableAnswer, ask_until_usable
+from cupid.utils.models.asking import UnusableAnswer, ask_until_usable
 from cupid.utils.models.errors import ModelCallFailed
 
 
@@ -61,16 +61,17 @@ def test_previous_failure_is_shown_on_the_first_attempt():
 
 def test_failure_carries_every_answer_and_where_to_continue():
     model = Recorder(["a", "b"])
-    with pytest.raises(NoUsableAnswer) as caught:
+    with pytest.raises(UnusableAnswer) as caught:
         ask_until_usable(model, "sys", [{"role": "user", "content": "q"}], number, tries=2, first_variant=1)
-    assert caught.value.raws == ["a", "b"] and caught.value.next_variant == 3
-    assert caught.value.reason == "'b' is not a number" and caught.value.call_failed is None
+    assert caught.value.answer.raws == ["a", "b"] and caught.value.answer.next_variant == 3
+    assert caught.value.reason == "'b' is not a number" and caught.value.answer.value is None
 
 
 def test_a_failed_call_stops_at_once_and_is_named():
     error = ModelCallFailed("m", "HTTP 500", 3, None)
     model = Recorder(["a", error, "5"])
-    with pytest.raises(NoUsableAnswer) as caught:
+    with pytest.raises(ModelCallFailed) as caught:
         ask_until_usable(model, "sys", [{"role": "user", "content": "q"}], number, tries=3)
-    assert caught.value.call_failed is error and caught.value.raws == ["a"]
-    assert caught.value.next_variant == 1 and len(model.answers) == 1
+    # The model layer's own error, not wrapped, carrying what was received before it.
+    assert caught.value is error and caught.value.answer.raws == ["a"]
+    assert caught.value.answer.next_variant == 1 and len(model.answers) == 1

@@ -260,21 +260,21 @@ def test_prompt_longer_than_the_context_fails_at_once_with_a_clear_reason():
 
 @pytest.mark.slow
 def test_layout_grammars_give_answers_the_parsers_read():
-    from cupid.utils.benchmark.answers import ours as parsing
+    from cupid.evaluation.steps import infer, judge
 
     model = resolve_model("smollm2-135m")
     inferred = model.generate(
         "Infer the user's preference from their history.",
         [{"role": "user", "content": "History: the user asked twice for recipes without "
                                      "nuts. Current request: a lunch idea for my son."}],
-        answer_grammar=parsing.INFERENCE_ANSWER_GRAMMAR, max_tokens=400)
-    preference = parsing.parse_inferred_preference(inferred.text)["preference"]
+        answer_grammar=infer.GRAMMAR, max_tokens=400)
+    preference = infer.parse(inferred.text)["preference"]
     assert preference and "#" not in preference
     judged = model.generate(
         "Rate the response from 1 to 10.",
         [{"role": "user", "content": "Request: a lunch idea. Response: a peanut sandwich."}],
-        answer_grammar=parsing.JUDGE_ANSWER_GRAMMAR, max_tokens=400)
-    assert 1 <= parsing.parse_judge(judged.text)["score"] <= 10
+        answer_grammar=judge.GRAMMAR, max_tokens=400)
+    assert 1 <= judge.parse(judged.text)["score"] <= 10
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from cupid.evaluation import run as run_module
 from fake_llm_server import FakeLLMServer
 from tests.evaluation.test_run import assert_expected
 from cupid.utils.models.catalog import MODELS, context_window_of, price_of
-from cupid.utils.models.errors import ContextWindowExceeded, ModelConfigurationError
+from cupid.utils.models.errors import ContextWindowExceeded, ModelCallFailed, ModelConfigurationError
 from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.usage import estimate_cost
 
@@ -315,11 +315,10 @@ def test_request_longer_than_the_context_window_is_not_sent(fake_llm_env):
     assert "at least 137500 prompt tokens + 8192 max_tokens = 145692 > 128000 tokens" in message
     assert model.usage.snapshot()["failed_calls"] == 1
     # A step fails at once with both numbers; no retry, no request.
-    from cupid.utils.benchmark.step_runner import StepFailed, run_prompt
+    from cupid.evaluation.steps import infer
 
-    with pytest.raises(StepFailed, match=r"at least 137\d\d\d prompt tokens \+ 8192 max_tokens"):
-        run_prompt(model, "evaluation/preference_inferrer",
-                   {"interaction_log": long_prompt, "curr_request": "r"}, lambda text: {})
+    with pytest.raises(ModelCallFailed, match=r"at least 137\d\d\d prompt tokens \+ 8192 max_tokens"):
+        infer.ask(long_prompt, "r").answer(model)
     assert fake_llm_env.requests == []
     # Within the window it is sent.
     model.generate("", user("word " * 1000))

@@ -108,7 +108,7 @@ def test_openai_ignores_json_schema(fake_llm_env: FakeLLMServer):
 def test_hosted_and_server_adapters_send_no_answer_grammar(fake_llm_env: FakeLLMServer):
     # The layout grammar is for the embedded model only: the benchmark's models answer
     # unconstrained, as in the paper.
-    from cupid.utils.benchmark.answers.ours import INFERENCE_ANSWER_GRAMMAR
+    from cupid.evaluation.steps.infer import GRAMMAR as INFERENCE_ANSWER_GRAMMAR
     OpenAIModel("gpt-4o").generate("sys", user("q"), answer_grammar=INFERENCE_ANSWER_GRAMMAR)
     body = fake_llm_env.requests[0]["body"]
     assert "Most Likely" not in json.dumps(body) and "grammar" not in json.dumps(body)

@@ -165,7 +165,7 @@ def test_a_user_model_file_runs_from_the_users_directory(tmp_path):
     else:
         script = tmp_path / "bin" / "cupid-eval"
         script.parent.mkdir()
-        script.write_text("import sys\nfrom cupid.evaluation.console_scripts import cupid_eval\n"
+        script.write_text("import sys\nfrom cupid.evaluation.run import console as cupid_eval\n"
                           "if __name__ == '__main__':\n    sys.exit(cupid_eval())\n")
         command = [sys.executable, str(script)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(SUPPORT)])}

@@ -1,8 +1,9 @@
 """Pulling a value out of a model's answer, in both pipelines: ``ParseError`` (the answer is
 unusable: the message says why; it is shown to the model when a synthesis stage asks again,
-and recorded when a step fails), JSON found leniently anywhere in an answer
-(``extract_json``), and a stage's YAML or JSON document (``parse_yaml``, ``parse_json``):
-the fenced block in the wanted language, else any fenced block, else the whole text.
+and recorded when a step fails), a Markdown section found leniently (``find_section``), JSON
+found leniently anywhere in an answer (``extract_json``), and a stage's YAML or JSON document
+(``parse_yaml``, ``parse_json``): the fenced block in the wanted language, else any fenced
+block, else the whole text.
 """
 from __future__ import annotations
 
@@ -15,6 +16,40 @@ import yaml
 
 class ParseError(ValueError):
     """An answer that cannot be used; the message says why."""
+
+
+def strip_decoration(text: str) -> str:
+    text = text.strip()
+    text = re.sub(r"^```[A-Za-z]*\s*\n?|\n?```\s*$", "", text).strip()
+    text = re.sub(r"^\s*(?:[-*]\s+|>\s*)", "", text)
+    text = text.strip().strip("*_").strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'“”":
+        text = text[1:-1].strip()
+    if text.startswith("“") and text.endswith("”"):
+        text = text[1:-1].strip()
+    return text
+
+
+def find_section(text: str, header_pattern: str) -> str | None:
+    """Return the body under the first header matching ``header_pattern`` (a regex matched
+    case-insensitively against the header's words), up to the next header.
+
+    Headers may be markdown (``### Title``), bold (``**Title**`` or ``**Title:** body``) or
+    a plain ``Title:`` line.
+    """
+    header = re.compile(
+        r"^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*|__)?[ \t]*(?:" + header_pattern +
+        r")[ \t]*:?[ \t]*(?:\*\*|__)?[ \t]*:?[ \t]*(?P<rest>.*)$",
+        re.IGNORECASE | re.MULTILINE)
+    match = header.search(text)
+    if match is None:
+        return None
+    body_lines = [match.group("rest")] if match.group("rest").strip() else []
+    for line in text[match.end():].splitlines():
+        if re.match(r"^\s*#{1,6}\s+\S", line):
+            break
+        body_lines.append(line)
+    return "\n".join(body_lines).strip()
 
 
 def extract_json(text: str) -> Any:

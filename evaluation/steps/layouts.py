@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from cupid.utils.benchmark.dataset import Instance, Session
+from cupid.utils.dataset import Session
 
 
 def format_session_log(sessions: Iterable[Session]) -> str:
@@ -47,14 +47,10 @@ def format_checklist_bullets(checklist: Iterable[str]) -> str:
     return "\n".join(f"- {item}" for item in checklist)
 
 
-def relevant_positions(instance: Instance) -> list[int]:
-    """1-based positions of prior sessions whose preference equals the current one
-    (the paper's Figure 3 and the oracle setting)."""
-    target = instance.current_contextual_preference.strip()
-    return [i for i, s in enumerate(instance.prior_interactions, start=1)
-            if s.contextual_preference.strip() == target]
-
-
-def approx_tokens(text: str) -> int:
-    """A tokenizer-free length estimate (about 4 characters per token for English)."""
-    return max(1, round(len(text) / 4))
+# The line rule of the layout grammars (llama.cpp GBNF) of the free-text answers, followed by
+# the embedded model only (Request.answer_grammar): the grammars fix the headers the parsers
+# look for and bound each line, so that a small model reaches the part that is scored before
+# its token limit. The words inside stay the model's own.
+LINE_RULE = r'''
+line ::= [^\n#] [^\n]{0,400} "\n"
+'''

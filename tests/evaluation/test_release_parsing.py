@@ -1,7 +1,7 @@
 """Answers the released harness reads, and what it does with the ones it cannot read.
 
 Each row of CASES is a row of docs/release_parsing.md: an answer, the release's outcome
-(utils/benchmark/answers/release.py, checked against the release's own parsers by
+(evaluation/release.py, checked against the release's own parsers by
 benchmarks/release_side_by_side.py on the well-formed answers) and ours.
 """
 from __future__ import annotations
@@ -10,9 +10,10 @@ import json
 
 import pytest
 
-from cupid.utils.benchmark.answers import ours as parsing, release
-from cupid.utils.benchmark import decomposer
-from cupid.utils.benchmark.answers.reading import ParseError
+from cupid.evaluation import release
+from cupid.evaluation.steps import decompose, infer, judge, match
+from tests.evaluation.test_release_view import instance_outcomes, step_view
+from cupid.utils.answers import ParseError
 from repo_paths import GOLDEN_DIR, ROOT
 
 ANALYSIS = "### Analysis\n\nThe user asked for this before.\n\n"
@@ -85,19 +86,19 @@ CHECKLIST = ["Is it short?", "Is it formal?"]
 
 def ours(step: str, answer: str):
     if step == "infer":
-        return parsing.parse_inferred_preference(answer)["preference"]
+        return infer.parse(answer)["preference"]
     if step == "decompose":
-        return decomposer.parse_checklist(answer)["checklist"]
+        return decompose.parse(answer)["checklist"]
     if step == "match":
-        return sum(r["score"] for r in parsing.parse_match(answer, CHECKLIST)["results"])
-    return parsing.parse_judge(answer)["score"]
+        return sum(r["score"] for r in match.parse(answer, CHECKLIST)["results"])
+    return judge.parse(answer)["score"]
 
 
 def record(step: str, answer: str) -> dict:
     try:
         output = {"infer": lambda: {"preference": ours(step, answer)},
                   "decompose": lambda: {"checklist": ours(step, answer)},
-                  "match": lambda: parsing.parse_match(answer, CHECKLIST),
+                  "match": lambda: match.parse(answer, CHECKLIST),
                   "judge": lambda: {"score": ours(step, answer)}}[step]()
         status = "done"
     except ParseError:
@@ -113,7 +114,7 @@ def test_each_documented_case(step, answer, outcome, release_value, our_value):
     else:
         assert ours(step, answer) == our_value
     name = "match_precision" if step == "match" else step
-    view = release.step_view(name, record(step, answer))
+    view = step_view(name, record(step, answer))
     assert view["outcome"] == outcome
     assert view["value"] == release_value
 
@@ -133,7 +134,7 @@ def release_result(step: str, answer: str) -> list:
 
 @pytest.mark.parametrize("step, answer", [(c[0], c[1]) for c in CASES])
 def test_our_account_of_the_release_is_its_parsers(step, answer):
-    """utils/benchmark/answers/release.py against what the release's own code returned."""
+    """evaluation/release.py against what the release's own code returned."""
     status, value = release_result(step, answer)
     account = {"infer": release.release_preference, "decompose": release.release_checklist,
                "match": lambda a: release.release_matched(release.release_match_results(a, False)),
@@ -166,26 +167,25 @@ def test_docs_table_lists_every_case():
 
 def test_prefmatcher_answers_are_read_as_they_come():
     bare = json.dumps([{"index": 1, "label": "Fully Covered"}, {"index": 2, "label": "Not Covered"}])
-    step = {"status": "done", "raw": [bare], "output": parsing.parse_match(bare, CHECKLIST)}
-    assert release.step_view("match_recall", step, prefmatcher=True) == {"outcome": "same", "value": 1.0}
+    step = {"status": "done", "raw": [bare], "output": match.parse(bare, CHECKLIST)}
+    assert step_view("match_recall", step, prefmatcher=True) == {"outcome": "same", "value": 1.0}
     # The same answer from the GPT-4o matcher has no "results": the release scores it 0.
-    assert release.step_view("match_recall", step)["outcome"] == "zero"
+    assert step_view("match_recall", step)["outcome"] == "zero"
     # A dict from PrefMatcher stops the release's aggregation.
     wrapped = '{"results": [{"label": "Fully Covered"}, {"label": "Not Covered"}]}'
-    step = {"status": "done", "raw": [wrapped], "output": parsing.parse_match(wrapped, CHECKLIST)}
-    assert release.step_view("match_recall", step, prefmatcher=True)["outcome"] == "zero"
+    step = {"status": "done", "raw": [wrapped], "output": match.parse(wrapped, CHECKLIST)}
+    assert step_view("match_recall", step, prefmatcher=True)["outcome"] == "zero"
 
 
 def test_call_errors_and_instance_outcomes():
     failed = {"status": "failed", "raw": [], "output": None}
-    assert release.step_view("infer", failed)["outcome"] == "drop"
-    assert release.step_view("judge", failed)["outcome"] == "zero"
+    assert step_view("infer", failed)["outcome"] == "drop"
+    assert step_view("judge", failed)["outcome"] == "zero"
     same = {"outcome": "same"}
     views = {"infer": same, "decompose": same, "match_precision": {"outcome": "zero"},
              "match_recall": same, "generate": same, "judge": {"outcome": "differs"}}
-    assert release.instance_outcomes(views, "both") == {"inference": "zero", "generation": "differs"}
+    assert instance_outcomes(views) == {"inference": "zero", "generation": "differs"}
     views["infer"] = {"outcome": "drop"}
     # The release runs inference first and returns: the instance never reaches generation.
-    assert release.instance_outcomes(views, "both") == {"inference": "drop", "generation": "drop"}
-    assert release.instance_outcomes(views, "generation") == {"generation": "differs"}
-    assert release.instance_outcomes({}, "inference") == {"inference": None}
+    assert instance_outcomes(views) == {"inference": "drop", "generation": "drop"}
+    assert instance_outcomes({}) == {}

@@ -1,10 +1,12 @@
 import pytest
-from cupid.utils.benchmark.answers import ours as parsing
-
-from cupid.utils.benchmark.answers.ours import (parse_inferred_preference, parse_judge, parse_match, parse_response,
-                                parse_summaries)
-from cupid.utils.benchmark.decomposer import parse_checklist
-from cupid.utils.benchmark.answers.reading import ParseError, extract_json
+from cupid.evaluation.steps import infer, judge
+from cupid.evaluation.steps.decompose import parse as parse_checklist
+from cupid.evaluation.steps.generate import parse as parse_response
+from cupid.evaluation.steps.infer import parse as parse_inferred_preference
+from cupid.evaluation.steps.judge import parse as parse_judge
+from cupid.evaluation.steps.match import parse as parse_match
+from cupid.evaluation.steps.summarize import parse as parse_summaries
+from cupid.utils.answers import ParseError, extract_json
 
 # --- inferred preference (Figure 21) -------------------------------------------------------
 
@@ -182,19 +184,19 @@ def test_summaries_and_response():
 def test_layout_grammars_match_what_the_parsers_read():
     # An answer laid out exactly as each grammar's fixed text parses, as the release reads
     # it too, so the embedded model's constrained answers reach the scored fields.
-    from cupid.utils.benchmark.answers import release
+    from cupid.evaluation import release
     inferred = ("### Analysis\n\nThe user wants short answers.\n"
                 "\n### Most Likely Preference\n\nKeep it under 100 words.\n")
-    assert parsing.parse_inferred_preference(inferred)["preference"] == "Keep it under 100 words."
+    assert parse_inferred_preference(inferred)["preference"] == "Keep it under 100 words."
     assert release.release_preference(inferred) == "Keep it under 100 words."
     judged = ("### Evaluation of AI Assistant's Response\n\n1. It is short.\n"
               "\n### Evaluation Label\n\nExceptional\n\n### Evaluation Score\n\n10\n")
-    assert parsing.parse_judge(judged)["score"] == 10
+    assert parse_judge(judged)["score"] == 10
     assert release.release_judge_score(judged) == 10
-    for grammar, headers in ((parsing.INFERENCE_ANSWER_GRAMMAR, ["### Analysis", "### Most Likely Preference\\n"]),
-                             (parsing.JUDGE_ANSWER_GRAMMAR, ["### Evaluation of AI Assistant's Response",
+    for grammar, headers in ((infer.GRAMMAR, ["### Analysis", "### Most Likely Preference\\n"]),
+                             (judge.GRAMMAR, ["### Evaluation of AI Assistant's Response",
                                                               "### Evaluation Label", "### Evaluation Score"])):
         assert grammar.startswith("root ::= ")
         assert [grammar.index(h) for h in headers] == sorted(grammar.index(h) for h in headers)
-    for label in parsing.JUDGE_LABELS:
-        assert f'"{label}"' in parsing.JUDGE_ANSWER_GRAMMAR
+    for label in judge.LABELS:
+        assert f'"{label}"' in judge.GRAMMAR

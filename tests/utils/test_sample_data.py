@@ -16,10 +16,10 @@ from collections import defaultdict
 
 import pytest
 
-import cupid.utils.benchmark.dataset
+import cupid.utils.dataset
 from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.prompt_layouts import format_session_log
-from cupid.utils.benchmark.dataset import parse_instance, shape_departures
+from cupid.evaluation.steps.layouts import format_session_log
+from cupid.utils.dataset import parse_instance, shape_departures
 from repo_paths import ROOT
 
 SAMPLE_DIR = ROOT / "data" / "sample"
@@ -35,7 +35,7 @@ def _builder():
 
 builder = _builder()
 
-INSTANCE_TYPES = set(cupid.utils.benchmark.dataset.INSTANCE_TYPES)
+INSTANCE_TYPES = set(cupid.utils.dataset.INSTANCE_TYPES)
 FIELDS = {
     "persona_id": str,
     "instance_type": str,

@@ -6,9 +6,13 @@ import json
 
 import pytest
 
-from cupid.utils.benchmark.answers.ours import (parse_inferred_preference, parse_judge, parse_match, parse_response,
-                                parse_summaries)
-from cupid.utils.benchmark.answers.reading import ParseError
+from cupid.evaluation.steps.decompose import parse as parse_checklist
+from cupid.evaluation.steps.generate import parse as parse_response
+from cupid.evaluation.steps.infer import parse as parse_inferred_preference
+from cupid.evaluation.steps.judge import parse as parse_judge
+from cupid.evaluation.steps.match import parse as parse_match
+from cupid.evaluation.steps.summarize import parse as parse_summaries
+from cupid.utils.answers import ParseError
 
 HEAD = "### Evaluation of AI Assistant's Response\n\n1. Short.\n\n### Evaluation Label\n\nGood\n\n"
 
@@ -194,7 +198,7 @@ def invalid(change) -> dict:
 def test_match_schema_refuses_what_parse_match_cannot_use(doc):
     import jsonschema
 
-    from cupid.utils.benchmark.answers.ours import match_schema
+    from cupid.evaluation.steps.match import schema as match_schema
 
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, match_schema(2))
@@ -204,7 +208,7 @@ def test_match_schema_accepts_every_label():
     import jsonschema
 
     from cupid.evaluation.metrics import LABEL_SCORES
-    from cupid.utils.benchmark.answers.ours import match_schema
+    from cupid.evaluation.steps.match import schema as match_schema
 
     schema = match_schema(2)
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -261,7 +265,7 @@ def test_summaries_count_must_match_the_sessions():
 def test_match_schema_wants_an_object(doc):
     import jsonschema
 
-    from cupid.utils.benchmark.answers.ours import match_schema
+    from cupid.evaluation.steps.match import schema as match_schema
 
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, match_schema(2))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cupid.utils.benchmark.answers.reading import ParseError, extract_json
-from cupid.utils.benchmark.answers.release import ReleaseFailure, release_checklist, release_json
+from cupid.utils.answers import ParseError, extract_json
+from cupid.evaluation.release import ReleaseFailure, release_checklist, release_json
 
 
 @pytest.mark.parametrize("answer, value", [

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from cupid.utils.errors import BadInput
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +18,7 @@ INSTANCE_TYPES = ("consistent", "contrastive", "changing")
 ROLES = ("user", "assistant")
 
 
-class DataValidationError(ValueError):
+class DataValidationError(BadInput):
     """Bad input data; the message names the source, row and field."""
 
 
@@ -66,6 +67,13 @@ class Instance:
         }
         row.update(self.extra)
         return row
+
+    def relevant_positions(self) -> list[int]:
+        """1-based positions of the prior sessions whose preference equals the current one
+        (the oracle setting's sessions; the paper's Figure 3)."""
+        target = self.current_contextual_preference.strip()
+        return [i for i, s in enumerate(self.prior_interactions, start=1)
+                if s.contextual_preference.strip() == target]
 
     def fingerprint(self) -> str:
         """A hash of the instance's content (canonical JSON of its row): results computed

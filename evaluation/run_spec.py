@@ -1,0 +1,177 @@
+"""The arguments of one evaluation run, checked: what ``evaluate()`` takes, what each flag of
+``cupid-eval`` and each entry of a sweep file become. A bad value raises ``BadInput`` (a
+ValueError) naming the argument, before anything runs."""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from cupid import config
+from cupid.evaluation.settings import SETTINGS, Setting, setting_named
+from cupid.evaluation.shards import parse_shard
+from cupid.utils.command_line import generation_params, non_negative_int, positive_float, positive_int
+from cupid.utils.errors import BadInput
+from cupid.utils.models.limits import parse_rate_limit
+from cupid.utils.models.model import Model
+
+TASKS = ("inference", "generation", "both")
+
+
+@dataclass
+class RunSpec:
+    model: str | Model
+    evaluator: str | Model = config.DEFAULT_EVALUATOR
+    data: str | None = None            # a file or directory; None: the hub dataset
+    dataset: str = config.HF_DATASET
+    split: str = config.HF_SPLIT
+    revision: str | None = None
+    limit: int | None = None
+    shard: tuple[int, int] | None = None
+    task: str = "inference"
+    setting: str = "default"
+    results_dir: str = "results"
+    n_workers: int = 4
+    use_matcher: bool = False
+    matcher_url: str = config.PREFMATCHER_BASE_URL
+    model_args: dict | None = None
+    evaluator_args: dict | None = None
+    matcher_args: dict | None = None
+    seed: int | None = None
+    timeout: float = config.REQUEST_TIMEOUT
+    max_retries: int = config.MAX_RETRIES
+    no_cache: bool = False
+    batch: bool = False
+    rate_limit: list[str] = field(default_factory=list)
+    progress_every: int = 0
+    log_file: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("model", "evaluator"):
+            value = getattr(self, name)
+            if not isinstance(value, Model) and not (isinstance(value, str) and value.strip()):
+                raise BadInput(f"{name}: expected a model name or a Model instance, got {value!r}")
+        checks = {"limit": positive_int, "n_workers": positive_int, "timeout": positive_float,
+                  "max_retries": non_negative_int, "progress_every": non_negative_int, "seed": non_negative_int}
+        for name, check in checks.items():
+            value = getattr(self, name)
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                    raise BadInput(f"{name}: expected a number, got {value!r}")
+                setattr(self, name, _checked(name, check, str(value)))
+        for name in ("use_matcher", "no_cache", "batch"):
+            if not isinstance(getattr(self, name), bool):
+                raise BadInput(f"{name}: expected True or False, got {getattr(self, name)!r}")
+        for name in ("dataset", "split", "revision", "results_dir", "matcher_url", "log_file", "data"):
+            value = getattr(self, name)
+            if isinstance(value, Path):
+                setattr(self, name, value := str(value))
+            if value is not None and not isinstance(value, str):
+                raise BadInput(f"{name}: expected a string, got {value!r}")
+        if self.task not in TASKS:
+            raise BadInput(f"task: expected one of {', '.join(TASKS)}, got {self.task!r}")
+        if self.setting not in SETTINGS:
+            raise BadInput(f"setting: expected one of {', '.join(SETTINGS)}, got {self.setting!r}")
+        if isinstance(self.shard, str):
+            try:
+                self.shard = parse_shard(self.shard)
+            except ValueError as exc:
+                raise BadInput(f"shard: {exc}") from None
+        for name in ("model_args", "evaluator_args", "matcher_args"):
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                value = ",".join(f"{k}={v}" for k, v in value.items())
+            if value is not None:
+                if not isinstance(value, str):
+                    raise BadInput(f"{name}: expected key=value pairs or a dict, got {value!r}")
+                setattr(self, name, _checked(name, generation_params, value))
+        if isinstance(self.rate_limit, str):
+            self.rate_limit = [self.rate_limit]
+        for spec in self.rate_limit:
+            try:
+                parse_rate_limit(spec)
+            except (ValueError, TypeError) as exc:
+                raise BadInput(f"rate_limit: {exc}") from None
+        if self.revision is not None and self.data is not None:
+            raise BadInput("revision: selects a version of the hub dataset; it does not apply to "
+                           "local data (data, --data, --data_dir)")
+        conflict = self.conflict()
+        if conflict:
+            raise BadInput(conflict)
+
+    def conflict(self) -> str | None:
+        """Why these arguments cannot go together."""
+        if self.task not in self.setting_.tasks:
+            return f"setting {self.setting} applies to task {' or '.join(self.setting_.tasks)} only"
+        if self.matcher_args and not self.use_matcher:
+            return "matcher_args needs use_matcher"
+        if self.batch and self.no_cache:
+            return "batch keeps the batches' answers in the cache; drop no_cache"
+        return None
+
+    @property
+    def setting_(self) -> Setting:
+        return setting_named(self.setting)
+
+    def role_overrides(self) -> dict[str, dict]:
+        """Each role's generation overrides: ``seed`` for every role, then the role's own
+        ``*_args`` (which win). Empty when the user chose none: the benchmark's parameters."""
+        seed = {} if self.seed is None else {"seed": self.seed}
+        return {"evaluated": {**seed, **(self.model_args or {})},
+                "evaluator": {**seed, **(self.evaluator_args or {})},
+                "matcher": {**seed, **(self.matcher_args or {})}}
+
+
+ARGUMENTS = tuple(f.name for f in fields(RunSpec))
+
+
+def _checked(name: str, check, value: str):
+    try:
+        return check(value)
+    except argparse.ArgumentTypeError as exc:
+        raise BadInput(f"{name}: {exc}") from None
+
+
+def data_path(data: Any, results_dir: str | Path) -> str | None:
+    """A path for ``data``: a path as it is (the shipped ``data/sample`` found from anywhere),
+    rows in memory (a list of dicts, a ``datasets.Dataset``) written once to
+    ``RESULTS_DIR/.inputs/data-<hash>.jsonl``, so the run records a file it came from."""
+    if data is None:
+        return None
+    if isinstance(data, (str, Path)):
+        return bundled_path(str(data))
+    if type(data).__module__.split(".")[0] == "datasets" and hasattr(data, "to_list"):
+        data = data.to_list()
+    if not isinstance(data, (list, tuple)):
+        raise BadInput(f"data: expected a path, a list of dicts or a datasets.Dataset, got {type(data).__name__}")
+    if not data:
+        raise BadInput("data: the list of rows is empty")
+    lines = []
+    for number, row in enumerate(data):
+        if not isinstance(row, dict):
+            raise BadInput(f"data: row {number} is a {type(row).__name__}, not a dict in the dataset's schema")
+        try:
+            lines.append(json.dumps(row, ensure_ascii=False, sort_keys=True))
+        except (TypeError, ValueError) as exc:
+            raise BadInput(f"data: row {number} is not JSON ({exc})") from None
+    text = "\n".join(lines) + "\n"
+    path = Path(results_dir) / ".inputs" / f"data-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}.jsonl"
+    if not path.exists():
+        from cupid.utils.io import atomic_write_text
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, text)
+    return str(path)
+
+
+def bundled_path(path: str) -> str:
+    """A relative data path that does not exist here but names a file shipped with the
+    project (``data/sample``) resolves to the installed copy, so the README's commands work
+    from any directory."""
+    if Path(path).is_absolute() or Path(path).exists():
+        return path
+    shipped = config.ROOT / path
+    return str(shipped) if shipped.exists() else path
