@@ -373,6 +373,6 @@ def download_dataset(dataset: str, split: str = "test", revision: str | None = N
     source.validate()
     hub = source.hub
     pin = f" (--revision {revision})" if revision else ""
-    return (f"{source.name}{pin}: {source.total} instances, commit {hub.commit or '(unknown)'}, "
+    return (f"{source.name}{pin}: {source.total} instance{'s' * (source.total != 1)}, commit {hub.commit or '(unknown)'}, "
             f"fingerprint {source.fingerprint}, stored in {hub.stored_at}; run offline on this "
             f"HF_HOME with HF_HUB_OFFLINE=1 (add --revision {hub.commit} to pin this copy)")
