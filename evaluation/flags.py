@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="commit, tag or branch of the Hugging Face dataset to load; pin a "
                              "commit for a reproducible study (default: the hub's main branch "
                              "today); recorded in run.json")
+    source.add_argument("--download_only", action="store_true",
+                        help="load the hub dataset (--dataset, --split, --revision) once, so that a "
+                             "copy is stored under HF_HOME, validate it, print where, and stop; "
+                             "later runs on that HF_HOME work offline with HF_HUB_OFFLINE=1")
     source.add_argument("--limit", type=positive_int,
                         help="evaluate only the first N instances (every row is still validated)")
     p.add_argument("--n_workers", type=positive_int, default=4, help="instances evaluated at once (threads)")

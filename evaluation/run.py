@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from cupid.evaluation.data import download_dataset
 from cupid.evaluation.flags import build_parser, error, flag_conflict, setup_logging
 from cupid.evaluation.console import print_summary, print_sweep_table
 from cupid.evaluation.invocation import (STORAGE_EXIT, Invocation, Refused, Stop, batch_rounds, check_run_dir,
@@ -31,6 +32,7 @@ from cupid.evaluation.shards import parse_shard
 from cupid.evaluation.stopping import exit_now, worker_threads
 from cupid.evaluation.store import now
 from cupid.evaluation.sweep import sweep_runs
+from cupid.utils.benchmark.dataset import DataValidationError
 from cupid.utils.io import StorageError
 from cupid.utils.models.cache import CACHE_DIR, ResponseCache
 from cupid.utils.models.registry import resolve_model
@@ -47,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         error(str(exc))
         return STORAGE_EXIT
     reset_cancel()
+    if args.download_only:
+        return download_only(args)
     try:
         runs = sweep_runs(args, parser)
         if args.shard:
@@ -80,6 +84,19 @@ def main(argv: list[str] | None = None) -> int:
             return STORAGE_EXIT
         finally:
             shared.close()
+
+
+def download_only(args: argparse.Namespace) -> int:
+    """--download_only: store the hub split's copy for offline runs; no model is needed."""
+    if args.data or args.data_dir:
+        error("--download_only loads the hub dataset; --data and --data_dir are local already")
+        return 2
+    try:
+        print(download_dataset(args.dataset, args.split, args.revision))
+    except DataValidationError as exc:
+        error(f"bad data: {exc}")
+        return 2
+    return 0
 
 
 class SharedResources:

@@ -281,3 +281,19 @@ def test_the_reachability_probe_asks_the_hub_the_environment_names(monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     with pytest.raises(DataValidationError, match=r"the Hugging Face hub at http://127\.0\.0\.1:9 is unreachable"):
         InstanceSource(dataset=CUPID).validate()
+
+
+def test_download_only_stores_the_copy_that_runs_offline(hub, rows, hf_home, tmp_path):
+    proc = cli(environment(hub, hf_home), "--download_only", "--dataset", CUPID, "--revision", hub.old)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stored = hf_home / "datasets" / "kixlab___cupid" / "default" / "0.0.0" / hub.old
+    fingerprint = local(rows[:1], tmp_path).fingerprint
+    assert proc.stdout.strip().splitlines() == [
+        f"{CUPID}[test] (--revision {hub.old}): 1 instance, commit {hub.old}, fingerprint {fingerprint}, "
+        f"stored in {stored}; run offline on this HF_HOME with HF_HUB_OFFLINE=1 (add --revision {hub.old} "
+        f"to pin this copy)"]
+    hub.stop()
+    [offline] = load(environment(hub, hf_home, HF_HUB_OFFLINE="1"), [CUPID, "test", hub.old])
+    assert offline["data"]["fingerprint"] == fingerprint and offline["data"]["commit"] == hub.old
+    refused = cli(environment(hub, hf_home), "--download_only", "--data_dir", str(tmp_path))
+    assert refused.returncode == 2 and "--download_only" in refused.stderr
