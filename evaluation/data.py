@@ -1,5 +1,7 @@
 """Loading CUPID instances: from a file, a directory or a hub split, validated in full
-before any LLM call (the schema is utils/dataset.py's).
+before any LLM call (the schema is utils/dataset.py's). A hub split goes through
+``datasets.load_dataset``, which keeps a prepared copy per commit: ``download_dataset``
+stores one, and ``HF_HUB_OFFLINE=1`` runs read it (docs/data.md).
 """
 from __future__ import annotations
 
@@ -7,8 +9,10 @@ import hashlib
 import json
 import logging
 import os
+import re
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -75,7 +79,7 @@ def _rows_from_file(path: Path) -> Iterator[tuple[Any, str]]:
             raise DataValidationError(
                 f"{path}: not a readable parquet file ({type(exc).__name__}: {exc})") from exc
         for number, row in enumerate(rows):
-            yield row, f"{path}: row {number}"
+            yield _sessions_as_records(row), f"{path}: row {number}"
     else:
         raise DataValidationError(f"{path}: unsupported file type (use .jsonl, .json or .parquet)")
 
@@ -93,9 +97,33 @@ def _rows_from_dir(directory: Path) -> Iterator[tuple[Any, str]]:
         yield from _rows_from_file(path)
 
 
-def _rows_from_hub(dataset: str, split: str, revision: str | None = None) -> Iterator[tuple[Any, str]]:
-    """The split's rows; ``revision`` (a commit, tag or branch of the dataset's repository)
-    pins the data, None takes the hub's main branch as it is today."""
+HUB_COLUMNS = ("persona_id", "instance_type", "current_request", "current_context_factor",
+               "current_contextual_preference", "current_checklist", "prior_interactions")
+_TRUE = ("1", "true", "yes", "on")
+
+
+def hub_offline() -> bool:
+    """Whether the hub libraries run offline (``HF_DATASETS_OFFLINE`` wins when set, as in
+    ``datasets``)."""
+    value = os.environ.get("HF_DATASETS_OFFLINE")
+    if value is None:
+        value = os.environ.get("HF_HUB_OFFLINE", "")
+    return value.lower() in _TRUE
+
+
+@dataclass
+class HubSplit:
+    """A hub split as ``datasets`` prepared it: its rows (memory-mapped Arrow, fetched once),
+    the commit of the dataset's repository they came from, and where the copy is stored."""
+    rows: Any
+    commit: str | None
+    stored_at: Path | None
+
+
+def load_hub_split(dataset: str, split: str, revision: str | None = None) -> HubSplit:
+    """The split through ``datasets.load_dataset``; ``revision`` (a commit, tag or branch of
+    the dataset's repository) pins the data, None takes the hub's main branch as it is
+    today. Offline (``HF_HUB_OFFLINE=1``) it is the copy prepared by an earlier load."""
     try:
         from datasets import load_dataset
     except ImportError as exc:  # pragma: no cover - datasets is a requirement
@@ -107,24 +135,84 @@ def _rows_from_hub(dataset: str, split: str, revision: str | None = None) -> Ite
         logger.setLevel(logging.ERROR)
     try:
         rows = load_dataset(dataset, split=split, revision=revision)
-    except Exception as exc:  # the hub library raises many types; each is a setup error
+    except Exception as exc:  # the hub libraries raise many types; each is a setup error
         raise DataValidationError(f"{dataset}[{split}]: {_hub_error(exc, dataset, split, revision)}") from exc
     finally:
         for logger, level in zip(quiet, levels):
             logger.setLevel(level)
-    for number, row in enumerate(rows):
-        yield row, f"{dataset}[{split}]: row {number}"
+    # datasets prepares a copy per commit, in <cache>/<name>/<config>/<version>/<commit>/.
+    stored_at = Path(rows.cache_files[0]["filename"]).parent if rows.cache_files else None
+    commit = stored_at.name if stored_at and re.fullmatch(r"[0-9a-f]{40}", stored_at.name) else None
+    if hub_offline():
+        _check_offline_revision(dataset, split, revision, commit)
+    missing = [column for column in HUB_COLUMNS if column not in rows.column_names]
+    if missing:
+        raise DataValidationError(
+            f"{dataset}[{split}]: not in CUPID's schema: no column {', '.join(missing)} (its columns: "
+            f"{', '.join(rows.column_names)}; evaluation reads {', '.join(HUB_COLUMNS)})")
+    # Arrow rows, not datasets' decoding of its features: the same reading as a parquet file's.
+    return HubSplit(rows.with_format("arrow"), commit, stored_at)
+
+
+def _check_offline_revision(dataset: str, split: str, revision: str | None, commit: str | None) -> None:
+    """Offline, ``datasets`` reads the copy it prepared last, whatever revision is asked: a
+    run must not read another commit than the one it names (None: main as last downloaded)."""
+    asked = revision or "main"
+    wanted = asked if re.fullmatch(r"[0-9a-f]{7,40}", asked) else None
+    if wanted is None:  # a branch or tag: the commit it named when last downloaded
+        from huggingface_hub import try_to_load_from_cache
+        card = try_to_load_from_cache(dataset, "README.md", revision=asked, repo_type="dataset")
+        wanted = Path(card).parent.name if isinstance(card, str) else None
+        if wanted is None and revision is None:
+            return  # nothing is known of main here: the stored copy is the data
+    if commit is not None and wanted is not None and commit.startswith(wanted):
+        return
+    named = "the main branch" if revision is None else f"--revision {revision}"
+    was = f" (commit {wanted})" if wanted and wanted != asked else ""
+    raise DataValidationError(
+        f"{dataset}[{split}]: offline (HF_HUB_OFFLINE) the stored copy is commit {commit or '(unknown)'}, "
+        f"not {named}{was}; pass --revision {commit} to run on it, or load {asked} once with the "
+        f"hub reachable (--download_only), then run offline")
+
+
+def _sessions_as_records(row: Any) -> Any:
+    """Arrow data written with a ``Sequence`` of a dict (datasets < 4) stores the sessions, and
+    each session's turns, as a dict of equal-length lists; the schema is a list of dicts."""
+    def records(value: Any) -> Any:
+        if isinstance(value, dict) and value and all(isinstance(v, list) for v in value.values()) \
+                and len({len(v) for v in value.values()}) == 1:
+            return [dict(zip(value, items)) for items in zip(*value.values())]
+        return value
+    if not isinstance(row, dict) or "prior_interactions" not in row:
+        return row
+    sessions = records(row["prior_interactions"])
+    if isinstance(sessions, list):
+        sessions = [{**s, "dialogue": records(s.get("dialogue"))} if isinstance(s, dict) else s
+                    for s in sessions]
+    return {**row, "prior_interactions": sessions}
+
+
+def _rows_from_hub(hub: HubSplit, name: str) -> Iterator[tuple[Any, str]]:
+    number = 0
+    for batch in hub.rows.iter(batch_size=256):
+        for row in batch.to_pylist():
+            yield _sessions_as_records(row), f"{name}: row {number}"
+            number += 1
+
+
+def _hub_endpoint() -> str:
+    """The hub's address: HF_ENDPOINT as the environment has it now, else the library's."""
+    from huggingface_hub import constants
+    return os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
 
 
 def _check_hub_reachable(dataset: str, split: str) -> None:
     """One short request to the hub, unless it is switched off: an unreachable hub is named
     at once instead of after the hub library's own minute of retries."""
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes") or \
-            os.environ.get("HF_DATASETS_OFFLINE", "").lower() in ("1", "true", "yes"):
+    if hub_offline():
         return
     try:
-        from huggingface_hub import constants
-        endpoint = constants.ENDPOINT
+        endpoint = _hub_endpoint()
     except ImportError:  # pragma: no cover - datasets depends on huggingface_hub
         return
     try:
@@ -141,18 +229,35 @@ def _check_hub_reachable(dataset: str, split: str) -> None:
 
 
 def _hub_error(exc: BaseException, dataset: str, split: str, revision: str | None = None) -> str:
-    """One line for why the hub could not give the split."""
+    """One line for why the hub could not give the split, and what to do."""
+    causes, cause = [], exc
+    while cause is not None and len(causes) < 20:
+        causes.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    names = {type(c).__name__ for c in causes}
     text = " ".join(str(exc).split())
     name = type(exc).__name__
-    if revision is not None and ("RevisionNotFound" in name or "revision" in text.lower()):
-        return f"no revision {revision!r} of the dataset ({text[:200]}); pass another --revision"
-    if "split" in text.lower() and isinstance(exc, (ValueError, KeyError)):
-        return f"no split {split!r} ({text[:200]}); pass --split"
+    if "OfflineModeIsEnabled" in text or "OfflineModeIsEnabled" in names:
+        from datasets import config
+        return (f"offline (HF_HUB_OFFLINE) and no copy of it is stored in {config.HF_DATASETS_CACHE}; "
+                f"load it once with the hub reachable and the same HF_HOME (--download_only), "
+                f"or pass --data_dir with local files")
+    if "RevisionNotFoundError" in names or text.startswith("Revision "):
+        return f"no revision {revision!r} of the dataset on the hub; pass a commit, tag or branch it has as --revision"
+    if "gated" in text.lower():
+        if "authenticated" in text:
+            return ("gated on the hub and no token was sent: accept its conditions on the dataset's "
+                    "page, then log in (`hf auth login`) or set HF_TOKEN")
+        return "gated on the hub and this token has not been granted access: ask for it on the dataset's page"
     if "DatasetNotFound" in name or "doesn't exist on the Hub" in text or "RepositoryNotFound" in name:
         return "no such dataset on the Hugging Face hub (or it is private); pass --dataset, or --data_dir for local files"
-    if any(word in (name + text).lower() for word in ("connection", "offline", "timeout", "resolve", "unreachable")):
-        return ("the Hugging Face hub is unreachable and the dataset is not cached "
-                f"({name}); connect, or pass --data_dir with local files (e.g. data/sample)")
+    if "split" in text.lower() and isinstance(exc, (ValueError, KeyError)):
+        return f"no split {split!r} ({text[:200]}); pass --split"
+    broken = names & {"ConnectError", "RemoteProtocolError", "ReadError", "TimeoutException", "ReadTimeout",
+                      "ConnectTimeout", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError"}
+    if broken or "Consistency check failed" in text:
+        return (f"the hub stopped answering during the download ({', '.join(sorted(broken)) or name}); "
+                f"nothing was kept as data: run again to resume it, or pass --data_dir with local files")
     return f"cannot be loaded ({name}: {text[:200]})"
 
 
@@ -162,7 +267,8 @@ class InstanceSource:
 
     ``validate()`` parses every row once, keeping only the ids (for duplicates), so bad data
     stops a run before any LLM call; iterating then parses the rows again lazily, so a
-    run's memory does not grow with the size of the dataset.
+    run's memory does not grow with the size of the dataset. A hub split is fetched once
+    and then read from its memory-mapped copy, so validation and the run see one commit.
     """
 
     def __init__(self, *, data_path: str | Path | None = None, dataset: str | None = None,
@@ -178,6 +284,7 @@ class InstanceSource:
         self.total: int | None = None
         self.fingerprint: str | None = None
         self.warnings: list[str] = []     # shape departures, one line each
+        self.hub: HubSplit | None = None  # the hub split, once loaded (read once per run)
 
     @property
     def name(self) -> str:
@@ -190,7 +297,9 @@ class InstanceSource:
             if self.data_path.is_dir():
                 return _rows_from_dir(self.data_path)
             return _rows_from_file(self.data_path)
-        return _rows_from_hub(self.dataset, self.split, self.revision)
+        if self.hub is None:
+            self.hub = load_hub_split(self.dataset, self.split, self.revision)
+        return _rows_from_hub(self.hub, self.name)
 
     def _parsed(self, limit: int | None = None) -> Iterator[Instance]:
         for n, (row, where) in enumerate(self._rows()):
@@ -235,6 +344,8 @@ class InstanceSource:
                         else {"dataset": self.dataset, "split": self.split})
         if self.data_path is None and self.revision is not None:
             source["revision"] = self.revision
+        if self.hub is not None and self.hub.commit is not None:
+            source["commit"] = self.hub.commit
         return {**source, "fingerprint": self.fingerprint, "n_instances": self.total}
 
     def __iter__(self) -> Iterator[Instance]:
@@ -252,3 +363,16 @@ def load_instances(*, data_path: str | Path | None = None, dataset: str | None =
                             revision=revision)
     source.validate()
     return list(source)
+
+
+def download_dataset(dataset: str, split: str = "test", revision: str | None = None) -> str:
+    """Load a hub split once, so that ``datasets`` stores its prepared copy, and validate
+    every row; returns what was stored where. Later runs on the same HF_HOME can then
+    read it with ``HF_HUB_OFFLINE=1`` (a machine without internet)."""
+    source = InstanceSource(dataset=dataset, split=split, revision=revision)
+    source.validate()
+    hub = source.hub
+    pin = f" (--revision {revision})" if revision else ""
+    return (f"{source.name}{pin}: {source.total} instance{'s' * (source.total != 1)}, commit {hub.commit or '(unknown)'}, "
+            f"fingerprint {source.fingerprint}, stored in {hub.stored_at}; run offline on this "
+            f"HF_HOME with HF_HUB_OFFLINE=1 (add --revision {hub.commit} to pin this copy)")

@@ -26,7 +26,7 @@ from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.shards import ShardedInstances
 from cupid.evaluation.store import BATCHES, RunConflictError, RunStore, Survey, now, run_dir_for
-from cupid.utils.dataset import DATASET_PRIOR_SESSIONS
+from cupid.utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from cupid.utils.errors import Interrupted
 from cupid.utils.executor import iter_with_progress, stop_workers, worker_threads
 from cupid.utils.io import StorageError, clean_orphan_tmp
@@ -94,7 +94,10 @@ class Invocation:
         spec = self.spec
         source = InstanceSource(data_path=spec.data, dataset=None if spec.data else spec.dataset,
                                 split=spec.split, limit=spec.limit, revision=spec.revision)
-        source.validate()
+        try:
+            source.validate()
+        except DataValidationError as exc:
+            raise DataValidationError(f"bad data: {exc}") from None
         for warning in source.warnings:
             print(f"warning: {source.name}: {warning} (the dataset's instances have "
                   f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)", file=sys.stderr)

@@ -27,7 +27,7 @@ from cupid.evaluation.run_spec import TASKS
 from cupid.evaluation.settings import SETTINGS
 from cupid.utils.command_line import (Parser, generation_params, non_negative_int, positive_float, positive_int,
                                       program_name)
-from cupid.utils.errors import CupidError, Interrupted
+from cupid.utils.errors import BadInput, CupidError, Interrupted
 from cupid.utils.executor import exit_now
 from cupid.utils.io import STORAGE_EXIT
 from cupid.utils.redact import redact
@@ -74,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="commit, tag or branch of the Hugging Face dataset to load; pin a "
                              "commit for a reproducible study (default: the hub's main branch "
                              "today); recorded in run.json")
+    source.add_argument("--download_only", action="store_true",
+                        help="load the hub dataset (--dataset, --split, --revision) once, so that a "
+                             "copy is stored under HF_HOME, validate it, print where, and stop; "
+                             "later runs on that HF_HOME work offline with HF_HUB_OFFLINE=1")
     source.add_argument("--limit", type=positive_int,
                         help="evaluate only the first N instances (every row is still validated)")
     p.add_argument("--n_workers", type=positive_int, default=4, help="instances evaluated at once (threads)")
@@ -128,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.download_only:
+        return download_only(args)
     if args.json and not args.dry_run:
         parser.error("--json goes with --dry_run")
     from cupid.evaluation.sweep import sweep_runs
@@ -154,6 +160,21 @@ def main(argv: list[str] | None = None) -> int:
                 break
         print_sweep_table(rows)
         return max(code for _, _, code in rows)
+
+
+def download_only(args: argparse.Namespace) -> int:
+    """--download_only: store the hub split's copy for offline runs; no model is needed."""
+    from cupid.evaluation.data import download_dataset
+
+    if args.data or args.data_dir:
+        error("--download_only loads the hub dataset; --data and --data_dir are local already")
+        return 2
+    try:
+        print(download_dataset(args.dataset, args.split, args.revision))
+    except CupidError as exc:
+        error(f"bad data: {exc}" if isinstance(exc, BadInput) else exc)
+        return exc.exit_code
+    return 0
 
 
 def run_one(arguments: dict) -> tuple[int, dict | None]:

@@ -35,8 +35,9 @@ def _source_specs(runs: list[Run], data_paths: Iterable[str | Path] | None,
             if found is not None:
                 specs.append({"data_path": found})
             elif hub and "/" in hub.group("dataset"):
+                data = manifest.get("data") or {}  # the commit read, else the revision asked
                 specs.append({"dataset": hub.group("dataset"), "split": hub.group("split"),
-                              "revision": (manifest.get("data") or {}).get("revision")})
+                              "revision": data.get("commit") or data.get("revision")})
             else:
                 notes.append(f"data source {source!r} (named in run.json) not found; "
                              f"pass --data_dir to show sessions and ground truth")
