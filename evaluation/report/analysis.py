@@ -83,9 +83,6 @@ class Analysis:
         extra = sorted(present - set(INSTANCE_TYPES))
         return ["all"] + [t for t in INSTANCE_TYPES if t in present] + extra
 
-    def boot(self, items, metric: str) -> S.Estimate:
-        return S.bootstrap(items, metric, n_bootstrap=self.n_bootstrap, seed=self.seed)
-
     def cell(self, run: Run, scorer: str, group: str) -> Cell:
         key = (run.key, scorer, group)
         if key in self._cells:
@@ -94,22 +91,29 @@ class Analysis:
         cell = Cell(run, scorer, group, len(ids))
         if run.has_task("inference", scorer):
             out = self.outcome(run, scorer, "inference").restrict(ids)
-            counts = [out.values[i] for i in sorted(out.values)]
+            done = sorted(out.values)
+            counts = [out.values[i] for i in done]
+            personas = [run.persona(i) for i in done]
             cell.inference = out
-            cell.micro = S.bootstrap_inference(counts, "micro", n_bootstrap=self.n_bootstrap, seed=self.seed)
-            cell.macro = S.bootstrap_inference(counts, "macro", n_bootstrap=self.n_bootstrap, seed=self.seed)
+            cell.micro = S.bootstrap_inference(counts, "micro", clusters=personas, n_bootstrap=self.n_bootstrap,
+                                               seed=self.seed)
+            cell.macro = S.bootstrap_inference(counts, "macro", clusters=personas, n_bootstrap=self.n_bootstrap,
+                                               seed=self.seed)
             cell.pooled = micro_inference(counts)
         if run.has_task("generation", scorer):
             out = self.outcome(run, scorer, "generation").restrict(ids)
+            done = sorted(out.values)
             cell.generation = out
-            cell.score = self.boot([out.values[i] for i in sorted(out.values)], "mean")
+            cell.score = S.bootstrap([out.values[i] for i in done], "mean", clusters=[run.persona(i) for i in done],
+                                     n_bootstrap=self.n_bootstrap, seed=self.seed)
         self._cells[key] = cell
         return cell
 
     def paired(self, run_a: Run, scorer_a: str, run_b: Run, scorer_b: str, task: str) -> S.PairedDifference | None:
         """A − B on the instances both have (micro F1 for inference, mean judge score for
-        generation), computed once: the summary's table and report.html's compare view read
-        the same numbers. None when a side lacks the task under its scorer."""
+        generation), resampling personas (A's), computed once: the summary's table and
+        report.html's compare view read the same numbers. None when a side lacks the task
+        under its scorer."""
         key = (run_a.key, scorer_a, run_b.key, scorer_b, task)
         if key not in self._paired:
             sides = []
@@ -119,7 +123,9 @@ class Analysis:
             result = None
             if sides[0] and sides[1]:
                 metric = "micro_f1" if task == "inference" else "mean"
-                result = S.paired_bootstrap(sides[0], sides[1], metric, n_bootstrap=self.n_bootstrap, seed=self.seed)
+                personas = {i: run_a.persona(i) for i in sides[0]}
+                result = S.paired_bootstrap(sides[0], sides[1], metric, clusters=personas,
+                                            n_bootstrap=self.n_bootstrap, seed=self.seed)
             self._paired[key] = result
         return self._paired[key]
 

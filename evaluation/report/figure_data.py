@@ -63,7 +63,7 @@ def prf_bars_data(an: Analysis) -> FigureData:
                      **{m: cell.micro[m] for m in S.INFERENCE_METRICS}})
     fig.payload = {"bars": bars}
     n_total = sum(b["n"] for b in bars)
-    fig.caption = (f"Micro P/R/F1 with 95% bootstrap CIs, scorer `{scorer}`. Rests on {n_total} instance "
+    fig.caption = (f"Micro P/R/F1 with 95% persona-clustered bootstrap CIs, scorer `{scorer}`. Rests on {n_total} instance "
                    f"results from {len(bars)} model(s) (" +
                    ", ".join(f"{b['label']}: {b['n']}/{b['files']}" for b in bars) + ")." +
                    (f" Left out (no results under this scorer): {', '.join(left)}." if left else ""))

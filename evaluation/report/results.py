@@ -50,6 +50,11 @@ class Run:
     def instance_type(self, instance_id: str) -> str:
         return str(self.instances[instance_id].get("instance_type") or "unknown")
 
+    def persona(self, instance_id: str) -> Any:
+        """The cluster the intervals resample an instance with: its persona_id (a persona's
+        instances share its sessions); an instance file without one is a cluster of its own."""
+        return self.instances[instance_id].get("persona_id") or ("instance", instance_id)
+
     def ids(self, instance_type: str | None = None) -> list[str]:
         return sorted(i for i in self.instances
                       if instance_type in (None, "all") or self.instance_type(i) == instance_type)
@@ -190,6 +195,11 @@ def load_runs(root: str | Path, ignored: list[str] | None = None, keep_raw: bool
                                     f"directory of the same model and setting; this copy is left out")
                 continue
             run.instances[instance_id] = data
+    for run in runs.values():
+        anonymous = sum(1 for data in run.instances.values() if not data.get("persona_id"))
+        if anonymous:
+            run.warnings.append(f"{anonymous} instance file(s) name no persona_id: each is a persona of its own "
+                                f"in the intervals, which are too narrow if they share another's sessions")
     return sorted(runs.values(), key=lambda r: (r.model, setting_order(r.setting)))
 
 

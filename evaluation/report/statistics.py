@@ -1,11 +1,15 @@
 """Statistics over per-instance results: bootstrap CIs, paired bootstrap, Pearson
 correlation, binning (Figures 3 and 9).
 
-Bootstrap: resample instances with replacement (numpy, seeded) and recompute the statistic
-on each resample; the 95% interval is the 2.5th-97.5th percentile of the resampled values.
-A resample is held as a vector of draw counts over instances, so the pooled (micro)
-metrics are ratios of weighted sums and a paired comparison applies the same weights to
-both sides, matched by instance_id.
+Bootstrap: resample clusters with replacement (numpy, seeded) and recompute the statistic on
+each resample; the 95% interval is the 2.5th-97.5th percentile of the resampled values. The
+report's clusters are personas: a persona's three instances share its sessions, so they are
+not independent draws, and resampling instances would make the intervals too narrow (by up
+to √3 when a persona's instances agree). Without clusters each item is its own cluster, the
+ordinary bootstrap. Every statistic is a ratio of column sums (a mean is Σ value / Σ 1, a
+micro precision Σ matched / Σ predicted), so a resample is a vector of draw counts over the
+clusters applied to each cluster's column sums, and a paired comparison applies the same
+counts to both sides, matched by instance_id.
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ def one_blas_thread():
 # =======================================================================================
 @dataclass(frozen=True)
 class Estimate:
-    """A point estimate with its bootstrap interval over ``n`` instances."""
+    """A point estimate over ``n`` instances with its bootstrap interval."""
     value: float | None
     low: float | None
     high: float | None
@@ -111,28 +115,48 @@ def _counts_matrix(counts: Sequence[InferenceCounts]) -> np.ndarray:
 
 
 def _prf_matrix(counts: Sequence[InferenceCounts]) -> np.ndarray:
-    return np.array([instance_prf(c) for c in counts], dtype=float).reshape(len(counts), 3)
+    """Per-instance precision, recall, F1 and a 1 (the instance count a mean divides by)."""
+    return np.array([(*instance_prf(c), 1.0) for c in counts], dtype=float).reshape(len(counts), 4)
 
 
-# Each metric: (how to turn the per-instance items into a data matrix, how to turn the
-# weighted column sums (and the number of instances) into the statistic).
+def _values_matrix(values: Sequence[float]) -> np.ndarray:
+    return np.column_stack([np.asarray(values, dtype=float), np.ones(len(values))])
+
+
+# Each metric: (how to turn the per-instance items into a data matrix, how to turn column
+# sums of it, over any set of instances, into the statistic). Means divide by the summed
+# count column, since a resample of clusters holds a varying number of instances.
 def _metric_spec(metric: str):
     if metric == "mean":
-        return (lambda items: np.asarray(items, dtype=float).reshape(len(items), 1),
-                lambda sums, n: sums[..., 0] / n)
+        return _values_matrix, lambda sums: sums[..., 0] / sums[..., 1]
     kind, _, name = metric.partition("_")
     if name not in INFERENCE_METRICS or kind not in ("micro", "macro"):
         raise ValueError(f"unknown metric {metric!r}: use 'mean', 'micro_<p|r|f1>' or 'macro_<p|r|f1>'")
     if kind == "micro":
-        return _counts_matrix, lambda sums, n: _micro_from_sums(sums)[name]
+        return _counts_matrix, lambda sums: _micro_from_sums(sums)[name]
     column = INFERENCE_METRICS.index(name)
-    return _prf_matrix, lambda sums, n: sums[..., column] / n
+    return _prf_matrix, lambda sums: sums[..., column] / sums[..., 3]
+
+
+def cluster_sums(data: np.ndarray, clusters: Sequence[Hashable] | None) -> np.ndarray:
+    """The data's rows summed per cluster (``clusters[i]`` is row i's), clusters in order of
+    first appearance, so that with one row per cluster the result is the data itself. None:
+    each row is its own cluster."""
+    if clusters is None:
+        return data
+    if len(clusters) != len(data):
+        raise ValueError(f"{len(clusters)} cluster labels for {len(data)} items")
+    index: dict[Hashable, int] = {}
+    rows = [index.setdefault(c, len(index)) for c in clusters]
+    sums = np.zeros((len(index), data.shape[1]))
+    np.add.at(sums, rows, data)
+    return sums
 
 
 def bootstrap_weights(n: int, n_bootstrap: int, seed: int | None) -> np.ndarray:
-    """(n_bootstrap, n) resampling counts: row b says how often each of the n instances is
+    """(n_bootstrap, n) resampling counts: row b says how often each of the n clusters is
     drawn in resample b (n draws with replacement). Same (n, n_bootstrap, seed), same
-    weights, so every statistic over the same instances shares its resamples."""
+    weights, so every statistic over the same clusters shares its resamples."""
     if n_bootstrap < 1:
         raise ValueError("n_bootstrap must be at least 1")
     if n < 1:
@@ -158,7 +182,7 @@ def _cached_weights(n: int, n_bootstrap: int, seed: int) -> np.ndarray:
 
 
 def release_caches() -> None:
-    """Free the cached resampling weights (each ~6 MB at 756 instances x 1000 resamples)."""
+    """Free the cached resampling weights (each ~2 MB at 252 personas x 1000 resamples)."""
     _cached_weights.cache_clear()
 
 
@@ -176,8 +200,8 @@ def _as_float(value: Any) -> float | None:
     return None if math.isnan(value) else value
 
 
-def _bootstrap_many(items: Sequence[Any], metrics: Sequence[str], n_bootstrap: int, seed: int | None,
-                    confidence: float) -> dict[str, Estimate]:
+def _bootstrap_many(items: Sequence[Any], metrics: Sequence[str], clusters: Sequence[Hashable] | None,
+                    n_bootstrap: int, seed: int | None, confidence: float) -> dict[str, Estimate]:
     """Several statistics of the same data matrix from one set of resampled sums."""
     specs = [_metric_spec(m) for m in metrics]
     n = len(items)
@@ -185,22 +209,26 @@ def _bootstrap_many(items: Sequence[Any], metrics: Sequence[str], n_bootstrap: i
         return {m: Estimate(None, None, None, 0) for m in metrics}
     data = specs[0][0](list(items))
     totals = data.sum(axis=0)
-    resampled = bootstrap_weights(n, n_bootstrap, seed) @ data
+    sums = cluster_sums(data, clusters)
+    resampled = bootstrap_weights(len(sums), n_bootstrap, seed) @ sums
     out = {}
     for metric, (_, statistic) in zip(metrics, specs):
-        low, high = _percentile_interval(statistic(resampled, n), confidence)
-        out[metric] = Estimate(_as_float(statistic(totals, n)), low, high, n)
+        low, high = _percentile_interval(statistic(resampled), confidence)
+        out[metric] = Estimate(_as_float(statistic(totals)), low, high, n)
     return out
 
 
-def bootstrap(items: Sequence[Any], metric: str = "mean", *, n_bootstrap: int = DEFAULT_N_BOOTSTRAP,
-              seed: int | None = 0, confidence: float = DEFAULT_CONFIDENCE) -> Estimate:
+def bootstrap(items: Sequence[Any], metric: str = "mean", *, clusters: Sequence[Hashable] | None = None,
+              n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int | None = 0,
+              confidence: float = DEFAULT_CONFIDENCE) -> Estimate:
     """The statistic over all items and its percentile bootstrap interval.
 
     ``metric`` is ``"mean"`` (items are numbers, e.g. judge scores) or ``"micro_f1"``,
     ``"micro_precision"``, ``"micro_recall"``, ``"macro_f1"``, ... (items are InferenceCounts).
+    ``clusters`` names each item's cluster (the report: its persona); resamples draw whole
+    clusters. None: each item is its own cluster.
     """
-    return _bootstrap_many(items, [metric], n_bootstrap, seed, confidence)[metric]
+    return _bootstrap_many(items, [metric], clusters, n_bootstrap, seed, confidence)[metric]
 
 
 def bootstrap_mean(values: Sequence[float], **kwargs) -> Estimate:
@@ -208,20 +236,22 @@ def bootstrap_mean(values: Sequence[float], **kwargs) -> Estimate:
 
 
 def bootstrap_inference(counts: Sequence[InferenceCounts], kind: str = "micro", *,
-                        n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int | None = 0,
-                        confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Estimate]:
+                        clusters: Sequence[Hashable] | None = None, n_bootstrap: int = DEFAULT_N_BOOTSTRAP,
+                        seed: int | None = 0, confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Estimate]:
     """Precision, recall and F1 (micro: pooled counts; macro: per-instance mean) with CIs.
     The three share one set of resamples."""
     metrics = [f"{kind}_{name}" for name in INFERENCE_METRICS]
-    estimates = _bootstrap_many(list(counts), metrics, n_bootstrap, seed, confidence)
+    estimates = _bootstrap_many(list(counts), metrics, clusters, n_bootstrap, seed, confidence)
     return {name: estimates[f"{kind}_{name}"] for name in INFERENCE_METRICS}
 
 
 def paired_bootstrap(a: Mapping[Hashable, Any], b: Mapping[Hashable, Any], metric: str = "mean", *,
+                     clusters: Mapping[Hashable, Hashable] | None = None,
                      n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int | None = 0,
                      confidence: float = DEFAULT_CONFIDENCE) -> PairedDifference:
     """statistic(a) - statistic(b), paired by key (instance_id): only keys in both count,
-    and each resample draws the same instances for both sides."""
+    and each resample draws the same clusters for both sides. ``clusters`` maps each key to
+    its cluster (the report: its persona); None: each key is its own cluster."""
     keys = sorted(set(a) & set(b), key=str)
     n = len(keys)
     if n == 0:
@@ -229,11 +259,13 @@ def paired_bootstrap(a: Mapping[Hashable, Any], b: Mapping[Hashable, Any], metri
     to_matrix, statistic = _metric_spec(metric)
     data_a = to_matrix([a[k] for k in keys])
     data_b = to_matrix([b[k] for k in keys])
-    value_a = _as_float(statistic(data_a.sum(axis=0), n))
-    value_b = _as_float(statistic(data_b.sum(axis=0), n))
+    value_a = _as_float(statistic(data_a.sum(axis=0)))
+    value_b = _as_float(statistic(data_b.sum(axis=0)))
     difference = None if value_a is None or value_b is None else value_a - value_b
-    weights = bootstrap_weights(n, n_bootstrap, seed)
-    diffs = statistic(weights @ data_a, n) - statistic(weights @ data_b, n)
+    labels = None if clusters is None else [clusters[k] for k in keys]
+    sums_a, sums_b = cluster_sums(data_a, labels), cluster_sums(data_b, labels)
+    weights = bootstrap_weights(len(sums_a), n_bootstrap, seed)
+    diffs = statistic(weights @ sums_a) - statistic(weights @ sums_b)
     low, high = _percentile_interval(diffs, confidence)
     finite = diffs[np.isfinite(diffs)]
     p_value = None

@@ -201,7 +201,8 @@ def differences_section(an: Analysis) -> str:
                     task, fmt)
     parts = ["## Paired differences", "",
              f"A − B on the instances both have (paired by instance_id), with a paired bootstrap "
-             f"95% CI ({an.n_bootstrap} resamples, seed {an.seed}) and a two-sided bootstrap p-value. "
+             f"95% CI clustered by persona (each resample draws personas, the same for A and B; "
+             f"{an.n_bootstrap} resamples, seed {an.seed}) and a two-sided bootstrap p-value. "
              f"Inference uses scorer `{inf_scorer}`, generation `{gen_scorer}` unless named.", ""]
     if rows:
         parts.append(md_table(["A", "B", "Metric", "n paired", "A", "B", "A − B [95% CI]", "p"], rows))

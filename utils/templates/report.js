@@ -645,7 +645,7 @@
           el("div", { class: "table-wrap" }, el("table", { class: "grid cmp-paired", id: "cmp-paired" },
             el("tr", null, ["Paired difference", "A", "B", "A − B [95% CI]", "p", "n paired"].map((t) => el("th", null, t))),
             statLine("f1", "F1 (micro)"), statLine("j", "judge score"))),
-          el("p", { class: "muted" }, "The numbers of the summary's paired-differences table: A − B on the instances both have, paired bootstrap 95% interval. Click a point or a row to open the instance side by side.")),
+          el("p", { class: "muted" }, "The numbers of the summary's paired-differences table: A − B on the instances both have, paired bootstrap 95% interval clustered by persona (each resample draws personas, with all their instances). Click a point or a row to open the instance side by side.")),
         el("div", { class: "cmp-plot" }, scatter(shown, A, B))),
       el("div", { class: "table-wrap" }, el("table", { class: "grid", id: "compare-table" },
         el("thead", null, el("tr", null, th("id", "Instance"), th("type", "Type"), th("fa", "F1 A", "num"), th("fb", "F1 B", "num"), th("df", "ΔF1", "num"),

@@ -90,7 +90,9 @@ def test_csv_partial_run_numbers_by_hand(built):
     assert (r["generation_evaluated"], r["generation_failed"], r["generation_missing"]) == ("8", "1", "0")
     assert num(r["score"]) == pytest.approx(6.0)
     assert num(r["f1_low"]) < num(r["f1"]) < num(r["f1_high"])
-    assert num(r["score_low"]) < 6.0 < num(r["score_high"])
+    # Every persona's judge scores average 6 (p1: 6, 2, 10; p2: 8, 4, 6; p3: 5, 7), so resampling
+    # personas, as the intervals do, cannot move the mean; resampling instances would.
+    assert num(r["score_low"]) == num(r["score_high"]) == 6.0
     # Published numbers next to ours, as fractions like ours.
     assert (r["paper_table_inference"], num(r["paper_f1"])) == ("Table 1", pytest.approx(0.43))
     assert (r["paper_table_generation"], num(r["paper_score"])) == ("Table 3", pytest.approx(6.46))

@@ -72,11 +72,12 @@ def test_compare_view_shows_the_summary_numbers_and_opens_instances(sample, brow
     browser.wait_for("!!document.querySelector('#compare-table tbody tr')")
     shown = browser.evaluate("[...document.querySelector('#cmp-paired tr[data-metric=f1]').cells].map(td => td.innerText)")
     assert shown[1:6] == [f1_row[4], f1_row[5], f1_row[6], f1_row[7], f1_row[3]]
-    # ... and they are statistics.py's paired bootstrap of the per-instance files.
+    # ... and they are statistics.py's paired bootstrap of the per-instance files, resampling personas.
     runs = {r.model: r for r in load_runs(sample["results"])}
     for task, metric, key, fmt in (("inference", "micro_f1", "f1", fmt_pct), ("generation", "mean", "j", fmt_score)):
         a, b = (outcome(runs[m], "evaluator", task).values for m in ("model-a", "model-b"))
-        d = S.paired_bootstrap(a, b, metric, n_bootstrap=50, seed=0)
+        personas = {i: runs["model-a"].instances[i]["persona_id"] for i in a}
+        d = S.paired_bootstrap(a, b, metric, clusters=personas, n_bootstrap=50, seed=0)
         cells = browser.evaluate(f"[...document.querySelector('#cmp-paired tr[data-metric={key}]').cells].map(td => td.innerText)")
         assert cells[1:6] == [fmt(d.value_a), fmt(d.value_b), fmt_ci(S.Estimate(d.difference, d.low, d.high, d.n), fmt),
                               fmt_p(d.p_value, 50), str(d.n)]
