@@ -116,7 +116,7 @@ def evaluation_requests(release: Path, work: Path) -> dict:
 
 def parser_results(release: Path) -> dict:
     """The release's parsers, run inside its checkout, on every documented answer."""
-    from tests.utils.benchmark.test_release_parsing import CASES
+    from tests.evaluation.test_release_parsing import CASES
 
     cases = [(step, answer, False) for step, answer, *_ in CASES]
     with FakeLLMServer() as server:

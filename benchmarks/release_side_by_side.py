@@ -111,7 +111,7 @@ def check_parsers(release_root: Path, env: dict) -> tuple[int, int, list[str]]:
     on every documented case of tests/evaluation/test_release_parsing.py."""
     sys.path.insert(0, str(ROOT))
     from cupid.evaluation import release
-    from tests.utils.benchmark.test_release_parsing import CASES
+    from tests.evaluation.test_release_parsing import CASES
 
     cases = [(step, answer, False) for step, answer, *_ in CASES]
     done = subprocess.run([sys.executable, "-c", RELEASE_PARSERS], cwd=release_root, env=env,
