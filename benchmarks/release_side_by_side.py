@@ -151,7 +151,7 @@ def run_release(release_root: Path, server: FakeLLMServer, data: Path, work: Pat
     The server lists the two OpenAI models only: the release sends a listed name through
     OpenAI's client, the PrefMatcher's too."""
     server.models = [EVALUATED, EVALUATOR]
-    cmd = [sys.executable, "-m", "cupid.evaluation.run", "--results_dir", str(work / f"r-release-{use_matcher}"),
+    cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(work / f"r-release-{use_matcher}"),
            "--model", EVALUATED, "--evaluator", EVALUATOR, "--data_dir", str(data),
            "--task", "both", "--log_file", str(work / f"release-{use_matcher}.log")]
     return run(cmd + (["--use_matcher"] if use_matcher else []), release_root,
