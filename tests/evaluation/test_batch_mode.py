@@ -401,3 +401,35 @@ def test_cli_batch_run_counts_what_it_did(env, data_file, tmp_path, capsys):
     assert f"warning: {results / MODEL / 'batches.json'}: expected an object" in captured.err
     this = json.loads((results / MODEL / "results.json").read_text())["this_invocation"]
     assert (this["found_done"], this["ran"]) == (2, 0) and this["batch"]["items_submitted"] == 0
+
+
+def test_a_failed_step_is_asked_again_by_the_rerun_counted_as_run_and_batched(env, data_file, tmp_path):
+    """A step that failed (its answers stayed unusable) is not taken as done on resume: the
+    rerun asks it again, counts its instance as ran (not found done), and with --batch sends
+    it through the batch API, at the batch price, not online."""
+    responder = env.responder
+
+    def broken_judge(req):
+        user = req["messages"][-1]["content"] if "messages" in req else ""
+        if "### AI Assistant's Response" in user and "Hollis" in user:
+            return "I would rather not score this."
+        return responder(req)
+
+    env.responder = broken_judge
+    assert run_module.main(cli(data_file, tmp_path / "res")) == 1
+    run_dir = tmp_path / "res" / MODEL
+    first = json.loads((run_dir / "results.json").read_text())
+    assert first["counts"]["failed"] == 1 and list(first["counts"]["failures_by_step"]) == ["judge"]
+
+    env.responder = responder
+    before = len(env.requests)
+    assert run_module.main(cli(data_file, tmp_path / "res", "--batch")) == 0
+    results = json.loads((run_dir / "results.json").read_text())
+    assert_expected(results)
+    this = results["this_invocation"]
+    assert (this["found_done"], this["ran"], this["ran_failed"]) == (1, 1, 0)
+    rerun = env.requests[before:]
+    assert rerun and all(r["path"] == "batch" for r in rerun)  # nothing asked online
+    judged = [r for r in rerun if "### AI Assistant's Response" in r["messages"][-1]["content"]]
+    assert len(judged) == 1 and "Hollis" in judged[0]["messages"][-1]["content"]
+    assert results["usage"]["this_invocation"]["evaluator"]["batch_calls"] == 1
