@@ -634,6 +634,7 @@ class FakeLLMServer:
         self.batches: dict[str, dict] = {}
         self.together_files: set[str] = set()
         self.batch_items = 0
+        self.batch_order_seed = 0  # seeds the order batch results come back in
         self.batch_endings: list[str] = []  # "expired"/"cancelled"/"failed": the next batches end so
         # What GET /v1/models lists (vLLM's check() asks for it): nothing, as a proxy that
         # lists no models, until a test names them (serve_as_vllm does).
