@@ -142,10 +142,21 @@ class AnthropicModel(HostedModel):
     legacy_api_version = "2023-06-01"
 
     bare_names = "claude-*"
+    families = (("extended thinking", f"thinking_budget >= {MIN_THINKING_BUDGET}, 0 off "
+                                      f"(claude-3-7-sonnet: {thinking_budget}, the paper's)"),
+                ("adaptive thinking", "none: thinks on its own, takes no temperature"),
+                ("no thinking", "none"))
 
     @classmethod
     def name_guess(cls, name: str) -> int:
         return 2 if name.lower().startswith("claude-") else 0
+
+    @classmethod
+    def family_of(cls, name: str) -> str:
+        lowered = name.lower()
+        if ADAPTIVE_ONLY.search(lowered):
+            return "adaptive thinking"
+        return "extended thinking" if THINKING_MODELS.search(lowered) else "no thinking"
 
     def takes_thinking(self) -> bool:
         """Manual extended thinking (a budget) is accepted."""

@@ -157,6 +157,10 @@ THINKING_BUDGETS: tuple[tuple[str, tuple[int, int, bool]], ...] = (
     # gemini-3.5-flash-lite) and the server judges the range.
     (r"gemini-([3-9]|\d\d)", (1, 1_000_000, False)),
 )
+# The families of THINKING_BUDGETS' rows, by name, with their thinking when no budget is set
+# (``--list-models``; THINKS_ONLY_WITH_A_BUDGET below).
+FAMILY_NAMES = (("2.5 Pro", "dynamic"), ("2.5 Flash-Lite", "off"), ("2.5 Flash", "dynamic"),
+                ("3 and later", "dynamic"))
 # Google's refusal of a prompt longer than the context: 400 INVALID_ARGUMENT "The input token
 # count (1200293) exceeds the maximum number of tokens allowed (1048576)." (as reported in
 # github.com/google-gemini/gemini-cli/issues/6678; the window of every Gemini 2.5 model,
@@ -190,10 +194,25 @@ class GoogleModel(Model):
     base_url_env = "GOOGLE_GEMINI_BASE_URL"
 
     bare_names = "gemini-*"
+    provider_label = "Google's Gemini models"
+    families = (*((family, "thinking_budget "
+                   + (f"{low}..{high}" if high < 1_000_000 else "> 0 (the server judges)")
+                   + (", 0 off" if can_turn_off else "") + f", -1 dynamic (default: {default})")
+                  for (family, default), (_, (low, high, can_turn_off))
+                  in zip(FAMILY_NAMES, THINKING_BUDGETS)),
+                ("no thinking", "none (1.x, 2.0)"))
 
     @classmethod
     def name_guess(cls, name: str) -> int:
         return 2 if name.lower().startswith("gemini-") else 0
+
+    @classmethod
+    def family_of(cls, name: str) -> str:
+        lowered = name.lower()
+        if NO_THINKING.match(lowered):
+            return "no thinking"
+        return next((family for (family, _), (pattern, _) in zip(FAMILY_NAMES, THINKING_BUDGETS)
+                     if re.match(pattern, lowered)), "")
 
     def __init__(self, name: str | None = None, *, api_key: str | None = None,
                  project: str | None = None, location: str | None = None,

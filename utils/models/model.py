@@ -193,6 +193,14 @@ class Model:
 
     # How the bare names ``name_guess`` claims look, for messages ("claude-*").
     bare_names: ClassVar[str] = ""
+    # The model families this provider's rules know, each with the reasoning option it takes
+    # (registry.py ``model_listing``); ``family_of`` names a model's.
+    families: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    @classmethod
+    def family_of(cls, name: str) -> str:
+        """The family of ``families`` whose rules ``name`` follows, or ""."""
+        return ""
 
     @classmethod
     def name_guess(cls, name: str) -> int:

@@ -152,6 +152,16 @@ REASONING_TOKENS_AT_EFFORT = {"none": 0, "minimal": 150, "low": 600, "medium": 1
                               "high": 4000, "xhigh": 8000, "max": 16000}
 
 
+FAMILIES = (O_SERIES, O1_EARLY, GPT5, GPT5_PRO, GPT5_1, GPT5_2, GPT5_CHAT, GPT4)
+
+
+def reasoning_option(family: OpenAIFamily) -> str:
+    """What a family takes for reasoning, in a line (``--list-models``)."""
+    if family.efforts:
+        return f"reasoning_effort {'/'.join(family.efforts)} (default {family.default_effort})"
+    return "reasons; no option" if family.default_effort else "none"
+
+
 def openai_family(name: str) -> OpenAIFamily:
     lowered = name.lower().split("/")[-1]
     if re.match(r"o1-(mini|preview)", lowered):
@@ -192,10 +202,15 @@ class OpenAIModel(OpenAICompatibleModel):
     reasoning_options = ("reasoning_effort",)
 
     bare_names = "gpt-*/o1*/o3*/o4*"
+    families = tuple((family.name, reasoning_option(family)) for family in FAMILIES)
 
     @classmethod
     def name_guess(cls, name: str) -> int:
         return 2 if name.lower().startswith(("gpt-", "o1", "o3", "o4", "chatgpt-")) else 0
+
+    @classmethod
+    def family_of(cls, name: str) -> str:
+        return openai_family(name).name
 
     def __init__(self, name: str | None = None, *, system_role: str = "system",
                  max_tokens_field: str = "max_tokens", **params: Any) -> None:

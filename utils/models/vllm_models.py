@@ -61,6 +61,7 @@ class VLLMModel(OpenAICompatibleModel):
     """
 
     provider = "vllm"
+    provider_label = "a model on an OpenAI-compatible server (vLLM, llama.cpp's, a proxy)"
     supports_json_schema = True
     url_env = "CUPID_LOCAL_SERVER_URL"
     key_env = "CUPID_LOCAL_SERVER_API_KEY"
