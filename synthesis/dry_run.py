@@ -7,7 +7,8 @@ sent. The later stages (context factors, sessions, checklists, dialogues) depend
 answers: their requests are rendered by their own code too, with stand-ins of those answers
 of the lengths in ``ASSUMPTIONS`` (the real artifact when an earlier run left one in the
 output directory, which is read, never written; a stage whose artifact exists costs nothing).
-Tokens: utils/forecast.py.
+Tokens, and the reasoning tokens each role's model spends (the mean per call an earlier run's
+summary.json recorded, else the model family's figure): utils/forecast.py.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from cupid.synthesis.settings import SettingsError, SynthesisConfig, stage_model
 from cupid.synthesis.taxonomy import load_occupations, load_taxonomy
 from cupid.evaluation.steps import decompose
 from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
-                           print_forecast, render, summary)
+                                  print_forecast, recorded_reasoning, render, role_forecast, summary)
 from cupid.utils.io import read_json
 from cupid.utils.models.errors import ModelError
 
@@ -73,7 +74,8 @@ def forecast(cfg: SynthesisConfig) -> dict[str, RoleForecast]:
     models = stage_models(cfg, cache=None)
     render_only = {role: RenderOnly(model) for role, model in models.items()}
     # --batch sends the synthesizer's calls only; the simulators and the decomposer answer online.
-    roles = {role: RoleForecast(role, model.name, role == "synthesizer" and batchable(model))
+    recorded = recorded_reasoning(cfg.output_dir)
+    roles = {role: role_forecast(role, model, role == "synthesizer" and batchable(model), recorded)
              for role, model in models.items()}
     out = OutputDir(cfg.output_dir)
     taxonomy = load_taxonomy()

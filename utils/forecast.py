@@ -6,14 +6,22 @@ place of the role's model, which builds the request through ``Model.generate`` (
 name, temperature, max_tokens and the user's overrides) and stops at the point where a
 request would be sent. So a forecast follows every change of a prompt or of how a step fills
 it. Tokens are counted from the request's text with ``utils.models.tokens.estimate_tokens``.
+
+Reasoning (thinking) tokens are billed as output: each call of a role adds what its model
+is expected to spend (``Model.forecast_reasoning_tokens``, from the effort or budget the
+request sets, per family in each provider's file), or, when an earlier run in the output
+directory recorded some for that model, the mean per call it recorded
+(``recorded_reasoning``). They count in the output tokens and the cost, and are shown apart.
 """
 from __future__ import annotations
 
 import json
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from cupid.utils.io import read_json
 from cupid.utils.models.model import Model
 from cupid.utils.models.request import Request
 from cupid.utils.models.tokens import CHARS_PER_TOKEN, estimate_tokens
@@ -78,27 +86,39 @@ class RoleForecast:
     batchable: bool = True  # whether --batch sends this role's calls through a batch API
     calls: int = 0
     input_tokens: int = 0
-    output_tokens: int = 0
-    by_step: dict = field(default_factory=dict)  # step -> [calls, input, output]
+    output_tokens: int = 0     # the answers and the reasoning: what is billed as output
+    reasoning_tokens: int = 0  # the part of output_tokens spent reasoning
+    by_step: dict = field(default_factory=dict)  # step -> [calls, input, output, reasoning]
+    # (tokens one call of a request spends reasoning, why): ``role_forecast`` sets it.
+    reasoning: Callable[[Request], tuple[int, str]] | None = field(default=None, repr=False)
+    reasoning_basis: str = ""
 
-    def add(self, step: str, input_tokens: int, output_tokens: int, calls: int = 1) -> None:
+    def add(self, step: str, input_tokens: int, output_tokens: int, calls: int = 1,
+            reasoning_tokens: int = 0) -> None:
         self.calls += calls
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
-        entry = self.by_step.setdefault(step, [0, 0, 0])
-        entry[0] += calls
-        entry[1] += input_tokens
-        entry[2] += output_tokens
+        self.reasoning_tokens += reasoning_tokens
+        entry = self.by_step.setdefault(step, [0, 0, 0, 0])
+        for i, n in enumerate((calls, input_tokens, output_tokens, reasoning_tokens)):
+            entry[i] += n
 
     def add_request(self, step: str, request: Request, output_tokens: int) -> None:
-        """One call of ``request``; its answer is capped at the request's max_tokens."""
+        """One call of ``request``; its answer is capped at the request's max_tokens, and the
+        reasoning the role's model spends on it is added to the output."""
         if request.max_tokens:
             output_tokens = min(output_tokens, int(request.max_tokens))
-        self.add(step, request_tokens(request), output_tokens)
+        reasoning = 0
+        if self.reasoning is not None:
+            reasoning, basis = self.reasoning(request)
+            self.reasoning_basis = self.reasoning_basis or basis
+        self.add(step, request_tokens(request), output_tokens + reasoning,
+                 reasoning_tokens=reasoning)
 
     def merge(self, other: "RoleForecast") -> None:
-        for step, (calls, tin, tout) in other.by_step.items():
-            self.add(step, tin, tout, calls)
+        for step, (calls, tin, tout, reasoning) in other.by_step.items():
+            self.add(step, tin, tout, calls, reasoning)
+        self.reasoning_basis = self.reasoning_basis or other.reasoning_basis
 
     def cost(self, batch: bool) -> float | None:
         """USD online, or with --batch (a role that --batch leaves online pays the online price)."""
@@ -110,6 +130,65 @@ class RoleForecast:
 def batchable(model: Model) -> bool:
     """Whether --batch can send the model's calls through its provider's batch API."""
     return model.batch_adapter() is not None
+
+
+def role_forecast(role: str, model: Model, batch: bool | None = None,
+                  recorded: dict[str, float] | None = None) -> RoleForecast:
+    """A role's forecast whose calls reason as ``model``'s do: the mean per call an earlier
+    run recorded for it (``recorded``, from ``recorded_reasoning``), else the model's own
+    figure for each request (``Model.forecast_reasoning_tokens``). ``batch``: whether --batch
+    sends the role's calls through a batch API (default: whether the model has one)."""
+    forecast = RoleForecast(role, model.name, batchable(model) if batch is None else batch)
+    mean = (recorded or {}).get(model.name)
+    if mean is not None:
+        basis = f"{mean:,.0f} tokens a call, the mean the earlier run in the output directory recorded"
+        forecast.reasoning = lambda request: (round(mean), basis)
+    else:
+        forecast.reasoning = lambda request: (model.forecast_reasoning_tokens(request),
+                                              model.reasoning_forecast_basis(request))
+    return forecast
+
+
+def recorded_reasoning(directory: str | Path) -> dict[str, float]:
+    """{model name: reasoning tokens per call} as an earlier run in ``directory`` recorded
+    them: from the evaluation's instance files (each step's ``usage.reasoning_tokens`` over
+    its ``attempts``), else from the usage per role of results.json (``this_invocation``) or
+    of synthesis's summary.json (``reasoning_tokens`` over ``calls``). Only models that
+    recorded some: a provider that does not report reasoning apart from the output
+    (Anthropic) records 0, which says nothing. Unreadable files are passed over."""
+    directory = Path(directory)
+    from_steps: dict[str, list[int]] = {}
+    from_usage: dict[str, list[int]] = {}
+    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            record = read_json(path)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict):
+            continue
+        if path.name in ("results.json", "summary.json"):
+            usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+            usage = usage.get("this_invocation", usage)
+            for entry in usage.values() if isinstance(usage, dict) else ():
+                if isinstance(entry, dict):
+                    _tally(from_usage, entry.get("model"), entry.get("reasoning_tokens"), entry.get("calls"))
+            continue
+        steps = list((record.get("steps") or {}).values())
+        for evaluation in (record.get("evaluations") or {}).values():
+            steps += list((evaluation.get("steps") or {}).values())
+        for step in steps:
+            if isinstance(step, dict) and isinstance(step.get("usage"), dict):
+                _tally(from_steps, step.get("model"), step["usage"].get("reasoning_tokens"),
+                       step.get("attempts") or 1)
+    merged = {**from_usage, **from_steps}
+    return {name: tokens / calls for name, (tokens, calls) in merged.items() if tokens > 0 and calls > 0}
+
+
+def _tally(totals: dict[str, list[int]], model, tokens, calls) -> None:
+    if isinstance(model, str) and isinstance(calls, int) and calls > 0:
+        entry = totals.setdefault(model, [0, 0])
+        entry[0] += tokens if isinstance(tokens, int) else 0
+        entry[1] += calls
 
 
 def parse_limits(specs: Iterable[str]) -> dict:
@@ -147,11 +226,12 @@ def summary(roles: list[RoleForecast], limits: dict) -> dict:
         out_roles[forecast.role] = {
             "model": forecast.model, "calls": forecast.calls,
             "input_tokens": forecast.input_tokens, "output_tokens": forecast.output_tokens,
+            "reasoning_tokens": forecast.reasoning_tokens, "reasoning_basis": forecast.reasoning_basis,
             "cost_usd": forecast.cost(False), "batch_cost_usd": forecast.cost(True),
             "priced": forecast.cost(False) is not None, "batchable": forecast.batchable,
             "time_s": seconds,
-            "by_step": {step: {"calls": c, "input_tokens": i, "output_tokens": o}
-                        for step, (c, i, o) in forecast.by_step.items()},
+            "by_step": {step: {"calls": c, "input_tokens": i, "output_tokens": o, "reasoning_tokens": r}
+                        for step, (c, i, o, r) in forecast.by_step.items()},
         }
     values = list(out_roles.values())
     # Roles of one model share its limits; different models run side by side, so the
@@ -165,6 +245,7 @@ def summary(roles: list[RoleForecast], limits: dict) -> dict:
     total = {"calls": sum(v["calls"] for v in values),
              "input_tokens": sum(v["input_tokens"] for v in values),
              "output_tokens": sum(v["output_tokens"] for v in values),
+             "reasoning_tokens": sum(v["reasoning_tokens"] for v in values),
              "cost_usd": _sum_costs([v["cost_usd"] for v in values]),
              "batch_cost_usd": _sum_costs([v["batch_cost_usd"] for v in values]),
              "time_s": None if not values or any(t is None for t in times) else max(times)}
@@ -190,15 +271,16 @@ def print_forecast(result: dict, header: list[str], rendered: str, assumptions: 
     out = sys.stdout if out is None else out
     for line in header:
         print(line, file=out)
-    rows = [("role", "model", "calls", "input tok", "output tok", "cost online", "cost --batch",
-             "time at limits")]
+    rows = [("role", "model", "calls", "input tok", "output tok", "reasoning", "cost online",
+             "cost --batch", "time at limits")]
     for role, v in result["roles"].items():
         rows.append((role, v["model"], f"{v['calls']:,}", f"{v['input_tokens']:,}",
-                     f"{v['output_tokens']:,}", _money(v["cost_usd"]), _money(v["batch_cost_usd"]),
-                     _duration(v["time_s"])))
+                     f"{v['output_tokens']:,}", f"{v['reasoning_tokens']:,}", _money(v["cost_usd"]),
+                     _money(v["batch_cost_usd"]), _duration(v["time_s"])))
     t = result["total"]
     rows.append(("total", "", f"{t['calls']:,}", f"{t['input_tokens']:,}", f"{t['output_tokens']:,}",
-                 _money(t["cost_usd"]), _money(t["batch_cost_usd"]), _duration(t["time_s"])))
+                 f"{t['reasoning_tokens']:,}", _money(t["cost_usd"]), _money(t["batch_cost_usd"]),
+                 _duration(t["time_s"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))),
@@ -207,6 +289,14 @@ def print_forecast(result: dict, header: list[str], rendered: str, assumptions: 
     if unpriced:
         print(f"unpriced: {', '.join(unpriced)}: no price in its provider's dated table (CATALOG in utils/models/; a self-hosted "
               f"model costs its hardware); the total cost is then unknown", file=out)
+    reasoning: dict[tuple[str, str], list[str]] = {}  # (model, basis) -> its roles
+    for role, v in result["roles"].items():
+        if v["reasoning_tokens"]:
+            reasoning.setdefault((v["model"], v["reasoning_basis"]), []).append(role)
+    if reasoning:
+        print("reasoning: the tokens a model thinks before it answers, billed as output and counted "
+              "in output tok; " + "; ".join(f"{', '.join(roles)} ({model}): {basis}"
+                                            for (model, basis), roles in reasoning.items()), file=out)
     if any(v["time_s"] is None for v in result["roles"].values()):
         print("time: unknown without --rate_limit [MODEL=]tpm=N,rpm=N (a run learns the provider's "
               "limits from its response headers, which a dry run does not ask for)", file=out)

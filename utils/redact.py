@@ -2,9 +2,13 @@
 placeholder in errors, raw answers and log lines before they are stored or printed.
 
 Known keys are the values of environment variables named ``*_API_KEY``, ``*_TOKEN`` or
-``*_SECRET`` (read at each call, so a key exported after import counts) and any key a model
-was given in code (``register_secret``). A server that echoes the key in a 401 message, or
-a model that repeats it, then leaves ``[redacted]`` instead.
+``*_SECRET`` and the passwords of URLs in any environment variable (read at each call, so a
+key exported after import counts), and any key or password a model was given in code
+(``register_secret``). A server that echoes the key in a 401 message, or a model that
+repeats it, then leaves ``[redacted]`` instead.
+
+A URL's password is masked wherever a URL is written (``http://user:***@host/v1``), however
+short it is: ``mask_url_passwords``, part of ``redact``.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import os
 import re
 import threading
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 PLACEHOLDER = "[redacted]"
 _SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
@@ -27,15 +32,43 @@ _pattern_cache: tuple[tuple[str, ...], re.Pattern | None] = ((), None)
 
 def register_secret(value: str | None) -> None:
     """Redact ``value`` from now on (a key passed to a model in code, not via the env)."""
-    if value and len(value) >= _MIN_LENGTH and value not in _NOT_SECRETS:
+    if _is_secret(value):
         with _lock:
             _registered.add(value)
 
 
+# The user and password of a URL (``scheme://user:password@host``): the password runs to the
+# netloc's last "@" (an unencoded "@" in it is read as urllib reads it).
+_URL_PASSWORD = re.compile(r"(?<=://)([^\s/:@]*):[^\s/]*@")
+
+
+def mask_url_passwords(text: str) -> str:
+    """``text`` with the password of every URL in it replaced: ``http://user:***@host``."""
+    return _URL_PASSWORD.sub(r"\1:***@", text) if "@" in text else text
+
+
+def url_password(url: str) -> str | None:
+    """The password of ``url`` as sent (percent-decoded), or None."""
+    try:
+        password = urlsplit(url.strip()).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
+
+
+def _is_secret(value: str | None) -> bool:
+    return bool(value) and len(value) >= _MIN_LENGTH and value not in _NOT_SECRETS
+
+
 def known_secrets() -> tuple[str, ...]:
     values = {v for k, v in os.environ.items()
-              if k.upper().endswith(_SECRET_SUFFIXES) and v and len(v) >= _MIN_LENGTH
-              and v not in _NOT_SECRETS}
+              if k.upper().endswith(_SECRET_SUFFIXES) and _is_secret(v)}
+    for value in os.environ.values():
+        if "://" in value and "@" in value:
+            for url in value.split(","):  # a server farm: URL1,URL2
+                password = url_password(url)
+                if _is_secret(password):
+                    values |= {password, urlsplit(url.strip()).password}
     with _lock:
         values |= _registered
     # Longest first, so a key that contains another is replaced whole.
@@ -55,15 +88,13 @@ def _pattern() -> re.Pattern | None:
 def redact(value: Any) -> Any:
     """``value`` with every known key replaced; strings, lists, tuples and dicts (values)
     are walked, anything else is returned as it is."""
-    pattern = _pattern()
-    if pattern is None:
-        return value
-    return _walk(value, pattern)
+    return _walk(value, _pattern())
 
 
-def _walk(value: Any, pattern: re.Pattern) -> Any:
+def _walk(value: Any, pattern: re.Pattern | None) -> Any:
     if isinstance(value, str):
-        return pattern.sub(PLACEHOLDER, value)
+        value = mask_url_passwords(value)
+        return pattern.sub(PLACEHOLDER, value) if pattern is not None else value
     if isinstance(value, list):
         return [_walk(v, pattern) for v in value]
     if isinstance(value, tuple):

@@ -19,6 +19,7 @@ from cupid_responder import CupidResponder, make_row
 from cupid.evaluation import run as run_module
 from fake_llm_server import FakeLLMServer, FakeResponse
 from repo_paths import ROOT
+from stop_signal_dispositions import default_dispositions
 
 STEPS = ("infer", "decompose", "match_precision", "match_recall", "generate", "judge")
 
@@ -170,7 +171,9 @@ def test_sigint_stops_a_run_whose_requests_hang(tmp_path, data_file, plans, seco
         return FakeResponse(hang=True)
 
     with FakeLLMServer(responder=hang) as server:
-        proc = spawn(cli(server, data_file, tmp_path / "res", "--timeout", "300"))
+        # SIGINT at its default, as a shell's background job would not have it.
+        proc = spawn(cli(server, data_file, tmp_path / "res", "--timeout", "300"),
+                     preexec_fn=default_dispositions)
         deadline = time.time() + 30
         while len(server.requests) < 2 and time.time() < deadline:
             time.sleep(0.05)

@@ -23,6 +23,13 @@ refused in the batch with the same error body, as each API writes an errored ite
 result whose ``error`` is that body; Gemini the item's ``error`` with the status and message.
 Refused items are in ``FakeLLMServer.refused`` as online ones are; an error the responder
 answers with a JSON ``raw_body`` is written with that body the same way.
+Results come back in a shuffled order (seeded by ``FakeLLMServer.batch_order_seed`` and the
+batch's custom ids, never the submission order when there are two or more): OpenAI's batch guide
+and Together's say "the output line order may not match the input line order", Anthropic's
+results endpoint "Results are not guaranteed to be in the same order as requests"
+(https://docs.anthropic.com/en/api/retrieving-message-batch-results). Google documents its
+inlined responses "in the same order as the input requests", but they have been seen out of
+order (github.com/googleapis/python-genai/issues/1909); the adapter keys them by metadata.
 ``FakeLLMServer.batches`` maps batch id -> {"api", "custom_ids", ...};
 ``batch_items`` counts every item ever submitted (a resumed run must not add to it).
 
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 import email.parser
 import json
+import random
 import time
 import uuid
 from typing import Any
@@ -260,6 +268,7 @@ def _maybe_finish(owner: Any, batch_id: str) -> None:
                 "model": model, "content": [{"type": "text", "text": response.text}],
                 "stop_reason": "end_turn", "stop_sequence": None,
                 "usage": {"input_tokens": prompt, "output_tokens": completion}}}})
+    results, errors = provider_order(owner, batch, results), provider_order(owner, batch, errors)
     with owner._lock:
         batch["results"] = results
         batch["errors"] = errors
@@ -272,6 +281,16 @@ def _maybe_finish(owner: Any, batch_id: str) -> None:
                 owner.files[err_id] = "\n".join(json.dumps(r) for r in errors).encode()
                 batch["error_file_id"] = err_id
         batch["status"] = "ended"
+
+
+def provider_order(owner: Any, batch: dict, results: list) -> list:
+    """``results`` in the order a provider that promises none might write them: shuffled
+    (seeded), and never in submission order when there are two or more."""
+    shuffled = list(results)
+    random.Random(f"{owner.batch_order_seed}:{batch['custom_ids']}").shuffle(shuffled)
+    if len(shuffled) > 1 and shuffled == results:
+        shuffled = shuffled[1:] + shuffled[:1]
+    return shuffled
 
 
 def _json_or_none(raw: bytes | None) -> Any:
@@ -300,6 +319,7 @@ def _end_unanswered(owner: Any, batch: dict, ending: str) -> None:
                    "error": {"code": f"batch_{ending}",
                              "message": f"This request could not be executed before the batch {ending}."}}
                   for item in batch["items"]]
+    results, errors = provider_order(owner, batch, results), provider_order(owner, batch, errors)
     with owner._lock:
         batch["results"], batch["errors"], batch["ending"] = results, errors, ending
         if errors:

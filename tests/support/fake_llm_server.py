@@ -38,6 +38,11 @@ API (kept stable: the evaluation and synthesis tests script their answers throug
     (sleeps past any client timeout, at most ``HANG_SECONDS``, and stops early when the
     server stops).
 
+``basic_auth = (user, password)``
+    Play a proxy that asks for HTTP basic auth (nginx's ``auth_basic``): every request
+    without ``Authorization: Basic base64(user:password)`` is answered 401 with
+    ``WWW-Authenticate`` (``unauthorized`` counts them).
+
 ``serve_as_vllm(max_model_len: dict[str, int])``
     Validate as vLLM does (see above). Its token count is the fake tokenizer's (words), so
     a test can put a request just over or under a length (``tokenize_calls`` counts the
@@ -102,6 +107,7 @@ can therefore check the accounting exactly (``FakeLLMServer.count_tokens``).
 """
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
@@ -346,8 +352,26 @@ class _Handler(BaseHTTPRequestHandler):
         return  # keep test output clean
 
     # -- routing ----------------------------------------------------------------------------
+    def _refused_credentials(self) -> bool:
+        """Answer 401 as a proxy that asks for HTTP basic auth does (nginx's auth_basic), for
+        a request without ``basic_auth``'s user and password."""
+        owner = self.server.owner
+        if owner.basic_auth is None:
+            return False
+        expected = base64.b64encode(":".join(owner.basic_auth).encode("utf-8")).decode("ascii")
+        if self.headers.get("Authorization") == f"Basic {expected}":
+            return False
+        with owner._lock:
+            owner.unauthorized += 1
+        self.close_connection = True
+        self._send_bytes(401, b"<html><head><title>401 Authorization Required</title></head></html>",
+                         "text/html", {"WWW-Authenticate": 'Basic realm="fake"', "Connection": "close"})
+        return True
+
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         path = self.path.split("?", 1)[0].rstrip("/")
+        if self._refused_credentials():
+            return
         if fake_batch_api.route(self, "GET", path, b""):
             return
         if path in ("/v1/models", "/models", "/v1beta/models"):
@@ -377,6 +401,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         path = self.path.split("?", 1)[0].rstrip("/")
+        if self._refused_credentials():
+            return
         if not fake_batch_api.route(self, "PUT", path, raw):
             self._send_json(404, {"error": {"message": f"no route PUT {path}", "type": "not_found"}})
 
@@ -384,6 +410,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         path = self.path.split("?", 1)[0].rstrip("/")
+        if self._refused_credentials():
+            return
         if fake_batch_api.route(self, "POST", path, raw):
             return
         model_in_path = None
@@ -634,6 +662,7 @@ class FakeLLMServer:
         self.batches: dict[str, dict] = {}
         self.together_files: set[str] = set()
         self.batch_items = 0
+        self.batch_order_seed = 0  # seeds the order batch results come back in
         self.batch_endings: list[str] = []  # "expired"/"cancelled"/"failed": the next batches end so
         # What GET /v1/models lists (vLLM's check() asks for it): nothing, as a proxy that
         # lists no models, until a test names them (serve_as_vllm does).
@@ -642,6 +671,8 @@ class FakeLLMServer:
         self.tokenize_calls = 0
         self.tokenize_route = True  # False: a vLLM-like server without /tokenize
         self.models_status = 200        # another status answers the models route with an error
+        self.basic_auth: tuple[str, str] | None = None  # (user, password) every request must send
+        self.unauthorized = 0                            # requests answered 401 for want of them
         self.models_bare_list = False   # True: the list alone, as Together answers
         # The providers' documented refusals and reasoning usage (see the module docstring).
         self.enforce_rules = True

@@ -49,3 +49,35 @@ def test_synthesis_bad_rate_limit_stops_with_exit_2(tmp_path, capsys):
     assert synth_run.main(["--output_dir", str(tmp_path / "out"), "--persona_seeds", "bundled",
                            "--rate_limit", "rpm=-1", "--dry_run"]) == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_reasoning_models_forecast_their_thinking_as_output(tmp_path, capsys):
+    """Reasoning tokens are billed as output: gpt-5-mini (effort medium by default) and
+    gemini-2.5-pro (dynamic thinking) forecast more output than gpt-4o for the same calls."""
+    forecasts = {name: synth_dry_run(capsys, tmp_path, "--all_models", name, "--n_personas", "1")
+                 for name in ("gpt-4o", "gpt-5-mini", "gemini-2.5-pro")}
+    calls = {f["total"]["calls"] for f in forecasts.values()}
+    outputs = {name: f["total"]["output_tokens"] for name, f in forecasts.items()}
+    assert len(calls) == 1 and len(set(outputs.values())) == 3, outputs
+    assert forecasts["gpt-4o"]["total"]["reasoning_tokens"] == 0
+    for name in ("gpt-5-mini", "gemini-2.5-pro"):
+        total = forecasts[name]["total"]
+        assert total["output_tokens"] - total["reasoning_tokens"] == outputs["gpt-4o"]
+        assert total["reasoning_tokens"] > 0
+    assert forecasts["gpt-5-mini"]["roles"]["synthesizer"]["reasoning_tokens"] == \
+        1500 * forecasts["gpt-5-mini"]["roles"]["synthesizer"]["calls"]
+
+
+def test_an_earlier_runs_recorded_reasoning_is_used(tmp_path, capsys):
+    out_dir = tmp_path / "synthetic"
+    out_dir.mkdir()
+    (out_dir / "summary.json").write_text(json.dumps({"usage": {
+        "synthesizer": {"model": "gpt-5-mini", "calls": 10, "reasoning_tokens": 7000}}}))
+    assert synth_run.main(["--output_dir", str(out_dir), "--persona_seeds", "bundled",
+                           "--all_models", "gpt-5-mini", "--n_personas", "1", "--dry_run", "--json"]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    role = json.loads(printed[-1])["roles"]["user_simulator"]
+    assert role["reasoning_tokens"] == 700 * role["calls"]
+    assert any(line.startswith("reasoning: ") and "700 tokens a call, the mean the earlier run" in line
+               for line in printed)
+    assert [p.name for p in out_dir.iterdir()] == ["summary.json"]  # nothing written

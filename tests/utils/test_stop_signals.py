@@ -20,6 +20,7 @@ from cupid.evaluation import run as run_module
 from fake_llm_server import FakeLLMServer, FakeResponse
 from cupid.utils.stop_signals import SignalGuard, StopSignal, stop_status
 from repo_paths import ROOT
+from stop_signal_dispositions import default_dispositions, default_dispositions_here
 
 INFERENCE_STEPS = {"infer", "decompose", "match_precision", "match_recall"}
 
@@ -47,7 +48,8 @@ def cli(server, data, results_dir, *extra):
 def spawn(args) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-m", "cupid.evaluation.run", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_dispositions)
 
 
 def done_steps(path: Path) -> set[str]:
@@ -122,7 +124,8 @@ def test_sigterm_during_batch_rounds_writes_the_files(tmp_path, data_file, fake_
     args = ["--model", "gpt-4o-mini", "--evaluator", "gpt-4o-mini", "--data", str(data_file),
             "--results_dir", str(results), "--n_workers", "2", "--batch"]
     proc = subprocess.Popen([sys.executable, "-m", "cupid.evaluation.run", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_dispositions)
     state = results / "gpt-4o-mini" / "batches.json"
     deadline = time.time() + 60
     while not state.exists():
@@ -184,18 +187,19 @@ def test_a_run_from_another_thread_installs_no_handler(tmp_path, data_file, plan
 
 
 def test_signal_guard_raises_defers_and_restores():
-    before = {s: signal.getsignal(s) for s in SignalGuard.SIGNALS}
-    with SignalGuard() as guard:
-        assert guard.active
-        with pytest.raises(StopSignal) as stopped:
-            os.kill(os.getpid(), signal.SIGHUP)
-            time.sleep(1)
-        assert stop_status(stopped.value) == 129
-        guard.deferring()
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.1)
-        assert guard.received == signal.SIGTERM
-    assert {s: signal.getsignal(s) for s in SignalGuard.SIGNALS} == before
+    with default_dispositions_here():  # not an ignored SIGHUP, as under nohup
+        before = {s: signal.getsignal(s) for s in SignalGuard.SIGNALS}
+        with SignalGuard() as guard:
+            assert guard.active
+            with pytest.raises(StopSignal) as stopped:
+                os.kill(os.getpid(), signal.SIGHUP)
+                time.sleep(1)
+            assert stop_status(stopped.value) == 129
+            guard.deferring()
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)
+            assert guard.received == signal.SIGTERM
+        assert {s: signal.getsignal(s) for s in SignalGuard.SIGNALS} == before
     assert stop_status(KeyboardInterrupt()) == 130
 
 
@@ -245,7 +249,7 @@ def test_synthesis_stops_on_sigterm_and_sighup(tmp_path, signum, code):
         args = [sys.executable, "-m", "cupid.synthesis.run",
                 *cli_args(server, out, "--n_personas", "2", "--persona_seeds", "bundled", "--n_workers", "2")]
         proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, preexec_fn=default_dispositions)
         deadline = time.time() + 120
         while len(list(out.glob("personas/*/dialogues/*.json"))) < 2:
             assert time.time() < deadline and proc.poll() is None, proc.communicate()

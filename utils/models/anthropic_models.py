@@ -105,6 +105,10 @@ THINKING_MODELS = re.compile(r"claude-(3-7-sonnet|(opus|sonnet|haiku)-4)")
 # thinking "returns a 400 error"). They are sent no temperature and no thinking block.
 ADAPTIVE_ONLY = re.compile(r"claude-([a-z]+-4-([7-9]|\d\d)|[a-z]+-([5-9]|\d\d))(\b|-|$)")
 MIN_THINKING_BUDGET = 1024
+# The thinking tokens a call of an adaptive-thinking model spends, for --dry_run's forecast: our
+# assumption (OpenAI's medium effort's, openai_models.py); Anthropic states none, and its usage
+# does not report thinking apart from output_tokens, so no run records it either.
+ADAPTIVE_THINKING_TOKENS = 1500
 # Anthropic's refusal of a request longer than the context: a 400 invalid_request_error
 # "prompt is too long: 208656 tokens > 200000 maximum" (as reported in
 # github.com/sojohnnysaid/project-guide/issues/2, github.com/boldsoftware/exe.dev/issues/62).
@@ -138,10 +142,21 @@ class AnthropicModel(HostedModel):
     legacy_api_version = "2023-06-01"
 
     bare_names = "claude-*"
+    families = (("extended thinking", f"thinking_budget >= {MIN_THINKING_BUDGET}, 0 off "
+                                      f"(claude-3-7-sonnet: {thinking_budget}, the paper's)"),
+                ("adaptive thinking", "none: thinks on its own, takes no temperature"),
+                ("no thinking", "none"))
 
     @classmethod
     def name_guess(cls, name: str) -> int:
         return 2 if name.lower().startswith("claude-") else 0
+
+    @classmethod
+    def family_of(cls, name: str) -> str:
+        lowered = name.lower()
+        if ADAPTIVE_ONLY.search(lowered):
+            return "adaptive thinking"
+        return "extended thinking" if THINKING_MODELS.search(lowered) else "no thinking"
 
     def takes_thinking(self) -> bool:
         """Manual extended thinking (a budget) is accepted."""
@@ -160,6 +175,24 @@ class AnthropicModel(HostedModel):
         if request.thinking_budget is not None:
             return request.thinking_budget or None
         return self.thinking_budget if self.uses_thinking() else None
+
+    def forecast_reasoning_tokens(self, request: Request) -> int:
+        """The thinking budget (the most a call may spend: "Claude may not use the entire
+        budget", https://platform.claude.com/docs/en/build-with-claude/extended-thinking), or
+        ``ADAPTIVE_THINKING_TOKENS`` for a model that thinks on its own."""
+        budget = self.thinking_budget_for(request)
+        if budget is not None:
+            return budget
+        return ADAPTIVE_THINKING_TOKENS if self.adaptive_only() else 0
+
+    def reasoning_forecast_basis(self, request: Request) -> str:
+        budget = self.thinking_budget_for(request)
+        if budget is not None:
+            given = "set" if request.thinking_budget else "the paper's"
+            return f"thinking_budget {budget:,} ({given}), spent in full: an upper bound"
+        if self.adaptive_only():
+            return f"adaptive thinking: {ADAPTIVE_THINKING_TOKENS:,} tokens a call, our assumption"
+        return "no extended thinking unless thinking_budget is set"
 
     def validate_overrides(self, overrides: dict) -> None:
         super().validate_overrides(overrides)

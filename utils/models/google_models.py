@@ -157,6 +157,10 @@ THINKING_BUDGETS: tuple[tuple[str, tuple[int, int, bool]], ...] = (
     # gemini-3.5-flash-lite) and the server judges the range.
     (r"gemini-([3-9]|\d\d)", (1, 1_000_000, False)),
 )
+# The families of THINKING_BUDGETS' rows, by name, with their thinking when no budget is set
+# (``--list-models``; THINKS_ONLY_WITH_A_BUDGET below).
+FAMILY_NAMES = (("2.5 Pro", "dynamic"), ("2.5 Flash-Lite", "off"), ("2.5 Flash", "dynamic"),
+                ("3 and later", "dynamic"))
 # Google's refusal of a prompt longer than the context: 400 INVALID_ARGUMENT "The input token
 # count (1200293) exceeds the maximum number of tokens allowed (1048576)." (as reported in
 # github.com/google-gemini/gemini-cli/issues/6678; the window of every Gemini 2.5 model,
@@ -164,6 +168,18 @@ THINKING_BUDGETS: tuple[tuple[str, tuple[int, int, bool]], ...] = (
 _INPUT_TOO_LONG = re.compile(r"the input token count \(\d+\) exceeds the maximum number of tokens "
                              r"allowed \(\d+\)", re.IGNORECASE)
 NO_THINKING = re.compile(r"gemini-(1\.|2\.0-(?!flash-thinking))")
+# Gemini 2.5 Flash-Lite thinks only when given a budget ("Model does not think" by default,
+# Google's thinking table as copied in github.com/snailyp/gemini-balance/issues/195); the other
+# thinking models think dynamically without one.
+THINKS_ONLY_WITH_A_BUDGET = re.compile(r"gemini-2\.5-flash-lite")
+# The thoughts a call spends under dynamic thinking (no budget, or -1), for --dry_run's forecast:
+# our assumption, not a measurement (Google documents only the budgets' ranges above); the first
+# pattern that matches decides. A run's recorded thoughts replace it (utils/forecast.py).
+DYNAMIC_THINKING_TOKENS: tuple[tuple[str, int], ...] = (
+    (r"gemini-2\.5-pro", 3000),
+    (r"gemini-2\.5-flash", 1500),
+    (r"gemini-", 3000),
+)
 
 
 @register_provider("google")
@@ -178,10 +194,25 @@ class GoogleModel(Model):
     base_url_env = "GOOGLE_GEMINI_BASE_URL"
 
     bare_names = "gemini-*"
+    provider_label = "Google's Gemini models"
+    families = (*((family, "thinking_budget "
+                   + (f"{low}..{high}" if high < 1_000_000 else "> 0 (the server judges)")
+                   + (", 0 off" if can_turn_off else "") + f", -1 dynamic (default: {default})")
+                  for (family, default), (_, (low, high, can_turn_off))
+                  in zip(FAMILY_NAMES, THINKING_BUDGETS)),
+                ("no thinking", "none (1.x, 2.0)"))
 
     @classmethod
     def name_guess(cls, name: str) -> int:
         return 2 if name.lower().startswith("gemini-") else 0
+
+    @classmethod
+    def family_of(cls, name: str) -> str:
+        lowered = name.lower()
+        if NO_THINKING.match(lowered):
+            return "no thinking"
+        return next((family for (family, _), (pattern, _) in zip(FAMILY_NAMES, THINKING_BUDGETS)
+                     if re.match(pattern, lowered)), "")
 
     def __init__(self, name: str | None = None, *, api_key: str | None = None,
                  project: str | None = None, location: str | None = None,
@@ -303,6 +334,28 @@ class GoogleModel(Model):
                         f"{self.name}: thinking_budget={budget} is outside {low}..{high} "
                         f"({off}-1 is dynamic)")
                 return
+
+    def _thinking(self, request: Request) -> tuple[int, str]:
+        """(the thoughts one call is forecast to spend, why)."""
+        name, budget = self.name.lower(), request.thinking_budget
+        if NO_THINKING.match(name) or budget == 0:
+            return 0, "no thinking" if budget is None else "thinking_budget 0: no thinking"
+        if budget is not None and budget > 0:
+            return budget, f"thinking_budget {budget:,} (set), spent in full: an upper bound"
+        if budget is None and THINKS_ONLY_WITH_A_BUDGET.match(name):
+            return 0, "no thinking unless thinking_budget is set"
+        tokens = next((t for pattern, t in DYNAMIC_THINKING_TOKENS if re.match(pattern, name)), None)
+        if tokens is None:
+            return 0, "no figure known for this model"
+        return tokens, f"dynamic thinking: {tokens:,} tokens a call, our assumption"
+
+    def forecast_reasoning_tokens(self, request: Request) -> int:
+        """Within max_output_tokens, which thoughts count against (``parse_response``)."""
+        tokens = self._thinking(request)[0]
+        return min(tokens, request.max_tokens) if request.max_tokens else tokens
+
+    def reasoning_forecast_basis(self, request: Request) -> str:
+        return self._thinking(request)[1]
 
     def parameter_adaptation(self, exc: BaseException):
         """A 400 INVALID_ARGUMENT saying the model does not take ``temperature``: the

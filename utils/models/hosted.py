@@ -9,11 +9,13 @@ This module registers nothing.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import threading
 import time
 from typing import Any, Callable, ClassVar, Hashable
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from cupid.utils.models.cache import ResponseCache
 from cupid.utils.models.errors import ModelConfigurationError, TransientModelError
@@ -60,6 +62,29 @@ CLIENTS = ClientCache()
 
 def reset_clients() -> None:
     CLIENTS.clear()
+
+
+def split_credentials(url: str | None) -> tuple[str | None, dict[str, str]]:
+    """(``url`` without its user and password, the header that sends them), for a server
+    behind a proxy that asks for HTTP basic auth (``http://user:password@host:port/v1``):
+    ``Authorization: Basic base64(user:password)`` (RFC 7617; percent-escapes decoded, UTF-8,
+    as httpx and requests send a URL's user and password). The password is redacted from
+    then on. A URL without them: (url, {}).
+
+    That header cannot carry an API key as well (``Bearer KEY``): the URL's credentials win,
+    as they do when httpx (the openai SDK) or requests are given such a URL. A proxy that
+    checks them in front of a server that wants a key (vLLM's ``--api-key``) sends the
+    ``Bearer`` on itself (nginx: ``proxy_set_header Authorization "Bearer KEY"``)."""
+    if not url or "@" not in url:
+        return url, {}
+    split = urlsplit(url)
+    if split.username is None:
+        return url, {}
+    user, password = unquote(split.username), unquote(split.password or "")
+    register_secret(password)
+    clean = urlunsplit(split._replace(netloc=split.netloc.rpartition("@")[2]))
+    token = base64.b64encode(f"{user}:{password}".encode("utf-8")).decode("ascii")
+    return clean, {"Authorization": f"Basic {token}"}
 
 
 def call_sdk(model_name: str, fn: Callable[..., Any], **params: Any) -> Any:

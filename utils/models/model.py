@@ -175,6 +175,17 @@ class Model:
         """The Adaptation (adaptations.py) a provider's refusal calls for, or None."""
         return None
 
+    def forecast_reasoning_tokens(self, request: Request) -> int:
+        """The hidden reasoning (thinking) tokens one call of ``request`` is expected to
+        spend, billed as output (``--dry_run``, utils/forecast.py): each provider's file says
+        its families' figures from the effort or budget the request sets. 0: no reasoning,
+        or none known (a run that recorded some is read instead: ``recorded_reasoning``)."""
+        return 0
+
+    def reasoning_forecast_basis(self, request: Request) -> str:
+        """Where ``forecast_reasoning_tokens``'s figure comes from, for the forecast's notes."""
+        return ""
+
     def wire_parameters(self, request: Request) -> dict | None:
         """The generation parameters as this adapter sends ``request`` (for the step's
         record of what was sent), or None when the adapter does not say."""
@@ -182,6 +193,14 @@ class Model:
 
     # How the bare names ``name_guess`` claims look, for messages ("claude-*").
     bare_names: ClassVar[str] = ""
+    # The model families this provider's rules know, each with the reasoning option it takes
+    # (registry.py ``model_listing``); ``family_of`` names a model's.
+    families: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    @classmethod
+    def family_of(cls, name: str) -> str:
+        """The family of ``families`` whose rules ``name`` follows, or ""."""
+        return ""
 
     @classmethod
     def name_guess(cls, name: str) -> int:

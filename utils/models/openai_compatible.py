@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from cupid.utils.models.batch import BatchItemError, Unanswered
 from cupid.utils.models.errors import TransientModelError
-from cupid.utils.models.hosted import HostedModel, call_sdk_with_headers
+from cupid.utils.models.hosted import HostedModel, call_sdk_with_headers, split_credentials
 from cupid.utils.models.rate_limit_headers import header_family
 from cupid.utils.models.request import Completion, Request, Usage
 
@@ -128,9 +128,13 @@ class OpenAICompatibleModel(HostedModel):
         return {}
 
     def make_client(self, base_url: str | None, api_key: str) -> Any:
+        """The SDK's client; a base URL's user and password go as HTTP basic auth
+        (``split_credentials``), never in the URL the SDK keeps and shows."""
         import openai
 
-        return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0)
+        base_url, auth = split_credentials(base_url)
+        return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0,
+                             default_headers=auth or None)
 
     def build_params(self, request: Request) -> dict:
         params: dict[str, Any] = {"model": self.name,

@@ -66,13 +66,14 @@ class OpenAIFamily:
 
     def __init__(self, name: str, *, token_field: str | None = None, temperature: bool = True,
                  temperature_with_effort: tuple[str, ...] = (),
-                 efforts: tuple[str, ...] = ()) -> None:
+                 efforts: tuple[str, ...] = (), default_effort: str | None = None) -> None:
         self.name = name
         # None: the role's field (config.ROLE_PARAMS); else the only one the family accepts.
         self.token_field = token_field
         self.temperature = temperature                  # a non-default temperature accepted
         self.temperature_with_effort = temperature_with_effort  # ... only at these efforts
         self.efforts = efforts                          # reasoning_effort values accepted
+        self.default_effort = default_effort            # the effort without one; None: no reasoning
 
     def takes_temperature(self, effort: str | None) -> bool:
         return self.temperature or (effort is not None and effort in self.temperature_with_effort)
@@ -92,18 +93,19 @@ O_SERIES = OpenAIFamily(
     # reasoning_effort on o1 (not o1-mini/o1-preview), o3, o3-mini, o4-mini: low/medium/high
     # (openai-python's ReasoningEffort docstring: "All models before gpt-5.1 default to medium
     # reasoning effort, and do not support none"; "minimal" came with gpt-5).
-    efforts=("low", "medium", "high"))
+    efforts=("low", "medium", "high"), default_effort="medium")
+# o1-mini and o1-preview reason at a level no option sets: forecast as medium (our assumption).
 O1_EARLY = OpenAIFamily("o1-mini/o1-preview", token_field="max_completion_tokens",
-                        temperature=False)
+                        temperature=False, default_effort="medium")
 # gpt-5, gpt-5-mini, gpt-5-nano (2025-08-07): reasoning models, effort minimal..high, not
 # "none" (openai-python 2.44, src/openai/types/chat/completion_create_params.py,
 # reasoning_effort: "All models before gpt-5.1 ... do not support none").
 GPT5 = OpenAIFamily("gpt-5", token_field="max_completion_tokens", temperature=False,
-                    efforts=("minimal", "low", "medium", "high"))
+                    efforts=("minimal", "low", "medium", "high"), default_effort="medium")
 # gpt-5-pro: "defaults to (and only supports) high reasoning effort" (same docstring); the
 # later -pro models are given the same rule, which no stored source confirms (as of 2026-11-23).
 GPT5_PRO = OpenAIFamily("gpt-5-pro", token_field="max_completion_tokens", temperature=False,
-                        efforts=("high",))
+                        efforts=("high",), default_effort="high")
 # gpt-5.1: effort "none" added (its default); "The supported reasoning values for gpt-5.1 are
 # none, low, medium, and high" (same docstring; OpenAI's 400: "Unsupported value: 'minimal' is
 # not supported with the 'gpt-5.1' model. Supported values are: 'none', 'low', 'medium', and
@@ -112,15 +114,16 @@ GPT5_PRO = OpenAIFamily("gpt-5-pro", token_field="max_completion_tokens", temper
 # #gpt-5-1-parameter-compatibility, as cited by github.com/vercel/ai/pull/10940).
 GPT5_1 = OpenAIFamily("gpt-5.1", token_field="max_completion_tokens", temperature=False,
                       temperature_with_effort=("none",),
-                      efforts=("none", "low", "medium", "high"))
+                      efforts=("none", "low", "medium", "high"), default_effort="none")
 # gpt-5.2 and later: as gpt-5.1, plus "xhigh" ("xhigh is supported for all models after
 # gpt-5.1-codex-max", same docstring); temperature with effort "none" as on gpt-5.1
 # (github.com/vercel/ai/pull/11174; for gpt-5.3 and later not confirmed in a stored source, as
 # of 2026-11-23). Later efforts (openai-python 2.45 adds "max") are not
-# confirmed per model in a stored source (as of 2026-11-23).
+# confirmed per model in a stored source (as of 2026-11-23); nor is their default effort, taken
+# to be gpt-5.1's "none".
 GPT5_2 = OpenAIFamily("gpt-5.2+", token_field="max_completion_tokens", temperature=False,
                       temperature_with_effort=("none",),
-                      efforts=("none", "low", "medium", "high", "xhigh"))
+                      efforts=("none", "low", "medium", "high", "xhigh"), default_effort="none")
 # gpt-5-chat-latest, gpt-5.1-chat-latest: the non-reasoning ChatGPT models; they take a
 # temperature (github.com/labring/fastgpt-plugin/pull/297 lists gpt-5-chat with a
 # temperature range; OpenAI's model page https://platform.openai.com/docs/models/gpt-5-chat-latest
@@ -136,6 +139,27 @@ GPT4 = OpenAIFamily("gpt-4.x")
 # a refusal of temperature or max_tokens is learned (``parameter_adaptation``), and a
 # reasoning_effort the user asks for is passed on for the server to judge.
 UNKNOWN = OpenAIFamily("unknown", efforts=("none", "minimal", "low", "medium", "high", "xhigh"))
+
+
+# Reasoning tokens one call spends at each effort, for --dry_run's forecast: our assumption for
+# CUPID's requests (a long history in, a paragraph out), not a measurement. OpenAI says only
+# that reasoning takes "from a few hundred to tens of thousands" of tokens a request and
+# advises reserving 25,000 for reasoning and output (its reasoning guide,
+# https://platform.openai.com/docs/guides/reasoning, as quoted in
+# vstorm-co.github.io/pydantic-ai-examples/examples/reasoning-effort). A run's recorded
+# reasoning tokens replace these figures (utils/forecast.py recorded_reasoning).
+REASONING_TOKENS_AT_EFFORT = {"none": 0, "minimal": 150, "low": 600, "medium": 1500,
+                              "high": 4000, "xhigh": 8000, "max": 16000}
+
+
+FAMILIES = (O_SERIES, O1_EARLY, GPT5, GPT5_PRO, GPT5_1, GPT5_2, GPT5_CHAT, GPT4)
+
+
+def reasoning_option(family: OpenAIFamily) -> str:
+    """What a family takes for reasoning, in a line (``--list-models``)."""
+    if family.efforts:
+        return f"reasoning_effort {'/'.join(family.efforts)} (default {family.default_effort})"
+    return "reasons; no option" if family.default_effort else "none"
 
 
 def openai_family(name: str) -> OpenAIFamily:
@@ -178,10 +202,15 @@ class OpenAIModel(OpenAICompatibleModel):
     reasoning_options = ("reasoning_effort",)
 
     bare_names = "gpt-*/o1*/o3*/o4*"
+    families = tuple((family.name, reasoning_option(family)) for family in FAMILIES)
 
     @classmethod
     def name_guess(cls, name: str) -> int:
         return 2 if name.lower().startswith(("gpt-", "o1", "o3", "o4", "chatgpt-")) else 0
+
+    @classmethod
+    def family_of(cls, name: str) -> str:
+        return openai_family(name).name
 
     def __init__(self, name: str | None = None, *, system_role: str = "system",
                  max_tokens_field: str = "max_tokens", **params: Any) -> None:
@@ -243,3 +272,20 @@ class OpenAIModel(OpenAICompatibleModel):
 
     def batch_adapter(self) -> ChatCompletionsBatch:
         return ChatCompletionsBatch(self)
+
+    def _effort(self, request: Request) -> str | None:
+        return request.reasoning_effort or self.family().default_effort
+
+    def forecast_reasoning_tokens(self, request: Request) -> int:
+        """The effort's figure (``REASONING_TOKENS_AT_EFFORT``), within max_completion_tokens
+        (which counts the reasoning)."""
+        tokens = REASONING_TOKENS_AT_EFFORT.get(self._effort(request) or "none", 0)
+        return min(tokens, request.max_tokens) if request.max_tokens else tokens
+
+    def reasoning_forecast_basis(self, request: Request) -> str:
+        effort = self._effort(request)
+        if effort is None:
+            return f"the {self.family().name} family does not reason"
+        given = "set" if request.reasoning_effort else f"the {self.family().name} family's default"
+        return (f"reasoning_effort {effort} ({given}): {REASONING_TOKENS_AT_EFFORT.get(effort, 0):,} "
+                f"tokens a call, our assumption")

@@ -1,5 +1,6 @@
 """Models served by an OpenAI-compatible server (vLLM, llama.cpp's server, a proxy), addressed
-as ``vllm:NAME`` / ``local-server:NAME`` (optionally ``NAME@http://host:port/v1``), and
+as ``vllm:NAME`` / ``local-server:NAME`` (optionally ``NAME@http://host:port/v1``, or
+``NAME@http://user:password@host:port/v1`` behind a proxy that asks for HTTP basic auth), and
 PrefMatcher-7B (``kixlab/prefmatcher-7b``, config.PREFMATCHER_MODEL) on its vLLM server: small
 subclasses of the OpenAI-compatible base (openai_compatible.py) that check the server before
 any work and read the context it states.
@@ -10,6 +11,7 @@ import inspect
 import itertools
 import json
 import logging
+import re
 import time
 import urllib.error
 import urllib.request
@@ -18,21 +20,26 @@ from typing import Any, Callable
 from cupid import config
 from cupid.utils.models.cache import ResponseCache
 from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.hosted import split_credentials
 from cupid.utils.models.model import register_model, register_provider
 from cupid.utils.models.openai_compatible import OpenAICompatibleModel, chat_messages
 from cupid.utils.models.request import Request, normalise_endpoint
+from cupid.utils.redact import mask_url_passwords
 
 log = logging.getLogger("cupid.models")
 
 
+# NAME, then the URL from the first "@http://" or "@https://" on (the URL may hold an "@" of
+# its own: http://user:password@host).
+_NAME_AT_URL = re.compile(r"^(.+?)@(https?://.+)$")
+
+
 def split_name_and_url(spec: str | None) -> tuple[str | None, str | None]:
-    """``NAME@http://host:port/v1`` -> (NAME, URL) (URL may list several, comma-separated);
-    any other spec -> (spec, None)."""
-    if spec:
-        name, sep, url = spec.rpartition("@")
-        if sep and name and url.startswith(("http://", "https://")):
-            return name, url
-    return spec, None
+    """``NAME@http://host:port/v1`` -> (NAME, URL) (URL may list several, comma-separated,
+    and hold a user and password: ``http://user:password@host:port/v1``); any other spec ->
+    (spec, None)."""
+    found = _NAME_AT_URL.match(spec) if spec else None
+    return (found.group(1), found.group(2)) if found else (spec, None)
 
 
 @register_provider("local-server")
@@ -42,7 +49,10 @@ class VLLMModel(OpenAICompatibleModel):
 
     The base URL comes from ``NAME@URL`` in the model spec, else ``base_url=``, else
     config.LOCAL_SERVER_BASE_URL (env CUPID_LOCAL_SERVER_URL); the API key from
-    config.LOCAL_SERVER_API_KEY. A JSON schema constrains decoding through the
+    config.LOCAL_SERVER_API_KEY. A URL's user and password are sent as HTTP basic auth, in
+    the Authorization header the key would take (hosted.py ``split_credentials``), to the
+    chat route, the models list and ``/tokenize`` alike, and shown as ``user:***@host``.
+    A JSON schema constrains decoding through the
     ``response_format={"type": "json_schema", ...}`` field, which current vLLM accepts
     (its older ``guided_json`` extra field was removed in vLLM 0.12).
 
@@ -51,6 +61,7 @@ class VLLMModel(OpenAICompatibleModel):
     """
 
     provider = "vllm"
+    provider_label = "a model on an OpenAI-compatible server (vLLM, llama.cpp's, a proxy)"
     supports_json_schema = True
     url_env = "CUPID_LOCAL_SERVER_URL"
     key_env = "CUPID_LOCAL_SERVER_API_KEY"
@@ -90,7 +101,7 @@ class VLLMModel(OpenAICompatibleModel):
     def limiter_key(self) -> tuple:
         from cupid.utils.models.limits import endpoint_key
 
-        return endpoint_key(self.provider, ",".join(self.base_urls()), self.resolved_api_key())
+        return endpoint_key(self.provider, self.endpoint(), self.resolved_api_key())
 
     def resolved_api_key(self) -> str:
         return self._api_key or config.LOCAL_SERVER_API_KEY or "EMPTY"
@@ -117,25 +128,43 @@ class VLLMModel(OpenAICompatibleModel):
         """GET {base}/models on every server: each must be up and serve this model before
         any work starts. Sets ``max_model_len`` to the smallest context the servers state
         (vLLM lists it with each model), or None when none states one."""
+        if self.resolved_api_key() != "EMPTY" and any(
+                split_credentials(url)[1] for url in self.base_urls()):
+            log.warning("%s: the server URL's user and password go as HTTP basic auth in the "
+                        "Authorization header, so the API key (%s) is not sent; a proxy that "
+                        "checks them in front of a server that wants the key sends it on "
+                        "itself", self.name, self.key_env)
         lengths = [self._check_server(base_url) for base_url in self.base_urls()]
         stated = [n for n in lengths if n is not None]
         self.max_model_len = min(stated) if stated else None
         if not stated:
             log.info("%s: the server at %s does not state its context length; the run's "
-                     "requests are not checked against it", self.name, ", ".join(self.base_urls()))
+                     "requests are not checked against it", self.name,
+                     mask_url_passwords(", ".join(self.base_urls())))
+
+    def _headers(self, base_url: str) -> tuple[str, dict[str, str]]:
+        """(the URL to ask, its headers): the API key, or the URL's user and password."""
+        url, credentials = split_credentials(base_url)
+        return url, {"Authorization": f"Bearer {self.resolved_api_key()}", **credentials}
 
     def _check_server(self, base_url: str) -> int | None:
         """The server's models list: raise ModelConfigurationError when it cannot be read or
         does not list this model; return the model's ``max_model_len`` when stated."""
+        clean, headers = self._headers(base_url)
+        basic_auth = clean != base_url
+        base_url = mask_url_passwords(base_url)  # as every message shows it
         url = f"{base_url}/models"
-        http_request = urllib.request.Request(
-            url, headers={"Authorization": f"Bearer {self.resolved_api_key()}"})
+        http_request = urllib.request.Request(f"{clean}/models", headers=headers)
         hint = (f"start the server, or point {self.url_env} (or the NAME@URL form of the "
                 f"model name) at it")
         try:
             with urllib.request.urlopen(http_request, timeout=self.check_timeout) as response:
                 body = response.read()
         except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403) and basic_auth:
+                raise ModelConfigurationError(
+                    f"{self.name}: the server at {url} refused the user and password in its URL "
+                    f"(HTTP basic auth, HTTP {exc.code})") from exc
             if exc.code in (401, 403):
                 raise ModelConfigurationError(
                     f"{self.name}: the server at {url} refused the API key (HTTP {exc.code}); "
@@ -171,15 +200,14 @@ class VLLMModel(OpenAICompatibleModel):
         """The prompt's tokens as the server counts them, chat template included, through
         vLLM's ``POST /tokenize`` (beside ``/v1``); None when the server has no such route
         or does not answer."""
-        root = self.base_urls()[0]
+        root, headers = self._headers(self.base_urls()[0])
         root = root[: -len("/v1")] if root.endswith("/v1") else root
         messages = chat_messages(Request(system_prompt=system_prompt,
                                          messages=[{"role": "user", "content": user_prompt}]),
                                  self.system_role)
         http_request = urllib.request.Request(
             f"{root}/tokenize", data=json.dumps({"model": self.name, "messages": messages}).encode(),
-            headers={"Authorization": f"Bearer {self.resolved_api_key()}",
-                     "Content-Type": "application/json"}, method="POST")
+            headers={**headers, "Content-Type": "application/json"}, method="POST")
         try:
             with urllib.request.urlopen(http_request, timeout=self.check_timeout) as response:
                 count = json.loads(response.read()).get("count")
