@@ -28,8 +28,8 @@ from cupid.evaluation.shards import ShardedInstances
 from cupid.evaluation.store import RunStore, run_dir_for
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import CupidError
-from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
-                                  print_forecast, render, summary)
+from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
+                                  recorded_reasoning, render, role_forecast, summary)
 from cupid.utils.io import read_json
 from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.tokens import estimate_tokens
@@ -113,10 +113,11 @@ def forecast_run(spec: RunSpec) -> RunForecast:
                             overrides=overrides["matcher"], **common) if spec.use_matcher else evaluator
     run_dir = run_dir_for(spec.results_dir, model.label, spec.setting)
     forecast = RunForecast(model.label, spec.setting, str(run_dir))
-    forecast.roles = {"model": RoleForecast("model", model.name, batchable(model)),
-                      "evaluator": RoleForecast("evaluator", evaluator.name, batchable(evaluator))}
+    recorded = recorded_reasoning(run_dir)  # reasoning tokens an earlier run there recorded
+    forecast.roles = {"model": role_forecast("model", model, recorded=recorded),
+                      "evaluator": role_forecast("evaluator", evaluator, recorded=recorded)}
     if spec.use_matcher:  # PrefMatcher answers online in batch mode too
-        forecast.roles["matcher"] = RoleForecast("matcher", matcher.name, False)
+        forecast.roles["matcher"] = role_forecast("matcher", matcher, False, recorded)
     estimator = InstanceEstimator(spec, {"evaluated": RenderOnly(model), "evaluator": RenderOnly(evaluator),
                                          "matcher": RenderOnly(matcher)},
                                   scorer_name(evaluator, matcher), RunStore(run_dir, {}), forecast)

@@ -126,12 +126,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "--batch, time at --rate_limit) per role, without sending or writing anything")
     p.add_argument("--json", action="store_true",
                    help="with --dry_run: also print the forecast as one JSON object on the last line")
+    p.add_argument("--list-models", "--list_models", dest="list_models", action="store_true",
+                   help="list what can be evaluated: each provider's prefix, the names it claims, its "
+                        "families and catalog; registered models and plugins; then exit")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.list_models:
+        from cupid.utils.models.listing import model_listing
+
+        print(model_listing())
+        return 0
     if args.download_only:
         return download_only(args)
     if args.json and not args.dry_run:

@@ -140,3 +140,34 @@ def test_json_without_dry_run_is_refused(tmp_path, capsys):
         assert exc.value.code == 2
         assert "--json goes with --dry_run" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_reasoning_models_forecast_their_thinking_as_output(tmp_path, capsys):
+    """Reasoning and thinking tokens are billed as output: gpt-4o thinks none, gpt-5-mini and
+    gemini-2.5-pro their family's default, and a run directory's recorded figure wins."""
+    common = ["--data_dir", str(SAMPLE), "--results_dir", str(tmp_path), "--task", "inference"]
+    output = {}
+    for name in ("gpt-4o-2024-08-06", "gpt-5-mini", "gemini-2.5-pro"):
+        forecast, _ = dry_run(capsys, "--model", name, *common)
+        model = forecast["roles"]["model"]
+        output[name] = (model["output_tokens"], model["reasoning_tokens"])
+    assert output["gpt-4o-2024-08-06"][1] == 0
+    assert 0 < output["gpt-5-mini"][1] < output["gemini-2.5-pro"][1]
+    assert len({o for o, _ in output.values()}) == 3
+    # An earlier run that recorded 100 reasoning tokens a call: its mean is the forecast.
+    run_dir = tmp_path / "gpt-5-mini"
+    run_dir.mkdir()
+    (run_dir / "x__consistent.json").write_text(json.dumps(
+        {"instance_id": "x__consistent", "steps": {"infer": {
+            "status": "done", "model": "gpt-5-mini", "attempts": 1,
+            "usage": {"prompt_tokens": 10, "completion_tokens": 120, "reasoning_tokens": 100}}}}))
+    forecast, _ = dry_run(capsys, "--model", "gpt-5-mini", *common)
+    assert forecast["roles"]["model"]["reasoning_tokens"] == 100 * forecast["roles"]["model"]["calls"]
+
+
+def test_list_models_names_every_provider_and_the_registered_models(capsys):
+    assert eval_run.main(["--list-models"]) == 0
+    out = capsys.readouterr().out
+    for prefix in ("openai:", "anthropic:", "google:", "together:", "vllm:"):
+        assert prefix in out
+    assert "smollm2-135m" in out and "gpt-4o-2024-11-20" in out
