@@ -1,0 +1,119 @@
+"""The embedded model's schemas: every document they allow passes its stage's validator, and
+only a model that follows answer grammars is sent them (a hosted model's request is the
+release's, a vLLM server's carries the document schema it always did)."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from cupid.synthesis.documents import generate_validated
+from cupid.synthesis.factors import EMBEDDED_PAIR, embedded_factors_schema, factors_schema, validate_factors
+from cupid.synthesis.journey import make_journey
+from cupid.synthesis.personas import persona_batch_schema, validate_persona_batch
+from cupid.synthesis.sessions import embedded_sessions_schema, validate_sessions
+from cupid.synthesis.taxonomy import load_taxonomy
+from cupid.utils.models.model import Completion, Model
+
+TAX = load_taxonomy()
+# Printable text: the grammar leaves out quotes, backslashes and control characters; a model
+# writes from its vocabulary, where unassigned and private code points do not occur.
+TEXT = st.characters(codec="utf-8", exclude_categories=("Cs", "Co", "Cn"))
+
+
+def documents(schema: dict) -> st.SearchStrategy:
+    """Every document ``schema`` allows, for the features the embedded schemas use."""
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    if "pattern" in schema:
+        return st.from_regex(schema["pattern"], fullmatch=True, alphabet=TEXT)
+    if schema["type"] == "object":
+        return st.fixed_dictionaries({key: documents(value) for key, value in schema["properties"].items()})
+    if schema["type"] == "array" and "prefixItems" in schema:
+        return st.tuples(*map(documents, schema["prefixItems"])).map(list)
+    if schema["type"] == "array":
+        return st.lists(documents(schema["items"]), min_size=schema["minItems"], max_size=schema["maxItems"])
+    raise AssertionError(f"not a feature of the embedded schemas: {schema}")
+
+
+def check_schema(schema: dict, document) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.Draft202012Validator(schema).validate(document)
+
+
+EXAMPLES = settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@EXAMPLES
+@given(st.data())
+def test_every_persona_batch_the_embedded_schema_allows_passes(data):
+    schema = persona_batch_schema(2, embedded=True)
+    document = data.draw(documents(schema))
+    check_schema(schema, document)
+    described = validate_persona_batch(json.dumps(document, ensure_ascii=False), 2)
+    assert all(len(re.findall(r"[.!?](?= |$)", p["description"])) >= 6 for p in described)
+
+
+@pytest.mark.parametrize("n_factors", [3, 27])  # 27: past the last initial letter
+def test_every_factor_list_the_embedded_schema_allows_passes(n_factors):
+    schema = embedded_factors_schema(n_factors, TAX)
+
+    @EXAMPLES
+    @given(documents(schema))
+    def check(document):
+        check_schema(schema, document)
+        factors = validate_factors(json.dumps(document, ensure_ascii=False), n_factors, TAX)["factors"]
+        assert [f["context_factor"] for f in factors[-2:]] == [name for name, _, _ in EMBEDDED_PAIR]
+        assert factors[-2]["related_factor"] == factors[-1]["context_factor"]
+
+    check()
+
+
+@pytest.mark.parametrize("n_sessions, n_factors", [(9, 3), (13, 8)])
+def test_every_session_list_the_embedded_schema_allows_passes(n_sessions, n_factors):
+    factor_schema = embedded_factors_schema(n_factors, TAX)
+
+    @EXAMPLES
+    @given(st.data(), st.randoms(use_true_random=False))
+    def check(data, rng):
+        factors = validate_factors(json.dumps(data.draw(documents(factor_schema)), ensure_ascii=False), n_factors, TAX)["factors"]
+        journey = make_journey(rng, n_sessions, (factors[-2]["context_factor"], factors[-1]["context_factor"]))
+        schema = embedded_sessions_schema(journey, factors)
+        document = data.draw(documents(schema))
+        check_schema(schema, document)
+        sessions = validate_sessions(json.dumps(document, ensure_ascii=False), journey, factors, TAX)
+        assert sessions["current_factor"] == factors[-2]["context_factor"]
+        assert sessions["changed_preference"] == factors[-1]["contextual_preference"]
+
+    check()
+
+
+class Recorder(Model):
+    """Answers ``answer`` and keeps the schema each request carried."""
+
+    def __init__(self, name: str, answer: str) -> None:
+        super().__init__(name)
+        self.answer, self.schemas = answer, []
+
+    def complete(self, request):
+        self.schemas.append(request.json_schema)
+        return Completion(text=self.answer)
+
+
+class Grammatical(Recorder):
+    supports_answer_grammar = True
+
+
+class GuidedServer(Recorder):
+    supports_json_schema = True
+
+
+def test_only_a_model_that_follows_grammars_gets_the_embedded_schema():
+    tight, loose = embedded_factors_schema(3, TAX), factors_schema(3, TAX)
+    for model, sent in ((Grammatical("g", "{}"), tight), (GuidedServer("v", "{}"), loose),
+                        (Recorder("hosted", "{}"), loose)):
+        answer = generate_validated(model, "system", "user", json.loads, max_attempts=1,
+                                    json_schema=loose, embedded_schema=tight)
+        assert answer.value == {} and model.schemas == [sent]
