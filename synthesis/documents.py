@@ -150,6 +150,7 @@ def tuple_of(items: list[dict]) -> dict:
 PLAIN = r'[^"\\\x00-\x1f\x7f-\x9f]'
 
 
-def line(max_chars: int) -> dict:
-    """One line of at most ``max_chars`` that starts with a letter or a digit (never blank)."""
-    return {"type": "string", "pattern": rf"^[A-Za-z0-9]{PLAIN}{{0,{max_chars - 1}}}$"}
+def line(max_chars: int, end: str = "") -> dict:
+    """One line of at most ``max_chars`` that starts with a letter or a digit (never blank),
+    then ``end`` (a pattern)."""
+    return {"type": "string", "pattern": rf"^[A-Za-z0-9]{PLAIN}{{0,{max_chars - 1}}}{end}$"}

@@ -87,7 +87,7 @@ def embedded_sessions_schema(journey: Journey, factors: list[dict]) -> dict:
             "task_type": one_of(factor["task_types"]),
             "story": line(160),
             "request_with_factor_and_preference": line(120),
-            "request_with_factor": line(120),
+            "request_with_factor": line(120, end=r" \[resource\]"),  # where the resource goes
             "resource": line(80),
         }))
     return json_object({"scenarios": tuple_of(scenarios)})

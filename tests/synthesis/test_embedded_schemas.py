@@ -86,6 +86,7 @@ def test_every_session_list_the_embedded_schema_allows_passes(n_sessions, n_fact
         sessions = validate_sessions(json.dumps(document, ensure_ascii=False), journey, factors, TAX)
         assert sessions["current_factor"] == factors[-2]["context_factor"]
         assert sessions["changed_preference"] == factors[-1]["contextual_preference"]
+        assert sessions["warnings"] == []  # task types of the factor's, each resource in its request
 
     check()
 
@@ -117,3 +118,15 @@ def test_only_a_model_that_follows_grammars_gets_the_embedded_schema():
         answer = generate_validated(model, "system", "user", json.loads, max_attempts=1,
                                     json_schema=loose, embedded_schema=tight)
         assert answer.value == {} and model.schemas == [sent]
+
+
+def test_the_decomposers_schema_takes_questions_and_refuses_the_filler_smollm2_wrote():
+    from cupid.evaluation.steps.decompose import SCHEMA
+
+    checklist = {"checklist": ["Are the responsibilities communicated in a stern tone?",
+                               "Does the response use three bullet points at most?"]}
+    check_schema(SCHEMA, checklist)
+    jsonschema = pytest.importorskip("jsonschema")
+    for entry in ("]  # 1  # 2  # 3", "Is it?", "Does it end without a question mark", "Two? Questions?"):
+        with pytest.raises(jsonschema.ValidationError):
+            check_schema(SCHEMA, {"checklist": [entry]})
