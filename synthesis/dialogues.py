@@ -40,13 +40,11 @@ MESSAGE_HEADER = "#### Your Message"
 SCORE_HEADER = "#### Evaluation Score"
 
 # The layout of the user simulator's answer, followed by the embedded model only (see
-# Request.answer_grammar); hosted models answer unconstrained, as in the release. Its seven
-# lines of at most 200 characters (some 350 tokens of English) fit in the embedded model's
-# 512 tokens; at 400 an answer could be cut before its message.
+# Request.answer_grammar); hosted models answer unconstrained, as in the release.
 USER_SIMULATOR_GRAMMAR = r'''root ::= "#### Evaluation of AI Assistant's Response\n\n" line line? line? "\n#### Evaluation Score\n\n" score "\n\n#### Continue or End?\n\n" status "\n\n#### Selected Checklist Items\n\n" line line? "\n#### Thinking\n\n" line "\n#### Your Message\n\n" line
 score ::= "10" | [1-9]
 status ::= "CONTINUE" | "END"
-line ::= [^\n#] [^\n]{0,199} "\n"
+line ::= [^\n#] [^\n]{0,400} "\n"
 '''
 
 
