@@ -1,6 +1,7 @@
-"""The embedded model's schemas: every document they allow passes its stage's validator, and
-only a model that follows answer grammars is sent them (a hosted model's request is the
-release's, a vLLM server's carries the document schema it always did)."""
+"""What the embedded model decodes under in synthesis: every document its schemas allow
+passes its stage's validator, its user simulator ends a dialogue at its second message, and
+only a model that follows answer grammars gets any of it (a hosted model's request and cache
+key are the release's, a vLLM server's carries the document schema it always did)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,8 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from cupid.synthesis.dialogues import (ENDING_USER_SIMULATOR_GRAMMAR, USER_SIMULATOR_GRAMMAR, opening_turn,
+                                       simulate_dialogue)
 from cupid.synthesis.documents import generate_validated
 from cupid.synthesis.factors import EMBEDDED_PAIR, embedded_factors_schema, factors_schema, validate_factors
 from cupid.synthesis.journey import make_journey
@@ -130,3 +133,28 @@ def test_the_decomposers_schema_takes_questions_and_refuses_the_filler_smollm2_w
     for entry in ("]  # 1  # 2  # 3", "Is it?", "Does it end without a question mark", "Two? Questions?"):
         with pytest.raises(jsonschema.ValidationError):
             check_schema(SCHEMA, {"checklist": [entry]})
+
+
+class LaidOut(Grammatical):
+    """A user simulator that follows the layout grammar (it ends when the grammar says so)."""
+
+    def complete(self, request):
+        self.schemas.append(request.answer_grammar)
+        status = "END" if request.answer_grammar == ENDING_USER_SIMULATOR_GRAMMAR else "CONTINUE"
+        return Completion(text=opening_turn("more, please").replace("CONTINUE", status))
+
+
+class Unconstrained(Recorder):
+    def complete(self, request):
+        self.schemas.append(request.answer_grammar)
+        return Completion(text=opening_turn("more, please"))
+
+
+def test_the_embedded_user_simulator_ends_at_its_second_message_and_others_are_asked_as_before():
+    session = {"index": 1, "request": "Plan my week.", "context_factor": "Advisor Meeting",
+               "contextual_preference": "Brief answers."}
+    for user, grammars, turns in ((LaidOut("g", ""), [USER_SIMULATOR_GRAMMAR, ENDING_USER_SIMULATOR_GRAMMAR], 5),
+                                  (Unconstrained("hosted", ""), [USER_SIMULATOR_GRAMMAR] * 5, 12)):
+        dialogue = simulate_dialogue(user, Recorder("assistant", "A plan."), "A farmer.", session,
+                                     ["Is it brief?"], max_turns=6, max_attempts=1)
+        assert user.schemas == grammars and dialogue["n_turns"] == turns
