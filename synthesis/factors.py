@@ -65,7 +65,7 @@ def embedded_factors_schema(n_factors: int, taxonomy: Taxonomy) -> dict:
     ``validate_factors``: distinct names, related_factor N/A but for EMBEDDED_PAIR last."""
     def factor(name: dict, factor_types, preference: dict, related: str) -> dict:
         return json_object({
-            "factor_type": one_of(factor_types), "background": line(200), "factor": name,
+            "factor_type": one_of(factor_types), "background": line(120), "factor": name,
             "task_types": {"type": "array", "items": one_of(taxonomy.task_types), "minItems": 1, "maxItems": 3},
             "preference_type": one_of(taxonomy.all_preference_types), "preference": preference,
             "related_factor": one_of([related])})
@@ -73,7 +73,7 @@ def embedded_factors_schema(n_factors: int, taxonomy: Taxonomy) -> dict:
     for i in range(n_factors - 2):
         initial, rounds = NAME_INITIALS[i % len(NAME_INITIALS)], i // len(NAME_INITIALS)
         name = rf"^{initial}[a-z]{{2,14}}( [A-Z][a-z]{{1,14}}){{0,2}}{f' {rounds + 1}' if rounds else ''}$"
-        others.append(factor({"type": "string", "pattern": name}, taxonomy.factor_types, line(160), "N/A"))
+        others.append(factor({"type": "string", "pattern": name}, taxonomy.factor_types, line(100), "N/A"))
     (name_a, type_a, preference_a), (name_b, type_b, preference_b) = EMBEDDED_PAIR
     pair = [factor(one_of([name_a]), [type_a], one_of([preference_a]), name_b),
             factor(one_of([name_b]), [type_b], one_of([preference_b]), name_a)]

@@ -290,9 +290,9 @@ def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, m
 _PLAIN = r'[^.!?"\\\x00-\x1f]'
 _SENTENCE = rf'({_PLAIN}|[.!?]{_PLAIN.replace("[^", "[^ ")}){{1,400}}[.!?]'
 SIX_SENTENCES = rf'^({_SENTENCE} ){{5,}}{_SENTENCE}$'
-# The embedded model's: exactly six sentences of at most 160 characters (it repeats one
+# The embedded model's: exactly six sentences of at most 120 characters (it repeats one
 # sentence for as long as the pattern lets it).
-_SHORT_SENTENCE = _SENTENCE.replace("{1,400}", "{1,160}")
+_SHORT_SENTENCE = _SENTENCE.replace("{1,400}", "{1,120}")
 EMBEDDED_SIX_SENTENCES = rf'^({_SHORT_SENTENCE} ){{5}}{_SHORT_SENTENCE}$'
 
 

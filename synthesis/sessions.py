@@ -85,10 +85,10 @@ def embedded_sessions_schema(journey: Journey, factors: list[dict]) -> dict:
             "preference": one_of([b["contextual_preference"] if role in (A_CHANGED, FINAL)
                                   else factor["contextual_preference"]]),
             "task_type": one_of(factor["task_types"]),
-            "story": line(160),
-            "request_with_factor_and_preference": line(120),
-            "request_with_factor": line(120, end=r" \[resource\]"),  # where the resource goes
-            "resource": line(80),
+            "story": line(100),
+            "request_with_factor_and_preference": line(80),
+            "request_with_factor": line(100, end=r" \[resource\]"),  # where the resource goes
+            "resource": line(60),
         }))
     return json_object({"scenarios": tuple_of(scenarios)})
 

@@ -2,8 +2,9 @@
 the evaluation evaluates (issue 31, item 4). Its numbers say nothing about the benchmark:
 the 135M model only exercises the stages (docs/synthesis.md).
 
-Kept small for CI (one persona, 3 factors, 9 sessions, one user-simulator turn); the
-command's own figures are in docs/synthesis.md.
+Kept small for CI: one persona, 3 factors, 9 sessions, and dialogues of one assistant reply
+(--max_turns 1: the user simulator, whose prompt is some 2,000 tokens a session, has its own
+test below); the command's own figures are in docs/synthesis.md.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_synthesized_instances_are_evaluated_offline(tmp_path):
     from cupid.evaluation import evaluate
     from cupid.synthesis import synthesize
 
-    out = synthesize(embedded=True, n_personas=1, n_factors=3, n_sessions=9, max_turns=2,
+    out = synthesize(embedded=True, n_personas=1, n_factors=3, n_sessions=9, max_turns=1,
                      output_dir=tmp_path / "synthetic", no_progress=True)
     assert out.failures == []
     assert sorted(i["instance_type"] for i in out.instances) == sorted(INSTANCE_TYPES)
@@ -53,3 +54,22 @@ def test_synthesized_instances_are_evaluated_offline(tmp_path):
     counts = run.results["counts"]
     assert (counts["instances"], counts["evaluated"]) == (1, 1)
     assert 0.0 <= run.results["inference"]["f1"] <= 1.0
+
+
+@pytest.mark.slow
+def test_the_embedded_user_simulator_answers_in_the_layout_its_parser_reads():
+    pytest.importorskip("llama_cpp", reason="the embedded model runs on llama-cpp-python")
+    from cupid.synthesis.dialogues import simulate_dialogue
+    from cupid.utils.models.registry import resolve_model
+
+    model = resolve_model(EMBEDDED)
+    session = {"index": 1, "request": "Help me plan the agenda of tomorrow's advisor meeting.",
+               "context_factor": "Advisor Meeting",
+               "contextual_preference": "Answers must be brief: three bullet points at most."}
+    dialogue = simulate_dialogue(model, model, "A doctoral student in marine biology.", session,
+                                 ["Does the response use three bullet points at most?"],
+                                 max_turns=3, max_attempts=1)
+    # Its second message ends the dialogue; every message is read from the layout.
+    assert dialogue["satisfied"] and dialogue["n_turns"] in (3, 5)
+    assert all(turn["content"].strip() for turn in dialogue["dialogue"])
+    assert all(score is None or 1 <= score <= 10 for score in dialogue["scores"])
