@@ -64,15 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         files = build_report(args.results_dir, args.output, n_bootstrap=args.n_bootstrap, seed=args.seed,
                              n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
-                             figures=not args.no_figures, figures_later=not args.no_html)
-        try:
-            # The figures are drawn in a child process while report.html's instance data are made.
-            html = None if args.no_html else write_html_report(
-                args.results_dir, files.markdown.parent, runs=files.analysis.runs,
-                model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data,
-                analysis=files.analysis, before_summary=files.finish_figures)
-        finally:
-            files.finish_figures()
+                             figures=not args.no_figures)
+        html = None if args.no_html else write_html_report(
+            args.results_dir, files.markdown.parent, runs=files.analysis.runs,
+            model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data,
+            analysis=files.analysis)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

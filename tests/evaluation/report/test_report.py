@@ -250,22 +250,6 @@ def test_no_runs_is_an_error(tmp_path, capsys):
     assert "no run.json" in capsys.readouterr().err
 
 
-def _children() -> set[int]:
-    found = set()
-    for task in Path("/proc/self/task").iterdir():
-        found |= {int(pid) for pid in (task / "children").read_text().split()}
-    return found
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc to list child processes")
-def test_a_failed_report_leaves_no_figure_process(tmp_path):
-    # The figure drawer is forked before the results are read: an error after it must reap it.
-    before = _children()
-    with pytest.raises(FileNotFoundError, match="no run.json"):
-        R.build_report(tmp_path, tmp_path / "out")
-    assert _children() == before
-
-
 def test_figures_skipped_without_matplotlib(tmp_path, monkeypatch):
     results = build_results_dir(tmp_path / "results")
 
