@@ -64,7 +64,7 @@ class RunSpec:
                 setattr(self, name, _checked(name, check, str(value)))
         for name in ("use_matcher", "no_cache", "batch"):
             if not isinstance(getattr(self, name), bool):
-                raise BadInput(f"{name}: expected True or False, got {getattr(self, name)!r}")
+                raise BadInput(f"{name}: expected true or false, got {getattr(self, name)!r}")
         for name in ("dataset", "split", "revision", "results_dir", "matcher_url", "log_file", "data"):
             value = getattr(self, name)
             if isinstance(value, Path):
@@ -75,9 +75,9 @@ class RunSpec:
             raise BadInput(f"task: expected one of {', '.join(TASKS)}, got {self.task!r}")
         if self.setting not in SETTINGS:
             raise BadInput(f"setting: expected one of {', '.join(SETTINGS)}, got {self.setting!r}")
-        if isinstance(self.shard, str):
+        if self.shard is not None and not isinstance(self.shard, tuple):
             try:
-                self.shard = parse_shard(self.shard)
+                self.shard = parse_shard(str(self.shard))
             except ValueError as exc:
                 raise BadInput(f"shard: {exc}") from None
         for name in ("model_args", "evaluator_args", "matcher_args"):
@@ -90,6 +90,8 @@ class RunSpec:
                 setattr(self, name, _checked(name, generation_params, value))
         if isinstance(self.rate_limit, str):
             self.rate_limit = [self.rate_limit]
+        if not isinstance(self.rate_limit, (list, tuple)):
+            raise BadInput(f"rate_limit: expected limits such as tpm=N,rpm=N, got {self.rate_limit!r}")
         for spec in self.rate_limit:
             try:
                 parse_rate_limit(spec)
