@@ -16,22 +16,18 @@ import sys
 from dataclasses import dataclass, field
 from statistics import median
 
-from cupid import config
 from cupid.evaluation import steps
-from cupid.evaluation.pipeline import CHAINS, Shown, scorer_name
+from cupid.evaluation.pipeline import run_chains, scorer_name, shown_for
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
-from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.shards import ShardedInstances
 from cupid.evaluation.store import RunStore, run_dir_for
-from cupid.utils.dataset import Instance
+from cupid.utils.dataset import Instance, Session
 from cupid.utils.errors import CupidError
 from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
                                   recorded_reasoning, render, role_forecast, summary)
 from cupid.utils.io import read_json
-from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.tokens import estimate_tokens
 
 # Stand-ins for the answers the later steps are built from, and the answers' own lengths.
@@ -101,16 +97,10 @@ def main(runs: list[dict], *, as_json: bool) -> int:
 
 
 def forecast_run(spec: RunSpec) -> RunForecast:
-    source = InstanceSource(data_path=spec.data, dataset=None if spec.data else spec.dataset,
-                            split=spec.split, limit=spec.limit, revision=spec.revision)
-    source.validate()
-    instances = ShardedInstances(source, *spec.shard) if spec.shard else source
-    common = {"timeout": spec.timeout, "max_retries": spec.max_retries}
-    overrides = spec.role_overrides()
-    model = resolve_model(spec.model, role="evaluated", overrides=overrides["evaluated"], **common)
-    evaluator = resolve_model(spec.evaluator, role="evaluator", overrides=overrides["evaluator"], **common)
-    matcher = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{spec.matcher_url}", role="matcher",
-                            overrides=overrides["matcher"], **common) if spec.use_matcher else evaluator
+    _, instances = spec.instances()
+    models = spec.resolve_models()
+    model, evaluator = models["model"], models["evaluator"]
+    matcher = models.get("matcher", evaluator)
     run_dir = run_dir_for(spec.results_dir, model.label, spec.setting)
     forecast = RunForecast(model.label, spec.setting, str(run_dir))
     recorded = recorded_reasoning(run_dir)  # reasoning tokens an earlier run there recorded
@@ -149,15 +139,9 @@ class InstanceEstimator:
         if record.get("skipped"):
             return False
         asker = StandIns(self, instance, record)
-        if self.setting.preference_given:
-            shown = Shown(preference_given=True, prefmatcher=self.spec.use_matcher)
-        elif self.setting.summaries:
-            shown = Shown(self._summaries(instance, asker), from_summaries=True, prefmatcher=self.spec.use_matcher)
-        else:
-            shown = Shown(format_session_log(self.setting.sessions(instance)), prefmatcher=self.spec.use_matcher)
-        for name, chain in CHAINS.items():
-            if self.spec.task in (name, "both"):
-                chain(instance, shown, asker)
+        shown = shown_for(self.setting, instance, self.spec.use_matcher,
+                          lambda sessions: self._summaries(sessions, asker))
+        run_chains(self.spec.task, instance, shown, asker)
         return True
 
     def _record(self, instance: Instance) -> dict:
@@ -183,12 +167,12 @@ class InstanceEstimator:
         self.forecast.roles[FORECAST_ROLES[role]].add_request(step.name, render(lambda: ask.answer(model)),
                                                               output_tokens)
 
-    def _summaries(self, instance: Instance, asker: "StandIns") -> str:
+    def _summaries(self, sessions: list[Session], asker: "StandIns") -> str:
         """The summary setting: each distinct session summarized once per run directory
         (as the pipeline shares them); returns the summaries' text the steps are given."""
         summaries = []
         done = self.done(asker.record, steps.SUMMARIZE)
-        for session in self.setting.sessions(instance):
+        for session in sessions:
             bullets = [filler(SUMMARY_BULLET_TOKENS, "summary")] * (SUMMARY_BULLETS - 1)
             stand_in = {"context": [filler(SUMMARY_BULLET_TOKENS, "context")] + bullets,
                         "preferences": [session.contextual_preference] + bullets}

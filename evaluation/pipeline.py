@@ -99,6 +99,26 @@ def generation_chain(instance: Instance, shown: Shown, ask: StepAsker) -> float 
 CHAINS = {"inference": inference_chain, "generation": generation_chain}
 
 
+def shown_for(setting: Setting, instance: Instance, prefmatcher: bool,
+              summaries: Callable[[Sequence[Session]], str | None]) -> Shown | None:
+    """What the chains show for ``instance`` in ``setting``; ``summaries`` gives the text of
+    the sessions' summaries (the summary setting), None when they failed."""
+    if setting.preference_given:
+        return Shown(preference_given=True, prefmatcher=prefmatcher)
+    sessions = setting.sessions(instance)
+    if not setting.summaries:
+        return Shown(format_session_log(sessions), prefmatcher=prefmatcher)
+    history = summaries(sessions)
+    return None if history is None else Shown(history, from_summaries=True, prefmatcher=prefmatcher)
+
+
+def run_chains(task: str, instance: Instance, shown: Shown, ask: "StepAsker") -> None:
+    """The chains of ``task`` one after the other (the dry run's and the context check's)."""
+    for name, chain in CHAINS.items():
+        if task in (name, "both"):
+            chain(instance, shown, ask)
+
+
 def needed_steps(task: str, setting: Setting) -> list[steps.Step]:
     """The steps a task and setting need for an instance."""
     return [step for step in steps.STEPS if (step is not steps.SUMMARIZE or setting.summaries)
@@ -186,7 +206,7 @@ class Pipeline:
             else:
                 record.save()
                 asker = InstanceSteps(self, record)
-                shown = self._shown(instance, asker)
+                shown = shown_for(self.setting, instance, self.prefmatcher, asker.summaries)
                 if shown is not None:
                     tasks = [t for t in ("inference", "generation") if self.task in (t, "both")]
                     # The last chain runs beside, in the chain pool; the first in this thread.
@@ -224,19 +244,6 @@ class Pipeline:
         else:
             outcome.generation_score = result
             record.set_scorer_field(self.scorer, "generation", {"score": result})
-
-    def _shown(self, instance: Instance, asker: "InstanceSteps") -> Shown | None:
-        """What the chains show; None when the summaries it needs failed (recorded)."""
-        if self.setting.preference_given:
-            return Shown(preference_given=True, prefmatcher=self.prefmatcher)
-        sessions = self.setting.sessions(instance)
-        if not self.setting.summaries:
-            return Shown(format_session_log(sessions), prefmatcher=self.prefmatcher)
-        summaries = asker.summaries(sessions)
-        if summaries is None:
-            return None
-        return Shown(summarize.history(summaries["summaries"]), from_summaries=True,
-                     prefmatcher=self.prefmatcher)
 
 
 def failure_reason(exc: UnusableAnswer | ModelCallFailed) -> str:
@@ -304,13 +311,13 @@ class InstanceSteps:
         entry["release"] = step.release_view(entry) if self.pipeline.setting.name == "default" else None
         self.record.set_step(step.name, entry, self.pipeline.scorer if step.per_scorer else None)
 
-    def summaries(self, sessions: Sequence[Session]) -> dict | None:
+    def summaries(self, sessions: Sequence[Session]) -> str | None:
         """The summarize step: each session summarized once per run directory and shared by
         every instance and both tasks (the three instances of a persona share most
-        sessions); recorded in the instance file as one step."""
+        sessions); recorded in the instance file as one step. Returns the summaries' text."""
         output, first_variant = self._recorded(steps.SUMMARIZE)
         if output is not None:
-            return output
+            return summarize.history(output["summaries"])
         model = self.pipeline.model
         futures = [self.pipeline.submit(self.pipeline._leaves, self._summary, s, first_variant)
                    for s in sessions]
@@ -337,7 +344,7 @@ class InstanceSteps:
                                      "prompt_version": load_prompt(summarize.PROMPT).version,
                                      "output": total.value, "raw": total.raws, "error": None,
                                      "attempts": len(total.raws), "usage": total.usage}, total)
-        return total.value
+        return summarize.history(summaries)
 
     def _summary(self, session: Session, first_variant: int) -> tuple[dict, Answer | None]:
         store = self.pipeline.store

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from cupid import config
+from cupid.evaluation.data import InstanceSource
 from cupid.evaluation.settings import SETTINGS, Setting, setting_named
-from cupid.evaluation.shards import parse_shard
+from cupid.evaluation.shards import ShardedInstances, parse_shard
 from cupid.utils.command_line import generation_params, non_negative_int, positive_float, positive_int
 from cupid.utils.errors import BadInput
 from cupid.utils.models.limits import parse_rate_limit
@@ -117,6 +118,27 @@ class RunSpec:
     @property
     def setting_(self) -> Setting:
         return setting_named(self.setting)
+
+    def resolve_models(self) -> dict[str, Model]:
+        """Each role's model: "model", "evaluator", and "matcher" with ``use_matcher``."""
+        from cupid.utils.models.registry import resolve_model
+
+        common = {"timeout": self.timeout, "max_retries": self.max_retries}
+        overrides = self.role_overrides()
+        models = {"model": resolve_model(self.model, role="evaluated", overrides=overrides["evaluated"], **common),
+                  "evaluator": resolve_model(self.evaluator, role="evaluator", overrides=overrides["evaluator"],
+                                             **common)}
+        if self.use_matcher:
+            models["matcher"] = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{self.matcher_url}", role="matcher",
+                                              overrides=overrides["matcher"], **common)
+        return models
+
+    def instances(self) -> tuple[InstanceSource, Any]:
+        """The data, validated in full, and the instances the run selects (its shard's)."""
+        source = InstanceSource(data_path=self.data, dataset=None if self.data else self.dataset,
+                                split=self.split, limit=self.limit, revision=self.revision)
+        source.validate()
+        return source, ShardedInstances(source, *self.shard) if self.shard else source
 
     def role_overrides(self) -> dict[str, dict]:
         """Each role's generation overrides: ``seed`` for every role, then the role's own
