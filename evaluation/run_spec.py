@@ -16,7 +16,7 @@ from cupid.evaluation.settings import SETTINGS, Setting, setting_named
 from cupid.evaluation.shards import ShardedInstances, parse_shard
 from cupid.utils.command_line import generation_params, non_negative_int, positive_float, positive_int
 from cupid.utils.errors import BadInput
-from cupid.utils.models.limits import parse_rate_limit
+from cupid.utils.models.pacing import parse_rate_limit
 from cupid.utils.models.model import Model
 
 TASKS = ("inference", "generation", "both")

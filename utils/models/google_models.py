@@ -273,7 +273,7 @@ class GoogleModel(Model):
                 f"export {self.api_key_env}=... (or set {self.project_env} to use Vertex AI)")
 
     def limiter_key(self) -> tuple:
-        from cupid.utils.models.limits import endpoint_key
+        from cupid.utils.models.pacing import endpoint_key
 
         if self.uses_vertex():
             return endpoint_key("vertex", f"{self.resolved_project()}/{self.resolved_location()}", None)

@@ -99,7 +99,7 @@ class VLLMModel(OpenAICompatibleModel):
         return normalise_endpoint(",".join(self.base_urls()))
 
     def limiter_key(self) -> tuple:
-        from cupid.utils.models.limits import endpoint_key
+        from cupid.utils.models.pacing import endpoint_key
 
         return endpoint_key(self.provider, self.endpoint(), self.resolved_api_key())
 
