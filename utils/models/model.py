@@ -2,7 +2,7 @@
 
 A model is a small class. Users write the shape the original README shows:
 
-    from utils.models.model import Model, register_model
+    from cupid.utils.models.model import Model, register_model
 
     @register_model
     class YourModel(Model):
