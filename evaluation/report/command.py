@@ -22,21 +22,21 @@ from cupid.evaluation.report.export import export_format, push_to_hub, write_sam
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from cupid.evaluation.report.html_report import write_html_report
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
-from cupid.utils.command_line import program_name
+from cupid.utils.command_line import Parser, non_negative_int, positive_int, program_name
 from cupid.utils.io import StorageError, describe_os_error
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=program_name("python -m cupid.evaluation.report"), description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=program_name("python -m cupid.evaluation.report"), description=__doc__.split("\n\n")[0])
     parser.add_argument("results_dir", help="a results directory (searched recursively for run.json)")
     parser.add_argument("--output", default=None, help="where to write report.md, report.csv and the "
                                                        "figures (default: RESULTS_DIR)")
-    parser.add_argument("--n_bootstrap", type=int, default=DEFAULT_N_BOOTSTRAP,
+    parser.add_argument("--n_bootstrap", type=positive_int, default=DEFAULT_N_BOOTSTRAP,
                         help="bootstrap resamples for the confidence intervals (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
-    parser.add_argument("--n_length_bins", type=int, default=5,
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the bootstrap (default 0)")
+    parser.add_argument("--n_length_bins", type=positive_int, default=5,
                         help="equal-size bins of history length for Figure 9 (default 5)")
-    parser.add_argument("--min_bin_size", type=int, default=DEFAULT_MIN_BIN_SIZE,
+    parser.add_argument("--min_bin_size", type=positive_int, default=DEFAULT_MIN_BIN_SIZE,
                         help="fewest instances behind a figure's bin or point before it is merged "
                              f"(Figure 9) or drawn hollow (default {DEFAULT_MIN_BIN_SIZE})")
     parser.add_argument("--no_figures", action="store_true", help="write report.md and report.csv only")
@@ -51,12 +51,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="upload the same rows as a Hugging Face dataset (needs a hub token; "
                              "not exercised by the tests)")
     args = parser.parse_args(argv)
-    if args.n_bootstrap < 1:
-        parser.error("--n_bootstrap must be at least 1")
-    if args.n_length_bins < 1:
-        parser.error("--n_length_bins must be at least 1")
-    if args.min_bin_size < 1:
-        parser.error("--min_bin_size must be at least 1")
     if not Path(args.results_dir).is_dir():
         parser.error(f"{args.results_dir}: not a directory")
     if args.export or args.push_to_hub:
