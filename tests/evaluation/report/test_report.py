@@ -376,3 +376,15 @@ def test_paper_row_says_when_our_evaluator_is_not_the_papers(tmp_path):
     gen = _section(md, "### Table 3 layout — judge `smollm2-135m`")
     assert "↳ paper (Table 3; evaluator gpt-4o-2024-11-20, ours smollm2-135m) | 6.46 |" in gen
     assert "| ↳ paper (Table 1) |" not in md
+
+
+def test_gap_commands_name_the_model_as_the_user_did(tmp_path):
+    """A run of ``path/file.py:Class`` records that spec in run.json; the report's commands
+    for its missing settings name it so, not by the class's model_name, so they run as printed."""
+    from cupid.evaluation.report.gaps import command, run_command
+    from cupid.evaluation.report.results import Run
+
+    run = Run("my-model", "default")
+    run.manifests.append({"model": "my-model", "model_spec": "models/mine.py:MyModel"})
+    line = command(run_command(run, None), tmp_path, setting="oracle")
+    assert "--model models/mine.py:MyModel" in line and "--setting oracle" in line
