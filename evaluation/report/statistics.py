@@ -307,15 +307,47 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> Correlation:
 def pearson_p_value(r: float, n: int) -> float:
     """Two-sided p-value of Pearson's r from n points: P(|T| >= |t|) for Student's t with
     df = n - 2 and t = r·sqrt(df / (1 - r²)), which is I_{1-r²}(df/2, 1/2), the regularized
-    incomplete beta function (scipy's ``betainc``)."""
-    from scipy.special import betainc
-
+    incomplete beta function."""
     df = n - 2
     if df < 1:
         raise ValueError("a p-value needs at least 3 points")
     if abs(r) >= 1.0:
         return 0.0
-    return float(betainc(df / 2.0, 0.5, 1.0 - r * r))
+    return regularized_incomplete_beta(df / 2.0, 0.5, 1.0 - r * r)
+
+
+def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b) for a, b > 0 and 0 <= x <= 1, by its continued fraction (modified Lentz),
+    using the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) where the fraction converges slowly."""
+    if not (a > 0 and b > 0):
+        raise ValueError("a and b must be positive")
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                 + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
+
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    tiny, eps = 1e-300, 1e-15
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 10_000):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < eps:
+            break
+    return result
 
 
 # =======================================================================================

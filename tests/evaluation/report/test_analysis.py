@@ -210,6 +210,15 @@ def test_pearson_p_value_matches_the_table_of_critical_values(n, r_critical, p):
     assert A.pearson_p_value(-r_critical, n) == pytest.approx(p, rel=3e-3)
 
 
+def test_regularized_incomplete_beta_edges_and_symmetry():
+    assert A.regularized_incomplete_beta(2.0, 3.0, 0.0) == 0.0
+    assert A.regularized_incomplete_beta(2.0, 3.0, 1.0) == 1.0
+    # I_x(1, 1) = x; I_x(a, b) = 1 - I_{1-x}(b, a); I_x(2, 1) = x².
+    assert A.regularized_incomplete_beta(1.0, 1.0, 0.3) == pytest.approx(0.3, rel=1e-12)
+    assert A.regularized_incomplete_beta(2.0, 1.0, 0.3) == pytest.approx(0.09, rel=1e-12)
+    assert A.regularized_incomplete_beta(7.5, 0.5, 0.4) == pytest.approx(
+        1 - A.regularized_incomplete_beta(0.5, 7.5, 0.6), rel=1e-12)
+
 
 def test_pearson_degenerate_cases():
     assert A.pearson([1, 2], [3, 4]).r is None
