@@ -55,8 +55,8 @@ def _row(an: Analysis, run) -> ErrorRow | None:
             missing.append(instance_id)
         elif record["status"] == "failed":
             failed[instance_id] = record.get("error") or "failed"
-        elif steps.ERROR_TYPE.check(record.get("output")):
-            failed[instance_id] = f"stored value unusable: {steps.ERROR_TYPE.check(record.get('output'))}"
+        elif problem := steps.ERROR_TYPE.check(record.get("output")):
+            failed[instance_id] = f"stored value unusable: {problem}"
         else:
             types[instance_id] = record["output"]["type"]
     personas = [run.persona(i) for i in types]

@@ -42,13 +42,13 @@ SAMPLE = "sample.json"
 BATCHES = ".error_type_batches.json"   # under the results directory; hidden: never an instance file
 F1_BELOW = 0.20
 PER_MODEL = 50
+SAMPLE_KEYS = ("model", "scorer", "classifier", "f1_below", "per_model", "seed", "written", "eligible", "drawn")
 
 
 @dataclass
 class Classified:
     """One run's draw (sample.json) and its drawn instances' files (id -> file data)."""
     run: Run
-    directory: Path
     sample: dict
     cases: dict[str, dict] = field(default_factory=dict)
 
@@ -73,7 +73,7 @@ def load(run: Run) -> Classified | None:
         return None
     try:
         sample = read_json(directory / SAMPLE)
-        classified = Classified(run, directory, sample)
+        classified = Classified(run, {key: sample[key] for key in SAMPLE_KEYS})
         for instance_id in sample["drawn"]:
             path = directory / instance_file_name(instance_id)
             if path.is_file():

@@ -258,7 +258,8 @@ def summaries_data(an: Analysis) -> FigureData:
     fig = FigureData("fig6_summaries", "Figure 6: full prior sessions against their summaries", "")
     panels: dict[str, list[dict]] = {"inference": [], "generation": []}
     rows = []
-    for task, metric, fmt in (("inference", "F1 (micro)", fmt_pct), ("generation", "judge score", fmt_score)):
+    for task, metric, fmt, key, scale in (("inference", "F1 (micro)", fmt_pct, "f1", 100),
+                                          ("generation", "judge score", fmt_score, "score", 1)):
         scorer = an.primary_scorer(task)
         for model in an.models():
             runs = (an.run(model, "default"), an.run(model, "summary"))
@@ -270,18 +271,16 @@ def summaries_data(an: Analysis) -> FigureData:
                 continue
             paired = an.paired(runs[1], scorer, runs[0], scorer, task)
             paper = [lookup(paper_model_name(model), task, setting) for setting in ("default", "summary")]
-            paper_values = [p["values"]["f1" if task == "inference" else "score"] / (100 if task == "inference" else 1)
-                            if p else None for p in paper]
+            paper_values = [p["values"][key] / scale if p else None for p in paper]
             panels[task].append({"label": an.label(model), "full": estimates[0], "summaries": estimates[1],
                                  "paper": paper_values})
             rows.append([an.label(model), metric, fmt_ci(estimates[0], fmt), fmt_ci(estimates[1], fmt),
-                         fmt_ci(S.Estimate(paired.difference, paired.low, paired.high, paired.n), fmt) if paired else "—",
-                         str(paired.n) if paired else "—"] + [fmt(v) if v is not None else "—" for v in paper_values])
+                         fmt_ci(S.Estimate(paired.difference, paired.low, paired.high, paired.n), fmt),
+                         str(paired.n)] + [fmt(v) for v in paper_values])
     if not rows:
         fig.skipped = "no model has both a default-setting and a summary-setting run with results"
         return fig
-    fig.payload = {"panels": {task: points for task, points in panels.items() if points}, "min_n": an.min_bin_size,
-                   "scorers": {task: an.primary_scorer(task) for task in panels}}
+    fig.payload = {"panels": {task: points for task, points in panels.items() if points}, "min_n": an.min_bin_size}
     fig.table = md_table(["Model", "Metric", "Full sessions [95% CI]", "Summaries [95% CI]",
                           "Summaries − full [95% CI]", "n paired", "paper full", "paper summaries"], rows)
     fig.caption = (f"Each model in the default setting (all prior sessions) and in the summary setting (Figure 23's "
