@@ -28,6 +28,7 @@ from cupid.evaluation.report.html_report import write_html_report
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
 from cupid.utils.command_line import program_name
 from cupid.utils.errors import BadInput, SetupError
+from cupid.utils.executor import exit_now
 from cupid.utils.io import StorageError, describe_os_error
 
 
@@ -133,7 +134,7 @@ def classify_error_types(args) -> int:
     except KeyboardInterrupt:
         print(f"stopped: every classification finished so far is saved under {args.results_dir}; rerun the "
               f"same command to resume", file=sys.stderr)
-        return 130
+        return exit_now(130)  # a call still hung in a worker thread does not hold the exit
     except OSError as exc:
         return write_failed(exc, args.results_dir, "every classification written before it is kept: make room "
                             "and run the same command again")
