@@ -230,3 +230,23 @@ def test_the_dry_run_prices_both_engines_and_writes_nothing(server, inputs, tmp_
     capsys.readouterr()
     assert command.main(argv(server, inputs, out, "--dry_run", "--json")) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["total"]["calls"] == 0
+
+
+def test_existing_data_stands_for_a_models_data_set_with_only_the_experiments_personas(server, inputs, tmp_path,
+                                                                                       capsys):
+    from cupid_responder import InstancePlan, make_row
+
+    plan = InstancePlan("Request?", "Truth.", ["Q1?", "Q2?"], "Guess.", ["G?"], ["Fully Covered"],
+                        ["Fully Covered"] * 2)
+    original = tmp_path / "original.jsonl"
+    original.write_text("".join(json.dumps(make_row(p, t, plan)) + "\n"
+                                for p in ("p1", "p2", "p9") for t in ("consistent", "contrastive", "changing")))
+    out = tmp_path / "se"
+    assert command.main(argv(server, inputs, out, "--existing_data", f"orgb/beta={original}",
+                             "--dry_run", "--json")) == 0
+    forecast = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert not [role for role in forecast["roles"] if "orgb/beta" in role and role.startswith("synthesis")]
+    # Each model on alpha's 6 stand-in instances and on p1 and p2's 6 original ones (not p9's).
+    assert sum(v["calls"] for k, v in forecast["roles"].items() if k.startswith("evaluation")) == 2 * 12 * 6
+    assert command.main(argv(server, inputs, out, "--existing_data", f"nobody={original}", "--dry_run")) == 2
+    assert "existing_data: nobody is not one of --models" in capsys.readouterr().err
