@@ -220,8 +220,8 @@ def run(plan: Plan) -> int:
             continue
         plan.data_dir(spec).mkdir(parents=True, exist_ok=True)
         plan.seed_personas(plan.data_dir(spec))
-        print(f"=== synthesizing {len(plan.personas)} personas with {spec} into {plan.data_dir(spec)} ===",
-              file=sys.stderr, flush=True)
+        print(f"=== synthesizing {len(plan.personas)} personas with {plan.models[spec][0]} into "
+              f"{plan.data_dir(spec)} ===", file=sys.stderr, flush=True)
         made = synthesize(**plan.synthesis_arguments(spec), rate_limit=list(plan.args.rate_limit))
         for failure in made.failures:
             status = 1
@@ -230,11 +230,12 @@ def run(plan: Plan) -> int:
         rows = plan.dataset_rows(dataset)
         if not rows:
             status = 1
-            print(f"note: no instance in {dataset}'s data set; its column stays empty", file=sys.stderr)
+            print(f"note: no instance in {plan.models[dataset][0]}'s data set; its column stays empty", file=sys.stderr)
             continue
         data = rows if dataset in plan.existing else str(plan.data_dir(dataset))
         for spec in plan.models:
-            print(f"=== evaluating {spec} on the data set by {dataset} ===", file=sys.stderr, flush=True)
+            print(f"=== evaluating {plan.models[spec][0]} on the data set by {plan.models[dataset][0]} ===",
+                  file=sys.stderr, flush=True)
             done = evaluate(**plan.evaluation_arguments(spec, dataset, data))
             status = max(status, 1 if done.failed else 0)
     return status
