@@ -7,8 +7,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from cupid.evaluation.report.analysis import Analysis
+from cupid.evaluation.report.error_table import add_csv_columns, case_rows, table2_section
+from cupid.evaluation.report.export import write_samples
 from cupid.evaluation.report.figure_data import (inference_generation_data, length_data, matcher_data,
-                                           position_data, prf_bars_data)
+                                           position_data, prf_bars_data, summaries_data)
 from cupid.evaluation.report.figures import plotter, pyplot
 from cupid.evaluation.report.format import (DEFAULT_MIN_BIN_SIZE, PAPER_EVALUATOR, md_table, render_csv)
 from cupid.evaluation.report.gaps import Gap, find_gaps, gaps_markdown
@@ -28,6 +30,7 @@ class ReportFiles:
     analysis: Analysis | None = None
     gaps: list[Gap] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    exports: list[Path] = field(default_factory=list)   # error_types.csv and .jsonl, when there are cases
 
 
 def build_report(results_dir: str | Path, output_dir: str | Path | None = None, *,
@@ -48,7 +51,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         gaps = find_gaps(an, results_dir)
         output.mkdir(parents=True, exist_ok=True)
         figure_data = [prf_bars_data(an), position_data(an), length_data(an), *matcher_data(an),
-                       inference_generation_data(an)]
+                       inference_generation_data(an), summaries_data(an)]
         return _write_report(an, gaps, figure_data, results_dir, output, n_bootstrap=n_bootstrap, seed=seed,
                              figures=figures)
 
@@ -102,6 +105,9 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, results_dir:
                 table = inference_table(an, scorer, layout, avg)
                 if table:
                     md += [f"### {title} — scorer `{scorer}`, {avg}", "", table, ""]
+    table2 = table2_section(an)
+    if table2:
+        md += [table2, ""]
     md += ["## Generation", ""]
     gen_scorers = an.scorers("generation")
     for scorer in gen_scorers:
@@ -133,8 +139,12 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, results_dir:
         return lines, written
 
     md_path, csv_path = output / "report.md", output / "report.csv"
-    atomic_write_text(csv_path, render_csv(an.csv_rows()))
+    csv_rows = an.csv_rows()
+    add_csv_columns(an, csv_rows)
+    atomic_write_text(csv_path, render_csv(csv_rows))
+    cases = case_rows(an)
+    exports = [write_samples(cases, output / f"error_types.{kind}") for kind in ("csv", "jsonl")] if cases else []
     lines, written = figures_section(_draw(figure_data, output) if figures else None)
     atomic_write_text(md_path, "\n".join(md + lines).rstrip() + "\n")
-    return ReportFiles(md_path, csv_path, written, an, gaps, an.ignored)
+    return ReportFiles(md_path, csv_path, written, an, gaps, an.ignored, exports)
 
