@@ -42,6 +42,11 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def script_json(value: Any) -> str:
+    """JSON safe inside a <script> element (no '</' can close it)."""
+    return compact_json(value).replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
 def byte_text(data: bytes) -> str:
     """``data`` as the text of a windows-1252 <script> data block: one character per byte,
     except the bytes the HTML parser would change or that could end the element (NUL, CR,
