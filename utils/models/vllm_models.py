@@ -248,10 +248,3 @@ class PrefMatcherModel(VLLMModel):
 
     def default_base_url(self) -> str:
         return config.PREFMATCHER_BASE_URL
-
-
-def prefmatcher_model(**params: Any) -> PrefMatcherModel:
-    """The PrefMatcher model with the matcher role's parameters (temperature 0)."""
-    merged = dict(config.ROLE_PARAMS.get("matcher", {}))
-    merged.update(params)
-    return PrefMatcherModel(**merged)
