@@ -21,42 +21,46 @@ from cupid.utils.models.retry import status_code
 # (catalog.py looks them up). OpenAI's own pages are not in a stored source (as of
 # 2026-11-23): every price and window here agrees with copies quoting them
 # (docs/provider_sources.md lists which); gpt-4.1's exact 1,047,576 and gpt-4o-2024-05-13's
-# price are not confirmed in a stored source (as of 2026-11-23).
+# price are not confirmed in a stored source (as of 2026-11-23). The fourth figure, cached
+# input (``prompt_tokens_details.cached_tokens``, which OpenAI caches on its own for prompts of
+# 1,024 tokens and more), is the pricing page's as copied in github.com/photiary/ai-foo
+# prompts/OpenAI-Pricing.md (gpt-5.1's in benchlm.ai/blog/posts/openai-api-pricing);
+# gpt-4o-2024-05-13 has none, gpt-5.1-chat-latest's is not confirmed in a stored source.
 _GPT41_WINDOW = 1_047_576
 CATALOG = dated_table("openai", date="2026-11-23", sources=(
         "https://developers.openai.com/api/docs/pricing and https://developers.openai.com/"
         "api/docs/models, as quoted by the copies listed in docs/provider_sources.md"), models={
     # the paper's models (Table 8)
-    "gpt-4o-2024-11-20": ModelFacts(2.50, 10.00, 128_000),
-    "gpt-4o-2024-08-06": ModelFacts(2.50, 10.00, 128_000),
+    "gpt-4o-2024-11-20": ModelFacts(2.50, 10.00, 128_000, 1.25),
+    "gpt-4o-2024-08-06": ModelFacts(2.50, 10.00, 128_000, 1.25),
     "gpt-4o-2024-05-13": ModelFacts(5.00, 15.00, 128_000),
-    "gpt-4o": ModelFacts(2.50, 10.00, 128_000),
-    "gpt-4o-mini": ModelFacts(0.15, 0.60, 128_000),
-    "gpt-4o-mini-2024-07-18": ModelFacts(0.15, 0.60, 128_000),
-    "gpt-4.1-2025-04-14": ModelFacts(2.00, 8.00, _GPT41_WINDOW),
-    "gpt-4.1": ModelFacts(2.00, 8.00, _GPT41_WINDOW),
-    "gpt-4.1-mini-2025-04-14": ModelFacts(0.40, 1.60, _GPT41_WINDOW),
-    "gpt-4.1-mini": ModelFacts(0.40, 1.60, _GPT41_WINDOW),
-    "gpt-4.1-nano-2025-04-14": ModelFacts(0.10, 0.40, _GPT41_WINDOW),
-    "gpt-4.1-nano": ModelFacts(0.10, 0.40, _GPT41_WINDOW),
-    "o1-2024-12-17": ModelFacts(15.00, 60.00, 200_000),
-    "o1": ModelFacts(15.00, 60.00, 200_000),
-    "o3-mini-2025-01-31": ModelFacts(1.10, 4.40, 200_000),
-    "o3-mini": ModelFacts(1.10, 4.40, 200_000),
+    "gpt-4o": ModelFacts(2.50, 10.00, 128_000, 1.25),
+    "gpt-4o-mini": ModelFacts(0.15, 0.60, 128_000, 0.075),
+    "gpt-4o-mini-2024-07-18": ModelFacts(0.15, 0.60, 128_000, 0.075),
+    "gpt-4.1-2025-04-14": ModelFacts(2.00, 8.00, _GPT41_WINDOW, 0.5),
+    "gpt-4.1": ModelFacts(2.00, 8.00, _GPT41_WINDOW, 0.5),
+    "gpt-4.1-mini-2025-04-14": ModelFacts(0.40, 1.60, _GPT41_WINDOW, 0.1),
+    "gpt-4.1-mini": ModelFacts(0.40, 1.60, _GPT41_WINDOW, 0.1),
+    "gpt-4.1-nano-2025-04-14": ModelFacts(0.10, 0.40, _GPT41_WINDOW, 0.025),
+    "gpt-4.1-nano": ModelFacts(0.10, 0.40, _GPT41_WINDOW, 0.025),
+    "o1-2024-12-17": ModelFacts(15.00, 60.00, 200_000, 7.5),
+    "o1": ModelFacts(15.00, 60.00, 200_000, 7.5),
+    "o3-mini-2025-01-31": ModelFacts(1.10, 4.40, 200_000, 0.55),
+    "o3-mini": ModelFacts(1.10, 4.40, 200_000, 0.55),
     # current models
-    "o3-2025-04-16": ModelFacts(2.00, 8.00, 200_000),
-    "o3": ModelFacts(2.00, 8.00, 200_000),
-    "o4-mini-2025-04-16": ModelFacts(1.10, 4.40, 200_000),
-    "o4-mini": ModelFacts(1.10, 4.40, 200_000),
-    "gpt-5-2025-08-07": ModelFacts(1.25, 10.00, 400_000),
-    "gpt-5": ModelFacts(1.25, 10.00, 400_000),
-    "gpt-5-mini-2025-08-07": ModelFacts(0.25, 2.00, 400_000),
-    "gpt-5-mini": ModelFacts(0.25, 2.00, 400_000),
-    "gpt-5-nano-2025-08-07": ModelFacts(0.05, 0.40, 400_000),
-    "gpt-5-nano": ModelFacts(0.05, 0.40, 400_000),
-    "gpt-5-chat-latest": ModelFacts(1.25, 10.00, 128_000),
-    "gpt-5.1-2025-11-13": ModelFacts(1.25, 10.00, 400_000),
-    "gpt-5.1": ModelFacts(1.25, 10.00, 400_000),
+    "o3-2025-04-16": ModelFacts(2.00, 8.00, 200_000, 0.5),
+    "o3": ModelFacts(2.00, 8.00, 200_000, 0.5),
+    "o4-mini-2025-04-16": ModelFacts(1.10, 4.40, 200_000, 0.275),
+    "o4-mini": ModelFacts(1.10, 4.40, 200_000, 0.275),
+    "gpt-5-2025-08-07": ModelFacts(1.25, 10.00, 400_000, 0.125),
+    "gpt-5": ModelFacts(1.25, 10.00, 400_000, 0.125),
+    "gpt-5-mini-2025-08-07": ModelFacts(0.25, 2.00, 400_000, 0.025),
+    "gpt-5-mini": ModelFacts(0.25, 2.00, 400_000, 0.025),
+    "gpt-5-nano-2025-08-07": ModelFacts(0.05, 0.40, 400_000, 0.005),
+    "gpt-5-nano": ModelFacts(0.05, 0.40, 400_000, 0.005),
+    "gpt-5-chat-latest": ModelFacts(1.25, 10.00, 128_000, 0.125),
+    "gpt-5.1-2025-11-13": ModelFacts(1.25, 10.00, 400_000, 0.125),
+    "gpt-5.1": ModelFacts(1.25, 10.00, 400_000, 0.125),
     "gpt-5.1-chat-latest": ModelFacts(1.25, 10.00, 128_000),
 })
 

@@ -84,7 +84,8 @@ def test_gpt5_family_gives_the_paper_models_metrics_on_the_same_answers(cupid_en
     assert record["steps"]["infer"]["usage"]["reasoning_tokens"] == 40
     assert results["usage"]["recorded"]["gpt-5-mini-2025-08-07"]["reasoning_tokens"] == 160
     assert results_paper["usage"]["recorded"]["gpt-4.1-nano-2025-04-14"]["reasoning_tokens"] == 0
-    assert results["truncated_answers"] == {"answers": 12, "truncated": 0, "share": 0.0, "by_step": {}}
+    assert results["answer_endings"] == {"answers": 12, "length": 0, "filtered": 0, "refused": 0,
+                                         "blocked": 0, "empty": 0, "by_step": {}}
 
 
 def test_reasoning_effort_is_sent_to_reasoning_models_only(fake_llm_env):
@@ -156,7 +157,7 @@ def test_openai_answer_cut_by_reasoning_is_truncated(fake_llm_env):
     completion = model.generate("", user("q"))
     assert completion.truncated and completion.text == "a long answer"
     assert completion.usage.completion_tokens == 103 and completion.usage.reasoning_tokens == 100
-    assert model.usage.snapshot(model.name)["truncated"] == 1
+    assert model.usage.snapshot(model.name)["endings"]["length"] == 1
 
 
 # -- An unknown model under the same rules: adapted once ----------------------------------------
@@ -292,16 +293,16 @@ def test_gemini_run_with_truncated_answers(cupid_env, tmp_path, capsys):
     assert code == 1
     results, _, record = read_run(results_dir, "gemini-2.5-flash[thinking_budget=8180]")
     infer = record["steps"]["infer"]
-    assert infer["status"] == "failed" and infer["truncated"] == 3
+    assert infer["status"] == "failed" and infer["endings"] == ["length"] * 3
     assert "cut at the token limit" in infer["error"]
-    assert record["steps"]["generate"]["truncated"] == 1
-    cut = results["truncated_answers"]
-    assert cut["by_step"] == {"infer": 6, "generate": 2}
-    assert cut["truncated"] == 8 and cut["share"] == round(8 / cut["answers"], 4)
-    assert results["usage"]["this_invocation"]["model"]["truncated"] == 8
+    assert record["steps"]["generate"]["endings"] == ["length"]
+    cut = results["answer_endings"]
+    assert cut["by_step"] == {"infer": {"length": 6}, "generate": {"length": 2}}
+    assert cut["length"] == 8
+    assert results["usage"]["this_invocation"]["model"]["endings"]["length"] == 8
     assert results["usage"]["this_invocation"]["model"]["reasoning_tokens"] == 8 * 8180
     out = capsys.readouterr().out
-    assert f"answers cut at the token limit: 8 of {cut['answers']}" in out
+    assert f"answers: cut at the token limit 8, filtered 0, refused 0, blocked 0, empty 0 of {cut['answers']}" in out
 
 
 # -- The context window: refused before sending ---------------------------------------------------
@@ -333,8 +334,8 @@ def test_catalog_has_the_paper_models_windows_and_dated_prices():
                  "gemini-2.0-flash-thinking-exp-01-21"):
         assert context_window_of(name) and context_window_of(name) >= 128_000, name
     # A dated snapshot missing from the table is priced as its alias.
-    assert price_of("gpt-5-mini-2099-01-01") == price_of("gpt-5-mini") == (0.25, 2.00)
-    assert price_of("gpt-4o-2024-05-13") == (5.00, 15.00)  # not the alias's price
+    assert price_of("gpt-5-mini-2099-01-01") == price_of("gpt-5-mini") == (0.25, 2.00, 0.025, None)
+    assert price_of("gpt-4o-2024-05-13")[:2] == (5.00, 15.00)  # not the alias's price
     assert price_of("some-new-model") is None and context_window_of("some-new-model") is None
     assert all(f.context_window is None or f.context_window >= 128_000 for f in MODELS.values())
 
@@ -373,7 +374,7 @@ def test_cache_keeps_truncation_and_reasoning_tokens(tmp_path):
     from cupid.utils.models.request import Completion, Usage
 
     cache = ResponseCache(tmp_path / "cache")
-    cache.put("k1", Completion("cut", Usage(5, 50, reasoning_tokens=47), truncated=True))
+    cache.put("k1", Completion("cut", Usage(5, 50, reasoning_tokens=47), ending="length"))
     cache.put("k2", Completion("whole", Usage(5, 3)))
     cache.close()
     other = ResponseCache(tmp_path / "cache")  # another process reads the first one's file
