@@ -273,7 +273,8 @@ def answer_endings(records: Iterable[dict], scorer: str) -> dict:
             for name, step in recorded.items():
                 if not isinstance(step, dict):
                     continue
-                answers += len(step.get("raw") or [])
+                # The report drops the raw answer of a step done at once: its attempts count it.
+                answers += len(step.get("raw") or []) if "raw" in step else (step.get("attempts") or 0)
                 endings = step.get("endings")
                 if not isinstance(endings, list):
                     cut = step.get("truncated")

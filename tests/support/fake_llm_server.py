@@ -649,7 +649,7 @@ class _Handler(BaseHTTPRequestHandler):
             if response.refusal:
                 payload["stop_details"] = {"type": "refusal", "category": None,
                                            "explanation": response.refusal}
-        owner._bill(api, prompt_tokens, completion_tokens, cached)
+        owner._bill(api, model, prompt_tokens, completion_tokens, cached)
         self._send_json(response.status, payload, response.headers)
 
     def _send_error(self, api: str, status: int, message: str | None, headers: dict | None) -> None:
@@ -726,7 +726,8 @@ class FakeLLMServer:
         self.anthropic_thinking = "Let me think about this."
         self.refused: list[dict] = []            # requests answered with a documented 400
         # What the server billed, one entry per answer it generated (refused, filtered and
-        # blocked ones included): {"api", "prompt_tokens", "completion_tokens", "cached_tokens"}.
+        # blocked ones included): {"api", "model", "prompt_tokens", "completion_tokens",
+        # "cached_tokens"}.
         self.billed: list[dict] = []
         self._lock = threading.Lock()
         self._script: deque[FakeResponse] = deque()
@@ -826,16 +827,17 @@ class FakeLLMServer:
         with self._lock:
             self._requests.append(req)
 
-    def _bill(self, api: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> None:
+    def _bill(self, api: str, model: str, prompt_tokens: int, completion_tokens: int,
+              cached_tokens: int) -> None:
         with self._lock:
-            self.billed.append({"api": api, "prompt_tokens": prompt_tokens,
+            self.billed.append({"api": api, "model": model, "prompt_tokens": prompt_tokens,
                                 "completion_tokens": completion_tokens, "cached_tokens": cached_tokens})
 
-    def billed_totals(self) -> dict:
-        """The tokens billed so far: prompt, completion and cached, summed."""
+    def billed_totals(self, model: str | None = None) -> dict:
+        """The tokens billed so far (to ``model``, or to all): prompt, completion and cached."""
         with self._lock:
-            return {k: sum(b[k] for b in self.billed)
-                    for k in ("prompt_tokens", "completion_tokens", "cached_tokens")}
+            billed = [b for b in self.billed if model is None or b["model"] == model]
+            return {k: sum(b[k] for b in billed) for k in ("prompt_tokens", "completion_tokens", "cached_tokens")}
 
     def _record_refusal(self, req: dict) -> None:
         with self._lock:
