@@ -246,7 +246,7 @@
   }
   const COLUMNS = [["id", "Instance"], ["type", "Type"], ["model", "Model"], ["setting", "Setting"],
     ["p", "P", "num"], ["r", "R", "num"], ["f1", "F1", "num"], ["j", "Judge", "num"],
-    ["fail", "Failed steps"], ["tok", "Tokens", "num"], ["cost", "Cost", "num"], ["req", "Request"]];
+    ["fail", "Failed steps (\u2691 flagged)"], ["tok", "Tokens", "num"], ["cost", "Cost", "num"], ["req", "Request"]];
 
   function buildBrowser() {
     const view = document.getElementById("view-instances");
