@@ -29,9 +29,10 @@ from cupid.utils.models.model import (
     Usage,
     register_provider,
 )
-from cupid.utils.models.batch import Unanswered
+from cupid.utils.models.batch import BatchItemError, Unanswered
 from cupid.utils.models.hosted import CLIENTS, call_sdk, raise_if_unusable
 from cupid.utils.models.request import normalise_endpoint
+from cupid.utils.models.retry import status_code
 from cupid.utils.redact import register_secret
 
 # How a Gemini answer ended (endings.py): ``finishReason`` as google-genai documents it
@@ -385,7 +386,7 @@ class GoogleModel(Model):
         temperature is then not sent (thinking refusals are the user's to fix)."""
         from cupid.utils.models.adaptations import Adaptation
 
-        if getattr(exc, "code", None) != 400 or "temperature" in self.overrides:
+        if status_code(exc) != 400 or "temperature" in self.overrides:
             return None
         message = str(getattr(exc, "message", "") or exc)
         lowered = message.lower()
@@ -432,6 +433,13 @@ class GoogleModel(Model):
         return self.parse_response(response)
 
 
+# A batch item's error is a google.rpc.Status, whose code is a gRPC code; its HTTP status as
+# google/rpc/code.proto maps it ("HTTP Mapping: 400 Bad Request" for INVALID_ARGUMENT, ...;
+# github.com/googleapis/googleapis). A code of 100 and above is taken as an HTTP status already.
+GRPC_HTTP_STATUS = {3: 400, 9: 400, 11: 400, 16: 401, 7: 403, 5: 404, 6: 409, 10: 409, 8: 429,
+                    1: 499, 2: 500, 12: 501, 13: 500, 15: 500, 14: 503, 4: 504}
+
+
 class GeminiBatch:
     """Gemini batch mode with inline requests (``client.batches``), each keyed by metadata."""
 
@@ -469,6 +477,13 @@ class GeminiBatch:
         for item in (job.dest.inlined_responses if job.dest is not None else None) or []:
             key = (item.metadata or {}).get("key")
             if key is None:
+                continue
+            if item.error is not None and item.error.code is not None:
+                # As the SDK raises it online (its HTTP status, Google's message), so that a
+                # refused parameter is learned with the rule applied online.
+                status = GRPC_HTTP_STATUS.get(item.error.code, item.error.code)
+                out[key] = BatchItemError(f"HTTP {status}: {item.error.message}", status,
+                                          {"code": status, "message": item.error.message})
                 continue
             if item.error is not None or item.response is None:
                 out[key] = f"failed in the batch: {item.error}"

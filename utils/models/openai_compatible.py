@@ -18,11 +18,13 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+from cupid.utils.models.adaptations import Adaptation
 from cupid.utils.models.batch import BatchItemError, Unanswered
 from cupid.utils.models.errors import TransientModelError
 from cupid.utils.models.hosted import HostedModel, call_sdk_with_headers, split_credentials
 from cupid.utils.models.rate_limit_headers import header_family
 from cupid.utils.models.request import Completion, Request, Usage
+from cupid.utils.models.retry import status_code
 
 
 # OpenAI's rate-limit headers, which Together and vLLM's proxies send too
@@ -81,6 +83,27 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
         finish="message.refusal" if refusal else getattr(choices[0], "finish_reason", None),
         refusal=refusal or None,
     )
+
+
+def refused_parameter(exc: BaseException, overrides: dict) -> Adaptation | None:
+    """The Adaptation an OpenAI-format 400 naming a parameter the model does not take calls
+    for (``code`` unsupported_parameter / unsupported_value, ``param``): temperature is then not
+    sent, max_tokens is sent as max_completion_tokens. A temperature the user chose is not
+    dropped: the call fails with the provider's words instead. Read from the SDK's error
+    online and from a batch's error line (batch.py BatchItemError) alike."""
+    if status_code(exc) != 400:
+        return None
+    body = getattr(exc, "body", None)
+    body = body if isinstance(body, dict) else {}
+    code = getattr(exc, "code", None) or body.get("code")
+    param = getattr(exc, "param", None) or body.get("param")
+    if code not in ("unsupported_parameter", "unsupported_value"):
+        return None
+    if param == "temperature" and "temperature" not in overrides:
+        return Adaptation("temperature", None, code)
+    if param == "max_tokens" and code == "unsupported_parameter":
+        return Adaptation("max_tokens", "max_completion_tokens", code)
+    return None
 
 
 def with_seed_and_timeout(params: dict, request: Request) -> dict:

@@ -132,6 +132,31 @@ def test_reasoning_efforts_per_gpt5_generation(fake_llm_env):
     assert fake_llm_env.refused == []
 
 
+def test_an_effort_the_rules_do_not_know_is_passed_on_with_a_warning(fake_llm_env, capsys):
+    """--model_args reasoning_effort takes what the provider takes: an effort the SDK does not
+    name yet, or one a family open to newer efforts (gpt-5.2 and later, unknown names) is not
+    known to take, is sent with a warning, and the provider's answer decides; a family whose
+    efforts are sourced still refuses it before any request."""
+    from cupid.utils.command_line import generation_params, known_reasoning_efforts
+
+    assert "max" in known_reasoning_efforts()  # openai-python 2.45 and later
+    assert generation_params("reasoning_effort=max") == {"reasoning_effort": "max"}
+    assert capsys.readouterr().err == ""
+    assert generation_params("reasoning_effort=ultra") == {"reasoning_effort": "ultra"}
+    assert "reasoning_effort=ultra is not one the openai SDK names" in capsys.readouterr().err
+    newer = resolve_model("gpt-6", role="evaluated", overrides={"reasoning_effort": "ultra"})
+    assert "not known for the unknown family" in capsys.readouterr().err
+    newer.generate("", user("q"))
+    assert fake_llm_env.requests[-1]["body"]["reasoning_effort"] == "ultra"
+    # gpt-5.4 is given "max": sent, and refused in OpenAI's words (the loopback server's rule).
+    model = resolve_model("gpt-5.4", role="evaluated", overrides={"reasoning_effort": "max"})
+    assert "not known for the gpt-5.2+ family" in capsys.readouterr().err
+    with pytest.raises(ModelCallFailed, match="'max' is not supported with the 'gpt-5.4' model"):
+        model.generate("", user("q"))
+    with pytest.raises(ModelConfigurationError, match="not accepted by the gpt-5 family"):
+        resolve_model("gpt-5-mini", overrides={"reasoning_effort": "max"})
+
+
 def test_fake_server_refuses_an_effort_the_family_does_not_take(fake_llm_env):
     """The server's own rule, met by a client that skips the adapter's check: OpenAI's 400 for
     gpt-5.1 and 'minimal' (github.com/anomalyco/opencode/issues/4451)."""
@@ -347,13 +372,14 @@ def test_reasoning_flags_are_validated_on_the_command_line(fake_llm_env, tmp_pat
     common = ["--data", str(data), "--results_dir", str(tmp_path / "r")]
     cases = [
         (["--model", "gpt-4o-2024-11-20", "--model_args", "reasoning_effort=low"], "not a reasoning model"),
-        (["--model", "gpt-5-mini", "--model_args", "reasoning_effort=extreme"], "expected one of"),
+        (["--model", "gpt-5-mini", "--model_args", "reasoning_effort=low;high"], "expected an effort word"),
+        (["--model", "gpt-5-mini", "--model_args", "reasoning_effort=extreme"], "not accepted by the gpt-5 family"),
         (["--model", "gpt-5-mini", "--model_args", "thinking_budget=2048"], "thinking_budget is not supported"),
         (["--model", "gpt-5-mini", "--evaluator", "claude-sonnet-4-5", "--evaluator_args",
           "thinking_budget=100"], "minimum of 1024"),
     ]
     for args, expected in cases:
-        with pytest.raises(SystemExit) if "extreme" in args[-1] else _no_raise():
+        with pytest.raises(SystemExit) if ";" in args[-1] else _no_raise():
             code = run_module.main(args + common)
             assert code == 2
         err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("warning:")]
