@@ -45,7 +45,8 @@ def is_withheld(ending: str, text: str) -> bool:
 
 def describe(ending: str, finish: object, words: str | None) -> str:
     """A withheld answer's reason, in the provider's own words when it gave some."""
-    said = f" ({finish})" if finish is not None else ""
+    name = getattr(finish, "name", None) or finish  # an SDK's enum by its name
+    said = f" ({name})" if name is not None else ""
     what = {"filtered": f"the answer was filtered{said}", "refused": f"the model refused{said}",
             "blocked": f"the prompt was blocked{said}", "empty": f"the answer was empty{said}"}[ending]
     return f"{what}: {words}" if words else f"{what}, no text"
