@@ -263,7 +263,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
                             failed=work.store.failed_now)
 
 
-def print_summary(summary: dict, out=sys.stderr) -> None:
+def print_summary(summary: dict, out=None) -> None:
     pct = lambda v: "n/a" if v is None else f"{v:.1f}%"  # noqa: E731
     c = summary["counts"]
     lines = [f"{c['instances']} instances: solvable {pct(summary['solvable_pct'])} ({c['solvable']}; "
@@ -280,4 +280,4 @@ def print_summary(summary: dict, out=sys.stderr) -> None:
         lines.append(f"annotations: {h['annotators']} annotators, alpha {h['alpha_entries']} (entries), "
                      f"LLM-human agreement {pct(h['llm_human_agreement_pct'])} on {h['entries_annotated']} "
                      f"entries; instances to revise: {len(h['to_revise'])}")
-    print("\n".join(lines), file=out)
+    print("\n".join(lines), file=out or sys.stderr)
