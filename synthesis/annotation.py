@@ -77,8 +77,8 @@ INTRO = {
                  "You should check if the user expressed the sub-preference in any of these messages. Indirect "
                  "or implicit expressions are also valid."),
     "request": ("For each sub-preference below, check if the user expressed it in their request to the AI "
-                "assistant, then rate how realistic the request is.", "On the left, you will see a "
-                "sub-preference in question form. On the right, you will see the user's request. You should "
+                "assistant, then rate how realistic the request is.", "Below, you will see the user's request, "
+                "then each sub-preference in question form. You should "
                 "check if the request expresses the sub-preference. Indirect or implicit expressions are also "
                 "valid."),
 }
@@ -99,11 +99,11 @@ def _radios(name: str, kind: str) -> str:
 def _task_html(task: dict, number: int, total: int) -> str:
     kind = task["kind"]
     title, intro = INTRO[kind]
-    entries = []
+    entries = [f'<div class="box"><h3>User\'s Request</h3><p class="text">{esc(task["request"])}</p></div>'] \
+        if kind == "request" else []
     for e in task["entries"]:
-        if kind == "request":
-            right = f'<h3>User\'s Request</h3><p class="text">{esc(task["request"])}</p>'
-        else:
+        right = ""
+        if kind == "messages":
             items = "".join(f"<li class='text'>{esc(m)}</li>" for m in e["messages"]) or \
                 "<li class='muted'>(no message was extracted for this sub-preference)</li>"
             right = f"<h3>User's Messages</h3><ul class='msgs'>{items}</ul>"

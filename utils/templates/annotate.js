@@ -59,11 +59,14 @@
     });
   }
 
+  function progress() {
+    status.textContent = tasks.filter(complete).length + " of " + tasks.length + " tasks answered";
+  }
+
   function show(k) {
     current = Math.max(0, Math.min(tasks.length - 1, k));
     tasks.forEach(function (section, i) { section.hidden = i !== current; });
-    var done = tasks.filter(complete).length;
-    status.textContent = done + " of " + tasks.length + " tasks answered";
+    progress();
     document.getElementById("previous").disabled = current === 0;
     window.scrollTo(0, 0);
   }
@@ -91,7 +94,7 @@
     link.remove();
     status.textContent = "Saved " + link.download + ": send this file back.";
   });
-  document.addEventListener("change", keep);
+  document.addEventListener("change", function () { keep(); progress(); });
   restore();
   show(0);
   window.cupidAnnotation = {answers: answers, ready: true};
