@@ -77,16 +77,15 @@ def forecast(args) -> dict:
         for check in plan_checks(instance)[0]:
             known = book.get((instance.persona_id, check.preference.strip()))
             checklist = known[0] if known else [f"Does the response {filler(12, 'check')}?"] * 3
-            asks = [] if known else [("decompose", decompose.ask(check.preference), 80)]
-            asks += [("extract_fragments", extract_fragments.ask(checklist, session_at(instance, p)),
+            asks = [] if known else [("checklists", decompose.ask(check.preference), 80)]
+            asks += [("extractions", extract_fragments.ask(checklist, session_at(instance, p)),
                       ANSWER_TOKENS_PER_ENTRY * len(checklist)) for p in check.positions]
-            for step, ask, tokens in asks:
+            for kind, ask, tokens in asks:
                 key = store.key(ask)
-                record = store.stored("checklists" if step == "decompose" else "extractions", ask, lambda o: None)
-                if key in seen or (record or {}).get("status") == "done":
+                if key in seen or (store.stored(kind, ask, lambda o: None) or {}).get("status") == "done":
                     continue
                 seen.add(key)
-                role.add_request(step, render(lambda a=ask: a.answer(stand_in)), tokens)
+                role.add_request(kind, render(lambda a=ask: a.answer(stand_in)), tokens)
     return {"dry_run": True, **summary([role], parse_limits(args.rate_limit)), "assumptions": list(ASSUMPTIONS)}
 
 

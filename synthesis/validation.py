@@ -37,7 +37,6 @@ from typing import Any, Sequence
 from cupid import config
 from cupid.evaluation.steps import decompose
 from cupid.evaluation.steps.ask import Ask
-from cupid.evaluation.store import now
 from cupid.synthesis import extract_fragments
 from cupid.synthesis.validation_plan import (REQUEST, EntryResult, conclude, known_checklists, plan_checks,
                                              session_at)
@@ -126,7 +125,7 @@ class AnswerStore:
                                  "raw": redact(answer.raws), "error": redact(error), "attempts": answer.attempts,
                                  "next_variant": answer.next_variant, "usage": answer.usage,
                                  "sent": answer.sent or None, "latency_s": answer.latency_s,
-                                 "finished_at": now()})
+                                 "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())})
 
 
 class Validation:
@@ -206,8 +205,8 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     (annotation.py) folded in as the paper does. Raises ``BadInput`` (an argument, the data,
     an annotation file), ``SetupError`` (a missing key, an output directory in use),
     ``StorageError``, ``Interrupted``; a failed extraction is counted in ``failed``."""
-    from cupid.evaluation.api import ProcessState, setup_logging
     from cupid.evaluation.data import InstanceSource
+    from cupid.synthesis.api import LoggingState, setup_logging
     from cupid.utils.models.cache import CACHE_DIR, ResponseCache
     from cupid.utils.models.limits import parse_rate_limit, set_user_limits
     from cupid.utils.models.registry import check_models, resolve_model
@@ -225,7 +224,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     source.validate()
     instances = list(source)
     out = Path(output_dir)
-    state = ProcessState([model] if isinstance(model, Model) else [])
+    state, saved_cache = LoggingState(), getattr(model, "cache", None)
     try:
         setup_logging(log_file)
         reset_cancel()
@@ -259,6 +258,8 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
             lock.release()
     finally:
         state.restore()
+        if isinstance(model, Model):  # a caller's model leaves with the cache it came with
+            model.cache = saved_cache
     return ValidationResult(rows=summary.pop("_rows"), verified=verified, summary=summary, output_dir=out,
                             failed=work.store.failed_now)
 

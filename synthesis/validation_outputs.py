@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
-from cupid.evaluation.store import now
+import time
 from cupid.synthesis import annotation
 from cupid.synthesis.validation_plan import EXPRESSED, FAILED, REQUEST
 from cupid.utils.dataset import Instance
@@ -87,7 +87,7 @@ def write_outputs(out: Path, source, instances: list[Instance], rows: list[dict]
         "prompt_version": load_prompt("validation/extract_fragments").version,
         "annotation_pages": [str(p.relative_to(out)) for p in pages], "annotation_tasks": len(tasks),
         "usage": {"model": validator.name, **validator.usage.snapshot(validator.name)},
-        "wall_time_s": round(wall_time_s, 2), "finished": now()})
+        "wall_time_s": round(wall_time_s, 2), "finished": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())})
     if human is not None:
         summary["human"] = human
     atomic_write_json(out / "summary.json", summary)
