@@ -30,7 +30,7 @@ import logging
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -38,11 +38,11 @@ from cupid import config
 from cupid.evaluation.steps import decompose
 from cupid.evaluation.steps.ask import Ask
 from cupid.synthesis import extract_fragments
-from cupid.synthesis.validation_plan import (REQUEST, EntryResult, conclude, known_checklists, plan_checks,
+from cupid.synthesis.validation_plan import (EntryResult, conclude, known_checklists, plan_checks,
                                              session_at)
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import BadInput, Interrupted, SetupError
-from cupid.utils.io import FileLock, atomic_write_json, atomic_write_text, read_json
+from cupid.utils.io import FileLock, atomic_write_json, check_writable, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer
 from cupid.utils.models.errors import ModelCallFailed
 from cupid.utils.models.model import Model
@@ -166,8 +166,8 @@ class Validation:
                     kept, dropped = extract_fragments.kept_fragments(item["fragments"], session) if item else ([], [])
                     result.add(position, item, kept, dropped)
             entries += [r.to_dict() for r in results]
-            if check.role != REQUEST:
-                notes += [f"{check.role} preference: checklist from {source}"] if source == "decomposed" else []
+            if source == "decomposed":
+                notes.append(f"{check.role} preference: its checklist decomposed by the validator (the data records none)")
         solvable, challenging = conclude(entries)
         return {"instance_id": instance.instance_id, "persona_id": instance.persona_id,
                 "instance_type": instance.instance_type, "solvable": solvable, "challenging": challenging,
@@ -210,7 +210,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     from cupid.utils.models.cache import CACHE_DIR, ResponseCache
     from cupid.utils.models.limits import parse_rate_limit, set_user_limits
     from cupid.utils.models.registry import check_models, resolve_model
-    from cupid.utils.models.retry import reset_cancel
+    from cupid.utils.models.retry import cancel_all, reset_cancel
     from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
 
     for name, value in (("n_workers", n_workers), ("tasks_per_page", tasks_per_page), ("limit", limit or 1)):
@@ -231,7 +231,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
         set_user_limits(limits)
         validator = resolve_model(model, role="evaluator", timeout=timeout, max_retries=max_retries)
         check_models([validator])
-        out.mkdir(parents=True, exist_ok=True)
+        check_writable(out)  # before any call: a read-only or full directory costs nothing
         lock = FileLock(out / LOCK)
         if not lock.acquire(blocking=False):
             raise SetupError(f"{out}: in use by another validation; wait for it to end or give another output_dir")
@@ -244,6 +244,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
                 try:
                     rows = work.run(n_workers, batch)
                 except KeyboardInterrupt as exc:
+                    cancel_all()  # the calls in flight end now
                     raise Interrupted(f"{stop_cause(exc)}: every answer received is kept in {out / 'answers'}; "
                                       f"rerun the same command to resume.", stop_status(exc)) from None
             from cupid.synthesis.validation_outputs import write_outputs

@@ -197,3 +197,33 @@ def test_bad_arguments_and_data_are_refused_before_any_call(server, tmp_path):
         validate(data, output_dir=tmp_path / "out", model=f"vllm:validator@{server.openai_base_url}")
     assert server.requests == []
     shutil.rmtree(data)
+
+
+def test_a_stopped_run_keeps_every_answer_and_the_rerun_asks_only_the_rest(tmp_path):
+    """SIGTERM mid-run: exit 143, the answers received are on disk, the rerun completes
+    without asking them again."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from repo_paths import ROOT
+
+    data, out = vd.build(tmp_path / "data"), tmp_path / "out"
+    validator = vd.Validator()
+    with FakeLLMServer(responder=validator, latency=0.15) as srv:
+        proc = subprocess.Popen([sys.executable, "-m", "cupid.synthesis.validate", *args(srv, data, out)[:-6],
+                                 "--n_workers", "1"], cwd=ROOT, env={**os.environ},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while len(list((out / "answers").glob("*/*.json"))) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+        kept = len(list((out / "answers").glob("*/*.json")))
+        assert 5 <= kept < 32 and not (out / "validation.jsonl").exists()
+        srv.responder = counting = vd.Validator()
+        assert main(args(srv, data, out)) == 0
+    assert counting.calls["extract"] == 32 - kept
+    assert verified(out) == ALL - vd.PLANTED
