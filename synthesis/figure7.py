@@ -151,16 +151,16 @@ def report_section(data_path: Path, png: Path) -> str:
         source = Path(read_json(summary)["data"]["path"])
         parts = [("all", source), ("verified", data_path / "verified")]
     elif (data_path / "personas.json").is_file():  # a synthesis output: its instances, once there are some
-        parts = [(data_path.name, data_path / "instances")]
+        parts = [("instances", data_path / "instances")]
     else:
-        parts = [(data_path.name or str(data_path), data_path)]
+        parts = [("instances", data_path)]
     synth = synthesis_dir_of(parts[0][1])
     series = [(name, type_counts(_instances(path), synth)) for name, path in parts]
-    title = (f"Figure 7 · {data_path}: " + " and ".join(f"{name}" for name, _ in parts)
-             + ("" if synth else " (no synthesis records: types not recorded)"))
+    title = f"Figure 7 · {data_path}" + ("" if synth else " (no synthesis records: types not recorded)")
     plot(series, png, title)
     missing = sum(c[k][NOT_RECORDED] for _, c in series for k, _ in PANELS)
-    note = (f"Types from the synthesis records in {esc(synth)}." if synth else
+    note = (f"Types from the synthesis records in {esc(synth)}; a changed preference (A') was written with "
+            f"no type." if synth else
             "These rows carry no types (a synthesis output records them; the benchmark's are in kixlab/CUPID-Raw).")
     return (f'<section class="box" id="figure7"><h2>Figure 7: types of context factors, preferences and tasks</h2>'
             f'<p class="muted">Each distinct context factor, preference and session of the instances counted once. '
