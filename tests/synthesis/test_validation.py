@@ -227,3 +227,14 @@ def test_a_stopped_run_keeps_every_answer_and_the_rerun_asks_only_the_rest(tmp_p
         assert main(args(srv, data, out)) == 0
     assert counting.calls["extract"] == 32 - kept
     assert verified(out) == ALL - vd.PLANTED
+
+
+def test_a_missing_key_and_a_refused_directory_stop_before_any_call(server, tmp_path, capsys):
+    data = vd.build(tmp_path / "data")
+    assert main(["--data_dir", str(data), "--output_dir", str(tmp_path / "out"), "--model", "gpt-4o-2024-11-20"]) == 2
+    assert "OPENAI_API_KEY" in capsys.readouterr().err
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(args(server, data, blocker)) == 3
+    assert "a-file" in capsys.readouterr().err
+    assert server.requests == []
