@@ -21,7 +21,7 @@ from typing import Sequence
 
 from cupid.synthesis.validation_plan import (CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST,
                                              conclude)
-from cupid.utils.errors import BadInput
+from cupid.utils.errors import BadInput, SetupError
 from cupid.utils.html_page import esc, page, script_json
 from cupid.utils.io import atomic_write_text
 
@@ -181,8 +181,12 @@ def read_annotations(paths: Sequence[str | Path], tasks: dict[str, dict]) -> lis
 
 
 def _alpha(data: list[list], level: str) -> tuple[float | None, str | None]:
-    import krippendorff
     import numpy as np
+    try:
+        import krippendorff
+    except ImportError:
+        raise SetupError("Krippendorff's alpha needs the krippendorff package: pip install "
+                         "'cupid-harness[analysis]'") from None
 
     matrix = np.array([[np.nan if v is None else v for v in coder] for coder in data], dtype=float)
     pairable = int((np.sum(~np.isnan(matrix), axis=0) >= 2).sum()) if matrix.size else 0

@@ -268,8 +268,56 @@ def plot_inference_generation(data, path: Path) -> None:
     _save(plt, fig, path)
 
 
+def plot_summaries(data, path: Path) -> None:
+    """Figure 6: per model, the full-sessions point beside the summaries point with their
+    95% intervals, one panel per task (inference left, generation right), the paper's values
+    as crosses where it has the model; the legend below, where it covers no point."""
+    plt = pyplot()
+    panels = data.payload["panels"]
+    min_n = data.payload.get("min_n", 1)
+    width = max(len(points) for points in panels.values())
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(5.5, 1.1 * width + 3) * len(panels), 6.2), squeeze=False)
+    settings = (("full", "Full prior sessions (default setting)", "#4C72B0", "o", -0.17),
+                ("summaries", "Summaries (summary setting)", "#DD8452", "s", 0.17))
+    for ax, (task, points) in zip(axes[0], panels.items()):
+        scale, limits, ylabel, tables = ((100, F1_LIMITS, "Inference F1 (%, micro)", "1 and 9") if task == "inference"
+                                         else (1, JUDGE_LIMITS, "Generation judge score (1-10)", "3 and 10"))
+        any_few, labelled = False, set()
+        for k, point in enumerate(points):
+            ax.plot([k + settings[0][4], k + settings[1][4]], [scale * point["full"].value, scale * point["summaries"].value],
+                    color="lightgray", linewidth=1, zorder=1)
+            for (key, label, color, marker, offset), paper in zip(settings, point["paper"]):
+                est, x = point[key], k + offset
+                low, high = (est.low, est.high) if est.low is not None else (est.value, est.value)
+                any_few |= est.n < min_n
+                ax.errorbar(x, scale * est.value, yerr=[[scale * (est.value - low)], [scale * (high - est.value)]],
+                            fmt=marker, color=color, markerfacecolor="white" if est.n < min_n else color, capsize=3,
+                            markersize=7, label=None if key in labelled else label, zorder=3)
+                labelled.add(key)
+                ax.annotate(f"n={est.n}", (x, scale * high), textcoords="offset points", xytext=(0, 4), ha="center",
+                            fontsize=6.5, color=color)
+                if paper is not None:
+                    ax.plot(x, scale * paper, marker="x", color="black", markersize=6, linestyle="none", zorder=4,
+                            label=None if "paper" in labelled else f"the paper's value (Tables {tables})")
+                    labelled.add("paper")
+        ax.set_xticks(range(len(points)))
+        ax.set_xticklabels([p["label"] for p in points], rotation=20, ha="right", fontsize=8)
+        ax.set_xlim(-0.6, len(points) - 0.4)
+        ax.set_ylim(*_pad(limits))
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"Figure 6: {task}, full sessions vs summaries", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        handles, labels = ax.get_legend_handles_labels()
+        order = sorted(range(len(labels)), key=lambda i: labels[i].startswith("the paper"))
+        ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.2), title="95% persona-clustered bootstrap CI; n = instances",
+                  title_fontsize=6.5)
+        _few_note(ax, any_few, min_n)
+    _save(plt, fig, path)
+
+
 PLOTTERS = {"fig_prf1": plot_prf_bars, "fig3_position": plot_position, "fig9_length": plot_length,
-            "fig5_inference_vs_generation": plot_inference_generation}
+            "fig5_inference_vs_generation": plot_inference_generation, "fig6_summaries": plot_summaries}
 
 
 def plotter(name: str):

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Iterator
 
 from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.compare_data import paired_entries
+from cupid.evaluation.report.error_types import Classified, load as load_error_types
 from cupid.evaluation.report.published import display_name
 from cupid.evaluation.report.results import Run, history_of, setting_order
 from cupid.utils.dataset import Instance
@@ -135,6 +136,8 @@ class Payload:
         self._instance_index: dict[str, int] = {}
         self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": []}
         self.metrics = [{"p": [], "r": [], "f1": [], "j": []} for _ in self.scorers]
+        # Table 2's classified inferences, by run index (default-setting runs only).
+        self.classified: dict[int, Classified] = {}
         # The chunks in page order (the sessions', then each run's), each coded and
         # compressed by the packer while the next run is read, so no run's details outlive
         # their chunk's text.
@@ -218,12 +221,19 @@ class Payload:
         prices: dict[str | None, Any] = {}  # each model's price, looked up once
         for run_index, run in enumerate(self.runs):
             details: dict[str, dict] = {}
+            classified = load_error_types(run) if run.setting == "default" else None
+            if classified is not None:
+                self.classified[run_index] = classified
             for instance_id in run.ids():
                 data = run.instances[instance_id]
                 inst = self._instance(instance_id, data)
                 known = self.data.get(instance_id)
                 detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None,
                                                               prices)
+                case = classified.step(instance_id) if classified is not None else None
+                if case is not None:  # apart from the steps: not part of the result's tokens, cost or failures
+                    detail["error_classification"] = {**trim_step(case, prices), "scorer": classified.sample["scorer"],
+                                                      "classifier": classified.sample["classifier"]}
                 tokens, cost, failed, unpriced = 0, None, [], []
                 for name, step in _all_steps(detail):  # trimmed steps carry their cost
                     usage = step.get("usage") or {}

@@ -407,6 +407,7 @@
     const costText = costs.length ? cost(costs.reduce((a, b) => a + b, 0)) : "—";
     const infer = out(steps.infer), gener = out(steps.generate), judge = out(es.judge), dec = out(es.decompose);
     const summarize = out(steps.summarize);
+    const et = det.error_classification && det.error_classification.scorer === scorer ? det.error_classification : null;
     return el("div", { class: "panel", "data-row": row, "data-scorer": k },
       el("h2", null, runLabel(R.run[row]), el("span", { class: "muted" }, " · scorer " + scorer)),
       el("div", { class: "metrics" }, el("div", null, "P ", el("b", null, pct(inf.precision))), el("div", null, "R ", el("b", null, pct(inf.recall))),
@@ -417,6 +418,10 @@
       el("div", { class: "box sec-inferred" }, el("h3", null, "Inferred preference"),
         infer ? [markdown(infer.preference || ""), infer.analysis ? el("details", null, el("summary", null, "The model's analysis"), markdown(infer.analysis)) : null]
           : (failedNote(steps.infer, "Inference") || el("p", { class: "note" }, steps.infer ? "Not done yet." : "Not part of this run's task or setting."))),
+      et ? el("div", { class: "box sec-error-type" }, el("h3", null, "Error type (Table 2) ", el("span", { class: "muted" }, "classified by " + (et.model || et.classifier))),
+        out(et) ? [el("p", null, el("b", { class: "error-type" }, out(et).type)), markdown(out(et).analysis || "")]
+          : [failedNote(et, "Classification"), (et.raw || []).length ? el("details", { class: "raw" }, el("summary", null, "Raw answers (" + et.raw.length + ")"),
+            et.raw.map((text) => el("pre", null, text === null ? "(no answer)" : String(text)))) : null]) : null,
       el("div", { class: "box sec-recall" }, el("h3", null, "Ground-truth checklist ", el("span", { class: "muted" }, "does the inferred preference cover each entry? (recall)")),
         failedNote(es.match_recall, "Matching"), checklistTable(inst.checklist, (out(es.match_recall) || {}).results, "")),
       el("div", { class: "box sec-precision" }, el("h3", null, "Inferred checklist ", el("span", { class: "muted" }, "does the ground truth cover each entry? (precision)")),
