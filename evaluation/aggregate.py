@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from cupid.evaluation import release as release_parsing, steps
+from cupid.evaluation.session_recall import session_selection
 from cupid.evaluation.metrics import (InferenceCounts, generation_problem, generation_summary, inference_problem,
                                       macro_inference, micro_inference, read_generation, read_inference)
 from cupid.utils.dataset import INSTANCE_TYPES
@@ -206,6 +207,9 @@ def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
             ("generation", "generation_score", GENERATION_STEPS, has_generation)) if present}
     results["tasks"] = tasks
     results["truncated_answers"] = truncated_answers(records, scorer)
+    selection = session_selection(records)  # what the context strategy kept
+    if selection is not None:
+        results["session_selection"] = selection
     return results
 
 

@@ -111,8 +111,8 @@ def forecast_run(spec: RunSpec) -> RunForecast:
     evaluator = resolve_model(spec.evaluator, role="evaluator", overrides=overrides["evaluator"], **common)
     matcher = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{spec.matcher_url}", role="matcher",
                             overrides=overrides["matcher"], **common) if spec.use_matcher else evaluator
-    run_dir = run_dir_for(spec.results_dir, model.label, spec.setting)
-    forecast = RunForecast(model.label, spec.setting, str(run_dir))
+    run_dir = run_dir_for(spec.results_dir, model.label, spec.setting_.name)
+    forecast = RunForecast(model.label, spec.setting_.name, str(run_dir))
     recorded = recorded_reasoning(run_dir)  # reasoning tokens an earlier run there recorded
     forecast.roles = {"model": role_forecast("model", model, recorded=recorded),
                       "evaluator": role_forecast("evaluator", evaluator, recorded=recorded)}
@@ -154,7 +154,7 @@ class InstanceEstimator:
         elif self.setting.summaries:
             shown = Shown(self._summaries(instance, asker), from_summaries=True, prefmatcher=self.spec.use_matcher)
         else:
-            shown = Shown(format_session_log(self.setting.sessions(instance)), prefmatcher=self.spec.use_matcher)
+            shown = Shown(self.setting.context(instance).text, prefmatcher=self.spec.use_matcher)
         for name, chain in CHAINS.items():
             if self.spec.task in (name, "both"):
                 chain(instance, shown, asker)
@@ -188,7 +188,7 @@ class InstanceEstimator:
         (as the pipeline shares them); returns the summaries' text the steps are given."""
         summaries = []
         done = self.done(asker.record, steps.SUMMARIZE)
-        for session in self.setting.sessions(instance):
+        for session in self.setting.context(instance).sessions:
             bullets = [filler(SUMMARY_BULLET_TOKENS, "summary")] * (SUMMARY_BULLETS - 1)
             stand_in = {"context": [filler(SUMMARY_BULLET_TOKENS, "context")] + bullets,
                         "preferences": [session.contextual_preference] + bullets}

@@ -18,7 +18,8 @@ from typing import Callable, Iterable, Protocol, Sequence
 from cupid.evaluation import steps
 from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
 from cupid.evaluation.metrics import InferenceCounts
-from cupid.evaluation.settings import Setting
+from cupid.evaluation.session_recall import shown_record
+from cupid.evaluation.settings import Context, Setting
 from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
@@ -184,9 +185,12 @@ class Pipeline:
                 outcome.status = "skipped"
                 record.set_field("skipped", outcome.skip_reason)
             else:
+                context = None if self.setting.preference_given else self.setting.context(instance)
+                if context is not None:  # what the strategy kept (session_recall.py)
+                    record.data["shown"] = shown_record(context, self.setting.summaries)
                 record.save()
                 asker = InstanceSteps(self, record)
-                shown = self._shown(instance, asker)
+                shown = self._shown(context, asker)
                 if shown is not None:
                     tasks = [t for t in ("inference", "generation") if self.task in (t, "both")]
                     # The last chain runs beside, in the chain pool; the first in this thread.
@@ -225,14 +229,13 @@ class Pipeline:
             outcome.generation_score = result
             record.set_scorer_field(self.scorer, "generation", {"score": result})
 
-    def _shown(self, instance: Instance, asker: "InstanceSteps") -> Shown | None:
+    def _shown(self, context: Context | None, asker: "InstanceSteps") -> Shown | None:
         """What the chains show; None when the summaries it needs failed (recorded)."""
-        if self.setting.preference_given:
+        if context is None:
             return Shown(preference_given=True, prefmatcher=self.prefmatcher)
-        sessions = self.setting.sessions(instance)
         if not self.setting.summaries:
-            return Shown(format_session_log(sessions), prefmatcher=self.prefmatcher)
-        summaries = asker.summaries(sessions)
+            return Shown(context.text, prefmatcher=self.prefmatcher)
+        summaries = asker.summaries(context.sessions)
         if summaries is None:
             return None
         return Shown(summarize.history(summaries["summaries"]), from_summaries=True,
