@@ -110,6 +110,8 @@ def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
     failures = [(name, step.get("error") or "failed")
                 for recorded in (data.get("steps") or {}, evaluation.get("steps") or {})
                 for name, step in recorded.items() if (step or {}).get("status") == "failed"]
+    if (data.get("shown") or {}).get("error"):  # the context strategy raised (pipeline.py)
+        failures.append(("context", str(data["shown"]["error"])))
     # A value no parser could have produced (a hand-edited or damaged file) is a failure
     # of the instance, never a number in the aggregate.
     bad = problems_by_task(data, scorer)

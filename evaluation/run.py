@@ -179,7 +179,7 @@ def setting_argument(value: str) -> str:
     try:
         setting_named(value)
     except BadInput as exc:  # argparse names the flag
-        raise argparse.ArgumentTypeError(re.sub(r"^setting( \S+)?: ", "", str(exc))) from None
+        raise argparse.ArgumentTypeError(re.sub(r"^setting:? ", "", str(exc))) from None
     return value
 
 

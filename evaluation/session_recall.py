@@ -43,7 +43,7 @@ def instance_selection(record: dict) -> dict | None:
 
 def _mean(values: list) -> float | None:
     present = [v for v in values if v is not None]
-    return round(sum(present) / len(present), 6) if present else None
+    return sum(present) / len(present) if present else None
 
 
 def _block(selections: list[dict]) -> dict:
