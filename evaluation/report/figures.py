@@ -275,7 +275,7 @@ def plot_strategies(data, path: Path) -> None:
     plt = pyplot()
     settings, series = data.payload["settings"], data.payload["series"]
     panels = [(key, title, scale, limits) for key, title, scale, limits in (
-        ("f1", "Inference F1 (%, micro)", 100, F1_LIMITS), ("judge", "Judge score (1-10)", 1, JUDGE_LIMITS),
+        ("f1", "Inference F1 (%, micro)", 100, F1_LIMITS), ("score", "Judge score (1-10)", 1, JUDGE_LIMITS),
         ("recall", "Session recall (%): relevant sessions shown", 100, F1_LIMITS))
         if any((p.get(key) is not None and p[key].value is not None) for points in series.values() for p in points.values())]
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=((0.8 * len(settings) + 2) * max(1, len(panels)), 5.0),

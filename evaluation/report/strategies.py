@@ -141,7 +141,7 @@ def strategies_figure_data(an: "Analysis") -> "FigureData":
             inf = an.cell(run, inf_scorer, "all") if inf_scorer in run.scorers else None
             gen = an.cell(run, gen_scorer, "all") if gen_scorer in run.scorers else None
             points[run.setting] = {"f1": inf.micro["f1"] if inf and inf.inference else None,
-                                   "judge": gen.score if gen and gen.generation else None,
+                                   "score": gen.score if gen and gen.generation else None,
                                    "recall": an.cell(run, (run.scorers or [""])[0], "all").selection["recall"]}
         series[an.label(model)] = points
     order = ["default"] + [s for s in settings if s not in ("default", "oracle", "oracle_preference")] + \
