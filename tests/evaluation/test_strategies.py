@@ -309,3 +309,23 @@ def test_the_dense_retriever_finds_the_sessions_about_the_request_offline(monkey
                         "f", "preference", ("c",), sessions)
     strategy = setting_named("dense:k=2")
     assert strategy.context(instance).positions == (1, 4)  # the two about dogs, oldest first
+
+
+def test_batch_mode_sends_what_the_strategy_selects(fake_llm_env, data_file, tmp_path, monkeypatch):
+    """--batch with recent:k=2 through the real openai and anthropic SDKs: the batched infer
+    requests show the last two sessions, and the run resumes from its own directory."""
+    from cupid import config
+
+    monkeypatch.setattr(config, "BATCH_POLL_INTERVAL", 0.05)
+    fake_llm_env.responder = CupidResponder(PLANS)
+    fake_llm_env.cupid = fake_llm_env.responder
+    args = ["--model", "gpt-4o-mini", "--evaluator", "claude-3-5-sonnet-20241022", "--data", str(data_file),
+            "--results_dir", str(tmp_path / "res"), "--max_retries", "1", "--setting", "recent:k=2", "--batch"]
+    assert run_module.main(args) == 0
+    batched = [r for r in fake_llm_env.requests if r["path"] == "batch" and fake_llm_env.cupid.kind(r) == "infer"]
+    assert len(batched) == 2
+    assert all(re.findall(r"Session (\d+) request of persona", r["messages"][-1]["content"]) == ["7", "8"]
+               for r in batched)
+    assert (tmp_path / "res" / "gpt-4o-mini" / "recent_k=2" / "batches.json").exists()
+    calls = len(fake_llm_env.requests)
+    assert run_module.main(args) == 0 and len(fake_llm_env.requests) == calls
