@@ -107,9 +107,10 @@ def test_recent_shows_exactly_the_last_two_sessions_in_its_own_directory(server,
     assert len(server.requests) == calls
 
 
-def test_bm25_shows_the_three_best_sessions_oldest_first_with_their_recall(server, data_file, tmp_path):
+def test_bm25_shows_the_three_best_sessions_oldest_first_with_their_recall(server, data_file, tmp_path, capsys):
     base = tmp_path / "res"
     assert run_module.main(cli(server, data_file, base, "--setting", "bm25:k=3")) == 0
+    assert "context: 3.0 sessions shown per instance · session recall 25.0% · precision 16.7%" in capsys.readouterr().out
     assert shown_sessions(server, PLANS[0]) == [sorted(HOLLIS)]
     assert shown_sessions(server, PLANS[1]) == [sorted(KESSLER)]
     selection = results(base, "bm25_k=3")["session_selection"]
