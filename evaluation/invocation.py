@@ -137,8 +137,9 @@ class Invocation:
         if setting.spec:  # a user's strategy, loadable from any directory
             manifest["setting_spec"] = setting.spec
         if isinstance(spec.model, str) and spec.model != model.name:
-            # How the user named it (a file, a module, a prefix), for commands that rerun it.
-            manifest["model_spec"] = portable_spec(spec.model)
+            # How the user named it (a file, a module, a prefix), for commands that rerun it;
+            # a server URL's password is masked, as everywhere else on disk.
+            manifest["model_spec"] = redact(portable_spec(spec.model))
         if model.overrides:
             manifest["model_name"] = model.name
             manifest["generation_overrides"] = dict(model.overrides)
