@@ -22,6 +22,7 @@ from cupid.evaluation.report.format import (DEFAULT_MIN_BIN_SIZE, PAPER_EVALUATO
 from cupid.evaluation.report.gaps import Gap, find_gaps, gaps_markdown
 from cupid.evaluation.report.published import paper_model_name, scorer_kind
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
+from cupid.evaluation.report.strategies import strategies_figure_data, strategies_section
 from cupid.evaluation.report.tables import (coverage_section, differences_section, generation_table,
                                       inference_table)
 from cupid.utils.cycle_collection import paused_cycle_collection
@@ -71,7 +72,7 @@ def _build_report(results_dir: str | Path, output_dir: str | Path | None, *, n_b
         gaps = find_gaps(an, results_dir)
         output.mkdir(parents=True, exist_ok=True)
         figure_data = [prf_bars_data(an), position_data(an), length_data(an), *matcher_data(an),
-                       inference_generation_data(an), summaries_data(an)]
+                       inference_generation_data(an), summaries_data(an), strategies_figure_data(an)]
         drawing.send([(data, output / f"{data.name}.png") for data in figure_data if not data.skipped]
                      if figures else [])
         files = _write_report(an, gaps, figure_data, drawing, results_dir, output, n_bootstrap=n_bootstrap,
@@ -134,6 +135,9 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, drawing: "_F
             if table:
                 md += [f"### {title} — judge `{scorer}`", "", table, ""]
 
+    strategies = strategies_section(an)
+    if strategies:
+        md += [strategies, ""]
     md += [differences_section(an), ""]
 
     def figures_section(plot_error: str | None) -> tuple[list[str], list[Path]]:

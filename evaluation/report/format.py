@@ -31,6 +31,8 @@ CSV_COLUMNS = [
     "score", "score_low", "score_high",
     "paper_table_inference", "paper_precision", "paper_recall", "paper_f1",
     "paper_table_generation", "paper_score",
+    "sessions_shown", "session_recall", "session_recall_low", "session_recall_high",
+    "session_precision", "session_precision_low", "session_precision_high", "history_tokens", "model_input_tokens",
     "n_bootstrap", "seed", "run_dirs",
     # Table 2 (report/error_table.py): on each model's default-setting, all-instances row of
     # the scorer whose F1 drew its sample.

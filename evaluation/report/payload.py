@@ -113,7 +113,7 @@ def instance_detail(data: dict, checklist: list | None = None,
             if step.name in scorer_steps and (step is MATCH_RECALL or isinstance(decomposed, dict)):
                 scorer_steps[step.name] = _without_repeated_entries(scorer_steps[step.name], entries)
     return {"steps": {n: trim_step(s, prices) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
-            "evaluations": evaluations, "history": data.get("history") or {}}
+            "evaluations": evaluations, "history": data.get("history") or {}, "shown": data.get("shown")}
 
 
 class Payload:

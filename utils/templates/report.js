@@ -333,12 +333,29 @@
     parts.forEach((p, k) => loaded[k].forEach((record, j) => { out[p * size + j] = record; }));
     return out;
   }
-  function sessionsBox(inst, sessions, setting) {
+  // What the run's context strategy showed: each session's place in the request (1-based), or
+  // null when the run records none (the strategy rendered its own text, or an older run).
+  function shownPlaces(shown) {
+    if (!shown || !Array.isArray(shown.positions)) return null;
+    const places = {};
+    shown.positions.forEach((p, k) => { places[p] = k + 1; });
+    return places;
+  }
+  function shownNote(inst, shown, setting) {
+    if (!shown) return "";
+    if (shown.error) return "; the strategy " + setting + " failed: " + shown.error;
+    if (!Array.isArray(shown.positions)) return "; the strategy " + setting + " rendered its own text (≈" + (shown.history_tokens || 0).toLocaleString("en-US") + " tokens), naming no session";
+    const relevant = new Set(inst.relevant || []), kept = shown.positions.filter((p) => relevant.has(p)).length;
+    return "; " + setting + " showed " + shown.positions.length + " of " + inst.sessions.length +
+      (relevant.size ? " (session recall " + kept + "/" + relevant.size + ")" : "");
+  }
+  function sessionsBox(inst, sessions, setting, shown) {
     if (!inst.sessions) {
       return el("div", { class: "box", id: "sessions" }, el("h2", null, "Prior sessions"),
         el("p", { class: "note" }, "The instance data were not found, so the sessions cannot be shown (relevant positions: " +
           ((inst.relevant || []).join(", ") || "none") + "). Pass --data_dir to the report."));
     }
+    const places = shownPlaces(shown);
     const items = inst.sessions.map((sid, k) => {
       const [factor, pref, turns] = sessions[sid];
       const sameFactor = factor.trim() === (inst.factor || "").trim();
@@ -348,7 +365,10 @@
       if (relevant) badges.push(el("span", { class: "badge relevant" }, "relevant: same factor and preference"));
       else if (sameFactor) badges.push(el("span", { class: "badge changed" }, "same factor, other preference"));
       else if (samePref) badges.push(el("span", { class: "badge changed" }, "same preference, other factor"));
-      const d = el("details", { class: "session" + (relevant ? " relevant" : ""), "data-relevant": relevant ? "1" : "0" },
+      if (places) badges.push(places[k + 1] ? el("span", { class: "badge shown" }, "shown as session " + places[k + 1]) :
+        el("span", { class: "badge hidden" }, "not shown"));
+      const d = el("details", { class: "session" + (relevant ? " relevant" : "") + (places && !places[k + 1] ? " not-shown" : ""),
+        "data-relevant": relevant ? "1" : "0", "data-shown": places ? (places[k + 1] ? "1" : "0") : "" },
         el("summary", null, el("b", null, "Session " + (k + 1)), " · ", factor, " ", badges,
           el("span", { class: "muted" }, " · " + turns.length + " turns")),
         el("div", { class: "turns" }, el("p", null, el("b", null, "Preference: "), pref),
@@ -359,7 +379,7 @@
     const n = items.filter((d) => d.dataset.relevant === "1").length;
     return el("div", { class: "box", id: "sessions" }, el("h2", null, "Prior sessions (" + items.length + ") ",
       el("span", { class: "muted" }, n + " relevant (same factor and preference as the current request)" +
-        (setting === "oracle" ? "; in the oracle setting the model saw only the sessions holding the current preference" : ""))),
+        (shown ? shownNote(inst, shown, setting) : setting === "oracle" ? "; in the oracle setting the model saw only the sessions holding the current preference" : ""))),
       el("button", { onclick: (e) => { const open = e.target.textContent.startsWith("Expand"); for (const d of items) d.open = open; e.target.textContent = open ? "Collapse all" : "Expand all"; } }, "Expand all"),
       items);
   }
@@ -484,7 +504,7 @@
             m.contrastive_context_factor ? el("p", { class: "muted" }, "Contrastive factor: " + m.contrastive_context_factor) : null]
             : el("p", { class: "note" }, "Not available: the instance data were not found.")),
         everyRun,
-        sessionsBox(inst, sessions, IDX.runs[R.run[row]].setting),
+        sessionsBox(inst, sessions, IDX.runs[R.run[row]].setting, a.shown),
         el("div", { class: "panels" + (b ? " two" : ""), id: "panels" }, panel(row, k, a, inst), b ? panel(cmp, ck, b, inst) : null));
       setStatus("");
     } catch (err) { fail(view, err); }
