@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from cupid.evaluation import release as release_parsing, steps
+from cupid.evaluation.session_recall import session_selection
 from cupid.evaluation.metrics import (InferenceCounts, generation_problem, generation_summary, inference_problem,
                                       macro_inference, micro_inference, read_generation, read_inference)
 from cupid.utils.dataset import INSTANCE_TYPES
@@ -137,6 +138,8 @@ def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
     failures = [(name, step.get("error") or "failed")
                 for recorded in (data.get("steps") or {}, evaluation.get("steps") or {})
                 for name, step in recorded.items() if (step or {}).get("status") == "failed"]
+    if (data.get("shown") or {}).get("error"):  # the context strategy raised (pipeline.py)
+        failures.append(("context", str(data["shown"]["error"])))
     # A value no parser could have produced (a hand-edited or damaged file) is a failure
     # of the instance, never a number in the aggregate.
     bad = problems_by_task(data, scorer)
@@ -236,6 +239,9 @@ def aggregate_records(records: Iterable[dict], scorer: str, task: str, exclude_f
             ("generation", "generation_score", GENERATION_STEPS, has_generation)) if present}
     results["tasks"] = tasks
     results["answer_endings"] = answer_endings(records, scorer)
+    selection = session_selection(records)  # what the context strategy kept
+    if selection is not None:
+        results["session_selection"] = selection
     return results
 
 

@@ -57,6 +57,11 @@ def print_summary(results: dict, path: Path | None = None, out=None) -> None:
               + (f" · {batch['batches_resumed']} resumed" if batch["batches_resumed"] else "")
               + (f" · {batch['batches_lost']} lost" if batch["batches_lost"] else ""), file=out)
 
+    kept = results.get("session_selection")
+    if kept and kept["sessions_shown"] is not None and s["setting"] != "default":
+        pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+        print(f"context: {kept['sessions_shown']:.1f} sessions shown per instance · session recall "
+              f"{pct(kept['recall'])} · precision {pct(kept['precision'])} (docs/strategies.md)", file=out)
     print_endings(results, out)
     for step, reasons in c["failures_by_step"].items():
         for reason, n in reasons.items():

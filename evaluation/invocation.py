@@ -134,9 +134,12 @@ class Invocation:
         manifest = {"model": model.label, "setting": setting.name, "data_source": self.data_source,
                     "data": self.instances.describe(),
                     "prompt_versions": {name: load_prompt_version(name) for name in prompts}}
+        if setting.spec:  # a user's strategy, loadable from any directory
+            manifest["setting_spec"] = setting.spec
         if isinstance(spec.model, str) and spec.model != model.name:
-            # How the user named it (a file, a module, a prefix), for commands that rerun it.
-            manifest["model_spec"] = portable_spec(spec.model)
+            # How the user named it (a file, a module, a prefix), for commands that rerun it;
+            # a server URL's password is masked, as everywhere else on disk.
+            manifest["model_spec"] = redact(portable_spec(spec.model))
         if model.overrides:
             manifest["model_name"] = model.name
             manifest["generation_overrides"] = dict(model.overrides)
@@ -144,7 +147,7 @@ class Invocation:
 
     def check_run_dir(self) -> Pipeline:
         # A run with generation overrides is another run: its own directory, named by its label.
-        run_dir = run_dir_for(self.spec.results_dir, self.models["model"].label, self.spec.setting)
+        run_dir = run_dir_for(self.spec.results_dir, self.models["model"].label, self.spec.setting_.name)
         self.store = RunStore(run_dir, self.manifest())
         pipeline = self.pipeline()
         try:
@@ -207,7 +210,7 @@ class Invocation:
     def run_instances(self, pipeline: Pipeline, stop: Stop | None) -> tuple[dict[str, InstanceOutcome], Stop | None]:
         """Every instance's outcome (after a stop in the batch rounds nothing more is run)."""
         spec, n_selected = self.spec, len(self.instances)
-        label = f"{self.models['model'].name} [{spec.setting}]"
+        label = f"{self.models['model'].name} [{spec.setting_.name}]"
         running = RunningScores()
         every = spec.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
         progress = ProgressLog(n_selected, every, label, workers=spec.n_workers,
@@ -324,7 +327,7 @@ class Invocation:
         results["this_invocation"] = this_invocation
         matcher = models.get("matcher", models["evaluator"])
         results["settings"] = {
-            "model": models["model"].label, "setting": self.spec.setting, "task": results.pop("tasks"),
+            "model": models["model"].label, "setting": self.spec.setting_.name, "task": results.pop("tasks"),
             "invocation_task": self.spec.task,
             "evaluator": models["evaluator"].label, "matcher": matcher.label,
             "generation_overrides": {role: dict(m.overrides) for role, m in models.items() if m.overrides},

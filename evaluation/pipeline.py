@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 from cupid.evaluation import steps
 from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
 from cupid.evaluation.metrics import InferenceCounts
+from cupid.evaluation.session_recall import shown_record
 from cupid.evaluation.settings import Setting
 from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
 from cupid.evaluation.steps.ask import Ask
@@ -184,9 +185,8 @@ class Pipeline:
                 outcome.status = "skipped"
                 record.set_field("skipped", outcome.skip_reason)
             else:
-                record.save()
                 asker = InstanceSteps(self, record)
-                shown = self._shown(instance, asker)
+                shown = self._shown(instance, record, asker)
                 if shown is not None:
                     tasks = [t for t in ("inference", "generation") if self.task in (t, "both")]
                     # The last chain runs beside, in the chain pool; the first in this thread.
@@ -225,14 +225,24 @@ class Pipeline:
             outcome.generation_score = result
             record.set_scorer_field(self.scorer, "generation", {"score": result})
 
-    def _shown(self, instance: Instance, asker: "InstanceSteps") -> Shown | None:
-        """What the chains show; None when the summaries it needs failed (recorded)."""
+    def _shown(self, instance: Instance, record: InstanceRecord, asker: "InstanceSteps") -> Shown | None:
+        """What the chains show, with the sessions the strategy kept recorded in the instance
+        file (session_recall.py); None when the strategy or the summaries it needs failed
+        (recorded as the instance's failure)."""
         if self.setting.preference_given:
+            record.save()
             return Shown(preference_given=True, prefmatcher=self.prefmatcher)
-        sessions = self.setting.sessions(instance)
+        try:
+            context = self.setting.context(instance)
+        except Exception as exc:  # the strategy's own code (a user's) raised
+            reason = redact(f"{type(exc).__name__}: {exc}")
+            record.set_field("shown", {"positions": None, "history_tokens": None, "error": reason})
+            asker.failures.append(("context", reason))
+            return None
+        record.set_field("shown", shown_record(context, self.setting.summaries))
         if not self.setting.summaries:
-            return Shown(format_session_log(sessions), prefmatcher=self.prefmatcher)
-        summaries = asker.summaries(sessions)
+            return Shown(context.text, prefmatcher=self.prefmatcher)
+        summaries = asker.summaries(context.sessions)
         if summaries is None:
             return None
         return Shown(summarize.history(summaries["summaries"]), from_summaries=True,

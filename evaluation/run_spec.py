@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cupid import config
-from cupid.evaluation.settings import SETTINGS, Setting, setting_named
+from cupid.evaluation.settings import Setting, setting_named
 from cupid.evaluation.shards import parse_shard
 from cupid.utils.command_line import generation_params, non_negative_int, positive_float, positive_int
 from cupid.utils.errors import BadInput
@@ -32,7 +32,7 @@ class RunSpec:
     limit: int | None = None
     shard: tuple[int, int] | None = None
     task: str = "inference"
-    setting: str = "default"
+    setting: Any = "default"          # a name (settings.py) or a strategy object
     results_dir: str = "results"
     n_workers: int = 4
     use_matcher: bool = False
@@ -74,8 +74,7 @@ class RunSpec:
                 raise BadInput(f"{name}: expected a string, got {value!r}")
         if self.task not in TASKS:
             raise BadInput(f"task: expected one of {', '.join(TASKS)}, got {self.task!r}")
-        if self.setting not in SETTINGS:
-            raise BadInput(f"setting: expected one of {', '.join(SETTINGS)}, got {self.setting!r}")
+        self._setting = setting_named(self.setting)  # BadInput naming what is wrong
         if isinstance(self.shard, str):
             try:
                 self.shard = parse_shard(self.shard)
@@ -106,7 +105,7 @@ class RunSpec:
     def conflict(self) -> str | None:
         """Why these arguments cannot go together."""
         if self.task not in self.setting_.tasks:
-            return f"setting {self.setting} applies to task {' or '.join(self.setting_.tasks)} only"
+            return f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only"
         if self.matcher_args and not self.use_matcher:
             return "matcher_args needs use_matcher"
         if self.batch and self.no_cache:
@@ -115,7 +114,7 @@ class RunSpec:
 
     @property
     def setting_(self) -> Setting:
-        return setting_named(self.setting)
+        return self._setting
 
     def role_overrides(self) -> dict[str, dict]:
         """Each role's generation overrides: ``seed`` for every role, then the role's own

@@ -21,9 +21,10 @@ from cupid.evaluation.aggregate import flagged_tasks
 from cupid.evaluation.report.results import Run, load_runs, outcome
 from cupid.utils.models.usage import cost_of
 
-# Instance-level steps (shared by every scorer of the instance), then the scorer's steps.
-INSTANCE_STEPS = tuple(s.name for s in steps.STEPS if not s.per_scorer)
-SCORER_STEPS = tuple(s.name for s in steps.STEPS if s.per_scorer)
+# Instance-level steps (shared by every scorer of the instance), then the scorer's steps: those
+# that enter a task's result (the error type has its own file, report/error_table.py).
+INSTANCE_STEPS = tuple(s.name for s in steps.STEPS if not s.per_scorer and s.tasks)
+SCORER_STEPS = tuple(s.name for s in steps.STEPS if s.per_scorer and s.tasks)
 STEPS = INSTANCE_STEPS + SCORER_STEPS
 STEP_FIELDS = ("status", "error", "model", "prompt_tokens", "completion_tokens", "cost_usd")
 

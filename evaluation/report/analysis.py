@@ -14,6 +14,7 @@ from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from cupid.evaluation.report.published import PAPER_MODELS, display_name, lookup, paper_model_name, scorer_kind
 from cupid.evaluation.report.results import Outcome, Run, load_runs, outcome
+from cupid.evaluation.report.strategies import selection_estimates
 
 
 @dataclass
@@ -29,6 +30,7 @@ class Cell:
     pooled: dict | None = None
     generation: Outcome | None = None
     score: S.Estimate | None = None
+    selection: dict[str, S.Estimate] = field(default_factory=dict)  # what the context strategy kept
 
 
 class Analysis:
@@ -91,6 +93,7 @@ class Analysis:
             return self._cells[key]
         ids = run.ids(group)
         cell = Cell(run, scorer, group, len(ids))
+        cell.selection = selection_estimates(run, ids, self.n_bootstrap, self.seed)
         if run.has_task("inference", scorer):
             out = self.outcome(run, scorer, "inference").restrict(ids)
             done = sorted(out.values)
@@ -203,6 +206,12 @@ class Analysis:
                 row["paper_table_inference"] = published["table"]
                 for name in S.INFERENCE_METRICS:
                     row[f"paper_{name}"] = published["values"][name] / 100
+        shown = cell.selection
+        row.update(sessions_shown=shown["sessions_shown"].value, history_tokens=shown["history_tokens"].value,
+                   model_input_tokens=shown["model_input_tokens"].value)
+        for name in ("recall", "precision"):
+            est = shown[name]
+            row[f"session_{name}"], row[f"session_{name}_low"], row[f"session_{name}_high"] = est.value, est.low, est.high
         if cell.generation is not None:
             row.update(generation_evaluated=cell.generation.n, generation_failed=len(cell.generation.failed),
                        generation_missing=len(cell.generation.missing),

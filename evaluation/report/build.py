@@ -14,13 +14,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cupid.evaluation.report.analysis import Analysis
+from cupid.evaluation.report.error_table import add_csv_columns, case_rows, table2_section
+from cupid.evaluation.report.export import write_samples
 from cupid.evaluation.report.figure_data import (inference_generation_data, length_data, matcher_data,
-                                           position_data, prf_bars_data)
+                                           position_data, prf_bars_data, summaries_data)
 from cupid.evaluation.report.figures import plotter, pyplot
 from cupid.evaluation.report.format import (DEFAULT_MIN_BIN_SIZE, FLAG, PAPER_EVALUATOR, md_table, render_csv)
 from cupid.evaluation.report.gaps import Gap, find_gaps, gaps_markdown
 from cupid.evaluation.report.published import paper_model_name, scorer_kind
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
+from cupid.evaluation.report.strategies import strategies_figure_data, strategies_section
 from cupid.evaluation.report.tables import (coverage_section, differences_section, generation_table,
                                       inference_table)
 from cupid.utils.cycle_collection import paused_cycle_collection
@@ -35,6 +38,7 @@ class ReportFiles:
     analysis: Analysis | None = None
     gaps: list[Gap] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    exports: list[Path] = field(default_factory=list)   # error_types.csv and .jsonl, when there are cases
     # build_report(figures_later=True): call before reading the figures or report.md's
     # Figures section (it waits for the drawing and corrects report.md if none was drawn).
     finish_figures: Callable[[], None] = lambda: None
@@ -80,7 +84,7 @@ def _build_report(results_dir: str | Path, output_dir: str | Path | None, *, n_b
         gaps = find_gaps(an, results_dir)
         output.mkdir(parents=True, exist_ok=True)
         figure_data = [prf_bars_data(an), position_data(an), length_data(an), *matcher_data(an),
-                       inference_generation_data(an)]
+                       inference_generation_data(an), summaries_data(an), strategies_figure_data(an)]
         drawing.send([(data, output / f"{data.name}.png") for data in figure_data if not data.skipped]
                      if figures else [])
         files = _write_report(an, gaps, figure_data, drawing, results_dir, output, n_bootstrap=n_bootstrap,
@@ -136,6 +140,9 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, drawing: "_F
                 table = inference_table(an, scorer, layout, avg)
                 if table:
                     md += [f"### {title} — scorer `{scorer}`, {avg}", "", table, ""]
+    table2 = table2_section(an)
+    if table2:
+        md += [table2, ""]
     md += ["## Generation", ""]
     gen_scorers = an.scorers("generation")
     for scorer in gen_scorers:
@@ -146,6 +153,9 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, drawing: "_F
             if table:
                 md += [f"### {title} — judge `{scorer}`", "", table, ""]
 
+    strategies = strategies_section(an)
+    if strategies:
+        md += [strategies, ""]
     md += [differences_section(an), ""]
 
     def figures_section(plot_error: str | None) -> tuple[list[str], list[Path]]:
@@ -167,11 +177,15 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, drawing: "_F
         return lines, written
 
     md_path, csv_path = output / "report.md", output / "report.csv"
-    atomic_write_text(csv_path, render_csv(an.csv_rows(), build_id))
+    csv_rows = an.csv_rows()
+    add_csv_columns(an, csv_rows)
+    atomic_write_text(csv_path, render_csv(csv_rows, build_id))
+    cases = case_rows(an)
+    exports = [write_samples(cases, output / f"error_types.{kind}") for kind in ("csv", "jsonl")] if cases else []
     # Written when the figures are done (or assuming they will be, figures_later).
     lines, written = figures_section(None if figures_later or not figures else drawing.wait())
     atomic_write_text(md_path, "\n".join(md + lines).rstrip() + "\n")
-    files = ReportFiles(md_path, csv_path, written, an, gaps, an.ignored, build_id=build_id)
+    files = ReportFiles(md_path, csv_path, written, an, gaps, an.ignored, exports, build_id=build_id)
 
     finished: list[bool] = []
 

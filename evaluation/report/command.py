@@ -4,12 +4,14 @@ the figures (P/R/F1 bars, Figures 3, 4, 5 and 9).
 
     python -m evaluation.report RESULTS_DIR [--output DIR] [--n_bootstrap 1000] [--seed 0]
     python -m evaluation.report RESULTS_DIR --export samples.jsonl   # or .parquet, .csv
+    python -m evaluation.report RESULTS_DIR --error_types            # classify for Table 2 first
 
 Reads every directory under RESULTS_DIR holding a run.json (grouped by the model and
 setting it names), recomputes every number from the per-instance files, and writes
 report.md, report.csv, PNG figures and report.html to --output (default RESULTS_DIR).
 With --export or --push_to_hub it writes the per-sample rows instead (one per model,
-setting, scorer and instance; docs/results_format.md) and no report.
+setting, scorer and instance; docs/results_format.md) and no report. With --error_types it
+first has the evaluator classify the low-F1 inferences for Table 2 (report/error_types.py).
 """
 from __future__ import annotations
 
@@ -17,12 +19,16 @@ import argparse
 import sys
 from pathlib import Path
 
+from cupid import config
+from cupid.evaluation.report import error_types
 from cupid.evaluation.report.build import build_report
 from cupid.evaluation.report.export import export_format, push_to_hub, write_samples
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from cupid.evaluation.report.html_report import write_html_report
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
 from cupid.utils.command_line import program_name
+from cupid.utils.errors import BadInput, SetupError
+from cupid.utils.executor import exit_now
 from cupid.utils.io import StorageError, describe_os_error
 
 
@@ -53,6 +59,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--push_to_hub", metavar="REPO_ID", default=None,
                         help="upload the same rows as a Hugging Face dataset (needs a hub token; "
                              "not exercised by the tests)")
+    errors = parser.add_argument_group("error types (Table 2)", "the evaluator classifies why the low-F1 "
+                                       "default-setting inferences missed, before the report is written")
+    errors.add_argument("--error_types", "--error-types", action="store_true",
+                        help="draw and classify the inferences (resumes: done ones are read back)")
+    errors.add_argument("--evaluator", default=config.DEFAULT_EVALUATOR,
+                        help=f"the classifier, at temperature 0 (default {config.DEFAULT_EVALUATOR})")
+    errors.add_argument("--error_f1_below", type=float, default=100 * error_types.F1_BELOW, metavar="PERCENT",
+                        help="classify inferences whose F1 is below this (default 20, the paper's)")
+    errors.add_argument("--error_per_model", type=int, default=error_types.PER_MODEL,
+                        help="at most this many per model (default 50, the paper's)")
+    errors.add_argument("--error_seed", type=int, default=0, help="seed of the draw (default 0)")
+    errors.add_argument("--n_workers", type=int, default=4, help="classifications in parallel (default 4)")
+    errors.add_argument("--batch", action="store_true", help="through the provider's batch API at its price")
     args = parser.parse_args(argv)
     if args.n_bootstrap < 1:
         parser.error("--n_bootstrap must be at least 1")
@@ -60,10 +79,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--n_length_bins must be at least 1")
     if args.min_bin_size < 1:
         parser.error("--min_bin_size must be at least 1")
+    if not 0 < args.error_f1_below <= 100 or args.error_per_model < 1 or args.n_workers < 1:
+        parser.error("--error_f1_below must be in (0, 100], --error_per_model and --n_workers at least 1")
     if not Path(args.results_dir).is_dir():
         parser.error(f"{args.results_dir}: not a directory")
     if args.export or args.push_to_hub:
         return export_samples(args, parser)
+    if args.error_types:
+        status = classify_error_types(args)
+        if status:
+            return status
     try:
         files = build_report(args.results_dir, args.output, n_bootstrap=args.n_bootstrap, seed=args.seed,
                              n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
@@ -86,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                             "run the report again")
     print(f"wrote {files.markdown}")
     print(f"wrote {files.csv}")
+    for path in files.exports:
+        print(f"wrote {path}")
     for path in files.figures:
         print(f"wrote {path}")
     if html is not None:
@@ -96,6 +123,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nNot in this report ({len(files.gaps)}; see report.md, \"What this report cannot show yet\"):")
         for gap in files.gaps:
             print("\n".join(gap.lines()))
+    return 0
+
+
+def classify_error_types(args) -> int:
+    """Run the classification; 0 when the report may follow, else the exit status."""
+    try:
+        lines = error_types.classify(args.results_dir, evaluator=args.evaluator, f1_below=args.error_f1_below / 100,
+                                     per_model=args.error_per_model, seed=args.error_seed, n_workers=args.n_workers,
+                                     batch=args.batch, data_paths=args.data)
+    except (BadInput, SetupError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"stopped: every classification finished so far is saved under {args.results_dir}; rerun the "
+              f"same command to resume", file=sys.stderr)
+        return exit_now(130)  # a call still hung in a worker thread does not hold the exit
+    except OSError as exc:
+        return write_failed(exc, args.results_dir, "every classification written before it is kept: make room "
+                            "and run the same command again")
+    for line in lines:
+        print(line)
     return 0
 
 

@@ -8,6 +8,9 @@ from typing import Any, Callable
 
 from cupid.utils.dataset import INSTANCE_TYPES
 from cupid.evaluation.report.statistics import Correlation, Estimate
+from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
+
+ERROR_SLUGS = {t: t.lower().replace(" ", "_") for t in ERROR_TYPES}
 
 # The evaluator (matcher, decomposer, judge) behind every published number (§2.3): a fact of
 # the paper, not a setting, so it does not follow config.DEFAULT_EVALUATOR.
@@ -30,8 +33,15 @@ CSV_COLUMNS = [
     "score", "score_low", "score_high",
     "paper_table_inference", "paper_precision", "paper_recall", "paper_f1",
     "paper_table_generation", "paper_score",
+    "sessions_shown", "session_recall", "session_recall_low", "session_recall_high",
+    "session_precision", "session_precision_low", "session_precision_high", "history_tokens", "model_input_tokens",
     "n_bootstrap", "seed", "run_dirs", "exclude_filtered", "build_id",
-]
+    # Table 2 (report/error_table.py): on each model's default-setting, all-instances row of
+    # the scorer whose F1 drew its sample.
+    "error_types_classifier", "error_types_f1_below", "error_types_eligible", "error_types_drawn",
+    "error_types_classified", "error_types_failed", "error_types_missing",
+] + [f"{prefix}error_{ERROR_SLUGS[t]}{suffix}" for t in ERROR_TYPES for prefix, suffix in
+     (("", ""), ("", "_share"), ("", "_share_low"), ("", "_share_high"), ("paper_", "_share"))]
 
 GROUPS = ("all",) + INSTANCE_TYPES
 # Marks, in an ``n`` cell, the results read from a filtered or refused answer.

@@ -4,8 +4,10 @@ results directory lacks, which input is missing and the exact command that would
 The paper's tables and figures and what each rests on (§4, Appendix F):
 
     Table 1   inference, default setting per instance type, and the oracle setting
+    Table 2   the error types of up to 50 low-F1 default-setting inferences per model
     Table 3   generation, default per instance type, oracle, oracle preference
     Table 9   inference, summary setting          Table 10  generation, summary setting
+    Figure 6  each model in the default and the summary setting, inference and generation
     Table 11  inference matched by PrefMatcher-7B (default and oracle)
     Figure 3  per-instance F1 against the position of the relevant sessions (default)
     Figure 4  F1 with GPT-4o against F1 with PrefMatcher on the same inferences
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cupid import config
+from cupid.evaluation.report import error_types
 from cupid.evaluation.report.results import Run
 
 # Figure 5 draws a correlation; fewer points give no r (analysis.pearson).
@@ -129,7 +132,7 @@ def find_gaps(an, results_dir: Path) -> list[Gap]:
               ("inference", "generation"), "oracle-setting results")
     per_model("Table 3 (oracle preference column)", "oracle_preference", ("generation",),
               "oracle-preference generation results")
-    per_model("Tables 9 and 10", "summary", ("inference", "generation"), "summary-setting results")
+    per_model("Tables 9 and 10, Figure 6", "summary", ("inference", "generation"), "summary-setting results")
 
     # Table 11 and Figure 4: the same inferences matched by PrefMatcher as well.
     matched = {run.model for base, other in an.matcher_pairs() for run in an.runs
@@ -166,6 +169,12 @@ def find_gaps(an, results_dir: Path) -> list[Gap]:
     if not any(has(m, "default", "generation", gen_scorer) for m in models):
         gaps.append(Gap("Figure 9 (generation panel)", "default-setting generation results",
                         [command(specs[m], results_dir, task="generation") for m in models]))
+    unclassified = [m for m in models if has(m, "default", "inference", inf_scorer)
+                    and not (error_types.directory_of(an.run(m, "default")) / error_types.SAMPLE).is_file()]
+    if unclassified:
+        gaps.append(Gap("Table 2", f"error-type classifications of the low-F1 inferences of "
+                        f"{', '.join(an.label(m) for m in unclassified)}",
+                        [f"python -m evaluation.report {shlex.quote(str(results_dir))} --error_types"]))
     return gaps
 
 

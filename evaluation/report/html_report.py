@@ -26,6 +26,7 @@ from cupid.evaluation.report.instance_data import load_instance_data
 from cupid.evaluation.report.payload import Payload
 from cupid.evaluation.report.published import display_name
 from cupid.evaluation.report.results import Run
+from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
 from cupid.evaluation.report.statistics import one_blas_thread
 from cupid.utils.cycle_collection import paused_cycle_collection
 from cupid.utils.html_page import chunk_element, chunked_page, esc, markdown_to_html, write_page
@@ -59,10 +60,51 @@ def _worst_section(payload: Payload) -> str:
             f'{failed}</section>')
 
 
+def _error_cases_section(payload: Payload) -> str:
+    """Table 2's classified inferences, by model and type, each a link to its instance page
+    (which shows the classifier's reasoning)."""
+    rows = {(run, payload.instances[inst]["id"]): row
+            for row, (run, inst) in enumerate(zip(payload.rows["run"], payload.rows["inst"]))}
+    blocks = []
+    for run_index, classified in payload.classified.items():
+        scorer = payload.scorers.index(classified.sample["scorer"]) if classified.sample["scorer"] in payload.scorers else 0
+        groups: dict[str, list[str]] = {}
+        for instance_id in classified.sample["drawn"]:
+            record, row = classified.step(instance_id), rows.get((run_index, instance_id))
+            output = (record or {}).get("output") or {}
+            kind = "Not classified yet" if record is None else output.get("type") if record["status"] == "done" \
+                and output.get("type") in ERROR_TYPES else "Failed"
+            f1 = (classified.cases.get(instance_id) or {}).get("f1")
+            text = esc(f"F1 {100 * f1:.1f} · {instance_id}" if isinstance(f1, (int, float)) else instance_id)
+            groups.setdefault(kind, []).append(
+                f'<li><a class="error-case" href="#i={row}&amp;s={scorer}">{text}</a></li>' if row is not None
+                else f"<li>{text}</li>")
+        run = payload.runs[run_index]
+        lists = "".join(f'<h4>{esc(kind)} ({len(groups[kind])})</h4><ol>{"".join(groups[kind])}</ol>'
+                        for kind in (*ERROR_TYPES, "Failed", "Not classified yet") if kind in groups)
+        blocks.append(f'<div class="worst error-cases"><h3>{esc(payload.labels.get(run.model, run.model))} '
+                      f'<span class="muted">classified by <code>{esc(classified.sample["classifier"])}</code></span>'
+                      f'</h3>{lists}</div>')
+    return (f'<section class="glance"><h3 id="error-type-cases">The classified cases</h3><p class="muted">Each '
+            f'drawn inference by model and type: click one to see its sessions, the inferred and true preference '
+            f'and the classifier\'s reasoning.</p><div class="worst-grid">{"".join(blocks)}</div></section>')
+
+
+def _after_section(html: str, anchor: str, insert: str) -> str:
+    """``html`` with ``insert`` at the end of the section whose heading has id ``anchor``."""
+    start = html.find(f'id="{anchor}"')
+    if start < 0:
+        return html
+    end = html.find("<h2 ", start)
+    return html[:end] + insert + html[end:] if end >= 0 else html + insert
+
+
 def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, notes: list[str], title: str,
            build_id: str | None = None) -> Iterator[str]:
     """The page, in parts (see utils.html_page.chunked_page)."""
     summary_html, headings = markdown_to_html(report_md, figure_dir)
+    if payload.classified:
+        summary_html = _after_section(summary_html, "error-types-table-2", _error_cases_section(payload))
     toc = "".join(f'<li><a href="#{anchor}">{esc(text)}</a></li>' for level, anchor, text in headings if level == 2)
     note_html = "".join(f'<p class="warning">{esc(n)}</p>' for n in notes)
 

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Iterator
 
 from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.compare_data import paired_entries
+from cupid.evaluation.report.error_types import Classified, load as load_error_types
 from cupid.evaluation.report.published import display_name
 from cupid.evaluation.report.results import Run, history_of, setting_order
 from cupid.utils.dataset import Instance
@@ -114,7 +115,7 @@ def instance_detail(data: dict, checklist: list | None = None,
             if step.name in scorer_steps and (step is MATCH_RECALL or isinstance(decomposed, dict)):
                 scorer_steps[step.name] = _without_repeated_entries(scorer_steps[step.name], entries)
     return {"steps": {n: trim_step(s, prices) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
-            "evaluations": evaluations, "history": data.get("history") or {}}
+            "evaluations": evaluations, "history": data.get("history") or {}, "shown": data.get("shown")}
 
 
 class Payload:
@@ -138,6 +139,8 @@ class Payload:
         self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": [],
                                       "flag": []}
         self.metrics = [{"p": [], "r": [], "f1": [], "j": []} for _ in self.scorers]
+        # Table 2's classified inferences, by run index (default-setting runs only).
+        self.classified: dict[int, Classified] = {}
         # The chunks in page order (the sessions', then each run's), each coded and
         # compressed by the packer while the next run is read, so no run's details outlive
         # their chunk's text.
@@ -221,12 +224,19 @@ class Payload:
         prices: dict[str | None, Any] = {}  # each model's price, looked up once
         for run_index, run in enumerate(self.runs):
             details: dict[str, dict] = {}
+            classified = load_error_types(run) if run.setting == "default" else None
+            if classified is not None:
+                self.classified[run_index] = classified
             for instance_id in run.ids():
                 data = run.instances[instance_id]
                 inst = self._instance(instance_id, data)
                 known = self.data.get(instance_id)
                 detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None,
                                                               prices)
+                case = classified.step(instance_id) if classified is not None else None
+                if case is not None:  # apart from the steps: not part of the result's tokens, cost or failures
+                    detail["error_classification"] = {**trim_step(case, prices), "scorer": classified.sample["scorer"],
+                                                      "classifier": classified.sample["classifier"]}
                 tokens, cost, failed, unpriced, flagged = 0, None, [], [], []
                 for name, step in _all_steps(detail):  # trimmed steps carry their cost
                     usage = step.get("usage") or {}

@@ -8,6 +8,7 @@ file is an instance file and what a manifest is are store.py's rules, not restat
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -211,9 +212,12 @@ def _drop_first_try_raw(data: dict) -> None:
                 step.pop("raw", None)
 
 
-def setting_order(setting: str) -> tuple[int, str]:
+def setting_order(setting: str) -> tuple[int, list]:
+    """The paper's settings in its order, then the other strategies by name, numbers as numbers
+    (``recent:k=2`` before ``recent:k=10``)."""
     order = list(SETTINGS)
-    return (order.index(setting) if setting in order else len(order), setting)
+    return (order.index(setting) if setting in order else len(order),
+            [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", setting)])
 
 
 # =======================================================================================
@@ -261,6 +265,8 @@ class Outcome:
 
 def _first_failed_step(data: dict, scorer: str, task: str) -> tuple[str, str] | None:
     instance_steps, scorer_steps = TASK_STEPS[task]
+    if isinstance(data.get("shown"), dict) and data["shown"].get("error"):  # the context strategy raised
+        return "context", str(data["shown"]["error"])
     model_steps = data.get("steps") or {}
     evaluation = (data.get("evaluations") or {}).get(scorer)
     scorer_step_data = (evaluation.get("steps") or {}) if isinstance(evaluation, dict) else {}
@@ -317,7 +323,7 @@ def outcome(run: Run, scorer: str, task: str, exclude_filtered: bool = False) ->
         failure = _first_failed_step(data, scorer, task)
         if failure:
             result.failed[instance_id] = failure
-        elif run.setting == "oracle" and history_of(data).get("relevant_positions") == []:
+        elif data.get("skipped") or (run.setting == "oracle" and history_of(data).get("relevant_positions") == []):
             result.skipped.append(instance_id)
         else:
             result.missing.append(instance_id)

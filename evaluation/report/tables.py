@@ -196,14 +196,13 @@ def differences_section(an: Analysis) -> str:
                      fmt_ci(S.Estimate(d.difference, d.low, d.high, d.n), fmt), fmt_p(d.p_value, an.n_bootstrap)])
         an.difference_rows.append((run_a, scorer_a, run_b, scorer_b, task))
 
-    # Settings against the default setting, per model.
+    # Settings (context strategies) against the default setting, per model.
     for model in an.models():
         base = an.run(model, "default")
-        for setting in ("oracle", "summary", "oracle_preference"):
-            other = an.run(model, setting)
+        for other in [r for r in an.runs if r.model == model and r.setting != "default"]:
             for task, scorer, fmt, what in tasks:
-                add(f"{an.label(model)} {setting}", f"{an.label(model)} default", what, other, scorer, base, scorer,
-                    task, fmt)
+                add(f"{an.label(model)} {other.setting}", f"{an.label(model)} default", what, other, scorer, base,
+                    scorer, task, fmt)
     # Matcher scorer against the evaluator scorer, same inferred preferences.
     for base_scorer, matcher_scorer in an.matcher_pairs():
         for run in an.runs:

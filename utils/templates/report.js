@@ -334,12 +334,29 @@
     parts.forEach((p, k) => loaded[k].forEach((record, j) => { out[p * size + j] = record; }));
     return out;
   }
-  function sessionsBox(inst, sessions, setting) {
+  // What the run's context strategy showed: each session's place in the request (1-based), or
+  // null when the run records none (the strategy rendered its own text, or an older run).
+  function shownPlaces(shown) {
+    if (!shown || !Array.isArray(shown.positions)) return null;
+    const places = {};
+    shown.positions.forEach((p, k) => { places[p] = k + 1; });
+    return places;
+  }
+  function shownNote(inst, shown, setting) {
+    if (!shown) return "";
+    if (shown.error) return "; the strategy " + setting + " failed: " + shown.error;
+    if (!Array.isArray(shown.positions)) return "; the strategy " + setting + " rendered its own text (≈" + (shown.history_tokens || 0).toLocaleString("en-US") + " tokens), naming no session";
+    const relevant = new Set(inst.relevant || []), kept = shown.positions.filter((p) => relevant.has(p)).length;
+    return "; " + setting + " showed " + shown.positions.length + " of " + inst.sessions.length +
+      (relevant.size ? " (session recall " + kept + "/" + relevant.size + ")" : "");
+  }
+  function sessionsBox(inst, sessions, setting, shown) {
     if (!inst.sessions) {
       return el("div", { class: "box", id: "sessions" }, el("h2", null, "Prior sessions"),
         el("p", { class: "note" }, "The instance data were not found, so the sessions cannot be shown (relevant positions: " +
           ((inst.relevant || []).join(", ") || "none") + "). Pass --data_dir to the report."));
     }
+    const places = shownPlaces(shown);
     const items = inst.sessions.map((sid, k) => {
       const [factor, pref, turns] = sessions[sid];
       const sameFactor = factor.trim() === (inst.factor || "").trim();
@@ -349,7 +366,10 @@
       if (relevant) badges.push(el("span", { class: "badge relevant" }, "relevant: same factor and preference"));
       else if (sameFactor) badges.push(el("span", { class: "badge changed" }, "same factor, other preference"));
       else if (samePref) badges.push(el("span", { class: "badge changed" }, "same preference, other factor"));
-      const d = el("details", { class: "session" + (relevant ? " relevant" : ""), "data-relevant": relevant ? "1" : "0" },
+      if (places) badges.push(places[k + 1] ? el("span", { class: "badge shown" }, "shown as session " + places[k + 1]) :
+        el("span", { class: "badge hidden" }, "not shown"));
+      const d = el("details", { class: "session" + (relevant ? " relevant" : "") + (places && !places[k + 1] ? " not-shown" : ""),
+        "data-relevant": relevant ? "1" : "0", "data-shown": places ? (places[k + 1] ? "1" : "0") : "" },
         el("summary", null, el("b", null, "Session " + (k + 1)), " · ", factor, " ", badges,
           el("span", { class: "muted" }, " · " + turns.length + " turns")),
         el("div", { class: "turns" }, el("p", null, el("b", null, "Preference: "), pref),
@@ -360,7 +380,7 @@
     const n = items.filter((d) => d.dataset.relevant === "1").length;
     return el("div", { class: "box", id: "sessions" }, el("h2", null, "Prior sessions (" + items.length + ") ",
       el("span", { class: "muted" }, n + " relevant (same factor and preference as the current request)" +
-        (setting === "oracle" ? "; in the oracle setting the model saw only the sessions holding the current preference" : ""))),
+        (shown ? shownNote(inst, shown, setting) : setting === "oracle" ? "; in the oracle setting the model saw only the sessions holding the current preference" : ""))),
       el("button", { onclick: (e) => { const open = e.target.textContent.startsWith("Expand"); for (const d of items) d.open = open; e.target.textContent = open ? "Collapse all" : "Expand all"; } }, "Expand all"),
       items);
   }
@@ -418,6 +438,7 @@
     const infer = out(steps.infer), gener = out(steps.generate), judge = out(es.judge), dec = out(es.decompose);
     const summarize = out(steps.summarize);
     const flagged = all.filter(([, s]) => s.flagged && s.status === "done");
+    const et = det.error_classification && det.error_classification.scorer === scorer ? det.error_classification : null;
     return el("div", { class: "panel", "data-row": row, "data-scorer": k },
       el("h2", null, runLabel(R.run[row]), el("span", { class: "muted" }, " · scorer " + scorer)),
       flagged.length ? el("p", { class: "warning flag-note" }, "\u2691 Scores read from an answer that ended " +
@@ -431,6 +452,10 @@
       el("div", { class: "box sec-inferred" }, el("h3", null, "Inferred preference"),
         infer ? [markdown(infer.preference || ""), infer.analysis ? el("details", null, el("summary", null, "The model's analysis"), markdown(infer.analysis)) : null]
           : (failedNote(steps.infer, "Inference") || el("p", { class: "note" }, steps.infer ? "Not done yet." : "Not part of this run's task or setting."))),
+      et ? el("div", { class: "box sec-error-type" }, el("h3", null, "Error type (Table 2) ", el("span", { class: "muted" }, "classified by " + (et.model || et.classifier))),
+        out(et) ? [el("p", null, el("b", { class: "error-type" }, out(et).type)), markdown(out(et).analysis || "")]
+          : [failedNote(et, "Classification"), (et.raw || []).length ? el("details", { class: "raw" }, el("summary", null, "Raw answers (" + et.raw.length + ")"),
+            et.raw.map((text) => el("pre", null, text === null ? "(no answer)" : String(text)))) : null]) : null,
       el("div", { class: "box sec-recall" }, el("h3", null, "Ground-truth checklist ", el("span", { class: "muted" }, "does the inferred preference cover each entry? (recall)")),
         failedNote(es.match_recall, "Matching"), checklistTable(inst.checklist, (out(es.match_recall) || {}).results, "")),
       el("div", { class: "box sec-precision" }, el("h3", null, "Inferred checklist ", el("span", { class: "muted" }, "does the ground truth cover each entry? (precision)")),
@@ -493,7 +518,7 @@
             m.contrastive_context_factor ? el("p", { class: "muted" }, "Contrastive factor: " + m.contrastive_context_factor) : null]
             : el("p", { class: "note" }, "Not available: the instance data were not found.")),
         everyRun,
-        sessionsBox(inst, sessions, IDX.runs[R.run[row]].setting),
+        sessionsBox(inst, sessions, IDX.runs[R.run[row]].setting, a.shown),
         el("div", { class: "panels" + (b ? " two" : ""), id: "panels" }, panel(row, k, a, inst), b ? panel(cmp, ck, b, inst) : null));
       setStatus("");
     } catch (err) { fail(view, err); }
