@@ -318,7 +318,8 @@ class Invocation:
         this invocation's task), its usage, and the timings of every invocation so far."""
         store, models = self.store, self.models
         totals = store.record_invocation(this_invocation)
-        results = aggregate_records(store.iter_records(), pipeline.scorer, self.spec.task)
+        results = aggregate_records(store.iter_records(), pipeline.scorer, self.spec.task,
+                                    self.spec.exclude_filtered)
         results["usage"] = {
             "this_invocation": {role: {"model": m.name, **m.usage.snapshot(m.name)} for role, m in models.items()},
             "recorded": recorded_usage(store.iter_records()),

@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log a progress line (counts, rate, ETA) every K instances; by default every "
                         "~5%% when stderr is not a terminal (nohup, SLURM, CI), never when it is")
     p.add_argument("--log_file", help="also write a detailed log here")
+    p.add_argument("--exclude_filtered", action="store_true",
+                   help="leave out of results.json's numbers the results read from an answer the "
+                        "provider filtered or the model refused (they are counted either way)")
     p.add_argument("--dry_run", action="store_true",
                    help="print what the run would send and cost (calls, tokens, cost online and with "
                         "--batch, time at --rate_limit) per role, without sending or writing anything")

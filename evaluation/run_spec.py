@@ -48,6 +48,7 @@ class RunSpec:
     rate_limit: list[str] = field(default_factory=list)
     progress_every: int = 0
     log_file: str | None = None
+    exclude_filtered: bool = False     # results read from a filtered or refused answer left out
 
     def __post_init__(self) -> None:
         for name in ("model", "evaluator"):
@@ -62,7 +63,7 @@ class RunSpec:
                 if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                     raise BadInput(f"{name}: expected a number, got {value!r}")
                 setattr(self, name, _checked(name, check, str(value)))
-        for name in ("use_matcher", "no_cache", "batch"):
+        for name in ("use_matcher", "no_cache", "batch", "exclude_filtered"):
             if not isinstance(getattr(self, name), bool):
                 raise BadInput(f"{name}: expected True or False, got {getattr(self, name)!r}")
         for name in ("dataset", "split", "revision", "results_dir", "matcher_url", "log_file", "data"):

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from cupid.utils.io import temporary_prefix
 from cupid.utils.word_codes import WordCodebook
 
 try:
@@ -154,7 +155,7 @@ def write_page(path: str | Path, parts: Iterable[str]) -> Path:
     temporary file in the same directory, so a reader never sees half a page."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="latin-1", newline="") as handle:
             for part in parts:

@@ -38,8 +38,10 @@ class Analysis:
 
     def __init__(self, results_dir: str | Path, n_bootstrap: int = S.DEFAULT_N_BOOTSTRAP,
                  seed: int = 0, n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE,
-                 keep_raw: bool = True):
+                 keep_raw: bool = True, exclude_filtered: bool = False):
         self.results_dir = Path(results_dir)
+        # Results read from a filtered or refused answer: flagged, and left out when True.
+        self.exclude_filtered = exclude_filtered
         self.n_bootstrap = n_bootstrap
         self.seed = seed
         self.n_length_bins = n_length_bins
@@ -77,7 +79,7 @@ class Analysis:
     def outcome(self, run: Run, scorer: str, task: str) -> Outcome:
         key = (run.key, scorer, task)
         if key not in self._outcomes:
-            self._outcomes[key] = outcome(run, scorer, task)
+            self._outcomes[key] = outcome(run, scorer, task, self.exclude_filtered)
         return self._outcomes[key]
 
     def groups(self, run: Run) -> list[str]:
@@ -185,12 +187,13 @@ class Analysis:
             "model": run.model, "paper_model": paper, "setting": run.setting, "scorer": scorer,
             "evaluator": evaluator, "matcher": matcher, "instance_type": group,
             "instance_files": cell.instance_files, "n_bootstrap": self.n_bootstrap, "seed": self.seed,
-            "run_dirs": ";".join(str(d) for d in run.directories),
+            "run_dirs": ";".join(str(d) for d in run.directories), "exclude_filtered": self.exclude_filtered,
         }
         if cell.inference is not None:
             row.update(inference_evaluated=cell.inference.n, inference_failed=len(cell.inference.failed),
                        inference_missing=len(cell.inference.missing),
-                       inference_skipped=len(cell.inference.skipped))
+                       inference_skipped=len(cell.inference.skipped),
+                       inference_flagged=len(cell.inference.flagged))
             for name in S.INFERENCE_METRICS:
                 for prefix, ests in (("", cell.micro), ("macro_", cell.macro)):
                     est = ests[name]
@@ -213,6 +216,7 @@ class Analysis:
             row.update(generation_evaluated=cell.generation.n, generation_failed=len(cell.generation.failed),
                        generation_missing=len(cell.generation.missing),
                        generation_skipped=len(cell.generation.skipped),
+                       generation_flagged=len(cell.generation.flagged),
                        score=cell.score.value, score_low=cell.score.low, score_high=cell.score.high)
             published = lookup(paper, "generation", run.setting, group, "gpt-4o")
             if published:
