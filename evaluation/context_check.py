@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from cupid.evaluation import steps
-from cupid.evaluation.pipeline import run_chains, shown_for
+from cupid.evaluation.pipeline import CHAINS, Shown
 from cupid.evaluation.settings import Setting
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
@@ -61,13 +61,17 @@ def run_requests(instance: Instance, *, task: str, setting: Setting,
     """(role, step, request) of every request a run sends for ``instance``, an earlier step's
     answer left empty (a summary setting's summaries too)."""
     recorder = RequestRecorder(use_matcher)
-
-    def summaries(sessions) -> str:
-        for session in sessions:
+    if setting.preference_given:
+        shown = Shown(preference_given=True, prefmatcher=use_matcher)
+    elif setting.summaries:
+        for session in setting.context(instance).sessions:
             recorder(steps.SUMMARIZE, summarize.ask(session))
-        return ""
-
-    run_chains(task, instance, shown_for(setting, instance, use_matcher, summaries), recorder)
+        shown = Shown(from_summaries=True, prefmatcher=use_matcher)
+    else:
+        shown = Shown(setting.context(instance).text, prefmatcher=use_matcher)
+    for name, chain in CHAINS.items():
+        if task in (name, "both"):
+            chain(instance, shown, recorder)
     return recorder.requests
 
 

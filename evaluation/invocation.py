@@ -121,6 +121,8 @@ class Invocation:
         manifest = {"model": model.label, "setting": setting.name, "data_source": self.data_source,
                     "data": self.instances.describe(),
                     "prompt_versions": {name: load_prompt_version(name) for name in prompts}}
+        if setting.spec:  # a user's strategy, loadable from any directory
+            manifest["setting_spec"] = setting.spec
         if isinstance(spec.model, str) and spec.model != model.name:
             # How the user named it (a file, a module, a prefix), for commands that rerun it;
             # a server URL's password is masked, as everywhere else on disk.
@@ -132,7 +134,7 @@ class Invocation:
 
     def check_run_dir(self) -> Pipeline:
         # A run with generation overrides is another run: its own directory, named by its label.
-        run_dir = run_dir_for(self.spec.results_dir, self.models["model"].label, self.spec.setting)
+        run_dir = run_dir_for(self.spec.results_dir, self.models["model"].label, self.spec.setting_.name)
         self.store = RunStore(run_dir, self.manifest())
         pipeline = self.pipeline()
         try:
@@ -195,7 +197,7 @@ class Invocation:
     def run_instances(self, pipeline: Pipeline, stop: Stop | None) -> tuple[dict[str, InstanceOutcome], Stop | None]:
         """Every instance's outcome (after a stop in the batch rounds nothing more is run)."""
         spec, n_selected = self.spec, len(self.instances)
-        label = f"{self.models['model'].name} [{spec.setting}]"
+        label = f"{self.models['model'].name} [{spec.setting_.name}]"
         running = RunningScores()
         every = spec.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
         progress = ProgressLog(n_selected, every, label, workers=spec.n_workers,
@@ -303,7 +305,8 @@ class Invocation:
         this invocation's task), its usage, and the timings of every invocation so far."""
         store, models = self.store, self.models
         totals = store.record_invocation(this_invocation)
-        results = aggregate_records(store.iter_records(), pipeline.scorer, self.spec.task)
+        results = aggregate_records(store.iter_records(), pipeline.scorer, self.spec.task,
+                                    self.spec.exclude_filtered)
         results["usage"] = {
             "this_invocation": {role: {"model": m.name, **m.usage.snapshot(m.name)} for role, m in models.items()},
             "recorded": recorded_usage(store.iter_records()),
@@ -311,7 +314,7 @@ class Invocation:
         results["this_invocation"] = this_invocation
         matcher = models.get("matcher", models["evaluator"])
         results["settings"] = {
-            "model": models["model"].label, "setting": self.spec.setting, "task": results.pop("tasks"),
+            "model": models["model"].label, "setting": self.spec.setting_.name, "task": results.pop("tasks"),
             "invocation_task": self.spec.task,
             "evaluator": models["evaluator"].label, "matcher": matcher.label,
             "generation_overrides": {role: dict(m.overrides) for role, m in models.items() if m.overrides},

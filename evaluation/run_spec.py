@@ -12,7 +12,7 @@ from typing import Any
 
 from cupid import config
 from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.settings import SETTINGS, Setting, setting_named
+from cupid.evaluation.settings import Setting, setting_named
 from cupid.evaluation.shards import ShardedInstances, parse_shard
 from cupid.utils.command_line import generation_params, non_negative_int, positive_float, positive_int
 from cupid.utils.errors import BadInput
@@ -33,7 +33,7 @@ class RunSpec:
     limit: int | None = None
     shard: tuple[int, int] | None = None
     task: str = "inference"
-    setting: str = "default"
+    setting: Any = "default"          # a name (settings.py) or a strategy object
     results_dir: str = "results"
     n_workers: int = 4
     use_matcher: bool = False
@@ -49,6 +49,7 @@ class RunSpec:
     rate_limit: list[str] = field(default_factory=list)
     progress_every: int = 0
     log_file: str | None = None
+    exclude_filtered: bool = False     # results read from a filtered or refused answer left out
 
     def __post_init__(self) -> None:
         for name in ("model", "evaluator"):
@@ -63,7 +64,7 @@ class RunSpec:
                 if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                     raise BadInput(f"{name}: expected a number, got {value!r}")
                 setattr(self, name, _checked(name, check, str(value)))
-        for name in ("use_matcher", "no_cache", "batch"):
+        for name in ("use_matcher", "no_cache", "batch", "exclude_filtered"):
             if not isinstance(getattr(self, name), bool):
                 raise BadInput(f"{name}: expected true or false, got {getattr(self, name)!r}")
         for name in ("dataset", "split", "revision", "results_dir", "matcher_url", "log_file", "data"):
@@ -74,8 +75,7 @@ class RunSpec:
                 raise BadInput(f"{name}: expected a string, got {value!r}")
         if self.task not in TASKS:
             raise BadInput(f"task: expected one of {', '.join(TASKS)}, got {self.task!r}")
-        if self.setting not in SETTINGS:
-            raise BadInput(f"setting: expected one of {', '.join(SETTINGS)}, got {self.setting!r}")
+        self._setting = setting_named(self.setting)  # BadInput naming what is wrong
         if self.shard is not None and not isinstance(self.shard, tuple):
             try:
                 self.shard = parse_shard(str(self.shard))
@@ -108,7 +108,7 @@ class RunSpec:
     def conflict(self) -> str | None:
         """Why these arguments cannot go together."""
         if self.task not in self.setting_.tasks:
-            return f"setting {self.setting} applies to task {' or '.join(self.setting_.tasks)} only"
+            return f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only"
         if self.matcher_args and not self.use_matcher:
             return "matcher_args needs use_matcher"
         if self.batch and self.no_cache:
@@ -117,7 +117,7 @@ class RunSpec:
 
     @property
     def setting_(self) -> Setting:
-        return setting_named(self.setting)
+        return self._setting
 
     def resolve_models(self) -> dict[str, Model]:
         """Each role's model: "model", "evaluator", and "matcher" with ``use_matcher``."""

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 from pathlib import Path
 
 from cupid.evaluation.run_spec import ARGUMENTS, RunSpec
-from cupid.evaluation.settings import SETTINGS
+from cupid.evaluation.settings import setting_named
+from cupid.utils.errors import BadInput
 
 # What a sweep file may set: evaluate()'s arguments, and data_dir (the flag's name for data).
 KEYS = (*ARGUMENTS, "data_dir")
@@ -117,9 +119,10 @@ def _merged(path: Path, where: str, base: dict, values: dict) -> dict:
     if merged["settings"] is not None and not (isinstance(merged["settings"], list) and merged["settings"]):
         raise ValueError(f"{_at(path, where)}: settings: expected a list of settings, got {merged['settings']!r}")
     for setting in merged["settings"] or ():
-        if setting not in SETTINGS:
-            raise ValueError(f"{_at(path, where)}: settings: expected one of {', '.join(SETTINGS)}, "
-                             f"got {setting!r}")
+        try:
+            setting_named(setting)
+        except BadInput as exc:
+            raise ValueError(f"{_at(path, where)}: settings: {re.sub(r'^setting:? ', '', str(exc))}") from None
     if isinstance(merged["model"], list):  # a run has one model
         if len(merged["model"]) != 1:
             raise ValueError(f"{_at(path, where)}: model: one model per run, got {merged['model']!r} "

@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from cupid.utils.io import temporary_prefix
+
 try:
     import deflate as _libdeflate
 except ImportError:  # an optional speed-up: zlib makes the same format
@@ -145,7 +147,7 @@ def write_page(path: str | Path, parts: Iterable[str]) -> Path:
     temporary file in the same directory, so a reader never sees half a page."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="latin-1", newline="") as handle:
             for part in parts:

@@ -2,6 +2,7 @@
 tables and figure data."""
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,14 +13,15 @@ from cupid.evaluation.report.export import write_samples
 from cupid.evaluation.report.figure_data import (inference_generation_data, length_data, matcher_data,
                                            position_data, prf_bars_data, summaries_data)
 from cupid.evaluation.report.figures import plotter, pyplot
-from cupid.evaluation.report.format import (DEFAULT_MIN_BIN_SIZE, PAPER_EVALUATOR, md_table, render_csv)
+from cupid.evaluation.report.format import (DEFAULT_MIN_BIN_SIZE, FLAG, PAPER_EVALUATOR, md_table, render_csv)
 from cupid.evaluation.report.gaps import Gap, find_gaps, gaps_markdown
 from cupid.evaluation.report.published import paper_model_name, scorer_kind
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
+from cupid.evaluation.report.strategies import strategies_figure_data, strategies_section
 from cupid.evaluation.report.tables import (coverage_section, differences_section, generation_table,
                                       inference_table)
 from cupid.utils.cycle_collection import paused_cycle_collection
-from cupid.utils.io import atomic_write_text
+from cupid.utils.io import atomic_write_text, clean_orphan_tmp
 
 
 @dataclass
@@ -31,19 +33,28 @@ class ReportFiles:
     gaps: list[Gap] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     exports: list[Path] = field(default_factory=list)   # error_types.csv and .jsonl, when there are cases
+    # Written into report.md, report.csv and report.html: files of two builds side by side show it.
+    build_id: str = ""
+
+
+def new_build_id() -> str:
+    """This build's id: its time and a random tail ("20261123T101500Z-3f9a1c")."""
+    return f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
 
 
 def build_report(results_dir: str | Path, output_dir: str | Path | None = None, *,
                  n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int = 0,
                  n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE,
-                 figures: bool = True) -> ReportFiles:
-    """report.md, report.csv and the figures."""
+                 figures: bool = True, exclude_filtered: bool = False) -> ReportFiles:
+    """report.md, report.csv and the figures. ``exclude_filtered``: the numbers leave out the
+    results read from a filtered or refused answer."""
     with one_blas_thread(), paused_cycle_collection():
         results_dir = Path(results_dir)
         output = Path(output_dir) if output_dir is not None else results_dir
+        clean_orphan_tmp(output, recursive=False)  # a killed build's half-written report files
         # The report never shows the raw answer of a step done at its first attempt.
         an = Analysis(results_dir, n_bootstrap=n_bootstrap, seed=seed, n_length_bins=n_length_bins,
-                      min_bin_size=min_bin_size, keep_raw=False)
+                      min_bin_size=min_bin_size, keep_raw=False, exclude_filtered=exclude_filtered)
         if not an.runs:
             notes = f" ({'; '.join(an.ignored)})" if an.ignored else ""
             raise FileNotFoundError(f"{results_dir}: no evaluation run directories (no run.json of an "
@@ -51,7 +62,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         gaps = find_gaps(an, results_dir)
         output.mkdir(parents=True, exist_ok=True)
         figure_data = [prf_bars_data(an), position_data(an), length_data(an), *matcher_data(an),
-                       inference_generation_data(an), summaries_data(an)]
+                       inference_generation_data(an), summaries_data(an), strategies_figure_data(an)]
         return _write_report(an, gaps, figure_data, results_dir, output, n_bootstrap=n_bootstrap, seed=seed,
                              figures=figures)
 
@@ -70,8 +81,10 @@ def _draw(figure_data: list, output: Path) -> str | None:
 
 def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, results_dir: Path, output: Path, *,
                   n_bootstrap: int, seed: int, figures: bool) -> ReportFiles:
+    build_id = new_build_id()
     md = ["# CUPID evaluation report", "",
-          f"Results: `{results_dir}` · generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+          f"Results: `{results_dir}` · generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} · "
+          f"build `{build_id}` (report.csv and report.html of this build name it too)",
           "",
           f"All numbers are recomputed from the per-instance files. Inference P/R/F1 are percentages; "
           f"**micro** pools the match sums and checklist sizes over instances (as the released "
@@ -82,7 +95,11 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, results_dir:
           f"`n` = evaluated instances / instances that apply (see Coverage). Rows `↳ paper` hold the published numbers "
           f"(only for the exact model versions of the paper's Table 8; the paper used 756 instances and "
           f"{PAPER_EVALUATOR} as evaluator; the label says so when ours differs). The paper reports its inference "
-          f"numbers \"averaged across all instances\" without saying micro or macro, so its row stands under both.", ""]
+          f"numbers \"averaged across all instances\" without saying micro or macro, so its row stands under both. "
+          f"{FLAG} k in an `n` cell: k of the results were read from an answer the provider filtered or the model "
+          f"refused (see Coverage); "
+          + ("they are **left out** of every number (`--exclude_filtered`)." if an.exclude_filtered
+             else "they are included, as the release would score them; `--exclude_filtered` leaves them out."), ""]
 
     md += ["## Runs", ""]
     md.append(md_table(["Model", "Paper name", "Setting", "Instance files", "Scorers", "Tasks", "Directory"],
@@ -118,6 +135,9 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, results_dir:
             if table:
                 md += [f"### {title} — judge `{scorer}`", "", table, ""]
 
+    strategies = strategies_section(an)
+    if strategies:
+        md += [strategies, ""]
     md += [differences_section(an), ""]
 
     def figures_section(plot_error: str | None) -> tuple[list[str], list[Path]]:
@@ -141,10 +161,10 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, results_dir:
     md_path, csv_path = output / "report.md", output / "report.csv"
     csv_rows = an.csv_rows()
     add_csv_columns(an, csv_rows)
-    atomic_write_text(csv_path, render_csv(csv_rows))
+    atomic_write_text(csv_path, render_csv(csv_rows, build_id))
     cases = case_rows(an)
     exports = [write_samples(cases, output / f"error_types.{kind}") for kind in ("csv", "jsonl")] if cases else []
     lines, written = figures_section(_draw(figure_data, output) if figures else None)
     atomic_write_text(md_path, "\n".join(md + lines).rstrip() + "\n")
-    return ReportFiles(md_path, csv_path, written, an, gaps, an.ignored, exports)
+    return ReportFiles(md_path, csv_path, written, an, gaps, an.ignored, exports, build_id=build_id)
 

@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
                              f"(Figure 9) or drawn hollow (default {DEFAULT_MIN_BIN_SIZE})")
     parser.add_argument("--no_figures", action="store_true", help="write report.md and report.csv only")
     parser.add_argument("--no_html", action="store_true", help="do not write report.html")
+    parser.add_argument("--exclude_filtered", action="store_true",
+                        help="leave out of every number the results read from an answer the provider "
+                             "filtered or the model refused (they are flagged either way)")
     parser.add_argument("--data_dir", "--data", dest="data", action="append", default=None,
                         help="the instances the runs evaluated, for report.html's sessions and ground "
                              "truth (default: each run.json's data_source)")
@@ -83,11 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         files = build_report(args.results_dir, args.output, n_bootstrap=args.n_bootstrap, seed=args.seed,
                              n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
-                             figures=not args.no_figures)
+                             figures=not args.no_figures, exclude_filtered=args.exclude_filtered)
         html = None if args.no_html else write_html_report(
             args.results_dir, files.markdown.parent, runs=files.analysis.runs,
             model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data,
-            analysis=files.analysis)
+            analysis=files.analysis, build_id=files.build_id)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -316,8 +316,51 @@ def plot_summaries(data, path: Path) -> None:
     _save(plt, fig, path)
 
 
-PLOTTERS = {"fig_prf1": plot_prf_bars, "fig3_position": plot_position, "fig9_length": plot_length,
-            "fig5_inference_vs_generation": plot_inference_generation, "fig6_summaries": plot_summaries}
+
+def plot_strategies(data, path: Path) -> None:
+    """F1, judge score and session recall per strategy: one panel each (those with values), one
+    colour per model, the default setting (floor) first and the oracle (ceiling) last; the n of
+    each strategy along the bottom, the legend below the panels."""
+    plt = pyplot()
+    settings, series = data.payload["settings"], data.payload["series"]
+    panels = [(key, title, scale, limits) for key, title, scale, limits in (
+        ("f1", "Inference F1 (%, micro)", 100, F1_LIMITS), ("score", "Judge score (1-10)", 1, JUDGE_LIMITS),
+        ("recall", "Session recall (%): relevant sessions shown", 100, F1_LIMITS))
+        if any((p.get(key) is not None and p[key].value is not None) for points in series.values() for p in points.values())]
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=((0.8 * len(settings) + 2) * max(1, len(panels)), 5.0),
+                             squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    labels = [s + ("\n(floor)" if s == "default" else "\n(ceiling)" if s == "oracle" else "") for s in settings]
+    for ax, (key, title, scale, limits) in zip(axes[0], panels):
+        ns = []
+        for i, (model, points) in enumerate(series.items()):
+            offset = (i - (len(series) - 1) / 2) * 0.15
+            values = [(points.get(s) or {}).get(key) for s in settings]
+            ns.append([(e.value, e.n) if e is not None and e.value is not None else (None, 0) for e in values])
+            drawn = [(k, e) for k, e in enumerate(values) if e is not None and e.value is not None]
+            ax.errorbar([k + offset for k, _ in drawn], [scale * e.value for _, e in drawn],
+                        yerr=[[scale * (e.value - (e.low if e.low is not None else e.value)) for _, e in drawn],
+                              [scale * ((e.high if e.high is not None else e.value) - e.value) for _, e in drawn]],
+                        fmt="o", linestyle="none", color=colors[i % len(colors)], capsize=3, label=model)
+        _n_row(ax, range(len(settings)), _n_ranges(ns, len(settings)), "n={n}")
+        ax.set_xticks(range(len(settings)))
+        ax.set_xticklabels(labels, fontsize=7.5, rotation=20, ha="right")
+        ax.set_xlim(-0.5, len(settings) - 0.5)
+        ax.set_ylim(*_pad(limits))
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=min(6, max(1, len(names))), fontsize=8,
+               title="model: point and 95% interval (personas resampled); n = instances", title_fontsize=7)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+
+PLOTTERS = {"fig_prf1": plot_prf_bars, "fig_strategies": plot_strategies, "fig3_position": plot_position,
+            "fig9_length": plot_length, "fig5_inference_vs_generation": plot_inference_generation,
+            "fig6_summaries": plot_summaries}
 
 
 def plotter(name: str):

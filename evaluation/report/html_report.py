@@ -5,8 +5,8 @@
 
 The summary (tables with their intervals, figures) is static HTML painted at once. The
 instance browser, instance pages and the compare view are drawn by the inlined script
-(templates/report.js) from gzip-compressed chunks decoded on demand: an index (one row per
-run and instance, the instances' shared fields and scores, the paired differences), the
+(templates/report.js) from gzip-compressed chunks decoded on demand: an index (one row per run
+and instance, the instances' shared fields and scores, the paired differences), the
 prior sessions (each distinct session stored once, however many instances and models show
 it, in parts), and each run's steps in parts (payload.py). Instance files do not hold
 sessions or ground truth, so those come from the data the runs name in run.json
@@ -14,6 +14,7 @@ sessions or ground truth, so those come from the data the runs name in run.json
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -97,7 +98,8 @@ def _after_section(html: str, anchor: str, insert: str) -> str:
     return html[:end] + insert + html[end:] if end >= 0 else html + insert
 
 
-def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, notes: list[str], title: str) -> Iterator[str]:
+def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, notes: list[str], title: str,
+           build_id: str | None = None) -> Iterator[str]:
     """The page, in parts (see utils.html_page.chunked_page)."""
     summary_html, headings = markdown_to_html(report_md, figure_dir)
     if payload.classified:
@@ -110,7 +112,8 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
         for name, text in payload.chunks:
             yield chunk_element(name, text=text.result())
 
-    body = f"""<header class="top"><span class="brand">CUPID report</span>
+    build = f' <span class="muted" id="build">build {esc(build_id)}</span>' if build_id else ""
+    body = f"""<header class="top"><span class="brand">CUPID report</span>{build}
 <nav><a href="#summary" data-view="summary">Summary</a><a href="#instances" data-view="instances">Instances</a><a href="#compare" data-view="compare">Compare</a></nav>
 <span class="muted" id="status"></span></header>
 <main>
@@ -127,17 +130,22 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 
 def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: list[Run] | None = None,
                       model_order: list[str] | None = None, labels: dict[str, str] | None = None,
-                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None) -> Path:
+                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None,
+                      build_id: str | None = None) -> Path:
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in
-    ``output_dir`` and the run directories under ``results_dir``."""
+    ``output_dir`` and the run directories under ``results_dir``. ``build_id``: the build this
+    page belongs to (build.py); a report.md of another build is said so."""
     with paused_cycle_collection():
         return _write_html_report(Path(results_dir), Path(output_dir), runs=runs, model_order=model_order,
-                                  labels=labels, data_paths=data_paths, analysis=analysis)
+                                  labels=labels, data_paths=data_paths, analysis=analysis, build_id=build_id)
+
+
+_BUILD = re.compile(r"build `([^`]+)`")
 
 
 def _write_html_report(results_dir: Path, output_dir: Path, *, runs: list[Run] | None, model_order: list[str] | None,
                        labels: dict[str, str] | None, data_paths: Iterable[str | Path] | None,
-                       analysis: Analysis | None) -> Path:
+                       analysis: Analysis | None, build_id: str | None) -> Path:
     if runs is None:
         analysis = analysis or Analysis(results_dir)
         runs = analysis.runs
@@ -154,4 +162,10 @@ def _write_html_report(results_dir: Path, output_dir: Path, *, runs: list[Run] |
         index = payload.index(notes, title)  # the compare view's paired differences
         md_path = output_dir / "report.md"
         report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
-        return write_page(output_dir / "report.html", render(payload, index, report_md, output_dir, notes, title))
+        found = _BUILD.search(report_md)
+        build_id = build_id or (found.group(1) if found else None)
+        if build_id and (found is None or found.group(1) != build_id):
+            notes.append(f"report.md beside this page is of build {found.group(1) if found else '(none)'}, "
+                         f"this page of build {build_id}: build the report again to match them")
+        return write_page(output_dir / "report.html",
+                          render(payload, index, report_md, output_dir, notes, title, build_id))

@@ -18,7 +18,7 @@ from cupid.utils.models.catalog import price_of
 from cupid.utils.models.usage import cost_at
 from cupid.evaluation.steps import DECOMPOSE, MATCH_PRECISION, MATCH_RECALL
 
-STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage")
+STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage", "endings", "flagged")
 # Instances per detail chunk and sessions per sessions chunk: an instance page inflates only
 # the few chunks it shows (a run's whole chunk at paper scale is ~6 MB of JSON to parse).
 PART = 64
@@ -43,7 +43,9 @@ def _step_cost(step: dict, prices: dict[str | None, Any] | None = None) -> float
         prices = {}
     if model not in prices:
         prices[model] = price_of(model)
-    return cost_at(prices[model], int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+    return cost_at(prices[model], int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                   cached_prompt_tokens=int(usage.get("cached_prompt_tokens") or 0),
+                   cache_write_tokens=int(usage.get("cache_write_tokens") or 0))
 
 
 def trim_step(step: dict, prices: dict[str | None, Any] | None = None) -> dict:
@@ -108,7 +110,7 @@ def instance_detail(data: dict, checklist: list | None = None,
             if step.name in scorer_steps and (step is MATCH_RECALL or isinstance(decomposed, dict)):
                 scorer_steps[step.name] = _without_repeated_entries(scorer_steps[step.name], entries)
     return {"steps": {n: trim_step(s, prices) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
-            "evaluations": evaluations, "history": data.get("history") or {}}
+            "evaluations": evaluations, "history": data.get("history") or {}, "shown": data.get("shown")}
 
 
 class Payload:
@@ -129,7 +131,8 @@ class Payload:
         self._keep: list = []
         self.instances: list[dict] = []
         self._instance_index: dict[str, int] = {}
-        self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": []}
+        self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": [],
+                                      "flag": []}
         self.metrics = [{"p": [], "r": [], "f1": [], "j": []} for _ in self.scorers]
         # Table 2's classified inferences, by run index (default-setting runs only).
         self.classified: dict[int, Classified] = {}
@@ -217,7 +220,7 @@ class Payload:
                 if case is not None:  # apart from the steps: not part of the result's tokens, cost or failures
                     detail["error_classification"] = {**trim_step(case, prices), "scorer": classified.sample["scorer"],
                                                       "classifier": classified.sample["classifier"]}
-                tokens, cost, failed, unpriced = 0, None, [], []
+                tokens, cost, failed, unpriced, flagged = 0, None, [], [], []
                 for name, step in _all_steps(detail):  # trimmed steps carry their cost
                     usage = step.get("usage") or {}
                     tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
@@ -228,11 +231,14 @@ class Payload:
                         unpriced.append(name)
                     if step.get("status") == "failed" and name not in failed:
                         failed.append(name)
+                    if step.get("flagged") and step.get("status") == "done":
+                        flagged.append(f"{name}: {step['flagged']}")
                 self.rows["inst"].append(inst)
                 self.rows["run"].append(run_index)
                 self.rows["tok"].append(tokens)
                 self.rows["cost"].append(None if cost is None else round(cost, 6))
                 self.rows["fail"].append(failed or 0)
+                self.rows["flag"].append(flagged or 0)
                 self.rows["unpriced"].append(unpriced or 0)
                 evaluations = data.get("evaluations") or {}
                 for k, scorer in enumerate(self.scorers):

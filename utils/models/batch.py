@@ -253,7 +253,10 @@ class BatchRunner:
             if isinstance(answer, Completion):
                 if answer.usage is not None:
                     answer.usage.batch = True
-                model.usage.record_batch(answer.usage, truncated=answer.truncated)
+                # How it ended, by the rule online answers follow; a withheld one is cached
+                # as it is, and the seam raises it when the next pass replays it.
+                answer.ending = model.ending(answer)
+                model.usage.record_batch(answer.usage, ending=answer.ending)
                 if model.cache is not None:
                     model.cache.put(key, answer)
                 self._counts["items_answered"] += 1

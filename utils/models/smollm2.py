@@ -309,6 +309,8 @@ class SmolLM2(Model):
     provider = "embedded"
     supports_json_schema = True
     supports_answer_grammar = True
+    # llama-cpp-python's finish_reason, in OpenAI's words (endings.py).
+    finish_signals = {"stop": "stop", "length": "length"}
 
     def check(self) -> None:
         """Fail fast when llama-cpp-python or the GGUF is missing, or the file will not load."""
@@ -351,4 +353,5 @@ class SmolLM2(Model):
             usage=Usage(prompt_tokens=int(usage.get("prompt_tokens", 0)),
                         completion_tokens=int(usage.get("completion_tokens", 0))),
             raw=response,
+            finish=response["choices"][0].get("finish_reason"),
         )

@@ -235,14 +235,21 @@ def test_figures_are_valid_pngs_of_sensible_size(built):
 # ---------------------------------------------------------------------------------------
 def test_default_output_is_the_results_dir_and_seed_makes_it_reproducible(tmp_path):
     results = build_results_dir(tmp_path / "results")
+    def numbers() -> tuple[set, list[dict]]:
+        """The build ids and the rows without them (each build has its own id)."""
+        with open(results / "report.csv", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        return {r.pop("build_id") for r in rows}, rows
+
     assert R.main([str(results), "--n_bootstrap", "50", "--seed", "3", "--no_figures"]) == 0
-    first = (results / "report.csv").read_text()
+    first_build, first = numbers()
     assert (results / "report.md").is_file()
     assert not list(results.glob("*.png"))
     assert R.main([str(results), "--n_bootstrap", "50", "--seed", "3", "--no_figures"]) == 0
-    assert (results / "report.csv").read_text() == first
+    build, again = numbers()
+    assert again == first and len(build) == 1 and build != first_build
     assert R.main([str(results), "--n_bootstrap", "50", "--seed", "4", "--no_figures"]) == 0
-    assert (results / "report.csv").read_text() != first
+    assert numbers()[1] != first
 
 
 def test_no_runs_is_an_error(tmp_path, capsys):
@@ -388,3 +395,30 @@ def test_gap_commands_name_the_model_as_the_user_did(tmp_path):
     run.manifests.append({"model": "my-model", "model_spec": "models/mine.py:MyModel"})
     line = command(run_command(run, None), tmp_path, setting="oracle")
     assert "--model models/mine.py:MyModel" in line and "--setting oracle" in line
+
+
+def test_a_killed_builds_temporaries_are_removed_by_the_next_build(tmp_path):
+    """A build killed mid-write leaves .report.html.HOST~PID.*.tmp (up to 15 MB): the next
+    build removes those whose writer is gone, and leaves a live writer's alone."""
+    import subprocess
+    import sys
+
+    from cupid.utils.io import temporary_prefix
+
+    results = build_results_dir(tmp_path / "results")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        prefix = temporary_prefix(results / "report.html")
+        mine = prefix.rpartition("~")[0]
+        left = results / f"{mine}~{dead.pid}.abc123.tmp"
+        busy = results / f"{mine}~{alive.pid}.def456.tmp"
+        for path in (left, busy):
+            path.write_bytes(b"<html>half a page")
+        assert R.main([str(results), "--n_bootstrap", "20", "--no_figures"]) == 0
+        assert not left.exists() and busy.exists()
+        assert not [p for p in results.glob(".report.*.tmp") if p != busy]  # the build left none
+    finally:
+        alive.kill()
+        alive.wait()
