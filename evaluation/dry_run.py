@@ -17,22 +17,18 @@ import sys
 from dataclasses import dataclass, field
 from statistics import median
 
-from cupid import config
 from cupid.evaluation import steps
 from cupid.evaluation.pipeline import CHAINS, Shown, scorer_name
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
-from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.shards import ShardedInstances
 from cupid.evaluation.store import RunStore, run_dir_for
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import CupidError
 from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
                                   recorded_reasoning, render, role_forecast, summary)
 from cupid.utils.io import read_json
-from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.tokens import estimate_tokens
 
 # Stand-ins for the answers the later steps are built from, and the answers' own lengths.
@@ -153,16 +149,10 @@ class ContextCosts:
 
 def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
     """``fresh``: as a run into an empty directory would (nothing done yet)."""
-    source = InstanceSource(data_path=spec.data, dataset=None if spec.data else spec.dataset,
-                            split=spec.split, limit=spec.limit, revision=spec.revision)
-    source.validate()
-    instances = ShardedInstances(source, *spec.shard) if spec.shard else source
-    common = {"timeout": spec.timeout, "max_retries": spec.max_retries}
-    overrides = spec.role_overrides()
-    model = resolve_model(spec.model, role="evaluated", overrides=overrides["evaluated"], **common)
-    evaluator = resolve_model(spec.evaluator, role="evaluator", overrides=overrides["evaluator"], **common)
-    matcher = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{spec.matcher_url}", role="matcher",
-                            overrides=overrides["matcher"], **common) if spec.use_matcher else evaluator
+    _, instances = spec.instances()
+    models = spec.resolve_models()
+    model, evaluator = models["model"], models["evaluator"]
+    matcher = models.get("matcher", evaluator)
     run_dir = run_dir_for(spec.results_dir, model.label, spec.setting_.name)
     forecast = RunForecast(model.label, spec.setting_.name, str(run_dir))
     recorded = recorded_reasoning(run_dir)  # reasoning tokens an earlier run there recorded

@@ -21,10 +21,8 @@ from cupid.evaluation.aggregate import (InstanceOutcome, RunningScores, aggregat
                                         recorded_usage)
 from cupid.evaluation.console import ProgressLog
 from cupid.evaluation.context_check import check_context
-from cupid.evaluation.data import InstanceSource
 from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
 from cupid.evaluation.run_spec import RunSpec
-from cupid.evaluation.shards import ShardedInstances
 from cupid.evaluation.store import BATCHES, RunConflictError, RunStore, Survey, now, run_dir_for
 from cupid.utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from cupid.utils.errors import Interrupted
@@ -34,8 +32,8 @@ from cupid.utils.models.adaptations import ADAPTATIONS
 from cupid.utils.models.batch import BatchRunner
 from cupid.utils.models.cache import CACHE_DIR, ResponseCache
 from cupid.utils.models.errors import ModelConfigurationError
-from cupid.utils.models.limits import parse_rate_limit, set_user_limits
-from cupid.utils.models.registry import check_models, portable_spec, resolve_model
+from cupid.utils.models.pacing import parse_rate_limit, set_user_limits
+from cupid.utils.models.registry import check_models, portable_spec
 from cupid.utils.models.usage import UsageTracker
 from cupid.utils.redact import redact
 from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
@@ -91,11 +89,8 @@ class Invocation:
 
     # -- 1. the data, validated in full before any model is touched ----------------------
     def load_data(self) -> None:
-        spec = self.spec
-        source = InstanceSource(data_path=spec.data, dataset=None if spec.data else spec.dataset,
-                                split=spec.split, limit=spec.limit, revision=spec.revision)
         try:
-            source.validate()
+            source, self.instances = self.spec.instances()
         except DataValidationError as exc:
             raise DataValidationError(f"bad data: {exc}") from None
         for warning in source.warnings:
@@ -103,20 +98,12 @@ class Invocation:
                   f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)", file=sys.stderr)
         # The data's name is the same for every shard, so shards share a run directory.
         self.data_source = source.name
-        self.instances = ShardedInstances(source, *spec.shard) if spec.shard else source
 
     # -- 2. the models, each endpoint reached once before any work ------------------------
     def resolve_models(self) -> None:
         spec = self.spec
         set_user_limits(dict(parse_rate_limit(limit) for limit in spec.rate_limit))
-        common = {"timeout": spec.timeout, "max_retries": spec.max_retries}
-        overrides = spec.role_overrides()
-        self.models = {"model": resolve_model(spec.model, role="evaluated", overrides=overrides["evaluated"], **common),
-                       "evaluator": resolve_model(spec.evaluator, role="evaluator",
-                                                  overrides=overrides["evaluator"], **common)}
-        if spec.use_matcher:
-            self.models["matcher"] = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{spec.matcher_url}",
-                                                   role="matcher", overrides=overrides["matcher"], **common)
+        self.models = spec.resolve_models()
         for model in self.models.values():
             model.usage = UsageTracker()  # this run's calls only, in its results.json
         check_models(list(self.models.values()))

@@ -6,15 +6,9 @@ evaluation.run``): evaluate a model on CUPID.
 
 The flags are ``evaluate()``'s arguments (evaluation/api.py), which does the work; several
 ``--model``s or a ``--sweep`` file run one after another in this process. Exit status: 0 when
-every instance was evaluated, 1 when any instance failed (the summary and results.json say
-which step failed and why), 2 for bad input or setup (nothing run and nothing written) or a
-key the server refused mid-run, 3 when the file system refused a results file (one line
-names the file, and what is saved; rerun the same command to resume), 130 (143, 129) when
-stopped by Ctrl-C (SIGTERM, SIGHUP): rerun the same command to resume.
-
-Several invocations may share a run directory at once (other tasks, shards, machines on a
-shared disk): each instance is worked on by one process at a time, and results.json is the
-aggregate of every instance file in the directory.
+every instance was evaluated, 1 when any instance failed, 2 for bad input or setup (or a key
+refused mid-run), 3 when the file system refused a results file, 130 (143, 129) when stopped
+by Ctrl-C (SIGTERM, SIGHUP); docs/runs.md says what each leaves behind.
 """
 from __future__ import annotations
 

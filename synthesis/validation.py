@@ -208,7 +208,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     from cupid.evaluation.data import InstanceSource
     from cupid.synthesis.api import LoggingState, setup_logging
     from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-    from cupid.utils.models.limits import parse_rate_limit, set_user_limits
+    from cupid.utils.models.pacing import parse_rate_limit, set_user_limits
     from cupid.utils.models.registry import check_models, resolve_model
     from cupid.utils.models.retry import cancel_all, reset_cancel
     from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status

@@ -26,23 +26,23 @@ from cupid.evaluation.report.export import export_format, push_to_hub, write_sam
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from cupid.evaluation.report.html_report import write_html_report
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
-from cupid.utils.command_line import program_name
+from cupid.utils.command_line import Parser, non_negative_int, positive_int, program_name
 from cupid.utils.errors import BadInput, SetupError
 from cupid.utils.executor import exit_now
 from cupid.utils.io import StorageError, describe_os_error
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=program_name("python -m cupid.evaluation.report"), description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=program_name("python -m cupid.evaluation.report"), description=__doc__.split("\n\n")[0])
     parser.add_argument("results_dir", help="a results directory (searched recursively for run.json)")
     parser.add_argument("--output", default=None, help="where to write report.md, report.csv and the "
                                                        "figures (default: RESULTS_DIR)")
-    parser.add_argument("--n_bootstrap", type=int, default=DEFAULT_N_BOOTSTRAP,
+    parser.add_argument("--n_bootstrap", type=positive_int, default=DEFAULT_N_BOOTSTRAP,
                         help="bootstrap resamples for the confidence intervals (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
-    parser.add_argument("--n_length_bins", type=int, default=5,
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the bootstrap (default 0)")
+    parser.add_argument("--n_length_bins", type=positive_int, default=5,
                         help="equal-size bins of history length for Figure 9 (default 5)")
-    parser.add_argument("--min_bin_size", type=int, default=DEFAULT_MIN_BIN_SIZE,
+    parser.add_argument("--min_bin_size", type=positive_int, default=DEFAULT_MIN_BIN_SIZE,
                         help="fewest instances behind a figure's bin or point before it is merged "
                              f"(Figure 9) or drawn hollow (default {DEFAULT_MIN_BIN_SIZE})")
     parser.add_argument("--no_figures", action="store_true", help="write report.md and report.csv only")
@@ -73,12 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     errors.add_argument("--n_workers", type=int, default=4, help="classifications in parallel (default 4)")
     errors.add_argument("--batch", action="store_true", help="through the provider's batch API at its price")
     args = parser.parse_args(argv)
-    if args.n_bootstrap < 1:
-        parser.error("--n_bootstrap must be at least 1")
-    if args.n_length_bins < 1:
-        parser.error("--n_length_bins must be at least 1")
-    if args.min_bin_size < 1:
-        parser.error("--min_bin_size must be at least 1")
     if not 0 < args.error_f1_below <= 100 or args.error_per_model < 1 or args.n_workers < 1:
         parser.error("--error_f1_below must be in (0, 100], --error_per_model and --n_workers at least 1")
     if not Path(args.results_dir).is_dir():
@@ -92,16 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         files = build_report(args.results_dir, args.output, n_bootstrap=args.n_bootstrap, seed=args.seed,
                              n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
-                             figures=not args.no_figures, figures_later=not args.no_html,
-                             exclude_filtered=args.exclude_filtered)
-        try:
-            # The figures are drawn in a child process while report.html's instance data are made.
-            html = None if args.no_html else write_html_report(
-                args.results_dir, files.markdown.parent, runs=files.analysis.runs,
-                model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data,
-                analysis=files.analysis, before_summary=files.finish_figures, build_id=files.build_id)
-        finally:
-            files.finish_figures()
+                             figures=not args.no_figures, exclude_filtered=args.exclude_filtered)
+        html = None if args.no_html else write_html_report(
+            args.results_dir, files.markdown.parent, runs=files.analysis.runs,
+            model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data,
+            analysis=files.analysis, build_id=files.build_id)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -41,7 +41,7 @@ class Gap:
 
 
 @dataclass
-class RunSpec:
+class RunCommand:
     """How a model was run: enough to write the command of a missing setting or task."""
     model: str
     overrides: dict
@@ -65,15 +65,16 @@ def _data_flags(data_source: str | None) -> list[str]:
     return ["--data", data_source] if path.is_file() else ["--data_dir", data_source]
 
 
-def run_spec(run: Run, evaluator: str | None) -> RunSpec:
+def run_command(run: Run, evaluator: str | None) -> RunCommand:
     manifest = run.manifests[0] if run.manifests else {}
-    model = str(manifest.get("model_name") or run.model)
+    # How the user named the model (a file, a module, a prefix), so the command runs as printed.
+    model = str(manifest.get("model_spec") or manifest.get("model_name") or run.model)
     overrides = manifest.get("generation_overrides") or {}
-    return RunSpec(model, overrides if isinstance(overrides, dict) else {},
+    return RunCommand(model, overrides if isinstance(overrides, dict) else {},
                    _data_flags(manifest.get("data_source")), evaluator)
 
 
-def command(spec: RunSpec, results_dir: Path, *, setting: str = "default", task: str = "inference",
+def command(spec: RunCommand, results_dir: Path, *, setting: str = "default", task: str = "inference",
             use_matcher: bool = False) -> str:
     args = ["python", "-m", "evaluation.run", "--model", spec.model, "--results_dir", str(results_dir)]
     if spec.evaluator and spec.evaluator != config.DEFAULT_EVALUATOR:
@@ -106,7 +107,7 @@ def find_gaps(an, results_dir: Path) -> list[Gap]:
     for model in models:
         runs = [r for r in an.runs if r.model == model]
         default = an.run(model, "default")
-        specs[model] = run_spec(default or runs[0], evaluator)
+        specs[model] = run_command(default or runs[0], evaluator)
 
     def has(model: str, setting: str, task: str, scorer: str | None = None) -> bool:
         run = an.run(model, setting)
@@ -159,7 +160,7 @@ def find_gaps(an, results_dir: Path) -> list[Gap]:
                  f"{MIN_MODELS_FOR_CORRELATION}")
         if more > 0:
             lacks += f"; evaluate {more} more model(s) with --task both"
-            commands.append(command(RunSpec("OTHER_MODEL", {}, next(iter(specs.values())).data_flags
+            commands.append(command(RunCommand("OTHER_MODEL", {}, next(iter(specs.values())).data_flags
                                             if specs else [], evaluator), results_dir, task="both"))
         gaps.append(Gap("Figure 5", lacks, commands))
 

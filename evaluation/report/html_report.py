@@ -5,9 +5,8 @@
 
 The summary (tables with their intervals, figures) is static HTML painted at once. The
 instance browser, instance pages and the compare view are drawn by the inlined script
-(templates/report.js) from gzip-compressed chunks decoded on demand (all but the index
-word-coded first, utils/word_codes.py, with the page's one codebook): an index (one row per
-run and instance, the instances' shared fields and scores, the paired differences), the
+(templates/report.js) from gzip-compressed chunks decoded on demand: an index (one row per run
+and instance, the instances' shared fields and scores, the paired differences), the
 prior sessions (each distinct session stored once, however many instances and models show
 it, in parts), and each run's steps in parts (payload.py). Instance files do not hold
 sessions or ground truth, so those come from the data the runs name in run.json
@@ -18,7 +17,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.analysis import Analysis
@@ -110,10 +109,8 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 
     def chunks() -> Iterator[str]:
         yield chunk_element("index", index)
-        if payload.codebook is not None:
-            yield chunk_element("words", payload.codebook.words)
         for name, text in payload.chunks:
-            yield chunk_element(name, text=text.result(), coded=True)
+            yield chunk_element(name, text=text.result())
 
     build = f' <span class="muted" id="build">build {esc(build_id)}</span>' if build_id else ""
     body = f"""<header class="top"><span class="brand">CUPID report</span>{build}
@@ -134,15 +131,13 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: list[Run] | None = None,
                       model_order: list[str] | None = None, labels: dict[str, str] | None = None,
                       data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None,
-                      before_summary: Callable[[], None] | None = None, build_id: str | None = None) -> Path:
+                      build_id: str | None = None) -> Path:
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in
-    ``output_dir`` and the run directories under ``results_dir`` (``before_summary``: called
-    once the instance data are made, before report.md and the figures are read). ``build_id``:
-    the build this page belongs to (build.py); a report.md of another build is said so."""
+    ``output_dir`` and the run directories under ``results_dir``. ``build_id``: the build this
+    page belongs to (build.py); a report.md of another build is said so."""
     with paused_cycle_collection():
         return _write_html_report(Path(results_dir), Path(output_dir), runs=runs, model_order=model_order,
-                                  labels=labels, data_paths=data_paths, analysis=analysis,
-                                  before_summary=before_summary, build_id=build_id)
+                                  labels=labels, data_paths=data_paths, analysis=analysis, build_id=build_id)
 
 
 _BUILD = re.compile(r"build `([^`]+)`")
@@ -150,8 +145,7 @@ _BUILD = re.compile(r"build `([^`]+)`")
 
 def _write_html_report(results_dir: Path, output_dir: Path, *, runs: list[Run] | None, model_order: list[str] | None,
                        labels: dict[str, str] | None, data_paths: Iterable[str | Path] | None,
-                       analysis: Analysis | None, before_summary: Callable[[], None] | None,
-                       build_id: str | None) -> Path:
+                       analysis: Analysis | None, build_id: str | None) -> Path:
     if runs is None:
         analysis = analysis or Analysis(results_dir)
         runs = analysis.runs
@@ -166,8 +160,6 @@ def _write_html_report(results_dir: Path, output_dir: Path, *, runs: list[Run] |
     title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
     with one_blas_thread(), Payload(runs, models, labels, instance_data, analysis) as payload:
         index = payload.index(notes, title)  # the compare view's paired differences
-        if before_summary is not None:
-            before_summary()
         md_path = output_dir / "report.md"
         report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
         found = _BUILD.search(report_md)

@@ -1,9 +1,10 @@
 """What report.html's script draws from: the index (one row per run and instance, the
 instances' shared fields and scores, the worst rows) and the data chunks (the distinct prior
 sessions in parts of SESSION_PART, each run's instance pages in parts of PART instances),
-coded with one word codebook and compressed while the next run is read."""
+each compressed on a thread while the next run is read."""
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable, Iterator
 
 from cupid.evaluation.report.analysis import Analysis
@@ -12,11 +13,9 @@ from cupid.evaluation.report.error_types import Classified, load as load_error_t
 from cupid.evaluation.report.published import display_name
 from cupid.evaluation.report.results import Run, history_of, setting_order
 from cupid.utils.dataset import Instance
-from cupid.utils.chunk_packer import ChunkPacker, PackedChunk
-from cupid.utils.html_page import compact_json
+from cupid.utils.html_page import compact_json, gzip_text
 from cupid.utils.models.catalog import price_of
 from cupid.utils.models.usage import cost_at
-from cupid.utils.word_codes import WordCodebook
 from cupid.evaluation.steps import DECOMPOSE, MATCH_PRECISION, MATCH_RECALL
 
 STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage", "endings", "flagged")
@@ -25,10 +24,6 @@ STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage", "endin
 PART = 64
 SESSION_PART = 64
 ROUND = 4
-# Every how many chunk texts of the sessions and first run the word codebook counts.
-CODEBOOK_SAMPLE_STEP = 2
-# Instance results from which the chunks are coded and compressed in a worker process.
-IN_PROCESS_ROWS = 1000
 
 
 def _num(value: Any) -> float | None:
@@ -141,32 +136,27 @@ class Payload:
         self.metrics = [{"p": [], "r": [], "f1": [], "j": []} for _ in self.scorers]
         # Table 2's classified inferences, by run index (default-setting runs only).
         self.classified: dict[int, Classified] = {}
-        # The chunks in page order (the sessions', then each run's), each coded and
-        # compressed by the packer while the next run is read, so no run's details outlive
-        # their chunk's text.
-        self.chunks: list[tuple[str, PackedChunk]] = []
-        self.codebook: WordCodebook | None = None
-        rows = sum(len(run.instances) for run in self.runs)
-        # Open until close(): the chunks are packed while the rest of the page is made.
-        self.packer = ChunkPacker(in_process=rows >= IN_PROCESS_ROWS)
+        # The chunks in page order (the sessions', then each run's), each compressed while
+        # the next run is read (gzip releases the GIL), so no run's details outlive their
+        # chunk's text.
+        self.chunks: list[tuple[str, Future[str]]] = []
+        self._compressor = ThreadPoolExecutor(max_workers=2)
         try:
             for run in self.runs:
                 for instance_id in run.ids():
                     self._instance(instance_id, run.instances[instance_id])
-            pending = [(f"sessions-{start // SESSION_PART}", compact_json(self.sessions[start:start + SESSION_PART]))
-                       for start in range(0, len(self.sessions), SESSION_PART)]
+            for start in range(0, len(self.sessions), SESSION_PART):
+                self._compress(f"sessions-{start // SESSION_PART}", self.sessions[start:start + SESSION_PART])
             for run_index, parts in self._run_details():
-                pending += [(f"run{run_index}-{part}", compact_json(values)) for part, values in parts]
-                self._compress(pending)
-                pending = []
-            self._compress(pending)
+                for part, values in parts:
+                    self._compress(f"run{run_index}-{part}", values)
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
-        """Wait for the chunks' packing to end and release its workers."""
-        self.packer.close()
+        """Wait for the chunks' compression to end."""
+        self._compressor.shutdown(wait=True)
 
     def __enter__(self) -> "Payload":
         return self
@@ -174,15 +164,8 @@ class Payload:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _compress(self, texts: list[tuple[str, str]]) -> None:
-        """Queue the chunks' texts; the first call's texts (the sessions and the first run)
-        are the sample the word codebook is drawn from."""
-        if self.codebook is None:
-            if not texts:
-                return
-            self.codebook = WordCodebook.from_texts(text for _, text in texts[::CODEBOOK_SAMPLE_STEP])
-        for name, text in texts:
-            self.chunks.append((name, self.packer.submit(text, self.codebook)))
+    def _compress(self, name: str, value: Any) -> None:
+        self.chunks.append((name, self._compressor.submit(gzip_text, compact_json(value))))
 
     def _session(self, session) -> int:
         # load_instance_data gives equal sessions as one object: most are found by identity.

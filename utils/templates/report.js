@@ -1,7 +1,6 @@
 // The instance browser and instance pages of report.html. Vanilla JS, no network: the data
 // sit in <script type="application/octet-stream" id="chunk-NAME"> elements (gzip bytes, see chunkBytes)
-// and are inflated with DecompressionStream the first time a view needs them (then
-// word-decoded, see unword, when the element has data-words).
+// and are inflated with DecompressionStream the first time a view needs them.
 (function () {
   "use strict";
   const cache = {};
@@ -41,13 +40,6 @@
     }
     return out.subarray(0, n);
   }
-  // A word-coded chunk's text back to its JSON (utils/word_codes.py): U+0001-U+0004 stand
-  // for the codebook's first four words, U+0005-U+001F followed by a printable ASCII
-  // character for the rest, each with the space before it.
-  function unword(text, words) {
-    return text.replace(/[\x01-\x04]|[\x05-\x1f][\x20-\x7e]/g, (m) =>
-      " " + words[m.length === 1 ? m.charCodeAt(0) - 1 : 4 + (m.charCodeAt(0) - 5) * 95 + m.charCodeAt(1) - 32]);
-  }
   async function inflate(node) {
     const bytes = chunkBytes(node.textContent);
     if (typeof DecompressionStream === "undefined") throw new Error("this browser lacks DecompressionStream; open the report in a current Chrome, Firefox or Safari");
@@ -59,8 +51,7 @@
       cache[name] = (async () => {
         const node = document.getElementById("chunk-" + name);
         if (!node) throw new Error("no data chunk " + name);
-        const text = await inflate(node);
-        return JSON.parse(node.hasAttribute("data-words") ? unword(text, await chunk("words")) : text);
+        return JSON.parse(await inflate(node));
       })();
     }
     return cache[name];
@@ -776,7 +767,7 @@
   }
   window.addEventListener("hashchange", route);
   copyButtons();
-  window.cupidReport = { ready: false, loadIndex, index: () => IDX, state: () => state, filtered: () => filtered, compare: () => cmp, compareRows: () => cmpRows, markdown, chunkBytes, unword, chunk };
+  window.cupidReport = { ready: false, loadIndex, index: () => IDX, state: () => state, filtered: () => filtered, compare: () => cmp, compareRows: () => cmpRows, markdown, chunkBytes, chunk };
   route();
   loadIndex().then(() => {
     window.cupidReport.ready = true;

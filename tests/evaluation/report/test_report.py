@@ -257,22 +257,6 @@ def test_no_runs_is_an_error(tmp_path, capsys):
     assert "no run.json" in capsys.readouterr().err
 
 
-def _children() -> set[int]:
-    found = set()
-    for task in Path("/proc/self/task").iterdir():
-        found |= {int(pid) for pid in (task / "children").read_text().split()}
-    return found
-
-
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc to list child processes")
-def test_a_failed_report_leaves_no_figure_process(tmp_path):
-    # The figure drawer is forked before the results are read: an error after it must reap it.
-    before = _children()
-    with pytest.raises(FileNotFoundError, match="no run.json"):
-        R.build_report(tmp_path, tmp_path / "out")
-    assert _children() == before
-
-
 def test_figures_skipped_without_matplotlib(tmp_path, monkeypatch):
     results = build_results_dir(tmp_path / "results")
 
@@ -399,6 +383,18 @@ def test_paper_row_says_when_our_evaluator_is_not_the_papers(tmp_path):
     gen = _section(md, "### Table 3 layout — judge `smollm2-135m`")
     assert "↳ paper (Table 3; evaluator gpt-4o-2024-11-20, ours smollm2-135m) | 6.46 |" in gen
     assert "| ↳ paper (Table 1) |" not in md
+
+
+def test_gap_commands_name_the_model_as_the_user_did(tmp_path):
+    """A run of ``path/file.py:Class`` records that spec in run.json; the report's commands
+    for its missing settings name it so, not by the class's model_name, so they run as printed."""
+    from cupid.evaluation.report.gaps import command, run_command
+    from cupid.evaluation.report.results import Run
+
+    run = Run("my-model", "default")
+    run.manifests.append({"model": "my-model", "model_spec": "models/mine.py:MyModel"})
+    line = command(run_command(run, None), tmp_path, setting="oracle")
+    assert "--model models/mine.py:MyModel" in line and "--setting oracle" in line
 
 
 def test_a_killed_builds_temporaries_are_removed_by_the_next_build(tmp_path):

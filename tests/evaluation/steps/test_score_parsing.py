@@ -207,7 +207,7 @@ def test_match_schema_refuses_what_parse_match_cannot_use(doc):
 def test_match_schema_accepts_every_label():
     import jsonschema
 
-    from cupid.evaluation.metrics import LABEL_SCORES
+    from cupid.evaluation.release import LABEL_SCORES
     from cupid.evaluation.steps.match import schema as match_schema
 
     schema = match_schema(2)

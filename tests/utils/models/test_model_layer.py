@@ -17,7 +17,7 @@ from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.usage import estimate_cost
 from cupid.utils.models.hosted import CLIENTS
 from cupid.utils.models.openai_models import OpenAIModel
-from cupid.utils.models.vllm_models import PrefMatcherModel, VLLMModel, prefmatcher_model
+from cupid.utils.models.vllm_models import PrefMatcherModel, VLLMModel
 from cupid.utils.models.together_models import TogetherModel
 from fake_llm_server import FakeLLMServer, FakeResponse, count_tokens
 
@@ -581,8 +581,7 @@ def test_prefmatcher_model(fake_server: FakeLLMServer, monkeypatch):
     assert model.chat("", user("q")) == "OK"
     assert fake_server.requests[0]["model"] == config.PREFMATCHER_MODEL
 
-    factory_made = prefmatcher_model()
-    assert (factory_made.temperature, factory_made.max_tokens) == (0, 8192)
+    assert (model.temperature, model.max_tokens) == (0, 8192)
     # An evaluator role's OpenAI options do not reach a served model.
     served = resolve_model(config.PREFMATCHER_MODEL, role="evaluator")
     assert (served.system_role, served.max_tokens_field) == ("system", "max_tokens")
@@ -591,5 +590,5 @@ def test_prefmatcher_model(fake_server: FakeLLMServer, monkeypatch):
         dead_url = other.openai_base_url
     monkeypatch.setattr(config, "PREFMATCHER_BASE_URL", dead_url)
     with pytest.raises(ModelConfigurationError, match="CUPID_PREFMATCHER_URL") as info:
-        prefmatcher_model().check()
+        resolve_model(config.PREFMATCHER_MODEL, role="matcher").check()
     assert dead_url in str(info.value)
