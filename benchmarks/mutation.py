@@ -81,13 +81,13 @@ MODULES = {
         "tests/evaluation/test_run_safety.py",
         "tests/evaluation/test_run.py",
     ],
-    "utils/models/limits.py": [
-        "tests/utils/models/test_limits_accounting.py",
-        "tests/utils/models/test_limits.py",
+    "utils/models/pacing.py": [
+        "tests/utils/models/test_pacing_accounting.py",
+        "tests/utils/models/test_pacing.py",
     ],
     "utils/models/rate_limit_headers.py": [
-        "tests/utils/models/test_limits_accounting.py",
-        "tests/utils/models/test_limits.py",
+        "tests/utils/models/test_pacing_accounting.py",
+        "tests/utils/models/test_pacing.py",
     ],
 }
 SKIPPED = {".git", "mutants", "__pycache__", ".pytest_cache", "node_modules"}

@@ -200,8 +200,8 @@ def _pss_kib(pid: int) -> int:
 
 def build_report(results: Path, out: Path) -> tuple[float, float, float | None]:
     """``python -m evaluation.report`` in a subprocess: (wall seconds, peak resident MiB of
-    its largest process, peak MiB of its whole process tree: the report's figure drawer and
-    chunk packers too, sampled every 50 ms; None where /proc has no smaps_rollup)."""
+    its largest process, peak MiB of its whole process tree (any child processes too),
+    sampled every 50 ms; None where /proc has no smaps_rollup)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     started = time.monotonic()
     process = subprocess.Popen([sys.executable, "-m", "cupid.evaluation.report", str(results), "--output", str(out)],
@@ -235,7 +235,7 @@ def page_breakdown(html: Path) -> str:
     import re
 
     page = html.read_bytes()
-    sizes = {"index": 0, "words": 0, "sessions": 0, "run": 0}
+    sizes = {"index": 0, "sessions": 0, "run": 0}
     for match in re.finditer(rb'<script type="application/octet-stream" id="chunk-([a-z]+)[^"]*"[^>]*>(.*?)</script>', page, re.S):
         kind = match.group(1).decode()
         if kind in sizes:

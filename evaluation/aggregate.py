@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from cupid.evaluation import release as release_parsing, steps
+from cupid.evaluation.session_recall import session_selection
 from cupid.evaluation.metrics import (InferenceCounts, generation_problem, generation_summary, inference_problem,
                                       macro_inference, micro_inference, read_generation, read_inference)
 from cupid.utils.dataset import INSTANCE_TYPES
-from cupid.utils.models.usage import estimate_cost
+from cupid.utils.models.endings import ENDINGS, WITHHOLDING
+from cupid.utils.models.usage import TOKEN_FIELDS, cost_of
 
 
 @dataclass
@@ -30,6 +32,9 @@ class InstanceOutcome:
     # (release_parsing.OUTCOMES: same / differs / zero / drop).
     release: dict = field(default_factory=dict)
     already_done: bool = False  # every step it needs was on disk when its lock was taken
+    # Per task, the step whose value was read from a filtered or refused answer and how it
+    # ended ("infer: filtered"): its scores are marked, and left out with exclude_filtered.
+    flagged: dict = field(default_factory=dict)
 
 
 def _short(reason: str, limit: int = 160) -> str:
@@ -37,13 +42,19 @@ def _short(reason: str, limit: int = 160) -> str:
     return reason if len(reason) <= limit else reason[: limit - 1] + "…"
 
 
-def aggregate(outcomes: Iterable[InstanceOutcome], task: str) -> dict:
-    """results.json's metrics: the released micro-pooled schema, then macro and per type."""
+def aggregate(outcomes: Iterable[InstanceOutcome], task: str, exclude_filtered: bool = False) -> dict:
+    """results.json's metrics: the released micro-pooled schema, then macro and per type.
+    ``exclude_filtered``: a task's results read from a filtered or refused answer are left
+    out of its numbers (they are counted under ``counts.flagged`` either way)."""
     outcomes = list(outcomes)
 
+    def kept(o: InstanceOutcome, name: str) -> bool:
+        return not (exclude_filtered and name in o.flagged)
+
     def block(group: Sequence[InstanceOutcome]) -> dict:
-        counts = [o.inference for o in group if o.inference is not None]
-        scores = [o.generation_score for o in group if o.generation_score is not None]
+        counts = [o.inference for o in group if o.inference is not None and kept(o, "inference")]
+        scores = [o.generation_score for o in group
+                  if o.generation_score is not None and kept(o, "generation")]
         out: dict = {}
         if task in ("inference", "both"):
             micro = micro_inference(counts)
@@ -78,8 +89,26 @@ def aggregate(outcomes: Iterable[InstanceOutcome], task: str) -> dict:
         "skipped": sum(o.status == "skipped" for o in outcomes),
         "failures_by_step": {step: dict(c) for step, c in failures.items()},
         "skip_reasons": dict(Counter(o.skip_reason for o in outcomes if o.skip_reason)),
+        # Per task, results read from a filtered or refused answer (endings.py), by step.
+        "flagged": {t: dict(Counter(o.flagged[t] for o in outcomes if t in o.flagged)) for t in tasks},
+        "exclude_filtered": exclude_filtered,
     }
     return results
+
+
+def flagged_tasks(data: dict, scorer: str) -> dict[str, str]:
+    """Per task, the first of its done steps whose value was read from a filtered or refused
+    answer, as "step: ending" (the pipeline records ``flagged`` on such a step)."""
+    recorded = {False: data.get("steps") or {},
+                True: ((data.get("evaluations") or {}).get(scorer) or {}).get("steps") or {}}
+    out = {}
+    for task in steps.TASKS:
+        for step in steps.of_task(task):
+            record = recorded[step.per_scorer].get(step.name)
+            if isinstance(record, dict) and record.get("status") == "done" and record.get("flagged"):
+                out[task] = f"{step.name}: {record['flagged']}"
+                break
+    return out
 
 
 def release_outcomes_of_record(data: dict, scorer: str) -> dict:
@@ -109,6 +138,8 @@ def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
     failures = [(name, step.get("error") or "failed")
                 for recorded in (data.get("steps") or {}, evaluation.get("steps") or {})
                 for name, step in recorded.items() if (step or {}).get("status") == "failed"]
+    if (data.get("shown") or {}).get("error"):  # the context strategy raised (pipeline.py)
+        failures.append(("context", str(data["shown"]["error"])))
     # A value no parser could have produced (a hand-edited or damaged file) is a failure
     # of the instance, never a number in the aggregate.
     bad = problems_by_task(data, scorer)
@@ -122,7 +153,8 @@ def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
         inference=read_inference(inference) if inference and not bad["inference"] else None,
         generation_score=(read_generation(generation) if generation and not bad["generation"]
                           else None),
-        failures=failures, release=release_outcomes_of_record(data, scorer))
+        failures=failures, release=release_outcomes_of_record(data, scorer),
+        flagged=flagged_tasks(data, scorer))
     if data.get("skipped"):
         outcome.status, outcome.skip_reason = "skipped", data["skipped"]
     elif failures:
@@ -177,10 +209,11 @@ def record_problems(data: dict, scorer: str | None = None) -> list[str]:
     return list(dict.fromkeys(found["inference"] + found["generation"]))
 
 
-def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
+def aggregate_records(records: Iterable[dict], scorer: str, task: str, exclude_filtered: bool = False) -> dict:
     """results.json of a run directory: every finished instance file, for every task, for
     one scorer. Several invocations or processes writing one directory aggregate to the
-    numbers one run would give. ``task`` adds a task's block even when it has no result."""
+    numbers one run would give. ``task`` adds a task's block even when it has no result;
+    ``exclude_filtered``: see ``aggregate``."""
     records = list(records)
     outcomes = [outcome_from_record(d, scorer) for d in records]
     has_inference = task in ("inference", "both") or any(
@@ -196,7 +229,7 @@ def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
         if o.status == "done" and ((has_inference and o.inference is None)
                                    or (has_generation and o.generation_score is None)):
             o.status = "unfinished"
-    results = aggregate(outcomes, tasks)
+    results = aggregate(outcomes, tasks, exclude_filtered)
     results["counts"]["unfinished"] = sum(o.status == "unfinished" for o in outcomes)
     results["counts"]["by_task"] = {
         name: {"done": sum(getattr(o, attr) is not None for o in outcomes),
@@ -205,7 +238,10 @@ def aggregate_records(records: Iterable[dict], scorer: str, task: str) -> dict:
             ("inference", "inference", INFERENCE_STEPS, has_inference),
             ("generation", "generation_score", GENERATION_STEPS, has_generation)) if present}
     results["tasks"] = tasks
-    results["truncated_answers"] = truncated_answers(records, scorer)
+    results["answer_endings"] = answer_endings(records, scorer)
+    selection = session_selection(records)  # what the context strategy kept
+    if selection is not None:
+        results["session_selection"] = selection
     return results
 
 
@@ -228,26 +264,33 @@ def invocation_counts(n_selected: int, found_done: Iterable[str],
             "in_progress_elsewhere": sum(o.status == "busy" for o in outcomes.values())}
 
 
-def truncated_answers(records: Iterable[dict], scorer: str) -> dict:
-    """How many of the answers the run's steps received (the evaluated model's and this
-    scorer's) were cut at the token limit (finish_reason "length", stop_reason
-    "max_tokens", finishReason MAX_TOKENS): a share above 0 means max_tokens was too small
-    for the model (a reasoning model's thinking counts against it)."""
-    answers, truncated = 0, 0
-    by_step: Counter = Counter()
+def answer_endings(records: Iterable[dict], scorer: str) -> dict:
+    """How the answers the run's steps received (the evaluated model's and this scorer's,
+    re-asks and withheld ones included) ended (endings.py): how many were cut at the token
+    limit, filtered, refused, blocked or empty, overall and per step. A share of cut answers
+    above 0 means max_tokens was too small for the model (a reasoning model's thinking counts
+    against it). A step recorded before endings were (``truncated``: N) counts N cut."""
+    totals: Counter = Counter()
+    by_step: dict[str, Counter] = defaultdict(Counter)
+    answers = 0
     for record in records:
         scorer_steps = (((record.get("evaluations") or {}).get(scorer) or {}).get("steps") or {})
         for recorded in (record.get("steps") or {}, scorer_steps):
             for name, step in recorded.items():
                 if not isinstance(step, dict):
                     continue
-                answers += len(step.get("raw") or [])
-                cut = step.get("truncated") or 0
-                if isinstance(cut, int) and cut > 0:
-                    truncated += cut
-                    by_step[name] += cut
-    return {"answers": answers, "truncated": truncated,
-            "share": round(truncated / answers, 4) if answers else 0.0, "by_step": dict(by_step)}
+                # The report drops the raw answer of a step done at once: its attempts count it.
+                answers += len(step.get("raw") or []) if "raw" in step else (step.get("attempts") or 0)
+                endings = step.get("endings")
+                if not isinstance(endings, list):
+                    cut = step.get("truncated")
+                    endings = ["length"] * cut if isinstance(cut, int) and cut > 0 else []
+                for ending in endings:
+                    if ending in WITHHOLDING or ending == "length":
+                        totals[ending] += 1
+                        by_step[name][ending] += 1
+    out = {"answers": answers, **{ending: totals[ending] for ending in ENDINGS if ending != "stop"}}
+    return {**out, "by_step": {name: dict(c) for name, c in by_step.items()}}
 
 
 # The failures that fail each task: its steps', and a stored value of its result no parser made.
@@ -287,20 +330,20 @@ class RunningScores:
 
 
 def recorded_usage(records: Iterable[dict]) -> dict:
-    """Tokens of every finished step in a run directory's instance files, summed per model
-    that ran it: the run's cost so far, across resumed invocations."""
+    """Tokens of every step in a run directory's instance files (a failed step's too: its
+    answers were billed), summed per model that ran it: the run's cost so far, across
+    resumed invocations."""
     totals: dict[str, dict] = {}
 
     def add(step: dict | None) -> None:
         if not step or not step.get("usage") or not step.get("model"):
             return
-        entry = totals.setdefault(step["model"], {"steps": 0, "prompt_tokens": 0, "completion_tokens": 0,
-                                                  "reasoning_tokens": 0, "batch_prompt_tokens": 0,
-                                                  "batch_completion_tokens": 0})
+        entry = totals.setdefault(step["model"], {"steps": 0, **dict.fromkeys(
+            (*TOKEN_FIELDS, "batch_prompt_tokens", "batch_completion_tokens"), 0)})
         entry["steps"] += 1
-        for k in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "batch_prompt_tokens",
-                  "batch_completion_tokens"):
-            entry[k] += step["usage"].get(k, 0)
+        for k in entry:
+            if k != "steps":
+                entry[k] += step["usage"].get(k, 0)
 
     for record in records:
         for step in record.get("steps", {}).values():
@@ -309,7 +352,5 @@ def recorded_usage(records: Iterable[dict]) -> dict:
             for step in evaluation.get("steps", {}).values():
                 add(step)
     for name, entry in totals.items():
-        entry["estimated_cost_usd"] = estimate_cost(name, entry["prompt_tokens"], entry["completion_tokens"],
-                                                    entry["batch_prompt_tokens"],
-                                                    entry["batch_completion_tokens"])
+        entry["estimated_cost_usd"] = cost_of(name, entry)
     return totals

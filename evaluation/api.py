@@ -60,13 +60,14 @@ class EvaluationResult:
 def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVALUATOR, data: Any = None,
              dataset: str = config.HF_DATASET, split: str = config.HF_SPLIT, revision: str | None = None,
              limit: int | None = None, shard: str | None = None, task: str = "inference",
-             setting: str = "default", results_dir: str | Path = "results", n_workers: int = 4,
+             setting: Any = "default", results_dir: str | Path = "results", n_workers: int = 4,
              use_matcher: bool = False, matcher_url: str = config.PREFMATCHER_BASE_URL,
              model_args: dict | None = None, evaluator_args: dict | None = None,
              matcher_args: dict | None = None, seed: int | None = None,
              timeout: float = config.REQUEST_TIMEOUT, max_retries: int = config.MAX_RETRIES,
              no_cache: bool = False, batch: bool = False, rate_limit: Sequence[str] = (),
-             progress_every: int = 0, log_file: str | None = None) -> EvaluationResult:
+             progress_every: int = 0, log_file: str | None = None,
+             exclude_filtered: bool = False) -> EvaluationResult:
     """Evaluate ``model`` on CUPID into ``RESULTS_DIR/<model>[/<setting>]`` and return its
     results; calling it again with the same arguments resumes.
 
@@ -74,8 +75,12 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     ``path/to/file.py:Class``, ``pkg.module:Class``) or a ``Model`` object, used as it is.
     ``data``: a file or directory in the dataset's schema (``"data/sample"``), a list of rows,
     a ``datasets.Dataset``, or None for the hub dataset (``dataset``, ``split``, ``revision``).
+    ``setting``: a context strategy's name (``"oracle"``, ``"recent:k=2"``, ``"bm25:k=3"``,
+    ``"path/file.py:Class"``) or a strategy object (docs/strategies.md).
     ``shard``: ``"I/N"``, the instances whose id hashes to I. ``*_args``: a role's generation
-    overrides (``{"temperature": 0.2}``), which name its run. The rest as ``cupid-eval --help``.
+    overrides (``{"temperature": 0.2}``), which name its run. ``exclude_filtered``: results.json's
+    numbers leave out the results read from a filtered or refused answer (counted either way).
+    The rest as ``cupid-eval --help``.
 
     Raises ``BadInput`` (a ValueError) for a bad argument or bad data, ``SetupError`` when
     the run cannot start (a missing key, an unreachable server, a run directory made with other
@@ -91,7 +96,7 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
                    matcher_url=matcher_url, model_args=model_args, evaluator_args=evaluator_args,
                    matcher_args=matcher_args, seed=seed, timeout=timeout, max_retries=max_retries,
                    no_cache=no_cache, batch=batch, rate_limit=list(rate_limit),
-                   progress_every=progress_every, log_file=log_file)
+                   progress_every=progress_every, log_file=log_file, exclude_filtered=exclude_filtered)
     state = ProcessState([m for m in (model, evaluator) if isinstance(m, Model)])
     try:
         setup_logging(spec.log_file)
@@ -103,7 +108,7 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     from cupid.evaluation.store import run_dir_for
 
     return EvaluationResult(results=results, run_dir=run_dir_for(spec.results_dir, results["settings"]["model"],
-                                                                 spec.setting),
+                                                                 results["settings"]["setting"]),
                             failed=results["this_invocation"]["ran_failed"])
 
 

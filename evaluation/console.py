@@ -57,12 +57,12 @@ def print_summary(results: dict, path: Path | None = None, out=None) -> None:
               + (f" · {batch['batches_resumed']} resumed" if batch["batches_resumed"] else "")
               + (f" · {batch['batches_lost']} lost" if batch["batches_lost"] else ""), file=out)
 
-    cut = results.get("truncated_answers")
-    if cut and cut["answers"]:
-        print(f"answers cut at the token limit: {cut['truncated']} of {cut['answers']} "
-              f"({100 * cut['share']:.1f}%)"
-              + (" · " + ", ".join(f"{k} {v}" for k, v in cut["by_step"].items()) if cut["by_step"] else ""),
-              file=out)
+    kept = results.get("session_selection")
+    if kept and kept["sessions_shown"] is not None and s["setting"] != "default":
+        pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+        print(f"context: {kept['sessions_shown']:.1f} sessions shown per instance · session recall "
+              f"{pct(kept['recall'])} · precision {pct(kept['precision'])} (docs/strategies.md)", file=out)
+    print_endings(results, out)
     for step, reasons in c["failures_by_step"].items():
         for reason, n in reasons.items():
             print(f"  failed at {step} ×{n}: {reason}", file=out)
@@ -73,6 +73,8 @@ def print_summary(results: dict, path: Path | None = None, out=None) -> None:
               f"{usage['retries']} retries, {usage['failed_calls']} failed) · "
               f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens"
               + (f" ({usage['reasoning_tokens']} reasoning)" if usage.get("reasoning_tokens") else "")
+              + (f" ({usage['cached_prompt_tokens']} prompt tokens cached)"
+                 if usage.get("cached_prompt_tokens") else "")
               + (f" · ~${cost:.4f}" if cost is not None else ""), file=out)
     embedded = sorted({s[role] for role in ("model", "evaluator") if str(s.get(role) or "")
                        .startswith(config.EMBEDDED_MODEL)})
@@ -81,6 +83,31 @@ def print_summary(results: dict, path: Path | None = None, out=None) -> None:
               f"exercise the harness end to end and mean nothing about the benchmark", file=out)
     if path is not None:
         print(f"results: {path}", file=out)
+
+
+def endings_line(endings: dict) -> str:
+    """"cut at the token limit 0, filtered 1, refused 2 of 480 answers", with the steps."""
+    counts = ", ".join(f"{label} {endings.get(key, 0)}" for key, label in (
+        ("length", "cut at the token limit"), ("filtered", "filtered"), ("refused", "refused"),
+        ("blocked", "blocked"), ("empty", "empty")))
+    steps = "; ".join(f"{step}: " + ", ".join(f"{k} {v}" for k, v in by.items())
+                      for step, by in (endings.get("by_step") or {}).items())
+    return f"{counts} of {endings['answers']} answers" + (f" ({steps})" if steps else "")
+
+
+def print_endings(results: dict, out) -> None:
+    """How the answers ended (results.json answer_endings) and the results read from a
+    filtered or refused answer (counts.flagged): left out of the numbers above or not."""
+    endings = results.get("answer_endings")
+    if endings and endings["answers"]:
+        print(f"answers: {endings_line(endings)}", file=out)
+    flagged = {task: sum(by.values()) for task, by in (results["counts"].get("flagged") or {}).items()}
+    if any(flagged.values()):
+        kept = "left out of the numbers above (--exclude_filtered)" if results["counts"].get("exclude_filtered") \
+            else "included in the numbers above; --exclude_filtered leaves them out"
+        print("read from a filtered or refused answer: "
+              + ", ".join(f"{task} {n}" for task, n in flagged.items() if n) + f" instance(s), {kept}",
+              file=out)
 
 
 def print_sweep_table(rows: list[tuple[dict, dict | None, int]], out: TextIO | None = None) -> None:

@@ -64,13 +64,11 @@ def run_requests(instance: Instance, *, task: str, setting: Setting,
     if setting.preference_given:
         shown = Shown(preference_given=True, prefmatcher=use_matcher)
     elif setting.summaries:
-        for session in setting.sessions(instance):
+        for session in setting.context(instance).sessions:
             recorder(steps.SUMMARIZE, summarize.ask(session))
         shown = Shown(from_summaries=True, prefmatcher=use_matcher)
     else:
-        from cupid.evaluation.steps.layouts import format_session_log
-
-        shown = Shown(format_session_log(setting.sessions(instance)), prefmatcher=use_matcher)
+        shown = Shown(setting.context(instance).text, prefmatcher=use_matcher)
     for name, chain in CHAINS.items():
         if task in (name, "both"):
             chain(instance, shown, recorder)

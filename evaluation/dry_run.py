@@ -11,27 +11,24 @@ unparseable answers are not counted.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass, field
 from statistics import median
 
-from cupid import config
 from cupid.evaluation import steps
 from cupid.evaluation.pipeline import CHAINS, Shown, scorer_name
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
-from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.shards import ShardedInstances
 from cupid.evaluation.store import RunStore, run_dir_for
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import CupidError
 from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
                                   recorded_reasoning, render, role_forecast, summary)
 from cupid.utils.io import read_json
-from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.tokens import estimate_tokens
 
 # Stand-ins for the answers the later steps are built from, and the answers' own lengths.
@@ -84,35 +81,80 @@ def main(runs: list[dict], *, as_json: bool) -> int:
             key = role if role not in roles or roles[role].model == part.model else f"{role} ({part.model})"
             roles.setdefault(key, RoleForecast(key, part.model, part.batchable)).merge(part)
     result = {"dry_run": True, **summary(list(roles.values()), limits)}
+    try:
+        contexts = ContextCosts(limits).of(runs, forecasts)
+    except (CupidError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     result["runs"] = [{"model": f.model, "setting": f.setting, "run_dir": f.run_dir,
                        "instances": f.instances, "skipped": f.skipped, "steps_already_done": f.steps_done,
-                       **summary(list(f.roles.values()), limits)} for f in forecasts]
+                       **summary(list(f.roles.values()), limits), "context_vs_default": c}
+                      for f, c in zip(forecasts, contexts)]
     result["token_counting"] = TOKEN_COUNTING
     result["assumptions"] = list(ASSUMPTIONS)
     header = ["dry run: no request sent, nothing written"]
-    for f in forecasts:
+    for f, c in zip(forecasts, contexts):
         header.append(f"  {f.model} [{f.setting}] -> {f.run_dir}: {f.instances} instances"
                       + (f", {f.skipped} skipped (no relevant session)" if f.skipped else "")
                       + (f", {f.steps_done} steps already done (not counted)" if f.steps_done else ""))
+        if c is not None:
+            header.append(ContextCosts.line(c))
     print_forecast(result, header, "rendered by the steps' code from the data: infer, generate (summary "
                    "setting: summarize); the other steps are rendered with stand-in answers",
                    ASSUMPTIONS, as_json=as_json)
     return 0
 
 
-def forecast_run(spec: RunSpec) -> RunForecast:
-    source = InstanceSource(data_path=spec.data, dataset=None if spec.data else spec.dataset,
-                            split=spec.split, limit=spec.limit, revision=spec.revision)
-    source.validate()
-    instances = ShardedInstances(source, *spec.shard) if spec.shard else source
-    common = {"timeout": spec.timeout, "max_retries": spec.max_retries}
-    overrides = spec.role_overrides()
-    model = resolve_model(spec.model, role="evaluated", overrides=overrides["evaluated"], **common)
-    evaluator = resolve_model(spec.evaluator, role="evaluator", overrides=overrides["evaluator"], **common)
-    matcher = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{spec.matcher_url}", role="matcher",
-                            overrides=overrides["matcher"], **common) if spec.use_matcher else evaluator
-    run_dir = run_dir_for(spec.results_dir, model.label, spec.setting)
-    forecast = RunForecast(model.label, spec.setting, str(run_dir))
+class ContextCosts:
+    """What a context strategy's history costs against the default setting's (all eight
+    sessions): the evaluated model's input tokens per instance and the whole run's cost, both
+    for a run from scratch (steps already done counted too)."""
+
+    def __init__(self, limits: dict):
+        self.limits = limits
+        self.defaults: dict[str, RunForecast] = {}  # model -> its default setting's forecast
+
+    def of(self, runs: list[dict], forecasts: list[RunForecast]) -> list[dict | None]:
+        return [self.compare(RunSpec(**run), f) for run, f in zip(runs, forecasts)]
+
+    def compare(self, spec: RunSpec, forecast: RunForecast) -> dict | None:
+        if spec.setting_.name == "default" or spec.setting_.preference_given:
+            return None
+        mine = forecast if forecast.steps_done == 0 else forecast_run(spec, fresh=True)
+        if forecast.model not in self.defaults:
+            self.defaults[forecast.model] = forecast_run(dataclasses.replace(spec, setting="default"), fresh=True)
+        out = {}
+        for key, f in (("", mine), ("default_", self.defaults[forecast.model])):
+            model = f.roles["model"]
+            out[f"{key}model_input_tokens_per_instance"] = round(model.input_tokens / max(1, f.instances - f.skipped))
+            out[f"{key}cost_usd"] = summary(list(f.roles.values()), self.limits)["total"]["cost_usd"]
+        out["input_tokens_ratio"] = (round(out["model_input_tokens_per_instance"] /
+                                           out["default_model_input_tokens_per_instance"], 4)
+                                     if out["default_model_input_tokens_per_instance"] else None)
+        out["cost_ratio"] = (round(out["cost_usd"] / out["default_cost_usd"], 4)
+                             if out["cost_usd"] is not None and out["default_cost_usd"] else None)
+        return out
+
+    @staticmethod
+    def line(c: dict) -> str:
+        tokens = (f"    vs default: {c['model_input_tokens_per_instance']:,} model input tokens per instance, "
+                  f"default {c['default_model_input_tokens_per_instance']:,}")
+        if c["input_tokens_ratio"] is not None:
+            tokens += f" ({100 * (c['input_tokens_ratio'] - 1):+.0f}%)"
+        if c["cost_ratio"] is not None:
+            tokens += (f"; a run from scratch ${c['cost_usd']:,.4f}, default ${c['default_cost_usd']:,.4f} "
+                       f"({100 * (c['cost_ratio'] - 1):+.0f}%)")
+        return tokens
+
+
+def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
+    """``fresh``: as a run into an empty directory would (nothing done yet)."""
+    _, instances = spec.instances()
+    models = spec.resolve_models()
+    model, evaluator = models["model"], models["evaluator"]
+    matcher = models.get("matcher", evaluator)
+    run_dir = run_dir_for(spec.results_dir, model.label, spec.setting_.name)
+    forecast = RunForecast(model.label, spec.setting_.name, str(run_dir))
     recorded = recorded_reasoning(run_dir)  # reasoning tokens an earlier run there recorded
     forecast.roles = {"model": role_forecast("model", model, recorded=recorded),
                       "evaluator": role_forecast("evaluator", evaluator, recorded=recorded)}
@@ -120,7 +162,7 @@ def forecast_run(spec: RunSpec) -> RunForecast:
         forecast.roles["matcher"] = role_forecast("matcher", matcher, False, recorded)
     estimator = InstanceEstimator(spec, {"evaluated": RenderOnly(model), "evaluator": RenderOnly(evaluator),
                                          "matcher": RenderOnly(matcher)},
-                                  scorer_name(evaluator, matcher), RunStore(run_dir, {}), forecast)
+                                  scorer_name(evaluator, matcher), RunStore(run_dir, {}), forecast, fresh)
     for instance in instances:
         forecast.instances += 1
         if not estimator.add(instance):
@@ -136,9 +178,10 @@ class InstanceEstimator:
     """Adds one instance's calls to the role forecasts: the run's chains, with a stand-in
     answer for each step, skipping the steps the run directory holds as done."""
 
-    def __init__(self, spec: RunSpec, models: dict, scorer: str, store: RunStore, forecast: RunForecast):
+    def __init__(self, spec: RunSpec, models: dict, scorer: str, store: RunStore, forecast: RunForecast,
+                 fresh: bool = False):
         self.spec, self.setting, self.models, self.scorer, self.store = spec, spec.setting_, models, scorer, store
-        self.forecast = forecast
+        self.forecast, self.fresh = forecast, fresh
         self.summarized: set[str] = set()
 
     def add(self, instance: Instance) -> bool:
@@ -154,7 +197,7 @@ class InstanceEstimator:
         elif self.setting.summaries:
             shown = Shown(self._summaries(instance, asker), from_summaries=True, prefmatcher=self.spec.use_matcher)
         else:
-            shown = Shown(format_session_log(self.setting.sessions(instance)), prefmatcher=self.spec.use_matcher)
+            shown = Shown(self.setting.context(instance).text, prefmatcher=self.spec.use_matcher)
         for name, chain in CHAINS.items():
             if self.spec.task in (name, "both"):
                 chain(instance, shown, asker)
@@ -162,7 +205,7 @@ class InstanceEstimator:
 
     def _record(self, instance: Instance) -> dict:
         path = self.store.instance_path(instance.instance_id)
-        if not path.is_file():
+        if self.fresh or not path.is_file():
             return {}
         try:
             data = read_json(path)
@@ -188,13 +231,13 @@ class InstanceEstimator:
         (as the pipeline shares them); returns the summaries' text the steps are given."""
         summaries = []
         done = self.done(asker.record, steps.SUMMARIZE)
-        for session in self.setting.sessions(instance):
+        for session in self.setting.context(instance).sessions:
             bullets = [filler(SUMMARY_BULLET_TOKENS, "summary")] * (SUMMARY_BULLETS - 1)
             stand_in = {"context": [filler(SUMMARY_BULLET_TOKENS, "context")] + bullets,
                         "preferences": [session.contextual_preference] + bullets}
             summaries.append(stand_in)
             text = format_session_log([session])
-            if done or text in self.summarized or self.store.summary_path(text).exists():
+            if done or text in self.summarized or (not self.fresh and self.store.summary_path(text).exists()):
                 continue
             self.summarized.add(text)
             answer = _fenced({"summaries": [{"session_id": 1, "analysis": "", **stand_in}]})

@@ -21,10 +21,8 @@ from cupid.evaluation.aggregate import (InstanceOutcome, RunningScores, aggregat
                                         recorded_usage)
 from cupid.evaluation.console import ProgressLog
 from cupid.evaluation.context_check import check_context
-from cupid.evaluation.data import InstanceSource
 from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
 from cupid.evaluation.run_spec import RunSpec
-from cupid.evaluation.shards import ShardedInstances
 from cupid.evaluation.store import BATCHES, RunConflictError, RunStore, Survey, now, run_dir_for
 from cupid.utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from cupid.utils.errors import Interrupted
@@ -34,8 +32,8 @@ from cupid.utils.models.adaptations import ADAPTATIONS
 from cupid.utils.models.batch import BatchRunner
 from cupid.utils.models.cache import CACHE_DIR, ResponseCache
 from cupid.utils.models.errors import ModelConfigurationError
-from cupid.utils.models.limits import parse_rate_limit, set_user_limits
-from cupid.utils.models.registry import check_models, portable_spec, resolve_model
+from cupid.utils.models.pacing import parse_rate_limit, set_user_limits
+from cupid.utils.models.registry import check_models, portable_spec
 from cupid.utils.models.usage import UsageTracker
 from cupid.utils.redact import redact
 from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
@@ -91,11 +89,8 @@ class Invocation:
 
     # -- 1. the data, validated in full before any model is touched ----------------------
     def load_data(self) -> None:
-        spec = self.spec
-        source = InstanceSource(data_path=spec.data, dataset=None if spec.data else spec.dataset,
-                                split=spec.split, limit=spec.limit, revision=spec.revision)
         try:
-            source.validate()
+            source, self.instances = self.spec.instances()
         except DataValidationError as exc:
             raise DataValidationError(f"bad data: {exc}") from None
         for warning in source.warnings:
@@ -103,20 +98,12 @@ class Invocation:
                   f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)", file=sys.stderr)
         # The data's name is the same for every shard, so shards share a run directory.
         self.data_source = source.name
-        self.instances = ShardedInstances(source, *spec.shard) if spec.shard else source
 
     # -- 2. the models, each endpoint reached once before any work ------------------------
     def resolve_models(self) -> None:
         spec = self.spec
         set_user_limits(dict(parse_rate_limit(limit) for limit in spec.rate_limit))
-        common = {"timeout": spec.timeout, "max_retries": spec.max_retries}
-        overrides = spec.role_overrides()
-        self.models = {"model": resolve_model(spec.model, role="evaluated", overrides=overrides["evaluated"], **common),
-                       "evaluator": resolve_model(spec.evaluator, role="evaluator",
-                                                  overrides=overrides["evaluator"], **common)}
-        if spec.use_matcher:
-            self.models["matcher"] = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{spec.matcher_url}",
-                                                   role="matcher", overrides=overrides["matcher"], **common)
+        self.models = spec.resolve_models()
         for model in self.models.values():
             model.usage = UsageTracker()  # this run's calls only, in its results.json
         check_models(list(self.models.values()))
@@ -134,9 +121,12 @@ class Invocation:
         manifest = {"model": model.label, "setting": setting.name, "data_source": self.data_source,
                     "data": self.instances.describe(),
                     "prompt_versions": {name: load_prompt_version(name) for name in prompts}}
+        if setting.spec:  # a user's strategy, loadable from any directory
+            manifest["setting_spec"] = setting.spec
         if isinstance(spec.model, str) and spec.model != model.name:
-            # How the user named it (a file, a module, a prefix), for commands that rerun it.
-            manifest["model_spec"] = portable_spec(spec.model)
+            # How the user named it (a file, a module, a prefix), for commands that rerun it;
+            # a server URL's password is masked, as everywhere else on disk.
+            manifest["model_spec"] = redact(portable_spec(spec.model))
         if model.overrides:
             manifest["model_name"] = model.name
             manifest["generation_overrides"] = dict(model.overrides)
@@ -144,7 +134,7 @@ class Invocation:
 
     def check_run_dir(self) -> Pipeline:
         # A run with generation overrides is another run: its own directory, named by its label.
-        run_dir = run_dir_for(self.spec.results_dir, self.models["model"].label, self.spec.setting)
+        run_dir = run_dir_for(self.spec.results_dir, self.models["model"].label, self.spec.setting_.name)
         self.store = RunStore(run_dir, self.manifest())
         pipeline = self.pipeline()
         try:
@@ -207,7 +197,7 @@ class Invocation:
     def run_instances(self, pipeline: Pipeline, stop: Stop | None) -> tuple[dict[str, InstanceOutcome], Stop | None]:
         """Every instance's outcome (after a stop in the batch rounds nothing more is run)."""
         spec, n_selected = self.spec, len(self.instances)
-        label = f"{self.models['model'].name} [{spec.setting}]"
+        label = f"{self.models['model'].name} [{spec.setting_.name}]"
         running = RunningScores()
         every = spec.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
         progress = ProgressLog(n_selected, every, label, workers=spec.n_workers,
@@ -315,7 +305,8 @@ class Invocation:
         this invocation's task), its usage, and the timings of every invocation so far."""
         store, models = self.store, self.models
         totals = store.record_invocation(this_invocation)
-        results = aggregate_records(store.iter_records(), pipeline.scorer, self.spec.task)
+        results = aggregate_records(store.iter_records(), pipeline.scorer, self.spec.task,
+                                    self.spec.exclude_filtered)
         results["usage"] = {
             "this_invocation": {role: {"model": m.name, **m.usage.snapshot(m.name)} for role, m in models.items()},
             "recorded": recorded_usage(store.iter_records()),
@@ -323,7 +314,7 @@ class Invocation:
         results["this_invocation"] = this_invocation
         matcher = models.get("matcher", models["evaluator"])
         results["settings"] = {
-            "model": models["model"].label, "setting": self.spec.setting, "task": results.pop("tasks"),
+            "model": models["model"].label, "setting": self.spec.setting_.name, "task": results.pop("tasks"),
             "invocation_task": self.spec.task,
             "evaluator": models["evaluator"].label, "matcher": matcher.label,
             "generation_overrides": {role: dict(m.overrides) for role, m in models.items() if m.overrides},

@@ -13,13 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from cupid.evaluation.release import LABEL_SCORES
 from cupid.evaluation.steps.judge import score_problem
-
-
-def label_score(label: str) -> float:
-    """A label's score, in any case."""
-    return LABEL_SCORES[label.strip().title()]
 
 
 def f1_score(precision: float | None, recall: float | None) -> float | None:

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 from cupid.evaluation import steps
 from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
 from cupid.evaluation.metrics import InferenceCounts
+from cupid.evaluation.session_recall import shown_record
 from cupid.evaluation.settings import Setting
 from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
 from cupid.evaluation.steps.ask import Ask
@@ -27,7 +28,7 @@ from cupid.utils.dataset import Instance, Session
 from cupid.utils.io import StorageError, atomic_write_json, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer
 from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
-from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError, RunCancelled
+from cupid.utils.models.errors import AnswerWithheld, ModelCallFailed, ModelConfigurationError, RunCancelled
 from cupid.utils.models.model import Model
 from cupid.utils.models.retry import CANCEL, cancel_all
 from cupid.utils.prompts import load_prompt
@@ -184,9 +185,8 @@ class Pipeline:
                 outcome.status = "skipped"
                 record.set_field("skipped", outcome.skip_reason)
             else:
-                record.save()
                 asker = InstanceSteps(self, record)
-                shown = self._shown(instance, asker)
+                shown = self._shown(instance, record, asker)
                 if shown is not None:
                     tasks = [t for t in ("inference", "generation") if self.task in (t, "both")]
                     # The last chain runs beside, in the chain pool; the first in this thread.
@@ -225,14 +225,24 @@ class Pipeline:
             outcome.generation_score = result
             record.set_scorer_field(self.scorer, "generation", {"score": result})
 
-    def _shown(self, instance: Instance, asker: "InstanceSteps") -> Shown | None:
-        """What the chains show; None when the summaries it needs failed (recorded)."""
+    def _shown(self, instance: Instance, record: InstanceRecord, asker: "InstanceSteps") -> Shown | None:
+        """What the chains show, with the sessions the strategy kept recorded in the instance
+        file (session_recall.py); None when the strategy or the summaries it needs failed
+        (recorded as the instance's failure)."""
         if self.setting.preference_given:
+            record.save()
             return Shown(preference_given=True, prefmatcher=self.prefmatcher)
-        sessions = self.setting.sessions(instance)
+        try:
+            context = self.setting.context(instance)
+        except Exception as exc:  # the strategy's own code (a user's) raised
+            reason = redact(f"{type(exc).__name__}: {exc}")
+            record.set_field("shown", {"positions": None, "history_tokens": None, "error": reason})
+            asker.failures.append(("context", reason))
+            return None
+        record.set_field("shown", shown_record(context, self.setting.summaries))
         if not self.setting.summaries:
-            return Shown(format_session_log(sessions), prefmatcher=self.prefmatcher)
-        summaries = asker.summaries(sessions)
+            return Shown(context.text, prefmatcher=self.prefmatcher)
+        summaries = asker.summaries(context.sessions)
         if summaries is None:
             return None
         return Shown(summarize.history(summaries["summaries"]), from_summaries=True,
@@ -240,10 +250,17 @@ class Pipeline:
 
 
 def failure_reason(exc: UnusableAnswer | ModelCallFailed) -> str:
-    """A failed step's reason, as its record and results.json say it."""
+    """A failed step's reason, as its record and results.json say it (a withheld answer's in
+    the provider's words)."""
     if isinstance(exc, UnusableAnswer):
         return f"unparseable answer: {exc.reason}"
     return f"{type(exc).__name__}: {exc.reason}"
+
+
+def failed_attempts(answer: Answer, exc: UnusableAnswer | ModelCallFailed) -> int:
+    """The answers received, and the call that failed for good (a withheld answer is one of
+    the answers already)."""
+    return len(answer.raws) + (isinstance(exc, ModelCallFailed) and not isinstance(exc, AnswerWithheld))
 
 
 class InstanceSteps:
@@ -278,7 +295,7 @@ class InstanceSteps:
             answer = ask.answer(model, first_variant=first_variant)
         except (UnusableAnswer, ModelCallFailed) as exc:
             answer = exc.answer or Answer(next_variant=first_variant)
-            return self.failed(step, answer, failure_reason(exc), len(answer.raws) + isinstance(exc, ModelCallFailed))
+            return self.failed(step, answer, failure_reason(exc), failed_attempts(answer, exc), model)
         self.write(step, {"status": "done", "model": model.name, "prompt_version": answer.sent["prompt_version"],
                           "output": answer.value, "raw": answer.raws, "error": None,
                           "attempts": answer.attempts, "usage": answer.usage}, answer)
@@ -288,21 +305,33 @@ class InstanceSteps:
         futures = [self.pipeline.submit(self.pipeline._leaves, call) for call in calls]
         return [future.result() for future in futures]
 
-    def failed(self, step: steps.Step, answer: Answer, reason: str, attempts: int) -> None:
-        self.write(step, {"status": "failed", "model": None, "prompt_version": None, "output": None,
-                          "raw": answer.raws, "error": reason, "attempts": attempts, "usage": None,
+    def failed(self, step: steps.Step, answer: Answer, reason: str, attempts: int, model: Model) -> None:
+        # Its usage is what its answers were billed, withheld or unusable ones too.
+        self.write(step, {"status": "failed", "model": model.name, "prompt_version": None, "output": None,
+                          "raw": answer.raws, "error": reason, "attempts": attempts, "usage": answer.usage,
                           "next_variant": answer.next_variant}, answer)
         log.warning("%s: step %s failed: %s", self.record.data["instance_id"], step.name, reason)
         self.failures.append((step.name, reason))
         return None
 
-    def write(self, step: steps.Step, entry: dict, answer: Answer) -> None:
+    def write(self, step: steps.Step, entry: dict, answer: Answer, flagged: str | None = None) -> None:
         entry.update({"sent": answer.sent or None, "latency_s": answer.latency_s, "finished_at": now()})
-        if answer.truncated:  # answers cut at the token limit (results.json: truncated_answers)
-            entry["truncated"] = answer.truncated
+        # How each raw answer ended, when one did not "stop" (results.json: answer_endings), and
+        # the ending that marks the scores read from the value (filtered, refused).
+        if any(ending != "stop" for ending in answer.endings):
+            entry["endings"] = answer.endings
+        flagged = flagged or answer.flagged
+        if entry["status"] == "done" and flagged:
+            entry["flagged"] = flagged
+        scorer = self.pipeline.scorer if step.per_scorer else None
+        earlier = self.record.step(step.name, scorer) or {}
+        if earlier.get("status") == "failed" and isinstance(earlier.get("usage"), dict):
+            # An earlier invocation's failed attempts were billed too: the step's usage keeps them.
+            entry["usage"] = {k: entry["usage"].get(k, 0) + earlier["usage"].get(k, 0)
+                              for k in dict.fromkeys([*entry["usage"], *earlier["usage"]])}
         # What the release would have made of it; the release has only the default setting.
         entry["release"] = step.release_view(entry) if self.pipeline.setting.name == "default" else None
-        self.record.set_step(step.name, entry, self.pipeline.scorer if step.per_scorer else None)
+        self.record.set_step(step.name, entry, scorer)
 
     def summaries(self, sessions: Sequence[Session]) -> dict | None:
         """The summarize step: each session summarized once per run directory and shared by
@@ -315,6 +344,7 @@ class InstanceSteps:
         futures = [self.pipeline.submit(self.pipeline._leaves, self._summary, s, first_variant)
                    for s in sessions]
         total, summaries, reasons, next_variants = Answer(), [], [], [first_variant]
+        flagged = None
         for future in futures:
             try:
                 summary, answer = future.result()
@@ -326,17 +356,19 @@ class InstanceSteps:
                 summaries.append(summary)
             if answer is not None:
                 total.raws += answer.raws
-                for key in ("prompt_tokens", "completion_tokens"):
-                    total.usage[key] += answer.usage[key]
+                total.endings += answer.endings
+                flagged = flagged or answer.flagged
+                for key, tokens in answer.usage.items():
+                    total.usage[key] = total.usage.get(key, 0) + tokens
         if reasons:
             total.next_variant = max(next_variants)
             return self.failed(steps.SUMMARIZE, total, f"{len(reasons)} of {len(sessions)} sessions: "
-                                                       f"{reasons[0]}", len(total.raws))
+                                                       f"{reasons[0]}", len(total.raws), model)
         total.value = {"summaries": summaries}
         self.write(steps.SUMMARIZE, {"status": "done", "model": model.name,
                                      "prompt_version": load_prompt(summarize.PROMPT).version,
                                      "output": total.value, "raw": total.raws, "error": None,
-                                     "attempts": len(total.raws), "usage": total.usage}, total)
+                                     "attempts": len(total.raws), "usage": total.usage}, total, flagged)
         return total.value
 
     def _summary(self, session: Session, first_variant: int) -> tuple[dict, Answer | None]:

@@ -6,25 +6,19 @@ evaluation.run``): evaluate a model on CUPID.
 
 The flags are ``evaluate()``'s arguments (evaluation/api.py), which does the work; several
 ``--model``s or a ``--sweep`` file run one after another in this process. Exit status: 0 when
-every instance was evaluated, 1 when any instance failed (the summary and results.json say
-which step failed and why), 2 for bad input or setup (nothing run and nothing written) or a
-key the server refused mid-run, 3 when the file system refused a results file (one line
-names the file, and what is saved; rerun the same command to resume), 130 (143, 129) when
-stopped by Ctrl-C (SIGTERM, SIGHUP): rerun the same command to resume.
-
-Several invocations may share a run directory at once (other tasks, shards, machines on a
-shared disk): each instance is worked on by one process at a time, and results.json is the
-aggregate of every instance file in the directory.
+every instance was evaluated, 1 when any instance failed, 2 for bad input or setup (or a key
+refused mid-run), 3 when the file system refused a results file, 130 (143, 129) when stopped
+by Ctrl-C (SIGTERM, SIGHUP); docs/runs.md says what each leaves behind.
 """
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from cupid import config
 from cupid.evaluation.console import print_summary, print_sweep_table
 from cupid.evaluation.run_spec import TASKS
-from cupid.evaluation.settings import SETTINGS
 from cupid.utils.command_line import (Parser, generation_params, non_negative_int, positive_float, positive_int,
                                       program_name)
 from cupid.utils.errors import BadInput, CupidError, Interrupted
@@ -57,11 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "comma-separated (URL1,URL2), are asked round-robin")
     p.add_argument("--task", choices=TASKS, default="inference",
                    help="inference: infer the preference; generation: answer the request; both")
-    p.add_argument("--setting", choices=list(SETTINGS), default="default",
-                   help="default: all 8 prior sessions; oracle: only the sessions with the current "
-                        "preference; summary: summarize each session first (Figure 23) and work from the "
-                        "summaries; oracle_preference: generation given the true preference. Each "
-                        "setting has its own results directory")
+    p.add_argument("--setting", type=setting_argument, default="default", metavar="STRATEGY",
+                   help="what the model is shown of the prior sessions: default (all 8); oracle (only the "
+                        "sessions with the current preference); summary (Figure 23's summaries); "
+                        "oracle_preference (generation given the true preference); recent:k=N (the last N); "
+                        "bm25:k=N or dense:k=N (the N closest to the request, oldest first); your own: "
+                        "path/file.py:Class, package.module:Class or a cupid.strategies entry point "
+                        "(docs/strategies.md). Each setting has its own results directory")
     p.add_argument("--results_dir", default="results",
                    help="results go to RESULTS_DIR/<model>/ (and /<setting>/ for other settings)")
     source = p.add_argument_group("data (default: the Hugging Face dataset)")
@@ -121,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log a progress line (counts, rate, ETA) every K instances; by default every "
                         "~5%% when stderr is not a terminal (nohup, SLURM, CI), never when it is")
     p.add_argument("--log_file", help="also write a detailed log here")
+    p.add_argument("--exclude_filtered", action="store_true",
+                   help="leave out of results.json's numbers the results read from an answer the "
+                        "provider filtered or the model refused (they are counted either way)")
     p.add_argument("--dry_run", action="store_true",
                    help="print what the run would send and cost (calls, tokens, cost online and with "
                         "--batch, time at --rate_limit) per role, without sending or writing anything")
@@ -168,6 +167,17 @@ def main(argv: list[str] | None = None) -> int:
                 break
         print_sweep_table(rows)
         return max(code for _, _, code in rows)
+
+
+def setting_argument(value: str) -> str:
+    """--setting, checked (the strategy loaded) as evaluate() checks it."""
+    from cupid.evaluation.settings import setting_named
+
+    try:
+        setting_named(value)
+    except BadInput as exc:  # argparse names the flag
+        raise argparse.ArgumentTypeError(re.sub(r"^setting:? ", "", str(exc))) from None
+    return value
 
 
 def download_only(args: argparse.Namespace) -> int:

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from cupid import config
-from cupid.evaluation.settings import SETTINGS, Setting, setting_named
-from cupid.evaluation.shards import parse_shard
+from cupid.evaluation.data import InstanceSource
+from cupid.evaluation.settings import Setting, setting_named
+from cupid.evaluation.shards import ShardedInstances, parse_shard
 from cupid.utils.command_line import generation_params, non_negative_int, positive_float, positive_int
 from cupid.utils.errors import BadInput
-from cupid.utils.models.limits import parse_rate_limit
+from cupid.utils.models.pacing import parse_rate_limit
 from cupid.utils.models.model import Model
 
 TASKS = ("inference", "generation", "both")
@@ -32,7 +33,7 @@ class RunSpec:
     limit: int | None = None
     shard: tuple[int, int] | None = None
     task: str = "inference"
-    setting: str = "default"
+    setting: Any = "default"          # a name (settings.py) or a strategy object
     results_dir: str = "results"
     n_workers: int = 4
     use_matcher: bool = False
@@ -48,6 +49,7 @@ class RunSpec:
     rate_limit: list[str] = field(default_factory=list)
     progress_every: int = 0
     log_file: str | None = None
+    exclude_filtered: bool = False     # results read from a filtered or refused answer left out
 
     def __post_init__(self) -> None:
         for name in ("model", "evaluator"):
@@ -62,9 +64,9 @@ class RunSpec:
                 if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                     raise BadInput(f"{name}: expected a number, got {value!r}")
                 setattr(self, name, _checked(name, check, str(value)))
-        for name in ("use_matcher", "no_cache", "batch"):
+        for name in ("use_matcher", "no_cache", "batch", "exclude_filtered"):
             if not isinstance(getattr(self, name), bool):
-                raise BadInput(f"{name}: expected True or False, got {getattr(self, name)!r}")
+                raise BadInput(f"{name}: expected true or false, got {getattr(self, name)!r}")
         for name in ("dataset", "split", "revision", "results_dir", "matcher_url", "log_file", "data"):
             value = getattr(self, name)
             if isinstance(value, Path):
@@ -73,11 +75,10 @@ class RunSpec:
                 raise BadInput(f"{name}: expected a string, got {value!r}")
         if self.task not in TASKS:
             raise BadInput(f"task: expected one of {', '.join(TASKS)}, got {self.task!r}")
-        if self.setting not in SETTINGS:
-            raise BadInput(f"setting: expected one of {', '.join(SETTINGS)}, got {self.setting!r}")
-        if isinstance(self.shard, str):
+        self._setting = setting_named(self.setting)  # BadInput naming what is wrong
+        if self.shard is not None and not isinstance(self.shard, tuple):
             try:
-                self.shard = parse_shard(self.shard)
+                self.shard = parse_shard(str(self.shard))
             except ValueError as exc:
                 raise BadInput(f"shard: {exc}") from None
         for name in ("model_args", "evaluator_args", "matcher_args"):
@@ -90,6 +91,8 @@ class RunSpec:
                 setattr(self, name, _checked(name, generation_params, value))
         if isinstance(self.rate_limit, str):
             self.rate_limit = [self.rate_limit]
+        if not isinstance(self.rate_limit, (list, tuple)):
+            raise BadInput(f"rate_limit: expected limits such as tpm=N,rpm=N, got {self.rate_limit!r}")
         for spec in self.rate_limit:
             try:
                 parse_rate_limit(spec)
@@ -105,7 +108,7 @@ class RunSpec:
     def conflict(self) -> str | None:
         """Why these arguments cannot go together."""
         if self.task not in self.setting_.tasks:
-            return f"setting {self.setting} applies to task {' or '.join(self.setting_.tasks)} only"
+            return f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only"
         if self.matcher_args and not self.use_matcher:
             return "matcher_args needs use_matcher"
         if self.batch and self.no_cache:
@@ -114,7 +117,28 @@ class RunSpec:
 
     @property
     def setting_(self) -> Setting:
-        return setting_named(self.setting)
+        return self._setting
+
+    def resolve_models(self) -> dict[str, Model]:
+        """Each role's model: "model", "evaluator", and "matcher" with ``use_matcher``."""
+        from cupid.utils.models.registry import resolve_model
+
+        common = {"timeout": self.timeout, "max_retries": self.max_retries}
+        overrides = self.role_overrides()
+        models = {"model": resolve_model(self.model, role="evaluated", overrides=overrides["evaluated"], **common),
+                  "evaluator": resolve_model(self.evaluator, role="evaluator", overrides=overrides["evaluator"],
+                                             **common)}
+        if self.use_matcher:
+            models["matcher"] = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{self.matcher_url}", role="matcher",
+                                              overrides=overrides["matcher"], **common)
+        return models
+
+    def instances(self) -> tuple[InstanceSource, Any]:
+        """The data, validated in full, and the instances the run selects (its shard's)."""
+        source = InstanceSource(data_path=self.data, dataset=None if self.data else self.dataset,
+                                split=self.split, limit=self.limit, revision=self.revision)
+        source.validate()
+        return source, ShardedInstances(source, *self.shard) if self.shard else source
 
     def role_overrides(self) -> dict[str, dict]:
         """Each role's generation overrides: ``seed`` for every role, then the role's own

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cupid.evaluation import steps
+from cupid.evaluation.aggregate import flagged_tasks
 from cupid.evaluation.report.results import Run, load_runs, outcome
-from cupid.utils.models.usage import estimate_cost
+from cupid.utils.models.usage import cost_of
 
-# Instance-level steps (shared by every scorer of the instance), then the scorer's steps.
-INSTANCE_STEPS = tuple(s.name for s in steps.STEPS if not s.per_scorer)
-SCORER_STEPS = tuple(s.name for s in steps.STEPS if s.per_scorer)
+# Instance-level steps (shared by every scorer of the instance), then the scorer's steps: those
+# that enter a task's result (the error type has its own file, report/error_table.py).
+INSTANCE_STEPS = tuple(s.name for s in steps.STEPS if not s.per_scorer and s.tasks)
+SCORER_STEPS = tuple(s.name for s in steps.STEPS if s.per_scorer and s.tasks)
 STEPS = INSTANCE_STEPS + SCORER_STEPS
 STEP_FIELDS = ("status", "error", "model", "prompt_tokens", "completion_tokens", "cost_usd")
 
@@ -85,9 +87,13 @@ def _row(run: Run, scorer: str | None, instance_id: str, instance, statuses: dic
     row["precision_labels"] = _labels(all_steps[steps.MATCH_PRECISION.name])
     row["recall_labels"] = _labels(all_steps[steps.MATCH_RECALL.name])
 
+    flagged = flagged_tasks(data, scorer) if scorer else {}
     for task in ("inference", "generation"):
         status, error = statuses[task].get(instance_id, (None, None))
         row[f"{task}_status"], row[f"{task}_error"] = status, error
+        # "infer: filtered": the result was read from an answer the provider filtered or the
+        # model refused (null otherwise).
+        row[f"{task}_flagged"] = flagged.get(task) if status == "done" else None
     counts = _dict(evaluation.get("inference")) if row["inference_status"] == "done" else {}
     for key in ("precision", "recall", "f1", "n_predicted_matched", "n_true_matched"):
         row[key] = _float(counts.get(key))
@@ -144,11 +150,8 @@ def _step_fields(step: dict) -> dict:
         return dict.fromkeys(STEP_FIELDS)
     usage = _dict(step.get("usage"))
     prompt, completion = _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens"))
-    cost = None
-    if usage:
-        cost = estimate_cost(step.get("model"), prompt or 0, completion or 0,
-                             _int(usage.get("batch_prompt_tokens")) or 0,
-                             _int(usage.get("batch_completion_tokens")) or 0)
+    # A hand-edited file may hold anything: only whole numbers are priced.
+    cost = cost_of(step.get("model"), {k: _int(v) or 0 for k, v in usage.items()}) if usage else None
     return {"status": step.get("status"), "error": step.get("error"), "model": step.get("model"),
             "prompt_tokens": prompt, "completion_tokens": completion, "cost_usd": cost}
 

@@ -1,48 +1,232 @@
-"""The paper's settings (§4.1): what the evaluated model is shown of an instance's prior
-sessions. Each setting is a ``Setting`` with a name (its run directory's), the sessions it
-shows, and how: as the session log (default, oracle), as Figure 23's summaries (summary), or
-not at all with the true preference given instead (oracle_preference, generation only).
-The requests' prompts and the session log's layout stay the release's in every setting.
+"""Context strategies: what the evaluated model is shown of an instance's prior sessions, in
+the infer and generate requests. The paper's four settings (§4.1) are strategies; so are the
+retrievers of retrieval.py and a user's own class (docs/strategies.md).
+
+A strategy is a small object with ``select(instance)``, returning the prior sessions to show
+(shown in the order returned, in the release's session-log layout), or ``render(instance)``,
+returning the history text itself (a memory system's notes); with both, ``render`` gives the
+text and ``select`` names the sessions it drew on. Optional: ``skip_reason(instance)`` (the
+instance is skipped, not failed), and the flags ``summaries`` (Figure 23's summaries of the
+selected sessions), ``preference_given`` and ``tasks``. ``--setting`` names one as
+``NAME[:key=value,...]``: a built-in name, ``path/file.py:Class``, ``package.module:Class``
+or a ``cupid.strategies`` entry point, loaded as the user's models are. Its canonical name
+(parameters sorted) names its run directory, so ``recent:k=2`` and ``recent:k=4`` never mix.
 """
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass
+from typing import Any, Sequence
 
-from cupid.utils.dataset import Instance, Session
+from cupid.evaluation.retrieval import BM25, Dense, Recent
+from cupid.evaluation.steps.layouts import format_session_log
+from cupid.utils.dataset import Instance, Session, safe_name
+from cupid.utils.errors import BadInput
+
+TASKS = ("inference", "generation", "both")
+ENTRY_POINT_GROUP = "cupid.strategies"
+
+
+class Default:
+    """All the prior sessions (the release's only setting)."""
+
+    def select(self, instance: Instance) -> Sequence[Session]:
+        return instance.prior_interactions
+
+
+class Oracle:
+    """Only the sessions whose preference is the current one."""
+
+    def select(self, instance: Instance) -> Sequence[Session]:
+        keep = set(instance.relevant_positions())
+        return [s for i, s in enumerate(instance.prior_interactions, start=1) if i in keep]
+
+    def skip_reason(self, instance: Instance) -> str | None:
+        return None if instance.relevant_positions() else "no prior session has the current preference"
+
+
+class Summary(Default):
+    """Figure 23's summary of every session, in place of the sessions."""
+    summaries = True
+
+
+class OraclePreference:
+    """Generation given the true preference, no sessions."""
+    preference_given = True
+    tasks = ("generation",)
+
+    def select(self, instance: Instance) -> Sequence[Session]:
+        return ()
+
+
+BUILT_IN = {"default": Default, "oracle": Oracle, "summary": Summary, "oracle_preference": OraclePreference,
+            "recent": Recent, "bm25": BM25, "dense": Dense}
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a strategy shows of one instance: the history text, and the sessions it selected
+    with their 1-based positions (None when it only renders text)."""
+    text: str
+    sessions: tuple[Session, ...] | None
+    positions: tuple[int, ...] | None
 
 
 @dataclass(frozen=True)
 class Setting:
+    """A strategy under its canonical name (``recent:k=2``); ``spec`` loads a user's code again
+    from any directory (recorded in run.json)."""
     name: str
-    summaries: bool = False          # infer and generate read each shown session's summary
-    preference_given: bool = False   # generation is given the true preference, no sessions
-    tasks: tuple[str, ...] = ("inference", "generation", "both")
-    only_relevant: bool = False      # only the sessions whose preference is the current one
+    strategy: Any
+    spec: str | None = None
 
-    def sessions(self, instance: Instance) -> tuple[Session, ...]:
-        """The prior sessions shown, in their original order."""
-        if self.only_relevant:
-            keep = set(instance.relevant_positions())
-            return tuple(s for i, s in enumerate(instance.prior_interactions, start=1) if i in keep)
-        return instance.prior_interactions
+    @property
+    def summaries(self) -> bool:
+        return bool(getattr(self.strategy, "summaries", False))
+
+    @property
+    def preference_given(self) -> bool:
+        return bool(getattr(self.strategy, "preference_given", False))
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(getattr(self.strategy, "tasks", TASKS))
 
     def skip_reason(self, instance: Instance) -> str | None:
-        """Why the setting does not apply to an instance (it is skipped, not failed)."""
-        if self.only_relevant and not instance.relevant_positions():
-            return "no prior session has the current preference"
-        return None
+        """Why the strategy does not apply to an instance (it is skipped, not failed)."""
+        reason = getattr(self.strategy, "skip_reason", None)
+        return reason(instance) if callable(reason) else None
+
+    def context(self, instance: Instance) -> Context:
+        select, render = (getattr(self.strategy, name, None) for name in ("select", "render"))
+        sessions = positions = None
+        if callable(select):
+            sessions = tuple(select(instance))
+            positions = self._positions(instance, sessions)
+        if callable(render):
+            text = render(instance)
+            if not isinstance(text, str):
+                raise TypeError(f"setting {self.name}: render() returned a {type(text).__name__}, not a str")
+            return Context(text, sessions, positions)
+        return Context(format_session_log(sessions), sessions, positions)
+
+    def _positions(self, instance: Instance, sessions: tuple) -> tuple[int, ...]:
+        prior = instance.prior_interactions
+        by_identity = {id(s): i for i, s in enumerate(prior, start=1)}
+        positions = []
+        for session in sessions:
+            position = by_identity.get(id(session)) or next(
+                (i for i, s in enumerate(prior, start=1) if s == session), None)
+            if position is None:
+                raise ValueError(f"setting {self.name}: select() returned a {type(session).__name__} that is not "
+                                 f"one of instance {instance.instance_id}'s prior sessions; return sessions "
+                                 f"of instance.prior_interactions, or write render() for text of your own")
+            positions.append(position)
+        return tuple(positions)
 
 
-SETTINGS = {s.name: s for s in (
-    Setting("default"),
-    Setting("oracle", only_relevant=True),
-    Setting("summary", summaries=True),
-    Setting("oracle_preference", preference_given=True, tasks=("generation",)),
-)}
+def directory_name(setting: str) -> str:
+    """The run directory of a setting under the model's: ``recent:k=2`` -> ``recent_k=2``;
+    a name with other characters is made safe (with a hash)."""
+    text = re.sub(r"[:,]", "_", setting)
+    return text if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._=-]{0,119}", text) else safe_name(setting)
 
 
-def setting_named(name: str) -> Setting:
+def setting_named(value: Any) -> Setting:
+    """The setting ``--setting`` names (``NAME[:key=value,...]``), or a strategy object
+    (``evaluate(setting=MyStrategy())``: named by its ``name`` attribute, else its class).
+    BadInput names what is wrong."""
+    if isinstance(value, Setting):
+        return value
+    if not isinstance(value, str):
+        kind = type(value)
+        name = getattr(value, "name", None) or (kind.__qualname__ if kind.__module__ == "__main__"
+                                                else f"{kind.__module__}:{kind.__qualname__}")
+        return Setting(str(name), _checked(value, str(name)))
+    text = value.strip()
+    head, params = _split_parameters(text)
+    suffix = ":" + ",".join(f"{k}={v}" for k, v in sorted(params.items())) if params else ""
+    spec = None
+    if head in BUILT_IN:
+        found, name = BUILT_IN[head], head
+    else:
+        from cupid.utils.models.registry import is_code_spec, load_code_attribute, portable_spec
+
+        if is_code_spec(head):
+            try:
+                found = load_code_attribute(head, BadInput)
+            except BadInput as exc:
+                raise BadInput(f"setting {exc}") from None
+            target, _, attr = head.rpartition(":")
+            name, spec = f"{target.rsplit('/', 1)[-1]}:{attr}", portable_spec(head) + suffix
+        else:
+            found, name = _entry_point(head), head
+    strategy = found
+    if isinstance(found, type) or (callable(found) and not _is_strategy(found)):
+        try:
+            strategy = found(**params)
+        except (TypeError, ValueError) as exc:
+            raise BadInput(f"setting {text}: {exc}") from None
+    elif params:
+        raise BadInput(f"setting {text}: {head} is an object, not a class: it takes no parameters")
+    return Setting(name + suffix, _checked(strategy, text), spec)
+
+
+def _is_strategy(found: Any) -> bool:
+    return any(callable(getattr(found, name, None)) for name in ("select", "render"))
+
+
+def _checked(strategy: Any, text: str) -> Any:
+    if not _is_strategy(strategy):
+        raise BadInput(f"setting {text}: a strategy needs select(instance) or render(instance); "
+                       f"{type(strategy).__name__} has neither")
+    return strategy
+
+
+def _split_parameters(text: str) -> tuple[str, dict]:
+    """``recent:k=2`` -> ("recent", {"k": 2}); numbers and true/false are typed."""
+    head, sep, tail = text.rpartition(":")
+    if sep and "=" not in tail and head in BUILT_IN:
+        raise BadInput(f"setting {text}: expected key=value parameters after {head}:, e.g. {head}:k=2")
+    if not sep or "=" not in tail:
+        return text, {}
+    params = {}
+    for item in tail.split(","):
+        key, eq, raw = (part.strip() for part in item.partition("="))
+        if not eq or not key.isidentifier():
+            raise BadInput(f"setting {text}: expected key=value parameters after the name, got {item!r}")
+        params[key] = _typed(raw)
+    return head, params
+
+
+def _typed(raw: str) -> Any:
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def _entry_point(name: str) -> Any:
+    from cupid.utils.models.registry import _entry_points
+
+    found = _entry_points(ENTRY_POINT_GROUP).get(name)
+    if found is None:
+        near = difflib.get_close_matches(name, [*BUILT_IN, *_entry_points(ENTRY_POINT_GROUP)], n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise BadInput(f"setting: unknown {name!r}{hint}. Built in: {', '.join(BUILT_IN)} (recent, bm25 and dense "
+                       f"take k=N); your own: path/file.py:Class or package.module:Class; installed "
+                       f"{ENTRY_POINT_GROUP} entry points: {', '.join(sorted(_entry_points(ENTRY_POINT_GROUP))) or 'none'}")
     try:
-        return SETTINGS[name]
-    except KeyError:
-        raise ValueError(f"setting: expected one of {', '.join(SETTINGS)}, got {name!r}") from None
+        return found.load()
+    except Exception as exc:
+        raise BadInput(f"setting {name}: the entry point {found.value} failed to load: "
+                       f"{type(exc).__name__}: {exc}") from exc
+
+
+# The paper's settings, in the paper's order (the report's order too).
+SETTINGS = {name: setting_named(name) for name in ("default", "oracle", "summary", "oracle_preference")}

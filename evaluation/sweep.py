@@ -6,45 +6,42 @@ console.py's.)
 from __future__ import annotations
 
 import argparse
-import copy
 import difflib
+import re
 from pathlib import Path
 
 from cupid.evaluation.run_spec import ARGUMENTS, RunSpec
-from cupid.utils.command_line import generation_params
+from cupid.evaluation.settings import setting_named
+from cupid.utils.errors import BadInput
+
+# What a sweep file may set: evaluate()'s arguments, and data_dir (the flag's name for data).
+KEYS = (*ARGUMENTS, "data_dir")
 
 
-# ---------------------------------------------------------------------------------------
-# Sweeps
-# ---------------------------------------------------------------------------------------
 def sweep_runs(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[dict]:
     """``evaluate()``'s arguments for each run: each --model, or each entry of the --sweep
     file (raises ValueError naming the file, the run and the key)."""
+    flags = {name: getattr(args, name) for name in KEYS}
     if args.sweep:
-        return [run_arguments(run) for run in runs_from_file(Path(args.sweep), args, parser)]
+        return runs_from_file(Path(args.sweep), {**flags, "model": None})
     if not args.model:
         parser.error("give --model (one or more) or --sweep FILE")
-    runs = []
-    for name in args.model:
-        run = argparse.Namespace(**vars(args))
-        run.model = name
-        runs.append(run_arguments(run))
-    return runs
+    return [run_arguments({**flags, "model": name}) for name in args.model]
 
 
-def run_arguments(run: argparse.Namespace) -> dict:
-    """``evaluate()``'s arguments from parsed flags (``--data`` and ``--data_dir`` are its
-    ``data``), checked as ``evaluate()`` checks them (ValueError)."""
-    if run.data and run.data_dir:
+def run_arguments(values: dict) -> dict:
+    """``evaluate()``'s arguments, checked as ``evaluate()`` checks them (ValueError), from
+    flags or a sweep file's run (``data`` or ``data_dir``)."""
+    values = dict(values)
+    data_dir = values.pop("data_dir", None)
+    if values.get("data") and data_dir:
         raise ValueError("give --data or --data_dir, not both")
-    arguments = {name: getattr(run, name) for name in ARGUMENTS if hasattr(run, name)}
-    arguments["data"] = run.data or run.data_dir
-    RunSpec(**arguments)  # the checks evaluate() makes, before any run starts
-    return arguments
+    values["data"] = values.get("data") or data_dir
+    spec = RunSpec(**values)
+    return {name: getattr(spec, name) for name in ARGUMENTS}
 
 
-def runs_from_file(path: Path, args: argparse.Namespace,
-                   parser: argparse.ArgumentParser) -> list[argparse.Namespace]:
+def runs_from_file(path: Path, flags: dict) -> list[dict]:
     """A YAML file of runs::
 
         models: [gpt-4o-mini, claude-3-5-sonnet-20241022]   # each with every setting
@@ -53,10 +50,9 @@ def runs_from_file(path: Path, args: argparse.Namespace,
         runs:                                                # optional explicit runs
           - {model: gpt-4.1-nano-2025-04-14, setting: summary}
 
-    Every value goes through the command line's parser (the same types, choices and
-    checks; ``model_args`` as ``temperature=0.2`` or a mapping); the command line's own
-    flags are the defaults. A bad key or value raises ValueError naming the file, the run
-    and the key."""
+    A key is one of ``evaluate()``'s arguments (``model_args`` as ``temperature=0.2`` or a
+    mapping), checked as ``evaluate()`` checks it; the command line's own flags are the
+    defaults. A bad key or value raises ValueError naming the file, the run and the key."""
     import yaml
 
     try:
@@ -66,7 +62,6 @@ def runs_from_file(path: Path, args: argparse.Namespace,
         raise ValueError(f"{path}: cannot read the sweep file: {reason}") from exc
     if not isinstance(spec, dict):
         raise ValueError(f"{path}: a sweep file is a mapping with 'models' and/or 'runs'")
-    options = SweepOptions(path, parser)
     common = {k: v for k, v in spec.items() if k not in ("models", "runs")}
     models = spec.get("models")
     if isinstance(models, str):
@@ -81,125 +76,65 @@ def runs_from_file(path: Path, args: argparse.Namespace,
         models = [common.pop("model")]
     elif "model" in common:
         raise ValueError(f"{path}: model: give 'models' or 'model' at the top level, not both")
+    base = _merged(path, "", {**flags, "settings": None}, common)
     # The top level's options, checked once (a mistake is named there, not in each run).
-    base = options.apply(args, common, "")
-    # The top level's settings apply to its models; an explicit run names its own.
-    base_of_runs = argparse.Namespace(**{**vars(base), "settings": None})
+    _expand(path, "", {**base, "model": "*"})
 
     runs = []
     for model in models or []:
-        runs += options.expand(base, {"model": model}, f"models: {model!r}")
+        runs += _expand(path, f"models: {model!r}", _merged(path, f"models: {model!r}", base, {"model": model}))
     for n, entry in enumerate(entries or [], start=1):
         if not isinstance(entry, dict) or "model" not in entry:
             raise ValueError(f"{path}: runs #{n}: each run is a mapping with a 'model', got {entry!r}")
-        runs += options.expand(base_of_runs, entry, f"runs #{n}")
+        # The top level's settings apply to its models; an explicit run names its own.
+        runs += _expand(path, f"runs #{n}", _merged(path, f"runs #{n}", {**base, "settings": None}, entry))
     if not runs:
         raise ValueError(f"{path}: no runs: list 'models' or 'runs'")
     return runs
 
 
-class SweepOptions:
-    """A sweep file's values put through the command line's parser, one key at a time so
-    that an error names its key."""
+def _at(path: Path, where: str) -> str:
+    return f"{path}: {where}" if where else str(path)
 
-    def __init__(self, path: Path, parser: argparse.ArgumentParser) -> None:
-        self.path = path
-        # A copy whose errors raise instead of exiting (the parser's actions are shared).
-        self.parser = copy.copy(parser)
-        self.parser.error = self._raise  # type: ignore[method-assign]
-        self.actions = {a.dest: a for a in parser._actions
-                        if a.option_strings and a.dest not in ("help", "sweep")}
 
-    @staticmethod
-    def _raise(message: str):
-        raise _OptionError(message)
-
-    def expand(self, base: argparse.Namespace, entry: dict, where: str) -> list[argparse.Namespace]:
-        """The runs of one entry: one per setting of its ``settings`` (or the file's)."""
-        run = self.apply(base, entry, where)
-        runs = [self.apply(run, {"setting": s}, where) for s in run.settings] if run.settings \
-            else [run]
-        for one in runs:
-            del one.settings
-        return runs
-
-    def apply(self, base: argparse.Namespace, values: dict, where: str) -> argparse.Namespace:
-        """A copy of ``base`` with ``values`` parsed in; ``settings`` (a list) is kept on
-        the namespace for ``expand``."""
-        run = argparse.Namespace(**copy.deepcopy(vars(base)))
-        if not hasattr(run, "settings"):
-            run.settings = None
-        if "setting" in values and "settings" in values:
-            raise ValueError(f"{self._at(where)}: give 'setting' or 'settings', not both")
-        for key, value in values.items():
-            if key == "settings":
-                listed = [value] if isinstance(value, str) else value
-                if not isinstance(listed, list) or not listed:
-                    raise ValueError(f"{self._at(where)}: settings: expected a list of settings, "
-                                     f"got {value!r}")
-                for setting in listed:  # each checked as --setting would be
-                    self._parse(argparse.Namespace(**vars(run)), "setting", setting, where,
-                                label="settings")
-                run.settings = list(listed)
-                continue
-            self._parse(run, key, value, where)
-            if key == "setting":
-                run.settings = None
-        if "model" in values and isinstance(run.model, list):  # a run has one model
-            if len(run.model) != 1:
-                raise ValueError(f"{self._at(where)}: model: one model per run, got {run.model!r} "
-                                 f"(list several under 'models')")
-            run.model = run.model[0]
-        if isinstance(run.model, str):  # a run, not the top level: checked as evaluate() checks it
-            try:
-                run_arguments(run)
-            except ValueError as exc:
-                raise ValueError(f"{self._at(where)}: {exc}") from None
-        return run
-
-    def _at(self, where: str) -> str:
-        return f"{self.path}: {where}" if where else str(self.path)
-
-    def _parse(self, run: argparse.Namespace, key: str, value, where: str,
-               label: str | None = None) -> None:
-        prefix = f"{self._at(where)}: {label or key}"
-        action = self.actions.get(key)
-        if action is None:
-            if key == "sweep":
-                raise ValueError(f"{prefix}: a sweep file cannot name another sweep file")
-            near = difflib.get_close_matches(key, [*self.actions, "settings", "models", "runs"], n=1)
+def _merged(path: Path, where: str, base: dict, values: dict) -> dict:
+    """``base`` with ``values`` over it, their keys checked; ``settings`` (a list) is kept
+    for ``_expand``."""
+    for key in values:
+        if key == "sweep":
+            raise ValueError(f"{_at(path, where)}: sweep: a sweep file cannot name another sweep file")
+        if key not in (*KEYS, "settings"):
+            near = difflib.get_close_matches(key, [*KEYS, "settings", "models", "runs"], n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise ValueError(f"{self._at(where)}: unknown option {key!r}{hint}")
-        if action.nargs == 0:  # a switch: --batch, --no_cache, --use_matcher
-            if not isinstance(value, bool):
-                raise ValueError(f"{prefix}: expected true or false, got {value!r}")
-            setattr(run, action.dest, value)
-            return
-        if value is None:
-            if action.default is not None:
-                raise ValueError(f"{prefix}: a value is required")
-            setattr(run, action.dest, None)
-            return
-        if isinstance(value, dict) and action.type is generation_params:
-            value = ",".join(f"{k}={v}" for k, v in value.items())
-        values = value if isinstance(value, list) and (action.nargs == "+" or
-                                                      isinstance(action, argparse._AppendAction)) \
-            else [value]
-        if isinstance(action, argparse._AppendAction):
-            setattr(run, action.dest, [])  # the file's list replaces the command line's
-        option = action.option_strings[0]
-        for item in values:
-            if isinstance(item, (dict, list, bool)):
-                raise ValueError(f"{prefix}: expected a single value, got {item!r}")
-        tokens = [option, *map(str, values)] if action.nargs == "+" else \
-            [f"{option}={item}" for item in values]
+            raise ValueError(f"{_at(path, where)}: unknown option {key!r}{hint}")
+    if "setting" in values and "settings" in values:
+        raise ValueError(f"{_at(path, where)}: give 'setting' or 'settings', not both")
+    merged = {**base, **values}
+    if "setting" in values:
+        merged["settings"] = None
+    if "data" in values or "data_dir" in values:  # the file's data replaces the command line's
+        merged = {**merged, "data": values.get("data"), "data_dir": values.get("data_dir")}
+    if isinstance(merged["settings"], str):
+        merged["settings"] = [merged["settings"]]
+    if merged["settings"] is not None and not (isinstance(merged["settings"], list) and merged["settings"]):
+        raise ValueError(f"{_at(path, where)}: settings: expected a list of settings, got {merged['settings']!r}")
+    for setting in merged["settings"] or ():
         try:
-            self.parser.parse_args(tokens, namespace=run)
-        except _OptionError as exc:
-            message = str(exc)
-            message = message.split(": ", 1)[1] if message.startswith("argument ") else message
-            raise ValueError(f"{prefix}: {message}") from None
+            setting_named(setting)
+        except BadInput as exc:
+            raise ValueError(f"{_at(path, where)}: settings: {re.sub(r'^setting:? ', '', str(exc))}") from None
+    if isinstance(merged["model"], list):  # a run has one model
+        if len(merged["model"]) != 1:
+            raise ValueError(f"{_at(path, where)}: model: one model per run, got {merged['model']!r} "
+                             f"(list several under 'models')")
+        merged["model"] = merged["model"][0]
+    return merged
 
 
-class _OptionError(Exception):
-    pass
+def _expand(path: Path, where: str, run: dict) -> list[dict]:
+    """The runs of one entry, one per setting of its ``settings`` (or the file's), checked."""
+    values = {k: v for k, v in run.items() if k != "settings"}
+    try:
+        return [run_arguments({**values, "setting": setting}) for setting in run["settings"] or [values["setting"]]]
+    except ValueError as exc:
+        raise ValueError(f"{_at(path, where)}: {exc}") from None

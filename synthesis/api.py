@@ -71,7 +71,7 @@ def synthesize(*, output_dir: str | Path = "synthetic_data", model: str | None =
     """
     from cupid.synthesis.pipeline import run_synthesis
     from cupid.utils.io import StorageError, check_writable, clean_orphan_tmp
-    from cupid.utils.models.limits import parse_rate_limit, set_user_limits
+    from cupid.utils.models.pacing import parse_rate_limit, set_user_limits
     from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
 
     cfg = synthesis_config(output_dir=output_dir, model=model, user_model=user_model,

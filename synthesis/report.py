@@ -1,5 +1,9 @@
 """python -m synthesis.report OUTPUT_DIR: one self-contained HTML page over a synthesis output.
 
+Any other data set (the benchmark's files, a validation output or its verified/) gets a page
+with its Figure 7 alone. Every page shows Figure 7 (synthesis/figure7.py), also written
+beside it as figure7.png.
+
 For each persona: its template and description, its context factors, the journey (which
 session holds which factor and preference, in order), every simulated dialogue with the user
 simulator's score after each assistant message and the checklist items it referred to, and
@@ -119,7 +123,7 @@ def _instances(out: Path, persona_id: str) -> str:
             f'<th>Sessions kept (role)</th><th>Checklist</th></tr>{"".join(rows)}</table></div>')
 
 
-def render(out: Path) -> str:
+def render(out: Path, figure7: str = "") -> str:
     personas_doc = _read(out / "personas.json") or {"personas": []}
     summary = _read(out / "summary.json") or {}
     counts = summary.get("counts") or {}
@@ -142,23 +146,32 @@ def render(out: Path) -> str:
     body = (f'<header class="top"><span class="brand">CUPID synthesis report</span><span class="muted">{esc(out)}</span></header>'
             f'<main><p>{head or "No summary.json yet (the run has not finished)."}</p>'
             f'<p class="muted">Seeds: {esc(personas_doc.get("seed_source"))}</p>'
-            f'<nav class="toc"><ul>{"".join(toc)}</ul></nav>{"".join(sections) or "<p>No personas yet.</p>"}</main>')
+            f'<nav class="toc"><ul>{"".join(toc)}</ul></nav>{figure7}{"".join(sections) or "<p>No personas yet.</p>"}</main>')
     return page(f"CUPID synthesis · {out.name}", body)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=program_name("python -m cupid.synthesis.report"),
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("output_dir", help="a directory written by cupid-synth")
+    parser.add_argument("output_dir", help="a directory written by cupid-synth (or cupid-validate), or any data set")
     parser.add_argument("--output", default=None, help="the HTML file (default OUTPUT_DIR/report.html)")
     args = parser.parse_args(argv)
+    from cupid.synthesis.figure7 import report_section
+    from cupid.utils.errors import BadInput
+
     out = Path(args.output_dir)
-    if not (out / "personas.json").is_file():
-        print(f"error: {out}: no personas.json (not a synthesis output directory)", file=sys.stderr)
-        return 1
     path = Path(args.output) if args.output else out / "report.html"
-    atomic_write_text(path, render(out))
-    print(f"wrote {path}")
+    try:
+        figure7 = report_section(out, path.parent / "figure7.png")
+    except BadInput as exc:
+        print(f"error: {out}: not a synthesis output nor a data set ({exc})", file=sys.stderr)
+        return 1
+    if (out / "personas.json").is_file():
+        atomic_write_text(path, render(out, figure7))
+    else:
+        atomic_write_text(path, page(f"CUPID data · {out.name}", f'<header class="top"><span class="brand">CUPID data'
+                                     f'</span><span class="muted">{esc(out)}</span></header><main>{figure7}</main>'))
+    print(f"wrote {path} and {path.parent / 'figure7.png'}")
     return 0
 
 

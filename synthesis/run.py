@@ -7,15 +7,11 @@ Seeds come from PersonaHub (proj-persona/PersonaHub, config `instruction`) unles
 ``--persona_seeds FILE`` (or ``--persona_seeds bundled`` for the small list shipped in
 synthesis/data/) is given; an unreachable hub falls back to the bundled list with a message.
 The flags are ``synthesize()``'s arguments (synthesis/api.py), which does the work. The output
-directory is read as it is by ``cupid-eval --data_dir DIR``.
-A rerun with the same settings continues where the last one stopped. Exit status: 0 when
-every persona produced its instances, 1 when any persona failed, 2 on a setup error or when
-another run is writing to the output directory (one line names it and that run's pid and host;
-nothing is asked: wait for it to end or use another --output_dir; a run that was killed
-never holds the directory), 3 when
-the file system refused a write (disk full, read-only, permission denied, a path component
-that is a file: one line names the file; every file written before it is whole, and a rerun
-with room resumes there), 130 (143, 129) when stopped by Ctrl-C (SIGTERM, SIGHUP).
+directory is read as it is by ``cupid-eval --data_dir DIR``. A rerun with the same settings
+continues where the last one stopped. Exit status: 0 when every persona produced its
+instances, 1 when any persona failed, 2 on a setup error or an output directory in use, 3
+when the file system refused a write, 130 (143, 129) when stopped by Ctrl-C (SIGTERM,
+SIGHUP); docs/synthesis.md says what each leaves behind.
 """
 from __future__ import annotations
 

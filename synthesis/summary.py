@@ -3,31 +3,14 @@ batches priced at the batch price), wall time."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from cupid.synthesis.instances import INSTANCE_TYPES
-from cupid.synthesis.outputs import FailureLog
-from cupid.synthesis.settings import SynthesisConfig, shaping_settings
+from cupid.synthesis.settings import shaping_settings
 from cupid.utils.io import atomic_write_json, read_json
 
-
-class SynthesisRun(Protocol):
-    """What summary.json is made of: a run of synthesis/pipeline.py's ``Synthesis``."""
-
-    out: Path
-    cfg: SynthesisConfig
-    personas: list[dict]
-    seed_source: str | None
-    failure_log: FailureLog
-    stats: dict[str, Any]
-    models: dict[str, Any]
-
-    def persona_dir(self, persona_id: str) -> Path: ...
-
-    def artifact(self, persona_id: str, name: str) -> Path: ...
-
-    def instance_path(self, persona_id: str, instance_type: str) -> Path: ...
+if TYPE_CHECKING:
+    from cupid.synthesis.pipeline import Synthesis
 
 
 @dataclass
@@ -37,7 +20,7 @@ class StageStats:
     skipped: int = 0     # artifacts that already existed
 
 
-def write_summary(run: SynthesisRun, wall_time: float, stopped: str | None = None) -> dict:
+def write_summary(run: "Synthesis", wall_time: float, stopped: str | None = None) -> dict:
     """summary.json of ``run``; ``stopped``: why a run was stopped before its end."""
     summary = summarize(run, wall_time)
     if stopped is not None:
@@ -46,7 +29,7 @@ def write_summary(run: SynthesisRun, wall_time: float, stopped: str | None = Non
     return summary
 
 
-def summarize(run: SynthesisRun, wall_time: float) -> dict:
+def summarize(run: "Synthesis", wall_time: float) -> dict:
     counts = {"personas_requested": len(run.personas), "personas_complete": 0,
               "personas_failed": len(run.failure_log.failures), "sessions": 0, "dialogues": 0,
               "dialogues_satisfied": 0, "instances": 0}

@@ -59,7 +59,7 @@ def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
     # Clients and limiters are keyed by base URL; the next test's server has another port.
     from cupid.utils.models.adaptations import reset_adaptations
     from cupid.utils.models.hosted import reset_clients
-    from cupid.utils.models.limits import reset_limiters
+    from cupid.utils.models.pacing import reset_limiters
     from cupid.utils.models.retry import reset_cancel
 
     reset_clients()

@@ -18,7 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {"cupid-eval": "evaluation.run", "cupid-synth": "synthesis.run",
-           "cupid-report": "evaluation.report", "cupid-synth-report": "synthesis.report"}
+           "cupid-report": "evaluation.report", "cupid-synth-report": "synthesis.report",
+           "cupid-self-enhancement": "evaluation.self_enhancement", "cupid-match-agreement": "evaluation.match_agreement",
+           "cupid-validate": "synthesis.validate"}
 
 
 INSTALLED_BIN = os.environ.get("CUPID_INSTALLED_BIN")

@@ -48,15 +48,26 @@ def _temperature(text: str) -> float:
     return _number(float, text, lambda v: 0 <= v <= 2, "a temperature between 0 and 2")
 
 
-# OpenAI's reasoning efforts (openai-python, src/openai/types/shared/reasoning_effort.py:
-# ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]); which
-# of them a model takes is the adapter's rule (utils/models/openai_models.py).
-REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+def known_reasoning_efforts() -> tuple[str, ...]:
+    """The reasoning efforts the installed openai SDK names (src/openai/types/shared/
+    reasoning_effort.py: ``ReasoningEffort``; openai-python 2.45 added "max"). Which of them a
+    model takes is the adapter's rule (utils/models/openai_models.py)."""
+    import typing
+
+    from openai.types.shared.reasoning_effort import ReasoningEffort
+
+    return tuple(arg for literal in typing.get_args(ReasoningEffort) for arg in typing.get_args(literal))
 
 
 def _reasoning_effort(text: str) -> str:
-    if text not in REASONING_EFFORTS:
-        raise argparse.ArgumentTypeError(f"expected one of {', '.join(REASONING_EFFORTS)}, got {text!r}")
+    """A word; one the SDK does not name yet is passed on, with a warning, for the provider
+    to judge (a newer model may take a newer effort)."""
+    if not text.replace("-", "").replace("_", "").isalnum():
+        raise argparse.ArgumentTypeError(f"expected an effort word such as low or high, got {text!r}")
+    known = known_reasoning_efforts()
+    if text not in known:
+        print(f"warning: reasoning_effort={text} is not one the openai SDK names ({', '.join(known)}); "
+              f"it is sent as given, for the provider to accept or refuse", file=sys.stderr, flush=True)
     return text
 
 

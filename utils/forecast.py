@@ -193,7 +193,7 @@ def _tally(totals: dict[str, list[int]], model, tokens, calls) -> None:
 
 def parse_limits(specs: Iterable[str]) -> dict:
     """--rate_limit specs -> {model name or "*": UserLimits} (ValueError on a bad spec)."""
-    from cupid.utils.models.limits import parse_rate_limit
+    from cupid.utils.models.pacing import parse_rate_limit
 
     return dict(parse_rate_limit(spec) for spec in specs)
 

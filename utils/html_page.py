@@ -3,8 +3,7 @@
 A page is one file: its styles and scripts come from ``utils/templates/`` and are
 inlined, figures become data URIs, and bulky data travels as gzip-compressed chunks inside
 ``<script type="application/octet-stream">`` elements that the page's script decodes
-(``DecompressionStream``) only when a view needs them; a chunk marked ``data-words`` was
-word-coded first (utils/word_codes.py). Nothing is fetched.
+(``DecompressionStream``) only when a view needs them. Nothing is fetched.
 
 A page with chunks is a windows-1252 document whose chunks hold the gzip bytes themselves
 (one character per byte, four byte values escaped), a quarter smaller than base64: every
@@ -23,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from cupid.utils.word_codes import WordCodebook
+from cupid.utils.io import temporary_prefix
 
 try:
     import deflate as _libdeflate
@@ -64,10 +63,9 @@ def text_bytes(text: str) -> bytes:
     return re.sub(b"\x01(.)", lambda m: bytes([m.group(1)[0] - 0x40]), text.encode("latin-1"), flags=re.S)
 
 
-def read_chunk(text: str, codebook: WordCodebook | None = None) -> Any:
+def read_chunk(text: str) -> Any:
     """A chunk's value back from its text (for tests and tools; the page does the same)."""
-    raw = gzip.decompress(text_bytes(text)).decode("utf-8")
-    return json.loads(codebook.decode(raw) if codebook is not None else raw)
+    return json.loads(gzip.decompress(text_bytes(text)).decode("utf-8"))
 
 
 def gzip_bytes(raw: bytes) -> bytes:
@@ -86,20 +84,15 @@ def gzip_chunk(value: Any) -> str:
     return gzip_text(compact_json(value))
 
 
-def gzip_text(text: str, codebook: WordCodebook | None = None) -> str:
-    """``text`` (JSON), word-coded with ``codebook`` when one is given, gzip-compressed, as
-    a chunk's text."""
-    if codebook is not None:
-        text = codebook.encode(text)
+def gzip_text(text: str) -> str:
+    """``text`` (JSON), gzip-compressed, as a chunk's text."""
     return byte_text(gzip_bytes(text.encode("utf-8")))
 
 
-def chunk_element(name: str, value: Any = None, *, text: str | None = None, coded: bool = False) -> str:
-    """A data chunk: ``value`` encoded here, or ``text`` already made by ``gzip_chunk`` or
-    ``gzip_text`` (``coded``: word-coded with the codebook of the page's ``words`` chunk)."""
+def chunk_element(name: str, value: Any = None, *, text: str | None = None) -> str:
+    """A data chunk: ``value`` encoded here, or ``text`` already made by ``gzip_text``."""
     body = gzip_chunk(value) if text is None else text
-    words = ' data-words=""' if coded else ""
-    return f'<script type="application/octet-stream" id="chunk-{esc(name)}"{words}>{body}</script>'
+    return f'<script type="application/octet-stream" id="chunk-{esc(name)}">{body}</script>'
 
 
 def _ascii_html(text: str) -> str:
@@ -154,7 +147,7 @@ def write_page(path: str | Path, parts: Iterable[str]) -> Path:
     temporary file in the same directory, so a reader never sees half a page."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="latin-1", newline="") as handle:
             for part in parts:

@@ -127,12 +127,17 @@ def open_log_file(log_file: str | Path) -> LogFileHandler:
         raise StorageError(log_file, "open the log file", exc) from exc
 
 
+def temporary_prefix(path: Path) -> str:
+    """The start of a temporary file's name for a write of ``path`` (see ``_HOST``), which
+    ``clean_orphan_tmp`` recognises once its writer is gone."""
+    return f".{path.name}.{_HOST}~{os.getpid()}."
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_HOST}~{os.getpid()}.", suffix=".tmp",
-                                   dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent)
     except StorageError:
         raise
     except OSError as exc:

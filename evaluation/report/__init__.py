@@ -11,6 +11,7 @@
     build.py        report.md and report.csv;  html_report.py  report.html
     payload.py      report.html's index and data chunks;  instance_data.py  the instances' data
     compare_data.py the compare view's paired differences;  export.py  the per-sample rows
+    error_types.py  Table 2's draw and classification (--error_types);  error_table.py  Table 2
     command.py      the command line
 """
 from cupid.evaluation.report.build import ReportFiles, build_report

@@ -14,6 +14,7 @@ from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from cupid.evaluation.report.published import PAPER_MODELS, display_name, lookup, paper_model_name, scorer_kind
 from cupid.evaluation.report.results import Outcome, Run, load_runs, outcome
+from cupid.evaluation.report.strategies import selection_estimates
 
 
 @dataclass
@@ -29,6 +30,7 @@ class Cell:
     pooled: dict | None = None
     generation: Outcome | None = None
     score: S.Estimate | None = None
+    selection: dict[str, S.Estimate] = field(default_factory=dict)  # what the context strategy kept
 
 
 class Analysis:
@@ -36,8 +38,10 @@ class Analysis:
 
     def __init__(self, results_dir: str | Path, n_bootstrap: int = S.DEFAULT_N_BOOTSTRAP,
                  seed: int = 0, n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE,
-                 keep_raw: bool = True):
+                 keep_raw: bool = True, exclude_filtered: bool = False):
         self.results_dir = Path(results_dir)
+        # Results read from a filtered or refused answer: flagged, and left out when True.
+        self.exclude_filtered = exclude_filtered
         self.n_bootstrap = n_bootstrap
         self.seed = seed
         self.n_length_bins = n_length_bins
@@ -75,7 +79,7 @@ class Analysis:
     def outcome(self, run: Run, scorer: str, task: str) -> Outcome:
         key = (run.key, scorer, task)
         if key not in self._outcomes:
-            self._outcomes[key] = outcome(run, scorer, task)
+            self._outcomes[key] = outcome(run, scorer, task, self.exclude_filtered)
         return self._outcomes[key]
 
     def groups(self, run: Run) -> list[str]:
@@ -89,6 +93,7 @@ class Analysis:
             return self._cells[key]
         ids = run.ids(group)
         cell = Cell(run, scorer, group, len(ids))
+        cell.selection = selection_estimates(run, ids, self.n_bootstrap, self.seed)
         if run.has_task("inference", scorer):
             out = self.outcome(run, scorer, "inference").restrict(ids)
             done = sorted(out.values)
@@ -182,12 +187,13 @@ class Analysis:
             "model": run.model, "paper_model": paper, "setting": run.setting, "scorer": scorer,
             "evaluator": evaluator, "matcher": matcher, "instance_type": group,
             "instance_files": cell.instance_files, "n_bootstrap": self.n_bootstrap, "seed": self.seed,
-            "run_dirs": ";".join(str(d) for d in run.directories),
+            "run_dirs": ";".join(str(d) for d in run.directories), "exclude_filtered": self.exclude_filtered,
         }
         if cell.inference is not None:
             row.update(inference_evaluated=cell.inference.n, inference_failed=len(cell.inference.failed),
                        inference_missing=len(cell.inference.missing),
-                       inference_skipped=len(cell.inference.skipped))
+                       inference_skipped=len(cell.inference.skipped),
+                       inference_flagged=len(cell.inference.flagged))
             for name in S.INFERENCE_METRICS:
                 for prefix, ests in (("", cell.micro), ("macro_", cell.macro)):
                     est = ests[name]
@@ -200,10 +206,17 @@ class Analysis:
                 row["paper_table_inference"] = published["table"]
                 for name in S.INFERENCE_METRICS:
                     row[f"paper_{name}"] = published["values"][name] / 100
+        shown = cell.selection
+        row.update(sessions_shown=shown["sessions_shown"].value, history_tokens=shown["history_tokens"].value,
+                   model_input_tokens=shown["model_input_tokens"].value)
+        for name in ("recall", "precision"):
+            est = shown[name]
+            row[f"session_{name}"], row[f"session_{name}_low"], row[f"session_{name}_high"] = est.value, est.low, est.high
         if cell.generation is not None:
             row.update(generation_evaluated=cell.generation.n, generation_failed=len(cell.generation.failed),
                        generation_missing=len(cell.generation.missing),
                        generation_skipped=len(cell.generation.skipped),
+                       generation_flagged=len(cell.generation.flagged),
                        score=cell.score.value, score_low=cell.score.low, score_high=cell.score.high)
             published = lookup(paper, "generation", run.setting, group, "gpt-4o")
             if published:

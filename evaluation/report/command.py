@@ -4,12 +4,14 @@ the figures (P/R/F1 bars, Figures 3, 4, 5 and 9).
 
     python -m evaluation.report RESULTS_DIR [--output DIR] [--n_bootstrap 1000] [--seed 0]
     python -m evaluation.report RESULTS_DIR --export samples.jsonl   # or .parquet, .csv
+    python -m evaluation.report RESULTS_DIR --error_types            # classify for Table 2 first
 
 Reads every directory under RESULTS_DIR holding a run.json (grouped by the model and
 setting it names), recomputes every number from the per-instance files, and writes
 report.md, report.csv, PNG figures and report.html to --output (default RESULTS_DIR).
 With --export or --push_to_hub it writes the per-sample rows instead (one per model,
-setting, scorer and instance; docs/results_format.md) and no report.
+setting, scorer and instance; docs/results_format.md) and no report. With --error_types it
+first has the evaluator classify the low-F1 inferences for Table 2 (report/error_types.py).
 """
 from __future__ import annotations
 
@@ -17,30 +19,37 @@ import argparse
 import sys
 from pathlib import Path
 
+from cupid import config
+from cupid.evaluation.report import error_types
 from cupid.evaluation.report.build import build_report
 from cupid.evaluation.report.export import export_format, push_to_hub, write_samples
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from cupid.evaluation.report.html_report import write_html_report
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
-from cupid.utils.command_line import program_name
+from cupid.utils.command_line import Parser, non_negative_int, positive_int, program_name
+from cupid.utils.errors import BadInput, SetupError
+from cupid.utils.executor import exit_now
 from cupid.utils.io import StorageError, describe_os_error
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=program_name("python -m cupid.evaluation.report"), description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=program_name("python -m cupid.evaluation.report"), description=__doc__.split("\n\n")[0])
     parser.add_argument("results_dir", help="a results directory (searched recursively for run.json)")
     parser.add_argument("--output", default=None, help="where to write report.md, report.csv and the "
                                                        "figures (default: RESULTS_DIR)")
-    parser.add_argument("--n_bootstrap", type=int, default=DEFAULT_N_BOOTSTRAP,
+    parser.add_argument("--n_bootstrap", type=positive_int, default=DEFAULT_N_BOOTSTRAP,
                         help="bootstrap resamples for the confidence intervals (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
-    parser.add_argument("--n_length_bins", type=int, default=5,
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the bootstrap (default 0)")
+    parser.add_argument("--n_length_bins", type=positive_int, default=5,
                         help="equal-size bins of history length for Figure 9 (default 5)")
-    parser.add_argument("--min_bin_size", type=int, default=DEFAULT_MIN_BIN_SIZE,
+    parser.add_argument("--min_bin_size", type=positive_int, default=DEFAULT_MIN_BIN_SIZE,
                         help="fewest instances behind a figure's bin or point before it is merged "
                              f"(Figure 9) or drawn hollow (default {DEFAULT_MIN_BIN_SIZE})")
     parser.add_argument("--no_figures", action="store_true", help="write report.md and report.csv only")
     parser.add_argument("--no_html", action="store_true", help="do not write report.html")
+    parser.add_argument("--exclude_filtered", action="store_true",
+                        help="leave out of every number the results read from an answer the provider "
+                             "filtered or the model refused (they are flagged either way)")
     parser.add_argument("--data_dir", "--data", dest="data", action="append", default=None,
                         help="the instances the runs evaluated, for report.html's sessions and ground "
                              "truth (default: each run.json's data_source)")
@@ -50,29 +59,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--push_to_hub", metavar="REPO_ID", default=None,
                         help="upload the same rows as a Hugging Face dataset (needs a hub token; "
                              "not exercised by the tests)")
+    errors = parser.add_argument_group("error types (Table 2)", "the evaluator classifies why the low-F1 "
+                                       "default-setting inferences missed, before the report is written")
+    errors.add_argument("--error_types", "--error-types", action="store_true",
+                        help="draw and classify the inferences (resumes: done ones are read back)")
+    errors.add_argument("--evaluator", default=config.DEFAULT_EVALUATOR,
+                        help=f"the classifier, at temperature 0 (default {config.DEFAULT_EVALUATOR})")
+    errors.add_argument("--error_f1_below", type=float, default=100 * error_types.F1_BELOW, metavar="PERCENT",
+                        help="classify inferences whose F1 is below this (default 20, the paper's)")
+    errors.add_argument("--error_per_model", type=int, default=error_types.PER_MODEL,
+                        help="at most this many per model (default 50, the paper's)")
+    errors.add_argument("--error_seed", type=int, default=0, help="seed of the draw (default 0)")
+    errors.add_argument("--n_workers", type=int, default=4, help="classifications in parallel (default 4)")
+    errors.add_argument("--batch", action="store_true", help="through the provider's batch API at its price")
     args = parser.parse_args(argv)
-    if args.n_bootstrap < 1:
-        parser.error("--n_bootstrap must be at least 1")
-    if args.n_length_bins < 1:
-        parser.error("--n_length_bins must be at least 1")
-    if args.min_bin_size < 1:
-        parser.error("--min_bin_size must be at least 1")
+    if not 0 < args.error_f1_below <= 100 or args.error_per_model < 1 or args.n_workers < 1:
+        parser.error("--error_f1_below must be in (0, 100], --error_per_model and --n_workers at least 1")
     if not Path(args.results_dir).is_dir():
         parser.error(f"{args.results_dir}: not a directory")
     if args.export or args.push_to_hub:
         return export_samples(args, parser)
+    if args.error_types:
+        status = classify_error_types(args)
+        if status:
+            return status
     try:
         files = build_report(args.results_dir, args.output, n_bootstrap=args.n_bootstrap, seed=args.seed,
                              n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
-                             figures=not args.no_figures, figures_later=not args.no_html)
-        try:
-            # The figures are drawn in a child process while report.html's instance data are made.
-            html = None if args.no_html else write_html_report(
-                args.results_dir, files.markdown.parent, runs=files.analysis.runs,
-                model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data,
-                analysis=files.analysis, before_summary=files.finish_figures)
-        finally:
-            files.finish_figures()
+                             figures=not args.no_figures, exclude_filtered=args.exclude_filtered)
+        html = None if args.no_html else write_html_report(
+            args.results_dir, files.markdown.parent, runs=files.analysis.runs,
+            model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data,
+            analysis=files.analysis, build_id=files.build_id)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -82,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                             "run the report again")
     print(f"wrote {files.markdown}")
     print(f"wrote {files.csv}")
+    for path in files.exports:
+        print(f"wrote {path}")
     for path in files.figures:
         print(f"wrote {path}")
     if html is not None:
@@ -92,6 +112,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nNot in this report ({len(files.gaps)}; see report.md, \"What this report cannot show yet\"):")
         for gap in files.gaps:
             print("\n".join(gap.lines()))
+    return 0
+
+
+def classify_error_types(args) -> int:
+    """Run the classification; 0 when the report may follow, else the exit status."""
+    try:
+        lines = error_types.classify(args.results_dir, evaluator=args.evaluator, f1_below=args.error_f1_below / 100,
+                                     per_model=args.error_per_model, seed=args.error_seed, n_workers=args.n_workers,
+                                     batch=args.batch, data_paths=args.data)
+    except (BadInput, SetupError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"stopped: every classification finished so far is saved under {args.results_dir}; rerun the "
+              f"same command to resume", file=sys.stderr)
+        return exit_now(130)  # a call still hung in a worker thread does not hold the exit
+    except OSError as exc:
+        return write_failed(exc, args.results_dir, "every classification written before it is kept: make room "
+                            "and run the same command again")
+    for line in lines:
+        print(line)
     return 0
 
 

@@ -6,6 +6,11 @@
 JSON Lines and Parquet keep the list columns (checklists, labels) as lists; CSV, which has
 no lists, holds them as JSON text. Every format loads with ``datasets.load_dataset``
 ("json", "parquet", "csv").
+
+CSV files are opened by spreadsheets, which run a cell that starts with ``=``, ``+``, ``-`` or
+``@`` (or a tab or carriage return before one) as a formula: a model's answer reading
+``=HYPERLINK(...)`` would. Such a text cell is written with a leading ``'`` (OWASP, "CSV
+Injection"), which the spreadsheet shows as text; JSON Lines and Parquet keep the text as it is.
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import csv
 import json
 from pathlib import Path
 
-from cupid.utils.io import atomic_write_text
+from cupid.utils.io import atomic_write_text, temporary_prefix
 
 FORMATS = {".jsonl": "jsonl", ".parquet": "parquet", ".csv": "csv"}
 
@@ -50,7 +55,7 @@ def write_samples(rows: list[dict], path: str | Path) -> Path:
         names = columns(rows)
         table = pa.Table.from_pylist([{k: row.get(k) for k in names} for row in rows],
                                      schema=_arrow_schema(rows, names)) if rows else pa.table({})
-        tmp = path.with_name(f".{path.name}.tmp")
+        tmp = path.with_name(f"{temporary_prefix(path)}parquet.tmp")
         pq.write_table(table, tmp)
         tmp.replace(path)
     return path
@@ -61,12 +66,21 @@ def _csv_text(rows: list[dict]) -> str:
 
     buffer = io.StringIO()
     names = columns(rows)
-    writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\n")
+    # CRLF, as RFC 4180 says: a cell holding a lone CR is then quoted too, not read as a row break.
+    writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\r\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+        writer.writerow({k: inert_cell(json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v)
                          for k, v in row.items()})
     return buffer.getvalue()
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert_cell(value):
+    """A text cell a spreadsheet would run as a formula, prefixed with ``'`` (numbers kept)."""
+    return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
 
 def _arrow_schema(rows: list[dict], names: list[str]):

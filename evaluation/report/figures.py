@@ -268,8 +268,99 @@ def plot_inference_generation(data, path: Path) -> None:
     _save(plt, fig, path)
 
 
-PLOTTERS = {"fig_prf1": plot_prf_bars, "fig3_position": plot_position, "fig9_length": plot_length,
-            "fig5_inference_vs_generation": plot_inference_generation}
+def plot_summaries(data, path: Path) -> None:
+    """Figure 6: per model, the full-sessions point beside the summaries point with their
+    95% intervals, one panel per task (inference left, generation right), the paper's values
+    as crosses where it has the model; the legend below, where it covers no point."""
+    plt = pyplot()
+    panels = data.payload["panels"]
+    min_n = data.payload.get("min_n", 1)
+    width = max(len(points) for points in panels.values())
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(5.5, 1.1 * width + 3) * len(panels), 6.2), squeeze=False)
+    settings = (("full", "Full prior sessions (default setting)", "#4C72B0", "o", -0.17),
+                ("summaries", "Summaries (summary setting)", "#DD8452", "s", 0.17))
+    for ax, (task, points) in zip(axes[0], panels.items()):
+        scale, limits, ylabel, tables = ((100, F1_LIMITS, "Inference F1 (%, micro)", "1 and 9") if task == "inference"
+                                         else (1, JUDGE_LIMITS, "Generation judge score (1-10)", "3 and 10"))
+        any_few, labelled = False, set()
+        for k, point in enumerate(points):
+            ax.plot([k + settings[0][4], k + settings[1][4]], [scale * point["full"].value, scale * point["summaries"].value],
+                    color="lightgray", linewidth=1, zorder=1)
+            for (key, label, color, marker, offset), paper in zip(settings, point["paper"]):
+                est, x = point[key], k + offset
+                low, high = (est.low, est.high) if est.low is not None else (est.value, est.value)
+                any_few |= est.n < min_n
+                ax.errorbar(x, scale * est.value, yerr=[[scale * (est.value - low)], [scale * (high - est.value)]],
+                            fmt=marker, color=color, markerfacecolor="white" if est.n < min_n else color, capsize=3,
+                            markersize=7, label=None if key in labelled else label, zorder=3)
+                labelled.add(key)
+                ax.annotate(f"n={est.n}", (x, scale * high), textcoords="offset points", xytext=(0, 4), ha="center",
+                            fontsize=6.5, color=color)
+                if paper is not None:
+                    ax.plot(x, scale * paper, marker="x", color="black", markersize=6, linestyle="none", zorder=4,
+                            label=None if "paper" in labelled else f"the paper's value (Tables {tables})")
+                    labelled.add("paper")
+        ax.set_xticks(range(len(points)))
+        ax.set_xticklabels([p["label"] for p in points], rotation=20, ha="right", fontsize=8)
+        ax.set_xlim(-0.6, len(points) - 0.4)
+        ax.set_ylim(*_pad(limits))
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"Figure 6: {task}, full sessions vs summaries", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        handles, labels = ax.get_legend_handles_labels()
+        order = sorted(range(len(labels)), key=lambda i: labels[i].startswith("the paper"))
+        ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, loc="upper center",
+                  bbox_to_anchor=(0.5, -0.2), title="95% persona-clustered bootstrap CI; n = instances",
+                  title_fontsize=6.5)
+        _few_note(ax, any_few, min_n)
+    _save(plt, fig, path)
+
+
+
+def plot_strategies(data, path: Path) -> None:
+    """F1, judge score and session recall per strategy: one panel each (those with values), one
+    colour per model, the default setting (floor) first and the oracle (ceiling) last; the n of
+    each strategy along the bottom, the legend below the panels."""
+    plt = pyplot()
+    settings, series = data.payload["settings"], data.payload["series"]
+    panels = [(key, title, scale, limits) for key, title, scale, limits in (
+        ("f1", "Inference F1 (%, micro)", 100, F1_LIMITS), ("score", "Judge score (1-10)", 1, JUDGE_LIMITS),
+        ("recall", "Session recall (%): relevant sessions shown", 100, F1_LIMITS))
+        if any((p.get(key) is not None and p[key].value is not None) for points in series.values() for p in points.values())]
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=((0.8 * len(settings) + 2) * max(1, len(panels)), 5.0),
+                             squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    labels = [s + ("\n(floor)" if s == "default" else "\n(ceiling)" if s == "oracle" else "") for s in settings]
+    for ax, (key, title, scale, limits) in zip(axes[0], panels):
+        ns = []
+        for i, (model, points) in enumerate(series.items()):
+            offset = (i - (len(series) - 1) / 2) * 0.15
+            values = [(points.get(s) or {}).get(key) for s in settings]
+            ns.append([(e.value, e.n) if e is not None and e.value is not None else (None, 0) for e in values])
+            drawn = [(k, e) for k, e in enumerate(values) if e is not None and e.value is not None]
+            ax.errorbar([k + offset for k, _ in drawn], [scale * e.value for _, e in drawn],
+                        yerr=[[scale * (e.value - (e.low if e.low is not None else e.value)) for _, e in drawn],
+                              [scale * ((e.high if e.high is not None else e.value) - e.value) for _, e in drawn]],
+                        fmt="o", linestyle="none", color=colors[i % len(colors)], capsize=3, label=model)
+        _n_row(ax, range(len(settings)), _n_ranges(ns, len(settings)), "n={n}")
+        ax.set_xticks(range(len(settings)))
+        ax.set_xticklabels(labels, fontsize=7.5, rotation=20, ha="right")
+        ax.set_xlim(-0.5, len(settings) - 0.5)
+        ax.set_ylim(*_pad(limits))
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=min(6, max(1, len(names))), fontsize=8,
+               title="model: point and 95% interval (personas resampled); n = instances", title_fontsize=7)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+
+PLOTTERS = {"fig_prf1": plot_prf_bars, "fig_strategies": plot_strategies, "fig3_position": plot_position,
+            "fig9_length": plot_length, "fig5_inference_vs_generation": plot_inference_generation,
+            "fig6_summaries": plot_summaries}
 
 
 def plotter(name: str):

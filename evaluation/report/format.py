@@ -8,6 +8,9 @@ from typing import Any, Callable
 
 from cupid.utils.dataset import INSTANCE_TYPES
 from cupid.evaluation.report.statistics import Correlation, Estimate
+from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
+
+ERROR_SLUGS = {t: t.lower().replace(" ", "_") for t in ERROR_TYPES}
 
 # The evaluator (matcher, decomposer, judge) behind every published number (§2.3): a fact of
 # the paper, not a setting, so it does not follow config.DEFAULT_EVALUATOR.
@@ -17,6 +20,7 @@ CSV_COLUMNS = [
     "model", "paper_model", "setting", "scorer", "evaluator", "matcher", "instance_type",
     "instance_files",
     "inference_evaluated", "inference_failed", "inference_missing", "inference_skipped",
+    "inference_flagged",
     "precision", "precision_low", "precision_high",
     "recall", "recall_low", "recall_high",
     "f1", "f1_low", "f1_high",
@@ -25,13 +29,23 @@ CSV_COLUMNS = [
     "macro_recall", "macro_recall_low", "macro_recall_high",
     "macro_f1", "macro_f1_low", "macro_f1_high",
     "generation_evaluated", "generation_failed", "generation_missing", "generation_skipped",
+    "generation_flagged",
     "score", "score_low", "score_high",
     "paper_table_inference", "paper_precision", "paper_recall", "paper_f1",
     "paper_table_generation", "paper_score",
-    "n_bootstrap", "seed", "run_dirs",
-]
+    "sessions_shown", "session_recall", "session_recall_low", "session_recall_high",
+    "session_precision", "session_precision_low", "session_precision_high", "history_tokens", "model_input_tokens",
+    "n_bootstrap", "seed", "run_dirs", "exclude_filtered", "build_id",
+    # Table 2 (report/error_table.py): on each model's default-setting, all-instances row of
+    # the scorer whose F1 drew its sample.
+    "error_types_classifier", "error_types_f1_below", "error_types_eligible", "error_types_drawn",
+    "error_types_classified", "error_types_failed", "error_types_missing",
+] + [f"{prefix}error_{ERROR_SLUGS[t]}{suffix}" for t in ERROR_TYPES for prefix, suffix in
+     (("", ""), ("", "_share"), ("", "_share_low"), ("", "_share_high"), ("paper_", "_share"))]
 
 GROUPS = ("all",) + INSTANCE_TYPES
+# Marks, in an ``n`` cell, the results read from a filtered or refused answer.
+FLAG = "⚑"
 # A figure's point or bin resting on fewer instances is drawn hollow (Figure 3) or merged
 # into fewer bins (Figure 9): one instance must not look like a trend.
 DEFAULT_MIN_BIN_SIZE = 5
@@ -84,10 +98,11 @@ def csv_value(value: Any) -> Any:
 
 
 
-def render_csv(rows: list[dict]) -> str:
+def render_csv(rows: list[dict], build_id: str = "") -> str:
+    """report.csv; every row names the build that wrote it (report.md and report.html too)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: csv_value(row.get(k)) for k in CSV_COLUMNS})
+        writer.writerow({k: csv_value(row.get(k)) for k in CSV_COLUMNS} | {"build_id": build_id})
     return buffer.getvalue()

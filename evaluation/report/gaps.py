@@ -4,8 +4,10 @@ results directory lacks, which input is missing and the exact command that would
 The paper's tables and figures and what each rests on (§4, Appendix F):
 
     Table 1   inference, default setting per instance type, and the oracle setting
+    Table 2   the error types of up to 50 low-F1 default-setting inferences per model
     Table 3   generation, default per instance type, oracle, oracle preference
     Table 9   inference, summary setting          Table 10  generation, summary setting
+    Figure 6  each model in the default and the summary setting, inference and generation
     Table 11  inference matched by PrefMatcher-7B (default and oracle)
     Figure 3  per-instance F1 against the position of the relevant sessions (default)
     Figure 4  F1 with GPT-4o against F1 with PrefMatcher on the same inferences
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cupid import config
+from cupid.evaluation.report import error_types
 from cupid.evaluation.report.results import Run
 
 # Figure 5 draws a correlation; fewer points give no r (analysis.pearson).
@@ -38,7 +41,7 @@ class Gap:
 
 
 @dataclass
-class RunSpec:
+class RunCommand:
     """How a model was run: enough to write the command of a missing setting or task."""
     model: str
     overrides: dict
@@ -62,15 +65,16 @@ def _data_flags(data_source: str | None) -> list[str]:
     return ["--data", data_source] if path.is_file() else ["--data_dir", data_source]
 
 
-def run_spec(run: Run, evaluator: str | None) -> RunSpec:
+def run_command(run: Run, evaluator: str | None) -> RunCommand:
     manifest = run.manifests[0] if run.manifests else {}
-    model = str(manifest.get("model_name") or run.model)
+    # How the user named the model (a file, a module, a prefix), so the command runs as printed.
+    model = str(manifest.get("model_spec") or manifest.get("model_name") or run.model)
     overrides = manifest.get("generation_overrides") or {}
-    return RunSpec(model, overrides if isinstance(overrides, dict) else {},
+    return RunCommand(model, overrides if isinstance(overrides, dict) else {},
                    _data_flags(manifest.get("data_source")), evaluator)
 
 
-def command(spec: RunSpec, results_dir: Path, *, setting: str = "default", task: str = "inference",
+def command(spec: RunCommand, results_dir: Path, *, setting: str = "default", task: str = "inference",
             use_matcher: bool = False) -> str:
     args = ["python", "-m", "evaluation.run", "--model", spec.model, "--results_dir", str(results_dir)]
     if spec.evaluator and spec.evaluator != config.DEFAULT_EVALUATOR:
@@ -103,7 +107,7 @@ def find_gaps(an, results_dir: Path) -> list[Gap]:
     for model in models:
         runs = [r for r in an.runs if r.model == model]
         default = an.run(model, "default")
-        specs[model] = run_spec(default or runs[0], evaluator)
+        specs[model] = run_command(default or runs[0], evaluator)
 
     def has(model: str, setting: str, task: str, scorer: str | None = None) -> bool:
         run = an.run(model, setting)
@@ -129,7 +133,7 @@ def find_gaps(an, results_dir: Path) -> list[Gap]:
               ("inference", "generation"), "oracle-setting results")
     per_model("Table 3 (oracle preference column)", "oracle_preference", ("generation",),
               "oracle-preference generation results")
-    per_model("Tables 9 and 10", "summary", ("inference", "generation"), "summary-setting results")
+    per_model("Tables 9 and 10, Figure 6", "summary", ("inference", "generation"), "summary-setting results")
 
     # Table 11 and Figure 4: the same inferences matched by PrefMatcher as well.
     matched = {run.model for base, other in an.matcher_pairs() for run in an.runs
@@ -156,7 +160,7 @@ def find_gaps(an, results_dir: Path) -> list[Gap]:
                  f"{MIN_MODELS_FOR_CORRELATION}")
         if more > 0:
             lacks += f"; evaluate {more} more model(s) with --task both"
-            commands.append(command(RunSpec("OTHER_MODEL", {}, next(iter(specs.values())).data_flags
+            commands.append(command(RunCommand("OTHER_MODEL", {}, next(iter(specs.values())).data_flags
                                             if specs else [], evaluator), results_dir, task="both"))
         gaps.append(Gap("Figure 5", lacks, commands))
 
@@ -166,6 +170,12 @@ def find_gaps(an, results_dir: Path) -> list[Gap]:
     if not any(has(m, "default", "generation", gen_scorer) for m in models):
         gaps.append(Gap("Figure 9 (generation panel)", "default-setting generation results",
                         [command(specs[m], results_dir, task="generation") for m in models]))
+    unclassified = [m for m in models if has(m, "default", "inference", inf_scorer)
+                    and not (error_types.directory_of(an.run(m, "default")) / error_types.SAMPLE).is_file()]
+    if unclassified:
+        gaps.append(Gap("Table 2", f"error-type classifications of the low-F1 inferences of "
+                        f"{', '.join(an.label(m) for m in unclassified)}",
+                        [f"python -m evaluation.report {shlex.quote(str(results_dir))} --error_types"]))
     return gaps
 
 

@@ -5,9 +5,8 @@
 
 The summary (tables with their intervals, figures) is static HTML painted at once. The
 instance browser, instance pages and the compare view are drawn by the inlined script
-(templates/report.js) from gzip-compressed chunks decoded on demand (all but the index
-word-coded first, utils/word_codes.py, with the page's one codebook): an index (one row per
-run and instance, the instances' shared fields and scores, the paired differences), the
+(templates/report.js) from gzip-compressed chunks decoded on demand: an index (one row per run
+and instance, the instances' shared fields and scores, the paired differences), the
 prior sessions (each distinct session stored once, however many instances and models show
 it, in parts), and each run's steps in parts (payload.py). Instance files do not hold
 sessions or ground truth, so those come from the data the runs name in run.json
@@ -15,9 +14,10 @@ sessions or ground truth, so those come from the data the runs name in run.json
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.analysis import Analysis
@@ -25,6 +25,7 @@ from cupid.evaluation.report.instance_data import load_instance_data
 from cupid.evaluation.report.payload import Payload
 from cupid.evaluation.report.published import display_name
 from cupid.evaluation.report.results import Run
+from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
 from cupid.evaluation.report.statistics import one_blas_thread
 from cupid.utils.cycle_collection import paused_cycle_collection
 from cupid.utils.html_page import chunk_element, chunked_page, esc, markdown_to_html, write_page
@@ -58,20 +59,61 @@ def _worst_section(payload: Payload) -> str:
             f'{failed}</section>')
 
 
-def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, notes: list[str], title: str) -> Iterator[str]:
+def _error_cases_section(payload: Payload) -> str:
+    """Table 2's classified inferences, by model and type, each a link to its instance page
+    (which shows the classifier's reasoning)."""
+    rows = {(run, payload.instances[inst]["id"]): row
+            for row, (run, inst) in enumerate(zip(payload.rows["run"], payload.rows["inst"]))}
+    blocks = []
+    for run_index, classified in payload.classified.items():
+        scorer = payload.scorers.index(classified.sample["scorer"]) if classified.sample["scorer"] in payload.scorers else 0
+        groups: dict[str, list[str]] = {}
+        for instance_id in classified.sample["drawn"]:
+            record, row = classified.step(instance_id), rows.get((run_index, instance_id))
+            output = (record or {}).get("output") or {}
+            kind = "Not classified yet" if record is None else output.get("type") if record["status"] == "done" \
+                and output.get("type") in ERROR_TYPES else "Failed"
+            f1 = (classified.cases.get(instance_id) or {}).get("f1")
+            text = esc(f"F1 {100 * f1:.1f} · {instance_id}" if isinstance(f1, (int, float)) else instance_id)
+            groups.setdefault(kind, []).append(
+                f'<li><a class="error-case" href="#i={row}&amp;s={scorer}">{text}</a></li>' if row is not None
+                else f"<li>{text}</li>")
+        run = payload.runs[run_index]
+        lists = "".join(f'<h4>{esc(kind)} ({len(groups[kind])})</h4><ol>{"".join(groups[kind])}</ol>'
+                        for kind in (*ERROR_TYPES, "Failed", "Not classified yet") if kind in groups)
+        blocks.append(f'<div class="worst error-cases"><h3>{esc(payload.labels.get(run.model, run.model))} '
+                      f'<span class="muted">classified by <code>{esc(classified.sample["classifier"])}</code></span>'
+                      f'</h3>{lists}</div>')
+    return (f'<section class="glance"><h3 id="error-type-cases">The classified cases</h3><p class="muted">Each '
+            f'drawn inference by model and type: click one to see its sessions, the inferred and true preference '
+            f'and the classifier\'s reasoning.</p><div class="worst-grid">{"".join(blocks)}</div></section>')
+
+
+def _after_section(html: str, anchor: str, insert: str) -> str:
+    """``html`` with ``insert`` at the end of the section whose heading has id ``anchor``."""
+    start = html.find(f'id="{anchor}"')
+    if start < 0:
+        return html
+    end = html.find("<h2 ", start)
+    return html[:end] + insert + html[end:] if end >= 0 else html + insert
+
+
+def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, notes: list[str], title: str,
+           build_id: str | None = None) -> Iterator[str]:
     """The page, in parts (see utils.html_page.chunked_page)."""
     summary_html, headings = markdown_to_html(report_md, figure_dir)
+    if payload.classified:
+        summary_html = _after_section(summary_html, "error-types-table-2", _error_cases_section(payload))
     toc = "".join(f'<li><a href="#{anchor}">{esc(text)}</a></li>' for level, anchor, text in headings if level == 2)
     note_html = "".join(f'<p class="warning">{esc(n)}</p>' for n in notes)
 
     def chunks() -> Iterator[str]:
         yield chunk_element("index", index)
-        if payload.codebook is not None:
-            yield chunk_element("words", payload.codebook.words)
         for name, text in payload.chunks:
-            yield chunk_element(name, text=text.result(), coded=True)
+            yield chunk_element(name, text=text.result())
 
-    body = f"""<header class="top"><span class="brand">CUPID report</span>
+    build = f' <span class="muted" id="build">build {esc(build_id)}</span>' if build_id else ""
+    body = f"""<header class="top"><span class="brand">CUPID report</span>{build}
 <nav><a href="#summary" data-view="summary">Summary</a><a href="#instances" data-view="instances">Instances</a><a href="#compare" data-view="compare">Compare</a></nav>
 <span class="muted" id="status"></span></header>
 <main>
@@ -89,19 +131,21 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: list[Run] | None = None,
                       model_order: list[str] | None = None, labels: dict[str, str] | None = None,
                       data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None,
-                      before_summary: Callable[[], None] | None = None) -> Path:
+                      build_id: str | None = None) -> Path:
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in
-    ``output_dir`` and the run directories under ``results_dir`` (``before_summary``: called
-    once the instance data are made, before report.md and the figures are read)."""
+    ``output_dir`` and the run directories under ``results_dir``. ``build_id``: the build this
+    page belongs to (build.py); a report.md of another build is said so."""
     with paused_cycle_collection():
         return _write_html_report(Path(results_dir), Path(output_dir), runs=runs, model_order=model_order,
-                                  labels=labels, data_paths=data_paths, analysis=analysis,
-                                  before_summary=before_summary)
+                                  labels=labels, data_paths=data_paths, analysis=analysis, build_id=build_id)
+
+
+_BUILD = re.compile(r"build `([^`]+)`")
 
 
 def _write_html_report(results_dir: Path, output_dir: Path, *, runs: list[Run] | None, model_order: list[str] | None,
                        labels: dict[str, str] | None, data_paths: Iterable[str | Path] | None,
-                       analysis: Analysis | None, before_summary: Callable[[], None] | None) -> Path:
+                       analysis: Analysis | None, build_id: str | None) -> Path:
     if runs is None:
         analysis = analysis or Analysis(results_dir)
         runs = analysis.runs
@@ -116,8 +160,12 @@ def _write_html_report(results_dir: Path, output_dir: Path, *, runs: list[Run] |
     title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
     with one_blas_thread(), Payload(runs, models, labels, instance_data, analysis) as payload:
         index = payload.index(notes, title)  # the compare view's paired differences
-        if before_summary is not None:
-            before_summary()
         md_path = output_dir / "report.md"
         report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
-        return write_page(output_dir / "report.html", render(payload, index, report_md, output_dir, notes, title))
+        found = _BUILD.search(report_md)
+        build_id = build_id or (found.group(1) if found else None)
+        if build_id and (found is None or found.group(1) != build_id):
+            notes.append(f"report.md beside this page is of build {found.group(1) if found else '(none)'}, "
+                         f"this page of build {build_id}: build the report again to match them")
+        return write_page(output_dir / "report.html",
+                          render(payload, index, report_md, output_dir, notes, title, build_id))

@@ -1,33 +1,29 @@
 """What report.html's script draws from: the index (one row per run and instance, the
 instances' shared fields and scores, the worst rows) and the data chunks (the distinct prior
 sessions in parts of SESSION_PART, each run's instance pages in parts of PART instances),
-coded with one word codebook and compressed while the next run is read."""
+each compressed on a thread while the next run is read."""
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable, Iterator
 
 from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.compare_data import paired_entries
+from cupid.evaluation.report.error_types import Classified, load as load_error_types
 from cupid.evaluation.report.published import display_name
 from cupid.evaluation.report.results import Run, history_of, setting_order
 from cupid.utils.dataset import Instance
-from cupid.utils.chunk_packer import ChunkPacker, PackedChunk
-from cupid.utils.html_page import compact_json
+from cupid.utils.html_page import compact_json, gzip_text
 from cupid.utils.models.catalog import price_of
 from cupid.utils.models.usage import cost_at
-from cupid.utils.word_codes import WordCodebook
 from cupid.evaluation.steps import DECOMPOSE, MATCH_PRECISION, MATCH_RECALL
 
-STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage")
+STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage", "endings", "flagged")
 # Instances per detail chunk and sessions per sessions chunk: an instance page inflates only
 # the few chunks it shows (a run's whole chunk at paper scale is ~6 MB of JSON to parse).
 PART = 64
 SESSION_PART = 64
 ROUND = 4
-# Every how many chunk texts of the sessions and first run the word codebook counts.
-CODEBOOK_SAMPLE_STEP = 2
-# Instance results from which the chunks are coded and compressed in a worker process.
-IN_PROCESS_ROWS = 1000
 
 
 def _num(value: Any) -> float | None:
@@ -47,7 +43,9 @@ def _step_cost(step: dict, prices: dict[str | None, Any] | None = None) -> float
         prices = {}
     if model not in prices:
         prices[model] = price_of(model)
-    return cost_at(prices[model], int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+    return cost_at(prices[model], int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                   cached_prompt_tokens=int(usage.get("cached_prompt_tokens") or 0),
+                   cache_write_tokens=int(usage.get("cache_write_tokens") or 0))
 
 
 def trim_step(step: dict, prices: dict[str | None, Any] | None = None) -> dict:
@@ -112,7 +110,7 @@ def instance_detail(data: dict, checklist: list | None = None,
             if step.name in scorer_steps and (step is MATCH_RECALL or isinstance(decomposed, dict)):
                 scorer_steps[step.name] = _without_repeated_entries(scorer_steps[step.name], entries)
     return {"steps": {n: trim_step(s, prices) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
-            "evaluations": evaluations, "history": data.get("history") or {}}
+            "evaluations": evaluations, "history": data.get("history") or {}, "shown": data.get("shown")}
 
 
 class Payload:
@@ -133,34 +131,32 @@ class Payload:
         self._keep: list = []
         self.instances: list[dict] = []
         self._instance_index: dict[str, int] = {}
-        self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": []}
+        self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": [],
+                                      "flag": []}
         self.metrics = [{"p": [], "r": [], "f1": [], "j": []} for _ in self.scorers]
-        # The chunks in page order (the sessions', then each run's), each coded and
-        # compressed by the packer while the next run is read, so no run's details outlive
-        # their chunk's text.
-        self.chunks: list[tuple[str, PackedChunk]] = []
-        self.codebook: WordCodebook | None = None
-        rows = sum(len(run.instances) for run in self.runs)
-        # Open until close(): the chunks are packed while the rest of the page is made.
-        self.packer = ChunkPacker(in_process=rows >= IN_PROCESS_ROWS)
+        # Table 2's classified inferences, by run index (default-setting runs only).
+        self.classified: dict[int, Classified] = {}
+        # The chunks in page order (the sessions', then each run's), each compressed while
+        # the next run is read (gzip releases the GIL), so no run's details outlive their
+        # chunk's text.
+        self.chunks: list[tuple[str, Future[str]]] = []
+        self._compressor = ThreadPoolExecutor(max_workers=2)
         try:
             for run in self.runs:
                 for instance_id in run.ids():
                     self._instance(instance_id, run.instances[instance_id])
-            pending = [(f"sessions-{start // SESSION_PART}", compact_json(self.sessions[start:start + SESSION_PART]))
-                       for start in range(0, len(self.sessions), SESSION_PART)]
+            for start in range(0, len(self.sessions), SESSION_PART):
+                self._compress(f"sessions-{start // SESSION_PART}", self.sessions[start:start + SESSION_PART])
             for run_index, parts in self._run_details():
-                pending += [(f"run{run_index}-{part}", compact_json(values)) for part, values in parts]
-                self._compress(pending)
-                pending = []
-            self._compress(pending)
+                for part, values in parts:
+                    self._compress(f"run{run_index}-{part}", values)
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
-        """Wait for the chunks' packing to end and release its workers."""
-        self.packer.close()
+        """Wait for the chunks' compression to end."""
+        self._compressor.shutdown(wait=True)
 
     def __enter__(self) -> "Payload":
         return self
@@ -168,15 +164,8 @@ class Payload:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _compress(self, texts: list[tuple[str, str]]) -> None:
-        """Queue the chunks' texts; the first call's texts (the sessions and the first run)
-        are the sample the word codebook is drawn from."""
-        if self.codebook is None:
-            if not texts:
-                return
-            self.codebook = WordCodebook.from_texts(text for _, text in texts[::CODEBOOK_SAMPLE_STEP])
-        for name, text in texts:
-            self.chunks.append((name, self.packer.submit(text, self.codebook)))
+    def _compress(self, name: str, value: Any) -> None:
+        self.chunks.append((name, self._compressor.submit(gzip_text, compact_json(value))))
 
     def _session(self, session) -> int:
         # load_instance_data gives equal sessions as one object: most are found by identity.
@@ -218,13 +207,20 @@ class Payload:
         prices: dict[str | None, Any] = {}  # each model's price, looked up once
         for run_index, run in enumerate(self.runs):
             details: dict[str, dict] = {}
+            classified = load_error_types(run) if run.setting == "default" else None
+            if classified is not None:
+                self.classified[run_index] = classified
             for instance_id in run.ids():
                 data = run.instances[instance_id]
                 inst = self._instance(instance_id, data)
                 known = self.data.get(instance_id)
                 detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None,
                                                               prices)
-                tokens, cost, failed, unpriced = 0, None, [], []
+                case = classified.step(instance_id) if classified is not None else None
+                if case is not None:  # apart from the steps: not part of the result's tokens, cost or failures
+                    detail["error_classification"] = {**trim_step(case, prices), "scorer": classified.sample["scorer"],
+                                                      "classifier": classified.sample["classifier"]}
+                tokens, cost, failed, unpriced, flagged = 0, None, [], [], []
                 for name, step in _all_steps(detail):  # trimmed steps carry their cost
                     usage = step.get("usage") or {}
                     tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
@@ -235,11 +231,14 @@ class Payload:
                         unpriced.append(name)
                     if step.get("status") == "failed" and name not in failed:
                         failed.append(name)
+                    if step.get("flagged") and step.get("status") == "done":
+                        flagged.append(f"{name}: {step['flagged']}")
                 self.rows["inst"].append(inst)
                 self.rows["run"].append(run_index)
                 self.rows["tok"].append(tokens)
                 self.rows["cost"].append(None if cost is None else round(cost, 6))
                 self.rows["fail"].append(failed or 0)
+                self.rows["flag"].append(flagged or 0)
                 self.rows["unpriced"].append(unpriced or 0)
                 evaluations = data.get("evaluations") or {}
                 for k, scorer in enumerate(self.scorers):

@@ -8,6 +8,7 @@ file is an instance file and what a manifest is are store.py's rules, not restat
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -211,9 +212,12 @@ def _drop_first_try_raw(data: dict) -> None:
                 step.pop("raw", None)
 
 
-def setting_order(setting: str) -> tuple[int, str]:
+def setting_order(setting: str) -> tuple[int, list]:
+    """The paper's settings in its order, then the other strategies by name, numbers as numbers
+    (``recent:k=2`` before ``recent:k=10``)."""
     order = list(SETTINGS)
-    return (order.index(setting) if setting in order else len(order), setting)
+    return (order.index(setting) if setting in order else len(order),
+            [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", setting)])
 
 
 # =======================================================================================
@@ -228,6 +232,10 @@ class Outcome:
     failed: dict[str, tuple[str, str]] = field(default_factory=dict)   # id -> (step, error)
     missing: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    # id -> "step: ending" of the results read from a filtered or refused answer (in
+    # ``values``, or in ``excluded`` when the report leaves them out: --exclude_filtered).
+    flagged: dict[str, str] = field(default_factory=dict)
+    excluded: list[str] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -235,8 +243,8 @@ class Outcome:
 
     @property
     def n_applicable(self) -> int:
-        """Instances the task applies to: evaluated + failed + missing (not skipped)."""
-        return len(self.values) + len(self.failed) + len(self.missing)
+        """Instances the task applies to: evaluated + failed + missing + excluded (not skipped)."""
+        return len(self.values) + len(self.failed) + len(self.missing) + len(self.excluded)
 
     def failed_by_step(self) -> Counter:
         return Counter(step for step, _ in self.failed.values())
@@ -250,11 +258,15 @@ class Outcome:
         return Outcome({k: v for k, v in self.values.items() if k in ids},
                        {k: v for k, v in self.failed.items() if k in ids},
                        [k for k in self.missing if k in ids],
-                       [k for k in self.skipped if k in ids])
+                       [k for k in self.skipped if k in ids],
+                       {k: v for k, v in self.flagged.items() if k in ids},
+                       [k for k in self.excluded if k in ids])
 
 
 def _first_failed_step(data: dict, scorer: str, task: str) -> tuple[str, str] | None:
     instance_steps, scorer_steps = TASK_STEPS[task]
+    if isinstance(data.get("shown"), dict) and data["shown"].get("error"):  # the context strategy raised
+        return "context", str(data["shown"]["error"])
     model_steps = data.get("steps") or {}
     evaluation = (data.get("evaluations") or {}).get(scorer)
     scorer_step_data = (evaluation.get("steps") or {}) if isinstance(evaluation, dict) else {}
@@ -279,9 +291,12 @@ def _generation_value(evaluation: dict) -> float | None:
     return None if data is None else read_generation(data)
 
 
-def outcome(run: Run, scorer: str, task: str) -> Outcome:
+def outcome(run: Run, scorer: str, task: str, exclude_filtered: bool = False) -> Outcome:
     """Per-instance values of ``task`` ("inference": InferenceCounts, "generation": judge
-    score) under ``scorer``, and which instances are left out and why."""
+    score) under ``scorer``, and which instances are left out and why; a value read from a
+    filtered or refused answer is flagged, and left out with ``exclude_filtered``."""
+    from cupid.evaluation.aggregate import flagged_tasks
+
     if task not in TASK_STEPS:
         raise ValueError(f"unknown task {task!r}")
     read = _inference_value if task == "inference" else _generation_value
@@ -297,12 +312,18 @@ def outcome(run: Run, scorer: str, task: str) -> Outcome:
                 result.failed[instance_id] = (f"{task} result", f"malformed: {exc}")
                 continue
         if value is not None:
+            flag = flagged_tasks(data, scorer).get(task)
+            if flag:
+                result.flagged[instance_id] = flag
+                if exclude_filtered:
+                    result.excluded.append(instance_id)
+                    continue
             result.values[instance_id] = value
             continue
         failure = _first_failed_step(data, scorer, task)
         if failure:
             result.failed[instance_id] = failure
-        elif run.setting == "oracle" and history_of(data).get("relevant_positions") == []:
+        elif data.get("skipped") or (run.setting == "oracle" and history_of(data).get("relevant_positions") == []):
             result.skipped.append(instance_id)
         else:
             result.missing.append(instance_id)

@@ -3,10 +3,14 @@ published numbers beside ours, coverage (what was evaluated, failed, missing) an
 differences between settings and models."""
 from __future__ import annotations
 
+from collections import Counter
+
+from cupid.evaluation.aggregate import answer_endings
+from cupid.evaluation.console import endings_line
 from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.analysis import Analysis
-from cupid.evaluation.report.format import (GROUPS, PAPER_EVALUATOR, TYPE_TITLES, fmt_ci, fmt_p, fmt_pct, fmt_score,
-                                      md_table)
+from cupid.evaluation.report.format import (FLAG, GROUPS, PAPER_EVALUATOR, TYPE_TITLES, fmt_ci, fmt_p, fmt_pct,
+                                            fmt_score, md_table)
 from cupid.evaluation.report.published import lookup, paper_model_name, scorer_kind
 from cupid.evaluation.report.results import Outcome, Run
 
@@ -31,7 +35,10 @@ def _column_title(setting: str, group: str) -> str:
 
 
 def _n_cell(outcome: Outcome | None) -> str:
-    return "—" if outcome is None else f"{outcome.n}/{outcome.n_applicable}"
+    if outcome is None:
+        return "—"
+    flagged = f" {FLAG}{len(outcome.flagged)}" if outcome.flagged else ""
+    return f"{outcome.n}/{outcome.n_applicable}{flagged}"
 
 
 def inference_table(an: Analysis, scorer: str, layout: str, kind: str = "micro") -> str | None:
@@ -120,20 +127,26 @@ def generation_table(an: Analysis, scorer: str, layout: str) -> str | None:
 
 def coverage_section(an: Analysis) -> str:
     header = ["Model", "Setting", "Scorer", "Task", "Instance files", "Expected (results.json)",
-              "Evaluated", "Failed", "Missing", "Skipped", "Failed at step"]
-    rows, errors = [], []
+              "Evaluated", "Failed", "Missing", "Skipped", "Failed at step",
+              "Filtered or refused" + (" (left out)" if an.exclude_filtered else "")]
+    rows, errors, endings = [], [], []
     for model in an.models():
         for run in [r for r in an.runs if r.model == model]:
             expected = run.expected_instances
             for scorer in run.scorers or ["(none)"]:
+                ended = answer_endings(run.instances.values(), scorer)
+                if ended["answers"]:
+                    endings.append(f"- {an.label(model)} / {run.setting} / {scorer}: {endings_line(ended)}")
                 for task in ("inference", "generation"):
                     if not run.has_task(task, scorer):
                         continue
                     out = an.outcome(run, scorer, task)
                     steps = ", ".join(f"{s}: {c}" for s, c in sorted(out.failed_by_step().items())) or "—"
+                    flagged = ", ".join(f"{k}: {c}" for k, c in sorted(Counter(out.flagged.values()).items()))
                     rows.append([an.label(model), run.setting, scorer, task, str(len(run.instances)),
                                  "—" if expected is None else str(expected), str(out.n),
-                                 str(len(out.failed)), str(len(out.missing)), str(len(out.skipped)), steps])
+                                 str(len(out.failed)), str(len(out.missing)), str(len(out.skipped)), steps,
+                                 f"{len(out.flagged)} ({flagged})" if flagged else "0"])
                     for (step, error), count in sorted(out.errors().items()):
                         short = " ".join(error.split())[:160] or "(no error text)"
                         errors.append(f"- {an.label(model)} / {run.setting} / {scorer} / {task}: "
@@ -153,6 +166,10 @@ def coverage_section(an: Analysis) -> str:
                      f"instances but only {len(run.instances)} instance files exist.")
     if errors:
         parts += ["", "Failure reasons:", ""] + errors
+    if endings:
+        parts += ["", "How the answers ended (every answer the steps received, re-asks included; "
+                      "a filtered, refused, blocked or empty answer without text is asked again once):",
+                  ""] + endings
     warnings = [f"- {w}" for run in an.runs for w in run.warnings]
     if warnings:
         parts += ["", "Warnings while reading:", ""] + warnings
@@ -179,14 +196,13 @@ def differences_section(an: Analysis) -> str:
                      fmt_ci(S.Estimate(d.difference, d.low, d.high, d.n), fmt), fmt_p(d.p_value, an.n_bootstrap)])
         an.difference_rows.append((run_a, scorer_a, run_b, scorer_b, task))
 
-    # Settings against the default setting, per model.
+    # Settings (context strategies) against the default setting, per model.
     for model in an.models():
         base = an.run(model, "default")
-        for setting in ("oracle", "summary", "oracle_preference"):
-            other = an.run(model, setting)
+        for other in [r for r in an.runs if r.model == model and r.setting != "default"]:
             for task, scorer, fmt, what in tasks:
-                add(f"{an.label(model)} {setting}", f"{an.label(model)} default", what, other, scorer, base, scorer,
-                    task, fmt)
+                add(f"{an.label(model)} {other.setting}", f"{an.label(model)} default", what, other, scorer, base,
+                    scorer, task, fmt)
     # Matcher scorer against the evaluator scorer, same inferred preferences.
     for base_scorer, matcher_scorer in an.matcher_pairs():
         for run in an.runs:

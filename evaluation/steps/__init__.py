@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import ModuleType
 
-from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
+from cupid.evaluation.steps import decompose, error_type, generate, infer, judge, match, summarize
 
 TASKS = ("inference", "generation")
 
@@ -26,7 +26,7 @@ TASKS = ("inference", "generation")
 class Step:
     name: str                 # its stored name: instance files, results.json, exports
     module: ModuleType        # its prompt, parameters, request, parser and checks
-    tasks: tuple[str, ...]    # the tasks whose result it enters
+    tasks: tuple[str, ...]    # the tasks whose result it enters (none: an analysis of finished results)
     role: str                 # whose model answers: "evaluated", "evaluator" or "matcher"
     per_scorer: bool          # recorded under each scorer (evaluations[scorer].steps), else once (steps)
 
@@ -56,8 +56,9 @@ DECOMPOSE = Step("decompose", decompose, ("inference",), "evaluator", True)
 MATCH_PRECISION = Step("match_precision", match, ("inference",), "matcher", True)
 MATCH_RECALL = Step("match_recall", match, ("inference",), "matcher", True)
 JUDGE = Step("judge", judge, ("generation",), "evaluator", True)
+ERROR_TYPE = Step("error_type", error_type, (), "evaluator", True)
 
-STEPS = (SUMMARIZE, INFER, GENERATE, DECOMPOSE, MATCH_PRECISION, MATCH_RECALL, JUDGE)
+STEPS = (SUMMARIZE, INFER, GENERATE, DECOMPOSE, MATCH_PRECISION, MATCH_RECALL, JUDGE, ERROR_TYPE)
 BY_NAME = {step.name: step for step in STEPS}
 
 

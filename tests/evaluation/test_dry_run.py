@@ -12,7 +12,7 @@ from cupid_responder import CupidResponder, make_row, two_instance_plans
 from cupid.evaluation import run as eval_run
 from fake_llm_server import FakeLLMServer
 from cupid.synthesis import run as synth_run
-from cupid.utils.models.catalog import priced_models
+from cupid.utils.models.catalog import price_of
 from cupid.utils.models.tokens import estimate_tokens
 from repo_paths import ROOT
 
@@ -65,7 +65,7 @@ def test_no_key_needed_and_priced_roles_are_costed(tmp_path, capsys, monkeypatch
                             "--data_dir", str(SAMPLE), "--results_dir", str(tmp_path / "r"),
                             "--rate_limit", "rpm=6")
     evaluator = forecast["roles"]["evaluator"]
-    price_in, price_out = priced_models()["gpt-4o-2024-11-20"]
+    price_in, price_out = price_of("gpt-4o-2024-11-20")[:2]
     expected = (evaluator["input_tokens"] * price_in + evaluator["output_tokens"] * price_out) / 1e6
     assert evaluator["cost_usd"] == pytest.approx(expected, rel=1e-4)
     assert evaluator["batch_cost_usd"] == pytest.approx(expected * config.BATCH_DISCOUNT, rel=1e-4)

@@ -1,14 +1,7 @@
 import pytest
 
-from cupid.evaluation.metrics import (InferenceCounts, f1_score, generation_summary, label_score,
-                                macro_inference, micro_inference)
+from cupid.evaluation.metrics import InferenceCounts, f1_score, generation_summary, macro_inference, micro_inference
 from cupid.evaluation.aggregate import InstanceOutcome, aggregate
-
-
-def test_label_scores():
-    assert [label_score(l) for l in ("Fully Covered", "partially covered", "NOT COVERED")] == [1, 0.5, 0]
-    with pytest.raises(KeyError):
-        label_score("Covered")
 
 
 def test_micro_pools_counts_while_macro_averages_instances():

@@ -33,6 +33,8 @@ OUR_FILES = {
     "evaluation/infer_preference_from_summaries": (["session_summaries", "curr_request"], "Figure 21"),
     "evaluation/generate_response_from_summaries": (["session_summaries", "curr_request"], "Figure 22"),
     "evaluation/generate_response_oracle_preference": (["preference", "request"], "oracle preference"),
+    "evaluation/error_type": (["sessions", "context", "request", "true_preference", "inferred_preference"],
+                              "Table 2"),
 }
 LABELS = {"Fully Covered", "Partially Covered", "Not Covered"}
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

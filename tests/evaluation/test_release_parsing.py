@@ -69,6 +69,9 @@ CASES = [
     ("judge", "### Evaluation Score\n\n7.5", "same", 7.0, 7),
     ("judge", "#### Evaluation Score\n\n6", "same", 6.0, 6),
     ("judge", "### Evaluation Score\n\n9\n\nThe response is strong.", "same", 9.0, 9),
+    # Two score headers: the release reads the first, and so do we (both readings).
+    ("judge", "### Evaluation Score\n\n8\n\n### Evaluation Score\n\n3", "same", 8.0, 8),
+    ("judge", "### Evaluation Score\n\nScore: 8\n\n### Evaluation Score\n\nScore: 3", "zero", 0.0, 8),
     ("judge", "### Evaluation Score:\n\n8", "zero", 0.0, 8),
     ("judge", "### Evaluation Score\n\nScore: 8", "zero", 0.0, 8),
     ("judge", "### Evaluation Score\n\n8 (Very Good)", "zero", 0.0, 8),

@@ -112,8 +112,8 @@ def test_progress_log_lines():
 
 
 @pytest.mark.parametrize("body, named", [
-    ("models: [m]\nsettings: [default, orcale]\n", "settings: invalid choice: 'orcale'"),
-    ("models: [m]\ntask: bogus\n", "task: invalid choice: 'bogus'"),
+    ("models: [m]\nsettings: [default, orcale]\n", "settings: unknown 'orcale' (did you mean 'oracle'?)"),
+    ("models: [m]\ntask: bogus\n", "task: expected one of inference, generation, both, got 'bogus'"),
     ("models: [m]\nlimit: 0\n", "limit: expected a whole number of at least 1, got 0"),
     ("models: [m]\nshard: 5/3\n", "shard: '5/3': expected I/N"),
     ("models: [m]\nn_workers: \"eight\"\n", "n_workers: expected a whole number of at least 1, got 'eight'"),
@@ -132,7 +132,7 @@ def test_progress_log_lines():
     ("models: [m]\nsweep: other.yaml\n", "sweep: a sweep file cannot name another"),
     ("models: [m\n", "cannot read the sweep file"),
 ])
-def test_sweep_file_values_go_through_the_parser(tmp_path, capsys, body, named):
+def test_sweep_file_values_are_checked_as_evaluate_checks_them(tmp_path, capsys, body, named):
     """Each bad value is one line naming the file, the run and the key, exit 2, before
     anything is read or written."""
     sweep = tmp_path / "sweep.yaml"

@@ -223,6 +223,22 @@ class Browser:
         self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height,
                                                          "deviceScaleFactor": 1, "mobile": mobile}, session=True)
 
+    def allow_downloads(self, directory: str | Path) -> Path:
+        """Save what the page downloads (a click on an ``<a download>``) into ``directory``."""
+        directory = Path(directory).resolve()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.send("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(directory)})
+        return directory
+
+    def wait_for_file(self, path: str | Path, timeout: float | None = None) -> Path:
+        """``path`` once a download has written it whole (Chromium renames it at the end)."""
+        path, deadline = Path(path), time.monotonic() + (timeout or self.timeout)
+        while not path.is_file():
+            if time.monotonic() > deadline:
+                raise BrowserError(f"no download {path.name} within the timeout")
+            time.sleep(0.05)
+        return path
+
     def screenshot(self, path: str | Path, full_page: bool = False) -> Path:
         params: dict = {"format": "png"}
         if full_page:

@@ -29,14 +29,28 @@ Usage::
 
 API (kept stable: the evaluation and synthesis tests script their answers through it):
 
-``FakeResponse(text=None, status=200, headers=None, delay=0.0, raw_body=None, hang=False)``
-    ``text``: the answer; ``None`` with status 200 gives a malformed answer (OpenAI: null
-    content; Anthropic: no content blocks). ``status`` >= 400: an error in the API's own
+``FakeResponse(text=None, status=200, headers=None, delay=0.0, raw_body=None, hang=False,
+finish=None, refusal=None, hide_text=False, thinking_only=False, block_reason=None, cached_tokens=0)``
+    ``text``: the answer; ``None`` with status 200 gives an answer without text (OpenAI: null
+    content; Anthropic: no content blocks; Gemini: no parts). ``status`` >= 400: an error in the API's own
     error format (``text`` becomes its message). ``headers``: extra response headers, e.g.
     ``{"Retry-After": "1"}``. ``delay``: seconds to wait before answering. ``raw_body``:
     these bytes are sent as the body instead (a malformed body). ``hang``: never answer
     (sleeps past any client timeout, at most ``HANG_SECONDS``, and stops early when the
     server stops).
+
+    The providers' awkward answers, as each documents them: ``finish`` replaces the finish
+    signal (OpenAI ``finish_reason: "content_filter"``, Anthropic ``stop_reason: "refusal"``,
+    Gemini ``finishReason: "SAFETY"``); ``hide_text`` bills ``text`` but sends none of it (content
+    null, no text block, no parts: a filter that withheld what was generated); ``refusal`` is
+    OpenAI's ``message.refusal`` (billed as output), Anthropic's ``stop_details.explanation`` and
+    Gemini's ``promptFeedback.blockReasonMessage``; ``thinking_only`` gives Anthropic's response
+    holding only a thinking block; ``block_reason`` gives Gemini's prompt blocked before any
+    candidate (``promptFeedback.blockReason``) with its prompt tokens in ``usageMetadata``;
+    ``cached_tokens`` reports that many prompt tokens as read from the prompt cache (OpenAI
+    ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens`` with
+    ``input_tokens`` the rest, Gemini ``cachedContentTokenCount``). ``billed`` lists what each
+    answer billed (``billed_totals()`` sums it), so a test can compare the run's counts.
 
 ``basic_auth = (user, password)``
     Play a proxy that asks for HTTP basic auth (nginx's ``auth_basic``): every request
@@ -108,6 +122,7 @@ can therefore check the accounting exactly (``FakeLLMServer.count_tokens``).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 import threading
@@ -286,6 +301,14 @@ class FakeResponse:
     delay: float = 0.0
     raw_body: bytes | None = None
     hang: bool = False
+    # The providers' awkward answers, shaped as each documents them (the module docstring).
+    finish: str | None = None      # finish_reason / stop_reason / finishReason sent instead
+    refusal: str | None = None     # OpenAI's message.refusal, Anthropic's stop_details.explanation,
+    #                                Gemini's blockReasonMessage
+    hide_text: bool = False        # ``text`` is generated and billed but not sent (filtered)
+    thinking_only: bool = False    # Anthropic: a thinking block and no text block
+    block_reason: str | None = None  # Gemini: promptFeedback.blockReason, no candidate
+    cached_tokens: int = 0         # prompt tokens reported as read from the prompt cache
 
 
 def count_tokens(text: str | None) -> int:
@@ -464,8 +487,7 @@ class _Handler(BaseHTTPRequestHandler):
                                       "retry-after-ms": str(int(refused_for * 1000) + 1)})
                 self._send_error(api, 429, "Rate limit reached for tokens per min", limit_headers)
                 return
-            response = FakeResponse(response.text, response.status,
-                                    {**(response.headers or {}), **limit_headers}, response.delay)
+            response = dataclasses.replace(response, headers={**(response.headers or {}), **limit_headers})
         self._answer(api, req, response)
 
     # -- vLLM -------------------------------------------------------------------------------
@@ -539,6 +561,7 @@ class _Handler(BaseHTTPRequestHandler):
         model = req["model"] or "fake-model"
         body = req["body"]
         text = response.text
+        cached = min(response.cached_tokens, prompt_tokens)
         if api == "openai":
             reasoning = (owner.reasoning_tokens if openai_is_reasoning(model, owner.reasoning_models)
                          else 0)
@@ -547,17 +570,29 @@ class _Handler(BaseHTTPRequestHandler):
             if limit is not None and reasoning + count_tokens(text) > limit:
                 reasoning = min(reasoning, limit)
                 text, finish = _cut(text, limit - reasoning), "length"
-            completion_tokens = count_tokens(text) + reasoning
+            # A refusal's words are generated output too (billed as completion tokens).
+            completion_tokens = count_tokens(text) + count_tokens(response.refusal) + reasoning
             payload = {
                 "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
                 "created": int(time.time()), "model": model,
-                "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
-                             "message": {"role": "assistant", "content": text,
-                                         "refusal": None}}],
+                "choices": [{"index": 0, "finish_reason": response.finish or finish, "logprobs": None,
+                             "message": {"role": "assistant",
+                                         "content": None if response.hide_text else text,
+                                         "refusal": response.refusal}}],
                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                           "total_tokens": prompt_tokens + completion_tokens,
+                          "prompt_tokens_details": {"cached_tokens": cached},
                           "completion_tokens_details": {"reasoning_tokens": reasoning}},
             }
+        elif api == "google" and response.block_reason:
+            # The prompt refused before any candidate: its tokens are billed all the same.
+            completion_tokens = 0
+            feedback = {"blockReason": response.block_reason}
+            if response.refusal:
+                feedback["blockReasonMessage"] = response.refusal
+            payload = {"promptFeedback": feedback, "modelVersion": model,
+                       "usageMetadata": {"promptTokenCount": prompt_tokens,
+                                         "totalTokenCount": prompt_tokens}}
         elif api == "google":
             generation = body.get("generationConfig") or {}
             budget = gemini_thinking_budget(body)
@@ -570,15 +605,17 @@ class _Handler(BaseHTTPRequestHandler):
             if limit is not None and thoughts + count_tokens(text) > limit:
                 thoughts = min(thoughts, limit)
                 text, finish = _cut(text, limit - thoughts), "MAX_TOKENS"
-            parts = [] if not text else [{"text": text}]
-            completion_tokens = count_tokens(text)
-            usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": completion_tokens,
-                     "totalTokenCount": prompt_tokens + completion_tokens + thoughts}
+            parts = [] if not text or response.hide_text else [{"text": text}]
+            completion_tokens = count_tokens(text) + thoughts
+            usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": count_tokens(text),
+                     "totalTokenCount": prompt_tokens + completion_tokens}
             if thoughts:
                 usage["thoughtsTokenCount"] = thoughts
+            if cached:
+                usage["cachedContentTokenCount"] = cached
             payload = {
                 "candidates": [{"content": {"role": "model", "parts": parts},
-                                "finishReason": finish, "index": 0}],
+                                "finishReason": response.finish or finish, "index": 0}],
                 "usageMetadata": usage,
                 "modelVersion": model,
             }
@@ -586,9 +623,9 @@ class _Handler(BaseHTTPRequestHandler):
             content = []
             thinking_words = 0
             stop = "end_turn"
-            if text is not None:
+            if text is not None or response.thinking_only:
                 thinking = body.get("thinking") or {}
-                if thinking.get("type") == "enabled":
+                if thinking.get("type") == "enabled" or response.thinking_only:
                     thought = owner.anthropic_thinking
                     content.append({"type": "thinking", "thinking": thought,
                                     "signature": "fake-signature"})
@@ -597,16 +634,22 @@ class _Handler(BaseHTTPRequestHandler):
                 if limit is not None and thinking_words + count_tokens(text) > limit:
                     thinking_words = min(thinking_words, limit)
                     text, stop = _cut(text, limit - thinking_words), "max_tokens"
-                if text:
+                if text and not response.hide_text and not response.thinking_only:
                     content.append({"type": "text", "text": text})
+            completion_tokens = count_tokens(text) + thinking_words
             payload = {
                 "id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant",
-                "model": model, "content": content, "stop_reason": stop,
+                "model": model, "content": content, "stop_reason": response.finish or stop,
                 "stop_sequence": None,
-                # Thinking tokens are billed as output and counted in output_tokens.
-                "usage": {"input_tokens": prompt_tokens,
-                          "output_tokens": count_tokens(text) + thinking_words},
+                # Thinking tokens are billed as output and counted in output_tokens; input_tokens
+                # leaves out the prompt tokens read from the cache (cache_read_input_tokens).
+                "usage": {"input_tokens": prompt_tokens - cached, "cache_read_input_tokens": cached,
+                          "cache_creation_input_tokens": 0, "output_tokens": completion_tokens},
             }
+            if response.refusal:
+                payload["stop_details"] = {"type": "refusal", "category": None,
+                                           "explanation": response.refusal}
+        owner._bill(api, model, prompt_tokens, completion_tokens, cached)
         self._send_json(response.status, payload, response.headers)
 
     def _send_error(self, api: str, status: int, message: str | None, headers: dict | None) -> None:
@@ -682,6 +725,10 @@ class FakeLLMServer:
         self.gemini_thoughts = 0                 # a Gemini 2.5+ model's thoughts, no budget set
         self.anthropic_thinking = "Let me think about this."
         self.refused: list[dict] = []            # requests answered with a documented 400
+        # What the server billed, one entry per answer it generated (refused, filtered and
+        # blocked ones included): {"api", "model", "prompt_tokens", "completion_tokens",
+        # "cached_tokens"}.
+        self.billed: list[dict] = []
         self._lock = threading.Lock()
         self._script: deque[FakeResponse] = deque()
         self._requests: list[dict] = []
@@ -779,6 +826,18 @@ class FakeLLMServer:
     def _record(self, req: dict) -> None:
         with self._lock:
             self._requests.append(req)
+
+    def _bill(self, api: str, model: str, prompt_tokens: int, completion_tokens: int,
+              cached_tokens: int) -> None:
+        with self._lock:
+            self.billed.append({"api": api, "model": model, "prompt_tokens": prompt_tokens,
+                                "completion_tokens": completion_tokens, "cached_tokens": cached_tokens})
+
+    def billed_totals(self, model: str | None = None) -> dict:
+        """The tokens billed so far (to ``model``, or to all): prompt, completion and cached."""
+        with self._lock:
+            billed = [b for b in self.billed if model is None or b["model"] == model]
+            return {k: sum(b[k] for b in billed) for k in ("prompt_tokens", "completion_tokens", "cached_tokens")}
 
     def _record_refusal(self, req: dict) -> None:
         with self._lock:

@@ -29,7 +29,7 @@ from cupid.utils.models.batch import BatchItemError, Unanswered
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.hosted import HostedModel, call_sdk_with_headers
 from cupid.utils.models.rate_limit_headers import header_family
-from cupid.utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
+from cupid.utils.models.errors import ModelConfigurationError, PermanentModelError
 from cupid.utils.models.retry import status_code
 from cupid.utils.models.model import register_provider
 from cupid.utils.models.request import Completion, Request, Usage
@@ -46,6 +46,25 @@ RATE_LIMIT_HEADERS = header_family(
               "anthropic-ratelimit-requests-reset"))
 
 
+# How a message ended (endings.py): ``stop_reason`` as the anthropic SDK's Message documents it
+# ("end_turn", "max_tokens" when the requested max_tokens or the model's maximum was exceeded,
+# "stop_sequence", "tool_use", "pause_turn", "refusal" "when streaming classifiers intervene to
+# handle potential policy violations", "model_context_window_exceeded"; anthropic 2.14,
+# anthropic/types/message.py). A message holding only thinking blocks ends "end_turn" with no
+# text: "empty" by the shared rule.
+FINISH_SIGNALS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop", "pause_turn": "stop",
+                  "max_tokens": "length", "model_context_window_exceeded": "length",
+                  "refusal": "refused"}
+
+def _claude(input_price: float, output_price: float, window: int) -> ModelFacts:
+    """A Claude model's facts, its prompt cache priced from its input price: reads at 0.1x, writes
+    (five-minute cache, the default) at 1.25x ("Cache reads: 0.10x input price", "Cache write
+    (5m): 1.25x input price", from https://www.anthropic.com/pricing, as quoted by docs.rs synaps
+    0.3.3 ``pricing``; one-hour writes, 2x, are priced as five-minute ones)."""
+    return ModelFacts(input_price, output_price, window, round(input_price * 0.1, 4),
+                      round(input_price * 1.25, 4))
+
+
 # Prices (USD per million tokens, input and output, at the online rate) and context
 # windows (prompt plus output tokens), as the sources said on the table's date
 # (catalog.py looks them up). Each model's page (platform.claude.com/docs/en/models/MODEL/
@@ -56,29 +75,29 @@ RATE_LIMIT_HEADERS = header_family(
 CATALOG = dated_table("anthropic", date="2026-11-23", sources=(
         "https://platform.claude.com/docs/en/about-claude/pricing and each model's page "
         "(https://platform.claude.com/docs/en/models/MODEL/overview)"), models={
-    "claude-3-5-sonnet-20241022": ModelFacts(3.00, 15.00, 200_000),
-    "claude-3-5-sonnet-20240620": ModelFacts(3.00, 15.00, 200_000),
-    "claude-3-7-sonnet-20250219": ModelFacts(3.00, 15.00, 200_000),
-    "claude-3-5-haiku-20241022": ModelFacts(0.80, 4.00, 200_000),
-    "claude-sonnet-4-20250514": ModelFacts(3.00, 15.00, 200_000),
-    "claude-sonnet-4-5-20250929": ModelFacts(3.00, 15.00, 200_000),
-    "claude-sonnet-4-5": ModelFacts(3.00, 15.00, 200_000),
-    "claude-opus-4-20250514": ModelFacts(15.00, 75.00, 200_000),
-    "claude-opus-4-1-20250805": ModelFacts(15.00, 75.00, 200_000),
-    "claude-opus-4-1": ModelFacts(15.00, 75.00, 200_000),
-    "claude-opus-4-5-20251101": ModelFacts(5.00, 25.00, 200_000),
-    "claude-opus-4-5": ModelFacts(5.00, 25.00, 200_000),
-    "claude-haiku-4-5-20251001": ModelFacts(1.00, 5.00, 200_000),
-    "claude-haiku-4-5": ModelFacts(1.00, 5.00, 200_000),
+    "claude-3-5-sonnet-20241022": _claude(3.00, 15.00, 200_000),
+    "claude-3-5-sonnet-20240620": _claude(3.00, 15.00, 200_000),
+    "claude-3-7-sonnet-20250219": _claude(3.00, 15.00, 200_000),
+    "claude-3-5-haiku-20241022": _claude(0.80, 4.00, 200_000),
+    "claude-sonnet-4-20250514": _claude(3.00, 15.00, 200_000),
+    "claude-sonnet-4-5-20250929": _claude(3.00, 15.00, 200_000),
+    "claude-sonnet-4-5": _claude(3.00, 15.00, 200_000),
+    "claude-opus-4-20250514": _claude(15.00, 75.00, 200_000),
+    "claude-opus-4-1-20250805": _claude(15.00, 75.00, 200_000),
+    "claude-opus-4-1": _claude(15.00, 75.00, 200_000),
+    "claude-opus-4-5-20251101": _claude(5.00, 25.00, 200_000),
+    "claude-opus-4-5": _claude(5.00, 25.00, 200_000),
+    "claude-haiku-4-5-20251001": _claude(1.00, 5.00, 200_000),
+    "claude-haiku-4-5": _claude(1.00, 5.00, 200_000),
     # Adaptive-thinking models (Opus 4.6 takes a budget too); Opus 4.7's page is not in a stored
     # source (as of 2026-11-23): its window is Amazon Bedrock's model card's
     # (docs.aws.amazon.com/bedrock/latest/userguide/model-card-anthropic-claude-opus-4-7.md).
-    "claude-opus-4-6": ModelFacts(5.00, 25.00, 1_000_000),
-    "claude-opus-4-7": ModelFacts(5.00, 25.00, 1_000_000),
-    "claude-sonnet-5": ModelFacts(2.00, 10.00, 1_000_000),
-    "claude-opus-5": ModelFacts(5.00, 25.00, 1_000_000),
-    "claude-opus-5-5": ModelFacts(4.00, 20.00, 1_000_000),
-    "claude-fable-5-1": ModelFacts(10.00, 50.00, 1_000_000),
+    "claude-opus-4-6": _claude(5.00, 25.00, 1_000_000),
+    "claude-opus-4-7": _claude(5.00, 25.00, 1_000_000),
+    "claude-sonnet-5": _claude(2.00, 10.00, 1_000_000),
+    "claude-opus-5": _claude(5.00, 25.00, 1_000_000),
+    "claude-opus-5-5": _claude(4.00, 20.00, 1_000_000),
+    "claude-fable-5-1": _claude(10.00, 50.00, 1_000_000),
 })
 
 
@@ -127,6 +146,7 @@ class AnthropicModel(HostedModel):
     """Claude through the messages API. Honours ANTHROPIC_BASE_URL (read at the first call)."""
 
     provider = "anthropic"
+    finish_signals = FINISH_SIGNALS
     api_key_env = "ANTHROPIC_API_KEY"
     base_url_env = "ANTHROPIC_BASE_URL"
     provider_label = "Anthropic models"
@@ -286,27 +306,33 @@ class AnthropicModel(HostedModel):
         return completion
 
 
+
 def parse_message(response: Any, model_name: str) -> Completion:
     """Join the text blocks of a message (thinking blocks are dropped: the answer that is
-    parsed never holds the thinking). stop_reason "max_tokens" marks it truncated; one cut
-    before any text (the thinking used the limit) is an empty, truncated answer."""
+    parsed never holds the thinking), with its stop_reason and, for a refusal, Anthropic's
+    explanation (``stop_details``). One cut before any text (the thinking used the limit) is
+    an empty answer that ended "length"."""
     blocks = getattr(response, "content", None) or []
     texts = [block.text for block in blocks
              if getattr(block, "type", None) == "text" and isinstance(getattr(block, "text", None), str)]
-    stop_reason = getattr(response, "stop_reason", None)
-    truncated = stop_reason == "max_tokens"
-    if not texts and not truncated:
-        raise TransientModelError(
-            f"{model_name}: malformed response without a text block (stop_reason={stop_reason!r})")
     usage = getattr(response, "usage", None)
-    # output_tokens includes the thinking tokens (billed as output); the API does not say
-    # how many of them were thinking, so reasoning_tokens stays 0 here.
+    details = getattr(response, "stop_details", None)
+    # output_tokens includes the thinking tokens (billed as output). input_tokens leaves out
+    # the prompt tokens read from the prompt cache (cache_read_input_tokens) and written to it
+    # (cache_creation_input_tokens), each billed at its own price (anthropic/types/usage.py):
+    # prompt_tokens is their sum, as OpenAI's and Google's are.
+    read, written = (getattr(usage, name, 0) or 0 for name in ("cache_read_input_tokens",
+                                                               "cache_creation_input_tokens"))
+    thinking = getattr(getattr(usage, "output_tokens_details", None), "thinking_tokens", 0) or 0
     return Completion(
         text="".join(texts),
-        usage=(Usage(getattr(usage, "input_tokens", 0) or 0, getattr(usage, "output_tokens", 0) or 0)
+        usage=(Usage((getattr(usage, "input_tokens", 0) or 0) + read + written,
+                     getattr(usage, "output_tokens", 0) or 0, reasoning_tokens=thinking,
+                     cached_prompt_tokens=read, cache_write_tokens=written)
                if usage is not None else None),
         raw=response,
-        truncated=truncated,
+        finish=getattr(response, "stop_reason", None),
+        refusal=getattr(details, "explanation", None) or getattr(details, "category", None),
     )
 
 

@@ -11,6 +11,12 @@ Two things end the loop without a value, each its own exception carrying the ``A
 far (what was received and what it cost): ``UnusableAnswer`` when every answer stayed
 unusable, and the model layer's ``ModelCallFailed`` when a call failed for good (its
 ``answer`` attribute is set here).
+
+An answer that ended awkwardly (endings.py: filtered, refused, blocked, empty) is asked again
+at most once, whatever ``tries`` allows: the same request would end the same way (at
+temperature 0 surely). One withheld without text (``AnswerWithheld``) counts as an answer
+("" in ``raws``, its usage counted); a blocked prompt is not asked again at all. When the
+loop ends on a withheld answer, that ``AnswerWithheld`` is raised, in the provider's words.
 """
 from __future__ import annotations
 
@@ -18,8 +24,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from cupid.utils.models.errors import ModelCallFailed
+from cupid.utils.models.endings import FLAGGED, WITHHOLDING
+from cupid.utils.models.errors import AnswerWithheld, ModelCallFailed
 from cupid.utils.models.model import Model
+from cupid.utils.models.usage import TOKEN_FIELDS
 
 
 @dataclass
@@ -30,7 +38,7 @@ class Answer:
     raws: list[str] = field(default_factory=list)
     usage: dict = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
     latency_s: float = 0.0        # seconds spent in the model calls
-    truncated: int = 0            # answers cut at the token limit
+    endings: list[str] = field(default_factory=list)  # how each of ``raws`` ended (endings.py)
     sent: dict = field(default_factory=dict)  # the caller's record, and what the model layer says it sent
     next_variant: int = 0         # where a later run's fresh attempts start, after a failure
 
@@ -42,11 +50,17 @@ class Answer:
     def attempts(self) -> int:
         return len(self.raws)
 
+    @property
+    def flagged(self) -> str | None:
+        """The ending of the answer the value was read from, when it marks its scores."""
+        return self.endings[-1] if self.value is not None and self.endings and \
+            self.endings[-1] in FLAGGED else None
+
     def add(self, completion: Any, text: str) -> None:
-        """Count one answer (``text``, as read), its tokens and truncation, and what the
-        adapter says it sent."""
+        """Count one answer (``text``, as read; "" when withheld), its tokens and how it
+        ended, and what the adapter says it sent."""
         self.raws.append(text)
-        self.truncated += bool(getattr(completion, "truncated", False))
+        self.endings.append(getattr(completion, "ending", "stop"))
         parameters = getattr(completion, "parameters", None)
         if parameters is not None:
             self.sent["parameters"] = parameters
@@ -55,10 +69,9 @@ class Answer:
         usage = getattr(completion, "usage", None)
         if usage is None:
             return
-        self.usage["prompt_tokens"] += usage.prompt_tokens
-        self.usage["completion_tokens"] += usage.completion_tokens
-        if getattr(usage, "reasoning_tokens", 0):  # part of completion_tokens
-            self.usage["reasoning_tokens"] = self.usage.get("reasoning_tokens", 0) + usage.reasoning_tokens
+        for name in TOKEN_FIELDS:  # the parts (reasoning, cached) only when there are some
+            if getattr(usage, name, 0) or name in ("prompt_tokens", "completion_tokens"):
+                self.usage[name] = self.usage.get(name, 0) + getattr(usage, name, 0)
         if getattr(usage, "batch", False):  # priced at the batch price in results.json
             self.usage["batch_prompt_tokens"] = self.usage.get("batch_prompt_tokens", 0) + usage.prompt_tokens
             self.usage["batch_completion_tokens"] = \
@@ -90,6 +103,7 @@ def ask_until_usable(model: Model, system_prompt: str, messages: list[dict],
     request, which ``Answer.sent`` starts from. ``request``: passed to ``model.generate``."""
     answer = Answer(sent=dict(record or {}))
     last, last_cut = previous, False
+    withheld: AnswerWithheld | None = None
     for attempt in range(tries):
         variant = first_variant + attempt
         conversation = list(messages)
@@ -99,20 +113,31 @@ def ask_until_usable(model: Model, system_prompt: str, messages: list[dict],
         started = time.perf_counter()
         try:
             completion = model.generate(system_prompt, conversation, variant=variant, **request)
+            withheld = None
+        except AnswerWithheld as exc:  # billed, counted, and asked again at most once
+            completion, withheld = exc.completion, exc
         except ModelCallFailed as exc:
             answer.latency_s = round(answer.latency_s + time.perf_counter() - started, 4)
             answer.next_variant = variant
             exc.answer = answer
             raise
         answer.latency_s = round(answer.latency_s + time.perf_counter() - started, 4)
-        text = completion.text.strip() if strip else completion.text
+        text = "" if withheld else (completion.text.strip() if strip else completion.text)
         answer.add(completion, text)
-        try:
-            answer.value = read(text)
-        except invalid as exc:
-            last, last_cut = (text, str(exc)), bool(getattr(completion, "truncated", False))
-            continue
-        return answer
-    answer.next_variant = first_variant + tries
+        answer.next_variant = variant + 1
+        if withheld is None:
+            try:
+                answer.value = read(text)
+                return answer
+            except invalid as exc:
+                last, last_cut = (text, str(exc)), getattr(completion, "ending", "stop") == "length"
+        else:
+            last, last_cut = (text, withheld.reason), False
+        awkward = [e for e in answer.endings if e in WITHHOLDING]
+        if len(awkward) >= 2 or "blocked" in awkward:
+            break  # it would end the same way again
+    if withheld is not None:
+        withheld.answer = answer
+        raise withheld
     reason = last[1] if last else "no answer"
     raise UnusableAnswer(reason + (" (the answer was cut at the token limit)" if last_cut else ""), answer)

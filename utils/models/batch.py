@@ -29,13 +29,9 @@ files); models without one (Vertex AI, vLLM servers, the embedded model, a user'
 ``__call__``) answer online.
 
 ``run_in_rounds`` is batch mode's driver for both pipelines: a pass, then a round, until
-no call is pending. A pass runs the pipeline's work with some models' ``batch_runner``
-set; a call that misses the response cache is deferred (``BatchDeferred``) and the work
-waiting for it stops there. A round submits what the pass deferred, waits for the batches
-and puts their answers into the cache, so that the next pass replays them and takes each
-piece of work one call further. The pipelines say what a pass is (evaluation/pipeline.py
-``Evaluation.batch_pass``: every unfinished instance; synthesis/pipeline.py
-``Synthesis.run_batched``: the task graph over the files on disk).
+no call is pending. The pipelines say what a pass is (evaluation/pipeline.py
+``run_batch_rounds``: every unfinished instance; synthesis/scheduler.py ``run_batched``:
+the task graph over the files on disk).
 """
 from __future__ import annotations
 
@@ -257,7 +253,10 @@ class BatchRunner:
             if isinstance(answer, Completion):
                 if answer.usage is not None:
                     answer.usage.batch = True
-                model.usage.record_batch(answer.usage, truncated=answer.truncated)
+                # How it ended, by the rule online answers follow; a withheld one is cached
+                # as it is, and the seam raises it when the next pass replays it.
+                answer.ending = model.ending(answer)
+                model.usage.record_batch(answer.usage, ending=answer.ending)
                 if model.cache is not None:
                     model.cache.put(key, answer)
                 self._counts["items_answered"] += 1

@@ -14,6 +14,7 @@ process killed mid-write leaves at most a partial last line) is skipped.
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import logging
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from cupid.utils.io import describe_os_error
+from cupid.utils.models.endings import ENDINGS
 from cupid.utils.models.request import Completion, Usage
 
 log = logging.getLogger("cupid.models")
@@ -156,10 +158,15 @@ class ResponseCache:
             return None
         usage = None
         if tokens[0] is not None:
-            reasoning = entry.get("reasoning_tokens") or 0  # absent in lines of older runs
+            # Absent in lines of older runs, and where there are none.
+            extra = [entry.get(name) or 0 for name in ("reasoning_tokens", "cached_prompt_tokens",
+                                                       "cache_write_tokens")]
             usage = Usage(tokens[0], tokens[1], bool(entry.get("batch")),
-                          reasoning if isinstance(reasoning, int) and reasoning >= 0 else 0)
-        return Completion(text=entry["text"], usage=usage, truncated=entry.get("truncated") is True)
+                          *(n if isinstance(n, int) and n >= 0 else 0 for n in extra))
+        # "truncated": an older run's line of an answer cut at the token limit.
+        ending = entry.get("ending") or ("length" if entry.get("truncated") is True else "stop")
+        return Completion(text=entry["text"], usage=usage, ending=ending if ending in ENDINGS else "stop",
+                          finish=entry.get("finish"), refusal=entry.get("refusal"))
 
     def get(self, key: str) -> Completion | None:
         with self._lock:
@@ -170,7 +177,7 @@ class ResponseCache:
             if where is None:
                 return None
             if isinstance(where, Completion):
-                return Completion(text=where.text, usage=where.usage, truncated=where.truncated)
+                return dataclasses.replace(where)
             return self._load(key, where)
 
     # -- writing ---------------------------------------------------------------------------
@@ -187,10 +194,12 @@ class ResponseCache:
                  "prompt_tokens": usage.prompt_tokens if usage else None,
                  "completion_tokens": usage.completion_tokens if usage else None,
                  "batch": bool(usage and usage.batch)}
-        if usage and usage.reasoning_tokens:  # written only when there are some
-            entry["reasoning_tokens"] = usage.reasoning_tokens
-        if completion.truncated:  # an answer cut at the token limit is replayed as such
-            entry["truncated"] = True
+        for name in ("reasoning_tokens", "cached_prompt_tokens", "cache_write_tokens"):
+            if usage and getattr(usage, name):  # written only when there are some
+                entry[name] = getattr(usage, name)
+        if completion.ending != "stop":  # replayed as it ended (endings.py), in its words
+            entry.update(ending=completion.ending, finish=_plain(completion.finish),
+                         refusal=completion.refusal)
         line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
             if self.writable:
@@ -213,8 +222,8 @@ class ResponseCache:
                                              f"({describe_os_error(exc)}); new answers are kept in "
                                              f"memory for this run only (what each answer produced "
                                              f"is still written to the run's own files)")
-            self._index[key] = Completion(text=completion.text, usage=usage,
-                                          truncated=completion.truncated)
+            self._index[key] = Completion(text=completion.text, usage=usage, ending=completion.ending,
+                                          finish=_plain(completion.finish), refusal=completion.refusal)
 
     def close(self) -> None:
         with self._lock:
@@ -225,3 +234,8 @@ class ResponseCache:
                     self._warn_once("write", f"{self._own}: closing the response cache failed "
                                              f"({describe_os_error(exc)})")
                 self._fd = None
+
+
+def _plain(finish: object) -> str | None:
+    """A provider's finish signal as text (an SDK's enum by its name)."""
+    return getattr(finish, "name", None) or (None if finish is None else str(finish))

@@ -7,9 +7,9 @@ estimate (usage.py ``estimate_cost``, ``--dry_run``); ``context_window_of(name)`
 seam's check that a request fits before it is sent (model.py). A model in no table costs
 ``None`` (unknown) and is sent unchecked.
 
-Prices are USD per million tokens (input, output) at the online rate; reasoning and
-thinking tokens are billed as output by every provider (they are counted in the
-completion tokens, see request.py ``Usage``). The context window is the total of prompt
+Prices are USD per million tokens (input, output, and where a source states them cached input
+and cache writes) at the online rate; reasoning and thinking tokens are billed as output by
+every provider (they are counted in the completion tokens, see request.py ``Usage``). The context window is the total of prompt
 and output tokens the model accepts. Providers change prices: check the sources before
 budgeting a large run.
 """
@@ -26,6 +26,18 @@ class ModelFacts(NamedTuple):
     input_per_mtok: float | None
     output_per_mtok: float | None
     context_window: int | None
+    # Prompt tokens read from the provider's prompt cache, and written to it (Anthropic's
+    # cache creation); None: no discount known, they are priced as input.
+    cached_input_per_mtok: float | None = None
+    cache_write_per_mtok: float | None = None
+
+
+class Price(NamedTuple):
+    """USD per million tokens: input, output, cached input and cache writes (None: as input)."""
+    input: float
+    output: float
+    cached_input: float | None = None
+    cache_write: float | None = None
 
 
 @dataclass(frozen=True)
@@ -59,13 +71,6 @@ def all_models() -> dict[str, ModelFacts]:
     return {name: facts for table in tables().values() for name, facts in table.models.items()}
 
 
-def __getattr__(name: str):
-    # ``MODELS``: every table's rows, read when asked for (the providers declare them).
-    if name == "MODELS":
-        return all_models()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # A dated snapshot (``gpt-5-mini-2025-08-07``, ``claude-sonnet-4-5-20250929``) not listed
 # in its table is looked up under its alias, whose price and window the providers keep for
 # every snapshot of the same model.
@@ -83,21 +88,16 @@ def facts_of(name: str | None) -> ModelFacts | None:
     return None
 
 
-def price_of(name: str | None) -> tuple[float, float] | None:
-    """(input, output) USD per million tokens, or None when unknown."""
+def price_of(name: str | None) -> Price | None:
+    """The model's Price (input, output, cached input, cache write), or None when unknown."""
     facts = facts_of(name)
     if facts is None or facts.input_per_mtok is None or facts.output_per_mtok is None:
         return None
-    return facts.input_per_mtok, facts.output_per_mtok
+    return Price(facts.input_per_mtok, facts.output_per_mtok, facts.cached_input_per_mtok,
+                 facts.cache_write_per_mtok)
 
 
 def context_window_of(name: str | None) -> int | None:
     """Prompt plus output tokens the model accepts, or None when unknown."""
     facts = facts_of(name)
     return None if facts is None else facts.context_window
-
-
-def priced_models() -> dict[str, tuple[float, float]]:
-    """{name: (input, output)} of every model the tables price."""
-    return {name: (f.input_per_mtok, f.output_per_mtok) for name, f in all_models().items()
-            if f.input_per_mtok is not None and f.output_per_mtok is not None}

@@ -1,7 +1,7 @@
 """Every module of utils/models/ imported once, so that each provider's declarations are
 known: its model classes (model.py's tables, which registry.py resolves names in), its dated
 table of prices and context windows (catalog.py) and its rate-limit header family
-(limits.py). The modules are found by listing the package, so nothing here names a provider;
+(pacing.py). The modules are found by listing the package, so nothing here names a provider;
 no module does I/O at import (SDKs are imported lazily)."""
 from __future__ import annotations
 

@@ -50,6 +50,19 @@ class ModelCallFailed(ModelError):
         self.last_error = last_error
 
 
+class AnswerWithheld(ModelCallFailed):
+    """The provider answered (and billed) but gave no text: the answer was filtered or
+    refused, the prompt blocked, or it was empty (endings.py). ``completion`` is that answer
+    (its usage, ending and the provider's words); ``reason`` says it in those words."""
+
+    def __init__(self, model: str, completion) -> None:
+        from cupid.utils.models.endings import describe
+
+        super().__init__(model, describe(completion.ending, completion.finish, completion.refusal),
+                         1, None)
+        self.completion = completion
+
+
 class ContextWindowExceeded(ModelCallFailed):
     """A request longer than the model's context window: refused before it is sent, since no
     retry can make it fit."""

@@ -20,7 +20,6 @@ from typing import Any, Callable
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.model import (
     Completion,
-    Model,
     ModelConfigurationError,
     PermanentModelError,
     Request,
@@ -29,10 +28,22 @@ from cupid.utils.models.model import (
     Usage,
     register_provider,
 )
-from cupid.utils.models.batch import Unanswered
-from cupid.utils.models.hosted import CLIENTS, call_sdk, raise_if_unusable
-from cupid.utils.models.request import normalise_endpoint
-from cupid.utils.redact import register_secret
+from cupid.utils.models.batch import BatchItemError, Unanswered
+from cupid.utils.models.hosted import CLIENTS, HostedModel, call_sdk, raise_if_unusable
+from cupid.utils.models.retry import status_code
+
+# How a Gemini answer ended (endings.py): ``finishReason`` as google-genai documents it
+# (types.FinishReason, google-genai 3.6: STOP "a natural stopping point", MAX_TOKENS
+# "the maximum number of tokens allowed by the max_output_tokens parameter", SAFETY "the
+# content potentially violates safety policies", RECITATION, BLOCKLIST, PROHIBITED_CONTENT,
+# SPII, IMAGE_SAFETY, MODEL_ARMOR and the image ones stopped by a filter), and a prompt refused
+# before any candidate (``promptFeedback.blockReason``, types.BlockedReason: "the reason why the
+# prompt was blocked"). OTHER, LANGUAGE and the tool-call reasons are left to the shared rule.
+FINISH_SIGNALS = {"STOP": "stop", "MAX_TOKENS": "length",
+                  **dict.fromkeys(("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
+                                   "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION",
+                                   "MODEL_ARMOR"), "filtered"),
+                  "promptFeedback.blockReason": "blocked"}
 
 # Prices (USD per million tokens, input and output, at the online rate) and context
 # windows (prompt plus output tokens), as the sources said on the table's date
@@ -47,9 +58,14 @@ CATALOG = dated_table("google", date="2026-11-23", sources=(
     "gemini-2.0-flash-thinking-exp-01-21": ModelFacts(None, None, _GEMINI_WINDOW),
     "gemini-2.0-flash": ModelFacts(0.10, 0.40, _GEMINI_WINDOW),
     "gemini-2.0-flash-lite": ModelFacts(0.075, 0.30, _GEMINI_WINDOW),
-    "gemini-2.5-pro": ModelFacts(1.25, 10.00, _GEMINI_WINDOW),
-    "gemini-2.5-flash": ModelFacts(0.30, 2.50, _GEMINI_WINDOW),
-    "gemini-2.5-flash-lite": ModelFacts(0.10, 0.40, _GEMINI_WINDOW),
+    # Cached input (prompts up to 200k tokens): 2.5 Pro's $0.125 as quoted from the pricing
+    # page in discuss.ai.google.dev/t/question-about-gemini-api-caching-pricing/107349; 2.5
+    # Flash's $0.03 and Flash-Lite's $0.01 in github.com/dalisys/landingAi api-pricing.md (a
+    # copy of the page). The 2.0 models' cached prices are not confirmed in a stored source (as
+    # of 2026-11-23): priced as input.
+    "gemini-2.5-pro": ModelFacts(1.25, 10.00, _GEMINI_WINDOW, 0.125),
+    "gemini-2.5-flash": ModelFacts(0.30, 2.50, _GEMINI_WINDOW, 0.03),
+    "gemini-2.5-flash-lite": ModelFacts(0.10, 0.40, _GEMINI_WINDOW, 0.01),
 })
 
 
@@ -90,39 +106,43 @@ def _get(obj: Any, name: str) -> Any:
 
 
 def parse_response(response: Any, model: str = "gemini") -> Completion:
-    """Text (thought parts dropped) and usage of a GenerateContentResponse."""
+    """Text (thought parts dropped), usage and finish signal of a GenerateContentResponse. A
+    prompt blocked before any candidate (``prompt_feedback.block_reason``) is an answer with
+    no text whose signal is "promptFeedback.blockReason", its prompt tokens counted."""
     candidates = _get(response, "candidates") or []
-    if not candidates:
-        feedback = _get(response, "prompt_feedback")
-        block_reason = _get(feedback, "block_reason") if feedback is not None else None
-        if block_reason:
-            # The same prompt is blocked the same way again: do not retry.
-            raise PermanentModelError(f"{model}: the prompt was blocked ({block_reason})")
+    feedback = _get(response, "prompt_feedback")
+    block_reason = _get(feedback, "block_reason") if feedback is not None else None
+    if not candidates and not block_reason:
         raise TransientModelError(f"{model}: malformed response without candidates")
-    candidate = candidates[0]
+    candidate = candidates[0] if candidates else None
     parts = _get(_get(candidate, "content"), "parts") or []
     texts = [_get(part, "text") for part in parts
              if isinstance(_get(part, "text"), str) and not _get(part, "thought")]
-    finish_reason = _get(candidate, "finish_reason")
     # MAX_TOKENS: the answer hit max_output_tokens, which thinking tokens count against as
     # observed in github.com/googleapis/python-genai/issues/2062 (which says Google's thinking
     # guide states otherwise) and github.com/stanford-crfm/helm/pull/3804: a thinking model may
     # end with a cut answer, or with no text at all.
-    truncated = str(getattr(finish_reason, "name", finish_reason) or "").upper().endswith("MAX_TOKENS")
-    if not texts and not truncated:
-        raise TransientModelError(f"{model}: response without text "
-                                  f"(finish_reason={finish_reason!s})")
+    finish = _get(candidate, "finish_reason") if candidate is not None else "promptFeedback.blockReason"
     usage = _get(response, "usage_metadata")
     if usage is not None:
         # Thinking tokens are billed as output (https://ai.google.dev/gemini-api/docs/pricing:
         # output prices "per 1M tokens (including thinking tokens)", as transcribed in
         # github.com/api-evangelist/gemini plans/gemini-plans-pricing.yml) and reported apart
-        # from the answer's (thoughts_token_count): count them with the completion.
+        # from the answer's (thoughts_token_count): count them with the completion. The prompt
+        # tokens read from a cache (cached_content_token_count) are part of prompt_token_count,
+        # billed at the cached price (discuss.ai.google.dev/t/question-about-gemini-api-caching-
+        # pricing/107349 reads a response's usage so).
         thoughts = _get(usage, "thoughts_token_count") or 0
         completion_tokens = (_get(usage, "candidates_token_count") or 0) + thoughts
         usage = Usage(_get(usage, "prompt_token_count") or 0, completion_tokens,
-                      reasoning_tokens=thoughts)
-    return Completion(text="".join(texts), usage=usage, raw=response, truncated=truncated)
+                      reasoning_tokens=thoughts,
+                      cached_prompt_tokens=_get(usage, "cached_content_token_count") or 0)
+    words = None
+    if block_reason and not candidates:
+        name = getattr(block_reason, "name", block_reason)
+        words = f"{name}: {_get(feedback, 'block_reason_message')}" \
+            if _get(feedback, "block_reason_message") else str(name)
+    return Completion(text="".join(texts), usage=usage, raw=response, finish=finish, refusal=words)
 
 
 def map_error(exc: BaseException, model: str = "gemini") -> BaseException:
@@ -183,8 +203,9 @@ DYNAMIC_THINKING_TOKENS: tuple[tuple[str, int], ...] = (
 
 
 @register_provider("google")
-class GoogleModel(Model):
+class GoogleModel(HostedModel):
     provider = "google"
+    finish_signals = FINISH_SIGNALS
     learns_parameters = True
     reasoning_options = ("thinking_budget",)
     api_key_env = "GOOGLE_API_KEY"
@@ -214,19 +235,14 @@ class GoogleModel(Model):
         return next((family for (family, _), (pattern, _) in zip(FAMILY_NAMES, THINKING_BUDGETS)
                      if re.match(pattern, lowered)), "")
 
-    def __init__(self, name: str | None = None, *, api_key: str | None = None,
-                 project: str | None = None, location: str | None = None,
-                 base_url: str | None = None, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, timeout: float | None = None,
-                 max_retries: int | None = None, cache: ResponseCache | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(name, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                         max_retries=max_retries, cache=cache, sleep=sleep)
-        self._api_key = api_key
-        register_secret(api_key)  # a key given in code is redacted like one from the environment
+    def __init__(self, name: str | None = None, *, project: str | None = None, location: str | None = None,
+                 base_url: str | None = None, api_key: str | None = None, temperature: float | None = 0.0,
+                 max_tokens: int | None = None, timeout: float | None = None, max_retries: int | None = None,
+                 cache: ResponseCache | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(name, base_url=base_url, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
+                         timeout=timeout, max_retries=max_retries, cache=cache, sleep=sleep)
         self._project = project
         self._location = location
-        self._base_url = base_url
 
     # -- configuration (read when used) ------------------------------------------------------
     def resolved_project(self) -> str | None:
@@ -236,16 +252,12 @@ class GoogleModel(Model):
         return self._location or os.environ.get(self.location_env) or DEFAULT_LOCATION
 
     def resolved_api_key(self) -> str | None:
-        return (self._api_key or os.environ.get(self.api_key_env)
-                or os.environ.get(self.alternative_key_env) or None)
-
-    def resolved_base_url(self) -> str | None:
-        return self._base_url or os.environ.get(self.base_url_env) or None
+        return super().resolved_api_key() or os.environ.get(self.alternative_key_env) or None
 
     def endpoint(self) -> str | None:
         if self.uses_vertex():
             return f"vertex:{self.resolved_project()}/{self.resolved_location()}"
-        return normalise_endpoint(self.resolved_base_url())
+        return super().endpoint()
 
     def uses_vertex(self) -> bool:
         return self.resolved_project() is not None
@@ -273,11 +285,11 @@ class GoogleModel(Model):
                 f"export {self.api_key_env}=... (or set {self.project_env} to use Vertex AI)")
 
     def limiter_key(self) -> tuple:
-        from cupid.utils.models.limits import endpoint_key
+        from cupid.utils.models.pacing import endpoint_key
 
         if self.uses_vertex():
             return endpoint_key("vertex", f"{self.resolved_project()}/{self.resolved_location()}", None)
-        return endpoint_key(self.provider, self.resolved_base_url(), self.resolved_api_key())
+        return super().limiter_key()
 
     def probe(self) -> None:
         """List one model (free): an unreachable endpoint or a refused key stops the run
@@ -362,7 +374,7 @@ class GoogleModel(Model):
         temperature is then not sent (thinking refusals are the user's to fix)."""
         from cupid.utils.models.adaptations import Adaptation
 
-        if getattr(exc, "code", None) != 400 or "temperature" in self.overrides:
+        if status_code(exc) != 400 or "temperature" in self.overrides:
             return None
         message = str(getattr(exc, "message", "") or exc)
         lowered = message.lower()
@@ -409,6 +421,13 @@ class GoogleModel(Model):
         return self.parse_response(response)
 
 
+# A batch item's error is a google.rpc.Status, whose code is a gRPC code; its HTTP status as
+# google/rpc/code.proto maps it ("HTTP Mapping: 400 Bad Request" for INVALID_ARGUMENT, ...;
+# github.com/googleapis/googleapis). A code of 100 and above is taken as an HTTP status already.
+GRPC_HTTP_STATUS = {3: 400, 9: 400, 11: 400, 16: 401, 7: 403, 5: 404, 6: 409, 10: 409, 8: 429,
+                    1: 499, 2: 500, 12: 501, 13: 500, 15: 500, 14: 503, 4: 504}
+
+
 class GeminiBatch:
     """Gemini batch mode with inline requests (``client.batches``), each keyed by metadata."""
 
@@ -446,6 +465,13 @@ class GeminiBatch:
         for item in (job.dest.inlined_responses if job.dest is not None else None) or []:
             key = (item.metadata or {}).get("key")
             if key is None:
+                continue
+            if item.error is not None and item.error.code is not None:
+                # As the SDK raises it online (its HTTP status, Google's message), so that a
+                # refused parameter is learned with the rule applied online.
+                status = GRPC_HTTP_STATUS.get(item.error.code, item.error.code)
+                out[key] = BatchItemError(f"HTTP {status}: {item.error.message}", status,
+                                          {"code": status, "message": item.error.message})
                 continue
             if item.error is not None or item.response is None:
                 out[key] = f"failed in the batch: {item.error}"

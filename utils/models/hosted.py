@@ -163,7 +163,7 @@ class HostedModel(Model):
                 f"export {self.api_key_env}=... to use {self.provider_label}")
 
     def limiter_key(self) -> tuple:
-        from cupid.utils.models.limits import endpoint_key
+        from cupid.utils.models.pacing import endpoint_key
 
         return endpoint_key(self.provider, self.resolved_base_url(), self.resolved_api_key())
 

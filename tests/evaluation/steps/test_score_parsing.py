@@ -207,7 +207,7 @@ def test_match_schema_refuses_what_parse_match_cannot_use(doc):
 def test_match_schema_accepts_every_label():
     import jsonschema
 
-    from cupid.evaluation.metrics import LABEL_SCORES
+    from cupid.evaluation.release import LABEL_SCORES
     from cupid.evaluation.steps.match import schema as match_schema
 
     schema = match_schema(2)
@@ -275,3 +275,15 @@ def test_match_positional_results_must_cover_the_checklist():
     with pytest.raises(ParseError) as info:
         parse_match(answer([{"label": "Fully Covered"}, {"index": 2, "label": "Not Covered"}]), CHECKLIST)
     assert str(info.value) == "2 results, some without indices, for 3 checklist entries"
+
+
+@pytest.mark.parametrize("first, second, score", [
+    ("8", "3", 8),                    # the release's reading
+    ("Score: 8", "Score: 3", 8),      # the lenient reading, when the release reads no score
+    ("**9**", "2", 9),
+])
+def test_judge_with_two_score_headers_reads_the_first(first, second, score):
+    """The release takes the text after the first "### Evaluation Score" (str.split(...)[1]);
+    a parser reading the last header would score these answers otherwise."""
+    text = f"{HEAD}### Evaluation Score\n\n{first}\n\n### Evaluation Score\n\n{second}"
+    assert parse_judge(text)["score"] == score

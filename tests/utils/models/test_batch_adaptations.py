@@ -12,7 +12,7 @@ import pytest
 
 from cupid import config
 from counts_check import assert_counts_agree
-from fake_llm_server import FakeResponse, _openai_refusal
+from fake_llm_server import FakeResponse, _google_refusal, _openai_refusal
 from tests.evaluation.test_run import assert_expected
 from tests.utils.models.test_model_families import cupid_env, read_run, run_cli  # noqa: F401
 from cupid.utils.models.adaptations import ADAPTATIONS, reset_adaptations
@@ -158,3 +158,36 @@ def test_anthropic_refused_temperature_is_left_out_in_the_next_round(fake_llm_en
     counts = runner.counts()
     assert (counts["items_adapted"], counts["items_answered"], counts["items_failed"]) == (2, 2, 0)
     assert model.usage.snapshot()["batch_calls"] == 2
+
+
+@pytest.mark.parametrize("name, refusal", [
+    ("meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo",
+     _openai_refusal("Unsupported value: 'temperature' does not support 0 with this model.", "temperature",
+                     "unsupported_value")),
+    ("gemini-2.0-flash", _google_refusal("temperature is not supported for this model")),
+], ids=["together", "google"])
+def test_together_and_gemini_refused_temperature_is_left_out_in_the_next_round(fake_llm_env, tmp_path, capsys,
+                                                                             name, refusal):
+    """Together's (OpenAI's error lines) and the Gemini API's batches (the item's error: its
+    status, Google's message) are learned from as OpenAI's and Anthropic's are: the refused
+    items are batched again without temperature, never asked online."""
+    def answer(req):
+        if req["path"] == "batch" and '"temperature"' in json.dumps(req["body"]):
+            return refusal
+        return f"answer to {req['messages'][-1]['content']}"
+
+    fake_llm_env.responder = answer
+    model = resolve_model(name, cache=ResponseCache(tmp_path / "cache.sqlite"))
+    model.batch_runner = runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05,
+                                              out=io.StringIO())
+    defer(model, "one", "two")
+    runner.run_round()
+    defer(model, "one", "two")
+    runner.run_round()
+    answers = [model.generate("", [{"role": "user", "content": t}]) for t in ("one", "two")]
+    assert [a.text for a in answers] == ["answer to one", "answer to two"]
+    assert all([x["parameter"] for x in a.adaptations] == ["temperature"] for a in answers)
+    assert [r["path"] for r in fake_llm_env.requests] == ["batch"] * 4  # nothing asked online
+    assert capsys.readouterr().err.count(f"note: {name}: the provider refused temperature") == 1
+    counts = runner.counts()
+    assert (counts["items_adapted"], counts["items_answered"], counts["items_failed"]) == (2, 2, 0)

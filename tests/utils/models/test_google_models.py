@@ -71,19 +71,22 @@ def test_parse_response_from_sdk_objects():
 def test_parse_response_failures():
     from google.genai import types
 
-    blocked = types.GenerateContentResponse(
-        candidates=[], prompt_feedback=types.GenerateContentResponsePromptFeedback(block_reason="SAFETY"))
-    with pytest.raises(PermanentModelError, match="blocked"):
-        parse_response(blocked)
+    model = GoogleModel("gemini-2.5-flash")
+    blocked = parse_response(types.GenerateContentResponse(
+        candidates=[], prompt_feedback=types.GenerateContentResponsePromptFeedback(
+            block_reason="SAFETY", block_reason_message="unsafe prompt"),
+        usage_metadata=types.GenerateContentResponseUsageMetadata(prompt_token_count=6357)))
+    # A blocked prompt is an answer without text, its prompt tokens billed and counted.
+    assert (model.ending(blocked), blocked.refusal, blocked.usage.prompt_tokens) == \
+        ("blocked", "SAFETY: unsafe prompt", 6357)
     with pytest.raises(TransientModelError, match="without candidates"):
         parse_response(types.GenerateContentResponse())
-    no_text = {"candidates": [{"content": {"parts": []}, "finish_reason": "STOP"}]}
-    with pytest.raises(TransientModelError, match="STOP"):
-        parse_response(no_text)
+    no_text = parse_response({"candidates": [{"content": {"parts": []}, "finish_reason": "STOP"}]})
+    assert model.ending(no_text) == "empty"
     # Cut at the limit before any text (the thinking used max_output_tokens): the same
-    # request would be cut again, so it is an empty answer marked truncated, not a retry.
+    # request would be cut again, so it is an empty answer that ended "length", not a retry.
     cut = parse_response({"candidates": [{"content": {"parts": []}, "finish_reason": "MAX_TOKENS"}]})
-    assert cut.text == "" and cut.truncated
+    assert cut.text == "" and model.ending(cut) == "length"
 
 
 def test_error_codes_reach_the_seam():

@@ -14,7 +14,7 @@ from cupid_responder import CupidResponder, make_row, two_instance_plans, write_
 from cupid.evaluation import run as run_module
 from fake_llm_server import FakeLLMServer
 from tests.evaluation.test_run import assert_expected
-from cupid.utils.models.catalog import MODELS, context_window_of, price_of
+from cupid.utils.models.catalog import all_models, context_window_of, price_of
 from cupid.utils.models.errors import ContextWindowExceeded, ModelCallFailed, ModelConfigurationError
 from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.usage import estimate_cost
@@ -84,7 +84,8 @@ def test_gpt5_family_gives_the_paper_models_metrics_on_the_same_answers(cupid_en
     assert record["steps"]["infer"]["usage"]["reasoning_tokens"] == 40
     assert results["usage"]["recorded"]["gpt-5-mini-2025-08-07"]["reasoning_tokens"] == 160
     assert results_paper["usage"]["recorded"]["gpt-4.1-nano-2025-04-14"]["reasoning_tokens"] == 0
-    assert results["truncated_answers"] == {"answers": 12, "truncated": 0, "share": 0.0, "by_step": {}}
+    assert results["answer_endings"] == {"answers": 12, "length": 0, "filtered": 0, "refused": 0,
+                                         "blocked": 0, "empty": 0, "by_step": {}}
 
 
 def test_reasoning_effort_is_sent_to_reasoning_models_only(fake_llm_env):
@@ -131,6 +132,31 @@ def test_reasoning_efforts_per_gpt5_generation(fake_llm_env):
     assert fake_llm_env.refused == []
 
 
+def test_an_effort_the_rules_do_not_know_is_passed_on_with_a_warning(fake_llm_env, capsys):
+    """--model_args reasoning_effort takes what the provider takes: an effort the SDK does not
+    name yet, or one a family open to newer efforts (gpt-5.2 and later, unknown names) is not
+    known to take, is sent with a warning, and the provider's answer decides; a family whose
+    efforts are sourced still refuses it before any request."""
+    from cupid.utils.command_line import generation_params, known_reasoning_efforts
+
+    assert "max" in known_reasoning_efforts()  # openai-python 2.45 and later
+    assert generation_params("reasoning_effort=max") == {"reasoning_effort": "max"}
+    assert capsys.readouterr().err == ""
+    assert generation_params("reasoning_effort=ultra") == {"reasoning_effort": "ultra"}
+    assert "reasoning_effort=ultra is not one the openai SDK names" in capsys.readouterr().err
+    newer = resolve_model("gpt-6", role="evaluated", overrides={"reasoning_effort": "ultra"})
+    assert "not known for the unknown family" in capsys.readouterr().err
+    newer.generate("", user("q"))
+    assert fake_llm_env.requests[-1]["body"]["reasoning_effort"] == "ultra"
+    # gpt-5.4 is given "max": sent, and refused in OpenAI's words (the loopback server's rule).
+    model = resolve_model("gpt-5.4", role="evaluated", overrides={"reasoning_effort": "max"})
+    assert "not known for the gpt-5.2+ family" in capsys.readouterr().err
+    with pytest.raises(ModelCallFailed, match="'max' is not supported with the 'gpt-5.4' model"):
+        model.generate("", user("q"))
+    with pytest.raises(ModelConfigurationError, match="not accepted by the gpt-5 family"):
+        resolve_model("gpt-5-mini", overrides={"reasoning_effort": "max"})
+
+
 def test_fake_server_refuses_an_effort_the_family_does_not_take(fake_llm_env):
     """The server's own rule, met by a client that skips the adapter's check: OpenAI's 400 for
     gpt-5.1 and 'minimal' (github.com/anomalyco/opencode/issues/4451)."""
@@ -156,7 +182,7 @@ def test_openai_answer_cut_by_reasoning_is_truncated(fake_llm_env):
     completion = model.generate("", user("q"))
     assert completion.truncated and completion.text == "a long answer"
     assert completion.usage.completion_tokens == 103 and completion.usage.reasoning_tokens == 100
-    assert model.usage.snapshot(model.name)["truncated"] == 1
+    assert model.usage.snapshot(model.name)["endings"]["length"] == 1
 
 
 # -- An unknown model under the same rules: adapted once ----------------------------------------
@@ -292,16 +318,16 @@ def test_gemini_run_with_truncated_answers(cupid_env, tmp_path, capsys):
     assert code == 1
     results, _, record = read_run(results_dir, "gemini-2.5-flash[thinking_budget=8180]")
     infer = record["steps"]["infer"]
-    assert infer["status"] == "failed" and infer["truncated"] == 3
+    assert infer["status"] == "failed" and infer["endings"] == ["length"] * 3
     assert "cut at the token limit" in infer["error"]
-    assert record["steps"]["generate"]["truncated"] == 1
-    cut = results["truncated_answers"]
-    assert cut["by_step"] == {"infer": 6, "generate": 2}
-    assert cut["truncated"] == 8 and cut["share"] == round(8 / cut["answers"], 4)
-    assert results["usage"]["this_invocation"]["model"]["truncated"] == 8
+    assert record["steps"]["generate"]["endings"] == ["length"]
+    cut = results["answer_endings"]
+    assert cut["by_step"] == {"infer": {"length": 6}, "generate": {"length": 2}}
+    assert cut["length"] == 8
+    assert results["usage"]["this_invocation"]["model"]["endings"]["length"] == 8
     assert results["usage"]["this_invocation"]["model"]["reasoning_tokens"] == 8 * 8180
     out = capsys.readouterr().out
-    assert f"answers cut at the token limit: 8 of {cut['answers']}" in out
+    assert f"answers: cut at the token limit 8, filtered 0, refused 0, blocked 0, empty 0 of {cut['answers']}" in out
 
 
 # -- The context window: refused before sending ---------------------------------------------------
@@ -333,10 +359,10 @@ def test_catalog_has_the_paper_models_windows_and_dated_prices():
                  "gemini-2.0-flash-thinking-exp-01-21"):
         assert context_window_of(name) and context_window_of(name) >= 128_000, name
     # A dated snapshot missing from the table is priced as its alias.
-    assert price_of("gpt-5-mini-2099-01-01") == price_of("gpt-5-mini") == (0.25, 2.00)
-    assert price_of("gpt-4o-2024-05-13") == (5.00, 15.00)  # not the alias's price
+    assert price_of("gpt-5-mini-2099-01-01") == price_of("gpt-5-mini") == (0.25, 2.00, 0.025, None)
+    assert price_of("gpt-4o-2024-05-13")[:2] == (5.00, 15.00)  # not the alias's price
     assert price_of("some-new-model") is None and context_window_of("some-new-model") is None
-    assert all(f.context_window is None or f.context_window >= 128_000 for f in MODELS.values())
+    assert all(f.context_window is None or f.context_window >= 128_000 for f in all_models().values())
 
 
 def test_reasoning_flags_are_validated_on_the_command_line(fake_llm_env, tmp_path, capsys):
@@ -346,13 +372,14 @@ def test_reasoning_flags_are_validated_on_the_command_line(fake_llm_env, tmp_pat
     common = ["--data", str(data), "--results_dir", str(tmp_path / "r")]
     cases = [
         (["--model", "gpt-4o-2024-11-20", "--model_args", "reasoning_effort=low"], "not a reasoning model"),
-        (["--model", "gpt-5-mini", "--model_args", "reasoning_effort=extreme"], "expected one of"),
+        (["--model", "gpt-5-mini", "--model_args", "reasoning_effort=low;high"], "expected an effort word"),
+        (["--model", "gpt-5-mini", "--model_args", "reasoning_effort=extreme"], "not accepted by the gpt-5 family"),
         (["--model", "gpt-5-mini", "--model_args", "thinking_budget=2048"], "thinking_budget is not supported"),
         (["--model", "gpt-5-mini", "--evaluator", "claude-sonnet-4-5", "--evaluator_args",
           "thinking_budget=100"], "minimum of 1024"),
     ]
     for args, expected in cases:
-        with pytest.raises(SystemExit) if "extreme" in args[-1] else _no_raise():
+        with pytest.raises(SystemExit) if ";" in args[-1] else _no_raise():
             code = run_module.main(args + common)
             assert code == 2
         err = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("warning:")]
@@ -373,7 +400,7 @@ def test_cache_keeps_truncation_and_reasoning_tokens(tmp_path):
     from cupid.utils.models.request import Completion, Usage
 
     cache = ResponseCache(tmp_path / "cache")
-    cache.put("k1", Completion("cut", Usage(5, 50, reasoning_tokens=47), truncated=True))
+    cache.put("k1", Completion("cut", Usage(5, 50, reasoning_tokens=47), ending="length"))
     cache.put("k2", Completion("whole", Usage(5, 3)))
     cache.close()
     other = ResponseCache(tmp_path / "cache")  # another process reads the first one's file

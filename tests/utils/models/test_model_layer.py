@@ -17,7 +17,7 @@ from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.usage import estimate_cost
 from cupid.utils.models.hosted import CLIENTS
 from cupid.utils.models.openai_models import OpenAIModel
-from cupid.utils.models.vllm_models import PrefMatcherModel, VLLMModel, prefmatcher_model
+from cupid.utils.models.vllm_models import PrefMatcherModel, VLLMModel
 from cupid.utils.models.together_models import TogetherModel
 from fake_llm_server import FakeLLMServer, FakeResponse, count_tokens
 
@@ -247,7 +247,6 @@ def test_connection_refused_is_retried_then_fails(monkeypatch):
     FakeResponse(raw_body=b"{not json at all"),
     FakeResponse(raw_body=b"<html>502 Bad Gateway</html>"),
     FakeResponse(raw_body=b'{"object": "chat.completion"}'),  # JSON without choices
-    FakeResponse(text=None),  # null message content
 ])
 def test_malformed_answer_is_retried(fake_llm_env: FakeLLMServer, malformed: FakeResponse):
     model = OpenAIModel("gpt-4o")
@@ -458,10 +457,9 @@ def test_anthropic_retries_and_errors(fake_llm_env: FakeLLMServer, monkeypatch):
     fake_llm_env.script(FakeResponse(status=429, headers={"retry-after": "2"}),
                         FakeResponse(status=529, text="Overloaded"),
                         FakeResponse(raw_body=b"not json"),
-                        FakeResponse(text=None),  # no content blocks
                         "at last")
     assert model.chat("", user("q")) == "at last"
-    assert len(sleeps.delays) == 4 and sleeps.delays[0] >= 2.0
+    assert len(sleeps.delays) == 3 and sleeps.delays[0] >= 2.0
 
     fake_llm_env.script(FakeResponse(status=400, text="prompt is too long: 250000 tokens > 200000"))
     with pytest.raises(ModelCallFailed) as info:
@@ -583,8 +581,7 @@ def test_prefmatcher_model(fake_server: FakeLLMServer, monkeypatch):
     assert model.chat("", user("q")) == "OK"
     assert fake_server.requests[0]["model"] == config.PREFMATCHER_MODEL
 
-    factory_made = prefmatcher_model()
-    assert (factory_made.temperature, factory_made.max_tokens) == (0, 8192)
+    assert (model.temperature, model.max_tokens) == (0, 8192)
     # An evaluator role's OpenAI options do not reach a served model.
     served = resolve_model(config.PREFMATCHER_MODEL, role="evaluator")
     assert (served.system_role, served.max_tokens_field) == ("system", "max_tokens")
@@ -593,5 +590,5 @@ def test_prefmatcher_model(fake_server: FakeLLMServer, monkeypatch):
         dead_url = other.openai_base_url
     monkeypatch.setattr(config, "PREFMATCHER_BASE_URL", dead_url)
     with pytest.raises(ModelConfigurationError, match="CUPID_PREFMATCHER_URL") as info:
-        prefmatcher_model().check()
+        resolve_model(config.PREFMATCHER_MODEL, role="matcher").check()
     assert dead_url in str(info.value)

@@ -18,6 +18,7 @@ from cupid.utils.models.openai_models import OpenAIModel
 from cupid.utils.models.request import Completion, Request
 from cupid.utils.models.retry import backoff_delay, classify_error, retry_after_of
 from cupid.utils.models.usage import estimate_cost
+from cupid.utils.models.endings import ENDINGS
 from fake_llm_server import FakeLLMServer, FakeResponse
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -208,6 +209,30 @@ def test_estimate_cost_hand_computed(monkeypatch, model, prompt, completion, bat
     assert estimate_cost(model, prompt, completion, batch_prompt, batch_completion) == usd
 
 
+def test_cached_prompt_tokens_priced_at_the_cached_price(monkeypatch):
+    import cupid.utils.models.usage as usage
+    from cupid.utils.models.catalog import Price
+
+    monkeypatch.setattr(usage, "price_of", lambda name: Price(3.00, 15.00, 0.30, 3.75))
+    # 1M prompt tokens of which 600k read from the cache and 100k written to it:
+    # 300k x 3 + 600k x 0.30 + 100k x 3.75 = 0.90 + 0.18 + 0.375; 10k output x 15 = 0.15
+    assert estimate_cost("m", 1_000_000, 10_000, cached_prompt_tokens=600_000,
+                         cache_write_tokens=100_000) == round(0.90 + 0.18 + 0.375 + 0.15, 6)
+    # No cached price known: the cached tokens cost what input costs.
+    monkeypatch.setattr(usage, "price_of", lambda name: Price(3.00, 15.00))
+    assert estimate_cost("m", 1_000_000, 0, cached_prompt_tokens=600_000) == 3.0
+
+
+def test_catalog_prices_the_prompt_cache():
+    from cupid.utils.models.catalog import price_of
+
+    assert price_of("gpt-4o-2024-11-20").cached_input == 1.25      # half of 2.50
+    assert price_of("gpt-5-mini").cached_input == 0.025            # a tenth of 0.25
+    assert price_of("gpt-4o-2024-05-13").cached_input is None      # none: priced as input
+    assert price_of("claude-3-5-sonnet-20241022")[2:] == (0.3, 3.75)  # 0.1x and 1.25x of 3.00
+    assert price_of("gemini-2.5-flash").cached_input == 0.03
+
+
 def test_estimate_cost_unknown_model_is_none_not_zero(monkeypatch):
     use_prices(monkeypatch)
     assert estimate_cost("model-z", 1000, 1000) is None
@@ -291,14 +316,15 @@ def test_usage_tracker_counts_and_prices_by_hand(monkeypatch):
     assert tracker.snapshot("model-a") == {
         "calls": 0, "failed_calls": 0, "attempts": 0, "retries": 0, "cache_hits": 0,
         "rate_limited": 0, "batch_calls": 0, "batch_prompt_tokens": 0, "batch_completion_tokens": 0,
-        "prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0, "truncated": 0,
+        "prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0, "cached_prompt_tokens": 0,
+        "cache_write_tokens": 0, "endings": dict.fromkeys(ENDINGS, 0),
         "latency_total_s": 0, "latency_median_s": None,
         "estimated_cost_usd": 0.0}
     tracker.record_attempt(retry=False)
     tracker.record_attempt(retry=True)
     tracker.record_success(Usage(600_000, 100_000), latency=1.23456)
-    tracker.record_success(None, latency=0.10004)
-    tracker.record_success(Usage(0, 0), latency=2.0)
+    tracker.record_success(None, latency=0.10004, ending="refused")
+    tracker.record_success(Usage(0, 0), latency=2.0, ending="length")
     tracker.record_batch(Usage(300_000, 60_000))
     tracker.record_batch(Usage(100_000, 40_000))
     tracker.record_batch(None)
@@ -313,7 +339,8 @@ def test_usage_tracker_counts_and_prices_by_hand(monkeypatch):
         "calls": 6, "failed_calls": 2, "attempts": 2, "retries": 1, "cache_hits": 2,
         "rate_limited": 2, "batch_calls": 3, "batch_prompt_tokens": 400_000,
         "batch_completion_tokens": 100_000, "prompt_tokens": 1_000_000, "completion_tokens": 200_000,
-        "reasoning_tokens": 0, "truncated": 0,
+        "reasoning_tokens": 0, "cached_prompt_tokens": 0, "cache_write_tokens": 0,
+        "endings": {**dict.fromkeys(ENDINGS, 0), "stop": 4, "refused": 1, "length": 1},
         "latency_total_s": 3.335, "latency_median_s": 1.2346,
         # online 600k x 2.5 + 100k x 10 = 2.50 USD; batch (400k x 2.5 + 100k x 10) x 0.5 = 1.00
         "estimated_cost_usd": 3.5}

@@ -1,4 +1,4 @@
-"""Pacing at the seam (utils/models/limits.py): headers read, one limiter per endpoint
+"""Pacing at the seam (utils/models/pacing.py): headers read, one limiter per endpoint
 and key, a tokens-per-minute limit kept against the loopback server through the openai SDK,
 a 429 holding every caller, user-set limits."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from cupid.utils.models import limits
-from cupid.utils.models.limits import RateLimiter, UserLimits, parse_rate_limit
+from cupid.utils.models import pacing
+from cupid.utils.models.pacing import RateLimiter, UserLimits, parse_rate_limit
 from cupid.utils.models.rate_limit_headers import parse_duration, stated_limits
 from cupid.utils.models.registry import resolve_model
 from fake_llm_server import FakeLLMServer, FakeResponse
@@ -150,7 +150,7 @@ def test_user_set_in_flight_cap():
             active[0] -= 1
         return "OK"
 
-    limits.set_user_limits({"capped": UserLimits(max_in_flight=2)})
+    pacing.set_user_limits({"capped": UserLimits(max_in_flight=2)})
     with FakeLLMServer(responder=responder) as server:
         model = resolve_model(f"vllm:capped@{server.openai_base_url}")
         with ThreadPoolExecutor(6) as pool:

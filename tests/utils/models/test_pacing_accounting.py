@@ -1,13 +1,13 @@
 """The rate limiter's accounting, without waiting: what each admission, answer and failure
-does to the in-flight count, the buckets and the calibration (utils/models/limits.py)."""
+does to the in-flight count, the buckets and the calibration (utils/models/pacing.py)."""
 from __future__ import annotations
 
 import time
 
 import pytest
 
-from cupid.utils.models import limits
-from cupid.utils.models.limits import RateLimiter, UserLimits, limiter_for, parse_rate_limit
+from cupid.utils.models import pacing
+from cupid.utils.models.pacing import RateLimiter, UserLimits, limiter_for, parse_rate_limit
 from cupid.utils.models.rate_limit_headers import parse_duration
 
 
@@ -68,16 +68,16 @@ def test_a_stated_limit_without_reset_time_is_per_minute():
 
 
 def test_limiters_named_by_provider_and_user_limits_by_model():
-    limits.reset_limiters()
+    pacing.reset_limiters()
     try:
         assert limiter_for(("openai", "http://h", "abc")).name == "openai"
         assert limiter_for("plain-key").name == "plain-key"
-        limits.set_user_limits({"gpt-4o": UserLimits(max_in_flight=2)})
-        assert limits.has_user_limits("gpt-4o") and not limits.has_user_limits("claude")
-        limits.set_user_limits({"*": UserLimits(max_in_flight=2)})
-        assert limits.has_user_limits("claude")
+        pacing.set_user_limits({"gpt-4o": UserLimits(max_in_flight=2)})
+        assert pacing.has_user_limits("gpt-4o") and not pacing.has_user_limits("claude")
+        pacing.set_user_limits({"*": UserLimits(max_in_flight=2)})
+        assert pacing.has_user_limits("claude")
     finally:
-        limits.reset_limiters()
+        pacing.reset_limiters()
 
 
 def test_rate_limit_option_for_every_endpoint():

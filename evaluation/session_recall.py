@@ -1,0 +1,67 @@
+"""What a context strategy kept, measured apart from what the model made of it: per instance,
+the sessions shown (``shown`` in the instance file) against the relevant ones (those holding
+the current preference, ``history.relevant_positions``); per run, results.json's
+``session_selection``: session recall (the share of the relevant sessions shown, over the
+instances that have one) and precision (the share of the shown sessions that are relevant,
+over the instances shown any), averaged over instances, in all and per instance type."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from cupid.evaluation.settings import Context
+from cupid.utils.dataset import INSTANCE_TYPES
+
+
+def shown_record(context: Context, summaries: bool) -> dict:
+    """The instance file's ``shown``: the 1-based positions shown (None when the strategy
+    only rendered text) and the history text's size (None when summaries are shown instead),
+    estimated as the file's ``history.history_tokens`` is, 4 characters a token."""
+    return {"positions": None if context.positions is None else list(context.positions),
+            "history_tokens": None if summaries else max(1, round(len(context.text) / 4))}
+
+
+def session_scores(positions: Iterable[int] | None, relevant: Iterable[int] | None) -> dict:
+    """One instance's session recall and precision (None where undefined)."""
+    if positions is None:
+        return {"recall": None, "precision": None}
+    shown, relevant = set(positions), set(relevant or ())
+    kept = len(shown & relevant)
+    return {"recall": kept / len(relevant) if relevant else None,
+            "precision": kept / len(shown) if shown else None}
+
+
+def instance_selection(record: dict) -> dict | None:
+    """An instance file's shown sessions and their scores, or None when it records none."""
+    shown = record.get("shown")
+    if not isinstance(shown, dict):
+        return None
+    positions = shown.get("positions")
+    relevant = (record.get("history") or {}).get("relevant_positions")
+    return {"n_shown": None if positions is None else len(positions), "tokens": shown.get("history_tokens"),
+            **session_scores(positions, relevant)}
+
+
+def _mean(values: list) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _block(selections: list[dict]) -> dict:
+    return {"instances": len(selections),
+            "sessions_shown": _mean([s["n_shown"] for s in selections]),
+            "recall": _mean([s["recall"] for s in selections]),
+            "n_recall": sum(s["recall"] is not None for s in selections),
+            "precision": _mean([s["precision"] for s in selections]),
+            "n_precision": sum(s["precision"] is not None for s in selections),
+            "history_tokens": _mean([s["tokens"] for s in selections])}
+
+
+def session_selection(records: Iterable[dict]) -> dict | None:
+    """results.json's ``session_selection``; None when no instance file records what was shown."""
+    found = [(str(r.get("instance_type")), s) for r in records if (s := instance_selection(r)) is not None]
+    if not found:
+        return None
+    out = _block([s for _, s in found])
+    out["by_instance_type"] = {t: _block([s for kind, s in found if kind == t])
+                               for t in INSTANCE_TYPES if any(kind == t for kind, _ in found)}
+    return out

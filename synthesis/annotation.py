@@ -1,0 +1,251 @@
+"""The human half of the validation (§3.2, Appendix E, Figure 11): annotation pages, and the
+annotators' answers folded back in.
+
+A task is one preference of one persona's series with the user's messages the validator
+extracted for each checklist entry, or the current request with the current checklist (and
+a 1-5 realism rating); the three instances of a persona share their tasks, as the paper's
+four tasks per series. ``write_pages`` writes one self-contained page per batch of tasks
+(annotation/batch-NN.html, in the report's style); the annotator marks each entry
+"expressed" or "not expressed", rates the request, and saves a JSON file of the answers
+(a download: no server). ``fold`` reads those files: an entry counts as expressed when at
+least one annotator marks it so (§3.2); it reports Krippendorff's alpha between annotators
+(the ``krippendorff`` package), the validator's agreement with the humans, the requests'
+realism, and the instances to revise.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Sequence
+
+from cupid.synthesis.validation_plan import (CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST,
+                                             conclude)
+from cupid.utils.errors import BadInput, SetupError
+from cupid.utils.html_page import esc, page, script_json
+from cupid.utils.io import atomic_write_text
+
+FORMAT = "cupid-annotation/1"
+LABELS = (EXPRESSED, NOT_EXPRESSED)
+
+
+def task_key(persona_id: str, kind: str, preference: str) -> str:
+    return "t" + hashlib.sha256(json.dumps([persona_id, kind, preference.strip()]).encode()).hexdigest()[:10]
+
+
+def _kind(entry: dict) -> str:
+    return "request" if entry["preference_role"] == REQUEST else "messages"
+
+
+def annotation_tasks(rows: list[dict], requests: dict[str, str]) -> list[dict]:
+    """The distinct tasks of the rows (``requests``: instance id -> current request)."""
+    tasks: dict[str, dict] = {}
+    for row in rows:
+        for entry in row["entries"]:
+            if entry.get("index") is None:
+                continue  # its checklist could not be had: nothing to show
+            key = task_key(row["persona_id"], _kind(entry), entry["preference"])
+            task = tasks.setdefault(key, {"id": key, "persona_id": row["persona_id"], "kind": _kind(entry),
+                                          "preference": entry["preference"], "role": entry["preference_role"],
+                                          "request": requests[row["instance_id"]] if _kind(entry) == "request" else None,
+                                          "entries": {}, "instances": []})
+            if row["instance_id"] not in task["instances"]:
+                task["instances"].append(row["instance_id"])
+            shown = task["entries"].setdefault(entry["index"], {"index": entry["index"], "entry": entry["entry"],
+                                                                "messages": []})
+            for fragment in entry["fragments"]:
+                if fragment["text"] not in shown["messages"]:
+                    shown["messages"].append(fragment["text"])
+    for task in tasks.values():
+        task["entries"] = [task["entries"][i] for i in sorted(task["entries"])]
+    order = {CURRENT: 0, CONTRASTING: 1, EARLIER: 2, REQUEST: 3}
+    return sorted(tasks.values(), key=lambda t: (t["persona_id"], order[t["role"]], t["id"]))
+
+
+# ---------------------------------------------------------------------------------------
+# The pages
+# ---------------------------------------------------------------------------------------
+YES = {"messages": "Yes, sub-preference is expressed directly or indirectly in any of the user's messages",
+       "request": "Yes, sub-preference is expressed directly or indirectly in the user's request"}
+NO = {"messages": "No, sub-preference is not expressed at all in the user's messages",
+      "request": "No, sub-preference is not expressed at all in the user's request"}
+INTRO = {
+    "messages": ("For each sub-preference below, check if the user expressed it in any of their messages to "
+                 "the AI assistant.", "On the left, you will see a sub-preference in question form. This "
+                 "represents a concern, consideration, or requirement that the user had when interacting with "
+                 "the AI. On the right, you will see messages or feedback from the user to the AI assistant. "
+                 "You should check if the user expressed the sub-preference in any of these messages. Indirect "
+                 "or implicit expressions are also valid."),
+    "request": ("For each sub-preference below, check if the user expressed it in their request to the AI "
+                "assistant, then rate how realistic the request is.", "Below, you will see the user's request, "
+                "then each sub-preference in question form. You should "
+                "check if the request expresses the sub-preference. Indirect or implicit expressions are also "
+                "valid."),
+}
+STYLE = """<style>
+.task .entry { display: grid; grid-template-columns: 1fr 1fr; gap: 14px; border-top: 1px solid var(--line); padding: 8px 0; }
+.task fieldset { border: 0; padding: 0; margin: 4px 0; } .task label { display: block; margin: 3px 0; cursor: pointer; }
+.task .msgs li { margin: 4px 0; } .nav { display: flex; gap: 10px; align-items: center; margin: 10px 0; }
+.realism label { display: inline-block; margin-right: 14px; }
+</style>
+"""
+
+
+def _radios(name: str, kind: str) -> str:
+    return "".join(f'<label><input type="radio" name="{esc(name)}" value="{esc(value)}"> {esc(text)}</label>'
+                   for value, text in ((EXPRESSED, YES[kind]), (NOT_EXPRESSED, NO[kind])))
+
+
+def _task_html(task: dict, number: int, total: int) -> str:
+    kind = task["kind"]
+    title, intro = INTRO[kind]
+    entries = [f'<div class="box"><h3>User\'s Request</h3><p class="text">{esc(task["request"])}</p></div>'] \
+        if kind == "request" else []
+    for e in task["entries"]:
+        right = ""
+        if kind == "messages":
+            items = "".join(f"<li class='text'>{esc(m)}</li>" for m in e["messages"]) or \
+                "<li class='muted'>(no message was extracted for this sub-preference)</li>"
+            right = f"<h3>User's Messages</h3><ul class='msgs'>{items}</ul>"
+        entries.append(f'<div class="entry" data-entry="{e["index"]}"><div><h3>Sub-Preference {e["index"]}</h3>'
+                       f'<p>{esc(e["entry"])}</p><fieldset><legend class="muted">Select one:</legend>'
+                       f'{_radios(task["id"] + "-" + str(e["index"]), kind)}</fieldset></div><div>{right}</div></div>')
+    realism = ""
+    if kind == "request":
+        options = "".join(f'<label><input type="radio" name="{task["id"]}-realism" value="{k}"> {k}</label>'
+                          for k in range(1, 6))
+        realism = (f'<div class="realism box"><p><b>How realistic is it for a user to ask this request to an AI '
+                   f'assistant (e.g., ChatGPT, Gemini, Perplexity, Claude, DeepSeek)?</b> 1 = not realistic at '
+                   f'all, 5 = extremely realistic.</p><fieldset>{options}</fieldset></div>')
+    return (f'<section class="task box" data-task="{task["id"]}" data-kind="{kind}" hidden>'
+            f'<h2>Task {number} of {total}</h2><p><b>{esc(title)}</b></p><p class="muted">{esc(intro)}</p>'
+            f'{"".join(entries)}{realism}</section>')
+
+
+def render_page(name: str, tasks: list[dict]) -> str:
+    body = (f'<header class="top"><span class="brand">CUPID validation · {esc(name)}</span>'
+            f'<label>Your annotator ID <input id="annotator" type="text" size="24"></label></header><main>'
+            + "".join(_task_html(t, k, len(tasks)) for k, t in enumerate(tasks, start=1))
+            + '<div class="nav"><button type="button" id="previous">Previous</button>'
+              '<button type="button" id="next">Submit &amp; Next Task</button>'
+              '<button type="button" id="save">Save answers (JSON)</button><span id="status" class="muted"></span></div>'
+            + f'<script type="application/json" id="annotation-page">{script_json({"format": FORMAT, "page": name})}</script></main>')
+    return page(f"CUPID validation · {name}", body, scripts=("annotate.js",), extra_head=STYLE)
+
+
+def write_pages(directory: Path, tasks: list[dict], per_page: int) -> list[Path]:
+    """annotation/batch-NN.html, ``per_page`` tasks each (the paper gave each annotator 16);
+    tasks.json lists every task and its instances."""
+    paths = []
+    for start in range(0, len(tasks), per_page):
+        name = f"batch-{start // per_page + 1:02d}"
+        paths.append(directory / f"{name}.html")
+        atomic_write_text(paths[-1], render_page(name, tasks[start:start + per_page]))
+    atomic_write_text(directory / "tasks.json", json.dumps(tasks, indent=1, ensure_ascii=False))
+    return paths
+
+
+# ---------------------------------------------------------------------------------------
+# The answers, folded in
+# ---------------------------------------------------------------------------------------
+def read_annotations(paths: Sequence[str | Path], tasks: dict[str, dict]) -> list[dict]:
+    """Each file as ``{"annotator", "labels": {(task, entry): label}, "realism": {task: 1-5}}``;
+    BadInput names the file and field of anything else."""
+    out = []
+    for path in map(Path, paths):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BadInput(f"{path}: not a readable JSON file of annotations ({exc})") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("tasks"), dict):
+            raise BadInput(f"{path}: not an annotation file (expected format {FORMAT!r} and 'tasks')")
+        annotator = str(data.get("annotator") or "").strip() or path.stem
+        labels, realism = {}, {}
+        for key, answer in data["tasks"].items():
+            task = tasks.get(key)
+            if task is None:
+                raise BadInput(f"{path}: field 'tasks.{key}': not a task of this validation's pages")
+            entries = (answer or {}).get("entries") or {}
+            for index, label in entries.items():
+                if label not in LABELS or not any(str(e["index"]) == str(index) for e in task["entries"]):
+                    raise BadInput(f"{path}: field 'tasks.{key}.entries.{index}': {label!r} is not "
+                                   f"{' or '.join(LABELS)} of an entry of the task")
+                labels[(key, int(index))] = label
+            if (answer or {}).get("realism") is not None:
+                value = answer["realism"]
+                if task["kind"] != "request" or isinstance(value, bool) or value not in range(1, 6):
+                    raise BadInput(f"{path}: field 'tasks.{key}.realism': {value!r} is not a rating 1-5 of a request")
+                realism[key] = value
+        out.append({"annotator": annotator, "file": str(path), "labels": labels, "realism": realism})
+    return out
+
+
+def _alpha(data: list[list], level: str) -> tuple[float | None, str | None]:
+    import numpy as np
+    try:
+        import krippendorff
+    except ImportError:
+        raise SetupError("Krippendorff's alpha needs the krippendorff package: pip install "
+                         "'cupid-harness[analysis]'") from None
+
+    matrix = np.array([[np.nan if v is None else v for v in coder] for coder in data], dtype=float)
+    pairable = int((np.sum(~np.isnan(matrix), axis=0) >= 2).sum()) if matrix.size else 0
+    if len(data) < 2 or pairable == 0:
+        return None, "no unit rated by two coders"
+    try:
+        return round(float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=level)), 4), None
+    except (ValueError, ZeroDivisionError) as exc:  # e.g. every value the same: no variation to agree on
+        return None, str(exc)
+
+
+def fold(rows: list[dict], tasks: list[dict], annotations: list[dict]) -> dict:
+    """Set each annotated entry's verdict to the humans' (expressed when at least one
+    annotator marks it so; a "not expressed" over sessions whose extraction failed stays
+    "failed"), conclude every row again, and return the human summary."""
+    coders = sorted({a["annotator"] for a in annotations})
+    votes: dict[tuple[str, int], dict[str, str]] = {}
+    for a in annotations:
+        for unit, label in a["labels"].items():
+            votes.setdefault(unit, {})[a["annotator"]] = label
+    units = sorted(votes)
+    coded = {EXPRESSED: 1, NOT_EXPRESSED: 0}
+    alpha, alpha_note = _alpha([[coded.get(votes[u].get(c)) for u in units] for c in coders], "nominal")
+    realism_units = sorted({k for a in annotations for k in a["realism"]})
+    by_coder = {c: {} for c in coders}
+    for a in annotations:
+        by_coder[a["annotator"]].update(a["realism"])
+    alpha_realism, _ = _alpha([[by_coder[c].get(u) for u in realism_units] for c in coders], "ordinal")
+    ratings = [v for c in coders for v in by_coder[c].values()]
+    llm, human, to_revise = [], [], []
+    for row in rows:
+        for entry in row["entries"]:
+            if entry.get("index") is None:
+                continue
+            unit = (task_key(row["persona_id"], _kind(entry), entry["preference"]), entry["index"])
+            if unit not in votes:
+                continue
+            verdict = EXPRESSED if EXPRESSED in votes[unit].values() else NOT_EXPRESSED
+            entry["llm_verdict"] = entry.get("llm_verdict", entry["verdict"])
+            entry["human"] = {"labels": dict(votes[unit]), "verdict": verdict}
+            if entry["llm_verdict"] != FAILED:
+                llm.append(coded[entry["llm_verdict"]])
+                human.append(coded[verdict])
+            entry["verdict"] = FAILED if verdict == NOT_EXPRESSED and entry.get("failed_sessions") else verdict
+        row["solvable"], row["challenging"] = conclude(row["entries"])
+        row["verified"] = bool(row["solvable"] and row["challenging"])
+        if row["solvable"] is False or row["challenging"] is False:
+            to_revise.append({"instance_id": row["instance_id"], "reasons": sorted(
+                {("not solvable: " if e["preference_role"] != REQUEST else "not challenging: ")
+                 + f"{e['preference_role']} entry {e['index']}"
+                 for e in row["entries"] if e["verdict"] == (EXPRESSED if e["preference_role"] == REQUEST else NOT_EXPRESSED)})})
+    agree = sum(a == b for a, b in zip(llm, human))
+    alpha_llm, _ = _alpha([llm, human], "nominal")
+    mean = sum(ratings) / len(ratings) if ratings else None
+    sd = (sum((r - mean) ** 2 for r in ratings) / (len(ratings) - 1)) ** 0.5 if len(ratings) > 1 else None
+    return {"files": [a["file"] for a in annotations], "annotators": len(coders),
+            "entries_annotated": len(units), "alpha_entries": alpha, "alpha_entries_note": alpha_note,
+            "alpha_realism": alpha_realism,
+            "realism": {"mean": None if mean is None else round(mean, 3), "sd": None if sd is None else round(sd, 3),
+                        "n": len(ratings)},
+            "llm_human_agreement_pct": round(100 * agree / len(llm), 2) if llm else None,
+            "alpha_llm_human": alpha_llm, "llm_human_pairs": len(llm), "to_revise": to_revise}

@@ -1,0 +1,131 @@
+"""``cupid-validate`` (``python -m cupid.synthesis.validate``; from the checkout also ``python -m
+synthesis.validate``): the paper's validation (§3.2, Appendix E) of a data directory.
+
+    cupid-validate --data_dir synthetic_data --output_dir validated --model gpt-4o-2024-11-20 --n_workers 4
+    cupid-validate --data_dir synthetic_data --output_dir validated --annotations a.json b.json
+
+The flags are ``validate()``'s arguments (synthesis/validation.py). Exit status: 0 when every
+instance has its verdicts, 1 when an extraction failed (its instances' verdicts are unknown;
+rerun to ask it again), 2 for bad input or setup, 3 when the file system refused a write,
+130 (143, 129) when stopped by Ctrl-C (SIGTERM, SIGHUP): rerun the same command to resume.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from cupid import config
+from cupid.utils.redact import redact
+
+# One extraction's answer per checklist entry (analysis, fragments, rating), in tokens.
+ANSWER_TOKENS_PER_ENTRY = 150
+ASSUMPTIONS = (f"an extraction answers {ANSWER_TOKENS_PER_ENTRY} tokens per checklist entry",
+               "a preference without a recorded checklist is decomposed (80 tokens, 3 entries)",
+               "every answer is usable at the first attempt")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from cupid.synthesis.validation import DEFAULT_VALIDATOR
+    from cupid.utils.command_line import Parser, non_negative_int, positive_float, positive_int, program_name
+
+    p = Parser(prog=program_name("python -m cupid.synthesis.validate"), description=__doc__.split("\n\n")[0],
+               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--data_dir", required=True,
+                   help="instances to validate: a synthesis output, the benchmark's files, any path cupid-eval reads")
+    p.add_argument("--output_dir", default="validation", help="where validation.jsonl, verified/ and summary.json go")
+    p.add_argument("--model", default=DEFAULT_VALIDATOR, help="the validator (Appendix E: gpt-4o-2024-11-20, temperature 0)")
+    p.add_argument("--n_workers", type=positive_int, default=4, help="instances validated at once (threads)")
+    p.add_argument("--limit", type=positive_int, default=None, help="only the first N instances")
+    p.add_argument("--annotations", nargs="+", default=(), metavar="FILE.json",
+                   help="annotators' answer files saved from the annotation pages: an entry is expressed when "
+                        "at least one annotator marks it so")
+    p.add_argument("--tasks_per_page", type=positive_int, default=16, help="annotation tasks per page (the paper's 16)")
+    p.add_argument("--timeout", type=positive_float, default=config.REQUEST_TIMEOUT, help="seconds a request may take")
+    p.add_argument("--max_retries", type=non_negative_int, default=config.MAX_RETRIES,
+                   help="retries of a request after 429/5xx/timeouts")
+    p.add_argument("--no_cache", action="store_true", help="keep no response cache in OUTPUT_DIR/.llm_cache/")
+    p.add_argument("--batch", action="store_true", help="ask through the provider's batch API at half price, in rounds")
+    p.add_argument("--rate_limit", action="append", default=[], metavar="[MODEL=]tpm=N,rpm=N",
+                   help="limits to keep on an endpoint; repeatable")
+    p.add_argument("--log_file", default=None, help="also write the log to this file")
+    p.add_argument("--dry_run", action="store_true", help="print the calls, tokens and cost, sending nothing")
+    p.add_argument("--json", action="store_true", help="with --dry_run: the forecast as JSON on the last line")
+    return p
+
+
+def forecast(args) -> dict:
+    """The requests the validation would send that no earlier run answered, rendered by
+    the steps' own code with a stand-in model."""
+    from cupid.evaluation.data import InstanceSource
+    from cupid.evaluation.steps import decompose
+    from cupid.synthesis import extract_fragments
+    from cupid.synthesis.validation import AnswerStore
+    from cupid.synthesis.validation_plan import known_checklists, plan_checks, session_at
+    from cupid.utils.forecast import RenderOnly, filler, parse_limits, render, role_forecast, summary
+    from cupid.utils.models.registry import resolve_model
+
+    model = resolve_model(args.model, role="evaluator")
+    source = InstanceSource(data_path=args.data_dir, limit=args.limit)
+    source.validate()
+    instances = list(source)
+    store, stand_in = AnswerStore(Path(args.output_dir) / "answers", model), RenderOnly(model)
+    role, seen = role_forecast("validator", model), set()
+    book = known_checklists(Path(args.data_dir), instances)
+    for instance in instances:
+        for check in plan_checks(instance)[0]:
+            known = book.get((instance.persona_id, check.preference.strip()))
+            checklist = known[0] if known else [f"Does the response {filler(12, 'check')}?"] * 3
+            asks = [] if known else [("checklists", decompose.ask(check.preference), 80)]
+            asks += [("extractions", extract_fragments.ask(checklist, session_at(instance, p)),
+                      ANSWER_TOKENS_PER_ENTRY * len(checklist)) for p in check.positions]
+            for kind, ask, tokens in asks:
+                key = store.key(ask)
+                if key in seen or (store.stored(kind, ask, lambda o: None) or {}).get("status") == "done":
+                    continue
+                seen.add(key)
+                role.add_request(kind, render(lambda a=ask: a.answer(stand_in)), tokens)
+    return {"dry_run": True, **summary([role], parse_limits(args.rate_limit)), "assumptions": list(ASSUMPTIONS)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from cupid.synthesis.validation import print_summary, validate
+    from cupid.utils.errors import CupidError, Interrupted
+    from cupid.utils.forecast import print_forecast
+
+    try:
+        if args.dry_run:
+            result = forecast(args)
+            print_forecast(result, [f"dry run: nothing sent, nothing written; {args.data_dir} into {args.output_dir}"],
+                           "rendered by the steps' code (stand-in checklists where a decomposition is needed)",
+                           ASSUMPTIONS, as_json=args.json)
+            return 0
+        result = validate(args.data_dir, output_dir=args.output_dir, model=args.model, n_workers=args.n_workers,
+                          limit=args.limit, batch=args.batch, rate_limit=args.rate_limit, timeout=args.timeout,
+                          max_retries=args.max_retries, no_cache=args.no_cache, annotations=args.annotations,
+                          tasks_per_page=args.tasks_per_page, log_file=args.log_file)
+    except Interrupted as exc:
+        print(f"\n{exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except CupidError as exc:
+        print(redact("\n".join([f"error: {exc}", *getattr(exc, "__notes__", ())])), file=sys.stderr, flush=True)
+        return exc.exit_code
+    print_summary(result.summary)
+    print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **result.summary["counts"]}))
+    return 1 if result.summary["counts"]["instances_unknown"] else 0
+
+
+def console() -> None:
+    """The console script ``cupid-validate``."""
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as exc:
+        from cupid.utils.stop_signals import stop_status
+
+        sys.exit(stop_status(exc))
+
+
+if __name__ == "__main__":
+    console()

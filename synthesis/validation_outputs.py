@@ -1,0 +1,94 @@
+"""What a validation writes from its rows: validation.jsonl, verified/, the annotation pages,
+and summary.json (validation.py's module docstring shows the directory)."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+import time
+from cupid.synthesis import annotation
+from cupid.synthesis.validation_plan import EXPRESSED, FAILED, REQUEST
+from cupid.utils.dataset import Instance
+from cupid.utils.io import atomic_write_json, atomic_write_text
+from cupid.utils.models.model import Model
+from cupid.utils.prompts import load_prompt
+
+
+def _pct(part: int, whole: int) -> float | None:
+    return round(100 * part / whole, 2) if whole else None
+
+
+def summarize(rows: list[dict]) -> dict:
+    prior = [e for r in rows for e in r["entries"] if e["preference_role"] != REQUEST]
+    request = [e for r in rows for e in r["entries"] if e["preference_role"] == REQUEST]
+    known = {key: [r[key] for r in rows if r[key] is not None] for key in ("solvable", "challenging")}
+    decided = [e for e in prior if e["verdict"] != FAILED]
+    ratings = Counter(e["rating"] for e in prior if e["verdict"] == EXPRESSED and e.get("rating"))
+    by_role = {}
+    for role in sorted({e["preference_role"] for e in prior}):
+        mine = [e for e in decided if e["preference_role"] == role]
+        by_role[role] = {"entries": len(mine), "expressed_pct": _pct(sum(e["verdict"] == EXPRESSED for e in mine), len(mine))}
+    counts = {
+        "instances": len(rows), "verified": sum(r["verified"] for r in rows),
+        "solvable": sum(known["solvable"]), "solvable_unknown": len(rows) - len(known["solvable"]),
+        "challenging": sum(known["challenging"]), "challenging_unknown": len(rows) - len(known["challenging"]),
+        "instances_unknown": sum(r["solvable"] is None or r["challenging"] is None for r in rows),
+        "entries": len(prior), "entries_expressed": sum(e["verdict"] == EXPRESSED for e in prior),
+        "entries_failed": len(prior) - len(decided), "request_entries": len(request),
+        "request_entries_stated": sum(e["verdict"] == EXPRESSED for e in request),
+        "fragments_kept": sum(len(e["fragments"]) for r in rows for e in r["entries"]),
+        "fragments_dropped": sum(len(e.get("dropped_fragments") or []) for r in rows for e in r["entries"]),
+    }
+    return {"counts": counts,
+            "solvable_pct": _pct(counts["solvable"], len(known["solvable"])),
+            "challenging_pct": _pct(counts["challenging"], len(known["challenging"])),
+            "entries_expressed_pct": _pct(counts["entries_expressed"], len(decided)),
+            "entries_by_preference": by_role,
+            "rating_distribution": {str(k): ratings.get(k, 0) for k in range(1, 8)}}
+
+
+def write_verified(directory: Path, instances: list[Instance], rows: list[dict]) -> list[dict]:
+    """verified/<instance_id>.json for each instance that passed (the row as the data had
+    it), and no file for any other (a rerun may have revoked one)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    passed = {r["instance_id"] for r in rows if r["verified"]}
+    verified = []
+    for instance in instances:
+        path = directory / f"{instance.instance_id}.json"
+        if instance.instance_id in passed:
+            verified.append(instance.to_row())
+            atomic_write_json(path, verified[-1])
+        else:
+            path.unlink(missing_ok=True)
+    return verified
+
+
+def write_outputs(out: Path, source, instances: list[Instance], rows: list[dict], validator: Model, *,
+                  annotations: Sequence, tasks_per_page: int, wall_time_s: float, failed_now: int) -> tuple[dict, list[dict]]:
+    requests = {i.instance_id: i.current_request for i in instances}
+    tasks = annotation.annotation_tasks(rows, requests)
+    pages = annotation.write_pages(out / "annotation", tasks, tasks_per_page)
+    human, by_validator = None, summarize(rows)
+    if annotations:
+        human = annotation.fold(rows, tasks, annotation.read_annotations(annotations, {t["id"]: t for t in tasks}))
+        human["validator_alone"] = {k: by_validator[k] for k in ("solvable_pct", "challenging_pct",
+                                                                  "entries_expressed_pct")}
+    atomic_write_text(out / "validation.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    verified = write_verified(out / "verified", instances, rows)
+    failed_stored = sum(1 for path in (out / "answers").glob("*/*.json")
+                        if json.loads(path.read_text(encoding="utf-8")).get("status") == "failed")
+    summary = summarize(rows) if human is not None else by_validator
+    summary["counts"]["extractions_failed"] = failed_stored
+    summary["counts"]["failed_in_this_call"] = failed_now
+    summary.update({
+        "data": source.describe(), "validator": validator.label,
+        "prompt_version": load_prompt("validation/extract_fragments").version,
+        "annotation_pages": [str(p.relative_to(out)) for p in pages], "annotation_tasks": len(tasks),
+        "usage": {"model": validator.name, **validator.usage.snapshot(validator.name)},
+        "wall_time_s": round(wall_time_s, 2), "finished": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())})
+    if human is not None:
+        summary["human"] = human
+    atomic_write_json(out / "summary.json", summary)
+    return {**summary, "_rows": rows}, verified

@@ -1,0 +1,70 @@
+"""The error-type step (Table 2): its request carries the data's session labels and the two
+preferences, its answer is read to exactly one of the four types, and its row in STEPS
+enters no task's result (the evaluation never asks it, its failure fails no instance)."""
+from __future__ import annotations
+
+import pytest
+
+from cupid.evaluation import steps
+from cupid.evaluation.aggregate import problems_by_task
+from cupid.evaluation.pipeline import needed_steps
+from cupid.evaluation.settings import SETTINGS
+from cupid.evaluation.steps import error_type
+from cupid.utils.answers import ParseError
+from cupid.utils.dataset import Session, Turn
+
+ANALYSIS = "### Analysis\n\nThe inferred preference restates the request; no session is used.\n\n"
+
+
+@pytest.mark.parametrize("section, kind", [
+    ("### Error Type\n\nShallow Inference", "Shallow Inference"),
+    ("### Error Type\n\n**Incorrect Context**", "Incorrect Context"),
+    ("### Error Type\n\n2. Shallow Inference.", "Shallow Inference"),
+    ("**Error Type:** vagueness", "Vagueness"),
+    ("## error type\n\nHallucination (nothing in the sessions supports it)", "Hallucination"),
+    ("### Error Type: Incorrect Context\n\nIt uses session 3's context.", "Incorrect Context"),
+])
+def test_the_one_type_named_is_read_through_decoration(section, kind):
+    out = error_type.parse(ANALYSIS + section)
+    assert out["type"] == kind
+    assert out["analysis"] == "The inferred preference restates the request; no session is used."
+    assert steps.ERROR_TYPE.check(out) is None
+
+
+@pytest.mark.parametrize("text, why", [
+    ("Shallow Inference.", "no 'Error Type' section"),
+    (ANALYSIS + "### Error Type\n\nIncorrect Context or Vagueness", "names 2 of the types"),
+    (ANALYSIS + "### Error Type\n\nWrong preference", "names none of the types"),
+    (ANALYSIS + "### Error Type\n\n", "names none of the types"),
+])
+def test_an_answer_naming_no_type_or_several_is_unusable(text, why):
+    with pytest.raises(ParseError, match=why):
+        error_type.parse(text)
+
+
+def test_a_stored_type_outside_the_four_is_refused():
+    assert "not one of" in steps.ERROR_TYPE.check({"type": "Off Topic", "analysis": ""})
+    assert "not an object" in steps.ERROR_TYPE.check(["Vagueness"])
+
+
+def test_the_request_shows_each_sessions_context_and_preference_and_both_preferences():
+    sessions = [Session(f"Factor {i}", f"Preference {i}.", (Turn("user", "hi"), Turn("assistant", "hello")))
+                for i in (1, 2)]
+    system, user = error_type.ask(sessions, "Factor 2", "Plan the trip.", "TRUE PREF", "INFERRED PREF").render()
+    assert "### Session 2\n\nContext: Factor 2\n\nPreference revealed: Preference 2." in user
+    assert "## Current Request\n\nContext: Factor 2\n\nPlan the trip." in user
+    assert user.index("TRUE PREF") < user.index("INFERRED PREF")
+    assert "hello" not in user  # the labels, not the dialogues
+    for kind in error_type.TYPES:  # the four definitions, Table 2's words
+        assert f"{kind}: The model" in system
+
+
+def test_the_row_enters_no_task_so_evaluation_never_asks_it():
+    assert steps.ERROR_TYPE in steps.STEPS and steps.ERROR_TYPE.tasks == ()
+    assert steps.ERROR_TYPE not in steps.of_task("inference") + steps.of_task("generation")
+    for setting in SETTINGS.values():
+        for task in setting.tasks:
+            assert steps.ERROR_TYPE not in needed_steps(task, setting)
+    # A damaged stored classification is no problem of the instance's results.
+    record = {"steps": {}, "evaluations": {"s": {"steps": {"error_type": {"status": "done", "output": {"type": "x"}}}}}}
+    assert problems_by_task(record, "s") == {"inference": [], "generation": []}

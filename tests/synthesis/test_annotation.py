@@ -1,0 +1,151 @@
+"""The validation's annotation pages (Figure 11) in headless Chromium, and annotators' answers
+folded back in: at least one annotator's "expressed" makes an entry expressed, Krippendorff's
+alpha between annotators, the validator's agreement with them, the instances to revise."""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+import validation_data as vd
+from browser import Browser, find_chromium
+from cupid.synthesis.annotation import FORMAT
+from cupid.synthesis.validate import main
+from cupid.utils.errors import BadInput
+from cupid.synthesis.validation import validate
+from fake_llm_server import FakeLLMServer
+from repo_paths import ARTIFACTS
+
+REQUIRED = os.environ.get("CUPID_REQUIRE_BROWSER") == "1"
+
+
+@pytest.fixture(scope="module")
+def validated(tmp_path_factory):
+    """A validation of the planted data set, its pages 3 tasks each."""
+    root = tmp_path_factory.mktemp("annotation")
+    with FakeLLMServer(responder=vd.Validator()) as server:
+        model = f"vllm:validator@{server.openai_base_url}"
+        validate(vd.build(root / "data"), output_dir=root / "out", model=model, tasks_per_page=3, n_workers=2)
+        yield {"root": root, "out": root / "out", "model": model,
+               "tasks": json.loads((root / "out" / "annotation" / "tasks.json").read_text())}
+
+
+def task(tasks, persona, kind, pref):
+    return next(t for t in tasks if t["persona_id"] == persona and t["kind"] == kind
+                and t["preference"] == vd.preference(persona, pref))
+
+
+def test_the_page_round_trips_in_chromium(validated, tmp_path):
+    if find_chromium() is None and not REQUIRED:
+        pytest.skip("chromium is not installed (.ci/run installs it)")
+    page = validated["out"] / "annotation" / "batch-01.html"
+    shown = validated["tasks"][:3]
+    assert [t["kind"] for t in shown] == ["messages", "messages", "messages"]
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    with Browser() as b:
+        b.send("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+        b.open(page)
+        b.wait_for("window.cupidAnnotation && window.cupidAnnotation.ready")
+        assert b.evaluate("document.querySelectorAll('section.task:not([hidden])').length") == 1
+        b.click("#next")  # nothing answered: the task stays
+        assert "Answer every sub-preference" in b.evaluate("document.getElementById('status').textContent")
+        expected = {}
+        for k, t in enumerate(shown):
+            labels = {}
+            for e in t["entries"]:
+                label = "not expressed" if (k + e["index"]) % 3 == 0 else "expressed"
+                b.click(f'section[data-task="{t["id"]}"] .entry[data-entry="{e["index"]}"] input[value="{label}"]')
+                labels[str(e["index"])] = label
+            expected[t["id"]] = {"entries": labels}
+            if k == 0:
+                b.screenshot(ARTIFACTS / "annotation_task.png", full_page=True)
+            b.click("#next")
+        assert b.evaluate("document.querySelector('section.task:not([hidden])').dataset.task") == shown[-1]["id"]
+        b.type_into("#annotator", "ann 7")
+        b.click("#save")
+        deadline = time.monotonic() + 10
+        while not list(downloads.glob("*.json")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert b.errors == []
+    [saved] = list(downloads.glob("*.json"))
+    assert saved.name == "annotations-batch-01-ann_7.json"
+    data = json.loads(saved.read_text())
+    assert (data["format"], data["page"], data["annotator"]) == (FORMAT, "batch-01", "ann 7")
+    assert data["tasks"] == expected
+
+
+def test_a_request_task_asks_for_realism(validated):
+    if find_chromium() is None and not REQUIRED:
+        pytest.skip("chromium is not installed (.ci/run installs it)")
+    number = next(k for k, t in enumerate(validated["tasks"]) if t["kind"] == "request")
+    t = validated["tasks"][number]
+    page = validated["out"] / "annotation" / f"batch-{number // 3 + 1:02d}.html"
+    with Browser() as b:
+        b.open(page)
+        b.wait_for("window.cupidAnnotation && window.cupidAnnotation.ready")
+        b.evaluate(f"document.querySelectorAll('section.task').forEach((s, i) => s.hidden = s.dataset.task !== '{t['id']}')")
+        assert t["request"] in b.evaluate(f"document.querySelector('section[data-task=\"{t['id']}\"]').textContent")
+        for e in t["entries"]:
+            b.click(f'section[data-task="{t["id"]}"] .entry[data-entry="{e["index"]}"] input[value="not expressed"]')
+        b.click(f'section[data-task="{t["id"]}"] .realism input[value="4"]')
+        b.screenshot(ARTIFACTS / "annotation_request.png", full_page=True)
+        answers = b.evaluate("window.cupidAnnotation.answers()")
+    assert answers["tasks"][t["id"]]["realism"] == 4
+
+
+def write(path, annotator, tasks: dict):
+    path.write_text(json.dumps({"format": FORMAT, "page": "batch-01", "annotator": annotator, "tasks": tasks}))
+    return path
+
+
+def test_two_annotators_are_folded_in_with_alpha_and_the_instances_to_revise(validated, tmp_path, capsys):
+    tasks = validated["tasks"]
+    gap_a, good_a = task(tasks, "gap", "messages", "A"), task(tasks, "good", "messages", "A")
+    request = task(tasks, "gap", "request", "A")
+    # Four units: a = [1, 1, 0, 0], b = [1, 0, 0, 0]. Coincidences o00 = 4, o01 = o10 = 1,
+    # o11 = 2 (n0 = 5, n1 = 3, n = 8): alpha = 1 - (n - 1) * 2 / (2 * n0 * n1) = 1 - 7/15.
+    a = write(tmp_path / "a.json", "A", {
+        gap_a["id"]: {"entries": {"1": "expressed", "2": "expressed"}},
+        good_a["id"]: {"entries": {"1": "not expressed", "2": "not expressed"}},
+        request["id"]: {"entries": {}, "realism": 4}})
+    b = write(tmp_path / "b.json", "B", {
+        gap_a["id"]: {"entries": {"1": "expressed", "2": "not expressed"}},
+        good_a["id"]: {"entries": {"1": "not expressed", "2": "not expressed"}},
+        request["id"]: {"entries": {}, "realism": 5}})
+    out = validated["out"]
+    assert main(["--data_dir", str(validated["root"] / "data"), "--output_dir", str(out), "--model",
+                 validated["model"], "--tasks_per_page", "3", "--annotations", str(a), str(b)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    human = summary["human"]
+    assert human["annotators"] == 2 and human["entries_annotated"] == 4
+    assert human["alpha_entries"] == pytest.approx(8 / 15, abs=1e-4)
+    # The validator: gap A2 not expressed, good A1 and A2 expressed; the humans (at least
+    # one "expressed"): gap A2 expressed, good A1 and A2 not: it agrees on 1 of 4.
+    assert human["llm_human_agreement_pct"] == 25.0
+    assert human["realism"] == {"mean": 4.5, "sd": pytest.approx(0.7071, abs=1e-3), "n": 2}
+    revise = {r["instance_id"] for r in human["to_revise"]}
+    assert revise == {"good__consistent", "good__contrastive", "good__changing", "says__consistent",
+                      "says__contrastive", "invents__contrastive"}
+    verified = {p.stem for p in (out / "verified").glob("*.json")}
+    assert verified == {"gap__consistent", "gap__contrastive", "gap__changing", "invents__consistent",
+                        "invents__changing", "says__changing"}
+    row = next(json.loads(line) for line in (out / "validation.jsonl").read_text().splitlines()
+               if json.loads(line)["instance_id"] == "gap__changing")
+    entry = next(e for e in row["entries"] if e["preference_role"] == "earlier" and e["index"] == 2)
+    assert (entry["llm_verdict"], entry["verdict"], entry["human"]["labels"]) == (
+        "not expressed", "expressed", {"A": "expressed", "B": "not expressed"})
+    assert "alpha 0.5333" in capsys.readouterr().err
+
+
+def test_a_bad_annotation_file_names_its_field(validated, tmp_path):
+    bad = write(tmp_path / "bad.json", "A", {validated["tasks"][0]["id"]: {"entries": {"1": "maybe"}}})
+    with pytest.raises(BadInput, match=r"bad.json: field 'tasks\.t\w+\.entries\.1'"):
+        validate(validated["root"] / "data", output_dir=validated["out"], model=validated["model"],
+                 tasks_per_page=3, annotations=[bad])
+    unknown = write(tmp_path / "unknown.json", "A", {"t000": {"entries": {}}})
+    with pytest.raises(BadInput, match="not a task of this validation"):
+        validate(validated["root"] / "data", output_dir=validated["out"], model=validated["model"],
+                 tasks_per_page=3, annotations=[unknown])
