@@ -1,14 +1,15 @@
-"""The offline chain on the embedded model, with no key: synthesis makes instances, which
-the evaluation evaluates (issue 31, item 4). Its numbers say nothing about the benchmark:
-the 135M model only exercises the stages (docs/synthesis.md).
+"""The offline chain on the embedded model, with no key: synthesis makes instances, the
+validation gives each its row, the evaluation evaluates them (issue 31, item 4). Its numbers
+say nothing about the benchmark: the 135M model only exercises the stages
+(docs/synthesis.md).
 
 Kept small for CI: one persona, 3 factors, 9 sessions, and dialogues of one assistant reply
 (--max_turns 1: the user simulator, whose prompt is some 2,000 tokens a session, has its own
-test below); the command's own figures are in docs/synthesis.md.
+test below); one instance validated and evaluated. The commands' own figures are in
+docs/synthesis.md.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -19,20 +20,15 @@ from cupid.utils.dataset import INSTANCE_TYPES
 EMBEDDED = "smollm2-135m"
 
 
-def validate_synthesized(data_dir: Path, output_dir: Path) -> None:
-    """The chain's validation step (paper §3.2): ``synthesis.validate`` on the embedded model,
-    one validation row per synthesized instance. It runs once that command exists (it is
-    being written on another branch, to the interface issue 31 gives it); until then the
-    chain goes from synthesis straight to the evaluation."""
-    if importlib.util.find_spec("cupid.synthesis.validate") is None:
-        return
-    from cupid.synthesis.validate import validate
+def validate_synthesized(data_dir: Path, output_dir: Path, limit: int) -> None:
+    """The chain's validation step (paper §3.2): ``cupid-validate`` on the embedded model over
+    the first ``limit`` instances, each with its validation row."""
+    from cupid.synthesis import validate
 
-    validate(data_dir=data_dir, output_dir=output_dir, model=EMBEDDED)
+    result = validate(data_dir, output_dir=output_dir, model=EMBEDDED, limit=limit, n_workers=1)
     rows = [json.loads(line) for line in (output_dir / "validation.jsonl").read_text().splitlines()]
-    instances = [json.loads(p.read_text()) for p in (data_dir / "instances").glob("*.json")]
-    assert sorted((r["persona_id"], r["instance_type"]) for r in rows) == \
-        sorted((i["persona_id"], i["instance_type"]) for i in instances)
+    assert len(rows) == len(result.rows) == limit and result.failed == 0
+    assert all({"persona_id", "instance_type", "solvable", "challenging"} <= set(row) for row in rows)
 
 
 @pytest.mark.slow
@@ -46,7 +42,7 @@ def test_synthesized_instances_are_evaluated_offline(tmp_path):
     assert out.failures == []
     assert sorted(i["instance_type"] for i in out.instances) == sorted(INSTANCE_TYPES)
 
-    validate_synthesized(out.output_dir, tmp_path / "validation")
+    validate_synthesized(out.output_dir, tmp_path / "validation", limit=1)
 
     run = evaluate(EMBEDDED, evaluator=EMBEDDED, data=str(out.output_dir), results_dir=str(tmp_path / "results"),
                    limit=1, n_workers=2)
