@@ -113,7 +113,6 @@ def parse(text: str, checklist: Sequence[str]) -> dict:
         for i in range(1, n + 1)]}
 
 
-
 def schema(n_entries: int) -> dict:
     """A JSON schema of the answer, for models that decode under one (the embedded model)."""
     return {
