@@ -79,6 +79,15 @@ def instance_file_name(instance_id: str) -> str:
     return f"+{name}" if is_reserved_file(name) else name
 
 
+def step_record(data: dict, step, scorer: str | None) -> dict:
+    """A step's record in an instance file's data ({} when there is none): under the
+    scorer's evaluation for a per-scorer step, else the instance's own."""
+    recorded = ((data.get("evaluations") or {}).get(scorer) or {}).get("steps") if step.per_scorer \
+        else data.get("steps")
+    record = (recorded or {}).get(step.name)
+    return record if isinstance(record, dict) else {}
+
+
 # ---------------------------------------------------------------------------------------
 # One instance's file
 # ---------------------------------------------------------------------------------------
@@ -94,8 +103,7 @@ class InstanceRecord:
 
     def step(self, name: str, scorer: str | None = None) -> dict | None:
         with self.lock:
-            steps = self._steps(scorer)
-            return steps.get(name)
+            return self._steps(scorer).get(name)
 
     def _steps(self, scorer: str | None) -> dict:
         if scorer is None:
@@ -104,11 +112,8 @@ class InstanceRecord:
 
     def ensure_scorer(self, scorer: str, evaluator: str, matcher: str) -> None:
         with self.lock:
-            evaluations = self.data.setdefault("evaluations", {})
-            entry = evaluations.setdefault(scorer, {"evaluator": evaluator, "matcher": matcher,
-                                                    "steps": {}, "inference": None,
-                                                    "generation": None})
-            entry.setdefault("steps", {})
+            self.data.setdefault("evaluations", {}).setdefault(scorer, {
+                "evaluator": evaluator, "matcher": matcher, "steps": {}, "inference": None, "generation": None})
 
     def set_step(self, name: str, step: dict, scorer: str | None = None) -> None:
         step = {**step, "raw": redact(step.get("raw")), "error": redact(step.get("error"))}
@@ -186,18 +191,8 @@ class RunStore:
             raise CorruptRunFile(f"{path}: expected a JSON object; move it away to start afresh")
         return existing
 
-    def check(self) -> None:
-        """Refuse, before anything is written, a directory made with other settings or data."""
-        existing = self.read_manifest()
-        if existing is not None:
-            conflicts = self.conflicts_with(existing)
-            if conflicts:
-                raise RunConflictError(
-                    f"{self.run_dir} holds results made with other settings or data ("
-                    + "; ".join(conflicts) + "). Use another --results_dir, or move it away.")
-
     def open(self) -> "RunStore":
-        """Create the directory, or check that an existing one was made with our settings,
+        """Create the directory, or refuse an existing one made with other settings or data,
         and record this invocation's settings in the manifest."""
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -206,7 +201,11 @@ class RunStore:
         with self.run_lock():
             existing = self.read_manifest()
             if existing is not None:
-                self.check()
+                conflicts = self.conflicts_with(existing)
+                if conflicts:
+                    raise RunConflictError(
+                        f"{self.run_dir} holds results made with other settings or data ("
+                        + "; ".join(conflicts) + "). Use another --results_dir, or move it away.")
                 merged = dict(existing)
                 merged["prompt_versions"] = {**existing.get("prompt_versions", {}),
                                              **self.manifest.get("prompt_versions", {})}
@@ -235,10 +234,7 @@ class RunStore:
 
     # -- instances -------------------------------------------------------------------------
     def instance_path(self, instance_id: str) -> Path:
-        path = (self.run_dir / instance_file_name(instance_id)).resolve()
-        if path.parent != self.run_dir.resolve():  # defence in depth; safe_name forbids it
-            raise ValueError(f"instance id {instance_id!r} escapes the results directory")
-        return path
+        return (self.run_dir / instance_file_name(instance_id)).resolve()
 
     def instance_lock(self, instance_id: str) -> FileLock:
         return FileLock(self.run_dir / LOCKS_DIR / f"{instance_file_name(instance_id)}.lock")
@@ -270,9 +266,9 @@ class RunStore:
         return data, None
 
     def survey(self, instances: Iterable[Instance], is_finished: Callable[[dict], bool],
-               problems: Callable[[dict], list[str]] | None = None) -> Survey:
+               problems: Callable[[dict], list[str]]) -> Survey:
         """Sort the invocation's instances into done and to do; list the ones whose file was
-        computed from other content, and (``problems``) those holding unusable values; move
+        computed from other content, and those holding unusable values (``problems``); move
         unreadable files aside. Reads, writes nothing else."""
         survey = Survey()
         if not self.run_dir.is_dir():
@@ -290,7 +286,7 @@ class RunStore:
             if recorded is not None and recorded != instance.fingerprint():
                 survey.changed.append((instance.instance_id, path))
             else:
-                bad = problems(data) if problems is not None else []
+                bad = problems(data)
                 if bad:
                     survey.invalid.append((path, bad))
                 if is_finished(data):
@@ -355,12 +351,10 @@ class RunStore:
         with self._summary_locks_guard:
             return self._summary_locks.setdefault(session_text, threading.Lock())
 
-    def write_results(self, results: dict, scorer: str) -> Path:
-        path = self.run_dir / RESULTS
+    def write_results(self, results: dict, scorer: str) -> None:
         results = redact(results)
-        atomic_write_json(path, results)
+        atomic_write_json(self.run_dir / RESULTS, results)
         atomic_write_json(self.run_dir / f"results.{safe_name(scorer)}.json", results)
-        return path
 
 
 def _describe_data(data: dict) -> str:
