@@ -23,7 +23,7 @@ from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
-from cupid.evaluation.store import RunStore, run_dir_for
+from cupid.evaluation.store import RunStore, run_dir_for, step_record
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import CupidError
 from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
@@ -71,7 +71,10 @@ def main(runs: list[dict], *, as_json: bool) -> int:
     input, as a run would)."""
     try:
         limits = parse_limits(runs[0].get("rate_limit") or [])
-        forecasts = [forecast_run(RunSpec(**run)) for run in runs]
+        specs = [RunSpec(**run) for run in runs]
+        forecasts = [forecast_run(spec) for spec in specs]
+        costs = ContextCosts(limits)
+        contexts = [costs.compare(spec, f) for spec, f in zip(specs, forecasts)]
     except (CupidError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -81,11 +84,6 @@ def main(runs: list[dict], *, as_json: bool) -> int:
             key = role if role not in roles or roles[role].model == part.model else f"{role} ({part.model})"
             roles.setdefault(key, RoleForecast(key, part.model, part.batchable)).merge(part)
     result = {"dry_run": True, **summary(list(roles.values()), limits)}
-    try:
-        contexts = ContextCosts(limits).of(runs, forecasts)
-    except (CupidError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     result["runs"] = [{"model": f.model, "setting": f.setting, "run_dir": f.run_dir,
                        "instances": f.instances, "skipped": f.skipped, "steps_already_done": f.steps_done,
                        **summary(list(f.roles.values()), limits), "context_vs_default": c}
@@ -113,9 +111,6 @@ class ContextCosts:
     def __init__(self, limits: dict):
         self.limits = limits
         self.defaults: dict[str, RunForecast] = {}  # model -> its default setting's forecast
-
-    def of(self, runs: list[dict], forecasts: list[RunForecast]) -> list[dict | None]:
-        return [self.compare(RunSpec(**run), f) for run, f in zip(runs, forecasts)]
 
     def compare(self, spec: RunSpec, forecast: RunForecast) -> dict | None:
         if spec.setting_.name == "default" or spec.setting_.preference_given:
@@ -170,37 +165,35 @@ def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
     return forecast
 
 
-# The forecast's name of each role that answers a step.
-FORECAST_ROLES = {"evaluated": "model", "evaluator": "evaluator", "matcher": "matcher"}
-
-
 class InstanceEstimator:
-    """Adds one instance's calls to the role forecasts: the run's chains, with a stand-in
-    answer for each step, skipping the steps the run directory holds as done."""
+    """The dry run's ``StepAsker`` (pipeline.py): runs the run's chains on one instance after
+    another, adds each request not done yet in the run directory to the role forecasts, and
+    answers with a stand-in of the answer it would get (``ASSUMPTIONS``)."""
 
     def __init__(self, spec: RunSpec, models: dict, scorer: str, store: RunStore, forecast: RunForecast,
                  fresh: bool = False):
         self.spec, self.setting, self.models, self.scorer, self.store = spec, spec.setting_, models, scorer, store
         self.forecast, self.fresh = forecast, fresh
         self.summarized: set[str] = set()
+        self.instance: Instance | None = None
+        self.record: dict = {}
 
     def add(self, instance: Instance) -> bool:
         """False when the setting skips the instance (oracle, no relevant session)."""
         if self.setting.skip_reason(instance):
             return False
-        record = self._record(instance)
-        if record.get("skipped"):
+        self.instance, self.record = instance, self._record(instance)
+        if self.record.get("skipped"):
             return False
-        asker = StandIns(self, instance, record)
         if self.setting.preference_given:
             shown = Shown(preference_given=True, prefmatcher=self.spec.use_matcher)
         elif self.setting.summaries:
-            shown = Shown(self._summaries(instance, asker), from_summaries=True, prefmatcher=self.spec.use_matcher)
+            shown = Shown(self._summaries(instance), from_summaries=True, prefmatcher=self.spec.use_matcher)
         else:
             shown = Shown(self.setting.context(instance).text, prefmatcher=self.spec.use_matcher)
         for name, chain in CHAINS.items():
             if self.spec.task in (name, "both"):
-                chain(instance, shown, asker)
+                chain(instance, shown, self)
         return True
 
     def _record(self, instance: Instance) -> dict:
@@ -213,24 +206,22 @@ class InstanceEstimator:
             return {}  # unreadable: the run would evaluate it afresh
         return data if isinstance(data, dict) and data.get("fingerprint") in (None, instance.fingerprint()) else {}
 
-    def done(self, record: dict, step: steps.Step) -> bool:
-        recorded = ((record.get("evaluations") or {}).get(self.scorer) or {}).get("steps") or {} \
-            if step.per_scorer else record.get("steps") or {}
-        finished = (recorded.get(step.name) or {}).get("status") == "done"
+    def done(self, step: steps.Step) -> bool:
+        finished = step_record(self.record, step, self.scorer).get("status") == "done"
         self.forecast.steps_done += finished
         return finished
 
     def count(self, step: steps.Step, ask: Ask, output_tokens: int) -> None:
         role = "evaluator" if step.role == "matcher" and not self.spec.use_matcher else step.role
         model = self.models[role]
-        self.forecast.roles[FORECAST_ROLES[role]].add_request(step.name, render(lambda: ask.answer(model)),
-                                                              output_tokens)
+        self.forecast.roles["model" if role == "evaluated" else role].add_request(
+            step.name, render(lambda: ask.answer(model)), output_tokens)
 
-    def _summaries(self, instance: Instance, asker: "StandIns") -> str:
+    def _summaries(self, instance: Instance) -> str:
         """The summary setting: each distinct session summarized once per run directory
         (as the pipeline shares them); returns the summaries' text the steps are given."""
         summaries = []
-        done = self.done(asker.record, steps.SUMMARIZE)
+        done = self.done(steps.SUMMARIZE)
         for session in self.setting.context(instance).sessions:
             bullets = [filler(SUMMARY_BULLET_TOKENS, "summary")] * (SUMMARY_BULLETS - 1)
             stand_in = {"context": [filler(SUMMARY_BULLET_TOKENS, "context")] + bullets,
@@ -243,14 +234,6 @@ class InstanceEstimator:
             answer = _fenced({"summaries": [{"session_id": 1, "analysis": "", **stand_in}]})
             self.count(steps.SUMMARIZE, summarize.ask(session), estimate_tokens(answer) + SUMMARY_ANALYSIS_TOKENS)
         return summarize.history(summaries)
-
-
-class StandIns:
-    """The dry run's ``StepAsker`` (pipeline.py): counts each request not done yet and answers
-    with a stand-in of the answer it would get (``ASSUMPTIONS``)."""
-
-    def __init__(self, estimator: InstanceEstimator, instance: Instance, record: dict):
-        self.estimator, self.instance, self.record = estimator, instance, record
 
     def __call__(self, step: steps.Step, ask: Ask) -> dict:
         truth, checklist = self.instance.current_contextual_preference, list(self.instance.current_checklist)
@@ -267,8 +250,8 @@ class StandIns:
         else:  # a match: one labelled entry per checklist entry
             output = {"results": [{"score": 0.5} for _ in checklist]}
             tokens = estimate_tokens(_match_answer(checklist))
-        if not self.estimator.done(self.record, step):
-            self.estimator.count(step, ask, tokens)
+        if not self.done(step):
+            self.count(step, ask, tokens)
         return output
 
     def together(self, *calls):

@@ -75,7 +75,7 @@ class RunSpec:
                 raise BadInput(f"{name}: expected a string, got {value!r}")
         if self.task not in TASKS:
             raise BadInput(f"task: expected one of {', '.join(TASKS)}, got {self.task!r}")
-        self._setting = setting_named(self.setting)  # BadInput naming what is wrong
+        self.setting_: Setting = setting_named(self.setting)  # BadInput naming what is wrong
         if self.shard is not None and not isinstance(self.shard, tuple):
             try:
                 self.shard = parse_shard(str(self.shard))
@@ -101,36 +101,28 @@ class RunSpec:
         if self.revision is not None and self.data is not None:
             raise BadInput("revision: selects a version of the hub dataset; it does not apply to "
                            "local data (data, --data, --data_dir)")
-        conflict = self.conflict()
-        if conflict:
-            raise BadInput(conflict)
-
-    def conflict(self) -> str | None:
-        """Why these arguments cannot go together."""
         if self.task not in self.setting_.tasks:
-            return f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only"
+            raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
         if self.matcher_args and not self.use_matcher:
-            return "matcher_args needs use_matcher"
+            raise BadInput("matcher_args needs use_matcher")
         if self.batch and self.no_cache:
-            return "batch keeps the batches' answers in the cache; drop no_cache"
-        return None
-
-    @property
-    def setting_(self) -> Setting:
-        return self._setting
+            raise BadInput("batch keeps the batches' answers in the cache; drop no_cache")
 
     def resolve_models(self) -> dict[str, Model]:
         """Each role's model: "model", "evaluator", and "matcher" with ``use_matcher``."""
         from cupid.utils.models.registry import resolve_model
 
+        # A role's overrides: the seed for every role, then the role's own *_args (which win);
+        # none when the user chose none: the benchmark's parameters.
+        seed = {} if self.seed is None else {"seed": self.seed}
         common = {"timeout": self.timeout, "max_retries": self.max_retries}
-        overrides = self.role_overrides()
-        models = {"model": resolve_model(self.model, role="evaluated", overrides=overrides["evaluated"], **common),
-                  "evaluator": resolve_model(self.evaluator, role="evaluator", overrides=overrides["evaluator"],
-                                             **common)}
+        models = {"model": resolve_model(self.model, role="evaluated", overrides={**seed, **(self.model_args or {})},
+                                         **common),
+                  "evaluator": resolve_model(self.evaluator, role="evaluator",
+                                             overrides={**seed, **(self.evaluator_args or {})}, **common)}
         if self.use_matcher:
             models["matcher"] = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{self.matcher_url}", role="matcher",
-                                              overrides=overrides["matcher"], **common)
+                                              overrides={**seed, **(self.matcher_args or {})}, **common)
         return models
 
     def instances(self) -> tuple[InstanceSource, Any]:
@@ -139,14 +131,6 @@ class RunSpec:
                                 split=self.split, limit=self.limit, revision=self.revision)
         source.validate()
         return source, ShardedInstances(source, *self.shard) if self.shard else source
-
-    def role_overrides(self) -> dict[str, dict]:
-        """Each role's generation overrides: ``seed`` for every role, then the role's own
-        ``*_args`` (which win). Empty when the user chose none: the benchmark's parameters."""
-        seed = {} if self.seed is None else {"seed": self.seed}
-        return {"evaluated": {**seed, **(self.model_args or {})},
-                "evaluator": {**seed, **(self.evaluator_args or {})},
-                "matcher": {**seed, **(self.matcher_args or {})}}
 
 
 ARGUMENTS = tuple(f.name for f in fields(RunSpec))
