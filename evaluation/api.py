@@ -16,7 +16,8 @@ import logging
 import signal
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -39,16 +40,13 @@ class EvaluationResult:
     results: dict
     run_dir: Path
     failed: int = 0
-    _samples: list[dict] | None = field(default=None, repr=False)
 
-    @property
+    @cached_property
     def samples(self) -> list[dict]:
         """One dict per (scorer, instance): the rows ``cupid-report --export`` writes."""
-        if self._samples is None:
-            from cupid.evaluation.samples import sample_rows
+        from cupid.evaluation.samples import sample_rows
 
-            self._samples = sample_rows(self.run_dir)
-        return self._samples
+        return sample_rows(self.run_dir)
 
     def to_pandas(self):
         """``samples`` as a pandas DataFrame (pandas comes with ``datasets``)."""
@@ -88,15 +86,10 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     KeyboardInterrupt) on Ctrl-C, SIGTERM or SIGHUP; every finished step is kept either way.
     A failed step is not raised: it is recorded, counted (``failed``) and asked again next time.
     """
+    arguments = dict(locals())  # RunSpec's fields, every one
     from cupid.evaluation.invocation import Invocation
 
-    spec = RunSpec(model=model, evaluator=evaluator, data=data_path(data, results_dir), dataset=dataset,
-                   split=split, revision=revision, limit=limit, shard=shard, task=task, setting=setting,
-                   results_dir=str(results_dir), n_workers=n_workers, use_matcher=use_matcher,
-                   matcher_url=matcher_url, model_args=model_args, evaluator_args=evaluator_args,
-                   matcher_args=matcher_args, seed=seed, timeout=timeout, max_retries=max_retries,
-                   no_cache=no_cache, batch=batch, rate_limit=list(rate_limit),
-                   progress_every=progress_every, log_file=log_file, exclude_filtered=exclude_filtered)
+    spec = RunSpec(**{**arguments, "data": data_path(data, results_dir)})
     state = ProcessState([m for m in (model, evaluator) if isinstance(m, Model)])
     try:
         setup_logging(spec.log_file)

@@ -93,6 +93,7 @@ class RunSpec:
             self.rate_limit = [self.rate_limit]
         if not isinstance(self.rate_limit, (list, tuple)):
             raise BadInput(f"rate_limit: expected limits such as tpm=N,rpm=N, got {self.rate_limit!r}")
+        self.rate_limit = list(self.rate_limit)
         for spec in self.rate_limit:
             try:
                 parse_rate_limit(spec)
