@@ -167,14 +167,12 @@ class Invocation:
             return runner, batched, Interrupted(
                 f"{stop_cause(exc)}: the submitted batches are listed in {runner.state_path}; rerun the "
                 f"same command to resume them.", stop_status(exc))
-        except StorageError as exc:
+        except BaseException as exc:
             pipeline.close(wait=False)
-            exc.add_note(f"safe: every batch submitted so far is listed in {self.run_dir / BATCHES} (as far "
-                         f"as it could be written) and its answers are fetched by a rerun; make room and "
-                         f"rerun the same command.")
-            raise
-        except BaseException:
-            pipeline.close(wait=False)
+            if isinstance(exc, StorageError):
+                exc.add_note(f"safe: every batch submitted so far is listed in {self.run_dir / BATCHES} (as "
+                             f"far as it could be written) and its answers are fetched by a rerun; make room "
+                             f"and rerun the same command.")
             raise
         return runner, batched, None
 

@@ -12,14 +12,12 @@ from typing import Any
 
 from cupid import config
 from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.settings import Setting, setting_named
+from cupid.evaluation.settings import TASKS, Setting, setting_named
 from cupid.evaluation.shards import ShardedInstances, parse_shard
 from cupid.utils.command_line import generation_params, non_negative_int, positive_float, positive_int
 from cupid.utils.errors import BadInput
 from cupid.utils.models.pacing import parse_rate_limit
 from cupid.utils.models.model import Model
-
-TASKS = ("inference", "generation", "both")
 
 
 @dataclass

@@ -96,12 +96,12 @@ def _row(run: Run, scorer: str | None, instance_id: str, instance, statuses: dic
         row[f"{task}_flagged"] = flagged.get(task) if status == "done" else None
     counts = _dict(evaluation.get("inference")) if row["inference_status"] == "done" else {}
     for key in ("precision", "recall", "f1", "n_predicted_matched", "n_true_matched"):
-        row[key] = _float(counts.get(key))
+        row[key] = _number(counts.get(key))
     for key in ("n_predicted", "n_true"):
-        row[key] = _int(counts.get(key))
+        row[key] = _number(counts.get(key), int)
     row["response"] = _output(all_steps[steps.GENERATE.name]).get("response")
     judge = _output(all_steps[steps.JUDGE.name])
-    row["judge_score"] = _float(_dict(evaluation.get("generation")).get("score")) \
+    row["judge_score"] = _number(_dict(evaluation.get("generation")).get("score")) \
         if row["generation_status"] == "done" else None
     row["judge_analysis"] = judge.get("analysis")
 
@@ -149,9 +149,9 @@ def _step_fields(step: dict) -> dict:
     if not step:
         return dict.fromkeys(STEP_FIELDS)
     usage = _dict(step.get("usage"))
-    prompt, completion = _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens"))
+    prompt, completion = _number(usage.get("prompt_tokens"), int), _number(usage.get("completion_tokens"), int)
     # A hand-edited file may hold anything: only whole numbers are priced.
-    cost = cost_of(step.get("model"), {k: _int(v) or 0 for k, v in usage.items()}) if usage else None
+    cost = cost_of(step.get("model"), {k: _number(v, int) or 0 for k, v in usage.items()}) if usage else None
     return {"status": step.get("status"), "error": step.get("error"), "model": step.get("model"),
             "prompt_tokens": prompt, "completion_tokens": completion, "cost_usd": cost}
 
@@ -173,13 +173,5 @@ def _list(value: Any) -> list | None:
     return list(value) if isinstance(value, (list, tuple)) else None
 
 
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return int(value)
+def _number(value: Any, kind: type = float) -> float | int | None:
+    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else kind(value)
