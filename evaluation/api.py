@@ -13,9 +13,7 @@ caller's Model objects' caches; no worker thread outlives the call.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
-import threading
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,7 +24,6 @@ from cupid.evaluation.run_spec import RunSpec, data_path
 from cupid.utils.io import open_log_file
 from cupid.utils.models.model import Model
 from cupid.utils.models.retry import reset_cancel
-from cupid.utils.models.usage import UsageTracker
 from cupid.utils.redact import RedactingFormatter
 from cupid.utils.stop_signals import SignalGuard
 
@@ -123,21 +120,14 @@ def setup_logging(log_file: str | None) -> None:
 
 
 class ProcessState:
-    """What a run changes in the process and ``evaluate`` puts back: the "cupid" logger's
-    handlers and level, the signal handlers, and the cache of the caller's own Model objects
-    (the run's cache is closed when it ends). Their usage is counted afresh for each call,
-    as a resolved model's is."""
-
-    SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+    """What a run changes in the process and ``evaluate`` puts back (``SignalGuard`` puts
+    back the signal handlers): the "cupid" logger's handlers and level, and the cache of the
+    caller's own Model objects (the run's cache is closed when it ends)."""
 
     def __init__(self, models: list[Model]) -> None:
         self.caches = [(m, m.cache) for m in models]
-        for m in models:
-            m.usage = UsageTracker()
         self.logger = logging.getLogger("cupid")
         self.handlers, self.level = list(self.logger.handlers), self.logger.level
-        self.signals = ({s: signal.getsignal(s) for s in self.SIGNALS}
-                        if threading.current_thread() is threading.main_thread() else {})
 
     def restore(self) -> None:
         for model, cache in self.caches:
@@ -150,6 +140,3 @@ class ProcessState:
             if handler not in self.logger.handlers:
                 self.logger.addHandler(handler)
         self.logger.setLevel(self.level)
-        for signum, handler in self.signals.items():
-            if handler is not None and signal.getsignal(signum) is not handler:
-                signal.signal(signum, handler)
