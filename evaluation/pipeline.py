@@ -324,15 +324,14 @@ class InstanceSteps:
         model = self.pipeline.models["evaluated"]
         futures = [self.pipeline.submit(self.pipeline._leaves, self._summary, s, first_variant)
                    for s in sessions]
-        total, summaries, reasons, next_variants = Answer(), [], [], [first_variant]
-        flagged = None
+        total, summaries, reasons, flagged = Answer(next_variant=first_variant), [], [], None
         for future in futures:
             try:
                 summary, answer = future.result()
             except (UnusableAnswer, ModelCallFailed) as exc:
                 answer = exc.answer or Answer(next_variant=first_variant)
                 reasons.append(failure_reason(exc))
-                next_variants.append(answer.next_variant)
+                total.next_variant = max(total.next_variant, answer.next_variant)
             else:
                 summaries.append(summary)
             if answer is not None:
@@ -342,7 +341,6 @@ class InstanceSteps:
                 for key, tokens in answer.usage.items():
                     total.usage[key] = total.usage.get(key, 0) + tokens
         if reasons:
-            total.next_variant = max(next_variants)
             return self.failed(steps.SUMMARIZE, total, f"{len(reasons)} of {len(sessions)} sessions: "
                                                        f"{reasons[0]}", len(total.raws), model)
         total.value = {"summaries": summaries}

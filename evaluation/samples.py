@@ -105,24 +105,17 @@ def _row(run: Run, scorer: str | None, instance_id: str, instance, statuses: dic
         if row["generation_status"] == "done" else None
     row["judge_analysis"] = judge.get("analysis")
 
-    totals = {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
-    unpriced = False
+    recorded = []
     for name in STEPS:
         fields = _step_fields(all_steps[name])
-        for key in STEP_FIELDS:
-            row[f"{name}_{key}"] = fields[key]
-        if fields["status"] is None:
-            continue
-        totals["prompt_tokens"] += fields["prompt_tokens"] or 0
-        totals["completion_tokens"] += fields["completion_tokens"] or 0
-        if fields["cost_usd"] is None:
-            unpriced = unpriced or bool(fields["prompt_tokens"] or fields["completion_tokens"])
-        else:
-            totals["cost_usd"] += fields["cost_usd"]
-    row["prompt_tokens"] = totals["prompt_tokens"]
-    row["completion_tokens"] = totals["completion_tokens"]
+        row.update({f"{name}_{key}": fields[key] for key in STEP_FIELDS})
+        if fields["status"] is not None:
+            recorded.append(fields)
+    row["prompt_tokens"] = sum(f["prompt_tokens"] or 0 for f in recorded)
+    row["completion_tokens"] = sum(f["completion_tokens"] or 0 for f in recorded)
     # A row with a step of an unpriced model has no total cost rather than an understated one.
-    row["cost_usd"] = None if unpriced else round(totals["cost_usd"], 6)
+    unpriced = any(f["cost_usd"] is None and (f["prompt_tokens"] or f["completion_tokens"]) for f in recorded)
+    row["cost_usd"] = None if unpriced else round(sum(f["cost_usd"] or 0 for f in recorded), 6)
     return row
 
 
@@ -140,7 +133,7 @@ def _ground_truth(instance, recorded: dict[str, dict]) -> dict:
                                 values[steps.JUDGE.name].get("user_request")) if isinstance(v, str)), None)
     preference = next((v for v in (values[steps.MATCH_PRECISION.name].get("preference"),
                                    values[steps.JUDGE.name].get("preference")) if isinstance(v, str)), None)
-    checklist = [r.get("entry") for r in _list(_output(recorded[steps.MATCH_RECALL.name]).get("results"))
+    checklist = [r.get("entry") for r in _list(_output(recorded[steps.MATCH_RECALL.name]).get("results")) or []
                  if isinstance(r, dict)] or None
     return {"request": request, "context_factor": None, "preference": preference, "checklist": checklist}
 
