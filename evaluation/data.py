@@ -87,16 +87,13 @@ def _rows_from_dir(directory: Path) -> Iterator[tuple[Any, str]]:
 
 HUB_COLUMNS = ("persona_id", "instance_type", "current_request", "current_context_factor",
                "current_contextual_preference", "current_checklist", "prior_interactions")
-_TRUE = ("1", "true", "yes", "on")
 
 
 def hub_offline() -> bool:
     """Whether the hub libraries run offline (``HF_DATASETS_OFFLINE`` wins when set, as in
     ``datasets``)."""
-    value = os.environ.get("HF_DATASETS_OFFLINE")
-    if value is None:
-        value = os.environ.get("HF_HUB_OFFLINE", "")
-    return value.lower() in _TRUE
+    value = os.environ.get("HF_DATASETS_OFFLINE", os.environ.get("HF_HUB_OFFLINE", ""))
+    return value.lower() in ("1", "true", "yes", "on")
 
 
 @dataclass

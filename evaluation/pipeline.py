@@ -25,6 +25,7 @@ from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
 from cupid.evaluation.store import InstanceRecord, RunStore, now, step_record
 from cupid.utils.dataset import Instance, Session
+from cupid.utils.executor import iter_with_progress
 from cupid.utils.io import StorageError, atomic_write_json, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer
 from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
@@ -391,18 +392,15 @@ def run_batch_rounds(make_pipeline: Callable[[], Pipeline], instances: Iterable,
             except BatchDeferred:
                 deferred.append(instance)
 
-        pool = ThreadPoolExecutor(max_workers=max(1, n_workers))
         try:
-            list(pool.map(one, unfinished))
+            list(iter_with_progress(one, unfinished, n_workers=n_workers, show=False))
         except BaseException as exc:
             # A stop (Ctrl-C, SIGTERM, SIGHUP) or an error: the caller is not made to wait
             # for calls in flight; a hung one would hold it for its timeout.
             if isinstance(exc, KeyboardInterrupt):
                 cancel_all()
-            pool.shutdown(wait=False, cancel_futures=True)
             pipeline.close(wait=False)
             raise
-        pool.shutdown()
         pipeline.close()  # waits for side chains still deferring their calls
         if runner.pending:
             waiting = {id(i) for i in deferred}
