@@ -73,8 +73,8 @@ def main(runs: list[dict], *, as_json: bool) -> int:
         limits = parse_limits(runs[0].get("rate_limit") or [])
         specs = [RunSpec(**run) for run in runs]
         forecasts = [forecast_run(spec) for spec in specs]
-        costs = ContextCosts(limits)
-        contexts = [costs.compare(spec, f) for spec, f in zip(specs, forecasts)]
+        defaults: dict[str, RunForecast] = {}  # model -> its default setting's forecast
+        contexts = [context_vs_default(spec, f, defaults, limits) for spec, f in zip(specs, forecasts)]
     except (CupidError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -96,50 +96,46 @@ def main(runs: list[dict], *, as_json: bool) -> int:
                       + (f", {f.skipped} skipped (no relevant session)" if f.skipped else "")
                       + (f", {f.steps_done} steps already done (not counted)" if f.steps_done else ""))
         if c is not None:
-            header.append(ContextCosts.line(c))
+            header.append(context_line(c))
     print_forecast(result, header, "rendered by the steps' code from the data: infer, generate (summary "
                    "setting: summarize); the other steps are rendered with stand-in answers",
                    ASSUMPTIONS, as_json=as_json)
     return 0
 
 
-class ContextCosts:
+def context_vs_default(spec: RunSpec, forecast: RunForecast, defaults: dict[str, RunForecast],
+                       limits: dict) -> dict | None:
     """What a context strategy's history costs against the default setting's (all eight
     sessions): the evaluated model's input tokens per instance and the whole run's cost, both
-    for a run from scratch (steps already done counted too)."""
+    for a run from scratch (steps already done counted too). ``defaults`` keeps each model's
+    default-setting forecast."""
+    if spec.setting_.name == "default" or spec.setting_.preference_given:
+        return None
+    mine = forecast if forecast.steps_done == 0 else forecast_run(spec, fresh=True)
+    if forecast.model not in defaults:
+        defaults[forecast.model] = forecast_run(dataclasses.replace(spec, setting="default"), fresh=True)
+    out = {}
+    for key, f in (("", mine), ("default_", defaults[forecast.model])):
+        model = f.roles["model"]
+        out[f"{key}model_input_tokens_per_instance"] = round(model.input_tokens / max(1, f.instances - f.skipped))
+        out[f"{key}cost_usd"] = summary(list(f.roles.values()), limits)["total"]["cost_usd"]
+    out["input_tokens_ratio"] = (round(out["model_input_tokens_per_instance"] /
+                                       out["default_model_input_tokens_per_instance"], 4)
+                                 if out["default_model_input_tokens_per_instance"] else None)
+    out["cost_ratio"] = (round(out["cost_usd"] / out["default_cost_usd"], 4)
+                         if out["cost_usd"] is not None and out["default_cost_usd"] else None)
+    return out
 
-    def __init__(self, limits: dict):
-        self.limits = limits
-        self.defaults: dict[str, RunForecast] = {}  # model -> its default setting's forecast
 
-    def compare(self, spec: RunSpec, forecast: RunForecast) -> dict | None:
-        if spec.setting_.name == "default" or spec.setting_.preference_given:
-            return None
-        mine = forecast if forecast.steps_done == 0 else forecast_run(spec, fresh=True)
-        if forecast.model not in self.defaults:
-            self.defaults[forecast.model] = forecast_run(dataclasses.replace(spec, setting="default"), fresh=True)
-        out = {}
-        for key, f in (("", mine), ("default_", self.defaults[forecast.model])):
-            model = f.roles["model"]
-            out[f"{key}model_input_tokens_per_instance"] = round(model.input_tokens / max(1, f.instances - f.skipped))
-            out[f"{key}cost_usd"] = summary(list(f.roles.values()), self.limits)["total"]["cost_usd"]
-        out["input_tokens_ratio"] = (round(out["model_input_tokens_per_instance"] /
-                                           out["default_model_input_tokens_per_instance"], 4)
-                                     if out["default_model_input_tokens_per_instance"] else None)
-        out["cost_ratio"] = (round(out["cost_usd"] / out["default_cost_usd"], 4)
-                             if out["cost_usd"] is not None and out["default_cost_usd"] else None)
-        return out
-
-    @staticmethod
-    def line(c: dict) -> str:
-        tokens = (f"    vs default: {c['model_input_tokens_per_instance']:,} model input tokens per instance, "
-                  f"default {c['default_model_input_tokens_per_instance']:,}")
-        if c["input_tokens_ratio"] is not None:
-            tokens += f" ({100 * (c['input_tokens_ratio'] - 1):+.0f}%)"
-        if c["cost_ratio"] is not None:
-            tokens += (f"; a run from scratch ${c['cost_usd']:,.4f}, default ${c['default_cost_usd']:,.4f} "
-                       f"({100 * (c['cost_ratio'] - 1):+.0f}%)")
-        return tokens
+def context_line(c: dict) -> str:
+    tokens = (f"    vs default: {c['model_input_tokens_per_instance']:,} model input tokens per instance, "
+              f"default {c['default_model_input_tokens_per_instance']:,}")
+    if c["input_tokens_ratio"] is not None:
+        tokens += f" ({100 * (c['input_tokens_ratio'] - 1):+.0f}%)"
+    if c["cost_ratio"] is not None:
+        tokens += (f"; a run from scratch ${c['cost_usd']:,.4f}, default ${c['default_cost_usd']:,.4f} "
+                   f"({100 * (c['cost_ratio'] - 1):+.0f}%)")
+    return tokens
 
 
 def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
