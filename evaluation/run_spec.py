@@ -75,10 +75,7 @@ class RunSpec:
             raise BadInput(f"task: expected one of {', '.join(TASKS)}, got {self.task!r}")
         self.setting_: Setting = setting_named(self.setting)  # BadInput naming what is wrong
         if self.shard is not None and not isinstance(self.shard, tuple):
-            try:
-                self.shard = parse_shard(str(self.shard))
-            except ValueError as exc:
-                raise BadInput(f"shard: {exc}") from None
+            self.shard = _checked("shard", parse_shard, str(self.shard))
         for name in ("model_args", "evaluator_args", "matcher_args"):
             value = getattr(self, name)
             if isinstance(value, dict):
@@ -93,10 +90,7 @@ class RunSpec:
             raise BadInput(f"rate_limit: expected limits such as tpm=N,rpm=N, got {self.rate_limit!r}")
         self.rate_limit = list(self.rate_limit)
         for spec in self.rate_limit:
-            try:
-                parse_rate_limit(spec)
-            except (ValueError, TypeError) as exc:
-                raise BadInput(f"rate_limit: {exc}") from None
+            _checked("rate_limit", parse_rate_limit, spec)
         if self.revision is not None and self.data is not None:
             raise BadInput("revision: selects a version of the hub dataset; it does not apply to "
                            "local data (data, --data, --data_dir)")
@@ -138,7 +132,7 @@ ARGUMENTS = tuple(f.name for f in fields(RunSpec))
 def _checked(name: str, check, value: str):
     try:
         return check(value)
-    except argparse.ArgumentTypeError as exc:
+    except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
         raise BadInput(f"{name}: {exc}") from None
 
 
