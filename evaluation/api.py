@@ -92,14 +92,11 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
         setup_logging(spec.log_file)
         reset_cancel()
         with SignalGuard() as signals:  # SIGTERM and SIGHUP stop the run as Ctrl-C does
-            results = Invocation(spec, signals).run()
+            invocation = Invocation(spec, signals)
+            results = invocation.run()
     finally:
         state.restore()
-    from cupid.evaluation.store import run_dir_for
-
-    return EvaluationResult(results=results, run_dir=run_dir_for(spec.results_dir, results["settings"]["model"],
-                                                                 results["settings"]["setting"]),
-                            failed=results["this_invocation"]["ran_failed"])
+    return EvaluationResult(results=results, run_dir=invocation.run_dir, failed=results["this_invocation"]["ran_failed"])
 
 
 def setup_logging(log_file: str | None) -> None:

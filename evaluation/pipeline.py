@@ -294,7 +294,6 @@ class InstanceSteps:
                           "next_variant": answer.next_variant}, answer)
         log.warning("%s: step %s failed: %s", self.record.data["instance_id"], step.name, reason)
         self.failures.append((step.name, reason))
-        return None
 
     def write(self, step: steps.Step, entry: dict, answer: Answer, flagged: str | None = None) -> None:
         entry.update({"sent": answer.sent or None, "latency_s": answer.latency_s, "finished_at": now()})
