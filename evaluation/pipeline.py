@@ -183,7 +183,7 @@ class Pipeline:
                 with record.lock:
                     outcome.release = release_outcomes_of_record(record.data, self.scorer)
                 if outcome.release:
-                    record.set_scorer_field(self.scorer, "release", outcome.release)
+                    record.set_field("release", outcome.release, self.scorer)
         except (ModelConfigurationError, RunCancelled, StorageError, BatchDeferred):
             raise
         except Exception as exc:
@@ -202,10 +202,10 @@ class Pipeline:
             return
         if task == "inference":
             outcome.inference = result
-            record.set_scorer_field(self.scorer, "inference", result.as_dict())
+            record.set_field("inference", result.as_dict(), self.scorer)
         else:
             outcome.generation_score = result
-            record.set_scorer_field(self.scorer, "generation", {"score": result})
+            record.set_field("generation", {"score": result}, self.scorer)
 
     def _shown(self, instance: Instance, record: InstanceRecord, asker: "InstanceSteps") -> Shown | None:
         """What the chains show, with the sessions the strategy kept recorded in the instance

@@ -121,14 +121,10 @@ class InstanceRecord:
             self._steps(scorer)[name] = step
             atomic_write_json(self.path, self.data)
 
-    def set_scorer_field(self, scorer: str, key: str, value: Any) -> None:
+    def set_field(self, key: str, value: Any, scorer: str | None = None) -> None:
+        """The file's ``key`` (with ``scorer``, that scorer's) set to ``value``, and saved."""
         with self.lock:
-            self.data["evaluations"][scorer][key] = value
-            atomic_write_json(self.path, self.data)
-
-    def set_field(self, key: str, value: Any) -> None:
-        with self.lock:
-            self.data[key] = value
+            (self.data if scorer is None else self.data["evaluations"][scorer])[key] = value
             atomic_write_json(self.path, self.data)
 
     def save(self) -> None:
