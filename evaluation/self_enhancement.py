@@ -3,19 +3,11 @@ check for self-enhancement bias (§F.5, Figure 10). Each model synthesizes a sma
 the same personas, every model is evaluated on every data set, and the matrix of inference F1
 and judge score frames the cells where a model meets data of its own family.
 
-    cupid-self-enhancement --models claude-3-7-sonnet-20250219 gpt-4o-2024-11-20 \\
-        deepseek-ai/DeepSeek-R1 --from_results results --n_personas 64 \\
-        --persona_profiles personas.jsonl --output_dir self_enhancement
-
-It composes the two engines and nothing else: ``synthesize()`` into OUTPUT_DIR/data/<model>/
-(the chosen personas' profiles written there first as its personas.json, so each model's
-synthesis starts at the context factors of the same personas), ``evaluate()`` with
-``task="both"`` into OUTPUT_DIR/results/<data set>/<model>/, then the matrix
-(evaluation/report/self_enhancement.py) as self_enhancement.md, .json and .png. Both engines
-resume, so the same command run again continues where it stopped; ``--dry_run`` prices the
-whole experiment (both engines' dry runs) without sending or writing anything. Exit status:
-0 when every persona was synthesized and every instance evaluated, 1 when some failed (rerun
-to retry them), 2 bad input or setup, 3 a refused write, 130/143/129 stopped.
+It composes the two engines and nothing else: ``synthesize()``, ``evaluate()`` with
+``task="both"``, then the matrix (evaluation/report/self_enhancement.py). Both engines resume,
+so the same command run again continues where it stopped; docs/self_enhancement.md says where
+each part goes and what ``--dry_run`` prices. Exit status: 0, 1 when a persona or an instance
+failed (rerun to retry it), 2 bad input or setup, 3 a refused write, 130/143/129 stopped.
 """
 from __future__ import annotations
 
