@@ -14,12 +14,12 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import logging
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from cupid.evaluation.settings import directory_name
 from cupid.evaluation.steps.layouts import format_session_log
 from cupid.utils.dataset import Instance, safe_name
 from cupid.utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
@@ -66,9 +66,13 @@ def now() -> str:
 
 def run_dir_for(results_dir: str | Path, model_name: str, setting: str) -> Path:
     """``RESULTS_DIR/<model>`` for the default setting, else its subdirectory named after the
-    setting's canonical name (settings.directory_name: ``recent:k=2`` -> ``recent_k=2``)."""
+    setting's canonical name (``recent:k=2`` -> ``recent_k=2``; a name with other characters
+    made safe, with a hash)."""
     base = Path(results_dir) / safe_name(model_name)
-    return base if setting == "default" else base / directory_name(setting)
+    if setting == "default":
+        return base
+    name = re.sub(r"[:,]", "_", setting)
+    return base / (name if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._=-]{0,119}", name) else safe_name(setting))
 
 
 def instance_file_name(instance_id: str) -> str:
