@@ -245,7 +245,8 @@ class InstanceEstimator:
             output, tokens = {"score": 5}, JUDGE_FIXED_TOKENS + JUDGE_TOKENS_PER_ENTRY * len(checklist)
         else:  # a match: one labelled entry per checklist entry
             output = {"results": [{"score": 0.5} for _ in checklist]}
-            tokens = estimate_tokens(_match_answer(checklist))
+            tokens = estimate_tokens(_fenced({"results": [{"index": i, "entry": e, "label": "Partially Covered"}
+                                                          for i, e in enumerate(checklist, start=1)]}))
         if not self.done(step):
             self.count(step, ask, tokens)
         return output
@@ -269,8 +270,3 @@ def typical_response(instance: Instance) -> str:
 
 def _fenced(value: dict) -> str:
     return "```json\n" + json.dumps(value, indent=2) + "\n```"
-
-
-def _match_answer(entries: list[str]) -> str:
-    return _fenced({"results": [{"index": i, "entry": e, "label": "Partially Covered"}
-                                for i, e in enumerate(entries, start=1)]})

@@ -181,20 +181,17 @@ class Plan:
                 "personas": [{"persona_id": p["persona_id"], "description": p["description"],
                               "occupation": p.get("occupation")} for p in self.personas]})
 
-    def existing_rows(self, spec: str) -> list[dict]:
-        """--existing_data's instances of the experiment's personas (§F.5 took the original
-        instances as Claude 3.7 Sonnet's data set)."""
-        from cupid.evaluation.data import load_instances
-
-        ids = {p["persona_id"] for p in self.personas}
-        rows = [i.to_row() for i in load_instances(data_path=self.existing[spec]) if i.persona_id in ids]
-        if not rows:
-            raise BadInput(f"existing_data: {self.existing[spec]} holds no instance of the experiment's personas")
-        return rows
-
     def dataset_rows(self, spec: str) -> list[dict]:
+        """A model's data set: its synthesized instances, or --existing_data's instances of
+        the experiment's personas (§F.5 took the original instances as Claude 3.7 Sonnet's)."""
         if spec in self.existing:
-            return self.existing_rows(spec)
+            from cupid.evaluation.data import load_instances
+
+            ids = {p["persona_id"] for p in self.personas}
+            rows = [i.to_row() for i in load_instances(data_path=self.existing[spec]) if i.persona_id in ids]
+            if not rows:
+                raise BadInput(f"existing_data: {self.existing[spec]} holds no instance of the experiment's personas")
+            return rows
         directory = self.data_dir(spec) / "instances"
         return [read_json(p) for p in sorted(directory.glob("*.json"))] if directory.is_dir() else []
 
