@@ -21,6 +21,7 @@ from cupid.utils.dataset import safe_name
 from cupid.utils.errors import BadInput, CupidError, Interrupted
 from cupid.utils.io import atomic_write_json, read_json
 from cupid.utils.redact import redact
+from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
 
 PERSONAS_FILE = "personas.json"
 
@@ -294,10 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cupid.utils.stop_signals import SignalGuard
-
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         plan = Plan(args, choose_personas(args))
         if args.dry_run:
             from cupid.evaluation.self_enhancement_dry_run import dry_run
@@ -314,8 +313,6 @@ def main(argv: list[str] | None = None) -> int:
         print(redact(f"\n{exc.message}\nrerun the same command to resume"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:  # between the engines' calls
-        from cupid.utils.stop_signals import stop_cause, stop_status
-
         print(f"\n{stop_cause(exc)}: rerun the same command to resume", file=sys.stderr)
         return stop_status(exc)
     except CupidError as exc:
@@ -325,13 +322,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def console() -> None:
     """The console script ``cupid-self-enhancement``."""
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt as exc:
-        from cupid.utils.stop_signals import stop_status
-
-        print("\nstopped; rerun the same command to resume", file=sys.stderr)
-        sys.exit(stop_status(exc))
+    sys.exit(main())
 
 
 if __name__ == "__main__":
