@@ -271,9 +271,6 @@ class RunStore:
         computed from other content, and those holding unusable values (``problems``); move
         unreadable files aside. Reads, writes nothing else."""
         survey = Survey()
-        if not self.run_dir.is_dir():
-            survey.todo = [i.instance_id for i in instances]
-            return survey
         for instance in instances:
             path = self.instance_path(instance.instance_id)
             data, moved = self._read_instance(path, instance)
