@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from cupid.utils.models.discovery import import_model_modules
+from cupid.utils.models import discover_models
 
 
 class ModelFacts(NamedTuple):
@@ -62,7 +62,7 @@ def dated_table(provider: str, *, date: str, sources: str,
 
 def tables() -> dict[str, DatedTable]:
     """Every provider's table, by provider."""
-    import_model_modules()
+    discover_models()
     return dict(_TABLES)
 
 

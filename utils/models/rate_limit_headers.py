@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from cupid.utils.models.discovery import import_model_modules
+from cupid.utils.models import discover_models
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def stated_limits(headers: Mapping[str, str] | None) -> dict[str, StatedLimit]:
     family)."""
     if not headers:
         return {}
-    import_model_modules()
+    discover_models()
     lowered = {str(k).lower(): v for k, v in dict(headers).items()}
     out: dict[str, StatedLimit] = {}
     for family in _HEADER_FAMILIES:

@@ -15,18 +15,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cupid import config
-from cupid.utils.models.discovery import import_model_modules
+from cupid.utils.models import discover_models
 from cupid.utils.models.errors import ModelConfigurationError, UnknownModelError
 from cupid.utils.models.model import Model, register_model, register_provider  # noqa: F401 (re-exported)
 from cupid.utils.models.model import MODEL_CLASSES as _REGISTRY, PROVIDER_CLASSES as _PROVIDERS
-
-
-def discover_models() -> None:
-    """Import every module in utils/models/ once, so that their classes register.
-
-    Modules must not open connections or read keys at import; SDKs are imported lazily.
-    """
-    import_model_modules()
 
 
 def registered_models() -> dict[str, type[Model]]:
