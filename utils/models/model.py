@@ -16,16 +16,8 @@ once for every model: retries with backoff, pacing to the endpoint's rate limits
 (pacing.py), token and latency accounting, and an optional response cache. A user's
 ``__call__``-only class gets all of that too.
 
-This module is the extension point: besides ``Model`` it re-exports what a user's model
-may need, and only that: ``register_model``, ``register_provider`` (defined here, with the
-tables registry.py resolves names in);
-``Request``, ``Completion``, ``Usage``, ``Message`` (request.py), the types of
-``complete``; ``ModelError``, ``ModelConfigurationError``, ``TransientModelError``,
-``PermanentModelError`` (errors.py), what ``__call__``, ``complete`` or ``check`` may
-raise; ``ResponseCache`` (cache.py), the type of ``__init__``'s ``cache``. The project
-imports everything else from its own module: resolution and ``check_models`` from
-registry.py, the retry policy and the stop flag from retry.py, accounting and cost from
-usage.py.
+This module is the extension point: besides ``Model`` it re-exports (``__all__``) only what a
+user's model may need; the project imports everything else from its own module.
 """
 from __future__ import annotations
 
@@ -127,11 +119,6 @@ class Model:
         """One cheap request to the model's endpoint (a models list): raise
         ModelConfigurationError naming the URL when it cannot be reached or refuses the
         key. Models without an endpoint (embedded, a user's __call__) have nothing to probe."""
-
-    def preflight(self) -> None:
-        """What a run does once per configured model before any instance starts."""
-        self.check()
-        self.probe()
 
     def endpoint(self) -> str | None:
         """The server that answers (normalised base URL, a farm's set of URLs), which the

@@ -207,9 +207,9 @@ def test_check_passes_with_key(spec, variable, monkeypatch, fake_llm_env):
     monkeypatch.setenv(variable, "set")
     model = resolve_model(spec)
     model.check()
-    # check() reads the key and sends nothing; preflight() adds one models-list probe.
+    # check() reads the key and sends nothing; probe() sends one models-list request.
     assert fake_llm_env.model_list_requests == [] and fake_llm_env.requests == []
-    model.preflight()
+    model.probe()
     (probe,) = fake_llm_env.model_list_requests
     assert probe["path"].endswith("/models") and fake_llm_env.requests == []
 
