@@ -27,9 +27,9 @@ from typing import Any
 from cupid.utils.models.adaptations import Adaptation
 from cupid.utils.models.batch import BatchItemError, Unanswered
 from cupid.utils.models.catalog import ModelFacts, dated_table
-from cupid.utils.models.hosted import HostedModel, call_sdk_with_headers
+from cupid.utils.models.hosted import HostedModel, call_with_headers
 from cupid.utils.models.rate_limit_headers import header_family
-from cupid.utils.models.errors import ModelConfigurationError, PermanentModelError
+from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.retry import status_code
 from cupid.utils.models.model import register_provider
 from cupid.utils.models.request import Completion, Request, Usage
@@ -128,10 +128,6 @@ MIN_THINKING_BUDGET = 1024
 # assumption (OpenAI's medium effort's, openai_models.py); Anthropic states none, and its usage
 # does not report thinking apart from output_tokens, so no run records it either.
 ADAPTIVE_THINKING_TOKENS = 1500
-# Anthropic's refusal of a request longer than the context: a 400 invalid_request_error
-# "prompt is too long: 208656 tokens > 200000 maximum" (as reported in
-# github.com/sojohnnysaid/project-guide/issues/2, github.com/boldsoftware/exe.dev/issues/62).
-_PROMPT_TOO_LONG = re.compile(r"prompt is too long: \d+ tokens > \d+ maximum")
 # Claude Sonnet 4.5 / 4.6, Haiku 4.5 and Opus 4.1 and later refuse temperature and top_p
 # together ("`temperature` and `top_p` cannot both be specified for this model. Please use only
 # one."): Sonnet 4.5 github.com/BerriAI/litellm/issues/15097, Sonnet 4.6
@@ -290,17 +286,7 @@ class AnthropicModel(HostedModel):
         return AnthropicBatch(self)
 
     def complete(self, request: Request) -> Completion:
-        client = self.client()
-        try:
-            response, headers = call_sdk_with_headers(self.name, client.messages, "create",
-                                                      **self.build_params(request))
-        except Exception as exc:
-            too_long = _PROMPT_TOO_LONG.search(str(exc)) if status_code(exc) == 400 else None
-            if too_long is None:
-                raise
-            # The same request never fits: fail the step now, with Anthropic's numbers.
-            raise PermanentModelError(f"the request does not fit the model's context (HTTP 400): "
-                                      f"{too_long.group(0)}") from exc
+        response, headers = call_with_headers(self.client().messages, "create", **self.build_params(request))
         completion = parse_message(response, self.name)
         completion.headers = headers
         return completion

@@ -29,7 +29,7 @@ from cupid.utils.models.model import (
     register_provider,
 )
 from cupid.utils.models.batch import BatchItemError, Unanswered
-from cupid.utils.models.hosted import CLIENTS, HostedModel, call_sdk, raise_if_unusable
+from cupid.utils.models.hosted import CLIENTS, HostedModel, raise_if_unusable
 from cupid.utils.models.retry import status_code
 
 # How a Gemini answer ended (endings.py): ``finishReason`` as google-genai documents it
@@ -181,12 +181,6 @@ THINKING_BUDGETS: tuple[tuple[str, tuple[int, int, bool]], ...] = (
 # (``--list-models``; THINKS_ONLY_WITH_A_BUDGET below).
 FAMILY_NAMES = (("2.5 Pro", "dynamic"), ("2.5 Flash-Lite", "off"), ("2.5 Flash", "dynamic"),
                 ("3 and later", "dynamic"))
-# Google's refusal of a prompt longer than the context: 400 INVALID_ARGUMENT "The input token
-# count (1200293) exceeds the maximum number of tokens allowed (1048576)." (as reported in
-# github.com/google-gemini/gemini-cli/issues/6678; the window of every Gemini 2.5 model,
-# 1,048,576, is on its page, e.g. https://ai.google.dev/gemini-api/docs/models/gemini-2.5-flash-lite).
-_INPUT_TOO_LONG = re.compile(r"the input token count \(\d+\) exceeds the maximum number of tokens "
-                             r"allowed \(\d+\)", re.IGNORECASE)
 NO_THINKING = re.compile(r"gemini-(1\.|2\.0-(?!flash-thinking))")
 # Gemini 2.5 Flash-Lite thinks only when given a budget ("Model does not think" by default,
 # Google's thinking table as copied in github.com/snailyp/gemini-balance/issues/195); the other
@@ -395,9 +389,6 @@ class GoogleModel(HostedModel):
             built["config"].pop("temperature", None)
         return built
 
-    def parse_response(self, response: Any) -> Completion:
-        return parse_response(response, self.name)
-
     def batch_adapter(self) -> GeminiBatch | None:
         """The Gemini API's batch mode; Vertex AI's (through Cloud Storage) is not used."""
         return None if self.uses_vertex() else GeminiBatch(self)
@@ -405,20 +396,14 @@ class GoogleModel(HostedModel):
     def complete(self, request: Request) -> Completion:
         from google.genai import errors
 
-        client = self.client()
         try:
-            response = call_sdk(self.name, client.models.generate_content, **self.build_request(request))
+            response = self.client().models.generate_content(**self.build_request(request))
         except errors.APIError as exc:
-            too_long = _INPUT_TOO_LONG.search(str(exc)) if getattr(exc, "code", None) == 400 else None
-            if too_long is not None:
-                # The same request never fits: fail the step now, with Google's numbers.
-                raise PermanentModelError(f"the request does not fit the model's context "
-                                          f"(HTTP 400): {too_long.group(0)}") from exc
             mapped = map_error(exc, self.name)
             if mapped is exc:
                 raise
             raise mapped from exc
-        return self.parse_response(response)
+        return parse_response(response, self.name)
 
 
 # A batch item's error is a google.rpc.Status, whose code is a gRPC code; its HTTP status as

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from cupid.utils.models.adaptations import Adaptation
 from cupid.utils.models.batch import BatchItemError, Unanswered
 from cupid.utils.models.errors import TransientModelError
-from cupid.utils.models.hosted import HostedModel, call_sdk_with_headers, split_credentials
+from cupid.utils.models.hosted import HostedModel, call_with_headers, split_credentials
 from cupid.utils.models.rate_limit_headers import header_family
 from cupid.utils.models.request import Completion, Request, Usage
 from cupid.utils.models.retry import status_code
@@ -106,36 +106,6 @@ def refused_parameter(exc: BaseException, overrides: dict) -> Adaptation | None:
     return None
 
 
-def with_seed_and_timeout(params: dict, request: Request) -> dict:
-    """The request's seed and timeout, where set, in an OpenAI-format call's parameters."""
-    if request.seed is not None:
-        params["seed"] = request.seed
-    if request.timeout is not None:
-        params["timeout"] = request.timeout
-    return params
-
-
-def apply_adaptations(params: dict, adaptations) -> dict:
-    """Leave out (or rename) the parameters a provider refused for this model (adaptations.py)."""
-    for adaptation in adaptations:
-        if adaptation.parameter in params:
-            value = params.pop(adaptation.parameter)
-            if adaptation.renamed_to:
-                params[adaptation.renamed_to] = value
-    return params
-
-
-def send_chat_completion(model: HostedModel, request: Request) -> Completion:
-    """One chat completion through an OpenAI-format SDK client (OpenAI's, Together's), with
-    the response headers the pacing reads."""
-    client = model.client()
-    response, headers = call_sdk_with_headers(model.name, client.chat.completions, "create",
-                                              **model.build_params(request))
-    completion = parse_chat_completion(response, model.name)
-    completion.headers = headers
-    return completion
-
-
 class OpenAICompatibleModel(HostedModel):
     """A model behind an OpenAI-format chat-completions API, through the ``openai`` SDK."""
 
@@ -181,11 +151,23 @@ class OpenAICompatibleModel(HostedModel):
         if request.max_tokens is not None:
             params[self.token_field()] = request.max_tokens
         params.update(self.options(request))
-        apply_adaptations(params, self.learned_adaptations())
-        return with_seed_and_timeout(params, request)
+        for adaptation in self.learned_adaptations():  # refused for this model: left out or renamed
+            if adaptation.parameter in params:
+                value = params.pop(adaptation.parameter)
+                if adaptation.renamed_to:
+                    params[adaptation.renamed_to] = value
+        if request.seed is not None:
+            params["seed"] = request.seed
+        if request.timeout is not None:
+            params["timeout"] = request.timeout
+        return params
 
     def complete(self, request: Request) -> Completion:
-        return send_chat_completion(self, request)
+        response, headers = call_with_headers(self.client().chat.completions, "create",
+                                              **self.build_params(request))
+        completion = parse_chat_completion(response, self.name)
+        completion.headers = headers
+        return completion
 
 
 # ---------------------------------------------------------------------------------------

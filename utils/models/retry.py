@@ -113,11 +113,16 @@ def classify_error(exc: BaseException) -> tuple[bool, float | None, str]:
 # model's maximum context length is N tokens. However, your request has M input tokens" and
 # "'max_tokens' or 'max_completion_tokens' is too large: ..."), llama-cpp-python's server
 # (OpenAI's old wording, code context_length_exceeded), llama.cpp's llama-server ("request
-# (N tokens) exceeds the available context size (M tokens)", exceed_context_size_error) and
-# OpenAI's (code context_length_exceeded).
+# (N tokens) exceeds the available context size (M tokens)", exceed_context_size_error),
+# OpenAI's (code context_length_exceeded), Anthropic's (a 400 invalid_request_error "prompt is
+# too long: 208656 tokens > 200000 maximum", as reported in github.com/sojohnnysaid/
+# project-guide/issues/2 and github.com/boldsoftware/exe.dev/issues/62) and Google's (400
+# INVALID_ARGUMENT "The input token count (1200293) exceeds the maximum number of tokens allowed
+# (1048576).", as reported in github.com/google-gemini/gemini-cli/issues/6678).
 _CONTEXT_LENGTH = re.compile(
     r"maximum context length is \d+|context_length_exceeded|exceed_context_size_error"
-    r"|exceeds the available context size", re.IGNORECASE)
+    r"|exceeds the available context size|prompt is too long: \d+ tokens > \d+ maximum"
+    r"|the input token count \(\d+\) exceeds the maximum number of tokens", re.IGNORECASE)
 
 
 def context_length_message(exc: BaseException) -> str | None:
