@@ -23,7 +23,7 @@ from cupid.utils.models.batch import BatchItemError, Unanswered
 from cupid.utils.models.errors import TransientModelError
 from cupid.utils.models.hosted import HostedModel, call_with_headers, split_credentials
 from cupid.utils.models.rate_limit_headers import header_family
-from cupid.utils.models.request import Completion, Request, Usage
+from cupid.utils.models.request import Completion, Request, Usage, chat_messages
 from cupid.utils.models.retry import status_code
 
 
@@ -35,14 +35,6 @@ RATE_LIMIT_HEADERS = header_family(
     tokens=("x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
     requests=("x-ratelimit-limit-requests", "x-ratelimit-remaining-requests",
               "x-ratelimit-reset-requests"))
-
-
-def chat_messages(request: Request, system_role: str = "system") -> list[dict]:
-    """The OpenAI-style message list: the system prompt (if any) as a ``system_role``
-    message, then the conversation."""
-    messages = [{"role": system_role, "content": request.system_prompt}] if request.system_prompt else []
-    messages.extend({"role": m["role"], "content": m["content"]} for m in request.messages)
-    return messages
 
 
 # How an OpenAI-format answer ended (endings.py): ``finish_reason`` as openai-python's

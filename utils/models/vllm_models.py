@@ -22,8 +22,8 @@ from cupid.utils.models.cache import ResponseCache
 from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.hosted import split_credentials
 from cupid.utils.models.model import register_model, register_provider
-from cupid.utils.models.openai_compatible import OpenAICompatibleModel, chat_messages
-from cupid.utils.models.request import Request, normalise_endpoint
+from cupid.utils.models.openai_compatible import OpenAICompatibleModel
+from cupid.utils.models.request import Request, chat_messages, normalise_endpoint
 from cupid.utils.redact import mask_url_passwords
 
 log = logging.getLogger("cupid.models")
