@@ -25,7 +25,7 @@ import re
 from typing import Any
 
 from cupid.utils.models.adaptations import Adaptation
-from cupid.utils.models.batch import BatchItemError, Unanswered
+from cupid.utils.models.batch import BatchAdapter, BatchItemError, Unanswered
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.hosted import HostedModel, call_with_headers
 from cupid.utils.models.rate_limit_headers import header_family
@@ -332,13 +332,10 @@ ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "bill
                 "overloaded_error": 529}
 
 
-class AnthropicBatch:
-    """Anthropic's Message Batches API."""
+class AnthropicBatch(BatchAdapter):
+    """Anthropic's Message Batches API (each item says whether the batch ended before it)."""
 
     provider = "anthropic"
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
 
     def line(self, custom_id: str, request: Request) -> dict:
         params = self.model.build_params(request)
@@ -358,9 +355,6 @@ class AnthropicBatch:
         c = batch.request_counts
         done = c.succeeded + c.errored + c.canceled + c.expired
         return batch.processing_status == "ended", batch.processing_status, done, done + c.processing
-
-    def ended_early(self, status: str) -> bool:  # noqa: ARG002 - each item says it (fetch)
-        return False
 
     def fetch(self, batch_id: str) -> dict[str, Completion | str | BatchItemError]:
         out: dict[str, Completion | str | BatchItemError] = {}

@@ -28,7 +28,7 @@ from cupid.utils.models.model import (
     Usage,
     register_provider,
 )
-from cupid.utils.models.batch import BatchItemError, Unanswered
+from cupid.utils.models.batch import BatchAdapter, BatchItemError
 from cupid.utils.models.hosted import CLIENTS, HostedModel, raise_if_unusable
 from cupid.utils.models.retry import status_code
 
@@ -413,15 +413,11 @@ GRPC_HTTP_STATUS = {3: 400, 9: 400, 11: 400, 16: 401, 7: 403, 5: 404, 6: 409, 10
                     1: 499, 2: 500, 12: 501, 13: 500, 15: 500, 14: 503, 4: 504}
 
 
-class GeminiBatch:
+class GeminiBatch(BatchAdapter):
     """Gemini batch mode with inline requests (``client.batches``), each keyed by metadata."""
 
     provider = "google"
-    ended_states = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
-                    "JOB_STATE_EXPIRED")
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
+    ended_early_states = ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")
 
     def line(self, custom_id: str, request: Request) -> dict:
         params = self.model.build_request(request)
@@ -432,17 +428,12 @@ class GeminiBatch:
         job = self.model.client().batches.create(model=self.model.name, src=lines)
         return job.name
 
-    def _state(self, job: Any) -> str:
-        return str(getattr(job.state, "value", job.state))
-
     def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
         job = self.model.client().batches.get(name=batch_id)
-        state = self._state(job)
+        state = str(getattr(job.state, "value", job.state))
         responses = (job.dest.inlined_responses if job.dest is not None else None) or []
-        return state in self.ended_states, state, len(responses), len(responses)
-
-    def ended_early(self, status: str) -> bool:
-        return status in self.ended_states and status != "JOB_STATE_SUCCEEDED"
+        ended = state == "JOB_STATE_SUCCEEDED" or self.ended_early(state)
+        return ended, state, len(responses), len(responses)
 
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
         job = self.model.client().batches.get(name=batch_id)
@@ -465,6 +456,4 @@ class GeminiBatch:
                 out[key] = parse_response(item.response, self.model.name)
             except Exception as exc:  # a blocked or malformed item fails alone
                 out[key] = f"{type(exc).__name__}: {exc}"
-        if self._state(job) != "JOB_STATE_SUCCEEDED" and not out:
-            out["*"] = Unanswered(f"batch {batch_id} ended {self._state(job)}")
         return out

@@ -19,7 +19,7 @@ import json
 from typing import Any, Callable
 
 from cupid.utils.models.adaptations import Adaptation
-from cupid.utils.models.batch import BatchItemError, Unanswered
+from cupid.utils.models.batch import BatchAdapter, BatchItemError, Unanswered
 from cupid.utils.models.errors import TransientModelError
 from cupid.utils.models.hosted import HostedModel, call_with_headers, split_credentials
 from cupid.utils.models.rate_limit_headers import header_family
@@ -207,15 +207,13 @@ def chat_batch_answers(lines: list[str], model_name: str,
     return out
 
 
-class ChatCompletionsBatch:
+class ChatCompletionsBatch(BatchAdapter):
     """OpenAI's Batch API: a JSONL file of chat-completion requests (Together's batch API
     takes the same lines and writes the same output files)."""
 
     provider = "openai"
     endpoint = "/v1/chat/completions"
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
+    ended_early_states = ("failed", "expired", "cancelled")
 
     def line(self, custom_id: str, request: Request) -> dict:
         body = {k: v for k, v in self.model.build_params(request).items() if k != "timeout"}
@@ -237,12 +235,6 @@ class ChatCompletionsBatch:
         total = counts.total if counts else 0
         return batch.status in ("completed", *self.ended_early_states), batch.status, done, total
 
-    ended_early_states = ("failed", "expired", "cancelled")
-
-    def ended_early(self, status: str) -> bool:
-        """Whether a batch ended before answering every item (they are submitted again)."""
-        return status in self.ended_early_states
-
     def fetch(self, batch_id: str) -> dict[str, Completion | str | BatchItemError]:
         """custom id -> its Completion, or the reason it failed."""
         client = self.model.client()
@@ -252,6 +244,4 @@ class ChatCompletionsBatch:
             if file_id:
                 out.update(chat_batch_answers(client.files.content(file_id).text.splitlines(),
                                               self.model.name, lambda e: e.get("message", e)))
-        if batch.status != "completed" and not out:
-            out["*"] = Unanswered(f"batch {batch_id} ended {batch.status}")
         return out

@@ -18,7 +18,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cupid.utils.models.batch import Unanswered
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.hosted import CLIENTS
 from cupid.utils.models.model import Completion, Request, register_provider
@@ -125,6 +124,7 @@ class TogetherBatch(ChatCompletionsBatch):
     presigned PUT) and job objects."""
 
     provider = "together"
+    ended_early_states = ("FAILED", "EXPIRED", "CANCELLED")
 
     def line(self, custom_id: str, request: Request) -> dict:
         body = {k: v for k, v in self.model.build_params(request).items() if k != "timeout"}
@@ -148,8 +148,6 @@ class TogetherBatch(ChatCompletionsBatch):
         return (status in ("COMPLETED", *self.ended_early_states), status,
                 int(job.progress or 0), 100)
 
-    ended_early_states = ("FAILED", "EXPIRED", "CANCELLED")
-
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
         client = self.model.batch_client()
         job = client.batches.retrieve(batch_id)
@@ -159,6 +157,4 @@ class TogetherBatch(ChatCompletionsBatch):
                 out.update(chat_batch_answers(
                     client.files.content(file_id).read().decode("utf-8").splitlines(),
                     self.model.name, lambda e: e))
-        if (job.status or "").upper() != "COMPLETED" and not out:
-            out["*"] = Unanswered(f"batch {batch_id} ended {job.status}: {job.error}")
         return out
