@@ -147,7 +147,6 @@ class AnthropicModel(HostedModel):
     base_url_env = "ANTHROPIC_BASE_URL"
     provider_label = "Anthropic models"
     default_max_tokens = 4096
-    learns_parameters = True
     reasoning_options = ("thinking_budget",)
     # Extended thinking by default as in the paper (Claude 3.7 Sonnet, Table 8); other
     # thinking models think only when the user sets thinking_budget.
@@ -192,23 +191,18 @@ class AnthropicModel(HostedModel):
             return request.thinking_budget or None
         return self.thinking_budget if self.uses_thinking() else None
 
-    def forecast_reasoning_tokens(self, request: Request) -> int:
+    def reasoning_forecast(self, request: Request) -> tuple[int, str]:
         """The thinking budget (the most a call may spend: "Claude may not use the entire
         budget", https://platform.claude.com/docs/en/build-with-claude/extended-thinking), or
         ``ADAPTIVE_THINKING_TOKENS`` for a model that thinks on its own."""
         budget = self.thinking_budget_for(request)
         if budget is not None:
-            return budget
-        return ADAPTIVE_THINKING_TOKENS if self.adaptive_only() else 0
-
-    def reasoning_forecast_basis(self, request: Request) -> str:
-        budget = self.thinking_budget_for(request)
-        if budget is not None:
             given = "set" if request.thinking_budget else "the paper's"
-            return f"thinking_budget {budget:,} ({given}), spent in full: an upper bound"
+            return budget, f"thinking_budget {budget:,} ({given}), spent in full: an upper bound"
         if self.adaptive_only():
-            return f"adaptive thinking: {ADAPTIVE_THINKING_TOKENS:,} tokens a call, our assumption"
-        return "no extended thinking unless thinking_budget is set"
+            return (ADAPTIVE_THINKING_TOKENS,
+                    f"adaptive thinking: {ADAPTIVE_THINKING_TOKENS:,} tokens a call, our assumption")
+        return 0, "no extended thinking unless thinking_budget is set"
 
     def validate_overrides(self, overrides: dict) -> None:
         super().validate_overrides(overrides)

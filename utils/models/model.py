@@ -26,7 +26,10 @@ import time
 from typing import Any, Callable, ClassVar, Sequence
 
 from cupid import config
+from cupid.utils.models import pacing
+from cupid.utils.models.adaptations import ADAPTATIONS
 from cupid.utils.models.cache import ResponseCache
+from cupid.utils.models.catalog import context_window_of
 from cupid.utils.models.endings import ending_of, is_withheld
 from cupid.utils.models.errors import (
     AnswerWithheld,
@@ -133,8 +136,6 @@ class Model:
 
     def rate_limiter(self):
         """The limiter shared by every model on this endpoint and key, or None."""
-        from cupid.utils.models import pacing
-
         key = self.limiter_key()
         if key is None:
             if not pacing.has_user_limits(self.name):
@@ -154,9 +155,6 @@ class Model:
         return ending_of(self.finish_signals, completion.finish, completion.text)
 
     # -- parameter rules (provider adapters override) --------------------------------------
-    # True when the adapter reads a provider's refusal of a parameter
-    # (``parameter_adaptation``) and applies what was learned when it builds a request.
-    learns_parameters: ClassVar[bool] = False
     # The reasoning options (--model_args) this model takes; adapters validate their values.
     reasoning_options: ClassVar[tuple[str, ...]] = ()
 
@@ -175,16 +173,25 @@ class Model:
         """The Adaptation (adaptations.py) a provider's refusal calls for, or None."""
         return None
 
+    @property
+    def learns_parameters(self) -> bool:
+        """Whether the adapter reads a provider's refusal of a parameter (it has a
+        ``parameter_adaptation``) and applies what was learned when it builds a request."""
+        return type(self).parameter_adaptation is not Model.parameter_adaptation
+
+    def reasoning_forecast(self, request: Request) -> tuple[int, str]:
+        """(the hidden reasoning (thinking) tokens one call of ``request`` is expected to
+        spend, billed as output, for ``--dry_run`` (utils/forecast.py); where that figure comes
+        from): each provider's file says its families' figures from the effort or budget the
+        request sets. 0: no reasoning, or none known (a run that recorded some is read
+        instead: ``recorded_reasoning``)."""
+        return 0, ""
+
     def forecast_reasoning_tokens(self, request: Request) -> int:
-        """The hidden reasoning (thinking) tokens one call of ``request`` is expected to
-        spend, billed as output (``--dry_run``, utils/forecast.py): each provider's file says
-        its families' figures from the effort or budget the request sets. 0: no reasoning,
-        or none known (a run that recorded some is read instead: ``recorded_reasoning``)."""
-        return 0
+        return self.reasoning_forecast(request)[0]
 
     def reasoning_forecast_basis(self, request: Request) -> str:
-        """Where ``forecast_reasoning_tokens``'s figure comes from, for the forecast's notes."""
-        return ""
+        return self.reasoning_forecast(request)[1]
 
     def wire_parameters(self, request: Request) -> dict | None:
         """The generation parameters as this adapter sends ``request`` (for the step's
@@ -216,8 +223,6 @@ class Model:
 
     def context_window(self) -> int | None:
         """Prompt plus output tokens the model accepts (catalog.py), or None: unchecked."""
-        from cupid.utils.models.catalog import context_window_of
-
         return context_window_of(self.name)
 
     def adaptation_key(self) -> tuple:
@@ -226,8 +231,6 @@ class Model:
         return (self.provider, self.endpoint(), self.name)
 
     def learned_adaptations(self) -> tuple:
-        from cupid.utils.models.adaptations import ADAPTATIONS
-
         return ADAPTATIONS.learned(self.adaptation_key()) if self.learns_parameters else ()
 
     def _check_context_window(self, request: Request) -> None:
@@ -250,10 +253,6 @@ class Model:
         sent again, adapted (at once online; in the next round in batch mode, batch.py). The
         same refusal after the adaptation means it did not help: False, and the call fails
         as any 400 does."""
-        if not self.learns_parameters:
-            return False
-        from cupid.utils.models.adaptations import ADAPTATIONS
-
         adaptation = self.parameter_adaptation(exc)
         if adaptation is None or adaptation.parameter in adapted:
             return False
@@ -295,8 +294,6 @@ class Model:
         if self.batch_runner is not None:
             self.batch_runner.defer(self, request, key)  # raises BatchDeferred, or goes on
         if self.learns_parameters:
-            from cupid.utils.models.adaptations import ADAPTATIONS
-
             with ADAPTATIONS.first_call(self.adaptation_key()):
                 completion = self._send(request)
         else:

@@ -211,7 +211,6 @@ class OpenAIModel(OpenAICompatibleModel):
     api_key_env = "OPENAI_API_KEY"
     base_url_env = "OPENAI_BASE_URL"
     provider_label = "OpenAI models"
-    learns_parameters = True
     reasoning_options = ("reasoning_effort",)
 
     bare_names = "gpt-*/o1*/o3*/o4*"
@@ -278,19 +277,14 @@ class OpenAIModel(OpenAICompatibleModel):
     def batch_adapter(self) -> ChatCompletionsBatch:
         return ChatCompletionsBatch(self)
 
-    def _effort(self, request: Request) -> str | None:
-        return request.reasoning_effort or self.family().default_effort
-
-    def forecast_reasoning_tokens(self, request: Request) -> int:
+    def reasoning_forecast(self, request: Request) -> tuple[int, str]:
         """The effort's figure (``REASONING_TOKENS_AT_EFFORT``), within max_completion_tokens
         (which counts the reasoning)."""
-        tokens = REASONING_TOKENS_AT_EFFORT.get(self._effort(request) or "none", 0)
-        return min(tokens, request.max_tokens) if request.max_tokens else tokens
-
-    def reasoning_forecast_basis(self, request: Request) -> str:
-        effort = self._effort(request)
+        family = self.family()
+        effort = request.reasoning_effort or family.default_effort
         if effort is None:
-            return f"the {self.family().name} family does not reason"
-        given = "set" if request.reasoning_effort else f"the {self.family().name} family's default"
-        return (f"reasoning_effort {effort} ({given}): {REASONING_TOKENS_AT_EFFORT.get(effort, 0):,} "
-                f"tokens a call, our assumption")
+            return 0, f"the {family.name} family does not reason"
+        tokens = REASONING_TOKENS_AT_EFFORT.get(effort, 0)
+        given = "set" if request.reasoning_effort else f"the {family.name} family's default"
+        return (min(tokens, request.max_tokens) if request.max_tokens else tokens,
+                f"reasoning_effort {effort} ({given}): {tokens:,} tokens a call, our assumption")

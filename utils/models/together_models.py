@@ -61,10 +61,6 @@ class TogetherModel(OpenAICompatibleModel):
     api_key_env = "TOGETHER_API_KEY"
     base_url_env = "TOGETHER_BASE_URL"
     provider_label = "models hosted by Together"
-    # Together's API mirrors OpenAI's: a refused parameter is read with OpenAI's rule, online
-    # and in a batch's error file (Together's own wording of such a 400 is not confirmed in a
-    # stored source, as of 2026-11-23; its batch error lines are OpenAI's format).
-    learns_parameters = True
 
     bare_names = "org/name"
 
@@ -96,6 +92,9 @@ class TogetherModel(OpenAICompatibleModel):
         return CLIENTS.get(("together-sdk", root, api_key), make)
 
     def parameter_adaptation(self, exc: BaseException):
+        # Together's API mirrors OpenAI's: a refused parameter is read with OpenAI's rule, online
+        # and in a batch's error file (Together's own wording of such a 400 is not confirmed in a
+        # stored source, as of 2026-11-23; its batch error lines are OpenAI's format).
         return refused_parameter(exc, self.overrides)
 
     def complete(self, request: Request) -> Completion:
