@@ -66,11 +66,6 @@ def tables() -> dict[str, DatedTable]:
     return dict(_TABLES)
 
 
-def all_models() -> dict[str, ModelFacts]:
-    """{name: facts} over every provider's table."""
-    return {name: facts for table in tables().values() for name, facts in table.models.items()}
-
-
 # A dated snapshot (``gpt-5-mini-2025-08-07``, ``claude-sonnet-4-5-20250929``) not listed
 # in its table is looked up under its alias, whose price and window the providers keep for
 # every snapshot of the same model.

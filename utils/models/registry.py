@@ -26,34 +26,18 @@ def registered_models() -> dict[str, type[Model]]:
     return dict(_REGISTRY)
 
 
-def provider_prefixes() -> list[str]:
-    discover_models()
-    return sorted(_PROVIDERS)
-
-
 def guess_provider(name: str) -> str | None:
     """The prefix of the provider that claims a bare name most surely (each provider's
     ``name_guess``), or None."""
     discover_models()
-    surest, best = 0, None
-    for prefix, cls in sorted(_PROVIDERS.items()):
-        sureness = getattr(cls, "name_guess", lambda _: 0)(name)
-        if sureness > surest:
-            surest, best = sureness, prefix
-    return best
+    prefix, cls = max(sorted(_PROVIDERS.items()), key=lambda item: item[1].name_guess(name))
+    return prefix if cls.name_guess(name) else None
 
 
 # An Amazon Bedrock id of a Claude model, as the original release's README names its
 # synthesizer ("anthropic.claude-3-5-sonnet-20241022-v2:0"), with an optional cross-region
 # prefix ("us."). Group 1 is the Anthropic API's name of the same model.
 _BEDROCK_CLAUDE = re.compile(r"^(?:[a-z]{2,4}\.)?anthropic\.(claude-[A-Za-z0-9.-]+?)-v\d+(?::\d+)?$")
-
-
-def anthropic_name_of_bedrock_id(spec: str) -> str | None:
-    """``claude-3-5-sonnet-20241022`` for ``anthropic.claude-3-5-sonnet-20241022-v2:0``;
-    None for anything that is not a Bedrock Claude id."""
-    found = _BEDROCK_CLAUDE.match(spec)
-    return found.group(1) if found else None
 
 
 def _construct(cls: type[Model], name: str | None, params: dict) -> Model:
@@ -145,13 +129,13 @@ def _resolve(spec: str, role: str | None, params: dict) -> Model:
     plugin = _entry_point_model(spec)
     if plugin is not None:
         return _construct(plugin, None if plugin.model_name else spec, merged)
-    bedrock_name = anthropic_name_of_bedrock_id(spec)
-    if bedrock_name is not None and "anthropic" in _PROVIDERS:
+    bedrock = _BEDROCK_CLAUDE.match(spec)
+    if bedrock is not None and "anthropic" in _PROVIDERS:
         # The same model weights behind Anthropic's own API, so that the original README's
         # synthesis command runs verbatim with ANTHROPIC_API_KEY.
         logging.getLogger(__name__).info("%s is a Bedrock id; calling %s through the Anthropic API",
-                                         spec, bedrock_name)
-        return _construct(_PROVIDERS["anthropic"], bedrock_name, merged)
+                                         spec, bedrock.group(1))
+        return _construct(_PROVIDERS["anthropic"], bedrock.group(1), merged)
     provider = guess_provider(spec)
     if provider is not None and provider in _PROVIDERS:
         return _construct(_PROVIDERS[provider], spec, merged)

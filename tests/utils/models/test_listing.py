@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from cupid.utils.models.listing import model_listing
-from cupid.utils.models.registry import provider_prefixes, registered_models
+from cupid.utils.models.registry import _PROVIDERS, registered_models
 
 
 def block(listing: str, prefix: str) -> str:
@@ -17,7 +17,7 @@ def block(listing: str, prefix: str) -> str:
 def test_the_listing_names_every_provider_family_and_model_in_80_columns():
     listing = model_listing()
     assert max(len(line) for line in listing.splitlines()) <= 80
-    for prefix in provider_prefixes():
+    for prefix in _PROVIDERS:
         assert block(listing, prefix)
     openai = block(listing, "openai")
     assert "bare names: gpt-*/o1*/o3*/o4*; batch API: yes; reasoning option:" in openai

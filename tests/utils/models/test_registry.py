@@ -16,7 +16,6 @@ from cupid.utils.models.google_models import GoogleModel
 from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError, UnknownModelError
 from cupid.utils.models.model import Model
 from cupid.utils.models.registry import (
-    provider_prefixes,
     register_model,
     registered_models,
     resolve_model,
@@ -40,7 +39,8 @@ def scratch_registry():
 # Discovery and resolution
 # ---------------------------------------------------------------------------------------
 def test_discovery_finds_every_adapter():
-    assert {"openai", "anthropic", "together", "google", "vllm", "local-server"} <= set(provider_prefixes())
+    registry.discover_models()
+    assert {"openai", "anthropic", "together", "google", "vllm", "local-server"} <= set(registry._PROVIDERS)
     assert registered_models()[config.PREFMATCHER_MODEL] is PrefMatcherModel
 
 
