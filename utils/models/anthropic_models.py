@@ -173,23 +173,15 @@ class AnthropicModel(HostedModel):
             return "adaptive thinking"
         return "extended thinking" if THINKING_MODELS.search(lowered) else "no thinking"
 
-    def takes_thinking(self) -> bool:
-        """Manual extended thinking (a budget) is accepted."""
-        return (THINKING_MODELS.search(self.name.lower()) is not None
-                and not self.adaptive_only())
-
     def adaptive_only(self) -> bool:
         """Adaptive thinking only, and no sampling parameters (Opus 4.7 and later)."""
         return ADAPTIVE_ONLY.search(self.name.lower()) is not None
-
-    def uses_thinking(self) -> bool:
-        return self.name.lower().startswith(self.thinking_prefixes)
 
     def thinking_budget_for(self, request: Request) -> int | None:
         """The budget of this request's thinking, or None: no thinking (a user's 0 too)."""
         if request.thinking_budget is not None:
             return request.thinking_budget or None
-        return self.thinking_budget if self.uses_thinking() else None
+        return self.thinking_budget if self.name.lower().startswith(self.thinking_prefixes) else None
 
     def reasoning_forecast(self, request: Request) -> tuple[int, str]:
         """The thinking budget (the most a call may spend: "Claude may not use the entire
@@ -217,7 +209,7 @@ class AnthropicModel(HostedModel):
             raise ModelConfigurationError(
                 f"{self.name}: thinking_budget={budget}: this model thinks adaptively and refuses "
                 f"a thinking budget (Claude Opus 4.7 and later)")
-        if not self.takes_thinking():
+        if not THINKING_MODELS.search(self.name.lower()):
             raise ModelConfigurationError(
                 f"{self.name}: thinking_budget={budget}: this model has no extended thinking "
                 f"(Claude 3.7 Sonnet and the Claude 4 models have)")

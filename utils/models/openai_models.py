@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from cupid.utils.models.adaptations import Adaptation
@@ -68,23 +69,20 @@ CATALOG = dated_table("openai", date="2026-11-23", sources=(
 })
 
 
+@dataclass(frozen=True)
 class OpenAIFamily:
     """What one family of OpenAI models accepts on the chat completions API."""
 
-    def __init__(self, name: str, *, token_field: str | None = None, temperature: bool = True,
-                 temperature_with_effort: tuple[str, ...] = (),
-                 efforts: tuple[str, ...] = (), default_effort: str | None = None,
-                 open_efforts: bool = False) -> None:
-        self.name = name
-        # None: the role's field (config.ROLE_PARAMS); else the only one the family accepts.
-        self.token_field = token_field
-        self.temperature = temperature                  # a non-default temperature accepted
-        self.temperature_with_effort = temperature_with_effort  # ... only at these efforts
-        self.efforts = efforts                          # reasoning_effort values accepted
-        self.default_effort = default_effort            # the effort without one; None: no reasoning
-        # True: an effort outside ``efforts`` is passed on with a warning (the family's newer
-        # models may take newer efforts); False: refused before any request, as sourced.
-        self.open_efforts = open_efforts
+    name: str
+    # None: the role's field (config.ROLE_PARAMS); else the only one the family accepts.
+    token_field: str | None = None
+    temperature: bool = True                        # a non-default temperature accepted
+    temperature_with_effort: tuple[str, ...] = ()   # ... only at these efforts
+    efforts: tuple[str, ...] = ()                   # reasoning_effort values accepted
+    default_effort: str | None = None               # the effort without one; None: no reasoning
+    # True: an effort outside ``efforts`` is passed on with a warning (the family's newer
+    # models may take newer efforts); False: refused before any request, as sourced.
+    open_efforts: bool = False
 
     def takes_temperature(self, effort: str | None) -> bool:
         return self.temperature or (effort is not None and effort in self.temperature_with_effort)

@@ -7,7 +7,6 @@ any work and read the context it states.
 """
 from __future__ import annotations
 
-import inspect
 import itertools
 import json
 import logging
@@ -240,11 +239,6 @@ class PrefMatcherModel(VLLMModel):
     model_name = config.PREFMATCHER_MODEL
     provider = "prefmatcher"
     url_env = "CUPID_PREFMATCHER_URL"
-
-    def __init__(self, name: str | None = None, **params: Any) -> None:
-        accepted = inspect.signature(VLLMModel.__init__).parameters
-        super().__init__(name or config.PREFMATCHER_MODEL,
-                         **{k: v for k, v in params.items() if k in accepted})
 
     def default_base_url(self) -> str:
         return config.PREFMATCHER_BASE_URL
