@@ -60,7 +60,6 @@ class ResponseCache:
 
     def __init__(self, directory: str | Path, warn: Callable[[str], None] = _default_warn):
         self.directory = Path(directory)
-        self.path = self.directory  # what messages name
         self._warn_fn = warn
         self._warned: set[str] = set()
         self._lock = threading.Lock()
