@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
+from dataclasses import asdict
 from typing import Any, Callable, ClassVar, Sequence
 
 from cupid import config
@@ -293,10 +295,7 @@ class Model:
         self._check_context_window(request)
         if self.batch_runner is not None:
             self.batch_runner.defer(self, request, key)  # raises BatchDeferred, or goes on
-        if self.learns_parameters:
-            with ADAPTATIONS.first_call(self.adaptation_key()):
-                completion = self._send(request)
-        else:
+        with ADAPTATIONS.first_call(self.adaptation_key()) if self.learns_parameters else nullcontext():
             completion = self._send(request)
         if key is not None:
             self.cache.put(key, completion)
@@ -308,7 +307,7 @@ class Model:
         the re-ask loop (asking.py) asks again at most once. It is cached all the same, so
         a rerun replays it instead of paying for it again."""
         completion.parameters = self.wire_parameters(request)
-        completion.adaptations = tuple(a.as_record() for a in self.learned_adaptations())
+        completion.adaptations = tuple(asdict(a) for a in self.learned_adaptations())
         if is_withheld(completion.ending, completion.text):
             raise AnswerWithheld(self.name, completion)
         return completion
@@ -354,7 +353,7 @@ class Model:
                     continue  # the same request, adapted: not a retry of a fault
                 retryable, retry_after, reason = classify_error(exc)
                 reason = redact(reason)
-                if status_code(exc) in (401, 403):
+                if status in (401, 403):
                     log.warning("%s: the server refused the key: %s", self.name, reason)
                     raise AuthenticationFailed(
                         f"{self.name}: the server refused the API key ({reason})") from None
@@ -366,7 +365,10 @@ class Model:
                          time.perf_counter() - started, reason, delay)
                 # After a 429 the limiter holds every other caller on the endpoint until the
                 # retry-after; this one waits it out here (at least as long) and skips that hold.
-                self._pause(delay)
+                if self._sleep is time.sleep:
+                    CANCEL.wait(delay)  # a stopping run wakes at once
+                else:
+                    self._sleep(delay)
                 waited_pause = ticket is not None and ticket.rate_limited
                 attempt += 1
                 continue
@@ -383,13 +385,6 @@ class Model:
         log.warning("%s: call failed after %d attempt%s: %s", self.name, attempts,
                     "s" * (attempts != 1), reason)
         raise ModelCallFailed(self.name, reason, attempts, last_error) from last_error
-
-    def _pause(self, delay: float) -> None:
-        """Back off; a stopping run wakes at once instead of sleeping out the delay."""
-        if self._sleep is time.sleep:
-            CANCEL.wait(delay)
-        else:
-            self._sleep(delay)
 
 
 def register_model(cls: type[Model]) -> type[Model]:

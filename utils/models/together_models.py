@@ -99,7 +99,7 @@ class TogetherModel(OpenAICompatibleModel):
 
     def complete(self, request: Request) -> Completion:
         completion = super().complete(request)
-        completion.text = strip_thinking(completion.text)
+        completion.text = _THINK_BLOCK.sub("", completion.text, count=1)
         return completion
 
     def batch_adapter(self) -> TogetherBatch:
@@ -112,10 +112,6 @@ class TogetherModel(OpenAICompatibleModel):
 # form of thinking tokens between <think> tags and the answer"). The
 # answer that is parsed is the reply alone; the tokens are counted by usage all the same.
 _THINK_BLOCK = re.compile(r"\A\s*<think>.*?</think>\s*", re.S)
-
-
-def strip_thinking(text: str) -> str:
-    return _THINK_BLOCK.sub("", text, count=1) if text.lstrip().startswith("<think>") else text
 
 
 class TogetherBatch(ChatCompletionsBatch):
