@@ -270,13 +270,6 @@ class GoogleModel(HostedModel):
                 f"{self.name}: the environment variable {self.api_key_env} is not set; "
                 f"export {self.api_key_env}=... (or set {self.project_env} to use Vertex AI)")
 
-    def limiter_key(self) -> tuple:
-        from cupid.utils.models.pacing import endpoint_key
-
-        if self.uses_vertex():
-            return endpoint_key("vertex", f"{self.resolved_project()}/{self.resolved_location()}", None)
-        return super().limiter_key()
-
     def probe(self) -> None:
         """List one model (free): an unreachable endpoint or a refused key stops the run
         before any work; any other HTTP answer shows the endpoint is up."""

@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from cupid.utils.models.cache import ResponseCache
 from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.model import Model
+from cupid.utils.models.pacing import endpoint_key
 from cupid.utils.models.request import normalise_endpoint
 from cupid.utils.models.retry import status_code
 from cupid.utils.redact import redact, register_secret
@@ -122,8 +123,7 @@ class HostedModel(Model):
 
     # -- configuration (read when used, never at import) -------------------------------------
     def resolved_base_url(self) -> str | None:
-        return self._base_url or (os.environ.get(self.base_url_env) if self.base_url_env
-                                  else None) or None
+        return self._base_url or os.environ.get(self.base_url_env) or None
 
     def resolved_api_key(self) -> str | None:
         return self._api_key or os.environ.get(self.api_key_env) or None
@@ -138,9 +138,7 @@ class HostedModel(Model):
                 f"export {self.api_key_env}=... to use {self.provider_label}")
 
     def limiter_key(self) -> tuple:
-        from cupid.utils.models.pacing import endpoint_key
-
-        return endpoint_key(self.provider, self.resolved_base_url(), self.resolved_api_key())
+        return endpoint_key(self.provider, self.endpoint(), self.resolved_api_key())
 
     def probe(self) -> None:
         """List the provider's models once (a GET that costs nothing): a wrong base URL or a

@@ -97,11 +97,6 @@ class VLLMModel(OpenAICompatibleModel):
     def endpoint(self) -> str | None:
         return normalise_endpoint(",".join(self.base_urls()))
 
-    def limiter_key(self) -> tuple:
-        from cupid.utils.models.pacing import endpoint_key
-
-        return endpoint_key(self.provider, self.endpoint(), self.resolved_api_key())
-
     def resolved_api_key(self) -> str:
         return self._api_key or config.LOCAL_SERVER_API_KEY or "EMPTY"
 
