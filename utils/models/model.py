@@ -138,12 +138,7 @@ class Model:
 
     def rate_limiter(self):
         """The limiter shared by every model on this endpoint and key, or None."""
-        key = self.limiter_key()
-        if key is None:
-            if not pacing.has_user_limits(self.name):
-                return None
-            key = ("model", self.name)
-        return pacing.limiter_for(key, self.name)
+        return pacing.limiter_for(self.limiter_key(), self.name)
 
     # How this provider's raw finish signals (``Completion.finish``) map to the six endings
     # (endings.py): each provider's file declares its table; a signal not in it is "stop".

@@ -257,19 +257,19 @@ def set_user_limits(limits: Mapping[str, UserLimits]) -> None:
         _USER_LIMITS.update(limits)
 
 
-def has_user_limits(model_name: str) -> bool:
+def limiter_for(key: Hashable | None, model_name: str = "") -> RateLimiter | None:
+    """The limiter shared by every model on ``key`` (``Model.limiter_key``). A model without
+    one has no provider limits to keep: it gets a limiter of its own when the user set limits
+    for it, else None."""
     with _lock:
-        return model_name in _USER_LIMITS or "*" in _USER_LIMITS
-
-
-def limiter_for(key: Hashable, model_name: str = "") -> RateLimiter:
-    with _lock:
-        limiter = _LIMITERS.get(key)
-        if limiter is None:
-            user = _USER_LIMITS.get(model_name) or _USER_LIMITS.get("*")
-            limiter = RateLimiter(user)
-            _LIMITERS[key] = limiter
-        return limiter
+        user = _USER_LIMITS.get(model_name) or _USER_LIMITS.get("*")
+        if key is None:
+            if user is None:
+                return None
+            key = ("model", model_name)
+        if key not in _LIMITERS:
+            _LIMITERS[key] = RateLimiter(user)
+        return _LIMITERS[key]
 
 
 def reset_limiters() -> None:

@@ -71,9 +71,9 @@ def test_limiters_by_key_and_user_limits_by_model():
     try:
         assert limiter_for(("openai", "http://h", "abc")) is limiter_for(("openai", "http://h", "abc"))
         pacing.set_user_limits({"gpt-4o": UserLimits(max_in_flight=2)})
-        assert pacing.has_user_limits("gpt-4o") and not pacing.has_user_limits("claude")
+        assert limiter_for(None, "gpt-4o") is not None and limiter_for(None, "claude") is None
         pacing.set_user_limits({"*": UserLimits(max_in_flight=2)})
-        assert pacing.has_user_limits("claude")
+        assert limiter_for(None, "claude") is not None
     finally:
         pacing.reset_limiters()
 
