@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-import time
-from typing import Any, Callable
+from typing import Any
 
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.model import (
@@ -23,7 +22,6 @@ from cupid.utils.models.model import (
     ModelConfigurationError,
     PermanentModelError,
     Request,
-    ResponseCache,
     TransientModelError,
     Usage,
     register_provider,
@@ -222,11 +220,8 @@ class GoogleModel(HostedModel):
         return row[1] if row else ""
 
     def __init__(self, name: str | None = None, *, project: str | None = None, location: str | None = None,
-                 base_url: str | None = None, api_key: str | None = None, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, timeout: float | None = None, max_retries: int | None = None,
-                 cache: ResponseCache | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(name, base_url=base_url, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
-                         timeout=timeout, max_retries=max_retries, cache=cache, sleep=sleep)
+                 **params: Any) -> None:
+        super().__init__(name, **params)
         self._project = project
         self._location = location
 

@@ -11,11 +11,9 @@ from __future__ import annotations
 import base64
 import os
 import threading
-import time
 from typing import Any, Callable, ClassVar, Hashable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from cupid.utils.models.cache import ResponseCache
 from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.model import Model
 from cupid.utils.models.pacing import endpoint_key
@@ -111,12 +109,8 @@ class HostedModel(Model):
     probe_timeout: ClassVar[float] = 10.0
 
     def __init__(self, name: str | None = None, *, base_url: str | None = None,
-                 api_key: str | None = None, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, timeout: float | None = None,
-                 max_retries: int | None = None, cache: ResponseCache | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(name, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                         max_retries=max_retries, cache=cache, sleep=sleep)
+                 api_key: str | None = None, **params: Any) -> None:
+        super().__init__(name, **params)
         self._base_url = base_url
         self._api_key = api_key
         register_secret(api_key)

@@ -41,11 +41,17 @@ _BEDROCK_CLAUDE = re.compile(r"^(?:[a-z]{2,4}\.)?anthropic\.(claude-[A-Za-z0-9.-
 
 
 def _construct(cls: type[Model], name: str | None, params: dict) -> Model:
-    """Instantiate, passing only the keyword arguments the class's __init__ accepts."""
-    signature = inspect.signature(cls.__init__)
-    accepts_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
-    kwargs = {k: v for k, v in params.items() if accepts_all or k in signature.parameters}
-    if name is not None and (accepts_all or "name" in signature.parameters):
+    """Instantiate, passing only the keyword arguments the class accepts: its __init__'s and,
+    through a ``**params`` it passes on, its bases' (``Model.__init__``'s at the end)."""
+    accepted: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" in vars(klass):
+            parameters = inspect.signature(klass.__init__).parameters.values()
+            accepted |= {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+            if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+                break
+    kwargs = {k: v for k, v in params.items() if k in accepted}
+    if name is not None and "name" in accepted:
         kwargs["name"] = name
     model = cls(**kwargs)
     if not hasattr(model, "usage"):  # a user __init__ that forgot super().__init__()

@@ -11,13 +11,11 @@ import itertools
 import json
 import logging
 import re
-import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from typing import Any
 
 from cupid import config
-from cupid.utils.models.cache import ResponseCache
 from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.hosted import split_credentials
 from cupid.utils.models.model import register_model, register_provider
@@ -68,20 +66,14 @@ class VLLMModel(OpenAICompatibleModel):
     # The context the server states (check() reads it): prompt + max_tokens must fit.
     max_model_len: int | None = None
 
-    def __init__(self, name: str | None = None, *, base_url: str | None = None,
-                 api_key: str | None = None, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, timeout: float | None = None,
-                 max_retries: int | None = None, cache: ResponseCache | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, name: str | None = None, *, base_url: str | None = None, **params: Any) -> None:
         # A served model gets a "system" message and max_tokens, as the release's vLLM route
         # (PrefMatcher) sent them.
         name, url = split_name_and_url(name)
         url = url or base_url
         self._farm = [u.strip().rstrip("/") for u in url.split(",") if u.strip()] if url else []
         self._turn = itertools.count()
-        super().__init__(name, base_url=self._farm[0] if self._farm else None, api_key=api_key,
-                         temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                         max_retries=max_retries, cache=cache, sleep=sleep)
+        super().__init__(name, base_url=self._farm[0] if self._farm else None, **params)
 
     def default_base_url(self) -> str:
         return config.LOCAL_SERVER_BASE_URL
