@@ -1,7 +1,7 @@
 """Batch mode behind the seam: calls answered through the providers' batch APIs at the
 batch price (config.BATCH_DISCOUNT of the online price).
 
-How it works with the pipeline, unchanged: a model whose ``batch`` is a ``BatchRunner``
+How it works with the pipeline, unchanged: a model whose ``batch_runner`` is a ``BatchRunner``
 does not send a request that misses the response cache; the seam hands it to the runner
 (``defer``), which raises ``BatchDeferred`` out of the step. The caller runs every
 instance this way (a round), then ``run_round`` submits what was collected (one batch per
@@ -334,15 +334,15 @@ class BatchRunner:
 # ---------------------------------------------------------------------------------------
 # The driver: passes and rounds
 # ---------------------------------------------------------------------------------------
-def runner_for(model: Model, state_path: str | Path, flag: str = "--batch") -> BatchRunner | None:
+def runner_for(model: Model, state_path: str | Path) -> BatchRunner | None:
     """A runner for ``model``'s calls, or None (with the reason logged) when they cannot go
     through a batch API: the provider has none, or no response cache keeps the answers."""
     if model.batch_adapter() is None:
-        log.warning("%s: %s has no batch API; its calls are asked online", flag, model.name)
+        log.warning("--batch: %s has no batch API; its calls are asked online", model.name)
         return None
     if model.cache is None:
-        log.warning("%s: %s has no response cache to keep the batches' answers in; its calls "
-                    "are asked online", flag, model.name)
+        log.warning("--batch: %s has no response cache to keep the batches' answers in; its calls "
+                    "are asked online", model.name)
         return None
     return BatchRunner(state_path)
 

@@ -58,8 +58,6 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
     text = getattr(message, "content", None)
     refusal = getattr(message, "refusal", None)
     usage = getattr(response, "usage", None)
-    prompt_tokens = getattr(usage, "prompt_tokens", None)
-    completion_tokens = getattr(usage, "completion_tokens", None)
     # completion_tokens counts the hidden reasoning tokens too (billed as output);
     # completion_tokens_details.reasoning_tokens says how many of them there were, and
     # prompt_tokens_details.cached_tokens how many prompt tokens were read from the prompt
@@ -69,8 +67,9 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
     cached_tokens = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None) or 0
     return Completion(
         text=text if isinstance(text, str) else "",
-        usage=(Usage(prompt_tokens or 0, completion_tokens or 0, reasoning_tokens=reasoning_tokens,
-                     cached_prompt_tokens=cached_tokens) if usage is not None else None),
+        usage=(Usage(getattr(usage, "prompt_tokens", None) or 0, getattr(usage, "completion_tokens", None) or 0,
+                     reasoning_tokens=reasoning_tokens, cached_prompt_tokens=cached_tokens)
+               if usage is not None else None),
         raw=response,
         finish="message.refusal" if refusal else getattr(choices[0], "finish_reason", None),
         refusal=refusal or None,
