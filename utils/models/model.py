@@ -214,8 +214,8 @@ class Model:
         return 0
 
     def batch_adapter(self) -> Any | None:
-        """The adapter of this model's provider's batch API (``line``, ``submit``, ``poll``,
-        ``ended_early``, ``fetch``: see batch.py), or None: its calls are asked online."""
+        """The ``BatchAdapter`` of this model's provider (batch.py), or None: its calls are
+        asked online."""
         return None
 
     def context_window(self) -> int | None:
