@@ -88,9 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                              n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
                              figures=not args.no_figures, exclude_filtered=args.exclude_filtered)
         html = None if args.no_html else write_html_report(
-            args.results_dir, files.markdown.parent, runs=files.analysis.runs,
-            model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data,
-            analysis=files.analysis, build_id=files.build_id)
+            args.results_dir, files.markdown.parent, data_paths=args.data, analysis=files.analysis,
+            build_id=files.build_id)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
