@@ -24,7 +24,6 @@ import numpy as np
 from cupid.evaluation.metrics import InferenceCounts, f1_score
 
 DEFAULT_N_BOOTSTRAP = 1000
-DEFAULT_CONFIDENCE = 0.95
 
 INFERENCE_METRICS = ("precision", "recall", "f1")
 
@@ -51,10 +50,6 @@ class Estimate:
     high: float | None
     n: int
 
-    @property
-    def width(self) -> float | None:
-        return None if self.low is None or self.high is None else self.high - self.low
-
     def as_dict(self) -> dict:
         return {"value": self.value, "low": self.low, "high": self.high, "n": self.n}
 
@@ -73,10 +68,6 @@ class PairedDifference:
     n: int
     value_a: float | None
     value_b: float | None
-
-    def as_dict(self) -> dict:
-        return {"difference": self.difference, "low": self.low, "high": self.high,
-                "p_value": self.p_value, "n": self.n, "value_a": self.value_a, "value_b": self.value_b}
 
 
 # =======================================================================================
@@ -153,45 +144,29 @@ def cluster_sums(data: np.ndarray, clusters: Sequence[Hashable] | None) -> np.nd
     return sums
 
 
-def bootstrap_weights(n: int, n_bootstrap: int, seed: int | None) -> np.ndarray:
+@lru_cache(maxsize=8)
+def bootstrap_weights(n: int, n_bootstrap: int, seed: int) -> np.ndarray:
     """(n_bootstrap, n) resampling counts: row b says how often each of the n clusters is
     drawn in resample b (n draws with replacement). Same (n, n_bootstrap, seed), same
     weights, so every statistic over the same clusters shares its resamples."""
-    if n_bootstrap < 1:
-        raise ValueError("n_bootstrap must be at least 1")
-    if n < 1:
-        raise ValueError("n must be at least 1")
-    if seed is None:
-        return _draw_weights(n, n_bootstrap, None)
-    return _cached_weights(n, n_bootstrap, seed)
-
-
-def _draw_weights(n: int, n_bootstrap: int, seed: int | None) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, n, size=(n_bootstrap, n))
+    draws = np.random.default_rng(seed).integers(0, n, size=(n_bootstrap, n))
     offsets = (np.arange(n_bootstrap) * n)[:, None]
-    weights = np.bincount((draws + offsets).ravel(), minlength=n_bootstrap * n)
-    return weights.reshape(n_bootstrap, n).astype(float)
-
-
-@lru_cache(maxsize=8)
-def _cached_weights(n: int, n_bootstrap: int, seed: int) -> np.ndarray:
-    weights = _draw_weights(n, n_bootstrap, seed)
+    weights = np.bincount((draws + offsets).ravel(), minlength=n_bootstrap * n).reshape(n_bootstrap, n).astype(float)
     weights.setflags(write=False)
     return weights
 
 
 def release_caches() -> None:
     """Free the cached resampling weights (each ~2 MB at 252 personas x 1000 resamples)."""
-    _cached_weights.cache_clear()
+    bootstrap_weights.cache_clear()
 
 
-def _percentile_interval(samples: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+def _percentile_interval(samples: np.ndarray) -> tuple[float | None, float | None]:
+    """The 95% percentile interval of the finite samples."""
     finite = samples[np.isfinite(samples)]
     if finite.size == 0:
         return None, None
-    tail = (1.0 - confidence) / 2 * 100
-    low, high = np.percentile(finite, [tail, 100 - tail])
+    low, high = np.percentile(finite, [2.5, 97.5])
     return float(low), float(high)
 
 
@@ -201,7 +176,7 @@ def _as_float(value: Any) -> float | None:
 
 
 def _bootstrap_many(items: Sequence[Any], metrics: Sequence[str], clusters: Sequence[Hashable] | None,
-                    n_bootstrap: int, seed: int | None, confidence: float) -> dict[str, Estimate]:
+                    n_bootstrap: int, seed: int) -> dict[str, Estimate]:
     """Several statistics of the same data matrix from one set of resampled sums."""
     specs = [_metric_spec(m) for m in metrics]
     n = len(items)
@@ -213,42 +188,36 @@ def _bootstrap_many(items: Sequence[Any], metrics: Sequence[str], clusters: Sequ
     resampled = bootstrap_weights(len(sums), n_bootstrap, seed) @ sums
     out = {}
     for metric, (_, statistic) in zip(metrics, specs):
-        low, high = _percentile_interval(statistic(resampled), confidence)
+        low, high = _percentile_interval(statistic(resampled))
         out[metric] = Estimate(_as_float(statistic(totals)), low, high, n)
     return out
 
 
 def bootstrap(items: Sequence[Any], metric: str = "mean", *, clusters: Sequence[Hashable] | None = None,
-              n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int | None = 0,
-              confidence: float = DEFAULT_CONFIDENCE) -> Estimate:
-    """The statistic over all items and its percentile bootstrap interval.
+              n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int = 0) -> Estimate:
+    """The statistic over all items and its 95% percentile bootstrap interval.
 
     ``metric`` is ``"mean"`` (items are numbers, e.g. judge scores) or ``"micro_f1"``,
     ``"micro_precision"``, ``"micro_recall"``, ``"macro_f1"``, ... (items are InferenceCounts).
     ``clusters`` names each item's cluster (the report: its persona); resamples draw whole
     clusters. None: each item is its own cluster.
     """
-    return _bootstrap_many(items, [metric], clusters, n_bootstrap, seed, confidence)[metric]
-
-
-def bootstrap_mean(values: Sequence[float], **kwargs) -> Estimate:
-    return bootstrap(list(values), "mean", **kwargs)
+    return _bootstrap_many(items, [metric], clusters, n_bootstrap, seed)[metric]
 
 
 def bootstrap_inference(counts: Sequence[InferenceCounts], kind: str = "micro", *,
                         clusters: Sequence[Hashable] | None = None, n_bootstrap: int = DEFAULT_N_BOOTSTRAP,
-                        seed: int | None = 0, confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Estimate]:
+                        seed: int = 0) -> dict[str, Estimate]:
     """Precision, recall and F1 (micro: pooled counts; macro: per-instance mean) with CIs.
     The three share one set of resamples."""
     metrics = [f"{kind}_{name}" for name in INFERENCE_METRICS]
-    estimates = _bootstrap_many(list(counts), metrics, clusters, n_bootstrap, seed, confidence)
+    estimates = _bootstrap_many(list(counts), metrics, clusters, n_bootstrap, seed)
     return {name: estimates[f"{kind}_{name}"] for name in INFERENCE_METRICS}
 
 
 def paired_bootstrap(a: Mapping[Hashable, Any], b: Mapping[Hashable, Any], metric: str = "mean", *,
                      clusters: Mapping[Hashable, Hashable] | None = None,
-                     n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int | None = 0,
-                     confidence: float = DEFAULT_CONFIDENCE) -> PairedDifference:
+                     n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int = 0) -> PairedDifference:
     """statistic(a) - statistic(b), paired by key (instance_id): only keys in both count,
     and each resample draws the same clusters for both sides. ``clusters`` maps each key to
     its cluster (the report: its persona); None: each key is its own cluster."""
@@ -266,7 +235,7 @@ def paired_bootstrap(a: Mapping[Hashable, Any], b: Mapping[Hashable, Any], metri
     sums_a, sums_b = cluster_sums(data_a, labels), cluster_sums(data_b, labels)
     weights = bootstrap_weights(len(sums_a), n_bootstrap, seed)
     diffs = statistic(weights @ sums_a) - statistic(weights @ sums_b)
-    low, high = _percentile_interval(diffs, confidence)
+    low, high = _percentile_interval(diffs)
     finite = diffs[np.isfinite(diffs)]
     p_value = None
     if finite.size:
@@ -289,10 +258,7 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> Correlation:
     """Pearson's r and its two-sided p-value (the t test of r = 0 with n - 2 degrees of
     freedom, as scipy.stats.pearsonr gives it). Fewer than 3 points or a constant variable
     give r=None with a note saying why."""
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ValueError("x and y must be 1-d sequences of the same length")
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     n = int(x.size)
     if n < 3:
         return Correlation(None, None, n, "needs at least 3 points")
@@ -309,8 +275,6 @@ def pearson_p_value(r: float, n: int) -> float:
     df = n - 2 and t = r·sqrt(df / (1 - r²)), which is I_{1-r²}(df/2, 1/2), the regularized
     incomplete beta function."""
     df = n - 2
-    if df < 1:
-        raise ValueError("a p-value needs at least 3 points")
     if abs(r) >= 1.0:
         return 0.0
     return regularized_incomplete_beta(df / 2.0, 0.5, 1.0 - r * r)
@@ -319,8 +283,6 @@ def pearson_p_value(r: float, n: int) -> float:
 def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
     """I_x(a, b) for a, b > 0 and 0 <= x <= 1, by its continued fraction (modified Lentz),
     using the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) where the fraction converges slowly."""
-    if not (a > 0 and b > 0):
-        raise ValueError("a and b must be positive")
     if x <= 0.0:
         return 0.0
     if x >= 1.0:
