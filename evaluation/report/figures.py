@@ -64,16 +64,11 @@ def _points(ax, xs, ys, ns, *, color, min_n: int, label: str | None, marker="o",
                         ha="center", fontsize=6.5, color=color)
 
 
-def _shared_ns(series: list[list[tuple]], n_positions: int) -> list[int | None] | None:
-    """Per x position, the n every series shares there (None where no series has a point);
-    None when some position's series disagree (each point then carries its own n)."""
-    shared: list[int | None] = []
-    for k in range(n_positions):
-        ns = {values[k][1] for values in series if values[k][0] is not None}
-        if len(ns) > 1:
-            return None
-        shared.append(ns.pop() if ns else None)
-    return shared
+def _yerr(estimates, scale: float) -> list[list[float]]:
+    """The error bars below and above each estimate (none without an interval)."""
+    values = [e.value or 0 for e in estimates]
+    return [[scale * (v - (v if e.low is None else e.low)) for v, e in zip(values, estimates)],
+            [scale * ((v if e.high is None else e.high) - v) for v, e in zip(values, estimates)]]
 
 
 def _n_ranges(series: list[list[tuple]], n_positions: int) -> list[str | None]:
@@ -83,6 +78,13 @@ def _n_ranges(series: list[list[tuple]], n_positions: int) -> list[str | None]:
         ns = sorted({values[k][1] for values in series if values[k][0] is not None})
         out.append(None if not ns else (str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"))
     return out
+
+
+def _shared_ns(series: list[list[tuple]], n_positions: int) -> list[str | None] | None:
+    """``_n_ranges`` when every series shares its position's n, else None (each point then
+    carries its own n)."""
+    ranges = _n_ranges(series, n_positions)
+    return None if any(r and "–" in r for r in ranges) else ranges
 
 
 def _n_row(ax, xs, ns, text: str = "n={n}") -> None:
@@ -109,10 +111,8 @@ def plot_prf_bars(data, path: Path) -> None:
     width = 0.26
     for k, (metric, color) in enumerate((("precision", "#4C72B0"), ("recall", "#DD8452"), ("f1", "#55A868"))):
         values = [100 * (b[metric].value or 0) for b in bars]
-        low = [100 * ((b[metric].value or 0) - (b[metric].low if b[metric].low is not None else b[metric].value or 0)) for b in bars]
-        high = [100 * ((b[metric].high if b[metric].high is not None else b[metric].value or 0) - (b[metric].value or 0)) for b in bars]
-        rects = ax.bar(x + (k - 1) * width, values, width, yerr=[low, high], capsize=3, color=color,
-                       label={"precision": "Precision", "recall": "Recall", "f1": "F1"}[metric])
+        rects = ax.bar(x + (k - 1) * width, values, width, yerr=_yerr([b[metric] for b in bars], 100), capsize=3,
+                       color=color, label={"precision": "Precision", "recall": "Recall", "f1": "F1"}[metric])
         for rect, value in zip(rects, values):
             ax.annotate(f"{value:.0f}", (rect.get_x() + rect.get_width() / 2, 1), ha="center",
                         va="bottom", fontsize=6.5, color="white" if value > 8 else "black")
@@ -288,13 +288,12 @@ def plot_summaries(data, path: Path) -> None:
                     color="lightgray", linewidth=1, zorder=1)
             for (key, label, color, marker, offset), paper in zip(settings, point["paper"]):
                 est, x = point[key], k + offset
-                low, high = (est.low, est.high) if est.low is not None else (est.value, est.value)
                 any_few |= est.n < min_n
-                ax.errorbar(x, scale * est.value, yerr=[[scale * (est.value - low)], [scale * (high - est.value)]],
+                ax.errorbar(x, scale * est.value, yerr=_yerr([est], scale),
                             fmt=marker, color=color, markerfacecolor="white" if est.n < min_n else color, capsize=3,
                             markersize=7, label=None if key in labelled else label, zorder=3)
                 labelled.add(key)
-                ax.annotate(f"n={est.n}", (x, scale * high), textcoords="offset points", xytext=(0, 4), ha="center",
+                ax.annotate(f"n={est.n}", (x, scale * (est.value if est.high is None else est.high)), textcoords="offset points", xytext=(0, 4), ha="center",
                             fontsize=6.5, color=color)
                 if paper is not None:
                     ax.plot(x, scale * paper, marker="x", color="black", markersize=6, linestyle="none", zorder=4,
@@ -314,7 +313,6 @@ def plot_summaries(data, path: Path) -> None:
                   title_fontsize=6.5)
         _few_note(ax, any_few, min_n)
     _save(plt, fig, path)
-
 
 
 def plot_strategies(data, path: Path) -> None:
@@ -339,9 +337,8 @@ def plot_strategies(data, path: Path) -> None:
             ns.append([(e.value, e.n) if e is not None and e.value is not None else (None, 0) for e in values])
             drawn = [(k, e) for k, e in enumerate(values) if e is not None and e.value is not None]
             ax.errorbar([k + offset for k, _ in drawn], [scale * e.value for _, e in drawn],
-                        yerr=[[scale * (e.value - (e.low if e.low is not None else e.value)) for _, e in drawn],
-                              [scale * ((e.high if e.high is not None else e.value) - e.value) for _, e in drawn]],
-                        fmt="o", linestyle="none", color=colors[i % len(colors)], capsize=3, label=model)
+                        yerr=_yerr([e for _, e in drawn], scale), fmt="o", linestyle="none",
+                        color=colors[i % len(colors)], capsize=3, label=model)
         _n_row(ax, range(len(settings)), _n_ranges(ns, len(settings)), "n={n}")
         ax.set_xticks(range(len(settings)))
         ax.set_xticklabels(labels, fontsize=7.5, rotation=20, ha="right")
@@ -355,7 +352,6 @@ def plot_strategies(data, path: Path) -> None:
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
 
 
 PLOTTERS = {"fig_prf1": plot_prf_bars, "fig_strategies": plot_strategies, "fig3_position": plot_position,
