@@ -25,7 +25,8 @@ from cupid.evaluation.report.instance_data import load_instance_data
 from cupid.evaluation.report.payload import Payload
 from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
 from cupid.utils.cycle_collection import paused_cycle_collection
-from cupid.utils.html_page import chunk_element, chunked_page, compact_json, esc, gzip_text, markdown_to_html, write_page
+from cupid.utils.html_page import (chunk_element, chunked_page, compact_json, esc, gzip_text, markdown_to_html,
+                                   write_page)
 
 
 def _worst_section(payload: Payload) -> str:
@@ -128,8 +129,9 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 _BUILD = re.compile(r"build `([^`]+)`")
 
 
-def write_html_report(results_dir: str | Path, output_dir: str | Path, *, data_paths: Iterable[str | Path] | None = None,
-                      analysis: Analysis | None = None, build_id: str | None = None) -> Path:
+def write_html_report(results_dir: str | Path, output_dir: str | Path, *,
+                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None,
+                      build_id: str | None = None) -> Path:
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in ``output_dir``
     and the runs of ``analysis`` (read from ``results_dir`` when not given). ``build_id``: the
     build this page belongs to (build.py); a report.md of another build is said so."""
@@ -153,4 +155,5 @@ def write_html_report(results_dir: str | Path, output_dir: str | Path, *, data_p
         if build_id and (found is None or found.group(1) != build_id):
             notes.append(f"report.md beside this page is of build {found.group(1) if found else '(none)'}, "
                          f"this page of build {build_id}: build the report again to match them")
-        return write_page(output_dir / "report.html", render(payload, index, report_md, output_dir, notes, title, build_id))
+        return write_page(output_dir / "report.html",
+                          render(payload, index, report_md, output_dir, notes, title, build_id))
