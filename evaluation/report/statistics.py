@@ -13,13 +13,13 @@ counts to both sides, matched by instance_id.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from cupid.evaluation.metrics import InferenceCounts, f1_score
 
@@ -28,14 +28,10 @@ DEFAULT_N_BOOTSTRAP = 1000
 INFERENCE_METRICS = ("precision", "recall", "f1")
 
 
-def one_blas_thread():
+def one_blas_thread() -> threadpool_limits:
     """A context in which numpy's BLAS runs on one thread. The report's products are small
     (1000 resamples x ~756 instances x a few columns): a BLAS thread pool only adds waiting,
-    tens of times the work itself on a busy machine. A no-op without threadpoolctl."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return contextlib.nullcontext()
+    tens of times the work itself on a busy machine."""
     return threadpool_limits(limits=1, user_api="blas")
 
 
