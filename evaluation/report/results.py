@@ -227,10 +227,6 @@ class Outcome:
     def failed_by_step(self) -> Counter:
         return Counter(step for step, _ in self.failed.values())
 
-    def errors(self) -> Counter:
-        """(step, error text) -> how many instances."""
-        return Counter(self.failed.values())
-
     def restrict(self, ids: Iterable[str]) -> "Outcome":
         ids = set(ids)
         return Outcome({k: v for k, v in self.values.items() if k in ids},
