@@ -2,16 +2,8 @@
 paired differences, failure counts, the paper's published numbers next to ours, and
 the figures (P/R/F1 bars, Figures 3, 4, 5 and 9).
 
-    python -m evaluation.report RESULTS_DIR [--output DIR] [--n_bootstrap 1000] [--seed 0]
-    python -m evaluation.report RESULTS_DIR --export samples.jsonl   # or .parquet, .csv
-    python -m evaluation.report RESULTS_DIR --error_types            # classify for Table 2 first
-
-Reads every directory under RESULTS_DIR holding a run.json (grouped by the model and
-setting it names), recomputes every number from the per-instance files, and writes
-report.md, report.csv, PNG figures and report.html to --output (default RESULTS_DIR).
-With --export or --push_to_hub it writes the per-sample rows instead (one per model,
-setting, scorer and instance; docs/results_format.md) and no report. With --error_types it
-first has the evaluator classify the low-F1 inferences for Table 2 (report/error_types.py).
+The command line of ``cupid-report`` (``python -m evaluation.report``); docs/report.md says
+what it writes, --export's rows and --error_types' classification.
 """
 from __future__ import annotations
 
