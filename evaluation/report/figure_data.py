@@ -20,7 +20,6 @@ class FigureData:
     caption: str
     table: str = ""
     payload: dict = field(default_factory=dict)
-    file: str | None = None
     skipped: str | None = None
 
 

@@ -97,7 +97,6 @@ def csv_value(value: Any) -> Any:
     return value
 
 
-
 def render_csv(rows: list[dict], build_id: str = "") -> str:
     """report.csv; every row names the build that wrote it (report.md and report.html too)."""
     buffer = io.StringIO()
