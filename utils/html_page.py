@@ -91,27 +91,26 @@ def data_uri(path: Path) -> str | None:
     return f"data:{kind};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
+def _opening(charset: str, title: str, style: str, body: str, extra_head: str = "") -> str:
+    """A document up to its body's end tag."""
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="{charset}">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{title}</title>\n<style>\n{style}\n</style>\n{extra_head}</head>\n<body>\n{body}\n")
+
+
 def page(title: str, body: str, *, scripts: tuple[str, ...] = (), extra_head: str = "") -> str:
     """A whole UTF-8 document: the shared stylesheet and the named scripts inlined."""
-    style = template("report.css")
     code = "\n".join(template(name) for name in scripts)
     script = f"<script>\n{code}\n</script>" if code else ""
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{esc(title)}</title>\n<style>\n{style}\n</style>\n{extra_head}</head>\n"
-            f"<body>\n{body}\n{script}\n</body>\n</html>\n")
+    return _opening("utf-8", esc(title), template("report.css"), body, extra_head) + f"{script}\n</body>\n</html>\n"
 
 
 def chunked_page(title: str, body: str, chunks: Iterable[str], *, scripts: tuple[str, ...] = ()) -> Iterator[str]:
     """A windows-1252 document in parts (write them with ``write_page``): ``body``, then the
     ``chunk_element`` strings, then the scripts. Text outside the chunks becomes ASCII."""
-    style = _ascii_css(template("report.css"))
-    code = _ascii_js("\n".join(template(name) for name in scripts))
-    yield (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="windows-1252">\n'
-           f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-           f"<title>{_ascii_html(esc(title))}</title>\n<style>\n{style}\n</style>\n</head>\n"
-           f"<body>\n{_ascii_html(body)}\n")
+    yield _opening("windows-1252", _ascii_html(esc(title)), _ascii_css(template("report.css")), _ascii_html(body))
     yield from chunks
+    code = _ascii_js("\n".join(template(name) for name in scripts))
     yield f"\n<script>\n{code}\n</script>\n</body>\n</html>\n" if code else "\n</body>\n</html>\n"
 
 
