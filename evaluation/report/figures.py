@@ -27,8 +27,8 @@ def pyplot():
     return plt
 
 
-def _save(plt, fig, path: Path) -> None:
-    fig.tight_layout()
+def _save(plt, fig, path: Path, rect: tuple = (0, 0, 1, 1)) -> None:
+    fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -46,22 +46,25 @@ def _corr_text(corr: Any) -> str:
     return f"r = {corr.r:.3f}{p} (n = {corr.n})"
 
 
-def _points(ax, xs, ys, ns, *, color, min_n: int, label: str | None, marker="o", size=6,
-            annotate=True, linestyle="-", linewidth=1.5, zorder=3, label_below=False):
-    """A line through the points, filled markers where n >= min_n and hollow ones below,
-    each point labelled with its n (above it, or below for a background series)."""
-    if not xs:
-        return
+def _points(ax, points: list[tuple], *, color, min_n: int, label: str | None, marker="o", size=6,
+            annotate=True, linestyle="-", linewidth=1.5, zorder=3, label_below=False) -> bool:
+    """A line through the points (x, y, n), filled markers where n >= min_n and hollow ones
+    below, each point labelled with its n (above it, or below for a background series).
+    Whether a point is hollow."""
+    if not points:
+        return False
+    xs, ys, _ = zip(*points)
     ax.plot(xs, ys, linestyle=linestyle, linewidth=linewidth, color=color, zorder=zorder, label=label,
             marker=marker, markersize=size, markeredgewidth=1.5)
-    few = [(x, y) for x, y, n in zip(xs, ys, ns) if n < min_n]
+    few = [(x, y) for x, y, n in points if n < min_n]
     if few:
         ax.plot([x for x, _ in few], [y for _, y in few], marker=marker, markersize=size, color=color,
                 markerfacecolor="white", markeredgewidth=1.5, linestyle="none", zorder=zorder + 1)
     if annotate:
-        for x, y, n in zip(xs, ys, ns):
+        for x, y, n in points:
             ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(0, -12 if label_below else 6),
                         ha="center", fontsize=6.5, color=color)
+    return bool(few)
 
 
 def _yerr(estimates, scale: float) -> list[list[float]]:
@@ -141,16 +144,12 @@ def plot_position(data, path: Path) -> None:
     # With several models sharing each position's n, the n is written once per position.
     shared = _shared_ns(list(per_model.values()), len(xs)) if several else None
     if several:
-        overall = [(x, 100 * v, n) for x, (v, n) in zip(xs, data.payload["overall"]) if v is not None]
-        any_few |= any(n < min_n for _, _, n in overall)
-        _points(ax, [p[0] for p in overall], [p[1] for p in overall], [p[2] for p in overall],
-                color="black", min_n=min_n, label="All models (mean)", linestyle="--", linewidth=2.5,
-                size=8, zorder=2, label_below=True, annotate=shared is None)
+        any_few |= _points(ax, [(x, 100 * v, n) for x, (v, n) in zip(xs, data.payload["overall"]) if v is not None],
+                           color="black", min_n=min_n, label="All models (mean)", linestyle="--", linewidth=2.5,
+                           size=8, zorder=2, label_below=True, annotate=shared is None)
     for i, (label, values) in enumerate(per_model.items()):
-        pts = [(x, 100 * v, n) for x, (v, n) in zip(xs, values) if v is not None]
-        any_few |= any(n < min_n for _, _, n in pts)
-        _points(ax, [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts],
-                color=colors[i % len(colors)], min_n=min_n, label=label, annotate=shared is None, zorder=4)
+        any_few |= _points(ax, [(x, 100 * v, n) for x, (v, n) in zip(xs, values) if v is not None],
+                           color=colors[i % len(colors)], min_n=min_n, label=label, annotate=shared is None, zorder=4)
     if shared is not None:
         _n_row(ax, xs, shared, "n={n}\neach")
     ax.set_xlabel("Mean position of the relevant sessions in the history (1 = oldest)")
@@ -185,10 +184,8 @@ def plot_length(data, path: Path) -> None:
         # One series: n beside each point. Several: n along the bottom, once per bin (a range
         # when the series differ), since labels on every point overlap.
         for i, (label, values) in enumerate(lines.items()):
-            pts = [(k, scale * v, n) for k, (v, n) in enumerate(values) if v is not None]
-            any_few |= any(n < min_n for _, _, n in pts)
-            _points(ax, [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts],
-                    color=colors[i % len(colors)], min_n=min_n, label=label, annotate=len(lines) == 1)
+            any_few |= _points(ax, [(k, scale * v, n) for k, (v, n) in enumerate(values) if v is not None],
+                               color=colors[i % len(colors)], min_n=min_n, label=label, annotate=len(lines) == 1)
         if shared is not None:
             _n_row(ax, range(len(bins)), shared, "n={n} each")
         elif len(lines) > 1:
@@ -349,9 +346,7 @@ def plot_strategies(data, path: Path) -> None:
     handles, names = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=min(6, max(1, len(names))), fontsize=8,
                title="model: point and 95% interval (personas resampled); n = instances", title_fontsize=7)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(plt, fig, path, rect=(0, 0.12, 1, 1))
 
 
 PLOTTERS = {"fig_prf1": plot_prf_bars, "fig_strategies": plot_strategies, "fig3_position": plot_position,
