@@ -51,15 +51,12 @@ class Analysis:
         self._outcomes: dict[tuple, Outcome] = {}
         self._cells: dict[tuple, Cell] = {}
         self._paired: dict[tuple, S.PairedDifference | None] = {}
-        self.labels = self._labels()
+        # The paper's name of each model, unless two models share it.
+        names = {m: display_name(m) for m in sorted({run.model for run in self.runs})}
+        counts = Counter(names.values())
+        self.labels = {m: (name if counts[name] == 1 else m) for m, name in names.items()}
 
     # --- basics ------------------------------------------------------------------------
-    def _labels(self) -> dict[str, str]:
-        models = sorted({run.model for run in self.runs})
-        names = {m: display_name(m) for m in models}
-        counts = Counter(names.values())
-        return {m: (names[m] if counts[names[m]] == 1 else m) for m in models}
-
     def label(self, model: str) -> str:
         return self.labels.get(model, model)
 

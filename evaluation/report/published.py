@@ -56,10 +56,7 @@ def paper_model_name(api_name: str | None) -> str | None:
     if name in MODEL_NAMES:
         return MODEL_NAMES[name]
     # A display name given directly ("GPT-4o") is accepted as itself.
-    for paper_name in PAPER_MODELS:
-        if api_name.strip().lower() == paper_name.lower():
-            return paper_name
-    return None
+    return next((paper_name for paper_name in PAPER_MODELS if api_name.strip().lower() == paper_name.lower()), None)
 
 
 def display_name(api_name: str) -> str:

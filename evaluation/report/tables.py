@@ -141,11 +141,10 @@ def coverage_section(an: Analysis) -> str:
              "Table cells give `n` = evaluated / (instance files − skipped).", ""]
     if rows:
         parts.append(md_table(header, rows))
-    incomplete = [(r, r.expected_instances) for r in an.runs
-                  if r.expected_instances is not None and r.expected_instances > len(r.instances)]
-    for run, expected in incomplete:
-        parts.append(f"\n- {an.label(run.model)} / {run.setting}: results.json counts {expected} "
-                     f"instances but only {len(run.instances)} instance files exist.")
+    for run in an.runs:
+        if (run.expected_instances or 0) > len(run.instances):
+            parts.append(f"\n- {an.label(run.model)} / {run.setting}: results.json counts {run.expected_instances} "
+                         f"instances but only {len(run.instances)} instance files exist.")
     if errors:
         parts += ["", "Failure reasons:", ""] + errors
     if endings:
