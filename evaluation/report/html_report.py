@@ -1,7 +1,5 @@
-"""report.html: the summary of report.md, an instance browser and instance pages in one file.
-
-    python -m evaluation.report RESULTS_DIR            # writes report.html beside report.md
-    python -m evaluation.report RESULTS_DIR --data_dir data/sample
+"""report.html: the summary of report.md, an instance browser and instance pages in one file
+(docs/report.md).
 
 The summary (tables with their intervals, figures) is static HTML painted at once. The
 instance browser, instance pages and the compare view are drawn by the inlined script
