@@ -3,7 +3,7 @@ tables and figure data."""
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,12 +29,11 @@ class ReportFiles:
     markdown: Path
     csv: Path
     figures: list[Path]
-    analysis: Analysis | None = None
-    gaps: list[Gap] = field(default_factory=list)
-    ignored: list[str] = field(default_factory=list)
-    exports: list[Path] = field(default_factory=list)   # error_types.csv and .jsonl, when there are cases
+    analysis: Analysis
+    gaps: list[Gap]
+    exports: list[Path]   # error_types.csv and .jsonl, when there are cases
     # Written into report.md, report.csv and report.html: files of two builds side by side show it.
-    build_id: str = ""
+    build_id: str
 
 
 def new_build_id() -> str:
@@ -71,7 +70,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         cases = case_rows(an)
         exports = [write_samples(cases, output / f"error_types.{kind}") for kind in ("csv", "jsonl")] if cases else []
         atomic_write_text(md_path, "\n".join(md + figure_lines).rstrip() + "\n")
-        return ReportFiles(md_path, csv_path, written, an, gaps, an.ignored, exports, build_id=build_id)
+        return ReportFiles(md_path, csv_path, written, an, gaps, exports, build_id)
 
 
 def _figures(an: Analysis, output: Path, draw: bool) -> tuple[list[str], list[Path]]:

@@ -89,15 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         return write_failed(exc, args.output or args.results_dir, "the results are untouched (the "
                             "report only reads them): make room, or give a writable --output, and "
                             "run the report again")
-    print(f"wrote {files.markdown}")
-    print(f"wrote {files.csv}")
-    for path in files.exports:
+    for path in [files.markdown, files.csv, *files.exports, *files.figures, *([html] if html else [])]:
         print(f"wrote {path}")
-    for path in files.figures:
-        print(f"wrote {path}")
-    if html is not None:
-        print(f"wrote {html}")
-    for note in files.ignored:
+    for note in files.analysis.ignored:
         print(f"note: {note}")
     if files.gaps:
         print(f"\nNot in this report ({len(files.gaps)}; see report.md, \"What this report cannot show yet\"):")

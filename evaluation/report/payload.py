@@ -200,24 +200,21 @@ class Payload:
                 self.rows["fail"].append(failed or 0)
                 self.rows["flag"].append(flagged or 0)
                 self.rows["unpriced"].append(unpriced or 0)
-                evaluations = data.get("evaluations") or {}
-                for k, scorer in enumerate(self.scorers):
-                    evaluation = evaluations.get(scorer) if isinstance(evaluations.get(scorer), dict) else {}
+                for metrics, scorer in zip(self.metrics, self.scorers):
+                    evaluation = detail["evaluations"].get(scorer) or {}
                     inference = evaluation.get("inference") if isinstance(evaluation.get("inference"), dict) else {}
                     generation = evaluation.get("generation") if isinstance(evaluation.get("generation"), dict) else {}
-                    self.metrics[k]["p"].append(_num(inference.get("precision")))
-                    self.metrics[k]["r"].append(_num(inference.get("recall")))
-                    self.metrics[k]["f1"].append(_num(inference.get("f1")))
-                    self.metrics[k]["j"].append(_num(generation.get("score")))
+                    for key, value in (("p", inference.get("precision")), ("r", inference.get("recall")),
+                                       ("f1", inference.get("f1")), ("j", generation.get("score"))):
+                        metrics[key].append(_num(value))
             parts: dict[int, dict[str, dict]] = {}
             for key, detail in details.items():
                 parts.setdefault(int(key) // PART, {})[key] = detail
             yield run_index, sorted(parts.items())
 
     def primary(self, task: str) -> int | None:
-        key = "f1" if task == "inference" else "j"
-        counts = [sum(v is not None for v in m[key]) for m in self.metrics]
-        if not counts or max(counts) == 0:
+        counts = [sum(v is not None for v in m["f1" if task == "inference" else "j"]) for m in self.metrics]
+        if not any(counts):
             return None
         # The plain evaluator (the paper's GPT-4o matcher) before a matcher scorer.
         return max(range(len(counts)), key=lambda k: (counts[k] > 0, "+" not in self.scorers[k], counts[k]))
