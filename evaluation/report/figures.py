@@ -13,7 +13,9 @@ Rules every figure keeps, so that a reader can trust it at a glance:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from cupid.evaluation.report.format import fmt_r
+from cupid.evaluation.report.statistics import Correlation
 
 F1_LIMITS = (0, 100)
 JUDGE_LIMITS = (1, 10)
@@ -39,11 +41,8 @@ def _pad(limits: tuple[float, float], share: float = 0.04) -> tuple[float, float
     return limits[0] - share * span, limits[1] + 2.5 * share * span
 
 
-def _corr_text(corr: Any) -> str:
-    if corr.r is None:
-        return f"r not computed: {corr.note} (n = {corr.n})"
-    p = "" if corr.p_value is None else (", p < 0.001" if corr.p_value < 0.001 else f", p = {corr.p_value:.3f}")
-    return f"r = {corr.r:.3f}{p} (n = {corr.n})"
+def _corr_text(corr: Correlation) -> str:
+    return f"r not computed: {corr.note} (n = {corr.n})" if corr.r is None else fmt_r(corr)
 
 
 def _points(ax, points: list[tuple], *, color, min_n: int, label: str | None, marker="o", size=6,
