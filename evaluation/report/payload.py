@@ -11,7 +11,7 @@ from typing import Any, Iterable, Iterator
 from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.compare_data import paired_entries
 from cupid.evaluation.report.error_types import Classified, load as load_error_types
-from cupid.evaluation.report.results import Run, history_of, setting_order
+from cupid.evaluation.report.results import history_of, setting_order
 from cupid.utils.dataset import Instance
 from cupid.utils.html_page import compact_json, gzip_text
 from cupid.utils.models.catalog import price_of
