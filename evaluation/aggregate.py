@@ -5,13 +5,13 @@ progress bar.
 """
 from __future__ import annotations
 
-import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from cupid.evaluation import release as release_parsing, steps
 from cupid.evaluation.session_recall import session_selection
+from cupid.evaluation.store import step_record
 from cupid.evaluation.metrics import (InferenceCounts, generation_problem, generation_summary, inference_problem,
                                       macro_inference, micro_inference, read_generation, read_inference)
 from cupid.utils.dataset import INSTANCE_TYPES
@@ -99,13 +99,11 @@ def aggregate(outcomes: Iterable[InstanceOutcome], task: str, exclude_filtered: 
 def flagged_tasks(data: dict, scorer: str) -> dict[str, str]:
     """Per task, the first of its done steps whose value was read from a filtered or refused
     answer, as "step: ending" (the pipeline records ``flagged`` on such a step)."""
-    recorded = {False: data.get("steps") or {},
-                True: ((data.get("evaluations") or {}).get(scorer) or {}).get("steps") or {}}
     out = {}
     for task in steps.TASKS:
         for step in steps.of_task(task):
-            record = recorded[step.per_scorer].get(step.name)
-            if isinstance(record, dict) and record.get("status") == "done" and record.get("flagged"):
+            record = step_record(data, step, scorer)
+            if record.get("status") == "done" and record.get("flagged"):
                 out[task] = f"{step.name}: {record['flagged']}"
                 break
     return out
@@ -118,14 +116,8 @@ def release_outcomes_of_record(data: dict, scorer: str) -> dict:
     inference never reaches generation."""
     if data.get("setting", "default") != "default":
         return {}
-    recorded = {False: data.get("steps") or {},
-                True: ((data.get("evaluations") or {}).get(scorer) or {}).get("steps") or {}}
-
-    def view(step: steps.Step) -> str | None:
-        record = recorded[step.per_scorer].get(step.name)
-        return ((record.get("release") or {}).get("outcome")) if isinstance(record, dict) else None
-
-    outcomes = {task: release_parsing.worst([view(s) for s in steps.of_task(task)]) for task in steps.TASKS}
+    outcomes = {task: release_parsing.worst([(step_record(data, s, scorer).get("release") or {}).get("outcome")
+                                             for s in steps.of_task(task)]) for task in steps.TASKS}
     if outcomes["inference"] == "drop":  # the release runs inference first and returns
         outcomes["generation"] = "drop" if outcomes["generation"] is not None else None
     return {task: outcome for task, outcome in outcomes.items() if outcome is not None}
@@ -299,34 +291,31 @@ GENERATION_STEPS = {s.name for s in steps.of_task("generation")} | {"stored gene
 
 
 class RunningScores:
-    """Micro P/R/F1 and mean judge score over the outcomes so far (for the progress bar)."""
+    """Micro P/R/F1 and mean judge score over the outcomes so far (for the progress bar,
+    which reads it in the thread that adds to it)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: list[InferenceCounts] = []
-        self._scores: list[float] = []
+        self.counts: list[InferenceCounts] = []
+        self.scores: list[float] = []
         self.failed = 0
 
     def add(self, outcome: InstanceOutcome) -> None:
-        with self._lock:
-            if outcome.inference is not None:
-                self._counts.append(outcome.inference)
-            if outcome.generation_score is not None:
-                self._scores.append(outcome.generation_score)
-            self.failed += outcome.status == "failed"
+        if outcome.inference is not None:
+            self.counts.append(outcome.inference)
+        if outcome.generation_score is not None:
+            self.scores.append(outcome.generation_score)
+        self.failed += outcome.status == "failed"
 
     def postfix(self) -> dict:
-        with self._lock:
-            out = {}
-            if self._counts:
-                micro = micro_inference(self._counts)
-                out.update(P=f"{micro['precision']:.3f}", R=f"{micro['recall']:.3f}",
-                           F1=f"{micro['f1']:.3f}")
-            if self._scores:
-                out["score"] = f"{sum(self._scores) / len(self._scores):.2f}"
-            if self.failed:
-                out["failed"] = self.failed
-            return out
+        out = {}
+        if self.counts:
+            micro = micro_inference(self.counts)
+            out.update(P=f"{micro['precision']:.3f}", R=f"{micro['recall']:.3f}", F1=f"{micro['f1']:.3f}")
+        if self.scores:
+            out["score"] = f"{sum(self.scores) / len(self.scores):.2f}"
+        if self.failed:
+            out["failed"] = self.failed
+        return out
 
 
 def recorded_usage(records: Iterable[dict]) -> dict:

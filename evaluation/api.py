@@ -13,10 +13,9 @@ caller's Model objects' caches; no worker thread outlives the call.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -25,7 +24,6 @@ from cupid.evaluation.run_spec import RunSpec, data_path
 from cupid.utils.io import open_log_file
 from cupid.utils.models.model import Model
 from cupid.utils.models.retry import reset_cancel
-from cupid.utils.models.usage import UsageTracker
 from cupid.utils.redact import RedactingFormatter
 from cupid.utils.stop_signals import SignalGuard
 
@@ -39,16 +37,13 @@ class EvaluationResult:
     results: dict
     run_dir: Path
     failed: int = 0
-    _samples: list[dict] | None = field(default=None, repr=False)
 
-    @property
+    @cached_property
     def samples(self) -> list[dict]:
         """One dict per (scorer, instance): the rows ``cupid-report --export`` writes."""
-        if self._samples is None:
-            from cupid.evaluation.samples import sample_rows
+        from cupid.evaluation.samples import sample_rows
 
-            self._samples = sample_rows(self.run_dir)
-        return self._samples
+        return sample_rows(self.run_dir)
 
     def to_pandas(self):
         """``samples`` as a pandas DataFrame (pandas comes with ``datasets``)."""
@@ -88,28 +83,20 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     KeyboardInterrupt) on Ctrl-C, SIGTERM or SIGHUP; every finished step is kept either way.
     A failed step is not raised: it is recorded, counted (``failed``) and asked again next time.
     """
+    arguments = dict(locals())  # RunSpec's fields, every one
     from cupid.evaluation.invocation import Invocation
 
-    spec = RunSpec(model=model, evaluator=evaluator, data=data_path(data, results_dir), dataset=dataset,
-                   split=split, revision=revision, limit=limit, shard=shard, task=task, setting=setting,
-                   results_dir=str(results_dir), n_workers=n_workers, use_matcher=use_matcher,
-                   matcher_url=matcher_url, model_args=model_args, evaluator_args=evaluator_args,
-                   matcher_args=matcher_args, seed=seed, timeout=timeout, max_retries=max_retries,
-                   no_cache=no_cache, batch=batch, rate_limit=list(rate_limit),
-                   progress_every=progress_every, log_file=log_file, exclude_filtered=exclude_filtered)
+    spec = RunSpec(**{**arguments, "data": data_path(data, results_dir)})
     state = ProcessState([m for m in (model, evaluator) if isinstance(m, Model)])
     try:
         setup_logging(spec.log_file)
         reset_cancel()
         with SignalGuard() as signals:  # SIGTERM and SIGHUP stop the run as Ctrl-C does
-            results = Invocation(spec, signals).run()
+            invocation = Invocation(spec, signals)
+            results = invocation.run()
     finally:
         state.restore()
-    from cupid.evaluation.store import run_dir_for
-
-    return EvaluationResult(results=results, run_dir=run_dir_for(spec.results_dir, results["settings"]["model"],
-                                                                 results["settings"]["setting"]),
-                            failed=results["this_invocation"]["ran_failed"])
+    return EvaluationResult(results=results, run_dir=invocation.run_dir, failed=results["this_invocation"]["ran_failed"])
 
 
 def setup_logging(log_file: str | None) -> None:
@@ -130,21 +117,14 @@ def setup_logging(log_file: str | None) -> None:
 
 
 class ProcessState:
-    """What a run changes in the process and ``evaluate`` puts back: the "cupid" logger's
-    handlers and level, the signal handlers, and the cache of the caller's own Model objects
-    (the run's cache is closed when it ends). Their usage is counted afresh for each call,
-    as a resolved model's is."""
-
-    SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+    """What a run changes in the process and ``evaluate`` puts back (``SignalGuard`` puts
+    back the signal handlers): the "cupid" logger's handlers and level, and the cache of the
+    caller's own Model objects (the run's cache is closed when it ends)."""
 
     def __init__(self, models: list[Model]) -> None:
         self.caches = [(m, m.cache) for m in models]
-        for m in models:
-            m.usage = UsageTracker()
         self.logger = logging.getLogger("cupid")
         self.handlers, self.level = list(self.logger.handlers), self.logger.level
-        self.signals = ({s: signal.getsignal(s) for s in self.SIGNALS}
-                        if threading.current_thread() is threading.main_thread() else {})
 
     def restore(self) -> None:
         for model, cache in self.caches:
@@ -157,6 +137,3 @@ class ProcessState:
             if handler not in self.logger.handlers:
                 self.logger.addHandler(handler)
         self.logger.setLevel(self.level)
-        for signum, handler in self.signals.items():
-            if handler is not None and signal.getsignal(signum) is not handler:
-                signal.signal(signum, handler)

@@ -13,8 +13,8 @@ from typing import TextIO
 from cupid import config
 
 
-def _fmt(value, digits: int = 3) -> str:
-    return "  -  " if value is None else f"{value:.{digits}f}"
+def _fmt(value, digits: int = 3, missing: str = "  -  ") -> str:
+    return missing if value is None else f"{value:.{digits}f}"
 
 
 def print_summary(results: dict, path: Path | None = None, out=None) -> None:
@@ -123,12 +123,10 @@ def print_sweep_table(rows: list[tuple[dict, dict | None, int]], out: TextIO | N
         inf, gen, counts = results.get("inference") or {}, results.get("generation") or {}, results["counts"]
         costs = [u.get("estimated_cost_usd") for u in results["usage"]["recorded"].values()]
         cost = sum(c for c in costs if c is not None) if costs else None
-
-        def f(v, d=3):
-            return "-" if v is None else f"{v:.{d}f}"
-        print(f"{results['settings']['model']:40}{run['setting']:18}{f(inf.get('precision')):>7}"
-              f"{f(inf.get('recall')):>7}{f(inf.get('f1')):>7}{f(gen.get('average_score'), 2):>7}"
-              f"{counts['evaluated']:>6}{counts['failed']:>7}{f(cost, 4):>9}{code:>5}", file=out)
+        print(f"{results['settings']['model']:40}{run['setting']:18}{_fmt(inf.get('precision'), 3, '-'):>7}"
+              f"{_fmt(inf.get('recall'), 3, '-'):>7}{_fmt(inf.get('f1'), 3, '-'):>7}"
+              f"{_fmt(gen.get('average_score'), 2, '-'):>7}{counts['evaluated']:>6}{counts['failed']:>7}"
+              f"{_fmt(cost, 4, '-'):>9}{code:>5}", file=out)
 
 
 class ProgressLog:
@@ -199,7 +197,5 @@ class ProgressLog:
 
 
 def _clock_text(seconds: float) -> str:
-    if seconds == float("inf"):
-        return "?"
     seconds = int(round(seconds))
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

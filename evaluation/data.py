@@ -6,6 +6,7 @@ stores one, and ``HF_HUB_OFFLINE=1`` runs read it (docs/data.md).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -19,31 +20,23 @@ from typing import Any, Iterator
 from cupid.utils.dataset import DataValidationError, Instance, parse_instance, shape_departures, summarize_departures
 
 
-def _undecodable(path: Path, exc: UnicodeDecodeError, data: bytes | None = None) -> DataValidationError:
-    where = ""
-    if data is not None:
-        line = data.count(b"\n", 0, exc.start) + 1
-        where = f" in line {line}"
-    return DataValidationError(f"{path}: not UTF-8 text (byte {exc.start}{where}: "
-                               f"{exc.object[exc.start:exc.start + 4]!r}); save it as UTF-8")
-
-
-def _read_bytes(path: Path) -> bytes:
+def _read_text(path: Path) -> str:
     try:
-        return path.read_bytes()
+        data = path.read_bytes()
     except OSError as exc:
         raise DataValidationError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataValidationError(f"{path}: not UTF-8 text (byte {exc.start} in line {line}: "
+                                  f"{exc.object[exc.start:exc.start + 4]!r}); save it as UTF-8") from exc
 
 
 def _rows_from_file(path: Path) -> Iterator[tuple[Any, str]]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        data = _read_bytes(path)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _undecodable(path, exc, data) from exc
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(_read_text(path).splitlines(), start=1):
             if not line.strip():
                 continue
             try:
@@ -52,11 +45,8 @@ def _rows_from_file(path: Path) -> Iterator[tuple[Any, str]]:
                 raise DataValidationError(f"{path}: row {number}: not valid JSON ({exc})") from exc
             yield row, f"{path}: row {number}"
     elif suffix == ".json":
-        raw = _read_bytes(path)
         try:
-            data = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _undecodable(path, exc, raw) from exc
+            data = json.loads(_read_text(path))
         except json.JSONDecodeError as exc:
             raise DataValidationError(f"{path}: not valid JSON ({exc})") from exc
         if isinstance(data, dict) and "instances" in data and isinstance(data["instances"], list):
@@ -67,10 +57,8 @@ def _rows_from_file(path: Path) -> Iterator[tuple[Any, str]]:
         else:
             yield data, f"{path}"
     elif suffix == ".parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError as exc:  # pragma: no cover - pyarrow is a requirement
-            raise DataValidationError(f"{path}: reading parquet needs pyarrow") from exc
+        import pyarrow.parquet as pq
+
         try:
             rows = pq.read_table(path).to_pylist()
         except OSError as exc:
@@ -99,16 +87,13 @@ def _rows_from_dir(directory: Path) -> Iterator[tuple[Any, str]]:
 
 HUB_COLUMNS = ("persona_id", "instance_type", "current_request", "current_context_factor",
                "current_contextual_preference", "current_checklist", "prior_interactions")
-_TRUE = ("1", "true", "yes", "on")
 
 
 def hub_offline() -> bool:
     """Whether the hub libraries run offline (``HF_DATASETS_OFFLINE`` wins when set, as in
     ``datasets``)."""
-    value = os.environ.get("HF_DATASETS_OFFLINE")
-    if value is None:
-        value = os.environ.get("HF_HUB_OFFLINE", "")
-    return value.lower() in _TRUE
+    value = os.environ.get("HF_DATASETS_OFFLINE", os.environ.get("HF_HUB_OFFLINE", ""))
+    return value.lower() in ("1", "true", "yes", "on")
 
 
 @dataclass
@@ -124,10 +109,8 @@ def load_hub_split(dataset: str, split: str, revision: str | None = None) -> Hub
     """The split through ``datasets.load_dataset``; ``revision`` (a commit, tag or branch of
     the dataset's repository) pins the data, None takes the hub's main branch as it is
     today. Offline (``HF_HUB_OFFLINE=1``) it is the copy prepared by an earlier load."""
-    try:
-        from datasets import load_dataset
-    except ImportError as exc:  # pragma: no cover - datasets is a requirement
-        raise DataValidationError("loading from the Hugging Face hub needs `pip install datasets`") from exc
+    from datasets import load_dataset
+
     _check_hub_reachable(dataset, split)
     quiet = [logging.getLogger(n) for n in ("huggingface_hub", "datasets", "fsspec")]
     levels = [logger.level for logger in quiet]
@@ -200,21 +183,14 @@ def _rows_from_hub(hub: HubSplit, name: str) -> Iterator[tuple[Any, str]]:
             number += 1
 
 
-def _hub_endpoint() -> str:
-    """The hub's address: HF_ENDPOINT as the environment has it now, else the library's."""
-    from huggingface_hub import constants
-    return os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
-
-
 def _check_hub_reachable(dataset: str, split: str) -> None:
     """One short request to the hub, unless it is switched off: an unreachable hub is named
     at once instead of after the hub library's own minute of retries."""
     if hub_offline():
         return
-    try:
-        endpoint = _hub_endpoint()
-    except ImportError:  # pragma: no cover - datasets depends on huggingface_hub
-        return
+    from huggingface_hub import constants
+
+    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT  # as the environment has it now
     try:
         with urllib.request.urlopen(endpoint, timeout=10):
             pass
@@ -273,11 +249,7 @@ class InstanceSource:
 
     def __init__(self, *, data_path: str | Path | None = None, dataset: str | None = None,
                  split: str = "test", limit: int | None = None, revision: str | None = None):
-        if data_path is None and dataset is None:
-            raise ValueError("give a data path or a dataset name")
         self.data_path = Path(data_path) if data_path is not None else None
-        if limit is not None and limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit}")
         self.dataset, self.split, self.limit = dataset, split, limit
         self.revision = revision  # of the hub dataset; None: its main branch
         self.count: int | None = None
@@ -301,12 +273,6 @@ class InstanceSource:
             self.hub = load_hub_split(self.dataset, self.split, self.revision)
         return _rows_from_hub(self.hub, self.name)
 
-    def _parsed(self, limit: int | None = None) -> Iterator[Instance]:
-        for n, (row, where) in enumerate(self._rows()):
-            if limit is not None and n >= limit:
-                return
-            yield parse_instance(row, where)
-
     def validate(self) -> int:
         """Parse every row (all of them, even under ``limit``), refuse duplicates, and
         fingerprint the data: ``fingerprint`` is a hash of every instance's content,
@@ -316,8 +282,7 @@ class InstanceSource:
         departures: list[tuple[str, str]] = []
         digest = hashlib.sha256()
         try:
-            rows = self._rows()
-            for row, where in rows:
+            for row, where in self._rows():
                 instance = parse_instance(row, where)
                 if instance.instance_id in seen:
                     raise DataValidationError(
@@ -349,7 +314,8 @@ class InstanceSource:
         return {**source, "fingerprint": self.fingerprint, "n_instances": self.total}
 
     def __iter__(self) -> Iterator[Instance]:
-        return self._parsed(self.limit)
+        for row, where in itertools.islice(self._rows(), self.limit):
+            yield parse_instance(row, where)
 
     def __len__(self) -> int:
         return self.count if self.count is not None else self.validate()

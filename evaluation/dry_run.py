@@ -23,7 +23,7 @@ from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
-from cupid.evaluation.store import RunStore, run_dir_for
+from cupid.evaluation.store import RunStore, run_dir_for, step_record
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import CupidError
 from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
@@ -71,7 +71,10 @@ def main(runs: list[dict], *, as_json: bool) -> int:
     input, as a run would)."""
     try:
         limits = parse_limits(runs[0].get("rate_limit") or [])
-        forecasts = [forecast_run(RunSpec(**run)) for run in runs]
+        specs = [RunSpec(**run) for run in runs]
+        forecasts = [forecast_run(spec) for spec in specs]
+        defaults: dict[str, RunForecast] = {}  # model -> its default setting's forecast
+        contexts = [context_vs_default(spec, f, defaults, limits) for spec, f in zip(specs, forecasts)]
     except (CupidError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -81,11 +84,6 @@ def main(runs: list[dict], *, as_json: bool) -> int:
             key = role if role not in roles or roles[role].model == part.model else f"{role} ({part.model})"
             roles.setdefault(key, RoleForecast(key, part.model, part.batchable)).merge(part)
     result = {"dry_run": True, **summary(list(roles.values()), limits)}
-    try:
-        contexts = ContextCosts(limits).of(runs, forecasts)
-    except (CupidError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     result["runs"] = [{"model": f.model, "setting": f.setting, "run_dir": f.run_dir,
                        "instances": f.instances, "skipped": f.skipped, "steps_already_done": f.steps_done,
                        **summary(list(f.roles.values()), limits), "context_vs_default": c}
@@ -98,53 +96,46 @@ def main(runs: list[dict], *, as_json: bool) -> int:
                       + (f", {f.skipped} skipped (no relevant session)" if f.skipped else "")
                       + (f", {f.steps_done} steps already done (not counted)" if f.steps_done else ""))
         if c is not None:
-            header.append(ContextCosts.line(c))
+            header.append(context_line(c))
     print_forecast(result, header, "rendered by the steps' code from the data: infer, generate (summary "
                    "setting: summarize); the other steps are rendered with stand-in answers",
                    ASSUMPTIONS, as_json=as_json)
     return 0
 
 
-class ContextCosts:
+def context_vs_default(spec: RunSpec, forecast: RunForecast, defaults: dict[str, RunForecast],
+                       limits: dict) -> dict | None:
     """What a context strategy's history costs against the default setting's (all eight
     sessions): the evaluated model's input tokens per instance and the whole run's cost, both
-    for a run from scratch (steps already done counted too)."""
+    for a run from scratch (steps already done counted too). ``defaults`` keeps each model's
+    default-setting forecast."""
+    if spec.setting_.name == "default" or spec.setting_.preference_given:
+        return None
+    mine = forecast if forecast.steps_done == 0 else forecast_run(spec, fresh=True)
+    if forecast.model not in defaults:
+        defaults[forecast.model] = forecast_run(dataclasses.replace(spec, setting="default"), fresh=True)
+    out = {}
+    for key, f in (("", mine), ("default_", defaults[forecast.model])):
+        model = f.roles["model"]
+        out[f"{key}model_input_tokens_per_instance"] = round(model.input_tokens / max(1, f.instances - f.skipped))
+        out[f"{key}cost_usd"] = summary(list(f.roles.values()), limits)["total"]["cost_usd"]
+    out["input_tokens_ratio"] = (round(out["model_input_tokens_per_instance"] /
+                                       out["default_model_input_tokens_per_instance"], 4)
+                                 if out["default_model_input_tokens_per_instance"] else None)
+    out["cost_ratio"] = (round(out["cost_usd"] / out["default_cost_usd"], 4)
+                         if out["cost_usd"] is not None and out["default_cost_usd"] else None)
+    return out
 
-    def __init__(self, limits: dict):
-        self.limits = limits
-        self.defaults: dict[str, RunForecast] = {}  # model -> its default setting's forecast
 
-    def of(self, runs: list[dict], forecasts: list[RunForecast]) -> list[dict | None]:
-        return [self.compare(RunSpec(**run), f) for run, f in zip(runs, forecasts)]
-
-    def compare(self, spec: RunSpec, forecast: RunForecast) -> dict | None:
-        if spec.setting_.name == "default" or spec.setting_.preference_given:
-            return None
-        mine = forecast if forecast.steps_done == 0 else forecast_run(spec, fresh=True)
-        if forecast.model not in self.defaults:
-            self.defaults[forecast.model] = forecast_run(dataclasses.replace(spec, setting="default"), fresh=True)
-        out = {}
-        for key, f in (("", mine), ("default_", self.defaults[forecast.model])):
-            model = f.roles["model"]
-            out[f"{key}model_input_tokens_per_instance"] = round(model.input_tokens / max(1, f.instances - f.skipped))
-            out[f"{key}cost_usd"] = summary(list(f.roles.values()), self.limits)["total"]["cost_usd"]
-        out["input_tokens_ratio"] = (round(out["model_input_tokens_per_instance"] /
-                                           out["default_model_input_tokens_per_instance"], 4)
-                                     if out["default_model_input_tokens_per_instance"] else None)
-        out["cost_ratio"] = (round(out["cost_usd"] / out["default_cost_usd"], 4)
-                             if out["cost_usd"] is not None and out["default_cost_usd"] else None)
-        return out
-
-    @staticmethod
-    def line(c: dict) -> str:
-        tokens = (f"    vs default: {c['model_input_tokens_per_instance']:,} model input tokens per instance, "
-                  f"default {c['default_model_input_tokens_per_instance']:,}")
-        if c["input_tokens_ratio"] is not None:
-            tokens += f" ({100 * (c['input_tokens_ratio'] - 1):+.0f}%)"
-        if c["cost_ratio"] is not None:
-            tokens += (f"; a run from scratch ${c['cost_usd']:,.4f}, default ${c['default_cost_usd']:,.4f} "
-                       f"({100 * (c['cost_ratio'] - 1):+.0f}%)")
-        return tokens
+def context_line(c: dict) -> str:
+    tokens = (f"    vs default: {c['model_input_tokens_per_instance']:,} model input tokens per instance, "
+              f"default {c['default_model_input_tokens_per_instance']:,}")
+    if c["input_tokens_ratio"] is not None:
+        tokens += f" ({100 * (c['input_tokens_ratio'] - 1):+.0f}%)"
+    if c["cost_ratio"] is not None:
+        tokens += (f"; a run from scratch ${c['cost_usd']:,.4f}, default ${c['default_cost_usd']:,.4f} "
+                   f"({100 * (c['cost_ratio'] - 1):+.0f}%)")
+    return tokens
 
 
 def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
@@ -170,37 +161,35 @@ def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
     return forecast
 
 
-# The forecast's name of each role that answers a step.
-FORECAST_ROLES = {"evaluated": "model", "evaluator": "evaluator", "matcher": "matcher"}
-
-
 class InstanceEstimator:
-    """Adds one instance's calls to the role forecasts: the run's chains, with a stand-in
-    answer for each step, skipping the steps the run directory holds as done."""
+    """The dry run's ``StepAsker`` (pipeline.py): runs the run's chains on one instance after
+    another, adds each request not done yet in the run directory to the role forecasts, and
+    answers with a stand-in of the answer it would get (``ASSUMPTIONS``)."""
 
     def __init__(self, spec: RunSpec, models: dict, scorer: str, store: RunStore, forecast: RunForecast,
                  fresh: bool = False):
         self.spec, self.setting, self.models, self.scorer, self.store = spec, spec.setting_, models, scorer, store
         self.forecast, self.fresh = forecast, fresh
         self.summarized: set[str] = set()
+        self.instance: Instance | None = None
+        self.record: dict = {}
 
     def add(self, instance: Instance) -> bool:
         """False when the setting skips the instance (oracle, no relevant session)."""
         if self.setting.skip_reason(instance):
             return False
-        record = self._record(instance)
-        if record.get("skipped"):
+        self.instance, self.record = instance, self._record(instance)
+        if self.record.get("skipped"):
             return False
-        asker = StandIns(self, instance, record)
         if self.setting.preference_given:
             shown = Shown(preference_given=True, prefmatcher=self.spec.use_matcher)
         elif self.setting.summaries:
-            shown = Shown(self._summaries(instance, asker), from_summaries=True, prefmatcher=self.spec.use_matcher)
+            shown = Shown(self._summaries(instance), from_summaries=True, prefmatcher=self.spec.use_matcher)
         else:
             shown = Shown(self.setting.context(instance).text, prefmatcher=self.spec.use_matcher)
         for name, chain in CHAINS.items():
             if self.spec.task in (name, "both"):
-                chain(instance, shown, asker)
+                chain(instance, shown, self)
         return True
 
     def _record(self, instance: Instance) -> dict:
@@ -213,24 +202,22 @@ class InstanceEstimator:
             return {}  # unreadable: the run would evaluate it afresh
         return data if isinstance(data, dict) and data.get("fingerprint") in (None, instance.fingerprint()) else {}
 
-    def done(self, record: dict, step: steps.Step) -> bool:
-        recorded = ((record.get("evaluations") or {}).get(self.scorer) or {}).get("steps") or {} \
-            if step.per_scorer else record.get("steps") or {}
-        finished = (recorded.get(step.name) or {}).get("status") == "done"
+    def done(self, step: steps.Step) -> bool:
+        finished = step_record(self.record, step, self.scorer).get("status") == "done"
         self.forecast.steps_done += finished
         return finished
 
     def count(self, step: steps.Step, ask: Ask, output_tokens: int) -> None:
         role = "evaluator" if step.role == "matcher" and not self.spec.use_matcher else step.role
         model = self.models[role]
-        self.forecast.roles[FORECAST_ROLES[role]].add_request(step.name, render(lambda: ask.answer(model)),
-                                                              output_tokens)
+        self.forecast.roles["model" if role == "evaluated" else role].add_request(
+            step.name, render(lambda: ask.answer(model)), output_tokens)
 
-    def _summaries(self, instance: Instance, asker: "StandIns") -> str:
+    def _summaries(self, instance: Instance) -> str:
         """The summary setting: each distinct session summarized once per run directory
         (as the pipeline shares them); returns the summaries' text the steps are given."""
         summaries = []
-        done = self.done(asker.record, steps.SUMMARIZE)
+        done = self.done(steps.SUMMARIZE)
         for session in self.setting.context(instance).sessions:
             bullets = [filler(SUMMARY_BULLET_TOKENS, "summary")] * (SUMMARY_BULLETS - 1)
             stand_in = {"context": [filler(SUMMARY_BULLET_TOKENS, "context")] + bullets,
@@ -243,14 +230,6 @@ class InstanceEstimator:
             answer = _fenced({"summaries": [{"session_id": 1, "analysis": "", **stand_in}]})
             self.count(steps.SUMMARIZE, summarize.ask(session), estimate_tokens(answer) + SUMMARY_ANALYSIS_TOKENS)
         return summarize.history(summaries)
-
-
-class StandIns:
-    """The dry run's ``StepAsker`` (pipeline.py): counts each request not done yet and answers
-    with a stand-in of the answer it would get (``ASSUMPTIONS``)."""
-
-    def __init__(self, estimator: InstanceEstimator, instance: Instance, record: dict):
-        self.estimator, self.instance, self.record = estimator, instance, record
 
     def __call__(self, step: steps.Step, ask: Ask) -> dict:
         truth, checklist = self.instance.current_contextual_preference, list(self.instance.current_checklist)
@@ -266,9 +245,10 @@ class StandIns:
             output, tokens = {"score": 5}, JUDGE_FIXED_TOKENS + JUDGE_TOKENS_PER_ENTRY * len(checklist)
         else:  # a match: one labelled entry per checklist entry
             output = {"results": [{"score": 0.5} for _ in checklist]}
-            tokens = estimate_tokens(_match_answer(checklist))
-        if not self.estimator.done(self.record, step):
-            self.estimator.count(step, ask, tokens)
+            tokens = estimate_tokens(_fenced({"results": [{"index": i, "entry": e, "label": "Partially Covered"}
+                                                          for i, e in enumerate(checklist, start=1)]}))
+        if not self.done(step):
+            self.count(step, ask, tokens)
         return output
 
     def together(self, *calls):
@@ -290,8 +270,3 @@ def typical_response(instance: Instance) -> str:
 
 def _fenced(value: dict) -> str:
     return "```json\n" + json.dumps(value, indent=2) + "\n```"
-
-
-def _match_answer(entries: list[str]) -> str:
-    return _fenced({"results": [{"index": i, "entry": e, "label": "Partially Covered"}
-                                for i, e in enumerate(entries, start=1)]})

@@ -13,12 +13,13 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from cupid import config
 from cupid.evaluation import steps
 from cupid.evaluation.aggregate import (InstanceOutcome, RunningScores, aggregate_records, invocation_counts,
-                                        recorded_usage)
+                                        record_problems, recorded_usage)
 from cupid.evaluation.console import ProgressLog
 from cupid.evaluation.context_check import check_context
 from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
@@ -35,17 +36,11 @@ from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.pacing import parse_rate_limit, set_user_limits
 from cupid.utils.models.registry import check_models, portable_spec
 from cupid.utils.models.usage import UsageTracker
+from cupid.utils.prompts import load_prompt
 from cupid.utils.redact import redact
 from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
 
 log = logging.getLogger("cupid.evaluation")
-
-
-@dataclass
-class Stop:
-    """Why the invocation stopped before its end: the error to raise once results.json is
-    written (an ``Interrupted`` for a signal)."""
-    error: BaseException
 
 
 @dataclass
@@ -73,12 +68,11 @@ class Invocation:
         """results.json's content; raises what stopped the run after writing it."""
         self.load_data()
         self.resolve_models()
-        pipeline = self.check_run_dir()
+        pipeline = self.open_run_dir()
         cache = None if self.spec.no_cache else ResponseCache(Path(self.spec.results_dir).resolve() / CACHE_DIR)
         for model in self.models.values():
             model.cache = cache
         try:
-            self.open_run_dir(pipeline)
             self.started, self.started_at = time.perf_counter(), now()
             runner, batched, stop = self.batch_rounds(pipeline) if self.spec.batch else (None, set(), None)
             outcomes, stop = self.run_instances(pipeline, stop)
@@ -120,7 +114,7 @@ class Invocation:
                                    preference_given=setting.preference_given, prefmatcher=spec.use_matcher)
         manifest = {"model": model.label, "setting": setting.name, "data_source": self.data_source,
                     "data": self.instances.describe(),
-                    "prompt_versions": {name: load_prompt_version(name) for name in prompts}}
+                    "prompt_versions": {name: load_prompt(name).version for name in prompts}}
         if setting.spec:  # a user's strategy, loadable from any directory
             manifest["setting_spec"] = setting.spec
         if isinstance(spec.model, str) and spec.model != model.name:
@@ -132,14 +126,15 @@ class Invocation:
             manifest["generation_overrides"] = dict(model.overrides)
         return manifest
 
-    def check_run_dir(self) -> Pipeline:
+    def open_run_dir(self) -> Pipeline:
         # A run with generation overrides is another run: its own directory, named by its label.
         run_dir = run_dir_for(self.spec.results_dir, self.models["model"].label, self.spec.setting_.name)
         self.store = RunStore(run_dir, self.manifest())
         pipeline = self.pipeline()
         try:
             existing = self.store.read_manifest()
-            self.survey = self.store.survey(self.instances, pipeline.is_finished, pipeline.stored_problems)
+            self.survey = self.store.survey(self.instances, pipeline.is_finished,
+                                            partial(record_problems, scorer=pipeline.scorer))
             changed = self.survey.changed
             if changed:
                 names = ", ".join(i for i, _ in changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
@@ -147,30 +142,20 @@ class Invocation:
                     f"{run_dir} holds results of other content for {len(changed)} instance(s) with "
                     f"the same id: {names} (e.g. {changed[0][1]}). Use another --results_dir, or "
                     f"move those files away to evaluate them afresh.")
-            self.store.check()
-        except StorageError as exc:
+            self.store.open()  # refuses a directory made with other settings or data
+        except BaseException as exc:
             pipeline.close()
-            exc.add_note(f"nothing was run, nothing in {run_dir} was changed")
-            raise
-        except BaseException:
-            pipeline.close()
+            if isinstance(exc, StorageError):
+                exc.add_note(f"nothing was run, nothing in {run_dir} was changed")
             raise
         warn_about_run_dir(run_dir, self.survey, endpoint_change(existing, self.models["model"]))
-        return pipeline
-
-    def open_run_dir(self, pipeline: Pipeline) -> None:
-        try:
-            self.store.open()
-        except StorageError as exc:
-            pipeline.close()
-            exc.add_note(f"nothing was run, nothing in {self.run_dir} was changed")
-            raise
         clean_orphan_tmp(self.run_dir)
         print(f"{self.run_dir}: {len(self.survey.done)} of {len(self.instances)} instances already done, "
               f"{len(self.survey.todo)} to run", file=sys.stderr)
+        return pipeline
 
     # -- 4. batch: the instances to run go through the batch rounds first -----------------
-    def batch_rounds(self, pipeline: Pipeline) -> tuple[BatchRunner, set[str], Stop | None]:
+    def batch_rounds(self, pipeline: Pipeline) -> tuple[BatchRunner, set[str], Interrupted | None]:
         batched = set(self.survey.todo)
         runner = BatchRunner(self.run_dir / BATCHES)
         try:
@@ -179,23 +164,23 @@ class Invocation:
         except KeyboardInterrupt as exc:
             self.signals.second_ends_process()
             stop_workers(pipeline, grace=3.0)
-            return runner, batched, Stop(Interrupted(
+            return runner, batched, Interrupted(
                 f"{stop_cause(exc)}: the submitted batches are listed in {runner.state_path}; rerun the "
-                f"same command to resume them.", stop_status(exc)))
-        except StorageError as exc:
+                f"same command to resume them.", stop_status(exc))
+        except BaseException as exc:
             pipeline.close(wait=False)
-            exc.add_note(f"safe: every batch submitted so far is listed in {self.run_dir / BATCHES} (as far "
-                         f"as it could be written) and its answers are fetched by a rerun; make room and "
-                         f"rerun the same command.")
-            raise
-        except BaseException:
-            pipeline.close(wait=False)
+            if isinstance(exc, StorageError):
+                exc.add_note(f"safe: every batch submitted so far is listed in {self.run_dir / BATCHES} (as "
+                             f"far as it could be written) and its answers are fetched by a rerun; make room "
+                             f"and rerun the same command.")
             raise
         return runner, batched, None
 
     # -- 5. the instances, on n_workers threads -------------------------------------------
-    def run_instances(self, pipeline: Pipeline, stop: Stop | None) -> tuple[dict[str, InstanceOutcome], Stop | None]:
-        """Every instance's outcome (after a stop in the batch rounds nothing more is run)."""
+    def run_instances(self, pipeline: Pipeline, stop: BaseException | None) -> tuple[dict[str, InstanceOutcome],
+                                                                                    BaseException | None]:
+        """Every instance's outcome, and the error that stopped the run, raised once results.json
+        is written (after a stop in the batch rounds nothing more is run)."""
         spec, n_selected = self.spec, len(self.instances)
         label = f"{self.models['model'].name} [{spec.setting_.name}]"
         running = RunningScores()
@@ -233,19 +218,19 @@ class Invocation:
             self.signals.second_ends_process()
             print(f"\n{stop_cause(exc)}: stopping (a second signal ends the process at once)", file=sys.stderr)
             stop_workers(pipeline, grace=3.0)
-            stop = Stop(Interrupted(
+            stop = Interrupted(
                 f"{stop_cause(exc)}: {sum(o.status != 'busy' for o in outcomes.values())} of {n_selected} "
                 f"instances finished in this invocation; every finished step is saved in {self.run_dir}. "
-                f"Rerun the same command to resume.", stop_status(exc)))
+                f"Rerun the same command to resume.", stop_status(exc))
         except ModelConfigurationError as exc:  # a key refused mid-run
             stop_workers(pipeline, grace=3.0)
-            stop = Stop(exc)
+            stop = exc
         except StorageError as exc:
             # The disk refused a write: every step saved before it is safe; stop rather than
             # pay for answers that cannot be kept.
             stop_workers(pipeline, grace=3.0)
             exc.add_note(self.storage_safe_note(outcomes))
-            stop = Stop(exc)
+            stop = exc
         else:
             pipeline.close()
         if progress is not None:
@@ -259,34 +244,34 @@ class Invocation:
                 f"writable) and rerun the same command to resume without asking finished steps again.")
 
     # -- 6. results.json, and run.json's record of this invocation -------------------------
-    def finish(self, pipeline: Pipeline, outcomes: dict, batched: set[str], stop: Stop | None,
+    def finish(self, pipeline: Pipeline, outcomes: dict, batched: set[str], stop: BaseException | None,
                runner: BatchRunner | None) -> dict:
         if stop is None:
             self.signals.deferring()  # a signal now waits until the results are written
         try:
             results = self.write_results(pipeline, self.invocation_record(outcomes, batched, stop, runner))
         except StorageError as exc:
-            if stop is not None and isinstance(stop.error, StorageError):
-                raise stop.error from None
+            if isinstance(stop, StorageError):
+                raise stop from None
             exc.add_note(self.storage_safe_note(outcomes))
             raise
         if stop is None and self.signals.received is not None:
-            stop = Stop(Interrupted(f"{stop_cause(self.signals.received)} after the work was done: the "
-                                    f"results are written", 128 + self.signals.received))
+            stop = Interrupted(f"{stop_cause(self.signals.received)} after the work was done: the "
+                               f"results are written", 128 + self.signals.received)
+        if isinstance(stop, Interrupted):
+            stop.results, stop.results_path = results, self.run_dir / "results.json"
         if stop is not None:
-            if isinstance(stop.error, Interrupted):
-                stop.error.results, stop.error.results_path = results, self.run_dir / "results.json"
-            raise stop.error
+            raise stop
         return results
 
-    def invocation_record(self, outcomes: dict, batched: set[str], stop: Stop | None,
+    def invocation_record(self, outcomes: dict, batched: set[str], stop: BaseException | None,
                           runner: BatchRunner | None) -> dict:
         """run.json's entry for this invocation (results.json's "this_invocation")."""
         record = {
             "task": self.spec.task, "started": self.started_at,
             "wall_time_s": round(time.perf_counter() - self.started, 2),
             **invocation_counts(len(self.instances), self.survey.done, outcomes, ran_by_batch=batched),
-            "interrupted": stop is not None and isinstance(stop.error, Interrupted),
+            "interrupted": isinstance(stop, Interrupted),
             # Which server answered each role: the cache keys on it, and a reader of run.json
             # can tell two checkpoints served under one name apart.
             "endpoints": {role: {"model": m.name, "provider": m.provider, "endpoint": m.endpoint()}
@@ -327,12 +312,6 @@ class Invocation:
         with store.run_lock():
             store.write_results(results, pipeline.scorer)
         return results
-
-
-def load_prompt_version(name: str) -> str:
-    from cupid.utils.prompts import load_prompt
-
-    return load_prompt(name).version
 
 
 def warn_about_run_dir(run_dir: Path, survey: Survey, changed_server: str | None) -> None:

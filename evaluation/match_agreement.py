@@ -1,15 +1,10 @@
 """``cupid-match-agreement`` (``python -m cupid.evaluation.match_agreement``): the matcher's
 meta-evaluation (Appendix A.1), in two steps.
 
-    cupid-match-agreement page results --output annotate.html --n_pairs 240
-    cupid-match-agreement score results --labels labels.csv [--output DIR]
-
 ``page`` writes an annotation page (Figure 12) of preference-checklist pairs that the runs
-under RESULTS_DIR matched; annotators open it in a browser and download their labels.
-``score`` reads the labels (one file, or several joined: one row per pair and annotator,
-docs/match_agreement.md) and writes match_agreement.md and .json: the majority vote per
-entry, Krippendorff's alpha among the annotators, and each scorer's agreement with the
-majority. Exit status 0, or 2 for bad input (one line names the file, row and field).
+under RESULTS_DIR matched; ``score`` reads the annotators' labels and writes
+match_agreement.md and .json (docs/match_agreement.md: the page, the labels file, the
+measures). Exit status 0, or 2 for bad input (one line names the file, row and field).
 """
 from __future__ import annotations
 

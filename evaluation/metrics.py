@@ -10,7 +10,7 @@ numbers line up with the released ``results.json``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Iterable, Sequence
 
 from cupid.evaluation.steps.judge import score_problem
@@ -63,15 +63,8 @@ class InferenceCounts:
 def micro_inference(counts: Iterable[InferenceCounts]) -> dict:
     """Pooled over instances, exactly as the released results.json (fractions)."""
     counts = list(counts)
-    pooled = InferenceCounts(
-        n_predicted_matched=sum(c.n_predicted_matched for c in counts),
-        n_predicted=sum(c.n_predicted for c in counts),
-        n_true_matched=sum(c.n_true_matched for c in counts),
-        n_true=sum(c.n_true for c in counts),
-    )
-    out = pooled.as_dict()
-    out["n_instances"] = len(counts)
-    return out
+    pooled = InferenceCounts(*(sum(getattr(c, f.name) for c in counts) for f in fields(InferenceCounts)))
+    return {**pooled.as_dict(), "n_instances": len(counts)}
 
 
 def _mean(values: Sequence[float]) -> float | None:

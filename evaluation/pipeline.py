@@ -23,8 +23,9 @@ from cupid.evaluation.settings import Setting
 from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
-from cupid.evaluation.store import InstanceRecord, RunStore, now
+from cupid.evaluation.store import InstanceRecord, RunStore, now, step_record
 from cupid.utils.dataset import Instance, Session
+from cupid.utils.executor import iter_with_progress
 from cupid.utils.io import StorageError, atomic_write_json, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer
 from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
@@ -35,8 +36,6 @@ from cupid.utils.prompts import load_prompt
 from cupid.utils.redact import redact
 
 log = logging.getLogger("cupid.evaluation")
-
-TASKS = ("inference", "generation", "both")
 
 
 def scorer_name(evaluator: Model, matcher: Model) -> str:
@@ -114,25 +113,17 @@ class Pipeline:
 
     def __init__(self, *, model: Model, evaluator: Model, matcher: Model | None = None,
                  store: RunStore, task: str, setting: Setting, inner_workers: int = 4):
-        if task not in setting.tasks:
-            raise ValueError(f"the {setting.name} setting applies to the task "
-                             f"{' or '.join(setting.tasks)} only")
         self.models = {"evaluated": model, "evaluator": evaluator, "matcher": matcher or evaluator}
         self.prefmatcher = matcher is not None and matcher is not evaluator
         self.store, self.task, self.setting = store, task, setting
         self.scorer = scorer_name(evaluator, self.models["matcher"])
-        self.needed = [(step, self.scorer if step.per_scorer else None)
-                       for step in needed_steps(task, setting)]
+        self.needed = needed_steps(task, setting)
         # Overlap inside an instance: the generation chain runs beside the inference chain,
         # and the two match directions and the session summaries run side by side. Leaves
         # (single calls) have their own pool so a chain waiting on them can never starve it.
         self._chains = ThreadPoolExecutor(max_workers=max(1, inner_workers), thread_name_prefix="cupid-chain")
         self._leaves = ThreadPoolExecutor(max_workers=max(2, 2 * inner_workers), thread_name_prefix="cupid-leaf")
         self._closed = False
-
-    @property
-    def model(self) -> Model:
-        return self.models["evaluated"]
 
     def close(self, wait: bool = True) -> None:
         """Stop the inner pools; ``wait=False`` (a stopping run) leaves hung calls behind."""
@@ -154,17 +145,8 @@ class Pipeline:
         """Whether an instance file already holds every step this invocation needs."""
         if data.get("skipped"):
             return True
-        for step, scorer in self.needed:
-            recorded = data.get("steps", {}) if scorer is None else \
-                (data.get("evaluations", {}).get(scorer) or {}).get("steps", {})
-            if (recorded.get(step.name) or {}).get("status") != "done":
-                return False
-        return not self.stored_problems(data)
-
-    def stored_problems(self, data: dict) -> list[str]:
-        """The values of an instance file this run would use that no parser could have
-        produced: their steps are run again."""
-        return record_problems(data, self.scorer)
+        return (all(step_record(data, step, self.scorer).get("status") == "done" for step in self.needed)
+                and not record_problems(data, self.scorer))
 
     # -- one instance ----------------------------------------------------------------------
     def run(self, instance: Instance) -> InstanceOutcome:
@@ -177,7 +159,7 @@ class Pipeline:
         started = time.perf_counter()
         outcome = InstanceOutcome(instance.instance_id, instance.instance_type, "done")
         try:
-            record = self.store.load(instance, self.setting.name, self.model.name)
+            record = self.store.load(instance, self.setting.name, self.models["evaluated"].name)
             outcome.already_done = self.is_finished(record.data)
             record.ensure_scorer(self.scorer, self.models["evaluator"].label, self.models["matcher"].label)
             outcome.skip_reason = self.setting.skip_reason(instance)
@@ -201,7 +183,7 @@ class Pipeline:
                 with record.lock:
                     outcome.release = release_outcomes_of_record(record.data, self.scorer)
                 if outcome.release:
-                    record.set_scorer_field(self.scorer, "release", outcome.release)
+                    record.set_field("release", outcome.release, self.scorer)
         except (ModelConfigurationError, RunCancelled, StorageError, BatchDeferred):
             raise
         except Exception as exc:
@@ -220,10 +202,10 @@ class Pipeline:
             return
         if task == "inference":
             outcome.inference = result
-            record.set_scorer_field(self.scorer, "inference", result.as_dict())
+            record.set_field("inference", result.as_dict(), self.scorer)
         else:
             outcome.generation_score = result
-            record.set_scorer_field(self.scorer, "generation", {"score": result})
+            record.set_field("generation", {"score": result}, self.scorer)
 
     def _shown(self, instance: Instance, record: InstanceRecord, asker: "InstanceSteps") -> Shown | None:
         """What the chains show, with the sessions the strategy kept recorded in the instance
@@ -312,7 +294,6 @@ class InstanceSteps:
                           "next_variant": answer.next_variant}, answer)
         log.warning("%s: step %s failed: %s", self.record.data["instance_id"], step.name, reason)
         self.failures.append((step.name, reason))
-        return None
 
     def write(self, step: steps.Step, entry: dict, answer: Answer, flagged: str | None = None) -> None:
         entry.update({"sent": answer.sent or None, "latency_s": answer.latency_s, "finished_at": now()})
@@ -340,18 +321,17 @@ class InstanceSteps:
         output, first_variant = self._recorded(steps.SUMMARIZE)
         if output is not None:
             return output
-        model = self.pipeline.model
+        model = self.pipeline.models["evaluated"]
         futures = [self.pipeline.submit(self.pipeline._leaves, self._summary, s, first_variant)
                    for s in sessions]
-        total, summaries, reasons, next_variants = Answer(), [], [], [first_variant]
-        flagged = None
+        total, summaries, reasons, flagged = Answer(next_variant=first_variant), [], [], None
         for future in futures:
             try:
                 summary, answer = future.result()
             except (UnusableAnswer, ModelCallFailed) as exc:
                 answer = exc.answer or Answer(next_variant=first_variant)
                 reasons.append(failure_reason(exc))
-                next_variants.append(answer.next_variant)
+                total.next_variant = max(total.next_variant, answer.next_variant)
             else:
                 summaries.append(summary)
             if answer is not None:
@@ -361,7 +341,6 @@ class InstanceSteps:
                 for key, tokens in answer.usage.items():
                     total.usage[key] = total.usage.get(key, 0) + tokens
         if reasons:
-            total.next_variant = max(next_variants)
             return self.failed(steps.SUMMARIZE, total, f"{len(reasons)} of {len(sessions)} sessions: "
                                                        f"{reasons[0]}", len(total.raws), model)
         total.value = {"summaries": summaries}
@@ -378,9 +357,10 @@ class InstanceSteps:
         with store.summary_lock(text):
             if path.exists():
                 return read_json(path)["summary"], None
-            answer = summarize.ask(session).answer(self.pipeline.model, first_variant=first_variant)
+            model = self.pipeline.models["evaluated"]
+            answer = summarize.ask(session).answer(model, first_variant=first_variant)
             summary = answer.value["summaries"][0]
-            atomic_write_json(path, {"session": text, "summary": summary, "model": self.pipeline.model.name,
+            atomic_write_json(path, {"session": text, "summary": summary, "model": model.name,
                                      "raw": answer.raws, "prompt_version": answer.sent["prompt_version"]})
             return summary, answer
 
@@ -411,18 +391,15 @@ def run_batch_rounds(make_pipeline: Callable[[], Pipeline], instances: Iterable,
             except BatchDeferred:
                 deferred.append(instance)
 
-        pool = ThreadPoolExecutor(max_workers=max(1, n_workers))
         try:
-            list(pool.map(one, unfinished))
+            list(iter_with_progress(one, unfinished, n_workers=n_workers, show=False))
         except BaseException as exc:
             # A stop (Ctrl-C, SIGTERM, SIGHUP) or an error: the caller is not made to wait
             # for calls in flight; a hung one would hold it for its timeout.
             if isinstance(exc, KeyboardInterrupt):
                 cancel_all()
-            pool.shutdown(wait=False, cancel_futures=True)
             pipeline.close(wait=False)
             raise
-        pool.shutdown()
         pipeline.close()  # waits for side chains still deferring their calls
         if runner.pending:
             waiting = {id(i) for i in deferred}

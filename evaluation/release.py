@@ -1,22 +1,13 @@
-"""What the released harness (kixlab/CUPID at a8560ca) makes of an answer.
-
-The release reads answers with exact string splits: the inferred preference is the first
-line after the first ``### Most Likely Preference``; the judge's score is the text after
-``### **Evaluation Score**`` or ``### Evaluation Score``, cut at the first "/", "." and
-blank line, with "**" removed, as a float (0 when that fails); JSON is the text between
-the first ```json and the last ```, or the whole answer. An answer it cannot read either
-drops the instance (inference, decomposition, generation: the instance is skipped and
-not counted) or scores it 0 (matching, judging).
+"""What the released harness (kixlab/CUPID at a8560ca) makes of an answer: its readings, by
+exact string splits, each below; an answer it cannot read drops the instance (inference,
+decomposition, generation) or scores it 0 (matching, judging). docs/release_parsing.md lists
+the cases.
 
 Each step's parser (evaluation/steps/) takes the release's reading whenever it yields a
-usable value, so the numbers and the next step's request are the release's; where it fails
-it reads the answer leniently or asks again. Each step's ``release_view`` says, with these
-readers, what the release would have done with the first answer, so that results.json can
-say how far a run is from the release's scoring (docs/release_parsing.md lists the cases).
-
-Outcomes, per step and per instance and task: ``same`` (the release reads the same value),
-``differs`` (it reads another value), ``zero`` (it scores 0 here), ``drop`` (it skips the
-instance).
+usable value, so the numbers and the next step's request are the release's; each step's
+``release_view`` says, with these readers, what the release would have done with the first
+answer: ``same`` (it reads the same value), ``differs`` (another value), ``zero`` (it scores 0
+here), ``drop`` (it skips the instance); results.json counts them per task.
 """
 from __future__ import annotations
 
@@ -50,6 +41,8 @@ def release_checklist(text: str) -> Any:
         return data["checklist"]
     except (ValueError, KeyError, TypeError, IndexError) as exc:
         raise ReleaseFailure(f"checklist unreadable: {type(exc).__name__}") from exc
+
+
 def release_preference(text: str) -> str:
     """The release's inferred preference: the first line after the header."""
     if PREFERENCE_HEADER not in text:

@@ -12,14 +12,12 @@ from typing import Any
 
 from cupid import config
 from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.settings import Setting, setting_named
+from cupid.evaluation.settings import TASKS, Setting, setting_named
 from cupid.evaluation.shards import ShardedInstances, parse_shard
 from cupid.utils.command_line import generation_params, non_negative_int, positive_float, positive_int
 from cupid.utils.errors import BadInput
 from cupid.utils.models.pacing import parse_rate_limit
 from cupid.utils.models.model import Model
-
-TASKS = ("inference", "generation", "both")
 
 
 @dataclass
@@ -75,12 +73,9 @@ class RunSpec:
                 raise BadInput(f"{name}: expected a string, got {value!r}")
         if self.task not in TASKS:
             raise BadInput(f"task: expected one of {', '.join(TASKS)}, got {self.task!r}")
-        self._setting = setting_named(self.setting)  # BadInput naming what is wrong
+        self.setting_: Setting = setting_named(self.setting)  # BadInput naming what is wrong
         if self.shard is not None and not isinstance(self.shard, tuple):
-            try:
-                self.shard = parse_shard(str(self.shard))
-            except ValueError as exc:
-                raise BadInput(f"shard: {exc}") from None
+            self.shard = _checked("shard", parse_shard, str(self.shard))
         for name in ("model_args", "evaluator_args", "matcher_args"):
             value = getattr(self, name)
             if isinstance(value, dict):
@@ -93,44 +88,34 @@ class RunSpec:
             self.rate_limit = [self.rate_limit]
         if not isinstance(self.rate_limit, (list, tuple)):
             raise BadInput(f"rate_limit: expected limits such as tpm=N,rpm=N, got {self.rate_limit!r}")
+        self.rate_limit = list(self.rate_limit)
         for spec in self.rate_limit:
-            try:
-                parse_rate_limit(spec)
-            except (ValueError, TypeError) as exc:
-                raise BadInput(f"rate_limit: {exc}") from None
+            _checked("rate_limit", parse_rate_limit, spec)
         if self.revision is not None and self.data is not None:
             raise BadInput("revision: selects a version of the hub dataset; it does not apply to "
                            "local data (data, --data, --data_dir)")
-        conflict = self.conflict()
-        if conflict:
-            raise BadInput(conflict)
-
-    def conflict(self) -> str | None:
-        """Why these arguments cannot go together."""
         if self.task not in self.setting_.tasks:
-            return f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only"
+            raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
         if self.matcher_args and not self.use_matcher:
-            return "matcher_args needs use_matcher"
+            raise BadInput("matcher_args needs use_matcher")
         if self.batch and self.no_cache:
-            return "batch keeps the batches' answers in the cache; drop no_cache"
-        return None
-
-    @property
-    def setting_(self) -> Setting:
-        return self._setting
+            raise BadInput("batch keeps the batches' answers in the cache; drop no_cache")
 
     def resolve_models(self) -> dict[str, Model]:
         """Each role's model: "model", "evaluator", and "matcher" with ``use_matcher``."""
         from cupid.utils.models.registry import resolve_model
 
+        # A role's overrides: the seed for every role, then the role's own *_args (which win);
+        # none when the user chose none: the benchmark's parameters.
+        seed = {} if self.seed is None else {"seed": self.seed}
         common = {"timeout": self.timeout, "max_retries": self.max_retries}
-        overrides = self.role_overrides()
-        models = {"model": resolve_model(self.model, role="evaluated", overrides=overrides["evaluated"], **common),
-                  "evaluator": resolve_model(self.evaluator, role="evaluator", overrides=overrides["evaluator"],
-                                             **common)}
+        models = {"model": resolve_model(self.model, role="evaluated", overrides={**seed, **(self.model_args or {})},
+                                         **common),
+                  "evaluator": resolve_model(self.evaluator, role="evaluator",
+                                             overrides={**seed, **(self.evaluator_args or {})}, **common)}
         if self.use_matcher:
             models["matcher"] = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{self.matcher_url}", role="matcher",
-                                              overrides=overrides["matcher"], **common)
+                                              overrides={**seed, **(self.matcher_args or {})}, **common)
         return models
 
     def instances(self) -> tuple[InstanceSource, Any]:
@@ -140,14 +125,6 @@ class RunSpec:
         source.validate()
         return source, ShardedInstances(source, *self.shard) if self.shard else source
 
-    def role_overrides(self) -> dict[str, dict]:
-        """Each role's generation overrides: ``seed`` for every role, then the role's own
-        ``*_args`` (which win). Empty when the user chose none: the benchmark's parameters."""
-        seed = {} if self.seed is None else {"seed": self.seed}
-        return {"evaluated": {**seed, **(self.model_args or {})},
-                "evaluator": {**seed, **(self.evaluator_args or {})},
-                "matcher": {**seed, **(self.matcher_args or {})}}
-
 
 ARGUMENTS = tuple(f.name for f in fields(RunSpec))
 
@@ -155,7 +132,7 @@ ARGUMENTS = tuple(f.name for f in fields(RunSpec))
 def _checked(name: str, check, value: str):
     try:
         return check(value)
-    except argparse.ArgumentTypeError as exc:
+    except (argparse.ArgumentTypeError, ValueError, TypeError) as exc:
         raise BadInput(f"{name}: {exc}") from None
 
 

@@ -96,33 +96,26 @@ def _row(run: Run, scorer: str | None, instance_id: str, instance, statuses: dic
         row[f"{task}_flagged"] = flagged.get(task) if status == "done" else None
     counts = _dict(evaluation.get("inference")) if row["inference_status"] == "done" else {}
     for key in ("precision", "recall", "f1", "n_predicted_matched", "n_true_matched"):
-        row[key] = _float(counts.get(key))
+        row[key] = _number(counts.get(key))
     for key in ("n_predicted", "n_true"):
-        row[key] = _int(counts.get(key))
+        row[key] = _number(counts.get(key), int)
     row["response"] = _output(all_steps[steps.GENERATE.name]).get("response")
     judge = _output(all_steps[steps.JUDGE.name])
-    row["judge_score"] = _float(_dict(evaluation.get("generation")).get("score")) \
+    row["judge_score"] = _number(_dict(evaluation.get("generation")).get("score")) \
         if row["generation_status"] == "done" else None
     row["judge_analysis"] = judge.get("analysis")
 
-    totals = {"prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
-    unpriced = False
+    recorded = []
     for name in STEPS:
         fields = _step_fields(all_steps[name])
-        for key in STEP_FIELDS:
-            row[f"{name}_{key}"] = fields[key]
-        if fields["status"] is None:
-            continue
-        totals["prompt_tokens"] += fields["prompt_tokens"] or 0
-        totals["completion_tokens"] += fields["completion_tokens"] or 0
-        if fields["cost_usd"] is None:
-            unpriced = unpriced or bool(fields["prompt_tokens"] or fields["completion_tokens"])
-        else:
-            totals["cost_usd"] += fields["cost_usd"]
-    row["prompt_tokens"] = totals["prompt_tokens"]
-    row["completion_tokens"] = totals["completion_tokens"]
+        row.update({f"{name}_{key}": fields[key] for key in STEP_FIELDS})
+        if fields["status"] is not None:
+            recorded.append(fields)
+    row["prompt_tokens"] = sum(f["prompt_tokens"] or 0 for f in recorded)
+    row["completion_tokens"] = sum(f["completion_tokens"] or 0 for f in recorded)
     # A row with a step of an unpriced model has no total cost rather than an understated one.
-    row["cost_usd"] = None if unpriced else round(totals["cost_usd"], 6)
+    unpriced = any(f["cost_usd"] is None and (f["prompt_tokens"] or f["completion_tokens"]) for f in recorded)
+    row["cost_usd"] = None if unpriced else round(sum(f["cost_usd"] or 0 for f in recorded), 6)
     return row
 
 
@@ -140,7 +133,7 @@ def _ground_truth(instance, recorded: dict[str, dict]) -> dict:
                                 values[steps.JUDGE.name].get("user_request")) if isinstance(v, str)), None)
     preference = next((v for v in (values[steps.MATCH_PRECISION.name].get("preference"),
                                    values[steps.JUDGE.name].get("preference")) if isinstance(v, str)), None)
-    checklist = [r.get("entry") for r in _list(_output(recorded[steps.MATCH_RECALL.name]).get("results"))
+    checklist = [r.get("entry") for r in _list(_output(recorded[steps.MATCH_RECALL.name]).get("results")) or []
                  if isinstance(r, dict)] or None
     return {"request": request, "context_factor": None, "preference": preference, "checklist": checklist}
 
@@ -149,9 +142,9 @@ def _step_fields(step: dict) -> dict:
     if not step:
         return dict.fromkeys(STEP_FIELDS)
     usage = _dict(step.get("usage"))
-    prompt, completion = _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens"))
+    prompt, completion = _number(usage.get("prompt_tokens"), int), _number(usage.get("completion_tokens"), int)
     # A hand-edited file may hold anything: only whole numbers are priced.
-    cost = cost_of(step.get("model"), {k: _int(v) or 0 for k, v in usage.items()}) if usage else None
+    cost = cost_of(step.get("model"), {k: _number(v, int) or 0 for k, v in usage.items()}) if usage else None
     return {"status": step.get("status"), "error": step.get("error"), "model": step.get("model"),
             "prompt_tokens": prompt, "completion_tokens": completion, "cost_usd": cost}
 
@@ -173,13 +166,5 @@ def _list(value: Any) -> list | None:
     return list(value) if isinstance(value, (list, tuple)) else None
 
 
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return int(value)
+def _number(value: Any, kind: type = float) -> float | int | None:
+    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else kind(value)

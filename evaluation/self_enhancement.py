@@ -3,19 +3,11 @@ check for self-enhancement bias (§F.5, Figure 10). Each model synthesizes a sma
 the same personas, every model is evaluated on every data set, and the matrix of inference F1
 and judge score frames the cells where a model meets data of its own family.
 
-    cupid-self-enhancement --models claude-3-7-sonnet-20250219 gpt-4o-2024-11-20 \\
-        deepseek-ai/DeepSeek-R1 --from_results results --n_personas 64 \\
-        --persona_profiles personas.jsonl --output_dir self_enhancement
-
-It composes the two engines and nothing else: ``synthesize()`` into OUTPUT_DIR/data/<model>/
-(the chosen personas' profiles written there first as its personas.json, so each model's
-synthesis starts at the context factors of the same personas), ``evaluate()`` with
-``task="both"`` into OUTPUT_DIR/results/<data set>/<model>/, then the matrix
-(evaluation/report/self_enhancement.py) as self_enhancement.md, .json and .png. Both engines
-resume, so the same command run again continues where it stopped; ``--dry_run`` prices the
-whole experiment (both engines' dry runs) without sending or writing anything. Exit status:
-0 when every persona was synthesized and every instance evaluated, 1 when some failed (rerun
-to retry them), 2 bad input or setup, 3 a refused write, 130/143/129 stopped.
+It composes the two engines and nothing else: ``synthesize()``, ``evaluate()`` with
+``task="both"``, then the matrix (evaluation/report/self_enhancement.py). Both engines resume,
+so the same command run again continues where it stopped; docs/self_enhancement.md says where
+each part goes and what ``--dry_run`` prices. Exit status: 0, 1 when a persona or an instance
+failed (rerun to retry it), 2 bad input or setup, 3 a refused write, 130/143/129 stopped.
 """
 from __future__ import annotations
 
@@ -29,6 +21,7 @@ from cupid.utils.dataset import safe_name
 from cupid.utils.errors import BadInput, CupidError, Interrupted
 from cupid.utils.io import atomic_write_json, read_json
 from cupid.utils.redact import redact
+from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
 
 PERSONAS_FILE = "personas.json"
 
@@ -189,20 +182,17 @@ class Plan:
                 "personas": [{"persona_id": p["persona_id"], "description": p["description"],
                               "occupation": p.get("occupation")} for p in self.personas]})
 
-    def existing_rows(self, spec: str) -> list[dict]:
-        """--existing_data's instances of the experiment's personas (§F.5 took the original
-        instances as Claude 3.7 Sonnet's data set)."""
-        from cupid.evaluation.data import load_instances
-
-        ids = {p["persona_id"] for p in self.personas}
-        rows = [i.to_row() for i in load_instances(data_path=self.existing[spec]) if i.persona_id in ids]
-        if not rows:
-            raise BadInput(f"existing_data: {self.existing[spec]} holds no instance of the experiment's personas")
-        return rows
-
     def dataset_rows(self, spec: str) -> list[dict]:
+        """A model's data set: its synthesized instances, or --existing_data's instances of
+        the experiment's personas (§F.5 took the original instances as Claude 3.7 Sonnet's)."""
         if spec in self.existing:
-            return self.existing_rows(spec)
+            from cupid.evaluation.data import load_instances
+
+            ids = {p["persona_id"] for p in self.personas}
+            rows = [i.to_row() for i in load_instances(data_path=self.existing[spec]) if i.persona_id in ids]
+            if not rows:
+                raise BadInput(f"existing_data: {self.existing[spec]} holds no instance of the experiment's personas")
+            return rows
         directory = self.data_dir(spec) / "instances"
         return [read_json(p) for p in sorted(directory.glob("*.json"))] if directory.is_dir() else []
 
@@ -305,10 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cupid.utils.stop_signals import SignalGuard
-
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         plan = Plan(args, choose_personas(args))
         if args.dry_run:
             from cupid.evaluation.self_enhancement_dry_run import dry_run
@@ -325,8 +313,6 @@ def main(argv: list[str] | None = None) -> int:
         print(redact(f"\n{exc.message}\nrerun the same command to resume"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:  # between the engines' calls
-        from cupid.utils.stop_signals import stop_cause, stop_status
-
         print(f"\n{stop_cause(exc)}: rerun the same command to resume", file=sys.stderr)
         return stop_status(exc)
     except CupidError as exc:
@@ -336,13 +322,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def console() -> None:
     """The console script ``cupid-self-enhancement``."""
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt as exc:
-        from cupid.utils.stop_signals import stop_status
-
-        print("\nstopped; rerun the same command to resume", file=sys.stderr)
-        sys.exit(stop_status(exc))
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ import tempfile
 from pathlib import Path
 
 from cupid.utils.dataset import INSTANCE_TYPES, make_instance_id, safe_name
-from cupid.utils.errors import BadInput
 
 
 def stand_in_rows(persona_id: str, n_sessions: int) -> list[dict]:
@@ -90,11 +89,8 @@ def dry_run(plan, as_json: bool) -> int:
     if stand_ins:
         assumptions.append(f"the instances of {stand_ins} persona(s), over the data sets, not synthesized yet: priced on "
                            f"stand-in instances of those sizes ({plan.args.n_sessions - 5} prior sessions each)")
-    try:
-        limits = parse_limits(plan.args.rate_limit)
-    except ValueError as exc:
-        raise BadInput(f"rate_limit: {exc}") from None
-    result = {"dry_run": True, **summary(list(roles.values()), limits),
+    # The limits were checked with every evaluation's arguments above.
+    result = {"dry_run": True, **summary(list(roles.values()), parse_limits(plan.args.rate_limit)),
               "personas": [p["persona_id"] for p in plan.personas], "assumptions": assumptions}
     print_forecast(result, header, "rendered by each stage's and step's code; later stages and steps with "
                    "stand-in answers", assumptions, as_json=as_json)

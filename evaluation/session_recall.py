@@ -20,25 +20,20 @@ def shown_record(context: Context, summaries: bool) -> dict:
             "history_tokens": None if summaries else max(1, round(len(context.text) / 4))}
 
 
-def session_scores(positions: Iterable[int] | None, relevant: Iterable[int] | None) -> dict:
-    """One instance's session recall and precision (None where undefined)."""
-    if positions is None:
-        return {"recall": None, "precision": None}
-    shown, relevant = set(positions), set(relevant or ())
-    kept = len(shown & relevant)
-    return {"recall": kept / len(relevant) if relevant else None,
-            "precision": kept / len(shown) if shown else None}
-
-
 def instance_selection(record: dict) -> dict | None:
-    """An instance file's shown sessions and their scores, or None when it records none."""
+    """An instance file's shown sessions and its session recall and precision (None where
+    undefined), or None when it records none."""
     shown = record.get("shown")
     if not isinstance(shown, dict):
         return None
     positions = shown.get("positions")
-    relevant = (record.get("history") or {}).get("relevant_positions")
-    return {"n_shown": None if positions is None else len(positions), "tokens": shown.get("history_tokens"),
-            **session_scores(positions, relevant)}
+    if positions is None:  # the strategy only rendered text
+        return {"n_shown": None, "tokens": shown.get("history_tokens"), "recall": None, "precision": None}
+    picked, relevant = set(positions), set((record.get("history") or {}).get("relevant_positions") or ())
+    kept = len(picked & relevant)
+    return {"n_shown": len(positions), "tokens": shown.get("history_tokens"),
+            "recall": kept / len(relevant) if relevant else None,
+            "precision": kept / len(picked) if picked else None}
 
 
 def _mean(values: list) -> float | None:

@@ -15,13 +15,12 @@ or a ``cupid.strategies`` entry point, loaded as the user's models are. Its cano
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from cupid.evaluation.retrieval import BM25, Dense, Recent
 from cupid.evaluation.steps.layouts import format_session_log
-from cupid.utils.dataset import Instance, Session, safe_name
+from cupid.utils.dataset import Instance, Session
 from cupid.utils.errors import BadInput
 
 TASKS = ("inference", "generation", "both")
@@ -124,13 +123,6 @@ class Setting:
                                  f"of instance.prior_interactions, or write render() for text of your own")
             positions.append(position)
         return tuple(positions)
-
-
-def directory_name(setting: str) -> str:
-    """The run directory of a setting under the model's: ``recent:k=2`` -> ``recent_k=2``;
-    a name with other characters is made safe (with a hash)."""
-    text = re.sub(r"[:,]", "_", setting)
-    return text if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._=-]{0,119}", text) else safe_name(setting)
 
 
 def setting_named(value: Any) -> Setting:

@@ -32,7 +32,6 @@ class ShardedInstances:
     def __init__(self, source, index: int, count: int) -> None:
         self.source, self.index, self.count = source, index, count
         self._length: int | None = None
-        self.name = f"{getattr(source, 'name', 'instances')} (shard {index}/{count})"
 
     def describe(self) -> dict:
         """The whole data's description: every shard's manifest names the same data, so

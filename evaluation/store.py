@@ -14,12 +14,12 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import logging
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from cupid.evaluation.settings import directory_name
 from cupid.evaluation.steps.layouts import format_session_log
 from cupid.utils.dataset import Instance, safe_name
 from cupid.utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
@@ -66,9 +66,13 @@ def now() -> str:
 
 def run_dir_for(results_dir: str | Path, model_name: str, setting: str) -> Path:
     """``RESULTS_DIR/<model>`` for the default setting, else its subdirectory named after the
-    setting's canonical name (settings.directory_name: ``recent:k=2`` -> ``recent_k=2``)."""
+    setting's canonical name (``recent:k=2`` -> ``recent_k=2``; a name with other characters
+    made safe, with a hash)."""
     base = Path(results_dir) / safe_name(model_name)
-    return base if setting == "default" else base / directory_name(setting)
+    if setting == "default":
+        return base
+    name = re.sub(r"[:,]", "_", setting)
+    return base / (name if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._=-]{0,119}", name) else safe_name(setting))
 
 
 def instance_file_name(instance_id: str) -> str:
@@ -77,6 +81,15 @@ def instance_file_name(instance_id: str) -> str:
     would be reserved gets a '+' in front, a character no safe name contains."""
     name = f"{safe_name(instance_id)}.json"
     return f"+{name}" if is_reserved_file(name) else name
+
+
+def step_record(data: dict, step, scorer: str | None) -> dict:
+    """A step's record in an instance file's data ({} when there is none): under the
+    scorer's evaluation for a per-scorer step, else the instance's own."""
+    recorded = ((data.get("evaluations") or {}).get(scorer) or {}).get("steps") if step.per_scorer \
+        else data.get("steps")
+    record = (recorded or {}).get(step.name)
+    return record if isinstance(record, dict) else {}
 
 
 # ---------------------------------------------------------------------------------------
@@ -94,8 +107,7 @@ class InstanceRecord:
 
     def step(self, name: str, scorer: str | None = None) -> dict | None:
         with self.lock:
-            steps = self._steps(scorer)
-            return steps.get(name)
+            return self._steps(scorer).get(name)
 
     def _steps(self, scorer: str | None) -> dict:
         if scorer is None:
@@ -104,11 +116,8 @@ class InstanceRecord:
 
     def ensure_scorer(self, scorer: str, evaluator: str, matcher: str) -> None:
         with self.lock:
-            evaluations = self.data.setdefault("evaluations", {})
-            entry = evaluations.setdefault(scorer, {"evaluator": evaluator, "matcher": matcher,
-                                                    "steps": {}, "inference": None,
-                                                    "generation": None})
-            entry.setdefault("steps", {})
+            self.data.setdefault("evaluations", {}).setdefault(scorer, {
+                "evaluator": evaluator, "matcher": matcher, "steps": {}, "inference": None, "generation": None})
 
     def set_step(self, name: str, step: dict, scorer: str | None = None) -> None:
         step = {**step, "raw": redact(step.get("raw")), "error": redact(step.get("error"))}
@@ -116,14 +125,10 @@ class InstanceRecord:
             self._steps(scorer)[name] = step
             atomic_write_json(self.path, self.data)
 
-    def set_scorer_field(self, scorer: str, key: str, value: Any) -> None:
+    def set_field(self, key: str, value: Any, scorer: str | None = None) -> None:
+        """The file's ``key`` (with ``scorer``, that scorer's) set to ``value``, and saved."""
         with self.lock:
-            self.data["evaluations"][scorer][key] = value
-            atomic_write_json(self.path, self.data)
-
-    def set_field(self, key: str, value: Any) -> None:
-        with self.lock:
-            self.data[key] = value
+            (self.data if scorer is None else self.data["evaluations"][scorer])[key] = value
             atomic_write_json(self.path, self.data)
 
     def save(self) -> None:
@@ -186,18 +191,8 @@ class RunStore:
             raise CorruptRunFile(f"{path}: expected a JSON object; move it away to start afresh")
         return existing
 
-    def check(self) -> None:
-        """Refuse, before anything is written, a directory made with other settings or data."""
-        existing = self.read_manifest()
-        if existing is not None:
-            conflicts = self.conflicts_with(existing)
-            if conflicts:
-                raise RunConflictError(
-                    f"{self.run_dir} holds results made with other settings or data ("
-                    + "; ".join(conflicts) + "). Use another --results_dir, or move it away.")
-
     def open(self) -> "RunStore":
-        """Create the directory, or check that an existing one was made with our settings,
+        """Create the directory, or refuse an existing one made with other settings or data,
         and record this invocation's settings in the manifest."""
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -206,7 +201,11 @@ class RunStore:
         with self.run_lock():
             existing = self.read_manifest()
             if existing is not None:
-                self.check()
+                conflicts = self.conflicts_with(existing)
+                if conflicts:
+                    raise RunConflictError(
+                        f"{self.run_dir} holds results made with other settings or data ("
+                        + "; ".join(conflicts) + "). Use another --results_dir, or move it away.")
                 merged = dict(existing)
                 merged["prompt_versions"] = {**existing.get("prompt_versions", {}),
                                              **self.manifest.get("prompt_versions", {})}
@@ -235,10 +234,7 @@ class RunStore:
 
     # -- instances -------------------------------------------------------------------------
     def instance_path(self, instance_id: str) -> Path:
-        path = (self.run_dir / instance_file_name(instance_id)).resolve()
-        if path.parent != self.run_dir.resolve():  # defence in depth; safe_name forbids it
-            raise ValueError(f"instance id {instance_id!r} escapes the results directory")
-        return path
+        return (self.run_dir / instance_file_name(instance_id)).resolve()
 
     def instance_lock(self, instance_id: str) -> FileLock:
         return FileLock(self.run_dir / LOCKS_DIR / f"{instance_file_name(instance_id)}.lock")
@@ -270,14 +266,11 @@ class RunStore:
         return data, None
 
     def survey(self, instances: Iterable[Instance], is_finished: Callable[[dict], bool],
-               problems: Callable[[dict], list[str]] | None = None) -> Survey:
+               problems: Callable[[dict], list[str]]) -> Survey:
         """Sort the invocation's instances into done and to do; list the ones whose file was
-        computed from other content, and (``problems``) those holding unusable values; move
+        computed from other content, and those holding unusable values (``problems``); move
         unreadable files aside. Reads, writes nothing else."""
         survey = Survey()
-        if not self.run_dir.is_dir():
-            survey.todo = [i.instance_id for i in instances]
-            return survey
         for instance in instances:
             path = self.instance_path(instance.instance_id)
             data, moved = self._read_instance(path, instance)
@@ -290,7 +283,7 @@ class RunStore:
             if recorded is not None and recorded != instance.fingerprint():
                 survey.changed.append((instance.instance_id, path))
             else:
-                bad = problems(data) if problems is not None else []
+                bad = problems(data)
                 if bad:
                     survey.invalid.append((path, bad))
                 if is_finished(data):
@@ -355,12 +348,10 @@ class RunStore:
         with self._summary_locks_guard:
             return self._summary_locks.setdefault(session_text, threading.Lock())
 
-    def write_results(self, results: dict, scorer: str) -> Path:
-        path = self.run_dir / RESULTS
+    def write_results(self, results: dict, scorer: str) -> None:
         results = redact(results)
-        atomic_write_json(path, results)
+        atomic_write_json(self.run_dir / RESULTS, results)
         atomic_write_json(self.run_dir / f"results.{safe_name(scorer)}.json", results)
-        return path
 
 
 def _describe_data(data: dict) -> str:

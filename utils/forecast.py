@@ -242,10 +242,8 @@ def summary(roles: list[RoleForecast], limits: dict) -> dict:
         calls_tokens[0] += v["calls"]
         calls_tokens[1] += v["input_tokens"] + v["output_tokens"]
     times = [time_at_limits(m, c, t, limits) for m, (c, t) in per_model.items()]
-    total = {"calls": sum(v["calls"] for v in values),
-             "input_tokens": sum(v["input_tokens"] for v in values),
-             "output_tokens": sum(v["output_tokens"] for v in values),
-             "reasoning_tokens": sum(v["reasoning_tokens"] for v in values),
+    total = {**{key: sum(v[key] for v in values)
+                for key in ("calls", "input_tokens", "output_tokens", "reasoning_tokens")},
              "cost_usd": _sum_costs([v["cost_usd"] for v in values]),
              "batch_cost_usd": _sum_costs([v["batch_cost_usd"] for v in values]),
              "time_s": None if not values or any(t is None for t in times) else max(times)}
@@ -273,14 +271,10 @@ def print_forecast(result: dict, header: list[str], rendered: str, assumptions: 
         print(line, file=out)
     rows = [("role", "model", "calls", "input tok", "output tok", "reasoning", "cost online",
              "cost --batch", "time at limits")]
-    for role, v in result["roles"].items():
+    for role, v in [*result["roles"].items(), ("total", {**result["total"], "model": ""})]:
         rows.append((role, v["model"], f"{v['calls']:,}", f"{v['input_tokens']:,}",
                      f"{v['output_tokens']:,}", f"{v['reasoning_tokens']:,}", _money(v["cost_usd"]),
                      _money(v["batch_cost_usd"]), _duration(v["time_s"])))
-    t = result["total"]
-    rows.append(("total", "", f"{t['calls']:,}", f"{t['input_tokens']:,}", f"{t['output_tokens']:,}",
-                 f"{t['reasoning_tokens']:,}", _money(t["cost_usd"]), _money(t["batch_cost_usd"]),
-                 _duration(t["time_s"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))),

@@ -56,7 +56,3 @@ def parse(text: str) -> dict:
 
 def check(output: dict) -> str | None:
     return None if output.get("type") in TYPES else f"type {output.get('type')!r} is not one of {', '.join(TYPES)}"
-
-
-def release_view(first_answer: str, output: dict | None, sent: dict) -> None:
-    return None

@@ -72,13 +72,10 @@ def check(output: dict) -> str | None:
 def release_view(first_answer: str, output: dict | None, sent: dict) -> dict:
     value = release.release_judge_score(first_answer)
     if value == 0:
-        return {"outcome": "zero", "value": 0.0, "note": f"the release reads no score ({_score_note(first_answer)})"}
+        try:
+            note = f"score text {release.release_score_text(first_answer)[:40]!r}"
+        except release.ReleaseFailure:
+            note = "no '### Evaluation Score' header"
+        return {"outcome": "zero", "value": 0.0, "note": f"the release reads no score ({note})"}
     ours = output and output.get("score")
     return {"outcome": "same" if ours is not None and value == ours else "differs", "value": value}
-
-
-def _score_note(text: str) -> str:
-    try:
-        return f"score text {release.release_score_text(text)[:40]!r}"
-    except release.ReleaseFailure:
-        return "no '### Evaluation Score' header"

@@ -10,23 +10,8 @@ from cupid.utils.dataset import Session
 
 
 def format_session_log(sessions: Iterable[Session]) -> str:
-    """Sessions numbered from 1, oldest first, each message under a ``#### User`` or
-    ``#### AI Assistant`` heading, a ``---`` line after each session::
-
-        ### Session 1
-
-        #### User
-
-        ...
-
-        #### AI Assistant
-
-        ...
-
-        ---
-
-        ### Session 2
-    """
+    """Sessions numbered from 1 (``### Session 1``), oldest first, each message under a
+    ``#### User`` or ``#### AI Assistant`` heading, a ``---`` line after each session."""
     parts = []
     for number, session in enumerate(sessions, start=1):
         parts.append(f"### Session {number}\n\n")

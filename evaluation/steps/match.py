@@ -38,18 +38,15 @@ def ask(preference: str, checklist: Sequence[str], *, prefmatcher: bool = False)
                refs={"examples": PROMPT_EXAMPLES}, json_schema=schema(len(checklist)))
 
 
-def label_of(score: float) -> str:
-    return {1: "Fully Covered", 0.5: "Partially Covered"}.get(score, "Not Covered")
-
-
 @lru_cache(maxsize=None)
 def few_shot_block() -> str:
     """The matcher's few-shot block: per example its preference and, as the expected output,
     a ```json block of its labelled checklist, then a ``---`` line."""
+    label_of = {score: label for label, score in LABEL_SCORES.items()}
     blocks = []
     for example in load_prompt(PROMPT).data["examples"]:
         results = {"results": [
-            {"index": i, "entry": entry, "label": label_of(score)}
+            {"index": i, "entry": entry, "label": label_of[score]}
             for i, (entry, score) in enumerate(example["checklist"].items(), start=1)]}
         blocks.append(f"#### Preference\n\n{example['preference']}\n\n#### Output\n\n```json\n"
                       f"{json.dumps(results, indent=2)}\n```\n\n---\n\n")
@@ -111,7 +108,6 @@ def parse(text: str, checklist: Sequence[str]) -> dict:
         {"index": i, "entry": checklist[i - 1], "label": by_index[i],
          "score": LABEL_SCORES[by_index[i]]}
         for i in range(1, n + 1)]}
-
 
 
 def schema(n_entries: int) -> dict:

@@ -74,7 +74,3 @@ def check(output: dict) -> str | None:
     if not isinstance(output.get("summaries"), list):
         return f"summaries is {type(output.get('summaries')).__name__}, not list"
     return None
-
-
-def release_view(first_answer: str, output: dict | None, sent: dict) -> None:
-    return None

@@ -15,7 +15,7 @@ import logging
 import sys
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Iterator
 
 from cupid.utils.models.errors import RunCancelled
@@ -29,14 +29,6 @@ class Adaptation:
     parameter: str                 # the request field refused: "temperature", "max_tokens"
     renamed_to: str | None = None  # sent under this name instead; None: not sent at all
     error: str = ""                # the provider's words (error code or message)
-
-    def describe(self) -> str:
-        if self.renamed_to:
-            return f"{self.parameter} sent as {self.renamed_to}"
-        return f"{self.parameter} not sent (the model's default is used)"
-
-    def as_record(self) -> dict:
-        return {"parameter": self.parameter, "renamed_to": self.renamed_to, "error": self.error}
 
 
 class AdaptationRegistry:
@@ -60,9 +52,10 @@ class AdaptationRegistry:
             if any(a.parameter == adaptation.parameter for a in known):
                 return False
             known.append(adaptation)
-        name = key[-1]
-        message = (f"note: {name}: the provider refused {adaptation.parameter} "
-                   f"({adaptation.error}); {adaptation.describe()} for the rest of the run")
+        done = (f"sent as {adaptation.renamed_to}" if adaptation.renamed_to
+                else "not sent (the model's default is used)")
+        message = (f"note: {key[-1]}: the provider refused {adaptation.parameter} "
+                   f"({adaptation.error}); {adaptation.parameter} {done} for the rest of the run")
         log.warning("%s", message)
         print(message, file=sys.stderr, flush=True)
         return True
@@ -70,7 +63,7 @@ class AdaptationRegistry:
     def snapshot(self) -> dict[str, list[dict]]:
         """{model name: [adaptation records]} for run.json."""
         with self._lock:
-            return {key[-1]: [a.as_record() for a in items]
+            return {key[-1]: [asdict(a) for a in items]
                     for key, items in self._learned.items() if items}
 
     @contextmanager

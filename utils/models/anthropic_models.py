@@ -25,11 +25,11 @@ import re
 from typing import Any
 
 from cupid.utils.models.adaptations import Adaptation
-from cupid.utils.models.batch import BatchItemError, Unanswered
+from cupid.utils.models.batch import BatchAdapter, BatchItemError, Unanswered
 from cupid.utils.models.catalog import ModelFacts, dated_table
-from cupid.utils.models.hosted import HostedModel, call_sdk_with_headers
+from cupid.utils.models.hosted import HostedModel, call_with_headers
 from cupid.utils.models.rate_limit_headers import header_family
-from cupid.utils.models.errors import ModelConfigurationError, PermanentModelError
+from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.retry import status_code
 from cupid.utils.models.model import register_provider
 from cupid.utils.models.request import Completion, Request, Usage
@@ -128,10 +128,6 @@ MIN_THINKING_BUDGET = 1024
 # assumption (OpenAI's medium effort's, openai_models.py); Anthropic states none, and its usage
 # does not report thinking apart from output_tokens, so no run records it either.
 ADAPTIVE_THINKING_TOKENS = 1500
-# Anthropic's refusal of a request longer than the context: a 400 invalid_request_error
-# "prompt is too long: 208656 tokens > 200000 maximum" (as reported in
-# github.com/sojohnnysaid/project-guide/issues/2, github.com/boldsoftware/exe.dev/issues/62).
-_PROMPT_TOO_LONG = re.compile(r"prompt is too long: \d+ tokens > \d+ maximum")
 # Claude Sonnet 4.5 / 4.6, Haiku 4.5 and Opus 4.1 and later refuse temperature and top_p
 # together ("`temperature` and `top_p` cannot both be specified for this model. Please use only
 # one."): Sonnet 4.5 github.com/BerriAI/litellm/issues/15097, Sonnet 4.6
@@ -151,7 +147,6 @@ class AnthropicModel(HostedModel):
     base_url_env = "ANTHROPIC_BASE_URL"
     provider_label = "Anthropic models"
     default_max_tokens = 4096
-    learns_parameters = True
     reasoning_options = ("thinking_budget",)
     # Extended thinking by default as in the paper (Claude 3.7 Sonnet, Table 8); other
     # thinking models think only when the user sets thinking_budget.
@@ -178,41 +173,28 @@ class AnthropicModel(HostedModel):
             return "adaptive thinking"
         return "extended thinking" if THINKING_MODELS.search(lowered) else "no thinking"
 
-    def takes_thinking(self) -> bool:
-        """Manual extended thinking (a budget) is accepted."""
-        return (THINKING_MODELS.search(self.name.lower()) is not None
-                and not self.adaptive_only())
-
     def adaptive_only(self) -> bool:
         """Adaptive thinking only, and no sampling parameters (Opus 4.7 and later)."""
         return ADAPTIVE_ONLY.search(self.name.lower()) is not None
-
-    def uses_thinking(self) -> bool:
-        return self.name.lower().startswith(self.thinking_prefixes)
 
     def thinking_budget_for(self, request: Request) -> int | None:
         """The budget of this request's thinking, or None: no thinking (a user's 0 too)."""
         if request.thinking_budget is not None:
             return request.thinking_budget or None
-        return self.thinking_budget if self.uses_thinking() else None
+        return self.thinking_budget if self.name.lower().startswith(self.thinking_prefixes) else None
 
-    def forecast_reasoning_tokens(self, request: Request) -> int:
+    def reasoning_forecast(self, request: Request) -> tuple[int, str]:
         """The thinking budget (the most a call may spend: "Claude may not use the entire
         budget", https://platform.claude.com/docs/en/build-with-claude/extended-thinking), or
         ``ADAPTIVE_THINKING_TOKENS`` for a model that thinks on its own."""
         budget = self.thinking_budget_for(request)
         if budget is not None:
-            return budget
-        return ADAPTIVE_THINKING_TOKENS if self.adaptive_only() else 0
-
-    def reasoning_forecast_basis(self, request: Request) -> str:
-        budget = self.thinking_budget_for(request)
-        if budget is not None:
             given = "set" if request.thinking_budget else "the paper's"
-            return f"thinking_budget {budget:,} ({given}), spent in full: an upper bound"
+            return budget, f"thinking_budget {budget:,} ({given}), spent in full: an upper bound"
         if self.adaptive_only():
-            return f"adaptive thinking: {ADAPTIVE_THINKING_TOKENS:,} tokens a call, our assumption"
-        return "no extended thinking unless thinking_budget is set"
+            return (ADAPTIVE_THINKING_TOKENS,
+                    f"adaptive thinking: {ADAPTIVE_THINKING_TOKENS:,} tokens a call, our assumption")
+        return 0, "no extended thinking unless thinking_budget is set"
 
     def validate_overrides(self, overrides: dict) -> None:
         super().validate_overrides(overrides)
@@ -227,7 +209,7 @@ class AnthropicModel(HostedModel):
             raise ModelConfigurationError(
                 f"{self.name}: thinking_budget={budget}: this model thinks adaptively and refuses "
                 f"a thinking budget (Claude Opus 4.7 and later)")
-        if not self.takes_thinking():
+        if not THINKING_MODELS.search(self.name.lower()):
             raise ModelConfigurationError(
                 f"{self.name}: thinking_budget={budget}: this model has no extended thinking "
                 f"(Claude 3.7 Sonnet and the Claude 4 models have)")
@@ -290,17 +272,7 @@ class AnthropicModel(HostedModel):
         return AnthropicBatch(self)
 
     def complete(self, request: Request) -> Completion:
-        client = self.client()
-        try:
-            response, headers = call_sdk_with_headers(self.name, client.messages, "create",
-                                                      **self.build_params(request))
-        except Exception as exc:
-            too_long = _PROMPT_TOO_LONG.search(str(exc)) if status_code(exc) == 400 else None
-            if too_long is None:
-                raise
-            # The same request never fits: fail the step now, with Anthropic's numbers.
-            raise PermanentModelError(f"the request does not fit the model's context (HTTP 400): "
-                                      f"{too_long.group(0)}") from exc
+        response, headers = call_with_headers(self.client().messages, "create", **self.build_params(request))
         completion = parse_message(response, self.name)
         completion.headers = headers
         return completion
@@ -346,13 +318,10 @@ ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "bill
                 "overloaded_error": 529}
 
 
-class AnthropicBatch:
-    """Anthropic's Message Batches API."""
+class AnthropicBatch(BatchAdapter):
+    """Anthropic's Message Batches API (each item says whether the batch ended before it)."""
 
     provider = "anthropic"
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
 
     def line(self, custom_id: str, request: Request) -> dict:
         params = self.model.build_params(request)
@@ -372,9 +341,6 @@ class AnthropicBatch:
         c = batch.request_counts
         done = c.succeeded + c.errored + c.canceled + c.expired
         return batch.processing_status == "ended", batch.processing_status, done, done + c.processing
-
-    def ended_early(self, status: str) -> bool:  # noqa: ARG002 - each item says it (fetch)
-        return False
 
     def fetch(self, batch_id: str) -> dict[str, Completion | str | BatchItemError]:
         out: dict[str, Completion | str | BatchItemError] = {}

@@ -1,7 +1,7 @@
 """Batch mode behind the seam: calls answered through the providers' batch APIs at the
 batch price (config.BATCH_DISCOUNT of the online price).
 
-How it works with the pipeline, unchanged: a model whose ``batch`` is a ``BatchRunner``
+How it works with the pipeline, unchanged: a model whose ``batch_runner`` is a ``BatchRunner``
 does not send a request that misses the response cache; the seam hands it to the runner
 (``defer``), which raises ``BatchDeferred`` out of the step. The caller runs every
 instance this way (a round), then ``run_round`` submits what was collected (one batch per
@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterable, Sequence, TextIO
 from cupid import config
 from cupid.utils.models.model import Model
 from cupid.utils.models.request import Completion, Request
+from cupid.utils.models.retry import status_code
 from cupid.utils.io import atomic_write_json
 from cupid.utils.models.batch_state import SUBMITTED_FIELDS, read_state
 
@@ -79,14 +80,21 @@ class BatchItemError(Exception):
         self.body = body
 
 
-def is_not_found(exc: BaseException) -> bool:
-    """Whether a provider SDK's error is a 404 (the batch is unknown to the provider):
-    openai/anthropic/together carry ``status_code``, google-genai ``code``."""
-    for attr in ("status_code", "code", "http_status", "status"):
-        if getattr(exc, attr, None) == 404:
-            return True
-    response = getattr(exc, "response", None)
-    return getattr(response, "status_code", None) == 404
+class BatchAdapter:
+    """A provider's batch API for ``model`` (``Model.batch_adapter``): ``line`` (one request
+    as the provider takes it), ``submit`` (lines -> batch id), ``poll`` (-> ended, status,
+    items done, items in all) and ``fetch`` (-> custom id: its Completion, or an Unanswered,
+    a BatchItemError or the reason it failed). A batch that ended in one of
+    ``ended_early_states`` did not answer every item: the runner submits the rest again."""
+
+    provider = ""
+    ended_early_states: tuple[str, ...] = ()
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def ended_early(self, status: str) -> bool:
+        return status in self.ended_early_states
 
 
 # ---------------------------------------------------------------------------------------
@@ -222,7 +230,7 @@ class BatchRunner:
                 try:
                     ended, status, done, total = adapter.poll(entry["batch_id"])
                 except Exception as exc:
-                    if not is_not_found(exc):
+                    if status_code(exc) != 404:  # the provider does not know the batch
                         raise
                     self._lost(entry, list(entry["items"].values()),
                                "the provider no longer knows it (404)")
@@ -249,7 +257,7 @@ class BatchRunner:
         unanswered: list[str] = []
         why = f"it ended {status}"
         for custom_id, key in entry["items"].items():
-            answer = results.get(custom_id, results.get("*", missing))
+            answer = results.get(custom_id, missing)
             if isinstance(answer, Completion):
                 if answer.usage is not None:
                     answer.usage.batch = True
@@ -326,15 +334,15 @@ class BatchRunner:
 # ---------------------------------------------------------------------------------------
 # The driver: passes and rounds
 # ---------------------------------------------------------------------------------------
-def runner_for(model: Model, state_path: str | Path, flag: str = "--batch") -> BatchRunner | None:
+def runner_for(model: Model, state_path: str | Path) -> BatchRunner | None:
     """A runner for ``model``'s calls, or None (with the reason logged) when they cannot go
     through a batch API: the provider has none, or no response cache keeps the answers."""
     if model.batch_adapter() is None:
-        log.warning("%s: %s has no batch API; its calls are asked online", flag, model.name)
+        log.warning("--batch: %s has no batch API; its calls are asked online", model.name)
         return None
     if model.cache is None:
-        log.warning("%s: %s has no response cache to keep the batches' answers in; its calls "
-                    "are asked online", flag, model.name)
+        log.warning("--batch: %s has no response cache to keep the batches' answers in; its calls "
+                    "are asked online", model.name)
         return None
     return BatchRunner(state_path)
 

@@ -23,33 +23,29 @@ def read_state(path: Path) -> tuple[dict, list[str]]:
     it lists; its entries that can be used are kept, so their batches are still resumed."""
     if not path.exists():
         return {"batches": []}, []
+    text, kept = "", []
     try:
         text = path.read_text(encoding="utf-8")
+        state = json.loads(text)
     except UnicodeDecodeError as exc:
-        text, problem = "", f"not UTF-8 text ({exc.reason})"
+        problem = f"not UTF-8 text ({exc.reason})"
+    except json.JSONDecodeError as exc:
+        problem = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
     else:
-        problem = ""
-    kept: list[dict] = []
-    if not problem:
-        try:
-            state = json.loads(text)
-        except json.JSONDecodeError as exc:
-            problem = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        if not isinstance(state, dict) or not isinstance(state.get("batches"), list):
+            problem = (f"expected an object with a 'batches' list, found "
+                       f"{type(state).__name__ if not isinstance(state, dict) else 'no batches list'}")
         else:
-            if not isinstance(state, dict) or not isinstance(state.get("batches"), list):
-                problem = (f"expected an object with a 'batches' list, found "
-                           f"{type(state).__name__ if not isinstance(state, dict) else 'no batches list'}")
-            else:
-                bad = []
-                for n, entry in enumerate(state["batches"], start=1):
-                    why = _entry_problem(entry)
-                    if why:
-                        bad.append(f"entry {n} {why}")
-                    else:
-                        kept.append(entry)
-                if not bad:
-                    return state, []
-                problem = "; ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+            bad = []
+            for n, entry in enumerate(state["batches"], start=1):
+                why = _entry_problem(entry)
+                if why:
+                    bad.append(f"entry {n} {why}")
+                else:
+                    kept.append(entry)
+            if not bad:
+                return state, []
+            problem = "; ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
     ids = sorted(set(re.findall(r'"batch_id"\s*:\s*"([^"\\]+)"', text)))
     kept_ids = {e["batch_id"] for e in kept}
     dropped = [i for i in ids if i not in kept_ids]

@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable
 
 from cupid.utils.io import describe_os_error
 from cupid.utils.models.endings import ENDINGS
@@ -42,11 +41,6 @@ _KEY_PREFIX = b'{"key": "'
 PRINTED = "printed_on_console"
 
 
-def _default_warn(message: str) -> None:
-    log.warning("%s", message, extra={PRINTED: True})
-    print(f"warning: {message}", file=sys.stderr, flush=True)
-
-
 def own_file_name() -> str:
     """``<host>-<pid>-<UTC start>.jsonl``: unique per process, also across machines."""
     host = "".join(c if c.isalnum() or c in "-." else "_" for c in socket.gethostname()) or "host"
@@ -58,10 +52,8 @@ class ResponseCache:
     """Completed answers keyed by ``Request.cache_key`` (the request, model, provider and
     endpoint). Thread-safe; one instance per process and directory."""
 
-    def __init__(self, directory: str | Path, warn: Callable[[str], None] = _default_warn):
+    def __init__(self, directory: str | Path):
         self.directory = Path(directory)
-        self.path = self.directory  # what messages name
-        self._warn_fn = warn
         self._warned: set[str] = set()
         self._lock = threading.Lock()
         self._own = self.directory / own_file_name()
@@ -78,7 +70,8 @@ class ResponseCache:
     def _warn_once(self, kind: str, message: str) -> None:
         if kind not in self._warned:
             self._warned.add(kind)
-            self._warn_fn(message)
+            log.warning("%s", message, extra={PRINTED: True})
+            print(f"warning: {message}", file=sys.stderr, flush=True)
 
     # -- reading ---------------------------------------------------------------------------
     def _scan(self) -> None:

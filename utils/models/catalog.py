@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from cupid.utils.models.discovery import import_model_modules
+from cupid.utils.models import discover_models
 
 
 class ModelFacts(NamedTuple):
@@ -62,13 +62,8 @@ def dated_table(provider: str, *, date: str, sources: str,
 
 def tables() -> dict[str, DatedTable]:
     """Every provider's table, by provider."""
-    import_model_modules()
+    discover_models()
     return dict(_TABLES)
-
-
-def all_models() -> dict[str, ModelFacts]:
-    """{name: facts} over every provider's table."""
-    return {name: facts for table in tables().values() for name, facts in table.models.items()}
 
 
 # A dated snapshot (``gpt-5-mini-2025-08-07``, ``claude-sonnet-4-5-20250929``) not listed

@@ -37,13 +37,15 @@ class PermanentModelError(ModelError):
 
 
 class ModelCallFailed(ModelError):
-    """Raised by the seam when a call failed for good; says why and after how many attempts.
-    ``answer``: what a re-ask loop (asking.py) had received before this call, when it made it."""
+    """Raised by the seam when a call failed for good; says why and after how many attempts
+    (0: refused before it was sent). ``answer``: what a re-ask loop (asking.py) had received
+    before this call, when it made it."""
 
     answer = None
 
     def __init__(self, model: str, reason: str, attempts: int, last_error: BaseException | None):
-        super().__init__(f"{model}: {reason} (after {attempts} attempt{'s' * (attempts != 1)})")
+        after = f" (after {attempts} attempt{'s' * (attempts != 1)})" if attempts else ""
+        super().__init__(f"{model}: {reason}{after}")
         self.model = model
         self.reason = reason
         self.attempts = attempts
@@ -68,14 +70,6 @@ class ContextWindowExceeded(ModelCallFailed):
     retry can make it fit."""
 
     def __init__(self, model: str, prompt_tokens: int, max_tokens: int, window: int):
-        reason = (f"the request does not fit the context window: at least {prompt_tokens} prompt "
-                  f"tokens + {max_tokens} max_tokens = {prompt_tokens + max_tokens} > "
-                  f"{window} tokens; not sent")
-        ModelError.__init__(self, f"{model}: {reason}")
-        self.model = model
-        self.reason = reason
-        self.attempts = 0
-        self.last_error = None
-        self.prompt_tokens = prompt_tokens
-        self.max_tokens = max_tokens
-        self.window = window
+        super().__init__(model, f"the request does not fit the context window: at least {prompt_tokens} "
+                         f"prompt tokens + {max_tokens} max_tokens = {prompt_tokens + max_tokens} > "
+                         f"{window} tokens; not sent", 0, None)

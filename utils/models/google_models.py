@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-import time
-from typing import Any, Callable
+from typing import Any
 
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.model import (
@@ -23,13 +22,12 @@ from cupid.utils.models.model import (
     ModelConfigurationError,
     PermanentModelError,
     Request,
-    ResponseCache,
     TransientModelError,
     Usage,
     register_provider,
 )
-from cupid.utils.models.batch import BatchItemError, Unanswered
-from cupid.utils.models.hosted import CLIENTS, HostedModel, call_sdk, raise_if_unusable
+from cupid.utils.models.batch import BatchAdapter, BatchItemError
+from cupid.utils.models.hosted import CLIENTS, HostedModel, raise_if_unusable
 from cupid.utils.models.retry import status_code
 
 # How a Gemini answer ended (endings.py): ``finishReason`` as google-genai documents it
@@ -160,53 +158,41 @@ def map_error(exc: BaseException, model: str = "gemini") -> BaseException:
     return PermanentModelError(f"{model}: {status}: {exc}")
 
 
-# Thinking budgets per family: (lowest, highest, whether 0 turns thinking off); -1 is dynamic
-# thinking on every thinking model. Google's table (https://ai.google.dev/gemini-api/docs/thinking,
-# "Set the thinking budget"; not in a stored source as of 2026-11-23, its rows copied in
-# github.com/snailyp/gemini-balance/issues/195): 2.5 Pro 128 to 32768, "cannot disable
-# thinking"; 2.5 Flash 0 to 24576; 2.5 Flash-Lite 512 to 24576, 0 disables. Gemini 2.5 Pro's
-# refusal of 0: "Budget 0 is invalid. This model only works in thinking mode."
-# (github.com/vercel/ai/issues/8027). Gemini 2.0 models (but the thinking experiment) have no
-# thinking and take no thinking_config (not confirmed in a stored source).
-THINKING_BUDGETS: tuple[tuple[str, tuple[int, int, bool]], ...] = (
-    (r"gemini-2\.5-pro", (128, 32768, False)),
-    (r"gemini-2\.5-flash-lite", (512, 24576, True)),
-    (r"gemini-2\.5-flash", (1, 24576, True)),
+# Thinking per family: the names' pattern, the family, the lowest and highest thinking budget,
+# whether 0 turns thinking off, whether it thinks without a budget, and the thoughts one call
+# spends under dynamic thinking (no budget, or -1 on every thinking model). Google's table
+# (https://ai.google.dev/gemini-api/docs/thinking, "Set the thinking budget"; not in a stored
+# source as of 2026-11-23, its rows copied in github.com/snailyp/gemini-balance/issues/195): 2.5
+# Pro 128 to 32768, "cannot disable thinking"; 2.5 Flash 0 to 24576; 2.5 Flash-Lite 512 to
+# 24576, 0 disables, and "Model does not think" without a budget. Gemini 2.5 Pro's refusal of 0:
+# "Budget 0 is invalid. This model only works in thinking mode." (github.com/vercel/ai/issues/8027).
+# The thoughts of dynamic thinking are our assumption for --dry_run's forecast, not a measurement
+# (Google documents only the budgets' ranges); a run's recorded thoughts replace them
+# (utils/forecast.py). The first pattern that matches decides.
+GEMINI_THINKING: tuple[tuple[str, str, int, int, bool, bool, int], ...] = (
+    (r"gemini-2\.5-pro", "2.5 Pro", 128, 32768, False, True, 3000),
+    (r"gemini-2\.5-flash-lite", "2.5 Flash-Lite", 512, 24576, True, False, 1500),
+    (r"gemini-2\.5-flash", "2.5 Flash", 1, 24576, True, True, 1500),
     # Gemini 3 and later: thinking_level is their own control; a budget is accepted for
     # compatibility, but 0 is refused (e.g. github.com/googleapis/python-genai/issues/2936,
     # gemini-3.5-flash-lite) and the server judges the range.
-    (r"gemini-([3-9]|\d\d)", (1, 1_000_000, False)),
+    (r"gemini-([3-9]|\d\d)", "3 and later", 1, 1_000_000, False, True, 3000),
 )
-# The families of THINKING_BUDGETS' rows, by name, with their thinking when no budget is set
-# (``--list-models``; THINKS_ONLY_WITH_A_BUDGET below).
-FAMILY_NAMES = (("2.5 Pro", "dynamic"), ("2.5 Flash-Lite", "off"), ("2.5 Flash", "dynamic"),
-                ("3 and later", "dynamic"))
-# Google's refusal of a prompt longer than the context: 400 INVALID_ARGUMENT "The input token
-# count (1200293) exceeds the maximum number of tokens allowed (1048576)." (as reported in
-# github.com/google-gemini/gemini-cli/issues/6678; the window of every Gemini 2.5 model,
-# 1,048,576, is on its page, e.g. https://ai.google.dev/gemini-api/docs/models/gemini-2.5-flash-lite).
-_INPUT_TOO_LONG = re.compile(r"the input token count \(\d+\) exceeds the maximum number of tokens "
-                             r"allowed \(\d+\)", re.IGNORECASE)
+OTHER_THINKING_TOKENS = 3000  # another Gemini model that thinks (an experiment): as 2.5 Pro
+# Gemini 2.0 models (but the thinking experiment) have no thinking and take no thinking_config
+# (not confirmed in a stored source).
 NO_THINKING = re.compile(r"gemini-(1\.|2\.0-(?!flash-thinking))")
-# Gemini 2.5 Flash-Lite thinks only when given a budget ("Model does not think" by default,
-# Google's thinking table as copied in github.com/snailyp/gemini-balance/issues/195); the other
-# thinking models think dynamically without one.
-THINKS_ONLY_WITH_A_BUDGET = re.compile(r"gemini-2\.5-flash-lite")
-# The thoughts a call spends under dynamic thinking (no budget, or -1), for --dry_run's forecast:
-# our assumption, not a measurement (Google documents only the budgets' ranges above); the first
-# pattern that matches decides. A run's recorded thoughts replace it (utils/forecast.py).
-DYNAMIC_THINKING_TOKENS: tuple[tuple[str, int], ...] = (
-    (r"gemini-2\.5-pro", 3000),
-    (r"gemini-2\.5-flash", 1500),
-    (r"gemini-", 3000),
-)
+
+
+def thinking_family(name: str) -> tuple | None:
+    """The row of GEMINI_THINKING whose pattern ``name`` matches, or None."""
+    return next((row for row in GEMINI_THINKING if re.match(row[0], name.lower())), None)
 
 
 @register_provider("google")
 class GoogleModel(HostedModel):
     provider = "google"
     finish_signals = FINISH_SIGNALS
-    learns_parameters = True
     reasoning_options = ("thinking_budget",)
     api_key_env = "GOOGLE_API_KEY"
     alternative_key_env = "GEMINI_API_KEY"
@@ -216,11 +202,10 @@ class GoogleModel(HostedModel):
 
     bare_names = "gemini-*"
     provider_label = "Google's Gemini models"
-    families = (*((family, "thinking_budget "
-                   + (f"{low}..{high}" if high < 1_000_000 else "> 0 (the server judges)")
-                   + (", 0 off" if can_turn_off else "") + f", -1 dynamic (default: {default})")
-                  for (family, default), (_, (low, high, can_turn_off))
-                  in zip(FAMILY_NAMES, THINKING_BUDGETS)),
+    families = (*((family, "thinking_budget " + (f"{low}..{high}" if high < 1_000_000 else "> 0 (the server judges)")
+                   + (", 0 off" if can_turn_off else "")
+                   + f", -1 dynamic (default: {'dynamic' if thinks else 'off'})")
+                  for _, family, low, high, can_turn_off, thinks, _ in GEMINI_THINKING),
                 ("no thinking", "none (1.x, 2.0)"))
 
     @classmethod
@@ -229,18 +214,14 @@ class GoogleModel(HostedModel):
 
     @classmethod
     def family_of(cls, name: str) -> str:
-        lowered = name.lower()
-        if NO_THINKING.match(lowered):
+        if NO_THINKING.match(name.lower()):
             return "no thinking"
-        return next((family for (family, _), (pattern, _) in zip(FAMILY_NAMES, THINKING_BUDGETS)
-                     if re.match(pattern, lowered)), "")
+        row = thinking_family(name)
+        return row[1] if row else ""
 
     def __init__(self, name: str | None = None, *, project: str | None = None, location: str | None = None,
-                 base_url: str | None = None, api_key: str | None = None, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, timeout: float | None = None, max_retries: int | None = None,
-                 cache: ResponseCache | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(name, base_url=base_url, api_key=api_key, temperature=temperature, max_tokens=max_tokens,
-                         timeout=timeout, max_retries=max_retries, cache=cache, sleep=sleep)
+                 **params: Any) -> None:
+        super().__init__(name, **params)
         self._project = project
         self._location = location
 
@@ -284,13 +265,6 @@ class GoogleModel(HostedModel):
                 f"{self.name}: the environment variable {self.api_key_env} is not set; "
                 f"export {self.api_key_env}=... (or set {self.project_env} to use Vertex AI)")
 
-    def limiter_key(self) -> tuple:
-        from cupid.utils.models.pacing import endpoint_key
-
-        if self.uses_vertex():
-            return endpoint_key("vertex", f"{self.resolved_project()}/{self.resolved_location()}", None)
-        return super().limiter_key()
-
     def probe(self) -> None:
         """List one model (free): an unreachable endpoint or a refused key stops the run
         before any work; any other HTTP answer shows the endpoint is up."""
@@ -330,44 +304,35 @@ class GoogleModel(HostedModel):
         budget = overrides.get("thinking_budget")
         if budget is None:
             return
-        name = self.name.lower()
-        if NO_THINKING.match(name):
+        if NO_THINKING.match(self.name.lower()):
             raise ModelConfigurationError(f"{self.name}: thinking_budget={budget}: this model "
                                           f"does not think (Gemini 2.5 and later do)")
-        if budget == -1:
+        row = thinking_family(self.name)
+        if budget == -1 or row is None:
             return
-        for pattern, (low, high, can_turn_off) in THINKING_BUDGETS:
-            if re.match(pattern, name):
-                if budget == 0 and can_turn_off:
-                    return
-                if not low <= budget <= high:
-                    off = "0 turns thinking off, " if can_turn_off else "thinking cannot be turned off; "
-                    raise ModelConfigurationError(
-                        f"{self.name}: thinking_budget={budget} is outside {low}..{high} "
-                        f"({off}-1 is dynamic)")
-                return
+        _, _, low, high, can_turn_off, _, _ = row
+        if budget == 0 and can_turn_off:
+            return
+        if not low <= budget <= high:
+            off = "0 turns thinking off, " if can_turn_off else "thinking cannot be turned off; "
+            raise ModelConfigurationError(f"{self.name}: thinking_budget={budget} is outside {low}..{high} "
+                                          f"({off}-1 is dynamic)")
 
-    def _thinking(self, request: Request) -> tuple[int, str]:
-        """(the thoughts one call is forecast to spend, why)."""
-        name, budget = self.name.lower(), request.thinking_budget
+    def reasoning_forecast(self, request: Request) -> tuple[int, str]:
+        """Within max_output_tokens, which thoughts count against (``parse_response``)."""
+        name, budget, row = self.name.lower(), request.thinking_budget, thinking_family(self.name)
         if NO_THINKING.match(name) or budget == 0:
             return 0, "no thinking" if budget is None else "thinking_budget 0: no thinking"
         if budget is not None and budget > 0:
-            return budget, f"thinking_budget {budget:,} (set), spent in full: an upper bound"
-        if budget is None and THINKS_ONLY_WITH_A_BUDGET.match(name):
+            tokens, basis = budget, f"thinking_budget {budget:,} (set), spent in full: an upper bound"
+        elif budget is None and row is not None and not row[5]:
             return 0, "no thinking unless thinking_budget is set"
-        tokens = next((t for pattern, t in DYNAMIC_THINKING_TOKENS if re.match(pattern, name)), None)
-        if tokens is None:
+        elif row is None and not name.startswith("gemini-"):
             return 0, "no figure known for this model"
-        return tokens, f"dynamic thinking: {tokens:,} tokens a call, our assumption"
-
-    def forecast_reasoning_tokens(self, request: Request) -> int:
-        """Within max_output_tokens, which thoughts count against (``parse_response``)."""
-        tokens = self._thinking(request)[0]
-        return min(tokens, request.max_tokens) if request.max_tokens else tokens
-
-    def reasoning_forecast_basis(self, request: Request) -> str:
-        return self._thinking(request)[1]
+        else:
+            tokens = row[6] if row else OTHER_THINKING_TOKENS
+            basis = f"dynamic thinking: {tokens:,} tokens a call, our assumption"
+        return min(tokens, request.max_tokens) if request.max_tokens else tokens, basis
 
     def parameter_adaptation(self, exc: BaseException):
         """A 400 INVALID_ARGUMENT saying the model does not take ``temperature``: the
@@ -395,9 +360,6 @@ class GoogleModel(HostedModel):
             built["config"].pop("temperature", None)
         return built
 
-    def parse_response(self, response: Any) -> Completion:
-        return parse_response(response, self.name)
-
     def batch_adapter(self) -> GeminiBatch | None:
         """The Gemini API's batch mode; Vertex AI's (through Cloud Storage) is not used."""
         return None if self.uses_vertex() else GeminiBatch(self)
@@ -405,20 +367,14 @@ class GoogleModel(HostedModel):
     def complete(self, request: Request) -> Completion:
         from google.genai import errors
 
-        client = self.client()
         try:
-            response = call_sdk(self.name, client.models.generate_content, **self.build_request(request))
+            response = self.client().models.generate_content(**self.build_request(request))
         except errors.APIError as exc:
-            too_long = _INPUT_TOO_LONG.search(str(exc)) if getattr(exc, "code", None) == 400 else None
-            if too_long is not None:
-                # The same request never fits: fail the step now, with Google's numbers.
-                raise PermanentModelError(f"the request does not fit the model's context "
-                                          f"(HTTP 400): {too_long.group(0)}") from exc
             mapped = map_error(exc, self.name)
             if mapped is exc:
                 raise
             raise mapped from exc
-        return self.parse_response(response)
+        return parse_response(response, self.name)
 
 
 # A batch item's error is a google.rpc.Status, whose code is a gRPC code; its HTTP status as
@@ -428,15 +384,11 @@ GRPC_HTTP_STATUS = {3: 400, 9: 400, 11: 400, 16: 401, 7: 403, 5: 404, 6: 409, 10
                     1: 499, 2: 500, 12: 501, 13: 500, 15: 500, 14: 503, 4: 504}
 
 
-class GeminiBatch:
+class GeminiBatch(BatchAdapter):
     """Gemini batch mode with inline requests (``client.batches``), each keyed by metadata."""
 
     provider = "google"
-    ended_states = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
-                    "JOB_STATE_EXPIRED")
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
+    ended_early_states = ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")
 
     def line(self, custom_id: str, request: Request) -> dict:
         params = self.model.build_request(request)
@@ -447,17 +399,12 @@ class GeminiBatch:
         job = self.model.client().batches.create(model=self.model.name, src=lines)
         return job.name
 
-    def _state(self, job: Any) -> str:
-        return str(getattr(job.state, "value", job.state))
-
     def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
         job = self.model.client().batches.get(name=batch_id)
-        state = self._state(job)
+        state = str(getattr(job.state, "value", job.state))
         responses = (job.dest.inlined_responses if job.dest is not None else None) or []
-        return state in self.ended_states, state, len(responses), len(responses)
-
-    def ended_early(self, status: str) -> bool:
-        return status in self.ended_states and status != "JOB_STATE_SUCCEEDED"
+        ended = state == "JOB_STATE_SUCCEEDED" or self.ended_early(state)
+        return ended, state, len(responses), len(responses)
 
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
         job = self.model.client().batches.get(name=batch_id)
@@ -480,6 +427,4 @@ class GeminiBatch:
                 out[key] = parse_response(item.response, self.model.name)
             except Exception as exc:  # a blocked or malformed item fails alone
                 out[key] = f"{type(exc).__name__}: {exc}"
-        if self._state(job) != "JOB_STATE_SUCCEEDED" and not out:
-            out["*"] = Unanswered(f"batch {batch_id} ended {self._state(job)}")
         return out

@@ -1,7 +1,6 @@
 """What every provider reached over HTTP with an API key shares: SDK clients made lazily and
 shared between threads, the key and base URL read from the environment when first used
-(never at import), a ``check()`` that names the missing variable, and SDK calls whose
-malformed bodies count as transient.
+(never at import), a ``check()`` that names the missing variable, and a probe of the endpoint.
 
 A new provider subclasses ``HostedModel``, names its environment variables, and writes
 ``make_client`` (the SDK's constructor, SDK retries off) and ``complete`` (one attempt).
@@ -10,16 +9,14 @@ This module registers nothing.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import threading
-import time
 from typing import Any, Callable, ClassVar, Hashable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from cupid.utils.models.cache import ResponseCache
-from cupid.utils.models.errors import ModelConfigurationError, TransientModelError
+from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.model import Model
+from cupid.utils.models.pacing import endpoint_key
 from cupid.utils.models.request import normalise_endpoint
 from cupid.utils.models.retry import status_code
 from cupid.utils.redact import redact, register_secret
@@ -33,28 +30,21 @@ class ClientCache:
         self._clients: dict[Hashable, Any] = {}
 
     def get(self, key: Hashable, factory: Callable[[], Any]) -> Any:
-        client = self._clients.get(key)
-        if client is None:
-            with self._lock:
-                client = self._clients.get(key)
-                if client is None:
-                    client = factory()
-                    self._clients[key] = client
-        return client
+        with self._lock:
+            if key not in self._clients:
+                self._clients[key] = factory()
+            return self._clients[key]
 
     def clear(self) -> None:
         """Close and forget every client (tests call this between servers)."""
         with self._lock:
-            clients = list(self._clients.values())
-            self._clients.clear()
+            clients, self._clients = list(self._clients.values()), {}
         for client in clients:
-            close = getattr(client, "close", None)
-            if callable(close):
-                close()
+            if callable(getattr(client, "close", None)):
+                client.close()
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._clients)
+        return len(self._clients)
 
 
 CLIENTS = ClientCache()
@@ -87,29 +77,13 @@ def split_credentials(url: str | None) -> tuple[str | None, dict[str, str]]:
     return clean, {"Authorization": f"Basic {token}"}
 
 
-def call_sdk(model_name: str, fn: Callable[..., Any], **params: Any) -> Any:
-    """Call an SDK method; a body that is not JSON (a proxy's error page, a cut-off answer)
-    is retried, which the SDK would otherwise surface as a ValueError."""
-    try:
-        return fn(**params)
-    except json.JSONDecodeError as exc:
-        raise TransientModelError(f"{model_name}: malformed response body ({exc})") from exc
-
-
-def call_sdk_with_headers(model_name: str, resource: Any, method: str,
-                          **params: Any) -> tuple[Any, Any]:
-    """Call ``resource.method(**params)`` through the SDK's raw-response wrapper (the
-    openai, anthropic and together SDKs have one) and return (parsed answer, HTTP
-    headers); the headers carry the provider's rate-limit statement for the limiter."""
-    raw_resource = getattr(resource, "with_raw_response", None)
-    if raw_resource is None:
-        return call_sdk(model_name, getattr(resource, method), **params), None
-    raw = call_sdk(model_name, getattr(raw_resource, method), **params)
-    try:
-        parsed = raw.parse()
-    except json.JSONDecodeError as exc:
-        raise TransientModelError(f"{model_name}: malformed response body ({exc})") from exc
-    return parsed, getattr(raw, "headers", None)
+def call_with_headers(resource: Any, method: str, **params: Any) -> tuple[Any, Any]:
+    """(parsed answer, HTTP headers) of ``resource.method(**params)``, through the SDK's
+    raw-response wrapper (the openai and anthropic SDKs have one): the headers carry the
+    provider's rate-limit statement for the limiter. A body that is not JSON (a proxy's error
+    page, a cut-off answer) raises JSONDecodeError, which the seam retries."""
+    raw = getattr(resource.with_raw_response, method)(**params)
+    return raw.parse(), raw.headers
 
 
 def raise_if_unusable(model_name: str, exc: BaseException, where: str, key_env: str,
@@ -135,20 +109,15 @@ class HostedModel(Model):
     probe_timeout: ClassVar[float] = 10.0
 
     def __init__(self, name: str | None = None, *, base_url: str | None = None,
-                 api_key: str | None = None, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, timeout: float | None = None,
-                 max_retries: int | None = None, cache: ResponseCache | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(name, temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                         max_retries=max_retries, cache=cache, sleep=sleep)
+                 api_key: str | None = None, **params: Any) -> None:
+        super().__init__(name, **params)
         self._base_url = base_url
         self._api_key = api_key
         register_secret(api_key)
 
     # -- configuration (read when used, never at import) -------------------------------------
     def resolved_base_url(self) -> str | None:
-        return self._base_url or (os.environ.get(self.base_url_env) if self.base_url_env
-                                  else None) or None
+        return self._base_url or os.environ.get(self.base_url_env) or None
 
     def resolved_api_key(self) -> str | None:
         return self._api_key or os.environ.get(self.api_key_env) or None
@@ -163,9 +132,7 @@ class HostedModel(Model):
                 f"export {self.api_key_env}=... to use {self.provider_label}")
 
     def limiter_key(self) -> tuple:
-        from cupid.utils.models.pacing import endpoint_key
-
-        return endpoint_key(self.provider, self.resolved_base_url(), self.resolved_api_key())
+        return endpoint_key(self.provider, self.endpoint(), self.resolved_api_key())
 
     def probe(self) -> None:
         """List the provider's models once (a GET that costs nothing): a wrong base URL or a

@@ -16,25 +16,22 @@ once for every model: retries with backoff, pacing to the endpoint's rate limits
 (pacing.py), token and latency accounting, and an optional response cache. A user's
 ``__call__``-only class gets all of that too.
 
-This module is the extension point: besides ``Model`` it re-exports what a user's model
-may need, and only that: ``register_model``, ``register_provider`` (defined here, with the
-tables registry.py resolves names in);
-``Request``, ``Completion``, ``Usage``, ``Message`` (request.py), the types of
-``complete``; ``ModelError``, ``ModelConfigurationError``, ``TransientModelError``,
-``PermanentModelError`` (errors.py), what ``__call__``, ``complete`` or ``check`` may
-raise; ``ResponseCache`` (cache.py), the type of ``__init__``'s ``cache``. The project
-imports everything else from its own module: resolution and ``check_models`` from
-registry.py, the retry policy and the stop flag from retry.py, accounting and cost from
-usage.py.
+This module is the extension point: besides ``Model`` it re-exports (``__all__``) only what a
+user's model may need; the project imports everything else from its own module.
 """
 from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
+from dataclasses import asdict
 from typing import Any, Callable, ClassVar, Sequence
 
 from cupid import config
+from cupid.utils.models import pacing
+from cupid.utils.models.adaptations import ADAPTATIONS
 from cupid.utils.models.cache import ResponseCache
+from cupid.utils.models.catalog import context_window_of
 from cupid.utils.models.endings import ending_of, is_withheld
 from cupid.utils.models.errors import (
     AnswerWithheld,
@@ -128,11 +125,6 @@ class Model:
         ModelConfigurationError naming the URL when it cannot be reached or refuses the
         key. Models without an endpoint (embedded, a user's __call__) have nothing to probe."""
 
-    def preflight(self) -> None:
-        """What a run does once per configured model before any instance starts."""
-        self.check()
-        self.probe()
-
     def endpoint(self) -> str | None:
         """The server that answers (normalised base URL, a farm's set of URLs), which the
         cache key and run.json name. None: no endpoint (a user's ``__call__`` model, the
@@ -146,14 +138,7 @@ class Model:
 
     def rate_limiter(self):
         """The limiter shared by every model on this endpoint and key, or None."""
-        from cupid.utils.models import pacing
-
-        key = self.limiter_key()
-        if key is None:
-            if not pacing.has_user_limits(self.name):
-                return None
-            key = ("model", self.name)
-        return pacing.limiter_for(key, self.name)
+        return pacing.limiter_for(self.limiter_key(), self.name)
 
     # How this provider's raw finish signals (``Completion.finish``) map to the six endings
     # (endings.py): each provider's file declares its table; a signal not in it is "stop".
@@ -167,9 +152,6 @@ class Model:
         return ending_of(self.finish_signals, completion.finish, completion.text)
 
     # -- parameter rules (provider adapters override) --------------------------------------
-    # True when the adapter reads a provider's refusal of a parameter
-    # (``parameter_adaptation``) and applies what was learned when it builds a request.
-    learns_parameters: ClassVar[bool] = False
     # The reasoning options (--model_args) this model takes; adapters validate their values.
     reasoning_options: ClassVar[tuple[str, ...]] = ()
 
@@ -188,16 +170,25 @@ class Model:
         """The Adaptation (adaptations.py) a provider's refusal calls for, or None."""
         return None
 
+    @property
+    def learns_parameters(self) -> bool:
+        """Whether the adapter reads a provider's refusal of a parameter (it has a
+        ``parameter_adaptation``) and applies what was learned when it builds a request."""
+        return type(self).parameter_adaptation is not Model.parameter_adaptation
+
+    def reasoning_forecast(self, request: Request) -> tuple[int, str]:
+        """(the hidden reasoning (thinking) tokens one call of ``request`` is expected to
+        spend, billed as output, for ``--dry_run`` (utils/forecast.py); where that figure comes
+        from): each provider's file says its families' figures from the effort or budget the
+        request sets. 0: no reasoning, or none known (a run that recorded some is read
+        instead: ``recorded_reasoning``)."""
+        return 0, ""
+
     def forecast_reasoning_tokens(self, request: Request) -> int:
-        """The hidden reasoning (thinking) tokens one call of ``request`` is expected to
-        spend, billed as output (``--dry_run``, utils/forecast.py): each provider's file says
-        its families' figures from the effort or budget the request sets. 0: no reasoning,
-        or none known (a run that recorded some is read instead: ``recorded_reasoning``)."""
-        return 0
+        return self.reasoning_forecast(request)[0]
 
     def reasoning_forecast_basis(self, request: Request) -> str:
-        """Where ``forecast_reasoning_tokens``'s figure comes from, for the forecast's notes."""
-        return ""
+        return self.reasoning_forecast(request)[1]
 
     def wire_parameters(self, request: Request) -> dict | None:
         """The generation parameters as this adapter sends ``request`` (for the step's
@@ -223,14 +214,12 @@ class Model:
         return 0
 
     def batch_adapter(self) -> Any | None:
-        """The adapter of this model's provider's batch API (``line``, ``submit``, ``poll``,
-        ``ended_early``, ``fetch``: see batch.py), or None: its calls are asked online."""
+        """The ``BatchAdapter`` of this model's provider (batch.py), or None: its calls are
+        asked online."""
         return None
 
     def context_window(self) -> int | None:
         """Prompt plus output tokens the model accepts (catalog.py), or None: unchecked."""
-        from cupid.utils.models.catalog import context_window_of
-
         return context_window_of(self.name)
 
     def adaptation_key(self) -> tuple:
@@ -239,8 +228,6 @@ class Model:
         return (self.provider, self.endpoint(), self.name)
 
     def learned_adaptations(self) -> tuple:
-        from cupid.utils.models.adaptations import ADAPTATIONS
-
         return ADAPTATIONS.learned(self.adaptation_key()) if self.learns_parameters else ()
 
     def _check_context_window(self, request: Request) -> None:
@@ -263,10 +250,6 @@ class Model:
         sent again, adapted (at once online; in the next round in batch mode, batch.py). The
         same refusal after the adaptation means it did not help: False, and the call fails
         as any 400 does."""
-        if not self.learns_parameters:
-            return False
-        from cupid.utils.models.adaptations import ADAPTATIONS
-
         adaptation = self.parameter_adaptation(exc)
         if adaptation is None or adaptation.parameter in adapted:
             return False
@@ -307,12 +290,7 @@ class Model:
         self._check_context_window(request)
         if self.batch_runner is not None:
             self.batch_runner.defer(self, request, key)  # raises BatchDeferred, or goes on
-        if self.learns_parameters:
-            from cupid.utils.models.adaptations import ADAPTATIONS
-
-            with ADAPTATIONS.first_call(self.adaptation_key()):
-                completion = self._send(request)
-        else:
+        with ADAPTATIONS.first_call(self.adaptation_key()) if self.learns_parameters else nullcontext():
             completion = self._send(request)
         if key is not None:
             self.cache.put(key, completion)
@@ -324,7 +302,7 @@ class Model:
         the re-ask loop (asking.py) asks again at most once. It is cached all the same, so
         a rerun replays it instead of paying for it again."""
         completion.parameters = self.wire_parameters(request)
-        completion.adaptations = tuple(a.as_record() for a in self.learned_adaptations())
+        completion.adaptations = tuple(asdict(a) for a in self.learned_adaptations())
         if is_withheld(completion.ending, completion.text):
             raise AnswerWithheld(self.name, completion)
         return completion
@@ -370,7 +348,7 @@ class Model:
                     continue  # the same request, adapted: not a retry of a fault
                 retryable, retry_after, reason = classify_error(exc)
                 reason = redact(reason)
-                if status_code(exc) in (401, 403):
+                if status in (401, 403):
                     log.warning("%s: the server refused the key: %s", self.name, reason)
                     raise AuthenticationFailed(
                         f"{self.name}: the server refused the API key ({reason})") from None
@@ -382,7 +360,10 @@ class Model:
                          time.perf_counter() - started, reason, delay)
                 # After a 429 the limiter holds every other caller on the endpoint until the
                 # retry-after; this one waits it out here (at least as long) and skips that hold.
-                self._pause(delay)
+                if self._sleep is time.sleep:
+                    CANCEL.wait(delay)  # a stopping run wakes at once
+                else:
+                    self._sleep(delay)
                 waited_pause = ticket is not None and ticket.rate_limited
                 attempt += 1
                 continue
@@ -399,13 +380,6 @@ class Model:
         log.warning("%s: call failed after %d attempt%s: %s", self.name, attempts,
                     "s" * (attempts != 1), reason)
         raise ModelCallFailed(self.name, reason, attempts, last_error) from last_error
-
-    def _pause(self, delay: float) -> None:
-        """Back off; a stopping run wakes at once instead of sleeping out the delay."""
-        if self._sleep is time.sleep:
-            CANCEL.wait(delay)
-        else:
-            self._sleep(delay)
 
 
 def register_model(cls: type[Model]) -> type[Model]:

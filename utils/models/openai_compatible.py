@@ -19,11 +19,11 @@ import json
 from typing import Any, Callable
 
 from cupid.utils.models.adaptations import Adaptation
-from cupid.utils.models.batch import BatchItemError, Unanswered
+from cupid.utils.models.batch import BatchAdapter, BatchItemError, Unanswered
 from cupid.utils.models.errors import TransientModelError
-from cupid.utils.models.hosted import HostedModel, call_sdk_with_headers, split_credentials
+from cupid.utils.models.hosted import HostedModel, call_with_headers, split_credentials
 from cupid.utils.models.rate_limit_headers import header_family
-from cupid.utils.models.request import Completion, Request, Usage
+from cupid.utils.models.request import Completion, Request, Usage, chat_messages
 from cupid.utils.models.retry import status_code
 
 
@@ -35,14 +35,6 @@ RATE_LIMIT_HEADERS = header_family(
     tokens=("x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
     requests=("x-ratelimit-limit-requests", "x-ratelimit-remaining-requests",
               "x-ratelimit-reset-requests"))
-
-
-def chat_messages(request: Request, system_role: str = "system") -> list[dict]:
-    """The OpenAI-style message list: the system prompt (if any) as a ``system_role``
-    message, then the conversation."""
-    messages = [{"role": system_role, "content": request.system_prompt}] if request.system_prompt else []
-    messages.extend({"role": m["role"], "content": m["content"]} for m in request.messages)
-    return messages
 
 
 # How an OpenAI-format answer ended (endings.py): ``finish_reason`` as openai-python's
@@ -66,8 +58,6 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
     text = getattr(message, "content", None)
     refusal = getattr(message, "refusal", None)
     usage = getattr(response, "usage", None)
-    prompt_tokens = getattr(usage, "prompt_tokens", None)
-    completion_tokens = getattr(usage, "completion_tokens", None)
     # completion_tokens counts the hidden reasoning tokens too (billed as output);
     # completion_tokens_details.reasoning_tokens says how many of them there were, and
     # prompt_tokens_details.cached_tokens how many prompt tokens were read from the prompt
@@ -77,8 +67,9 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
     cached_tokens = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None) or 0
     return Completion(
         text=text if isinstance(text, str) else "",
-        usage=(Usage(prompt_tokens or 0, completion_tokens or 0, reasoning_tokens=reasoning_tokens,
-                     cached_prompt_tokens=cached_tokens) if usage is not None else None),
+        usage=(Usage(getattr(usage, "prompt_tokens", None) or 0, getattr(usage, "completion_tokens", None) or 0,
+                     reasoning_tokens=reasoning_tokens, cached_prompt_tokens=cached_tokens)
+               if usage is not None else None),
         raw=response,
         finish="message.refusal" if refusal else getattr(choices[0], "finish_reason", None),
         refusal=refusal or None,
@@ -104,36 +95,6 @@ def refused_parameter(exc: BaseException, overrides: dict) -> Adaptation | None:
     if param == "max_tokens" and code == "unsupported_parameter":
         return Adaptation("max_tokens", "max_completion_tokens", code)
     return None
-
-
-def with_seed_and_timeout(params: dict, request: Request) -> dict:
-    """The request's seed and timeout, where set, in an OpenAI-format call's parameters."""
-    if request.seed is not None:
-        params["seed"] = request.seed
-    if request.timeout is not None:
-        params["timeout"] = request.timeout
-    return params
-
-
-def apply_adaptations(params: dict, adaptations) -> dict:
-    """Leave out (or rename) the parameters a provider refused for this model (adaptations.py)."""
-    for adaptation in adaptations:
-        if adaptation.parameter in params:
-            value = params.pop(adaptation.parameter)
-            if adaptation.renamed_to:
-                params[adaptation.renamed_to] = value
-    return params
-
-
-def send_chat_completion(model: HostedModel, request: Request) -> Completion:
-    """One chat completion through an OpenAI-format SDK client (OpenAI's, Together's), with
-    the response headers the pacing reads."""
-    client = model.client()
-    response, headers = call_sdk_with_headers(model.name, client.chat.completions, "create",
-                                              **model.build_params(request))
-    completion = parse_chat_completion(response, model.name)
-    completion.headers = headers
-    return completion
 
 
 class OpenAICompatibleModel(HostedModel):
@@ -181,11 +142,23 @@ class OpenAICompatibleModel(HostedModel):
         if request.max_tokens is not None:
             params[self.token_field()] = request.max_tokens
         params.update(self.options(request))
-        apply_adaptations(params, self.learned_adaptations())
-        return with_seed_and_timeout(params, request)
+        for adaptation in self.learned_adaptations():  # refused for this model: left out or renamed
+            if adaptation.parameter in params:
+                value = params.pop(adaptation.parameter)
+                if adaptation.renamed_to:
+                    params[adaptation.renamed_to] = value
+        if request.seed is not None:
+            params["seed"] = request.seed
+        if request.timeout is not None:
+            params["timeout"] = request.timeout
+        return params
 
     def complete(self, request: Request) -> Completion:
-        return send_chat_completion(self, request)
+        response, headers = call_with_headers(self.client().chat.completions, "create",
+                                              **self.build_params(request))
+        completion = parse_chat_completion(response, self.name)
+        completion.headers = headers
+        return completion
 
 
 # ---------------------------------------------------------------------------------------
@@ -233,15 +206,13 @@ def chat_batch_answers(lines: list[str], model_name: str,
     return out
 
 
-class ChatCompletionsBatch:
+class ChatCompletionsBatch(BatchAdapter):
     """OpenAI's Batch API: a JSONL file of chat-completion requests (Together's batch API
     takes the same lines and writes the same output files)."""
 
     provider = "openai"
     endpoint = "/v1/chat/completions"
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
+    ended_early_states = ("failed", "expired", "cancelled")
 
     def line(self, custom_id: str, request: Request) -> dict:
         body = {k: v for k, v in self.model.build_params(request).items() if k != "timeout"}
@@ -263,12 +234,6 @@ class ChatCompletionsBatch:
         total = counts.total if counts else 0
         return batch.status in ("completed", *self.ended_early_states), batch.status, done, total
 
-    ended_early_states = ("failed", "expired", "cancelled")
-
-    def ended_early(self, status: str) -> bool:
-        """Whether a batch ended before answering every item (they are submitted again)."""
-        return status in self.ended_early_states
-
     def fetch(self, batch_id: str) -> dict[str, Completion | str | BatchItemError]:
         """custom id -> its Completion, or the reason it failed."""
         client = self.model.client()
@@ -278,6 +243,4 @@ class ChatCompletionsBatch:
             if file_id:
                 out.update(chat_batch_answers(client.files.content(file_id).text.splitlines(),
                                               self.model.name, lambda e: e.get("message", e)))
-        if batch.status != "completed" and not out:
-            out["*"] = Unanswered(f"batch {batch_id} ended {batch.status}")
         return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from cupid.utils.models.adaptations import Adaptation
@@ -68,23 +69,20 @@ CATALOG = dated_table("openai", date="2026-11-23", sources=(
 })
 
 
+@dataclass(frozen=True)
 class OpenAIFamily:
     """What one family of OpenAI models accepts on the chat completions API."""
 
-    def __init__(self, name: str, *, token_field: str | None = None, temperature: bool = True,
-                 temperature_with_effort: tuple[str, ...] = (),
-                 efforts: tuple[str, ...] = (), default_effort: str | None = None,
-                 open_efforts: bool = False) -> None:
-        self.name = name
-        # None: the role's field (config.ROLE_PARAMS); else the only one the family accepts.
-        self.token_field = token_field
-        self.temperature = temperature                  # a non-default temperature accepted
-        self.temperature_with_effort = temperature_with_effort  # ... only at these efforts
-        self.efforts = efforts                          # reasoning_effort values accepted
-        self.default_effort = default_effort            # the effort without one; None: no reasoning
-        # True: an effort outside ``efforts`` is passed on with a warning (the family's newer
-        # models may take newer efforts); False: refused before any request, as sourced.
-        self.open_efforts = open_efforts
+    name: str
+    # None: the role's field (config.ROLE_PARAMS); else the only one the family accepts.
+    token_field: str | None = None
+    temperature: bool = True                        # a non-default temperature accepted
+    temperature_with_effort: tuple[str, ...] = ()   # ... only at these efforts
+    efforts: tuple[str, ...] = ()                   # reasoning_effort values accepted
+    default_effort: str | None = None               # the effort without one; None: no reasoning
+    # True: an effort outside ``efforts`` is passed on with a warning (the family's newer
+    # models may take newer efforts); False: refused before any request, as sourced.
+    open_efforts: bool = False
 
     def takes_temperature(self, effort: str | None) -> bool:
         return self.temperature or (effort is not None and effort in self.temperature_with_effort)
@@ -211,7 +209,6 @@ class OpenAIModel(OpenAICompatibleModel):
     api_key_env = "OPENAI_API_KEY"
     base_url_env = "OPENAI_BASE_URL"
     provider_label = "OpenAI models"
-    learns_parameters = True
     reasoning_options = ("reasoning_effort",)
 
     bare_names = "gpt-*/o1*/o3*/o4*"
@@ -278,19 +275,14 @@ class OpenAIModel(OpenAICompatibleModel):
     def batch_adapter(self) -> ChatCompletionsBatch:
         return ChatCompletionsBatch(self)
 
-    def _effort(self, request: Request) -> str | None:
-        return request.reasoning_effort or self.family().default_effort
-
-    def forecast_reasoning_tokens(self, request: Request) -> int:
+    def reasoning_forecast(self, request: Request) -> tuple[int, str]:
         """The effort's figure (``REASONING_TOKENS_AT_EFFORT``), within max_completion_tokens
         (which counts the reasoning)."""
-        tokens = REASONING_TOKENS_AT_EFFORT.get(self._effort(request) or "none", 0)
-        return min(tokens, request.max_tokens) if request.max_tokens else tokens
-
-    def reasoning_forecast_basis(self, request: Request) -> str:
-        effort = self._effort(request)
+        family = self.family()
+        effort = request.reasoning_effort or family.default_effort
         if effort is None:
-            return f"the {self.family().name} family does not reason"
-        given = "set" if request.reasoning_effort else f"the {self.family().name} family's default"
-        return (f"reasoning_effort {effort} ({given}): {REASONING_TOKENS_AT_EFFORT.get(effort, 0):,} "
-                f"tokens a call, our assumption")
+            return 0, f"the {family.name} family does not reason"
+        tokens = REASONING_TOKENS_AT_EFFORT.get(effort, 0)
+        given = "set" if request.reasoning_effort else f"the {family.name} family's default"
+        return (min(tokens, request.max_tokens) if request.max_tokens else tokens,
+                f"reasoning_effort {effort} ({given}): {tokens:,} tokens a call, our assumption")

@@ -35,18 +35,12 @@ from typing import Any, Callable, Hashable, Mapping
 from cupid.utils.models.rate_limit_headers import stated_limits
 
 
-
-
 @dataclass
 class UserLimits:
     """Limits a user sets; None leaves that one to the provider's headers."""
     tokens_per_minute: float | None = None
     requests_per_minute: float | None = None
     max_in_flight: int | None = None
-
-    def any(self) -> bool:
-        return any(v is not None for v in (self.tokens_per_minute, self.requests_per_minute,
-                                           self.max_in_flight))
 
 
 class _Bucket:
@@ -100,16 +94,14 @@ class RateLimiter:
     min_factor = 0.5
     probe_wait_s = 2.0
 
-    def __init__(self, name: str = "", user: UserLimits | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.name = name
+    def __init__(self, user: UserLimits | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.user = user or UserLimits()
         self._clock = clock
         self._cond = threading.Condition()
-        self._tokens: _Bucket | None = None
-        self._requests: _Bucket | None = None
-        self._apply_user_limits()
-        self._learned = self.user.any()  # user-set limits need no probe
+        tpm, rpm = self.user.tokens_per_minute, self.user.requests_per_minute
+        self._tokens = _Bucket(tpm, tpm / 60.0) if tpm else None
+        self._requests = _Bucket(rpm, rpm / 60.0) if rpm else None
+        self._learned = self.user != UserLimits()  # user-set limits need no probe
         self._in_flight = 0
         self._probe_started = 0.0
         self._pause_until = 0.0
@@ -121,16 +113,7 @@ class RateLimiter:
         self._prompt_tokens = 0
         self._answers = 0
         self._completion_tokens = 0
-        # Counters for reports and benchmarks.
-        self.requests = 0
-        self.rate_limited = 0
-        self.waited_s = 0.0
-
-    def _apply_user_limits(self) -> None:
-        if self.user.tokens_per_minute:
-            self._tokens = _Bucket(self.user.tokens_per_minute, self.user.tokens_per_minute / 60.0)
-        if self.user.requests_per_minute:
-            self._requests = _Bucket(self.user.requests_per_minute, self.user.requests_per_minute / 60.0)
+        self.rate_limited = 0  # 429s answered on this endpoint
 
     # -- estimates ----------------------------------------------------------------------------
     def estimate_tokens(self, prompt_chars: int, max_tokens: int | None) -> float:
@@ -146,7 +129,6 @@ class RateLimiter:
         """Block until the request may go; returns its ticket. ``waited_pause``: the caller
         has already slept out a 429's retry-after itself."""
         estimate = self.estimate_tokens(prompt_chars, max_tokens)
-        started = self._clock()
         with self._cond:
             ticket_no = self._next_ticket
             self._next_ticket += 1
@@ -159,12 +141,10 @@ class RateLimiter:
             if not self._learned and self._in_flight == 0:
                 self._probe_started = self._clock()
             self._in_flight += 1
-            self.requests += 1
             if self._tokens is not None:
                 self._tokens.level -= estimate
             if self._requests is not None:
                 self._requests.level -= 1
-            self.waited_s += self._clock() - started
             self._cond.notify_all()
         return Ticket(self, estimate, prompt_chars)
 
@@ -254,17 +234,6 @@ class RateLimiter:
                     bucket.rate = 0.8 * bucket.rate + 0.2 * measured
         self._learned = True  # an answer without headers states no limits: none to keep
 
-    # -- reporting --------------------------------------------------------------------------------
-    def snapshot(self) -> dict:
-        with self._cond:
-            return {
-                "requests": self.requests, "rate_limited": self.rate_limited,
-                "waited_s": round(self.waited_s, 3),
-                "tokens_per_minute": round(self._tokens.rate * 60) if self._tokens else None,
-                "requests_per_minute": round(self._requests.rate * 60) if self._requests else None,
-                "max_in_flight": self.user.max_in_flight,
-            }
-
 
 # ---------------------------------------------------------------------------------------
 # One limiter per endpoint and key
@@ -288,19 +257,19 @@ def set_user_limits(limits: Mapping[str, UserLimits]) -> None:
         _USER_LIMITS.update(limits)
 
 
-def has_user_limits(model_name: str) -> bool:
+def limiter_for(key: Hashable | None, model_name: str = "") -> RateLimiter | None:
+    """The limiter shared by every model on ``key`` (``Model.limiter_key``). A model without
+    one has no provider limits to keep: it gets a limiter of its own when the user set limits
+    for it, else None."""
     with _lock:
-        return model_name in _USER_LIMITS or "*" in _USER_LIMITS
-
-
-def limiter_for(key: Hashable, model_name: str = "") -> RateLimiter:
-    with _lock:
-        limiter = _LIMITERS.get(key)
-        if limiter is None:
-            user = _USER_LIMITS.get(model_name) or _USER_LIMITS.get("*")
-            limiter = RateLimiter(name=str(key[0]) if isinstance(key, tuple) else str(key), user=user)
-            _LIMITERS[key] = limiter
-        return limiter
+        user = _USER_LIMITS.get(model_name) or _USER_LIMITS.get("*")
+        if key is None:
+            if user is None:
+                return None
+            key = ("model", model_name)
+        if key not in _LIMITERS:
+            _LIMITERS[key] = RateLimiter(user)
+        return _LIMITERS[key]
 
 
 def reset_limiters() -> None:

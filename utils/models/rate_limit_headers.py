@@ -11,25 +11,19 @@ import email.utils
 import re
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Mapping
 
-from cupid.utils.models.discovery import import_model_modules
+from cupid.utils.models import discover_models
 
 
-@dataclass(frozen=True)
-class HeaderFamily:
-    """A provider's rate-limit header names: (limit, remaining, reset) for tokens and for
-    requests. Each provider's module declares its own (``header_family``)."""
-    tokens: tuple[str, str, str]
-    requests: tuple[str, str, str]
+_HEADER_FAMILIES: list[dict[str, tuple[str, str, str]]] = []
 
 
-_HEADER_FAMILIES: list[HeaderFamily] = []
-
-
-def header_family(*, tokens: tuple[str, str, str], requests: tuple[str, str, str]) -> HeaderFamily:
-    """Declare a family of rate-limit headers (a provider's module does, at import)."""
-    family = HeaderFamily(tuple(tokens), tuple(requests))
+def header_family(*, tokens: tuple[str, str, str], requests: tuple[str, str, str]) -> dict:
+    """Declare a provider's rate-limit header names, (limit, remaining, reset) for tokens and
+    for requests (its module does, at import)."""
+    family = {"tokens": tuple(tokens), "requests": tuple(requests)}
     if family not in _HEADER_FAMILIES:
         _HEADER_FAMILIES.append(family)
     return family
@@ -39,11 +33,10 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 
 
 def parse_duration(value: str | None, now: float | None = None) -> float | None:
-    """Seconds in an OpenAI-style duration ("6m0s", "1.5s", "20ms"), a plain number of
-    seconds, or an RFC 3339 / HTTP date (Anthropic's reset times); None if unreadable."""
-    if value is None:
-        return None
-    value = str(value).strip()
+    """Seconds in an OpenAI-style duration ("6m0s", "1.5s", "20ms") or a plain number of
+    seconds, or until an RFC 3339 or HTTP date (Anthropic's reset times, a Retry-After); None
+    if unreadable, or a date without its zone (it names no reliable instant)."""
+    value = str(value or "").strip()
     if not value:
         return None
     try:
@@ -54,18 +47,16 @@ def parse_duration(value: str | None, now: float | None = None) -> float | None:
     if parts and "".join(a + b for a, b in parts) == value.replace(" ", ""):
         scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
         return sum(float(a) * scale[b] for a, b in parts)
-    now = time.time() if now is None else now
-    try:
-        from datetime import datetime
-
-        stamp = datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        return max(0.0, stamp - now)
-    except ValueError:
-        pass
-    try:
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
-    except (TypeError, ValueError):
-        return None
+    for read_date in (lambda v: datetime.fromisoformat(v.replace("Z", "+00:00")),
+                      email.utils.parsedate_to_datetime):
+        try:
+            when = read_date(value)
+        except (TypeError, ValueError, IndexError):
+            continue
+        if when.tzinfo is None:
+            return None
+        return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return None
 
 
 def duration_resolution(value: str | None) -> float:
@@ -100,12 +91,11 @@ def stated_limits(headers: Mapping[str, str] | None) -> dict[str, StatedLimit]:
     family)."""
     if not headers:
         return {}
-    import_model_modules()
+    discover_models()
     lowered = {str(k).lower(): v for k, v in dict(headers).items()}
     out: dict[str, StatedLimit] = {}
     for family in _HEADER_FAMILIES:
-        for kind, (limit_h, remaining_h, reset_h) in (("tokens", family.tokens),
-                                                      ("requests", family.requests)):
+        for kind, (limit_h, remaining_h, reset_h) in family.items():
             if kind in out or limit_h not in lowered or remaining_h not in lowered:
                 continue
             try:

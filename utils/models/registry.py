@@ -15,18 +15,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cupid import config
-from cupid.utils.models.discovery import import_model_modules
+from cupid.utils.models import discover_models
 from cupid.utils.models.errors import ModelConfigurationError, UnknownModelError
 from cupid.utils.models.model import Model, register_model, register_provider  # noqa: F401 (re-exported)
 from cupid.utils.models.model import MODEL_CLASSES as _REGISTRY, PROVIDER_CLASSES as _PROVIDERS
-
-
-def discover_models() -> None:
-    """Import every module in utils/models/ once, so that their classes register.
-
-    Modules must not open connections or read keys at import; SDKs are imported lazily.
-    """
-    import_model_modules()
 
 
 def registered_models() -> dict[str, type[Model]]:
@@ -34,21 +26,12 @@ def registered_models() -> dict[str, type[Model]]:
     return dict(_REGISTRY)
 
 
-def provider_prefixes() -> list[str]:
-    discover_models()
-    return sorted(_PROVIDERS)
-
-
 def guess_provider(name: str) -> str | None:
     """The prefix of the provider that claims a bare name most surely (each provider's
     ``name_guess``), or None."""
     discover_models()
-    surest, best = 0, None
-    for prefix, cls in sorted(_PROVIDERS.items()):
-        sureness = getattr(cls, "name_guess", lambda _: 0)(name)
-        if sureness > surest:
-            surest, best = sureness, prefix
-    return best
+    prefix, cls = max(sorted(_PROVIDERS.items()), key=lambda item: item[1].name_guess(name))
+    return prefix if cls.name_guess(name) else None
 
 
 # An Amazon Bedrock id of a Claude model, as the original release's README names its
@@ -57,19 +40,18 @@ def guess_provider(name: str) -> str | None:
 _BEDROCK_CLAUDE = re.compile(r"^(?:[a-z]{2,4}\.)?anthropic\.(claude-[A-Za-z0-9.-]+?)-v\d+(?::\d+)?$")
 
 
-def anthropic_name_of_bedrock_id(spec: str) -> str | None:
-    """``claude-3-5-sonnet-20241022`` for ``anthropic.claude-3-5-sonnet-20241022-v2:0``;
-    None for anything that is not a Bedrock Claude id."""
-    found = _BEDROCK_CLAUDE.match(spec)
-    return found.group(1) if found else None
-
-
 def _construct(cls: type[Model], name: str | None, params: dict) -> Model:
-    """Instantiate, passing only the keyword arguments the class's __init__ accepts."""
-    signature = inspect.signature(cls.__init__)
-    accepts_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
-    kwargs = {k: v for k, v in params.items() if accepts_all or k in signature.parameters}
-    if name is not None and (accepts_all or "name" in signature.parameters):
+    """Instantiate, passing only the keyword arguments the class accepts: its __init__'s and,
+    through a ``**params`` it passes on, its bases' (``Model.__init__``'s at the end)."""
+    accepted: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" in vars(klass):
+            parameters = inspect.signature(klass.__init__).parameters.values()
+            accepted |= {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+            if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+                break
+    kwargs = {k: v for k, v in params.items() if k in accepted}
+    if name is not None and "name" in accepted:
         kwargs["name"] = name
     model = cls(**kwargs)
     if not hasattr(model, "usage"):  # a user __init__ that forgot super().__init__()
@@ -153,13 +135,13 @@ def _resolve(spec: str, role: str | None, params: dict) -> Model:
     plugin = _entry_point_model(spec)
     if plugin is not None:
         return _construct(plugin, None if plugin.model_name else spec, merged)
-    bedrock_name = anthropic_name_of_bedrock_id(spec)
-    if bedrock_name is not None and "anthropic" in _PROVIDERS:
+    bedrock = _BEDROCK_CLAUDE.match(spec)
+    if bedrock is not None and "anthropic" in _PROVIDERS:
         # The same model weights behind Anthropic's own API, so that the original README's
         # synthesis command runs verbatim with ANTHROPIC_API_KEY.
         logging.getLogger(__name__).info("%s is a Bedrock id; calling %s through the Anthropic API",
-                                         spec, bedrock_name)
-        return _construct(_PROVIDERS["anthropic"], bedrock_name, merged)
+                                         spec, bedrock.group(1))
+        return _construct(_PROVIDERS["anthropic"], bedrock.group(1), merged)
     provider = guess_provider(spec)
     if provider is not None and provider in _PROVIDERS:
         return _construct(_PROVIDERS[provider], spec, merged)

@@ -104,6 +104,14 @@ class Request:
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def chat_messages(request: Request, system_role: str = "system") -> list[dict]:
+    """The OpenAI-style message list: the system prompt (if any) as a ``system_role``
+    message, then the conversation."""
+    messages = [{"role": system_role, "content": request.system_prompt}] if request.system_prompt else []
+    messages.extend({"role": m["role"], "content": m["content"]} for m in request.messages)
+    return messages
+
+
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 

@@ -6,12 +6,11 @@ import json
 import random
 import re
 import threading
-import time
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 from cupid import config
 from cupid.utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
+from cupid.utils.models.rate_limit_headers import parse_duration
 from cupid.utils.redact import redact
 
 # Set when the process is stopping: the seam starts no new attempt and cuts its backoff
@@ -42,36 +41,19 @@ def status_code(exc: BaseException) -> int | None:
 
 
 def retry_after_of(exc: BaseException) -> float | None:
+    """The seconds a refusal asks to wait: the error's own ``retry_after``, else its answer's
+    ``retry-after-ms`` or ``retry-after`` (seconds, or an HTTP date: RFC 9110 10.2.3); None when
+    there is none or it is garbage (our own backoff applies)."""
     value = getattr(exc, "retry_after", None)
     if isinstance(value, (int, float)):
         return float(value)
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if not headers:
-        return None
+    headers = headers_of(exc)
     try:
-        if headers.get("retry-after-ms"):
+        if headers and headers.get("retry-after-ms"):
             return float(headers["retry-after-ms"]) / 1000.0
-        value = headers.get("retry-after")
+        return parse_duration(headers.get("retry-after")) if headers else None
     except (TypeError, ValueError):
-        return None  # garbage: fall back to our own backoff
-    if not value:
         return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return _seconds_until(value)
-
-
-def _seconds_until(http_date: Any) -> float | None:
-    """Retry-After as an HTTP date (RFC 9110 10.2.3): the seconds from now until then, 0 when
-    it is past; None when it is not a date (our own backoff applies)."""
-    try:
-        when = parsedate_to_datetime(str(http_date))
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None or when.tzinfo is None:
-        return None  # not the GMT form the RFC requires: no reliable instant
-    return max(0.0, when.timestamp() - time.time())
 
 
 def headers_of(exc: BaseException) -> Any:
@@ -113,11 +95,16 @@ def classify_error(exc: BaseException) -> tuple[bool, float | None, str]:
 # model's maximum context length is N tokens. However, your request has M input tokens" and
 # "'max_tokens' or 'max_completion_tokens' is too large: ..."), llama-cpp-python's server
 # (OpenAI's old wording, code context_length_exceeded), llama.cpp's llama-server ("request
-# (N tokens) exceeds the available context size (M tokens)", exceed_context_size_error) and
-# OpenAI's (code context_length_exceeded).
+# (N tokens) exceeds the available context size (M tokens)", exceed_context_size_error),
+# OpenAI's (code context_length_exceeded), Anthropic's (a 400 invalid_request_error "prompt is
+# too long: 208656 tokens > 200000 maximum", as reported in github.com/sojohnnysaid/
+# project-guide/issues/2 and github.com/boldsoftware/exe.dev/issues/62) and Google's (400
+# INVALID_ARGUMENT "The input token count (1200293) exceeds the maximum number of tokens allowed
+# (1048576).", as reported in github.com/google-gemini/gemini-cli/issues/6678).
 _CONTEXT_LENGTH = re.compile(
     r"maximum context length is \d+|context_length_exceeded|exceed_context_size_error"
-    r"|exceeds the available context size", re.IGNORECASE)
+    r"|exceeds the available context size|prompt is too long: \d+ tokens > \d+ maximum"
+    r"|the input token count \(\d+\) exceeds the maximum number of tokens", re.IGNORECASE)
 
 
 def context_length_message(exc: BaseException) -> str | None:

@@ -24,7 +24,7 @@ Notes on the implementation:
   fixed seed plus the request's ``variant``, so a sampled answer does not depend on the
   order of calls, while a deliberate re-ask (another variant) can get a different answer.
 * A JSON schema constrains decoding through a grammar built from the schema (with JSON
-  strings kept free of raw control characters, see ``strict_json_strings``). A 135M model
+  strings kept free of raw control characters, see ``_schema_gbnf``). A 135M model
   would loop inside a string until ``max_tokens`` cut the JSON short, so every free string
   is bounded (``MAX_JSON_STRING_CHARS``); properties are written in the schema's order.
 * ``request.timeout`` is not enforced: there is no network to hang on, and generation is
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import importlib.util
 import json
 import logging
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from cupid.utils.models.catalog import ModelFacts, dated_table
+from cupid.utils.models.request import chat_messages
 from cupid.utils.models.model import (
     Completion,
     Model,
@@ -76,7 +78,6 @@ SEED = 1234
 # the limit: 4,096 tokens at the ~80 tokens/s benchmarks/embedded_model_speed.py measures on
 # two cores hold the serialized engine close to a minute for one useless answer. 512 tokens hold every answer the benchmark's formats need.
 MAX_TOKENS_CAP = int(os.environ.get("CUPID_EMBEDDED_MAX_TOKENS") or 512)
-DEFAULT_MAX_TOKENS = MAX_TOKENS_CAP
 # The same limit for answers held to a JSON schema. Their grammar ends the document once
 # its structure is complete, and synthesis asks for documents of thousands of tokens (eight
 # context factors, thirteen scenarios); the evaluation's JSON answers stay near 100 tokens.
@@ -101,9 +102,7 @@ INSTALL_HINT = ("install it with `pip install llama-cpp-python` and "
 
 _load_lock = threading.Lock()     # guards the one-time load
 _call_lock = threading.Lock()     # serializes use of the llama.cpp context
-_grammar_lock = threading.Lock()
 _engine: Any = None               # the process's llama_cpp.Llama, once loaded
-_grammars: dict[str, Any] = {}    # JSON schema (text, in its own key order) -> LlamaGrammar
 
 # Seconds the last load took (None before the first load); read by the benchmark.
 load_seconds: float | None = None
@@ -221,13 +220,6 @@ def _free_engine() -> None:
         engine.close()
 
 
-# llama-cpp-python's schema converter (0.3.x) lets a JSON string hold raw control
-# characters (its ``char`` rule is ``[^"\\]``), so a sampled answer can contain a literal
-# newline inside a string and fail to parse. llama.cpp's own converter excludes them.
-_LOOSE_CHAR_RULE = r'char ::= [^"\\] |'
-_STRICT_CHAR_RULE = r'char ::= [^"\\\x7F\x00-\x1F] |'
-
-
 def prefix_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
     """llama-cpp-python's RAM cache of prompt states, held to ``capacity_bytes`` of what the
     states really occupy. Its own count is the llama.cpp state alone, while each saved
@@ -237,19 +229,10 @@ def prefix_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
     class PrefixCache(llama_cpp.LlamaRAMCache):
         @property
         def cache_size(self) -> int:
-            return sum(state_bytes(state) for state in self.cache_state.values())
+            return sum(int(state.llama_state_size) + state.scores.nbytes + state.input_ids.nbytes
+                       for state in self.cache_state.values())
 
     return PrefixCache(capacity_bytes=capacity_bytes)
-
-
-def state_bytes(state: Any) -> int:
-    """Bytes a saved llama-cpp-python state holds: the llama.cpp state, logits and tokens."""
-    return int(state.llama_state_size) + state.scores.nbytes + state.input_ids.nbytes
-
-
-def strict_json_strings(gbnf: str) -> str:
-    """The grammar with control characters excluded from JSON strings, as JSON requires."""
-    return gbnf.replace(_LOOSE_CHAR_RULE, _STRICT_CHAR_RULE)
 
 
 def bound_strings(schema: Any, max_chars: int) -> Any:
@@ -266,41 +249,42 @@ def bound_strings(schema: Any, max_chars: int) -> Any:
     return bounded
 
 
+# llama-cpp-python's schema converter (0.3.x) lets a JSON string hold raw control
+# characters (its ``char`` rule is ``[^"\\]``), so a sampled answer can contain a literal
+# newline inside a string and fail to parse. llama.cpp's own converter excludes them.
+_LOOSE_CHAR_RULE = r'char ::= [^"\\] |'
+_STRICT_CHAR_RULE = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+@functools.cache
+def _schema_gbnf(schema: str) -> str:
+    """The GBNF grammar of a JSON schema (its text, in its own key order: the grammar writes
+    properties in the schema's order, which is the order the prompt asks for, reasons before
+    the verdict they lead to), with control characters kept out of JSON strings. A schema the
+    converter cannot handle falls back to a grammar for any JSON value, with a warning: the
+    answer is still JSON, and the caller validates it against the schema."""
+    from llama_cpp.llama_grammar import JSON_GBNF, json_schema_to_gbnf
+
+    try:
+        gbnf = json_schema_to_gbnf(schema)
+    except Exception as exc:  # the converter raises bare Exceptions and others
+        logger.warning("smollm2-135m: cannot turn this JSON schema into a grammar "
+                       "(%s: %s); constraining to any JSON instead", type(exc).__name__, exc)
+        gbnf = JSON_GBNF
+    return gbnf.replace(_LOOSE_CHAR_RULE, _STRICT_CHAR_RULE)
+
+
+@functools.cache
+def _parsed_grammar(gbnf: str) -> Any:
+    """A LlamaGrammar for GBNF text, parsed once per text."""
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    return LlamaGrammar.from_string(gbnf, verbose=False)
+
+
 def _grammar(schema: dict) -> Any:
-    """A LlamaGrammar for a JSON schema, built once per distinct schema.
-
-    A schema the converter cannot handle falls back to a grammar for any JSON value, with a
-    warning: the answer is still JSON, and the caller validates it against the schema.
-    """
-    # Not sorted: the grammar writes properties in the schema's order, which is the order
-    # the prompt asks for (reasons before the verdict they lead to).
-    key = json.dumps(bound_strings(schema, MAX_JSON_STRING_CHARS))
-    with _grammar_lock:
-        grammar = _grammars.get(key)
-        if grammar is None:
-            from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar, json_schema_to_gbnf
-
-            try:
-                gbnf = json_schema_to_gbnf(key)
-            except Exception as exc:  # the converter raises bare Exceptions and others
-                logger.warning("smollm2-135m: cannot turn this JSON schema into a grammar "
-                               "(%s: %s); constraining to any JSON instead", type(exc).__name__, exc)
-                gbnf = JSON_GBNF
-            grammar = LlamaGrammar.from_string(strict_json_strings(gbnf), verbose=False)
-            _grammars[key] = grammar
-        return grammar
-
-
-def _gbnf_grammar(gbnf: str) -> Any:
-    """A LlamaGrammar for a layout grammar given as GBNF text, parsed once per text."""
-    with _grammar_lock:
-        grammar = _grammars.get(gbnf)
-        if grammar is None:
-            from llama_cpp.llama_grammar import LlamaGrammar
-
-            grammar = LlamaGrammar.from_string(gbnf, verbose=False)
-            _grammars[gbnf] = grammar
-        return grammar
+    """The LlamaGrammar of a JSON schema, its free strings bounded."""
+    return _parsed_grammar(_schema_gbnf(json.dumps(bound_strings(schema, MAX_JSON_STRING_CHARS))))
 
 
 @register_model
@@ -318,24 +302,20 @@ class SmolLM2(Model):
 
     def complete(self, request: Request) -> Completion:
         engine = load_engine()
-        messages = []
-        if request.system_prompt:
-            messages.append({"role": "system", "content": request.system_prompt})
-        messages.extend({"role": m["role"], "content": m["content"]} for m in request.messages)
         options: dict[str, Any] = {
-            "messages": messages,
+            "messages": chat_messages(request),
             "temperature": 0.0 if request.temperature is None else float(request.temperature),
-            "max_tokens": min(request.max_tokens or DEFAULT_MAX_TOKENS,
+            "max_tokens": min(request.max_tokens or MAX_TOKENS_CAP,
                               MAX_TOKENS_CAP if request.json_schema is None else MAX_JSON_TOKENS_CAP),
             # JSON answers are bounded by their grammar and need repeated punctuation.
             "repeat_penalty": 1.0 if request.json_schema is not None else REPEAT_PENALTY,
             "seed": (SEED if request.seed is None else request.seed) + request.variant,
         }
-        if request.json_schema is not None:
-            options["grammar"] = _grammar(request.json_schema)
-        elif request.answer_grammar is not None:
-            options["grammar"] = _gbnf_grammar(request.answer_grammar)
-        with _call_lock:
+        with _call_lock:  # also builds each grammar once
+            if request.json_schema is not None:
+                options["grammar"] = _grammar(request.json_schema)
+            elif request.answer_grammar is not None:
+                options["grammar"] = _parsed_grammar(request.answer_grammar)
             try:
                 response = engine.create_chat_completion(**options)
             except ValueError as exc:

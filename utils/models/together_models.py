@@ -18,7 +18,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cupid.utils.models.batch import Unanswered
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.hosted import CLIENTS
 from cupid.utils.models.model import Completion, Request, register_provider
@@ -62,10 +61,6 @@ class TogetherModel(OpenAICompatibleModel):
     api_key_env = "TOGETHER_API_KEY"
     base_url_env = "TOGETHER_BASE_URL"
     provider_label = "models hosted by Together"
-    # Together's API mirrors OpenAI's: a refused parameter is read with OpenAI's rule, online
-    # and in a batch's error file (Together's own wording of such a 400 is not confirmed in a
-    # stored source, as of 2026-11-23; its batch error lines are OpenAI's format).
-    learns_parameters = True
 
     bare_names = "org/name"
 
@@ -97,11 +92,14 @@ class TogetherModel(OpenAICompatibleModel):
         return CLIENTS.get(("together-sdk", root, api_key), make)
 
     def parameter_adaptation(self, exc: BaseException):
+        # Together's API mirrors OpenAI's: a refused parameter is read with OpenAI's rule, online
+        # and in a batch's error file (Together's own wording of such a 400 is not confirmed in a
+        # stored source, as of 2026-11-23; its batch error lines are OpenAI's format).
         return refused_parameter(exc, self.overrides)
 
     def complete(self, request: Request) -> Completion:
         completion = super().complete(request)
-        completion.text = strip_thinking(completion.text)
+        completion.text = _THINK_BLOCK.sub("", completion.text, count=1)
         return completion
 
     def batch_adapter(self) -> TogetherBatch:
@@ -116,15 +114,12 @@ class TogetherModel(OpenAICompatibleModel):
 _THINK_BLOCK = re.compile(r"\A\s*<think>.*?</think>\s*", re.S)
 
 
-def strip_thinking(text: str) -> str:
-    return _THINK_BLOCK.sub("", text, count=1) if text.lstrip().startswith("<think>") else text
-
-
 class TogetherBatch(ChatCompletionsBatch):
     """Together's batch API: OpenAI's JSONL lines and output files, its own upload (a
     presigned PUT) and job objects."""
 
     provider = "together"
+    ended_early_states = ("FAILED", "EXPIRED", "CANCELLED")
 
     def line(self, custom_id: str, request: Request) -> dict:
         body = {k: v for k, v in self.model.build_params(request).items() if k != "timeout"}
@@ -148,8 +143,6 @@ class TogetherBatch(ChatCompletionsBatch):
         return (status in ("COMPLETED", *self.ended_early_states), status,
                 int(job.progress or 0), 100)
 
-    ended_early_states = ("FAILED", "EXPIRED", "CANCELLED")
-
     def fetch(self, batch_id: str) -> dict[str, Completion | str]:
         client = self.model.batch_client()
         job = client.batches.retrieve(batch_id)
@@ -159,6 +152,4 @@ class TogetherBatch(ChatCompletionsBatch):
                 out.update(chat_batch_answers(
                     client.files.content(file_id).read().decode("utf-8").splitlines(),
                     self.model.name, lambda e: e))
-        if (job.status or "").upper() != "COMPLETED" and not out:
-            out["*"] = Unanswered(f"batch {batch_id} ended {job.status}: {job.error}")
         return out

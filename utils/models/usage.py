@@ -12,6 +12,9 @@ from cupid.utils.models.request import Usage
 # The token counts a step's usage and the tracker keep, each summed as it comes.
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_prompt_tokens",
                 "cache_write_tokens")
+# The counters a tracker keeps besides the token counts, in the order its snapshot lists them.
+COUNTERS = ("calls", "failed_calls", "attempts", "retries", "cache_hits", "rate_limited", "batch_calls",
+            "batch_prompt_tokens", "batch_completion_tokens")
 
 
 class UsageTracker:
@@ -19,77 +22,52 @@ class UsageTracker:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.calls = 0
-        self.failed_calls = 0
-        self.attempts = 0
-        self.retries = 0
-        self.cache_hits = 0
-        self.rate_limited = 0
-        self.batch_calls = 0
-        self.batch_prompt_tokens = 0
-        self.batch_completion_tokens = 0
-        # prompt, completion, reasoning (part of completion), cached and cache-write (parts
-        # of prompt) tokens of every answer received, withheld ones included: all are billed.
-        self.tokens = dict.fromkeys(TOKEN_FIELDS, 0)
-        self.endings = dict.fromkeys(ENDINGS, 0)  # how the answers ended (endings.py)
-        self.latencies: list[float] = []
+        # The token counts are those of every answer received, withheld ones included: all
+        # are billed (reasoning tokens are part of the completion tokens, cached and
+        # cache-write ones part of the prompt tokens).
+        self._counts = dict.fromkeys((*COUNTERS, *TOKEN_FIELDS), 0)
+        self._endings = dict.fromkeys(ENDINGS, 0)  # how the answers ended (endings.py)
+        self._latencies: list[float] = []
+
+    def _count(self, usage: Usage | None = None, ending: str | None = None, latency: float | None = None,
+               **counters: int) -> None:
+        with self._lock:
+            for name, amount in counters.items():
+                self._counts[name] += amount
+            if ending is not None:
+                self._endings[ending] = self._endings.get(ending, 0) + 1
+            for name in TOKEN_FIELDS if usage is not None else ():
+                self._counts[name] += getattr(usage, name)
+            if latency is not None:
+                self._latencies.append(latency)
 
     def record_attempt(self, retry: bool) -> None:
-        with self._lock:
-            self.attempts += 1
-            self.retries += int(retry)
-
-    def _add(self, usage: Usage | None, ending: str) -> None:
-        self.calls += 1
-        self.endings[ending] = self.endings.get(ending, 0) + 1
-        if usage is not None:
-            for name in TOKEN_FIELDS:
-                self.tokens[name] += getattr(usage, name)
+        self._count(attempts=1, retries=int(retry))
 
     def record_success(self, usage: Usage | None, latency: float, ending: str = "stop") -> None:
-        with self._lock:
-            self._add(usage, ending)
-            self.latencies.append(latency)
+        self._count(usage, ending, latency, calls=1)
 
     def record_batch(self, usage: Usage | None, ending: str = "stop") -> None:
         """A call answered in a batch (batch.py): counted as a call, priced as a batch one."""
-        with self._lock:
-            self._add(usage, ending)
-            self.batch_calls += 1
-            if usage is not None:
-                self.batch_prompt_tokens += usage.prompt_tokens
-                self.batch_completion_tokens += usage.completion_tokens
+        self._count(usage, ending, calls=1, batch_calls=1,
+                    batch_prompt_tokens=usage.prompt_tokens if usage else 0,
+                    batch_completion_tokens=usage.completion_tokens if usage else 0)
 
     def record_failure(self) -> None:
-        with self._lock:
-            self.failed_calls += 1
+        self._count(failed_calls=1)
 
     def record_rate_limited(self) -> None:
-        with self._lock:
-            self.rate_limited += 1
+        self._count(rate_limited=1)
 
     def record_cache_hit(self) -> None:
-        with self._lock:
-            self.cache_hits += 1
+        self._count(cache_hits=1)
 
     def snapshot(self, model_name: str | None = None) -> dict:
         with self._lock:
-            latencies = list(self.latencies)
-            out = {
-                "calls": self.calls,
-                "failed_calls": self.failed_calls,
-                "attempts": self.attempts,
-                "retries": self.retries,
-                "cache_hits": self.cache_hits,
-                "rate_limited": self.rate_limited,
-                "batch_calls": self.batch_calls,
-                "batch_prompt_tokens": self.batch_prompt_tokens,
-                "batch_completion_tokens": self.batch_completion_tokens,
-                **self.tokens,
-                "endings": dict(self.endings),
-                "latency_total_s": round(sum(latencies), 3),
-                "latency_median_s": round(statistics.median(latencies), 4) if latencies else None,
-            }
+            latencies = list(self._latencies)
+            out = {**self._counts, "endings": dict(self._endings),
+                   "latency_total_s": round(sum(latencies), 3),
+                   "latency_median_s": round(statistics.median(latencies), 4) if latencies else None}
         out["estimated_cost_usd"] = cost_of(model_name, out)
         return out
 

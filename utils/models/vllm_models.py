@@ -7,23 +7,20 @@ any work and read the context it states.
 """
 from __future__ import annotations
 
-import inspect
 import itertools
 import json
 import logging
 import re
-import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from typing import Any
 
 from cupid import config
-from cupid.utils.models.cache import ResponseCache
 from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.hosted import split_credentials
 from cupid.utils.models.model import register_model, register_provider
-from cupid.utils.models.openai_compatible import OpenAICompatibleModel, chat_messages
-from cupid.utils.models.request import Request, normalise_endpoint
+from cupid.utils.models.openai_compatible import OpenAICompatibleModel
+from cupid.utils.models.request import Request, chat_messages, normalise_endpoint
 from cupid.utils.redact import mask_url_passwords
 
 log = logging.getLogger("cupid.models")
@@ -69,20 +66,14 @@ class VLLMModel(OpenAICompatibleModel):
     # The context the server states (check() reads it): prompt + max_tokens must fit.
     max_model_len: int | None = None
 
-    def __init__(self, name: str | None = None, *, base_url: str | None = None,
-                 api_key: str | None = None, temperature: float | None = 0.0,
-                 max_tokens: int | None = None, timeout: float | None = None,
-                 max_retries: int | None = None, cache: ResponseCache | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, name: str | None = None, *, base_url: str | None = None, **params: Any) -> None:
         # A served model gets a "system" message and max_tokens, as the release's vLLM route
         # (PrefMatcher) sent them.
         name, url = split_name_and_url(name)
         url = url or base_url
         self._farm = [u.strip().rstrip("/") for u in url.split(",") if u.strip()] if url else []
         self._turn = itertools.count()
-        super().__init__(name, base_url=self._farm[0] if self._farm else None, api_key=api_key,
-                         temperature=temperature, max_tokens=max_tokens, timeout=timeout,
-                         max_retries=max_retries, cache=cache, sleep=sleep)
+        super().__init__(name, base_url=self._farm[0] if self._farm else None, **params)
 
     def default_base_url(self) -> str:
         return config.LOCAL_SERVER_BASE_URL
@@ -97,11 +88,6 @@ class VLLMModel(OpenAICompatibleModel):
 
     def endpoint(self) -> str | None:
         return normalise_endpoint(",".join(self.base_urls()))
-
-    def limiter_key(self) -> tuple:
-        from cupid.utils.models.pacing import endpoint_key
-
-        return endpoint_key(self.provider, self.endpoint(), self.resolved_api_key())
 
     def resolved_api_key(self) -> str:
         return self._api_key or config.LOCAL_SERVER_API_KEY or "EMPTY"
@@ -240,11 +226,6 @@ class PrefMatcherModel(VLLMModel):
     model_name = config.PREFMATCHER_MODEL
     provider = "prefmatcher"
     url_env = "CUPID_PREFMATCHER_URL"
-
-    def __init__(self, name: str | None = None, **params: Any) -> None:
-        accepted = inspect.signature(VLLMModel.__init__).parameters
-        super().__init__(name or config.PREFMATCHER_MODEL,
-                         **{k: v for k, v in params.items() if k in accepted})
 
     def default_base_url(self) -> str:
         return config.PREFMATCHER_BASE_URL

@@ -155,3 +155,21 @@ def test_csv_cells_a_spreadsheet_would_run_are_neutralised(tmp_path, suffix):
         loaded = datasets.load_dataset("json" if suffix == "jsonl" else "parquet", data_files=str(path),
                                        split="train", cache_dir=str(tmp_path / "hf-cache"))
         assert loaded["response"] == FORMULAS
+
+
+def test_without_the_data_the_ground_truth_is_what_the_steps_sent(results_dir, tmp_path):
+    """The instances' data not found: the request and preference come from the steps' records,
+    and an instance whose recall match was never recorded has no checklist, not a crash."""
+    import shutil
+
+    copy = shutil.copytree(results_dir, tmp_path / "results")
+    for path in copy.rglob("*.json"):
+        data = json.loads(path.read_text())
+        for evaluation in (data.get("evaluations") or {}).values():
+            (evaluation.get("steps") or {}).pop("match_recall", None)
+        path.write_text(json.dumps(data))
+    notes: list[str] = []
+    rows = sample_rows(copy, data_paths=[tmp_path / "no-such-data.jsonl"], notes=notes)
+    assert any("not read" in note for note in notes)
+    done = [r for r in rows if r["infer_status"] == "done"]
+    assert done and all(r["request"] and r["checklist"] is None and r["context_factor"] is None for r in done)

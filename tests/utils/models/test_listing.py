@@ -1,12 +1,11 @@
 """``--list-models``: every provider prefix with its bare names, batch API, reasoning option,
-families and dated catalog, the registered names and installed plugins, in 80 columns; and
-the README's table from the same declarations."""
+families and dated catalog, the registered names and installed plugins, in 80 columns."""
 from __future__ import annotations
 
 import re
 
-from cupid.utils.models.listing import model_listing, model_table_markdown
-from cupid.utils.models.registry import provider_prefixes, registered_models
+from cupid.utils.models.listing import model_listing
+from cupid.utils.models.registry import _PROVIDERS, registered_models
 
 
 def block(listing: str, prefix: str) -> str:
@@ -18,7 +17,7 @@ def block(listing: str, prefix: str) -> str:
 def test_the_listing_names_every_provider_family_and_model_in_80_columns():
     listing = model_listing()
     assert max(len(line) for line in listing.splitlines()) <= 80
-    for prefix in provider_prefixes():
+    for prefix in _PROVIDERS:
         assert block(listing, prefix)
     openai = block(listing, "openai")
     assert "bare names: gpt-*/o1*/o3*/o4*; batch API: yes; reasoning option:" in openai
@@ -47,17 +46,3 @@ def test_an_installed_plugin_is_listed(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "group):\n  listed-model = listed_plugin:Listed" in model_listing()
 
-
-def test_the_readme_table_has_a_row_per_provider_and_family():
-    rows = model_table_markdown().splitlines()
-    assert rows[0] == "| prefix | bare names | example | batch API | family | reasoning option |"
-    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows[2:]]
-    assert all(len(c) == 6 for c in cells)
-    by_family = {c[4]: c for c in cells}
-    assert by_family["gpt-5"][2:] == ["`gpt-5-2025-08-07`", "", "gpt-5",
-                                      "reasoning_effort minimal/low/medium/high (default medium)"]
-    assert by_family["extended thinking"][2] == "`claude-3-7-sonnet-20250219`"
-    first = {c[0]: c for c in cells if c[0]}
-    assert first["`openai:`"][1:4] == ["gpt-*/o1*/o3*/o4*", "`o1-2024-12-17`", "yes"]
-    assert first["`local-server:`, `vllm:`"][2:4] == ["`vllm:NAME@http://localhost:8000/v1`", "no"]
-    assert {c[2] for c in cells if c[0] == "(registered)"} == {f"`{n}`" for n in registered_models()}

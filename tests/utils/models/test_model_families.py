@@ -14,7 +14,7 @@ from cupid_responder import CupidResponder, make_row, two_instance_plans, write_
 from cupid.evaluation import run as run_module
 from fake_llm_server import FakeLLMServer
 from tests.evaluation.test_run import assert_expected
-from cupid.utils.models.catalog import all_models, context_window_of, price_of
+from cupid.utils.models.catalog import context_window_of, price_of, tables
 from cupid.utils.models.errors import ContextWindowExceeded, ModelCallFailed, ModelConfigurationError
 from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.usage import estimate_cost
@@ -362,7 +362,8 @@ def test_catalog_has_the_paper_models_windows_and_dated_prices():
     assert price_of("gpt-5-mini-2099-01-01") == price_of("gpt-5-mini") == (0.25, 2.00, 0.025, None)
     assert price_of("gpt-4o-2024-05-13")[:2] == (5.00, 15.00)  # not the alias's price
     assert price_of("some-new-model") is None and context_window_of("some-new-model") is None
-    assert all(f.context_window is None or f.context_window >= 128_000 for f in all_models().values())
+    assert all(f.context_window is None or f.context_window >= 128_000
+               for table in tables().values() for f in table.models.values())
 
 
 def test_reasoning_flags_are_validated_on_the_command_line(fake_llm_env, tmp_path, capsys):

@@ -22,14 +22,13 @@ class Answer:
 def test_in_flight_counts_each_ticket_once():
     limiter = RateLimiter(user=UserLimits(max_in_flight=8))
     tickets = [limiter.acquire(40) for _ in range(3)]
-    assert limiter._in_flight == 3 and limiter.requests == 3
+    assert limiter._in_flight == 3
     tickets[0].settle(Answer(10, 5))
     assert limiter._in_flight == 2
     tickets[1].fail(500, None)
     tickets[1].fail(500, None)  # a ticket is closed once: the second call changes nothing
     tickets[1].settle()
     assert limiter._in_flight == 1
-    assert limiter.waited_s < 1.0  # nobody waited
 
 
 def test_buckets_charged_and_refunded():
@@ -67,15 +66,14 @@ def test_a_stated_limit_without_reset_time_is_per_minute():
     assert limiter._tokens.level == 30000 and limiter._tokens.capacity == 60000
 
 
-def test_limiters_named_by_provider_and_user_limits_by_model():
+def test_limiters_by_key_and_user_limits_by_model():
     pacing.reset_limiters()
     try:
-        assert limiter_for(("openai", "http://h", "abc")).name == "openai"
-        assert limiter_for("plain-key").name == "plain-key"
+        assert limiter_for(("openai", "http://h", "abc")) is limiter_for(("openai", "http://h", "abc"))
         pacing.set_user_limits({"gpt-4o": UserLimits(max_in_flight=2)})
-        assert pacing.has_user_limits("gpt-4o") and not pacing.has_user_limits("claude")
+        assert limiter_for(None, "gpt-4o") is not None and limiter_for(None, "claude") is None
         pacing.set_user_limits({"*": UserLimits(max_in_flight=2)})
-        assert pacing.has_user_limits("claude")
+        assert limiter_for(None, "claude") is not None
     finally:
         pacing.reset_limiters()
 

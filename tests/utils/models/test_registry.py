@@ -16,7 +16,6 @@ from cupid.utils.models.google_models import GoogleModel
 from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError, UnknownModelError
 from cupid.utils.models.model import Model
 from cupid.utils.models.registry import (
-    provider_prefixes,
     register_model,
     registered_models,
     resolve_model,
@@ -40,7 +39,8 @@ def scratch_registry():
 # Discovery and resolution
 # ---------------------------------------------------------------------------------------
 def test_discovery_finds_every_adapter():
-    assert {"openai", "anthropic", "together", "google", "vllm", "local-server"} <= set(provider_prefixes())
+    registry.discover_models()
+    assert {"openai", "anthropic", "together", "google", "vllm", "local-server"} <= set(registry._PROVIDERS)
     assert registered_models()[config.PREFMATCHER_MODEL] is PrefMatcherModel
 
 
@@ -207,9 +207,9 @@ def test_check_passes_with_key(spec, variable, monkeypatch, fake_llm_env):
     monkeypatch.setenv(variable, "set")
     model = resolve_model(spec)
     model.check()
-    # check() reads the key and sends nothing; preflight() adds one models-list probe.
+    # check() reads the key and sends nothing; probe() sends one models-list request.
     assert fake_llm_env.model_list_requests == [] and fake_llm_env.requests == []
-    model.preflight()
+    model.probe()
     (probe,) = fake_llm_env.model_list_requests
     assert probe["path"].endswith("/models") and fake_llm_env.requests == []
 
