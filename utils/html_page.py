@@ -13,7 +13,6 @@ the script, ``\\XXXX`` escapes in the style sheet).
 from __future__ import annotations
 
 import base64
-import gzip
 import html
 import json
 import os
@@ -22,12 +21,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from cupid.utils.io import temporary_prefix
+import deflate
+from markdown_it import MarkdownIt
 
-try:
-    import deflate as _libdeflate
-except ImportError:  # an optional speed-up: zlib makes the same format
-    _libdeflate = None
+from cupid.utils.io import temporary_prefix
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -58,41 +55,17 @@ def byte_text(data: bytes) -> str:
     return data.decode("latin-1")
 
 
-def text_bytes(text: str) -> bytes:
-    """The inverse of ``byte_text`` (report.js's ``chunkBytes``, in Python)."""
-    return re.sub(b"\x01(.)", lambda m: bytes([m.group(1)[0] - 0x40]), text.encode("latin-1"), flags=re.S)
-
-
-def read_chunk(text: str) -> Any:
-    """A chunk's value back from its text (for tests and tools; the page does the same)."""
-    return json.loads(gzip.decompress(text_bytes(text)).decode("utf-8"))
-
-
-def gzip_bytes(raw: bytes) -> bytes:
-    """``raw`` as a gzip member. libdeflate (the ``deflate`` package) at level 6 makes a
-    member a little smaller than zlib's default level in a third of its time (a paper-scale
-    report compresses ~75 MB of JSON: ~1.8 s of CPU saved); its level 8 would save 2.5% of
-    the bytes for most of that time back. zlib at level 6 where libdeflate is not installed.
-    Both release the GIL, so chunks compress on other threads while the page is assembled."""
-    if _libdeflate is not None:
-        return _libdeflate.gzip_compress(raw, 6)
-    return gzip.compress(raw, compresslevel=6, mtime=0)
-
-
-def gzip_chunk(value: Any) -> str:
-    """``value`` as JSON, gzip-compressed, as a chunk's text: the page inflates it on demand."""
-    return gzip_text(compact_json(value))
-
-
 def gzip_text(text: str) -> str:
-    """``text`` (JSON), gzip-compressed, as a chunk's text."""
-    return byte_text(gzip_bytes(text.encode("utf-8")))
+    """``text`` (JSON), gzip-compressed, as a chunk's text: the page inflates it on demand.
+    libdeflate at level 6 makes a member a little smaller than zlib's default level in a third
+    of its time (a paper-scale report compresses ~75 MB of JSON), and releases the GIL, so
+    chunks compress on other threads while the page is assembled."""
+    return byte_text(deflate.gzip_compress(text.encode("utf-8"), 6))
 
 
-def chunk_element(name: str, value: Any = None, *, text: str | None = None) -> str:
-    """A data chunk: ``value`` encoded here, or ``text`` already made by ``gzip_text``."""
-    body = gzip_chunk(value) if text is None else text
-    return f'<script type="application/octet-stream" id="chunk-{esc(name)}">{body}</script>'
+def chunk_element(name: str, text: str) -> str:
+    """A data chunk whose ``text`` ``gzip_text`` made."""
+    return f'<script type="application/octet-stream" id="chunk-{esc(name)}">{text}</script>'
 
 
 def _ascii_html(text: str) -> str:
@@ -118,27 +91,26 @@ def data_uri(path: Path) -> str | None:
     return f"data:{kind};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
+def _opening(charset: str, title: str, style: str, body: str, extra_head: str = "") -> str:
+    """A document up to its body's end tag."""
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="{charset}">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{title}</title>\n<style>\n{style}\n</style>\n{extra_head}</head>\n<body>\n{body}\n")
+
+
 def page(title: str, body: str, *, scripts: tuple[str, ...] = (), extra_head: str = "") -> str:
     """A whole UTF-8 document: the shared stylesheet and the named scripts inlined."""
-    style = template("report.css")
     code = "\n".join(template(name) for name in scripts)
     script = f"<script>\n{code}\n</script>" if code else ""
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{esc(title)}</title>\n<style>\n{style}\n</style>\n{extra_head}</head>\n"
-            f"<body>\n{body}\n{script}\n</body>\n</html>\n")
+    return _opening("utf-8", esc(title), template("report.css"), body, extra_head) + f"{script}\n</body>\n</html>\n"
 
 
 def chunked_page(title: str, body: str, chunks: Iterable[str], *, scripts: tuple[str, ...] = ()) -> Iterator[str]:
     """A windows-1252 document in parts (write them with ``write_page``): ``body``, then the
     ``chunk_element`` strings, then the scripts. Text outside the chunks becomes ASCII."""
-    style = _ascii_css(template("report.css"))
-    code = _ascii_js("\n".join(template(name) for name in scripts))
-    yield (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="windows-1252">\n'
-           f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-           f"<title>{_ascii_html(esc(title))}</title>\n<style>\n{style}\n</style>\n</head>\n"
-           f"<body>\n{_ascii_html(body)}\n")
+    yield _opening("windows-1252", _ascii_html(esc(title)), _ascii_css(template("report.css")), _ascii_html(body))
     yield from chunks
+    code = _ascii_js("\n".join(template(name) for name in scripts))
     yield f"\n<script>\n{code}\n</script>\n</body>\n</html>\n" if code else "\n</body>\n</html>\n"
 
 
@@ -163,123 +135,45 @@ def write_page(path: str | Path, parts: Iterable[str]) -> Path:
 
 
 # ---------------------------------------------------------------------------------------
-# The subset of Markdown that report.md uses
+# report.md as HTML (markdown-it-py, CommonMark with tables; raw HTML and links stay text)
 # ---------------------------------------------------------------------------------------
-_IMAGE = re.compile(r"^!\[(?P<alt>[^\]]*)\]\((?P<src>[^)]+)\)\s*$")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
-
-
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
 
 
-def inline(text: str) -> str:
-    """Escape, then `code` and **bold**."""
-    parts = re.split(r"(`[^`]*`)", text)
-    out = []
-    for part in parts:
-        if len(part) >= 2 and part.startswith("`") and part.endswith("`"):
-            out.append(f"<code>{esc(part[1:-1])}</code>")
-        else:
-            out.append(re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", esc(part)))
-    return "".join(out)
-
-
-def _cells(line: str) -> list[str]:
-    body = line.strip()
-    body = body[1:] if body.startswith("|") else body
-    body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
-    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", body)]
-
-
-def _table(lines: list[str]) -> str:
-    header = _cells(lines[0])
-    rows = [_cells(line) for line in lines[2:]] if len(lines) > 1 and set(lines[1].replace("|", "").strip()) <= set("-: ") \
-        else [_cells(line) for line in lines[1:]]
-    head = "".join(f"<th>{inline(c)}</th>" for c in header)
-    body = []
-    for row in rows:
-        cls = ' class="paper"' if row and row[0].startswith("↳") else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{inline(c)}</td>" for c in row) + "</tr>")
-    return (f'<div class="table-wrap"><table class="md"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table></div>')
-
-
 def markdown_to_html(text: str, image_dir: Path | None = None) -> tuple[str, list[tuple[int, str, str]]]:
-    """HTML of ``text`` and its headings (level, id, title). Images named in the text are
-    read from ``image_dir`` and inlined; a missing one is said to be missing."""
-    out: list[str] = []
+    """HTML of ``text`` and its headings (level, id, title). An image alone in its paragraph
+    is read from ``image_dir`` and inlined as a figure; a missing one is said to be missing."""
+    md = MarkdownIt("commonmark", {"html": False}).enable("table").disable(["link", "autolink"])
     headings: list[tuple[int, str, str]] = []
-    used: set[str] = set()
-    lines = text.splitlines()
-    i = 0
-    paragraph: list[str] = []
 
-    def flush() -> None:
-        if paragraph:
-            out.append(f"<p>{inline(' '.join(paragraph))}</p>")
-            paragraph.clear()
+    def heading_open(tokens, idx, options, env) -> str:
+        level, title = int(tokens[idx].tag[1]), tokens[idx + 1].content
+        anchor, used = slug(title), {a for _, a, _ in headings}
+        while anchor in used:
+            anchor += "-x"
+        headings.append((level, anchor, title))
+        return f'<h{level} id="{anchor}">'
 
-    while i < len(lines):
-        line = lines[i]
-        stripped = line.strip()
-        if not stripped:
-            flush()
-            i += 1
-            continue
-        if stripped.startswith("```"):
-            flush()
-            i += 1
-            block = []
-            while i < len(lines) and not lines[i].strip().startswith("```"):
-                block.append(lines[i])
-                i += 1
-            i += 1
-            indent = min((len(b) - len(b.lstrip()) for b in block if b.strip()), default=0)
-            code = esc("\n".join(b[indent:] for b in block))
-            out.append(f'<div class="code-block"><pre><code>{code}</code></pre>'
-                       f'<button type="button" class="copy">Copy</button></div>')
-            continue
-        heading = _HEADING.match(stripped)
-        if heading:
-            flush()
-            level, title = len(heading.group(1)), heading.group(2)
-            anchor = slug(title)
-            while anchor in used:
-                anchor += "-x"
-            used.add(anchor)
-            headings.append((level, anchor, title))
-            out.append(f'<h{level} id="{anchor}">{inline(title)}</h{level}>')
-            i += 1
-            continue
-        if stripped.startswith("|"):
-            flush()
-            block = []
-            while i < len(lines) and lines[i].strip().startswith("|"):
-                block.append(lines[i])
-                i += 1
-            out.append(_table(block))
-            continue
-        if stripped.startswith("- "):
-            flush()
-            items = []
-            while i < len(lines) and lines[i].strip().startswith("- "):
-                items.append(f"<li>{inline(lines[i].strip()[2:])}</li>")
-                i += 1
-            out.append(f"<ul>{''.join(items)}</ul>")
-            continue
-        image = _IMAGE.match(stripped)
-        if image:
-            flush()
-            src = image.group("src")
-            uri = data_uri(image_dir / src) if image_dir is not None else None
-            if uri:
-                out.append(f'<figure><img alt="{esc(image.group("alt"))}" src="{uri}"></figure>')
-            else:
-                out.append(f'<p class="note">Figure {esc(src)} not found beside report.md.</p>')
-            i += 1
-            continue
-        paragraph.append(stripped)
-        i += 1
-    flush()
-    return "\n".join(out), headings
+    def lone_image(inline) -> bool:
+        return [c.type for c in inline.children or ()] == ["image"]
+
+    def image(tokens, idx, options, env) -> str:
+        alt, src = tokens[idx].content, tokens[idx].attrGet("src")
+        if len(tokens) > 1:  # an image inside text: its words only
+            return esc(alt)
+        uri = data_uri(image_dir / src) if image_dir is not None else None
+        return (f'<figure><img alt="{esc(alt)}" src="{uri}"></figure>' if uri
+                else f'<p class="note">Figure {esc(src)} not found beside report.md.</p>')
+
+    default = md.renderer.renderToken
+    md.renderer.rules.update(
+        heading_open=heading_open, image=image,
+        paragraph_open=lambda tokens, idx, *args: "" if lone_image(tokens[idx + 1]) else default(tokens, idx, *args),
+        paragraph_close=lambda tokens, idx, *args: "\n" if lone_image(tokens[idx - 1]) else default(tokens, idx, *args),
+        table_open=lambda *_: '<div class="table-wrap"><table class="md">',
+        table_close=lambda *_: "</table></div>\n",
+        tr_open=lambda tokens, idx, *_: '<tr class="paper">' if tokens[idx + 2].content.startswith("↳") else "<tr>",
+        fence=lambda tokens, idx, *_: (f'<div class="code-block"><pre><code>{esc(tokens[idx].content.rstrip())}'
+                                       f'</code></pre><button type="button" class="copy">Copy</button></div>\n'))
+    return md.render(text), headings

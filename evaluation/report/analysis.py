@@ -51,15 +51,12 @@ class Analysis:
         self._outcomes: dict[tuple, Outcome] = {}
         self._cells: dict[tuple, Cell] = {}
         self._paired: dict[tuple, S.PairedDifference | None] = {}
-        self.labels = self._labels()
+        # The paper's name of each model, unless two models share it.
+        names = {m: display_name(m) for m in sorted({run.model for run in self.runs})}
+        counts = Counter(names.values())
+        self.labels = {m: (name if counts[name] == 1 else m) for m, name in names.items()}
 
     # --- basics ------------------------------------------------------------------------
-    def _labels(self) -> dict[str, str]:
-        models = sorted({run.model for run in self.runs})
-        names = {m: display_name(m) for m in models}
-        counts = Counter(names.values())
-        return {m: (names[m] if counts[names[m]] == 1 else m) for m in models}
-
     def label(self, model: str) -> str:
         return self.labels.get(model, model)
 
@@ -71,10 +68,7 @@ class Analysis:
         return sorted({run.model for run in self.runs}, key=order)
 
     def run(self, model: str, setting: str) -> Run | None:
-        for run in self.runs:
-            if run.model == model and run.setting == setting:
-                return run
-        return None
+        return next((run for run in self.runs if run.key == (model, setting)), None)
 
     def outcome(self, run: Run, scorer: str, task: str) -> Outcome:
         key = (run.key, scorer, task)
@@ -150,24 +144,14 @@ class Analysis:
 
     def primary_scorer(self, task: str) -> str | None:
         """The plain (evaluator-matched) scorer most runs have; model-level figures use it."""
-        counts = Counter(s for run in self.runs for s in run.scorers
-                         if run.has_task(task, s) and "+" not in s)
-        if not counts:
-            counts = Counter(s for run in self.runs for s in run.scorers if run.has_task(task, s))
-        if not counts:
-            return None
-        return sorted(counts, key=lambda s: (-counts[s], s))[0]
+        counts = Counter(s for run in self.runs for s in run.scorers if run.has_task(task, s))
+        plain = Counter({s: n for s, n in counts.items() if "+" not in s}) or counts
+        return min(plain, key=lambda s: (-plain[s], s), default=None)
 
     def matcher_pairs(self) -> list[tuple[str, str]]:
         """(evaluator scorer, evaluator+matcher scorer) pairs found in the same runs."""
-        pairs = set()
-        for run in self.runs:
-            names = set(run.scorers)
-            for scorer in names:
-                base = scorer.partition("+")[0]
-                if "+" in scorer and base in names:
-                    pairs.add((base, scorer))
-        return sorted(pairs)
+        return sorted({(s.partition("+")[0], s) for run in self.runs for s in run.scorers
+                       if "+" in s and s.partition("+")[0] in run.scorers})
 
     # --- CSV rows ----------------------------------------------------------------------
     def csv_rows(self) -> list[dict]:
@@ -190,17 +174,11 @@ class Analysis:
             "run_dirs": ";".join(str(d) for d in run.directories), "exclude_filtered": self.exclude_filtered,
         }
         if cell.inference is not None:
-            row.update(inference_evaluated=cell.inference.n, inference_failed=len(cell.inference.failed),
-                       inference_missing=len(cell.inference.missing),
-                       inference_skipped=len(cell.inference.skipped),
-                       inference_flagged=len(cell.inference.flagged))
+            row.update(_outcome_columns("inference", cell.inference))
+            row.update({k: cell.pooled[k] for k in ("n_predicted_matched", "n_predicted", "n_true_matched", "n_true")})
             for name in S.INFERENCE_METRICS:
-                for prefix, ests in (("", cell.micro), ("macro_", cell.macro)):
-                    est = ests[name]
-                    row[f"{prefix}{name}"], row[f"{prefix}{name}_low"], row[f"{prefix}{name}_high"] = \
-                        est.value, est.low, est.high
-            for key in ("n_predicted_matched", "n_predicted", "n_true_matched", "n_true"):
-                row[key] = cell.pooled[key]
+                row.update(_estimate_columns(name, cell.micro[name]),
+                           **_estimate_columns(f"macro_{name}", cell.macro[name]))
             published = lookup(paper, "inference", run.setting, group, scorer_kind(scorer, matcher))
             if published:
                 row["paper_table_inference"] = published["table"]
@@ -208,18 +186,22 @@ class Analysis:
                     row[f"paper_{name}"] = published["values"][name] / 100
         shown = cell.selection
         row.update(sessions_shown=shown["sessions_shown"].value, history_tokens=shown["history_tokens"].value,
-                   model_input_tokens=shown["model_input_tokens"].value)
-        for name in ("recall", "precision"):
-            est = shown[name]
-            row[f"session_{name}"], row[f"session_{name}_low"], row[f"session_{name}_high"] = est.value, est.low, est.high
+                   model_input_tokens=shown["model_input_tokens"].value,
+                   **_estimate_columns("session_recall", shown["recall"]),
+                   **_estimate_columns("session_precision", shown["precision"]))
         if cell.generation is not None:
-            row.update(generation_evaluated=cell.generation.n, generation_failed=len(cell.generation.failed),
-                       generation_missing=len(cell.generation.missing),
-                       generation_skipped=len(cell.generation.skipped),
-                       generation_flagged=len(cell.generation.flagged),
-                       score=cell.score.value, score_low=cell.score.low, score_high=cell.score.high)
+            row.update(_outcome_columns("generation", cell.generation), **_estimate_columns("score", cell.score))
             published = lookup(paper, "generation", run.setting, group, "gpt-4o")
             if published:
                 row["paper_table_generation"] = published["table"]
                 row["paper_score"] = published["values"]["score"]
         return row
+
+
+def _outcome_columns(task: str, out: Outcome) -> dict:
+    return {f"{task}_evaluated": out.n, f"{task}_failed": len(out.failed), f"{task}_missing": len(out.missing),
+            f"{task}_skipped": len(out.skipped), f"{task}_flagged": len(out.flagged)}
+
+
+def _estimate_columns(name: str, est: S.Estimate) -> dict:
+    return {name: est.value, f"{name}_low": est.low, f"{name}_high": est.high}

@@ -3,7 +3,7 @@ tables and figure data."""
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,12 +29,11 @@ class ReportFiles:
     markdown: Path
     csv: Path
     figures: list[Path]
-    analysis: Analysis | None = None
-    gaps: list[Gap] = field(default_factory=list)
-    ignored: list[str] = field(default_factory=list)
-    exports: list[Path] = field(default_factory=list)   # error_types.csv and .jsonl, when there are cases
+    analysis: Analysis
+    gaps: list[Gap]
+    exports: list[Path]   # error_types.csv and .jsonl, when there are cases
     # Written into report.md, report.csv and report.html: files of two builds side by side show it.
-    build_id: str = ""
+    build_id: str
 
 
 def new_build_id() -> str:
@@ -61,27 +60,46 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
                                     f"evaluation run found){notes}")
         gaps = find_gaps(an, results_dir)
         output.mkdir(parents=True, exist_ok=True)
-        figure_data = [prf_bars_data(an), position_data(an), length_data(an), *matcher_data(an),
-                       inference_generation_data(an), summaries_data(an), strategies_figure_data(an)]
-        return _write_report(an, gaps, figure_data, results_dir, output, n_bootstrap=n_bootstrap, seed=seed,
-                             figures=figures)
+        build_id = new_build_id()
+        md = _markdown(an, gaps, results_dir, build_id)
+        figure_lines, written = _figures(an, output, figures)
+        md_path, csv_path = output / "report.md", output / "report.csv"
+        csv_rows = an.csv_rows()
+        add_csv_columns(an, csv_rows)
+        atomic_write_text(csv_path, render_csv(csv_rows, build_id))
+        cases = case_rows(an)
+        exports = [write_samples(cases, output / f"error_types.{kind}") for kind in ("csv", "jsonl")] if cases else []
+        atomic_write_text(md_path, "\n".join(md + figure_lines).rstrip() + "\n")
+        return ReportFiles(md_path, csv_path, written, an, gaps, exports, build_id)
 
 
-def _draw(figure_data: list, output: Path) -> str | None:
-    """Draws the figures; returns the line report.md shows instead when matplotlib is missing."""
-    try:
-        pyplot()
-    except ImportError as exc:
-        return f"figures not drawn: matplotlib is not installed ({exc})"
-    for data in figure_data:
-        if not data.skipped:
-            plotter(data.name)(data, output / f"{data.name}.png")
-    return None
+def _figures(an: Analysis, output: Path, draw: bool) -> tuple[list[str], list[Path]]:
+    """report.md's Figures section and the PNGs drawn (``draw``; none without matplotlib)."""
+    lines, written = ["## Figures", ""], []
+    if draw:
+        try:
+            pyplot()
+        except ImportError as exc:
+            draw, lines = False, lines + [f"figures not drawn: matplotlib is not installed ({exc})", ""]
+    for data in (prf_bars_data(an), position_data(an), length_data(an), *matcher_data(an),
+                 inference_generation_data(an), summaries_data(an), strategies_figure_data(an)):
+        lines += [f"### {data.title}", ""]
+        if data.skipped:
+            lines += [f"Not drawn: {data.skipped}.", ""]
+            continue
+        if draw:
+            path = output / f"{data.name}.png"
+            plotter(data.name)(data, path)
+            written.append(path)
+            lines += [f"![{data.title}]({path.name})", ""]
+        lines += [data.caption, ""]
+        if data.table:
+            lines += [data.table, ""]
+    return lines, written
 
 
-def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, results_dir: Path, output: Path, *,
-                  n_bootstrap: int, seed: int, figures: bool) -> ReportFiles:
-    build_id = new_build_id()
+def _markdown(an: Analysis, gaps: list[Gap], results_dir: Path, build_id: str) -> list[str]:
+    """report.md's lines up to its figures."""
     md = ["# CUPID evaluation report", "",
           f"Results: `{results_dir}` · generated {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')} · "
           f"build `{build_id}` (report.csv and report.html of this build name it too)",
@@ -89,9 +107,10 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, results_dir:
           f"All numbers are recomputed from the per-instance files. Inference P/R/F1 are percentages; "
           f"**micro** pools the match sums and checklist sizes over instances (as the released "
           f"results.json), **macro** averages per-instance scores (the paper's §2.3 formula). Brackets "
-          f"are 95% percentile bootstrap intervals clustered by persona ({n_bootstrap} resamples, seed {seed}): each "
-          f"resample draws personas, with all their instances, since a persona's three instances share its "
-          f"sessions and are not independent draws (resampling instances would give intervals up to √3 too narrow). "
+          f"are 95% percentile bootstrap intervals clustered by persona ({an.n_bootstrap} resamples, seed "
+          f"{an.seed}): each resample draws personas, with all their instances, since a persona's three instances "
+          f"share its sessions and are not independent draws (resampling instances would give intervals up to √3 too "
+          f"narrow). "
           f"`n` = evaluated instances / instances that apply (see Coverage). Rows `↳ paper` hold the published numbers "
           f"(only for the exact model versions of the paper's Table 8; the paper used 756 instances and "
           f"{PAPER_EVALUATOR} as evaluator; the label says so when ours differs). The paper reports its inference "
@@ -139,32 +158,4 @@ def _write_report(an: Analysis, gaps: list[Gap], figure_data: list, results_dir:
     if strategies:
         md += [strategies, ""]
     md += [differences_section(an), ""]
-
-    def figures_section(plot_error: str | None) -> tuple[list[str], list[Path]]:
-        lines, written = ["## Figures", ""], []
-        if plot_error:
-            lines += [plot_error, ""]
-        for data in figure_data:
-            lines += [f"### {data.title}", ""]
-            if data.skipped:
-                lines += [f"Not drawn: {data.skipped}.", ""]
-                continue
-            if figures and not plot_error:
-                path = output / f"{data.name}.png"
-                written.append(path)
-                lines += [f"![{data.title}]({path.name})", ""]
-            lines += [data.caption, ""]
-            if data.table:
-                lines += [data.table, ""]
-        return lines, written
-
-    md_path, csv_path = output / "report.md", output / "report.csv"
-    csv_rows = an.csv_rows()
-    add_csv_columns(an, csv_rows)
-    atomic_write_text(csv_path, render_csv(csv_rows, build_id))
-    cases = case_rows(an)
-    exports = [write_samples(cases, output / f"error_types.{kind}") for kind in ("csv", "jsonl")] if cases else []
-    lines, written = figures_section(_draw(figure_data, output) if figures else None)
-    atomic_write_text(md_path, "\n".join(md + lines).rstrip() + "\n")
-    return ReportFiles(md_path, csv_path, written, an, gaps, an.ignored, exports, build_id=build_id)
-
+    return md

@@ -2,16 +2,8 @@
 paired differences, failure counts, the paper's published numbers next to ours, and
 the figures (P/R/F1 bars, Figures 3, 4, 5 and 9).
 
-    python -m evaluation.report RESULTS_DIR [--output DIR] [--n_bootstrap 1000] [--seed 0]
-    python -m evaluation.report RESULTS_DIR --export samples.jsonl   # or .parquet, .csv
-    python -m evaluation.report RESULTS_DIR --error_types            # classify for Table 2 first
-
-Reads every directory under RESULTS_DIR holding a run.json (grouped by the model and
-setting it names), recomputes every number from the per-instance files, and writes
-report.md, report.csv, PNG figures and report.html to --output (default RESULTS_DIR).
-With --export or --push_to_hub it writes the per-sample rows instead (one per model,
-setting, scorer and instance; docs/results_format.md) and no report. With --error_types it
-first has the evaluator classify the low-F1 inferences for Table 2 (report/error_types.py).
+The command line of ``cupid-report`` (``python -m evaluation.report``); docs/report.md says
+what it writes, --export's rows and --error_types' classification.
 """
 from __future__ import annotations
 
@@ -88,9 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                              n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
                              figures=not args.no_figures, exclude_filtered=args.exclude_filtered)
         html = None if args.no_html else write_html_report(
-            args.results_dir, files.markdown.parent, runs=files.analysis.runs,
-            model_order=files.analysis.models(), labels=files.analysis.labels, data_paths=args.data,
-            analysis=files.analysis, build_id=files.build_id)
+            args.results_dir, files.markdown.parent, data_paths=args.data, analysis=files.analysis,
+            build_id=files.build_id)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -98,15 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         return write_failed(exc, args.output or args.results_dir, "the results are untouched (the "
                             "report only reads them): make room, or give a writable --output, and "
                             "run the report again")
-    print(f"wrote {files.markdown}")
-    print(f"wrote {files.csv}")
-    for path in files.exports:
+    for path in [files.markdown, files.csv, *files.exports, *files.figures, *([html] if html else [])]:
         print(f"wrote {path}")
-    for path in files.figures:
-        print(f"wrote {path}")
-    if html is not None:
-        print(f"wrote {html}")
-    for note in files.ignored:
+    for note in files.analysis.ignored:
         print(f"note: {note}")
     if files.gaps:
         print(f"\nNot in this report ({len(files.gaps)}; see report.md, \"What this report cannot show yet\"):")

@@ -21,25 +21,13 @@ TASKS = (("inference", "f1", fmt_pct), ("generation", "j", fmt_score))
 
 
 def _side(d: S.PairedDifference, fmt, n_bootstrap: int, reverse: bool) -> dict[str, Any]:
-    if reverse:
-        value_a, value_b = d.value_b, d.value_a
-        est = S.Estimate(None if d.difference is None else -d.difference,
-                         None if d.high is None else -d.high, None if d.low is None else -d.low, d.n)
-    else:
-        value_a, value_b = d.value_a, d.value_b
-        est = S.Estimate(d.difference, d.low, d.high, d.n)
+    """A − B as the page shows it, or B − A when ``reverse``."""
+    sign = -1 if reverse else 1
+    low, high = (d.high, d.low) if reverse else (d.low, d.high)
+    est = S.Estimate(*(None if v is None else sign * v for v in (d.difference, low, high)), d.n)
+    value_a, value_b = (d.value_b, d.value_a) if reverse else (d.value_a, d.value_b)
     return {"n": d.n, "a": fmt(value_a), "b": fmt(value_b), "d": fmt_ci(est, fmt),
             "p": fmt_p(d.p_value, n_bootstrap), "diff": est.value, "low": est.low, "high": est.high}
-
-
-def _entry(an: Analysis, run_a: Run, scorer_a: str, run_b: Run, scorer_b: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for task, key, fmt in TASKS:
-        d = an.paired(run_a, scorer_a, run_b, scorer_b, task)
-        if d is not None and d.n:
-            out[key] = _side(d, fmt, an.n_bootstrap, False)
-            out[key + "_rev"] = _side(d, fmt, an.n_bootstrap, True)
-    return out
 
 
 def paired_entries(an: Analysis, runs: list[Run], scorers: list[str]) -> dict[str, Any]:
@@ -50,38 +38,26 @@ def paired_entries(an: Analysis, runs: list[Run], scorers: list[str]) -> dict[st
     scorer_index = {s: k for k, s in enumerate(scorers)}
     pairs: dict[str, Any] = {}
 
-    def key(ra: int, sa: int, rb: int, sb: int) -> tuple[str, bool]:
-        first, second = (ra, sa), (rb, sb)
-        if first <= second:
-            return f"{ra}:{sa}|{rb}:{sb}", False
-        return f"{rb}:{sb}|{ra}:{sa}", True
-
     def add(run_a: Run, scorer_a: str, run_b: Run, scorer_b: str) -> None:
-        ra, rb = position[run_a.key], position[run_b.key]
-        sa, sb = scorer_index[scorer_a], scorer_index[scorer_b]
-        name, swapped = key(ra, sa, rb, sb)
-        if name in pairs:
-            return
-        if swapped:
-            run_a, scorer_a, run_b, scorer_b = run_b, scorer_b, run_a, scorer_a
-        entry = _entry(an, run_a, scorer_a, run_b, scorer_b)
+        entry = {}
+        for task, key, fmt in TASKS:
+            d = an.paired(run_a, scorer_a, run_b, scorer_b, task)
+            if d is not None and d.n:
+                entry[key] = _side(d, fmt, an.n_bootstrap, False)
+                entry[key + "_rev"] = _side(d, fmt, an.n_bootstrap, True)
         if entry:
-            pairs[name] = entry
+            a, b = f"{position[run_a.key]}:{scorer_index[scorer_a]}", f"{position[run_b.key]}:{scorer_index[scorer_b]}"
+            pairs[f"{a}|{b}"] = entry
 
     for i, run_a in enumerate(runs):
-        for scorer_a in run_a.scorers:
-            for scorer_b in run_a.scorers:
-                if scorer_a < scorer_b:
-                    add(run_a, scorer_a, run_a, scorer_b)
+        own = sorted(run_a.scorers, key=scorer_index.get)
+        for k, scorer_a in enumerate(own):
+            for scorer_b in own[k + 1:]:
+                add(run_a, scorer_a, run_a, scorer_b)
             for run_b in runs[i + 1:]:
                 if scorer_a in run_b.scorers and (run_a.model == run_b.model or run_a.setting == run_b.setting):
                     add(run_a, scorer_a, run_b, scorer_a)
-    rows = []
-    for run_a, scorer_a, run_b, scorer_b, task in getattr(an, "difference_rows", []):
-        if run_a.key not in position or run_b.key not in position:
-            rows.append(None)
-            continue
-        rows.append({"a": [position[run_a.key], scorer_index[scorer_a]],
-                     "b": [position[run_b.key], scorer_index[scorer_b]],
-                     "m": "f1" if task == "inference" else "j"})
+    rows = [{"a": [position[run_a.key], scorer_index[scorer_a]], "b": [position[run_b.key], scorer_index[scorer_b]],
+             "m": "f1" if task == "inference" else "j"}
+            for run_a, scorer_a, run_b, scorer_b, task in getattr(an, "difference_rows", [])]
     return {"pairs": pairs, "rows": rows}

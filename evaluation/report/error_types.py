@@ -1,25 +1,15 @@
 """Table 2's error types over a results directory (``cupid-report RESULTS --error_types``):
 which low-F1 inferences are drawn, the evaluator's classification of each
-(evaluation/steps/error_type.py), where the records live, and reading them back.
+(evaluation/steps/error_type.py), where the records live (``error_types/`` beside the run's
+instance files), and reading them back. The draw and the files: docs/report.md and
+docs/results_format.md.
 
-The draw, per model: the default-setting instances whose per-instance F1 under the report's
-primary inference scorer is below ``f1_below`` (the paper: 20%) are eligible; up to
-``per_model`` (the paper: 50) of them are drawn with ``random.Random(seed).sample`` over the
-sorted ids, so the same eligible set always gives the same draw. Each drawn inference is
-classified by the evaluator (temperature 0) through the Model seam (response cache, pacing,
-retries, ``--batch``) and by the pipeline's own asker (``InstanceSteps``), so a record is
-written at once, an unusable answer is asked again, and a classification that still fails is
-recorded failed with its reason and raw answers: counted in Table 2, never dropped.
-
-On disk, beside the run's instance files (in its first directory)::
-
-    error_types/sample.json       the draw: scorer, classifier, threshold, cap, seed, eligible and drawn ids
-    error_types/<instance>.json   one drawn instance: its F1 and inferred preference, and the
-                                  step record under evaluations[<classifier label>].steps
-
-A rerun reads the done records back and asks again only what failed (from the next answer
-variant) or was not reached; a record whose inferred preference is no longer the run's is
-asked afresh.
+Each drawn inference is asked by the pipeline's own asker (``InstanceSteps``) through the
+Model seam, so a record is written at once, an unusable answer is asked again, and a
+classification that still fails is recorded failed with its reason and raw answers: counted
+in Table 2, never dropped. A rerun reads the done records back and asks again only what
+failed (from the next answer variant) or was not reached; a record whose inferred preference
+is no longer the run's is asked afresh.
 """
 from __future__ import annotations
 

@@ -20,7 +20,6 @@ class FigureData:
     caption: str
     table: str = ""
     payload: dict = field(default_factory=dict)
-    file: str | None = None
     skipped: str | None = None
 
 
@@ -225,18 +224,13 @@ def inference_generation_data(an: Analysis) -> FigureData:
     inf_scorer, gen_scorer = an.primary_scorer("inference"), an.primary_scorer("generation")
     fig = FigureData("fig5_inference_vs_generation", "Figure 5: inference F1 against generation score", "")
     points = []
-    for model in an.models():
-        run = an.run(model, "default")
-        if run is None or inf_scorer not in run.scorers or gen_scorer not in run.scorers:
-            continue
-        if not (run.has_task("inference", inf_scorer) and run.has_task("generation", gen_scorer)):
-            continue
+    judged = {run.key for run in _default_runs(an, gen_scorer, "generation")[0]}
+    for run in _default_runs(an, inf_scorer, "inference")[0]:
         f1 = an.cell(run, inf_scorer, "all")
-        score = an.cell(run, gen_scorer, "all")
-        if f1.micro["f1"].value is None or score.score.value is None:
-            continue
-        points.append((an.label(model), f1.micro["f1"].value, score.score.value,
-                       f1.inference.n, score.generation.n))
+        score = an.cell(run, gen_scorer, "all") if run.key in judged else None
+        if score is not None and f1.micro["f1"].value is not None and score.score.value is not None:
+            points.append((an.label(run.model), f1.micro["f1"].value, score.score.value,
+                           f1.inference.n, score.generation.n))
     if not points:
         fig.skipped = "no model has both inference and generation results in the default setting"
         return fig

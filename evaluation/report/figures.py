@@ -13,7 +13,9 @@ Rules every figure keeps, so that a reader can trust it at a glance:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from cupid.evaluation.report.format import fmt_r
+from cupid.evaluation.report.statistics import Correlation
 
 F1_LIMITS = (0, 100)
 JUDGE_LIMITS = (1, 10)
@@ -27,8 +29,8 @@ def pyplot():
     return plt
 
 
-def _save(plt, fig, path: Path) -> None:
-    fig.tight_layout()
+def _save(plt, fig, path: Path, rect: tuple = (0, 0, 1, 1)) -> None:
+    fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -39,41 +41,36 @@ def _pad(limits: tuple[float, float], share: float = 0.04) -> tuple[float, float
     return limits[0] - share * span, limits[1] + 2.5 * share * span
 
 
-def _corr_text(corr: Any) -> str:
-    if corr.r is None:
-        return f"r not computed: {corr.note} (n = {corr.n})"
-    p = "" if corr.p_value is None else (", p < 0.001" if corr.p_value < 0.001 else f", p = {corr.p_value:.3f}")
-    return f"r = {corr.r:.3f}{p} (n = {corr.n})"
+def _corr_text(corr: Correlation) -> str:
+    return f"r not computed: {corr.note} (n = {corr.n})" if corr.r is None else fmt_r(corr)
 
 
-def _points(ax, xs, ys, ns, *, color, min_n: int, label: str | None, marker="o", size=6,
-            annotate=True, linestyle="-", linewidth=1.5, zorder=3, label_below=False):
-    """A line through the points, filled markers where n >= min_n and hollow ones below,
-    each point labelled with its n (above it, or below for a background series)."""
-    if not xs:
-        return
+def _points(ax, points: list[tuple], *, color, min_n: int, label: str | None, marker="o", size=6,
+            annotate=True, linestyle="-", linewidth=1.5, zorder=3, label_below=False) -> bool:
+    """A line through the points (x, y, n), filled markers where n >= min_n and hollow ones
+    below, each point labelled with its n (above it, or below for a background series).
+    Whether a point is hollow."""
+    if not points:
+        return False
+    xs, ys, _ = zip(*points)
     ax.plot(xs, ys, linestyle=linestyle, linewidth=linewidth, color=color, zorder=zorder, label=label,
             marker=marker, markersize=size, markeredgewidth=1.5)
-    few = [(x, y) for x, y, n in zip(xs, ys, ns) if n < min_n]
+    few = [(x, y) for x, y, n in points if n < min_n]
     if few:
         ax.plot([x for x, _ in few], [y for _, y in few], marker=marker, markersize=size, color=color,
                 markerfacecolor="white", markeredgewidth=1.5, linestyle="none", zorder=zorder + 1)
     if annotate:
-        for x, y, n in zip(xs, ys, ns):
+        for x, y, n in points:
             ax.annotate(f"n={n}", (x, y), textcoords="offset points", xytext=(0, -12 if label_below else 6),
                         ha="center", fontsize=6.5, color=color)
+    return bool(few)
 
 
-def _shared_ns(series: list[list[tuple]], n_positions: int) -> list[int | None] | None:
-    """Per x position, the n every series shares there (None where no series has a point);
-    None when some position's series disagree (each point then carries its own n)."""
-    shared: list[int | None] = []
-    for k in range(n_positions):
-        ns = {values[k][1] for values in series if values[k][0] is not None}
-        if len(ns) > 1:
-            return None
-        shared.append(ns.pop() if ns else None)
-    return shared
+def _yerr(estimates, scale: float) -> list[list[float]]:
+    """The error bars below and above each estimate (none without an interval)."""
+    values = [e.value or 0 for e in estimates]
+    return [[scale * (v - (v if e.low is None else e.low)) for v, e in zip(values, estimates)],
+            [scale * ((v if e.high is None else e.high) - v) for v, e in zip(values, estimates)]]
 
 
 def _n_ranges(series: list[list[tuple]], n_positions: int) -> list[str | None]:
@@ -83,6 +80,13 @@ def _n_ranges(series: list[list[tuple]], n_positions: int) -> list[str | None]:
         ns = sorted({values[k][1] for values in series if values[k][0] is not None})
         out.append(None if not ns else (str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"))
     return out
+
+
+def _shared_ns(series: list[list[tuple]], n_positions: int) -> list[str | None] | None:
+    """``_n_ranges`` when every series shares its position's n, else None (each point then
+    carries its own n)."""
+    ranges = _n_ranges(series, n_positions)
+    return None if any(r and "–" in r for r in ranges) else ranges
 
 
 def _n_row(ax, xs, ns, text: str = "n={n}") -> None:
@@ -109,10 +113,8 @@ def plot_prf_bars(data, path: Path) -> None:
     width = 0.26
     for k, (metric, color) in enumerate((("precision", "#4C72B0"), ("recall", "#DD8452"), ("f1", "#55A868"))):
         values = [100 * (b[metric].value or 0) for b in bars]
-        low = [100 * ((b[metric].value or 0) - (b[metric].low if b[metric].low is not None else b[metric].value or 0)) for b in bars]
-        high = [100 * ((b[metric].high if b[metric].high is not None else b[metric].value or 0) - (b[metric].value or 0)) for b in bars]
-        rects = ax.bar(x + (k - 1) * width, values, width, yerr=[low, high], capsize=3, color=color,
-                       label={"precision": "Precision", "recall": "Recall", "f1": "F1"}[metric])
+        rects = ax.bar(x + (k - 1) * width, values, width, yerr=_yerr([b[metric] for b in bars], 100), capsize=3,
+                       color=color, label={"precision": "Precision", "recall": "Recall", "f1": "F1"}[metric])
         for rect, value in zip(rects, values):
             ax.annotate(f"{value:.0f}", (rect.get_x() + rect.get_width() / 2, 1), ha="center",
                         va="bottom", fontsize=6.5, color="white" if value > 8 else "black")
@@ -141,16 +143,12 @@ def plot_position(data, path: Path) -> None:
     # With several models sharing each position's n, the n is written once per position.
     shared = _shared_ns(list(per_model.values()), len(xs)) if several else None
     if several:
-        overall = [(x, 100 * v, n) for x, (v, n) in zip(xs, data.payload["overall"]) if v is not None]
-        any_few |= any(n < min_n for _, _, n in overall)
-        _points(ax, [p[0] for p in overall], [p[1] for p in overall], [p[2] for p in overall],
-                color="black", min_n=min_n, label="All models (mean)", linestyle="--", linewidth=2.5,
-                size=8, zorder=2, label_below=True, annotate=shared is None)
+        any_few |= _points(ax, [(x, 100 * v, n) for x, (v, n) in zip(xs, data.payload["overall"]) if v is not None],
+                           color="black", min_n=min_n, label="All models (mean)", linestyle="--", linewidth=2.5,
+                           size=8, zorder=2, label_below=True, annotate=shared is None)
     for i, (label, values) in enumerate(per_model.items()):
-        pts = [(x, 100 * v, n) for x, (v, n) in zip(xs, values) if v is not None]
-        any_few |= any(n < min_n for _, _, n in pts)
-        _points(ax, [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts],
-                color=colors[i % len(colors)], min_n=min_n, label=label, annotate=shared is None, zorder=4)
+        any_few |= _points(ax, [(x, 100 * v, n) for x, (v, n) in zip(xs, values) if v is not None],
+                           color=colors[i % len(colors)], min_n=min_n, label=label, annotate=shared is None, zorder=4)
     if shared is not None:
         _n_row(ax, xs, shared, "n={n}\neach")
     ax.set_xlabel("Mean position of the relevant sessions in the history (1 = oldest)")
@@ -185,10 +183,8 @@ def plot_length(data, path: Path) -> None:
         # One series: n beside each point. Several: n along the bottom, once per bin (a range
         # when the series differ), since labels on every point overlap.
         for i, (label, values) in enumerate(lines.items()):
-            pts = [(k, scale * v, n) for k, (v, n) in enumerate(values) if v is not None]
-            any_few |= any(n < min_n for _, _, n in pts)
-            _points(ax, [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts],
-                    color=colors[i % len(colors)], min_n=min_n, label=label, annotate=len(lines) == 1)
+            any_few |= _points(ax, [(k, scale * v, n) for k, (v, n) in enumerate(values) if v is not None],
+                               color=colors[i % len(colors)], min_n=min_n, label=label, annotate=len(lines) == 1)
         if shared is not None:
             _n_row(ax, range(len(bins)), shared, "n={n} each")
         elif len(lines) > 1:
@@ -288,13 +284,12 @@ def plot_summaries(data, path: Path) -> None:
                     color="lightgray", linewidth=1, zorder=1)
             for (key, label, color, marker, offset), paper in zip(settings, point["paper"]):
                 est, x = point[key], k + offset
-                low, high = (est.low, est.high) if est.low is not None else (est.value, est.value)
                 any_few |= est.n < min_n
-                ax.errorbar(x, scale * est.value, yerr=[[scale * (est.value - low)], [scale * (high - est.value)]],
+                ax.errorbar(x, scale * est.value, yerr=_yerr([est], scale),
                             fmt=marker, color=color, markerfacecolor="white" if est.n < min_n else color, capsize=3,
                             markersize=7, label=None if key in labelled else label, zorder=3)
                 labelled.add(key)
-                ax.annotate(f"n={est.n}", (x, scale * high), textcoords="offset points", xytext=(0, 4), ha="center",
+                ax.annotate(f"n={est.n}", (x, scale * (est.value if est.high is None else est.high)), textcoords="offset points", xytext=(0, 4), ha="center",
                             fontsize=6.5, color=color)
                 if paper is not None:
                     ax.plot(x, scale * paper, marker="x", color="black", markersize=6, linestyle="none", zorder=4,
@@ -314,7 +309,6 @@ def plot_summaries(data, path: Path) -> None:
                   title_fontsize=6.5)
         _few_note(ax, any_few, min_n)
     _save(plt, fig, path)
-
 
 
 def plot_strategies(data, path: Path) -> None:
@@ -339,9 +333,8 @@ def plot_strategies(data, path: Path) -> None:
             ns.append([(e.value, e.n) if e is not None and e.value is not None else (None, 0) for e in values])
             drawn = [(k, e) for k, e in enumerate(values) if e is not None and e.value is not None]
             ax.errorbar([k + offset for k, _ in drawn], [scale * e.value for _, e in drawn],
-                        yerr=[[scale * (e.value - (e.low if e.low is not None else e.value)) for _, e in drawn],
-                              [scale * ((e.high if e.high is not None else e.value) - e.value) for _, e in drawn]],
-                        fmt="o", linestyle="none", color=colors[i % len(colors)], capsize=3, label=model)
+                        yerr=_yerr([e for _, e in drawn], scale), fmt="o", linestyle="none",
+                        color=colors[i % len(colors)], capsize=3, label=model)
         _n_row(ax, range(len(settings)), _n_ranges(ns, len(settings)), "n={n}")
         ax.set_xticks(range(len(settings)))
         ax.set_xticklabels(labels, fontsize=7.5, rotation=20, ha="right")
@@ -352,10 +345,7 @@ def plot_strategies(data, path: Path) -> None:
     handles, names = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=min(6, max(1, len(names))), fontsize=8,
                title="model: point and 95% interval (personas resampled); n = instances", title_fontsize=7)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
+    _save(plt, fig, path, rect=(0, 0.12, 1, 1))
 
 
 PLOTTERS = {"fig_prf1": plot_prf_bars, "fig_strategies": plot_strategies, "fig3_position": plot_position,

@@ -49,8 +49,7 @@ FLAG = "⚑"
 # A figure's point or bin resting on fewer instances is drawn hollow (Figure 3) or merged
 # into fewer bins (Figure 9): one instance must not look like a trend.
 DEFAULT_MIN_BIN_SIZE = 5
-TYPE_TITLES = {"all": "All", "consistent": "Consistent", "contrastive": "Contrastive",
-               "changing": "Changing"}
+TYPE_TITLES = {group: group.capitalize() for group in GROUPS}
 
 
 def fmt_pct(value: float | None) -> str:
@@ -95,7 +94,6 @@ def csv_value(value: Any) -> Any:
     if isinstance(value, float):
         return round(value, 6)
     return value
-
 
 
 def render_csv(rows: list[dict], build_id: str = "") -> str:

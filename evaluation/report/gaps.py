@@ -103,18 +103,13 @@ def find_gaps(an, results_dir: Path) -> list[Gap]:
     gen_scorer = an.primary_scorer("generation")
     evaluator = (an.scorer_parts(inf_scorer or gen_scorer)[0] if (inf_scorer or gen_scorer) else None)
     models = an.models()
-    specs = {}
-    for model in models:
-        runs = [r for r in an.runs if r.model == model]
-        default = an.run(model, "default")
-        specs[model] = run_command(default or runs[0], evaluator)
+    specs = {m: run_command(an.run(m, "default") or next(r for r in an.runs if r.model == m), evaluator)
+             for m in models}
 
     def has(model: str, setting: str, task: str, scorer: str | None = None) -> bool:
         run = an.run(model, setting)
-        if run is None:
-            return False
-        if scorer is None:
-            return task in run.tasks
+        if run is None or scorer is None:
+            return run is not None and task in run.tasks
         return scorer in run.scorers and run.has_task(task, scorer)
 
     def per_model(item: str, setting: str, tasks: tuple[str, ...], what: str) -> None:

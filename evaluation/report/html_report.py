@@ -1,7 +1,5 @@
-"""report.html: the summary of report.md, an instance browser and instance pages in one file.
-
-    python -m evaluation.report RESULTS_DIR            # writes report.html beside report.md
-    python -m evaluation.report RESULTS_DIR --data_dir data/sample
+"""report.html: the summary of report.md, an instance browser and instance pages in one file
+(docs/report.md).
 
 The summary (tables with their intervals, figures) is static HTML painted at once. The
 instance browser, instance pages and the compare view are drawn by the inlined script
@@ -23,12 +21,10 @@ from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.instance_data import load_instance_data
 from cupid.evaluation.report.payload import Payload
-from cupid.evaluation.report.published import display_name
-from cupid.evaluation.report.results import Run
 from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
-from cupid.evaluation.report.statistics import one_blas_thread
 from cupid.utils.cycle_collection import paused_cycle_collection
-from cupid.utils.html_page import chunk_element, chunked_page, esc, markdown_to_html, write_page
+from cupid.utils.html_page import (chunk_element, chunked_page, compact_json, esc, gzip_text, markdown_to_html,
+                                   write_page)
 
 
 def _worst_section(payload: Payload) -> str:
@@ -46,7 +42,7 @@ def _worst_section(payload: Payload) -> str:
             run = payload.runs[payload.rows["run"][row]]
             value = payload.metrics[scorer][key][row]
             items.append(f'<li><a class="worst-link" href="#i={row}&amp;s={scorer}&amp;from=worst-{key}">{esc(fmt(value))} · '
-                         f'{esc(inst["id"])} · {esc(payload.labels.get(run.model, run.model))} '
+                         f'{esc(inst["id"])} · {esc(payload.analysis.label(run.model))} '
                          f'({esc(run.setting)})</a></li>')
         blocks.append(f'<div class="worst"><h3>{title} <span class="muted">scorer '
                       f'<code>{esc(payload.scorers[scorer])}</code></span></h3><ol>{"".join(items)}</ol></div>')
@@ -81,7 +77,7 @@ def _error_cases_section(payload: Payload) -> str:
         run = payload.runs[run_index]
         lists = "".join(f'<h4>{esc(kind)} ({len(groups[kind])})</h4><ol>{"".join(groups[kind])}</ol>'
                         for kind in (*ERROR_TYPES, "Failed", "Not classified yet") if kind in groups)
-        blocks.append(f'<div class="worst error-cases"><h3>{esc(payload.labels.get(run.model, run.model))} '
+        blocks.append(f'<div class="worst error-cases"><h3>{esc(payload.analysis.label(run.model))} '
                       f'<span class="muted">classified by <code>{esc(classified.sample["classifier"])}</code></span>'
                       f'</h3>{lists}</div>')
     return (f'<section class="glance"><h3 id="error-type-cases">The classified cases</h3><p class="muted">Each '
@@ -108,9 +104,9 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
     note_html = "".join(f'<p class="warning">{esc(n)}</p>' for n in notes)
 
     def chunks() -> Iterator[str]:
-        yield chunk_element("index", index)
+        yield chunk_element("index", gzip_text(compact_json(index)))
         for name, text in payload.chunks:
-            yield chunk_element(name, text=text.result())
+            yield chunk_element(name, text.result())
 
     build = f' <span class="muted" id="build">build {esc(build_id)}</span>' if build_id else ""
     body = f"""<header class="top"><span class="brand">CUPID report</span>{build}
@@ -128,38 +124,28 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
     return chunked_page(title, body, chunks(), scripts=("report.js",))
 
 
-def write_html_report(results_dir: str | Path, output_dir: str | Path, *, runs: list[Run] | None = None,
-                      model_order: list[str] | None = None, labels: dict[str, str] | None = None,
-                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None,
-                      build_id: str | None = None) -> Path:
-    """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in
-    ``output_dir`` and the run directories under ``results_dir``. ``build_id``: the build this
-    page belongs to (build.py); a report.md of another build is said so."""
-    with paused_cycle_collection():
-        return _write_html_report(Path(results_dir), Path(output_dir), runs=runs, model_order=model_order,
-                                  labels=labels, data_paths=data_paths, analysis=analysis, build_id=build_id)
-
-
 _BUILD = re.compile(r"build `([^`]+)`")
 
 
-def _write_html_report(results_dir: Path, output_dir: Path, *, runs: list[Run] | None, model_order: list[str] | None,
-                       labels: dict[str, str] | None, data_paths: Iterable[str | Path] | None,
-                       analysis: Analysis | None, build_id: str | None) -> Path:
-    if runs is None:
+def write_html_report(results_dir: str | Path, output_dir: str | Path, *,
+                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None,
+                      build_id: str | None = None) -> Path:
+    """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in ``output_dir``
+    and the runs of ``analysis`` (read from ``results_dir`` when not given). ``build_id``: the
+    build this page belongs to (build.py); a report.md of another build is said so."""
+    results_dir, output_dir = Path(results_dir), Path(output_dir)
+    with paused_cycle_collection():
         analysis = analysis or Analysis(results_dir)
-        runs = analysis.runs
-    if not runs:
-        raise FileNotFoundError(f"{results_dir}: no run directories (no run.json found)")
-    models = model_order or sorted({r.model for r in runs})
-    labels = labels or {m: display_name(m) for m in models}
-    S.release_caches()  # the tables' resampling weights are not needed past this point
-    instance_data, notes = load_instance_data(runs, results_dir, data_paths)
-    for run in runs:
-        notes += run.warnings[:5]
-    title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
-    with one_blas_thread(), Payload(runs, models, labels, instance_data, analysis) as payload:
-        index = payload.index(notes, title)  # the compare view's paired differences
+        if not analysis.runs:
+            raise FileNotFoundError(f"{results_dir}: no run directories (no run.json found)")
+        S.release_caches()  # the tables' resampling weights are not needed past this point
+        instance_data, notes = load_instance_data(analysis.runs, results_dir, data_paths)
+        for run in analysis.runs:
+            notes += run.warnings[:5]
+        title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
+        with S.one_blas_thread():
+            payload = Payload(analysis, instance_data)
+            index = payload.index(notes, title)  # the compare view's paired differences
         md_path = output_dir / "report.md"
         report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
         found = _BUILD.search(report_md)

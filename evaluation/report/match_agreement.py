@@ -36,7 +36,6 @@ class Pair:
     preference: str
     checklist: tuple[str, ...]
     labels: tuple[str, ...] = ()
-    source: str = ""
 
 
 def pair_id(preference: str, checklist) -> str:
@@ -50,7 +49,7 @@ def scorer_pairs(results_dir: str | Path) -> dict[str, dict[str, Pair]]:
     the first of a scorer's labellings of one pair is kept."""
     found: dict[str, dict[str, Pair]] = {}
     for run in load_runs(results_dir, keep_raw=False):
-        for instance_id, data in sorted(run.instances.items()):
+        for _, data in sorted(run.instances.items()):
             for scorer, evaluation in sorted((data.get("evaluations") or {}).items()):
                 for step in MATCH_STEPS:
                     record = ((evaluation or {}).get("steps") or {}).get(step) or {}
@@ -60,9 +59,8 @@ def scorer_pairs(results_dir: str | Path) -> dict[str, dict[str, Pair]]:
                         continue
                     checklist = tuple(r["entry"] for r in results)
                     key = pair_id(preference, checklist)
-                    found.setdefault(scorer, {}).setdefault(key, Pair(
-                        key, preference, checklist, tuple(r["label"] for r in results),
-                        f"{run.model} [{run.setting}] {instance_id} {step}"))
+                    found.setdefault(scorer, {}).setdefault(key, Pair(key, preference, checklist,
+                                                                      tuple(r["label"] for r in results)))
     return found
 
 

@@ -5,13 +5,13 @@ each compressed on a thread while the next run is read."""
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
 from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.compare_data import paired_entries
 from cupid.evaluation.report.error_types import Classified, load as load_error_types
-from cupid.evaluation.report.published import display_name
-from cupid.evaluation.report.results import Run, history_of, setting_order
+from cupid.evaluation.report.results import history_of, setting_order
 from cupid.utils.dataset import Instance
 from cupid.utils.html_page import compact_json, gzip_text
 from cupid.utils.models.catalog import price_of
@@ -32,45 +32,34 @@ def _num(value: Any) -> float | None:
     return round(float(value), ROUND)
 
 
-def _step_cost(step: dict, prices: dict[str | None, Any] | None = None) -> float | None:
-    """USD of a step at the catalog's price of its model (``prices``: the prices already
-    looked up, by model)."""
-    usage = step.get("usage") or {}
-    if not usage:
-        return None
-    model = step.get("model")
-    if prices is None:
-        prices = {}
-    if model not in prices:
-        prices[model] = price_of(model)
-    return cost_at(prices[model], int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
-                   cached_prompt_tokens=int(usage.get("cached_prompt_tokens") or 0),
-                   cache_write_tokens=int(usage.get("cache_write_tokens") or 0))
+_price = lru_cache(maxsize=None)(price_of)  # a report prices tens of thousands of steps of a few models
 
 
-def trim_step(step: dict, prices: dict[str | None, Any] | None = None) -> dict:
+def trim_step(step: dict) -> dict:
     """What the page shows of a step: raw answers only when a parse or call failed (the
-    parsed output holds the rest), the sent request only for a failed step."""
+    parsed output holds the rest), the sent request only for a failed step, and its cost in
+    USD at the catalog's price of its model."""
     out = {k: step[k] for k in STEP_FIELDS if k in step}
     if step.get("status") != "done" or (step.get("attempts") or 1) > 1:
         out["raw"] = step.get("raw")
         if step.get("status") != "done" and step.get("request") is not None:
             out["request"] = step["request"]
-    cost = _step_cost(step, prices)
-    if cost is not None:
-        out["cost"] = cost
+    usage = step.get("usage")
+    if usage:
+        cost = cost_at(_price(step.get("model")), int(usage.get("prompt_tokens") or 0),
+                       int(usage.get("completion_tokens") or 0),
+                       cached_prompt_tokens=int(usage.get("cached_prompt_tokens") or 0),
+                       cache_write_tokens=int(usage.get("cache_write_tokens") or 0))
+        if cost is not None:
+            out["cost"] = cost
     return out
 
 
-def _all_steps(data: dict) -> Iterable[tuple[str, dict]]:
-    for name, step in (data.get("steps") or {}).items():
-        if isinstance(step, dict):
-            yield name, step
-    for evaluation in (data.get("evaluations") or {}).values():
-        if isinstance(evaluation, dict):
-            for name, step in (evaluation.get("steps") or {}).items():
-                if isinstance(step, dict):
-                    yield name, step
+def _all_steps(detail: dict) -> Iterable[tuple[str, dict]]:
+    """The steps of an ``instance_detail``, the model's and every scorer's."""
+    yield from detail["steps"].items()
+    for evaluation in detail["evaluations"].values():
+        yield from evaluation["steps"].items()
 
 
 def _without_repeated_entries(step: dict, entries: list | None) -> dict:
@@ -88,12 +77,9 @@ def _without_repeated_entries(step: dict, entries: list | None) -> dict:
     return {**step, "output": {**output, "results": results}}
 
 
-def instance_detail(data: dict, checklist: list | None = None,
-                    prices: dict[str | None, Any] | None = None) -> dict:
+def instance_detail(data: dict, checklist: list | None = None) -> dict:
     """What an instance page shows of one run's instance file (``checklist``: the ground
-    truth's, when the instance data are known; ``prices``: the models' prices looked up
-    so far, filled as it goes)."""
-    prices = {} if prices is None else prices
+    truth's, when the instance data are known)."""
     evaluations = {}
     for scorer, evaluation in (data.get("evaluations") or {}).items():
         if not isinstance(evaluation, dict):
@@ -101,7 +87,7 @@ def instance_detail(data: dict, checklist: list | None = None,
         evaluations[scorer] = {
             "evaluator": evaluation.get("evaluator"), "matcher": evaluation.get("matcher"),
             "inference": evaluation.get("inference"), "generation": evaluation.get("generation"),
-            "steps": {n: trim_step(s, prices) for n, s in (evaluation.get("steps") or {}).items()
+            "steps": {n: trim_step(s) for n, s in (evaluation.get("steps") or {}).items()
                       if isinstance(s, dict)}}
         scorer_steps = evaluations[scorer]["steps"]
         decomposed = (scorer_steps.get(DECOMPOSE.name) or {}).get("output") or {}
@@ -109,26 +95,22 @@ def instance_detail(data: dict, checklist: list | None = None,
                               (MATCH_RECALL, checklist)):
             if step.name in scorer_steps and (step is MATCH_RECALL or isinstance(decomposed, dict)):
                 scorer_steps[step.name] = _without_repeated_entries(scorer_steps[step.name], entries)
-    return {"steps": {n: trim_step(s, prices) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
+    return {"steps": {n: trim_step(s) for n, s in (data.get("steps") or {}).items() if isinstance(s, dict)},
             "evaluations": evaluations, "history": data.get("history") or {}, "shown": data.get("shown")}
 
 
 class Payload:
     """The index, the shared sessions (in parts of SESSION_PART) and each run's details (in
-    parts of PART instances, by the instance's index)."""
+    parts of PART instances, by the instance's index), of the runs of ``analysis``."""
 
-    def __init__(self, runs: list[Run], model_order: list[str], labels: dict[str, str],
-                 instance_data: dict[str, Instance], analysis: Analysis | None = None):
-        order = {m: k for k, m in enumerate(model_order)}
-        self.runs = sorted(runs, key=lambda r: (order.get(r.model, len(order)), setting_order(r.setting)))
+    def __init__(self, analysis: Analysis, instance_data: dict[str, Instance]):
+        order = {m: k for k, m in enumerate(analysis.models())}
+        self.runs = sorted(analysis.runs, key=lambda r: (order[r.model], setting_order(r.setting)))
         self.scorers = sorted({s for r in self.runs for s in r.scorers}, key=lambda s: ("+" in s, s))
-        self.labels = labels
-        self.data = instance_data
         self.analysis = analysis
+        self.data = instance_data
         self.sessions: list[list] = []
         self._session_ids: dict[tuple, int] = {}
-        self._session_objects: dict[int, int] = {}
-        self._keep: list = []
         self.instances: list[dict] = []
         self._instance_index: dict[str, int] = {}
         self.rows: dict[str, list] = {"inst": [], "run": [], "tok": [], "cost": [], "unpriced": [], "fail": [],
@@ -140,45 +122,25 @@ class Payload:
         # the next run is read (gzip releases the GIL), so no run's details outlive their
         # chunk's text.
         self.chunks: list[tuple[str, Future[str]]] = []
-        self._compressor = ThreadPoolExecutor(max_workers=2)
-        try:
+        with ThreadPoolExecutor(max_workers=2) as compressor:
+            def compress(name: str, value: Any) -> None:
+                self.chunks.append((name, compressor.submit(gzip_text, compact_json(value))))
+
             for run in self.runs:
                 for instance_id in run.ids():
                     self._instance(instance_id, run.instances[instance_id])
             for start in range(0, len(self.sessions), SESSION_PART):
-                self._compress(f"sessions-{start // SESSION_PART}", self.sessions[start:start + SESSION_PART])
+                compress(f"sessions-{start // SESSION_PART}", self.sessions[start:start + SESSION_PART])
             for run_index, parts in self._run_details():
                 for part, values in parts:
-                    self._compress(f"run{run_index}-{part}", values)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        """Wait for the chunks' compression to end."""
-        self._compressor.shutdown(wait=True)
-
-    def __enter__(self) -> "Payload":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def _compress(self, name: str, value: Any) -> None:
-        self.chunks.append((name, self._compressor.submit(gzip_text, compact_json(value))))
+                    compress(f"run{run_index}-{part}", values)
 
     def _session(self, session) -> int:
-        # load_instance_data gives equal sessions as one object: most are found by identity.
-        index = self._session_objects.get(id(session))
-        if index is not None:
-            return index
         turns = tuple((0 if t.role == "user" else 1, t.content) for t in session.dialogue)
         key = (session.context_factor, session.contextual_preference, turns)
         if key not in self._session_ids:
             self._session_ids[key] = len(self.sessions)
             self.sessions.append([session.context_factor, session.contextual_preference, [list(t) for t in turns]])
-        self._session_objects[id(session)] = self._session_ids[key]
-        self._keep.append(session)  # so that no id is reused while the payload is built
         return self._session_ids[key]
 
     def _instance(self, instance_id: str, data: dict) -> int:
@@ -204,7 +166,6 @@ class Payload:
     def _run_details(self) -> Iterator[tuple[int, list[tuple[int, dict[str, dict]]]]]:
         """Each run's index and its instance pages' details in parts of PART instances; the
         index rows and metrics are filled as it goes."""
-        prices: dict[str | None, Any] = {}  # each model's price, looked up once
         for run_index, run in enumerate(self.runs):
             details: dict[str, dict] = {}
             classified = load_error_types(run) if run.setting == "default" else None
@@ -214,11 +175,10 @@ class Payload:
                 data = run.instances[instance_id]
                 inst = self._instance(instance_id, data)
                 known = self.data.get(instance_id)
-                detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None,
-                                                              prices)
+                detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None)
                 case = classified.step(instance_id) if classified is not None else None
                 if case is not None:  # apart from the steps: not part of the result's tokens, cost or failures
-                    detail["error_classification"] = {**trim_step(case, prices), "scorer": classified.sample["scorer"],
+                    detail["error_classification"] = {**trim_step(case), "scorer": classified.sample["scorer"],
                                                       "classifier": classified.sample["classifier"]}
                 tokens, cost, failed, unpriced, flagged = 0, None, [], [], []
                 for name, step in _all_steps(detail):  # trimmed steps carry their cost
@@ -240,31 +200,27 @@ class Payload:
                 self.rows["fail"].append(failed or 0)
                 self.rows["flag"].append(flagged or 0)
                 self.rows["unpriced"].append(unpriced or 0)
-                evaluations = data.get("evaluations") or {}
-                for k, scorer in enumerate(self.scorers):
-                    evaluation = evaluations.get(scorer) if isinstance(evaluations.get(scorer), dict) else {}
+                for metrics, scorer in zip(self.metrics, self.scorers):
+                    evaluation = detail["evaluations"].get(scorer) or {}
                     inference = evaluation.get("inference") if isinstance(evaluation.get("inference"), dict) else {}
                     generation = evaluation.get("generation") if isinstance(evaluation.get("generation"), dict) else {}
-                    self.metrics[k]["p"].append(_num(inference.get("precision")))
-                    self.metrics[k]["r"].append(_num(inference.get("recall")))
-                    self.metrics[k]["f1"].append(_num(inference.get("f1")))
-                    self.metrics[k]["j"].append(_num(generation.get("score")))
+                    for key, value in (("p", inference.get("precision")), ("r", inference.get("recall")),
+                                       ("f1", inference.get("f1")), ("j", generation.get("score"))):
+                        metrics[key].append(_num(value))
             parts: dict[int, dict[str, dict]] = {}
             for key, detail in details.items():
                 parts.setdefault(int(key) // PART, {})[key] = detail
             yield run_index, sorted(parts.items())
 
     def primary(self, task: str) -> int | None:
-        key = "f1" if task == "inference" else "j"
-        counts = [sum(v is not None for v in m[key]) for m in self.metrics]
-        if not counts or max(counts) == 0:
+        counts = [sum(v is not None for v in m["f1" if task == "inference" else "j"]) for m in self.metrics]
+        if not any(counts):
             return None
         # The plain evaluator (the paper's GPT-4o matcher) before a matcher scorer.
         return max(range(len(counts)), key=lambda k: (counts[k] > 0, "+" not in self.scorers[k], counts[k]))
 
     def index(self, notes: list[str], title: str) -> dict:
-        compare = (paired_entries(self.analysis, self.runs, self.scorers) if self.analysis is not None
-                   else {"pairs": {}, "rows": []})
+        compare = paired_entries(self.analysis, self.runs, self.scorers)
         worst = {}
         for key, task in (("f1", "inference"), ("j", "generation")):
             scorer = self.primary(task)
@@ -272,7 +228,7 @@ class Payload:
                 worst[key] = {"scorer": scorer, "rows": self.worst(key, scorer)}
         return {"title": title, "notes": notes, "compare": compare, "worst": worst, "part": PART,
                 "session_part": SESSION_PART,
-                "runs": [{"model": r.model, "label": self.labels.get(r.model, display_name(r.model)),
+                "runs": [{"model": r.model, "label": self.analysis.label(r.model),
                           "setting": r.setting, "scorers": [self.scorers.index(s) for s in r.scorers]}
                          for r in self.runs],
                 "scorers": self.scorers,

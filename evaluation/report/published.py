@@ -16,7 +16,6 @@ from functools import lru_cache
 
 from cupid import config
 
-PUBLISHED_DIR = config.PUBLISHED_DIR
 TABLE_FILES = ("table1", "table3", "table9", "table10", "table11")
 
 # The paper's row order (Tables 1, 3, 9, 10, 11).
@@ -57,10 +56,7 @@ def paper_model_name(api_name: str | None) -> str | None:
     if name in MODEL_NAMES:
         return MODEL_NAMES[name]
     # A display name given directly ("GPT-4o") is accepted as itself.
-    for paper_name in PAPER_MODELS:
-        if api_name.strip().lower() == paper_name.lower():
-            return paper_name
-    return None
+    return next((paper_name for paper_name in PAPER_MODELS if api_name.strip().lower() == paper_name.lower()), None)
 
 
 def display_name(api_name: str) -> str:
@@ -76,13 +72,7 @@ def scorer_kind(scorer: str | None, matcher: str | None = None) -> str:
 
 @lru_cache(maxsize=None)
 def load_table(key: str) -> dict:
-    path = PUBLISHED_DIR / f"{key}.json"
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
-def all_tables() -> dict[str, dict]:
-    return {key: load_table(key) for key in TABLE_FILES}
+    return json.loads((config.PUBLISHED_DIR / f"{key}.json").read_text(encoding="utf-8"))
 
 
 def lookup(paper_model: str | None, task: str, setting: str, instance_type: str = "all",

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cupid.evaluation import steps
-from cupid.evaluation.metrics import InferenceCounts
 from cupid.evaluation.metrics import read_generation, read_inference
 from cupid.evaluation.settings import SETTINGS
 from cupid.evaluation.store import MANIFEST, is_instance_file, is_results_file
@@ -42,7 +41,6 @@ class Run:
     results: list[dict] = field(default_factory=list)      # results.json files, if any
     instances: dict[str, dict] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    _judged: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -62,14 +60,8 @@ class Run:
 
     @cached_property
     def scorers(self) -> list[str]:
-        found: dict[str, None] = {}
-        for data in self.instances.values():
-            for scorer in (data.get("evaluations") or {}):
-                found[scorer] = None
-        for results in self.results:
-            scorer = (results.get("settings") or {}).get("scorer")
-            if scorer:
-                found[scorer] = None
+        found = {scorer for data in self.instances.values() for scorer in (data.get("evaluations") or {})}
+        found.update(scorer for results in self.results if (scorer := (results.get("settings") or {}).get("scorer")))
         return sorted(found)
 
     @property
@@ -87,40 +79,26 @@ class Run:
             recorded = data.get("steps") or {}
             tasks.update(task for task, names in _OWN_STEPS.items() if any(n in recorded for n in names))
             for evaluation in (data.get("evaluations") or {}).values():
-                if not isinstance(evaluation, dict):
-                    continue
-                if evaluation.get("inference") is not None:
-                    tasks.add("inference")
-                if evaluation.get("generation") is not None:
-                    tasks.add("generation")
+                if isinstance(evaluation, dict):
+                    tasks.update(task for task in steps.TASKS if evaluation.get(task) is not None)
         for results in self.results:
             task = (results.get("settings") or {}).get("task")
-            if task in ("inference", "generation"):
-                tasks.add(task)
-            elif task == "both":
-                tasks.update(("inference", "generation"))
+            tasks.update(t for t in steps.TASKS if task in (t, "both"))
         return tasks
+
+    @cached_property
+    def _judged(self) -> set[str]:
+        """The scorers that hold a judge result or step in some instance."""
+        judge_steps = TASK_STEPS["generation"][1]
+        return {scorer for data in self.instances.values()
+                for scorer, evaluation in (data.get("evaluations") or {}).items()
+                if isinstance(evaluation, dict) and (evaluation.get("generation") is not None
+                                                     or any(s in (evaluation.get("steps") or {}) for s in judge_steps))}
 
     def has_task(self, task: str, scorer: str) -> bool:
         """Whether to report ``task`` under ``scorer``. A matcher scorer
         ("<evaluator>+<matcher>") reports generation only when it holds judge results."""
-        if task not in self.tasks:
-            return False
-        if task == "generation" and "+" in scorer:
-            if scorer not in self._judged:
-                self._judged[scorer] = any(_scorer_has(data, scorer, "generation")
-                                           for data in self.instances.values())
-            return self._judged[scorer]
-        return True
-
-
-def _scorer_has(data: dict, scorer: str, task: str) -> bool:
-    evaluation = (data.get("evaluations") or {}).get(scorer)
-    if not isinstance(evaluation, dict):
-        return False
-    if evaluation.get(task) is not None:
-        return True
-    return any(step in (evaluation.get("steps") or {}) for step in TASK_STEPS[task][1])
+        return task in self.tasks and not (task == "generation" and "+" in scorer and scorer not in self._judged)
 
 
 def find_run_dirs(root: str | Path) -> list[Path]:
@@ -249,10 +227,6 @@ class Outcome:
     def failed_by_step(self) -> Counter:
         return Counter(step for step, _ in self.failed.values())
 
-    def errors(self) -> Counter:
-        """(step, error text) -> how many instances."""
-        return Counter(self.failed.values())
-
     def restrict(self, ids: Iterable[str]) -> "Outcome":
         ids = set(ids)
         return Outcome({k: v for k, v in self.values.items() if k in ids},
@@ -264,31 +238,18 @@ class Outcome:
 
 
 def _first_failed_step(data: dict, scorer: str, task: str) -> tuple[str, str] | None:
-    instance_steps, scorer_steps = TASK_STEPS[task]
     if isinstance(data.get("shown"), dict) and data["shown"].get("error"):  # the context strategy raised
         return "context", str(data["shown"]["error"])
-    model_steps = data.get("steps") or {}
     evaluation = (data.get("evaluations") or {}).get(scorer)
-    scorer_step_data = (evaluation.get("steps") or {}) if isinstance(evaluation, dict) else {}
-    for name in instance_steps:
-        step = model_steps.get(name)
-        if isinstance(step, dict) and step.get("status") == "failed":
-            return name, str(step.get("error") or "")
-    for name in scorer_steps:
-        step = scorer_step_data.get(name)
-        if isinstance(step, dict) and step.get("status") == "failed":
-            return name, str(step.get("error") or "")
+    instance_steps, scorer_steps = TASK_STEPS[task]
+    records = [(data.get("steps") or {}, instance_steps),
+               ((evaluation.get("steps") or {}) if isinstance(evaluation, dict) else {}, scorer_steps)]
+    for recorded, names in records:
+        for name in names:
+            step = recorded.get(name)
+            if isinstance(step, dict) and step.get("status") == "failed":
+                return name, str(step.get("error") or "")
     return None
-
-
-def _inference_value(evaluation: dict) -> InferenceCounts | None:
-    data = evaluation.get("inference")
-    return None if data is None else read_inference(data)
-
-
-def _generation_value(evaluation: dict) -> float | None:
-    data = evaluation.get("generation")
-    return None if data is None else read_generation(data)
 
 
 def outcome(run: Run, scorer: str, task: str, exclude_filtered: bool = False) -> Outcome:
@@ -299,15 +260,15 @@ def outcome(run: Run, scorer: str, task: str, exclude_filtered: bool = False) ->
 
     if task not in TASK_STEPS:
         raise ValueError(f"unknown task {task!r}")
-    read = _inference_value if task == "inference" else _generation_value
+    read = read_inference if task == "inference" else read_generation
     result = Outcome()
     for instance_id in run.ids():
         data = run.instances[instance_id]
         evaluation = (data.get("evaluations") or {}).get(scorer)
         value = None
-        if isinstance(evaluation, dict):
+        if isinstance(evaluation, dict) and evaluation.get(task) is not None:
             try:
-                value = read(evaluation)
+                value = read(evaluation[task])
             except (KeyError, TypeError, ValueError) as exc:
                 result.failed[instance_id] = (f"{task} result", f"malformed: {exc}")
                 continue

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cupid.evaluation.report import statistics as S
-from cupid.evaluation.report.format import TYPE_TITLES, fmt_ci, fmt_pct, fmt_score, md_table
+from cupid.evaluation.report.format import fmt_ci, fmt_pct, fmt_score, md_table
 from cupid.evaluation.report.results import Run
 from cupid.evaluation.session_recall import instance_selection
 from cupid.evaluation.steps import GENERATE, INFER, SUMMARIZE
@@ -66,7 +66,7 @@ def strategies_section(an: "Analysis") -> str | None:
              "summarize). Brackets: 95% intervals resampling personas. A strategy that only renders "
              "text names no sessions (—).", "", "### What each strategy kept", ""]
     header = ["Models", "Strategy", "Sessions shown", "Session recall"] + \
-             [f"Recall {TYPE_TITLES[g].lower()}" for g in ("consistent", "contrastive", "changing")] + \
+             [f"Recall {g}" for g in ("consistent", "contrastive", "changing")] + \
              ["Session precision", "History tokens", "Instances"]
     rows: dict[tuple, list[str]] = {}  # a strategy's row, with the models it is the same for
     for model in models:

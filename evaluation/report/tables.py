@@ -34,11 +34,19 @@ def _column_title(setting: str, group: str) -> str:
     return TYPE_TITLES.get(group, group)
 
 
-def _n_cell(outcome: Outcome | None) -> str:
-    if outcome is None:
-        return "—"
+def _n_cell(outcome: Outcome) -> str:
     flagged = f" {FLAG}{len(outcome.flagged)}" if outcome.flagged else ""
     return f"{outcome.n}/{outcome.n_applicable}{flagged}"
+
+
+def _model_cells(an: Analysis, model: str, scorer: str, columns: list[tuple[str, str]], task: str) -> list:
+    """The model's cell of each column under ``scorer``, None where it has no ``task`` results."""
+    cells = []
+    for setting, group in columns:
+        run = an.run(model, setting)
+        cell = an.cell(run, scorer, group) if run and scorer in run.scorers else None
+        cells.append(cell if cell and cell.instance_files and getattr(cell, task) is not None else None)
+    return cells
 
 
 def inference_table(an: Analysis, scorer: str, layout: str, kind: str = "micro") -> str | None:
@@ -48,27 +56,15 @@ def inference_table(an: Analysis, scorer: str, layout: str, kind: str = "micro")
     paper_table = pm_table if paper_scorer == "prefmatcher" else gpt_table
     if "+" in scorer and paper_scorer != "prefmatcher":
         paper_table = None  # a matcher the paper never used
-    header = ["Model"]
-    for setting, group in columns:
-        title = _column_title(setting, group)
-        header += [f"{title} P", f"{title} R", f"{title} F1", f"{title} n"]
+    header = ["Model"] + [f"{_column_title(*c)} {m}" for c in columns for m in ("P", "R", "F1", "n")]
     rows = []
     for model in an.models():
-        cells = []
-        any_data = False
-        for setting, group in columns:
-            run = an.run(model, setting)
-            cell = an.cell(run, scorer, group) if run and scorer in run.scorers else None
-            if cell is None or cell.inference is None or cell.instance_files == 0:
-                cells += ["—"] * 4
-                continue
-            any_data = True
-            ests = cell.micro if kind == "micro" else cell.macro
-            cells += [fmt_ci(ests[m], fmt_pct) for m in S.INFERENCE_METRICS]
-            cells.append(_n_cell(cell.inference))
-        if not any_data:
+        cells = _model_cells(an, model, scorer, columns, "inference")
+        if not any(cells):
             continue
-        rows.append([an.label(model)] + cells)
+        rows.append([an.label(model)] + [text for cell in cells for text in (
+            ["—"] * 4 if cell is None else [fmt_ci((cell.micro if kind == "micro" else cell.macro)[m], fmt_pct)
+                                             for m in S.INFERENCE_METRICS] + [_n_cell(cell.inference)])])
         paper = paper_model_name(model)
         # The paper says only "averaged across all instances", not micro or macro, so its
         # row stands under both tables.
@@ -79,9 +75,7 @@ def inference_table(an: Analysis, scorer: str, layout: str, kind: str = "micro")
                 values = published["values"] if published else {}
                 paper_cells += [f"{values[m]:.1f}" if m in values else "—" for m in S.INFERENCE_METRICS] + [""]
             rows.append([_paper_label(paper_table, an, scorer)] + paper_cells)
-    if not rows:
-        return None
-    return md_table(header, rows)
+    return md_table(header, rows) if rows else None
 
 
 def _paper_label(paper_table: str, an: Analysis, scorer: str) -> str:
@@ -95,24 +89,14 @@ def _paper_label(paper_table: str, an: Analysis, scorer: str) -> str:
 
 def generation_table(an: Analysis, scorer: str, layout: str) -> str | None:
     paper_table, columns = GENERATION_LAYOUTS[layout]
-    header = ["Model"]
-    for setting, group in columns:
-        title = _column_title(setting, group)
-        header += [title, f"{title} n"]
+    header = ["Model"] + [f"{_column_title(*c)}{suffix}" for c in columns for suffix in ("", " n")]
     rows = []
     for model in an.models():
-        cells, any_data = [], False
-        for setting, group in columns:
-            run = an.run(model, setting)
-            cell = an.cell(run, scorer, group) if run and scorer in run.scorers else None
-            if cell is None or cell.generation is None or cell.instance_files == 0:
-                cells += ["—", "—"]
-                continue
-            any_data = True
-            cells += [fmt_ci(cell.score, fmt_score), _n_cell(cell.generation)]
-        if not any_data:
+        cells = _model_cells(an, model, scorer, columns, "generation")
+        if not any(cells):
             continue
-        rows.append([an.label(model)] + cells)
+        rows.append([an.label(model)] + [text for cell in cells for text in (
+            ["—", "—"] if cell is None else [fmt_ci(cell.score, fmt_score), _n_cell(cell.generation)])])
         paper = paper_model_name(model)
         if paper:
             paper_cells = []
@@ -120,9 +104,7 @@ def generation_table(an: Analysis, scorer: str, layout: str) -> str | None:
                 published = lookup(paper, "generation", setting, group, "gpt-4o")
                 paper_cells += [f"{published['values']['score']:.2f}" if published else "—", ""]
             rows.append([_paper_label(paper_table, an, scorer)] + paper_cells)
-    if not rows:
-        return None
-    return md_table(header, rows)
+    return md_table(header, rows) if rows else None
 
 
 def coverage_section(an: Analysis) -> str:
@@ -147,7 +129,7 @@ def coverage_section(an: Analysis) -> str:
                                  "—" if expected is None else str(expected), str(out.n),
                                  str(len(out.failed)), str(len(out.missing)), str(len(out.skipped)), steps,
                                  f"{len(out.flagged)} ({flagged})" if flagged else "0"])
-                    for (step, error), count in sorted(out.errors().items()):
+                    for (step, error), count in sorted(Counter(out.failed.values()).items()):
                         short = " ".join(error.split())[:160] or "(no error text)"
                         errors.append(f"- {an.label(model)} / {run.setting} / {scorer} / {task}: "
                                       f"`{step}` failed on {count} instance(s): {short}")
@@ -159,11 +141,10 @@ def coverage_section(an: Analysis) -> str:
              "Table cells give `n` = evaluated / (instance files − skipped).", ""]
     if rows:
         parts.append(md_table(header, rows))
-    incomplete = [(r, r.expected_instances) for r in an.runs
-                  if r.expected_instances is not None and r.expected_instances > len(r.instances)]
-    for run, expected in incomplete:
-        parts.append(f"\n- {an.label(run.model)} / {run.setting}: results.json counts {expected} "
-                     f"instances but only {len(run.instances)} instance files exist.")
+    for run in an.runs:
+        if (run.expected_instances or 0) > len(run.instances):
+            parts.append(f"\n- {an.label(run.model)} / {run.setting}: results.json counts {run.expected_instances} "
+                         f"instances but only {len(run.instances)} instance files exist.")
     if errors:
         parts += ["", "Failure reasons:", ""] + errors
     if endings:

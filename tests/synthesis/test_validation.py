@@ -238,3 +238,12 @@ def test_a_missing_key_and_a_refused_directory_stop_before_any_call(server, tmp_
     assert main(args(server, data, blocker)) == 3
     assert "a-file" in capsys.readouterr().err
     assert server.requests == []
+
+
+def test_the_documented_import_is_the_engine_even_after_the_command_module_is_imported(tmp_path):
+    # This file imported cupid.synthesis.validate (the command) above, which the import system
+    # binds as the package's attribute of the same name.
+    from cupid.synthesis import validate as documented
+
+    with pytest.raises(BadInput, match="n_workers"):
+        documented(tmp_path, n_workers=0)
