@@ -46,6 +46,9 @@ score ::= "10" | [1-9]
 status ::= "CONTINUE" | "END"
 line ::= [^\n#] [^\n]{0,400} "\n"
 '''
+# The embedded model's user simulator ends the dialogue at its second message: left to choose,
+# it went on after 6 of 7 first messages (measured), so that a dialogue ran to --max_turns.
+ENDING_USER_SIMULATOR_GRAMMAR = USER_SIMULATOR_GRAMMAR.replace('status ::= "CONTINUE" | "END"', 'status ::= "END"')
 
 
 class InvalidUserTurn(ParseError):
@@ -93,13 +96,17 @@ def user_simulator_system_prompt(persona_description: str, session: dict, checkl
     return system
 
 
-def ask_user_simulator(model: Model, system: str, chat: list[dict], first_variant: int) -> tuple[str, int]:
+def ask_user_simulator(model: Model, system: str, chat: list[dict], first_variant: int,
+                       messages_before: int = 0) -> tuple[str, int]:
     """The raw answer (stripped) and the number of tries. An unparseable answer is asked
-    again with the same request, as the release does, up to USER_SIMULATOR_TRIES times in all."""
+    again with the same request, as the release does, up to USER_SIMULATOR_TRIES times in all.
+    ``messages_before``: the user simulator's messages so far in the dialogue."""
+    ending = messages_before > 0 and getattr(model, "supports_answer_grammar", False)
     try:
         answer = ask_until_usable(model, system, chat, parse_user_turn, tries=USER_SIMULATOR_TRIES,
                                   invalid=(InvalidUserTurn,), first_variant=first_variant, strip=True,
-                                  answer_grammar=USER_SIMULATOR_GRAMMAR, **USER_SIMULATOR_PARAMS)
+                                  answer_grammar=ENDING_USER_SIMULATOR_GRAMMAR if ending else USER_SIMULATOR_GRAMMAR,
+                                  **USER_SIMULATOR_PARAMS)
     except UnusableAnswer as exc:
         raise UnusableAnswer(f"user simulator answer unusable after {USER_SIMULATOR_TRIES} tries: "
                              f"{exc.reason}", exc.answer) from None
@@ -164,7 +171,7 @@ def dialogue_steps(user_model: Model, assistant_model: Model, persona_descriptio
             if turn > 0:
                 yield  # after the assistant's reply
                 user_chat.append({"role": "user", "content": dialogue[-1]["content"]})
-                raw, tries = ask_user_simulator(user_model, system, user_chat, variant)
+                raw, tries = ask_user_simulator(user_model, system, user_chat, variant, len(user_turns))
                 regenerations += tries - 1
                 user_chat.append({"role": "assistant", "content": raw})
                 message, ended, score = parse_user_turn(raw)

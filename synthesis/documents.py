@@ -15,6 +15,13 @@ Every root is an object (what structured-output APIs require), whose one list th
 validators find by its key. Features are limited to those both llama.cpp's schema converter
 and vLLM's guided decoding take: object, array with minItems/maxItems, string, integer,
 boolean, enum.
+
+The embedded 135M model gets a tighter schema per stage (``embedded_schema``, sent only to a
+model that follows answer grammars, as the evaluation's steps do): what a validator checks
+across fields (distinct names, the contrastive pair naming each other, a session's factor
+and preference where the journey puts them) is written into it, position by position
+(``prefixItems``, patterns, single-value enums), and every free text is one bounded line.
+Such a document passes the validators by construction; what it says means nothing.
 """
 from __future__ import annotations
 
@@ -34,11 +41,13 @@ FEEDBACK_PROMPT = "synthesis/reask_invalid_answer"
 
 def generate_validated(model, system: str, user: str, validate, *, max_attempts: int,
                        first_variant: int = 0, previous: tuple[str, str] | None = None,
-                       json_schema: dict | None = None, params: dict | None = None) -> Answer:
+                       json_schema: dict | None = None, embedded_schema: dict | None = None,
+                       params: dict | None = None) -> Answer:
     """Ask until ``validate(raw)`` returns the document (``Answer.value``) instead of raising
     ParseError; a re-ask shows the model its invalid answer and the reason (the release has
     no re-ask to follow here). ``json_schema`` describes the document to models that can
-    constrain their decoding; the others ignore it. ``first_variant``/``previous`` (the last
+    constrain their decoding; the others ignore it. ``embedded_schema`` replaces it for a
+    model that follows answer grammars (the embedded one). ``first_variant``/``previous`` (the last
     raw answer and its reason) continue an earlier run's failed attempts instead of replaying
     them from the cache. Raises UnusableAnswer ("invalid after N attempts: ...") or the
     model layer's ModelCallFailed."""
@@ -46,7 +55,9 @@ def generate_validated(model, system: str, user: str, validate, *, max_attempts:
         return ask_until_usable(model, system, [{"role": "user", "content": user}], validate,
                                 tries=max_attempts, invalid=(ParseError,), first_variant=first_variant,
                                 show_invalid=load_prompt(FEEDBACK_PROMPT).user_prompt,
-                                previous=previous, json_schema=json_schema, **(params or {}))
+                                previous=previous, **(params or {}),
+                                json_schema=embedded_schema if embedded_schema is not None and getattr(
+                                    model, "supports_answer_grammar", False) else json_schema)
     except UnusableAnswer as exc:
         raise UnusableAnswer(f"invalid after {max_attempts} attempts: {exc.reason}", exc.answer) from None
 
@@ -125,3 +136,21 @@ def exactly(n: int, items: dict) -> dict:
 
 def one_of(values) -> dict:
     return {"type": "string", "enum": list(values)}
+
+
+def tuple_of(items: list[dict]) -> dict:
+    """An array whose item at each position has its own schema."""
+    return {"type": "array", "prefixItems": items, "items": False, "minItems": len(items),
+            "maxItems": len(items)}
+
+
+# A line of text: no quotes or backslashes (converters differ on whether a pattern applies
+# to the JSON text or to the decoded string) and no control characters (YAML, which reads
+# the factors and sessions, refuses C1 ones).
+PLAIN = r'[^"\\\x00-\x1f\x7f-\x9f]'
+
+
+def line(max_chars: int, end: str = "") -> dict:
+    """One line of at most ``max_chars`` that starts with a letter or a digit (never blank),
+    then ``end`` (a pattern)."""
+    return {"type": "string", "pattern": rf"^[A-Za-z0-9]{PLAIN}{{0,{max_chars - 1}}}{end}$"}

@@ -23,18 +23,25 @@ PROMPT = "validation/extract_fragments"
 PARAMS = {"temperature": 0}
 RELEASE_ON_FAILED_CALL = None  # the release has no validation
 
+# Bounded: left free, SmolLM2 listed fragments until the 4,096-token limit cut the JSON. The
+# rating is an enum: llama-cpp-python's converter ignores minimum and maximum.
 ITEM = {"type": "object", "properties": {
     "item_index": {"type": "integer"}, "item_description": {"type": "string"},
-    "analysis": {"type": "string"}, "fragments": {"type": "array", "items": {"type": "string"}},
-    "rating": {"type": "integer", "minimum": 1, "maximum": 7}},
+    "analysis": {"type": "string", "maxLength": 300},
+    "fragments": {"type": "array", "items": {"type": "string", "maxLength": 200}, "maxItems": 3},
+    "rating": {"type": "integer", "enum": list(range(1, 8))}},
     "required": ["item_index", "analysis", "fragments", "rating"]}
 
 
 def schema(n_entries: int) -> dict:
-    """One item per entry (for a model that constrains its decoding; Figure 20's answer is a
-    bare list, which structured-output APIs do not take as a root, hence ``items``)."""
-    return {"type": "object", "properties": {"items": {"type": "array", "items": ITEM, "minItems": n_entries,
-                                                       "maxItems": n_entries}}, "required": ["items"]}
+    """One item per entry, in order (for a model that constrains its decoding: the embedded
+    one; Figure 20's answer is a bare list, which structured-output APIs do not take as a
+    root, hence ``items``)."""
+    items = [{**ITEM, "properties": {**ITEM["properties"], "item_index": {"type": "integer", "enum": [i]}}}
+             for i in range(1, n_entries + 1)]
+    return {"type": "object", "properties": {"items": {"type": "array", "prefixItems": items, "items": False,
+                                                       "minItems": n_entries, "maxItems": n_entries}},
+            "required": ["items"]}
 
 
 def ask(checklist: Sequence[str], session: Session) -> Ask:

@@ -7,8 +7,8 @@ import re
 from typing import Any
 
 from cupid.utils.models.model import Model
-from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_factor, json_object, mapping, normalize, one_of,
-                                 same_text, taxonomy_field, text_field)
+from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_factor, json_object, line, mapping,
+                                 normalize, one_of, same_text, taxonomy_field, text_field, tuple_of)
 from cupid.utils.answers import ParseError, as_list, parse_yaml
 from cupid.utils.models.asking import Answer
 from cupid.synthesis.taxonomy import Taxonomy, canonical_type
@@ -30,7 +30,7 @@ def generate_factors(model: Model, persona_description: str, n_factors: int, tax
                               lambda raw: validate_factors(raw, n_factors, taxonomy),
                               max_attempts=max_attempts, first_variant=first_variant,
                               previous=previous, json_schema=factors_schema(n_factors, taxonomy),
-                              params=PARAMS)
+                              embedded_schema=embedded_factors_schema(n_factors, taxonomy), params=PARAMS)
 
 
 def factors_schema(n_factors: int, taxonomy: Taxonomy) -> dict:
@@ -47,6 +47,37 @@ def factors_schema(n_factors: int, taxonomy: Taxonomy) -> dict:
         "related_factor": TEXT,
     })
     return json_object({"context_factors": exactly(n_factors, factor)})
+
+
+# The embedded model's contrastive pair, fixed (Figure 17's own example of a good pair): a
+# grammar cannot make one field copy another, and each of the pair names the other.
+EMBEDDED_PAIR = (("Advisor Meeting", "Event/Time", "Answers must be brief: three bullet points at most, "
+                  "with no background and no examples."),
+                 ("Research Team Meeting", "Event/Time", "Answers must be thorough: full paragraphs that "
+                  "explain every step, its background and an example."))
+# The first letter of each other factor's name, one per position, so that no two names are
+# alike (nor like a pair name's); past the last letter a number follows the name.
+NAME_INITIALS = "SPBCMTDFLGHWENOIKVJUYQZX"
+
+
+def embedded_factors_schema(n_factors: int, taxonomy: Taxonomy) -> dict:
+    """``factors_schema`` as the embedded model decodes it, so that its answer passes
+    ``validate_factors``: distinct names, related_factor N/A but for EMBEDDED_PAIR last."""
+    def factor(name: dict, factor_types, preference: dict, related: str) -> dict:
+        return json_object({
+            "factor_type": one_of(factor_types), "background": line(120), "factor": name,
+            "task_types": {"type": "array", "items": one_of(taxonomy.task_types), "minItems": 1, "maxItems": 3},
+            "preference_type": one_of(taxonomy.all_preference_types), "preference": preference,
+            "related_factor": one_of([related])})
+    others = []
+    for i in range(n_factors - 2):
+        initial, rounds = NAME_INITIALS[i % len(NAME_INITIALS)], i // len(NAME_INITIALS)
+        name = rf"^{initial}[a-z]{{2,14}}( [A-Z][a-z]{{1,14}}){{0,2}}{f' {rounds + 1}' if rounds else ''}$"
+        others.append(factor({"type": "string", "pattern": name}, taxonomy.factor_types, line(100), "N/A"))
+    (name_a, type_a, preference_a), (name_b, type_b, preference_b) = EMBEDDED_PAIR
+    pair = [factor(one_of([name_a]), [type_a], one_of([preference_a]), name_b),
+            factor(one_of([name_b]), [type_b], one_of([preference_b]), name_a)]
+    return json_object({"context_factors": tuple_of(others + pair)})
 
 
 # The release's prompt names the fields factor, background and preference; we store them

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from cupid.synthesis.documents import generate_validated, TEXT, exactly, json_object, mapping, text_field
+from cupid.synthesis.documents import generate_validated, TEXT, exactly, json_object, line, mapping, text_field
 from cupid.utils.answers import ParseError, as_list, parse_json
 from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy, load_occupations
 from cupid.utils.prompts import load_prompt
@@ -274,6 +274,7 @@ def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, m
                               lambda raw: validate_persona_batch(raw, len(templates)),
                               max_attempts=max_attempts, first_variant=first_variant,
                               previous=previous, json_schema=persona_batch_schema(len(templates)),
+                              embedded_schema=persona_batch_schema(len(templates), embedded=True),
                               params=params)
 
 
@@ -289,12 +290,17 @@ def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, m
 _PLAIN = r'[^.!?"\\\x00-\x1f]'
 _SENTENCE = rf'({_PLAIN}|[.!?]{_PLAIN.replace("[^", "[^ ")}){{1,400}}[.!?]'
 SIX_SENTENCES = rf'^({_SENTENCE} ){{5,}}{_SENTENCE}$'
+# The embedded model's: exactly six sentences of at most 120 characters (it repeats one
+# sentence for as long as the pattern lets it).
+_SHORT_SENTENCE = _SENTENCE.replace("{1,400}", "{1,120}")
+EMBEDDED_SIX_SENTENCES = rf'^({_SHORT_SENTENCE} ){{5}}{_SHORT_SENTENCE}$'
 
 
-def persona_batch_schema(n_personas: int) -> dict:
+def persona_batch_schema(n_personas: int, embedded: bool = False) -> dict:
     """Figure 13: one {description, occupation} per persona template, in order."""
-    persona = json_object({"description": {"type": "string", "pattern": SIX_SENTENCES},
-                       "occupation": TEXT})
+    persona = json_object({"description": {"type": "string",
+                                           "pattern": EMBEDDED_SIX_SENTENCES if embedded else SIX_SENTENCES},
+                           "occupation": line(60) if embedded else TEXT})
     return json_object({"personas": exactly(n_personas, persona)})
 
 

@@ -7,8 +7,8 @@ from typing import Any
 import yaml
 
 from cupid.utils.models.model import Model
-from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_factor, json_object, mapping, one_of, same_text,
-                                 taxonomy_field, text_field)
+from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_factor, json_object, line, mapping, one_of,
+                                 same_text, taxonomy_field, text_field, tuple_of)
 from cupid.utils.answers import ParseError, as_list, parse_yaml
 from cupid.synthesis.factors import PREFERENCE
 from cupid.utils.models.asking import Answer
@@ -51,7 +51,7 @@ def generate_sessions(model: Model, persona_description: str, factors: list[dict
                               json_schema=sessions_schema(journey.n_sessions,
                                                           [f["context_factor"] for f in factors],
                                                           taxonomy),
-                              params=PARAMS)
+                              embedded_schema=embedded_sessions_schema(journey, factors), params=PARAMS)
 
 
 def sessions_schema(n_sessions: int, factor_names: list[str], taxonomy: Taxonomy) -> dict:
@@ -67,6 +67,30 @@ def sessions_schema(n_sessions: int, factor_names: list[str], taxonomy: Taxonomy
         "resource": TEXT,
     })
     return json_object({"scenarios": exactly(n_sessions, scenario)})
+
+
+def embedded_sessions_schema(journey: Journey, factors: list[dict]) -> dict:
+    """``sessions_schema`` as the embedded model decodes it, so that its answer passes
+    ``validate_sessions``: each scenario's id, factor and preference are those of its role in
+    the journey (A the pair's first factor, its changed preference A' the second's, which
+    contradicts it; the other factors in turn); the model writes the texts."""
+    a, b = find_factor(journey.main_factor, factors), find_factor(journey.contrastive_factor, factors)
+    others = [f for f in factors if f is not a and f is not b]
+    scenarios = []
+    for i, role in enumerate(journey.roles, start=1):
+        factor = {A: a, A_CHANGED: a, FINAL: a, B: b}.get(role) or others[journey.roles[:i].count(OTHER) % len(others)]
+        scenarios.append(json_object({
+            "id": {"type": "integer", "enum": [i]},
+            "context_factor": one_of([factor["context_factor"]]),
+            "preference": one_of([b["contextual_preference"] if role in (A_CHANGED, FINAL)
+                                  else factor["contextual_preference"]]),
+            "task_type": one_of(factor["task_types"]),
+            "story": line(100),
+            "request_with_factor_and_preference": line(80),
+            "request_with_factor": line(100, end=r" \[resource\]"),  # where the resource goes
+            "resource": line(60),
+        }))
+    return json_object({"scenarios": tuple_of(scenarios)})
 
 
 RESOURCE_PLACEHOLDER = "[resource]"

@@ -22,10 +22,13 @@ PARAMS = {"temperature": 0, "max_tokens": config.DECOMPOSER_MAX_TOKENS}
 # The release skipped an instance whose decomposition failed.
 RELEASE_ON_FAILED_CALL = "drop"
 
+# Sent to the embedded model alone (evaluation/steps/ask.py). Each entry is one yes/no
+# question of 10 to 120 characters: left free, SmolLM2 filled entries with "# 1 # 2 ..." up
+# to the string bound.
 SCHEMA = {
     "type": "object",
-    "properties": {"checklist": {"type": "array", "items": {"type": "string"},
-                                 "minItems": 1, "maxItems": 4}},
+    "properties": {"checklist": {"type": "array", "minItems": 1, "maxItems": 4, "items": {
+        "type": "string", "pattern": r'^[A-Z][^?"\\\x00-\x1f\x7f-\x9f]{8,118}\?$'}}},
     "required": ["checklist"],
 }
 
