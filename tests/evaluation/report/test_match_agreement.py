@@ -131,13 +131,13 @@ def annotate(browser: Browser, truth: dict[str, tuple[str, ...]], stop_after: in
     """Rate each shown entry as ``truth`` (pair id -> labels) says, by clicking; returns the
     number of tasks done."""
     done = 0
-    while browser.evaluate("!document.getElementById('task').hidden") and done != stop_after:
-        preference = browser.evaluate("document.getElementById('preference').textContent")
-        entries = browser.evaluate("[...document.querySelectorAll('#entries .text')]"
+    while browser.evaluate("!!document.querySelector('section.task:not([hidden])')") and done != stop_after:
+        preference = browser.evaluate("document.querySelector('section.task:not([hidden]) .preference .text').textContent")
+        entries = browser.evaluate("[...document.querySelectorAll('section.task:not([hidden]) .entries .text')]"
                                    ".map(e => e.textContent.replace(/^\\(\\d+\\) /, ''))")
         for k, label in enumerate(truth[A.pair_id(preference, entries)]):
             assert browser.evaluate("document.getElementById('next').disabled")  # until every entry is rated
-            browser.click(f'input[name="entry-{k}"][value="{label}"]')
+            browser.click(f'section.task:not([hidden]) .entry[data-entry="{k}"] input[value="{label}"]')
         browser.click("#next")
         done += 1
     return done
