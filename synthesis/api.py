@@ -71,7 +71,8 @@ def synthesize(*, output_dir: str | Path = "synthetic_data", model: str | None =
     """
     from cupid.synthesis.pipeline import run_synthesis
     from cupid.utils.io import StorageError, check_writable, clean_orphan_tmp
-    from cupid.utils.models.pacing import parse_rate_limit, set_user_limits
+    from cupid.utils.forecast import parse_limits
+    from cupid.utils.models.pacing import set_user_limits
     from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
 
     cfg = synthesis_config(output_dir=output_dir, model=model, user_model=user_model,
@@ -80,10 +81,7 @@ def synthesize(*, output_dir: str | Path = "synthetic_data", model: str | None =
                            n_factors=n_factors, n_sessions=n_sessions, max_turns=max_turns, n_workers=n_workers,
                            seed=seed, persona_seeds=persona_seeds, persona_batch_size=persona_batch_size,
                            max_regenerations=max_regenerations, batch=batch, no_progress=no_progress)
-    try:
-        limits = dict(parse_rate_limit(spec) for spec in ([rate_limit] if isinstance(rate_limit, str) else rate_limit))
-    except ValueError as exc:
-        raise BadInput(f"rate_limit: {exc}") from None
+    limits = parse_limits(rate_limit)
     out, saved = Path(cfg.output_dir), LoggingState()
     try:
         try:

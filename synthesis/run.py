@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json and not args.dry_run:
         parser.error("--json goes with --dry_run")
     from cupid.synthesis.api import synthesis_config, synthesize
+    from cupid.synthesis.outputs import OutputDirInUse
+    from cupid.utils.command_line import print_error
     from cupid.utils.errors import CupidError, Interrupted
 
     arguments = {name: getattr(args, name, None) for name in ARGUMENTS}
@@ -99,17 +101,10 @@ def main(argv: list[str] | None = None) -> int:
             arguments.pop("rate_limit"), arguments.pop("log_file")
             return dry_run.main(synthesis_config(**arguments), args.rate_limit, as_json=args.json)
         result = synthesize(**arguments)
-    except Interrupted as exc:
-        print(f"\n{exc.message}", file=sys.stderr)
-        return exc.exit_code
-    except CupidError as exc:
-        from cupid.synthesis.outputs import OutputDirInUse
-
-        message = (f"{exc.output_dir} is in use by {exc.who()}: nothing was asked; wait for it to end "
-                   f"(then rerun to resume), or give another --output_dir"
-                   if isinstance(exc, OutputDirInUse) else str(exc))
-        print(redact("\n".join([f"error: {message}", *getattr(exc, "__notes__", ())])), file=sys.stderr, flush=True)
-        return exc.exit_code
+    except (Interrupted, CupidError) as exc:
+        return print_error(exc, f"{exc.output_dir} is in use by {exc.who()}: nothing was asked; wait for it to end "
+                                f"(then rerun to resume), or give another --output_dir"
+                           if isinstance(exc, OutputDirInUse) else None)
     print_summary(result.summary)
     print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **result.summary["counts"]}))
     return 1 if result.failures else 0
@@ -146,12 +141,9 @@ def print_summary(summary: dict) -> None:
 
 def console() -> None:
     """The console script ``cupid-synth``."""
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt as exc:  # before the run's handlers were set
-        from cupid.utils.stop_signals import stop_status
+    from cupid.utils.command_line import run_console
 
-        sys.exit(stop_status(exc))
+    run_console(main)
 
 
 if __name__ == "__main__":

@@ -208,7 +208,8 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     from cupid.evaluation.data import InstanceSource
     from cupid.synthesis.api import LoggingState, setup_logging
     from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-    from cupid.utils.models.pacing import parse_rate_limit, set_user_limits
+    from cupid.utils.forecast import parse_limits
+    from cupid.utils.models.pacing import set_user_limits
     from cupid.utils.models.registry import check_models, resolve_model
     from cupid.utils.models.retry import cancel_all, reset_cancel
     from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
@@ -216,10 +217,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     for name, value in (("n_workers", n_workers), ("tasks_per_page", tasks_per_page), ("limit", limit or 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise BadInput(f"{name}: expected a whole number of at least 1, got {value!r}")
-    try:
-        limits = dict(parse_rate_limit(spec) for spec in ([rate_limit] if isinstance(rate_limit, str) else rate_limit))
-    except ValueError as exc:
-        raise BadInput(f"rate_limit: {exc}") from None
+    limits = parse_limits(rate_limit)
     source = InstanceSource(data_path=data_dir, limit=limit)
     source.validate()
     instances = list(source)
