@@ -40,11 +40,6 @@ class Journey:
         return {"roles": list(self.roles), "main_factor": self.main_factor,
                 "contrastive_factor": self.contrastive_factor}
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "Journey":
-        return cls(roles=tuple(data["roles"]), main_factor=data["main_factor"],
-                   contrastive_factor=data["contrastive_factor"])
-
 
 def make_journey(rng: random.Random, n_sessions: int, pair: tuple[str, str]) -> Journey:
     """Draw the template for one persona with the release's draws (kixlab/CUPID@a8560ca,

@@ -136,10 +136,6 @@ class Synthesis(OutputDir):
         self._count("templates", done=len(new))
         self.plan(new)
 
-    def _save_personas(self) -> None:
-        with self._lock:
-            self.update_personas(self.personas)
-
     # =====================================================================================
     # The task graph: each task does one unit of work, then submits what it unlocks.
     # Priorities: the critical path first (see synthesis/scheduler.py).
@@ -205,7 +201,7 @@ class Synthesis(OutputDir):
             return
         with self._lock:
             persona_stage.record_descriptions(batch, generated)
-        self._save_personas()
+            self.update_personas(self.personas)
         self._count("descriptions", done=len(batch))
         for persona in batch:
             self._submit("factors", self.task_factors, persona)

@@ -75,11 +75,11 @@ def summarize(run: "Synthesis", wall_time: float) -> dict:
         "regenerations": {**regenerations, "in_failed_generations": failed_attempts,
                           "total": sum(regenerations.values()) + failed_attempts},
         "stages": {name: asdict(s) for name, s in run.stats.items()},
-        "failures": [f.to_dict() for f in run.failure_log.failures.values()],
+        "failures": [asdict(f) for f in run.failure_log.failures.values()],
         "usage": usage,
         "wall_time_s": round(wall_time, 3),
     }
-    runner = getattr(run, "batch_runner", None)
+    runner = run.batch_runner
     if runner is not None:  # --batch: this invocation's rounds; the calls are in "usage"
         summary["batch"] = {**runner.counts(), "submitted_requests": runner.submitted_items,
                             "batches_file": str(runner.state_path)}

@@ -129,7 +129,7 @@ class AnswerStore:
 
 
 class Validation:
-    def __init__(self, instances: list[Instance], data_dir: Path | None, out: Path, model: Model) -> None:
+    def __init__(self, instances: list[Instance], data_dir: Path, out: Path, model: Model) -> None:
         self.instances, self.out, self.model = instances, out, model
         self.store = AnswerStore(out / "answers", model)
         self.checklists = known_checklists(data_dir, instances)

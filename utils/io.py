@@ -243,24 +243,20 @@ class FileLock:
         self.path = path
         self._fd: int | None = None
 
-    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+    def acquire(self, blocking: bool = True) -> bool:
+        """Wait for the lock, or with ``blocking`` False take it only when free (False if not)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as exc:
             raise StorageError(self.path, "create the lock file", exc) from exc
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking and deadline is None else fcntl.LOCK_NB))
-            except BlockingIOError:
-                if not blocking or (deadline is not None and time.monotonic() >= deadline):
-                    os.close(fd)
-                    return False
-                time.sleep(0.05)
-                continue
-            self._fd = fd
-            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
 
     def release(self) -> None:
         if self._fd is not None:
