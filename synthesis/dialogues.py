@@ -154,8 +154,6 @@ def dialogue_steps(user_model: Model, assistant_model: Model, persona_descriptio
     its retries) and the generator returns the artifact after the last one. Between two
     calls the caller may do other work; the synthesis scheduler runs each step as a task of
     its own, so that a dialogue does not hold a worker while the others wait."""
-    if max_turns < 1:
-        raise ValueError("a dialogue needs at least 1 turn (the assistant's answer to the request)")
     request_sent = session.get("request_sent", session["request"])
     system = user_simulator_system_prompt(persona_description, session, checklist)
     user_chat = [{"role": "assistant", "content": opening_turn(session["request"])}]

@@ -61,10 +61,7 @@ def summarize(run: "Synthesis", wall_time: float) -> dict:
         counts["personas_complete"] += int(n_instances == len(INSTANCE_TYPES)
                                            and pid not in run.failure_log.failures)
     failed_attempts = sum(max(f.attempts - 1, 0) for f in run.failure_log.failures.values())
-    usage = {}
-    for role, model in run.models.items():
-        snapshot = model.usage.snapshot(model.name) if hasattr(model, "usage") else {}
-        usage[role] = {"model": model.name, **snapshot}
+    usage = {role: {"model": model.name, **model.usage.snapshot(model.name)} for role, model in run.models.items()}
     summary = {
         "output_dir": str(run.out),
         "seed_source": run.seed_source,
