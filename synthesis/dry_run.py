@@ -79,9 +79,7 @@ def forecast(cfg: SynthesisConfig) -> dict[str, RoleForecast]:
     out = OutputDir(cfg.output_dir)
     taxonomy = load_taxonomy()
 
-    personas_file = cfg.output_dir / "personas.json"
-    existing = read_json(personas_file)["personas"] if personas_file.exists() else []
-    personas = list(existing[: cfg.n_personas])
+    personas = out.read_personas()["personas"][: cfg.n_personas]
     if len(personas) < cfg.n_personas:
         seeds, _ = persona_stage.load_seeds(cfg.persona_seeds)
         templates = persona_stage.make_templates(seeds, cfg.n_personas, load_occupations(), taxonomy,

@@ -259,7 +259,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
         state.restore()
         if isinstance(model, Model):  # a caller's model leaves with the cache it came with
             model.cache = saved_cache
-    return ValidationResult(rows=summary.pop("_rows"), verified=verified, summary=summary, output_dir=out,
+    return ValidationResult(rows=rows, verified=verified, summary=summary, output_dir=out,
                             failed=work.store.failed_now)
 
 

@@ -66,28 +66,21 @@
     }
   };
 
-  function keep() {
-    var saved = answers();
-    saved.current = current;
+  function keep() {  // every checked radio button by its name, the annotator and the place
+    var checked = {};
+    document.querySelectorAll("section.task input:checked").forEach(function (i) { checked[i.name] = i.value; });
+    var saved = {annotator: annotator.value, current: current, checked: checked};
     try { localStorage.setItem(storeKey, JSON.stringify(saved)); } catch (e) { /* private mode: no store */ }
   }
 
   function restore() {
     var saved = null;
     try { saved = JSON.parse(localStorage.getItem(storeKey) || "null"); } catch (e) { saved = null; }
-    if (!saved) return;
+    if (!saved || !saved.checked) return;
     annotator.value = saved.annotator || "";
     current = saved.current || 0;
-    tasks.forEach(function (section) {
-      var a = saved.tasks[section.getAttribute("data-task")];
-      if (!a) return;
-      Object.keys(a.entries || {}).forEach(function (index) {
-        section.querySelectorAll('.entry[data-entry="' + index + '"] input').forEach(function (input) {
-          input.checked = input.value === a.entries[index];
-        });
-      });
-      var r = a.realism && section.querySelector('.realism input[value="' + a.realism + '"]');
-      if (r) r.checked = true;
+    document.querySelectorAll("section.task input[type=radio]").forEach(function (i) {
+      i.checked = saved.checked[i.name] === i.value;
     });
   }
 
