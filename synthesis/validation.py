@@ -24,6 +24,7 @@ and leaves its entries "failed" (the instance's verdict unknown), never "not exp
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -177,18 +178,13 @@ class Validation:
         from cupid.utils.executor import iter_with_progress
         from cupid.utils.models.batch import BatchDeferred, run_in_rounds, runner_for
 
-        if batch:
-            runner = runner_for(self.model, self.out / "batches.json")
-            if runner is not None:
-                def one_pass() -> None:
-                    def deferred_ok(instance: Instance) -> None:
-                        try:
-                            self.row(instance)
-                        except BatchDeferred:
-                            pass
-                    for _ in iter_with_progress(deferred_ok, self.instances, n_workers=n_workers, show=False):
-                        pass
-                run_in_rounds(one_pass, runner, [self.model])
+        runner = runner_for(self.model, self.out / "batches.json") if batch else None
+        if runner is not None:
+            def deferred_ok(instance: Instance) -> None:
+                with contextlib.suppress(BatchDeferred):  # asked in the next batch round
+                    self.row(instance)
+            run_in_rounds(lambda: list(iter_with_progress(deferred_ok, self.instances, n_workers=n_workers, show=False)),
+                          runner, [self.model])
         rows = {}
         for instance, row in iter_with_progress(self.row, self.instances, n_workers=n_workers, desc="validation"):
             rows[instance.instance_id] = row

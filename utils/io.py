@@ -10,7 +10,6 @@ import os
 import socket
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -27,19 +26,12 @@ ORPHAN_AGE_S = 3600.0
 STORAGE_EXIT = 3
 
 
-_umask_lock = threading.Lock()
-_umask: int | None = None
-
-
-def _default_mode() -> int:
-    """0666 less the process umask: what open() would give. mkstemp's 0600 would make
-    results unreadable to the rest of a team sharing the directory."""
-    global _umask
-    with _umask_lock:
-        if _umask is None:
-            _umask = os.umask(0o022)
-            os.umask(_umask)
-    return 0o666 & ~_umask
+# A file's mode: 0666 less the process umask, what open() would give (mkstemp's 0600 would
+# make results unreadable to the rest of a team sharing the directory). The umask can only be
+# read by setting it: read once.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK
 
 
 def describe_os_error(exc: OSError) -> str:
@@ -143,7 +135,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except OSError as exc:
         raise StorageError(path, "write", exc) from exc
     try:
-        os.fchmod(fd, _default_mode())
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
