@@ -12,8 +12,6 @@ summary.json recorded, else the model family's figure): utils/forecast.py.
 """
 from __future__ import annotations
 
-import argparse
-
 from cupid.synthesis import personas as persona_stage
 from cupid.synthesis.dialogues import assistant_reply, ask_user_simulator, opening_turn, user_simulator_system_prompt
 from cupid.synthesis.factors import generate_factors
@@ -160,16 +158,3 @@ def forecast_dialogue(cfg: SynthesisConfig, description: str, session: dict, che
         request = render(lambda: assistant_reply(render_only["assistant_simulator"], assistant_chat, 1))
         roles["assistant_simulator"].add_request("dialogues", request, ASSISTANT_REPLY_TOKENS)
         assistant_chat.append({"role": "assistant", "content": reply})
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dry_run", action="store_true",
-                        help="print what the synthesis would send and cost per role (calls, tokens, "
-                             "cost online and with --batch, time at --rate_limit), without sending or "
-                             "writing anything")
-    parser.add_argument("--json", action="store_true",
-                        help="with --dry_run: also print the forecast as one JSON object on the last line")
-    parser.add_argument("--rate_limit", action="append", default=[], metavar="[MODEL=]tpm=N,rpm=N",
-                        help="limits to keep on an endpoint (all endpoints, or MODEL's) besides those "
-                             "the provider states in its headers; --dry_run computes its time at them; "
-                             "repeatable")

@@ -75,11 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "OpenAI, Anthropic, Together or Gemini batch API at half price, in rounds; "
                         "batch ids are kept in the output directory's batches.json, so a rerun "
                         "resumes them. The simulators and the decomposer answer online")
+    p.add_argument("--rate_limit", action="append", default=[], metavar="[MODEL=]tpm=N,rpm=N",
+                   help="limits to keep on an endpoint (all endpoints, or MODEL's) besides those the provider "
+                        "states in its headers; --dry_run computes its time at them; repeatable")
     p.add_argument("--log_file", default=None, help="also write the log to this file")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bars")
-    from cupid.synthesis.dry_run import add_arguments
-
-    add_arguments(p)
+    p.add_argument("--dry_run", action="store_true",
+                   help="print what the synthesis would send and cost per role (calls, tokens, cost online and "
+                        "with --batch, time at --rate_limit), without sending or writing anything")
+    p.add_argument("--json", action="store_true",
+                   help="with --dry_run: also print the forecast as one JSON object on the last line")
     return p
 
 
