@@ -36,10 +36,6 @@ class Journey:
         """1-based positions of ``role``."""
         return [i + 1 for i, r in enumerate(self.roles) if r == role]
 
-    def to_dict(self) -> dict:
-        return {"roles": list(self.roles), "main_factor": self.main_factor,
-                "contrastive_factor": self.contrastive_factor}
-
 
 def make_journey(rng: random.Random, n_sessions: int, pair: tuple[str, str]) -> Journey:
     """Draw the template for one persona with the release's draws (kixlab/CUPID@a8560ca,

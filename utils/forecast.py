@@ -74,11 +74,6 @@ def filler(tokens: int, word: str = "text") -> str:
     return (unit * (tokens * 4 // len(unit) + 1))[: tokens * 4].strip()
 
 
-def request_tokens(request: Request) -> int:
-    return estimate_tokens(request.system_prompt) + sum(
-        estimate_tokens(m["content"]) for m in request.messages)
-
-
 @dataclass
 class RoleForecast:
     """The calls of one role (one model) in a forecast."""
@@ -113,8 +108,9 @@ class RoleForecast:
         if self.reasoning is not None:
             reasoning, basis = self.reasoning(request)
             self.reasoning_basis = self.reasoning_basis or basis
-        self.add(step, request_tokens(request), output_tokens + reasoning,
-                 reasoning_tokens=reasoning)
+        input_tokens = estimate_tokens(request.system_prompt) + sum(estimate_tokens(m["content"])
+                                                                    for m in request.messages)
+        self.add(step, input_tokens, output_tokens + reasoning, reasoning_tokens=reasoning)
 
     def merge(self, other: "RoleForecast") -> None:
         for step, (calls, tin, tout, reasoning) in other.by_step.items():
