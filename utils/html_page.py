@@ -15,16 +15,13 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import deflate
 from markdown_it import MarkdownIt
 
-from cupid.utils.io import temporary_prefix
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -138,32 +135,13 @@ def annotation_page(title: str, header: str, tasks: Iterable[str], meta: dict, d
 
 
 def chunked_page(title: str, body: str, chunks: Iterable[str], *, scripts: tuple[str, ...] = ()) -> Iterator[str]:
-    """A windows-1252 document in parts (write them with ``write_page``): ``body``, then the
-    ``chunk_element`` strings, then the scripts. Text outside the chunks becomes ASCII."""
+    """A windows-1252 document in parts (write them with ``atomic_write_text(path, parts,
+    "latin-1")``: one byte a character): ``body``, then the ``chunk_element`` strings, then
+    the scripts. Text outside the chunks becomes ASCII."""
     yield _opening("windows-1252", _ascii_html(esc(title)), _ascii_css(template("report.css")), _ascii_html(body))
     yield from chunks
     code = _ascii_js("\n".join(template(name) for name in scripts))
     yield f"\n<script>\n{code}\n</script>\n</body>\n</html>\n" if code else "\n</body>\n</html>\n"
-
-
-def write_page(path: str | Path, parts: Iterable[str]) -> Path:
-    """Write ``chunked_page`` parts to ``path`` (latin-1: one byte per character) through a
-    temporary file in the same directory, so a reader never sees half a page."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="latin-1", newline="") as handle:
-            for part in parts:
-                handle.write(part)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 # ---------------------------------------------------------------------------------------

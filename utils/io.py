@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 from cupid.utils.errors import CupidError
 
 log = logging.getLogger("cupid.io")
@@ -125,7 +125,9 @@ def temporary_prefix(path: Path) -> str:
     return f".{path.name}.{_HOST}~{os.getpid()}."
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
+def atomic_write_text(path: str | Path, text: str | Iterable[str], encoding: str = "utf-8") -> None:
+    """Write ``text`` (or its parts, in order: a page streamed as it is made) to ``path`` at
+    once or not at all."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -136,8 +138,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         raise StorageError(path, "write", exc) from exc
     try:
         os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "w", encoding=encoding) as handle:
+            handle.writelines([text] if isinstance(text, str) else text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
