@@ -12,6 +12,7 @@ rerun to ask it again), 2 for bad input or setup, 3 when the file system refused
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import types
@@ -117,10 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                            "rendered by the steps' code (stand-in checklists where a decomposition is needed)",
                            ASSUMPTIONS, as_json=args.json)
             return 0
-        result = validate(args.data_dir, output_dir=args.output_dir, model=args.model, n_workers=args.n_workers,
-                          limit=args.limit, batch=args.batch, rate_limit=args.rate_limit, timeout=args.timeout,
-                          max_retries=args.max_retries, no_cache=args.no_cache, annotations=args.annotations,
-                          tasks_per_page=args.tasks_per_page, log_file=args.log_file)
+        result = validate(**{name: getattr(args, name) for name in inspect.signature(validate).parameters})
     except (Interrupted, CupidError) as exc:
         return print_error(exc)
     print_summary(result.summary)
