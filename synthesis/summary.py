@@ -22,14 +22,6 @@ class StageStats:
 
 def write_summary(run: "Synthesis", wall_time: float, stopped: str | None = None) -> dict:
     """summary.json of ``run``; ``stopped``: why a run was stopped before its end."""
-    summary = summarize(run, wall_time)
-    if stopped is not None:
-        summary["stopped"] = stopped
-    atomic_write_json(run.out / "summary.json", summary)
-    return summary
-
-
-def summarize(run: "Synthesis", wall_time: float) -> dict:
     counts = {"personas_requested": len(run.personas), "personas_complete": 0,
               "personas_failed": len(run.failure_log.failures), "sessions": 0, "dialogues": 0,
               "dialogues_satisfied": 0, "instances": 0}
@@ -80,4 +72,7 @@ def summarize(run: "Synthesis", wall_time: float) -> dict:
     if runner is not None:  # --batch: this invocation's rounds; the calls are in "usage"
         summary["batch"] = {**runner.counts(), "submitted_requests": runner.submitted_items,
                             "batches_file": str(runner.state_path)}
+    if stopped is not None:
+        summary["stopped"] = stopped
+    atomic_write_json(run.out / "summary.json", summary)
     return summary
