@@ -153,7 +153,7 @@ def setup_logging(log_file: str | None) -> None:
         handler.setFormatter(formatter)
     handlers[0].addFilter(lambda record: not getattr(record, PRINTED, False))  # printed once already
     logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True)
-    for ours in ("cupid", "synthesis", "evaluation"):
+    for ours in LoggingState.NAMES:
         logging.getLogger(ours).setLevel(logging.INFO)
 
 
@@ -170,13 +170,10 @@ class LoggingState:
         self.levels = {name: logging.getLogger(name).level for name in self.NAMES}
 
     def restore(self) -> None:
-        for handler in list(self.root.handlers):
+        for handler in self.root.handlers:
             if handler not in self.handlers:
-                self.root.removeHandler(handler)
                 handler.close()
-        for handler in self.handlers:
-            if handler not in self.root.handlers:
-                self.root.addHandler(handler)
+        self.root.handlers[:] = self.handlers
         self.root.setLevel(self.level)
         for name, level in self.levels.items():
             logging.getLogger(name).setLevel(level)
