@@ -183,8 +183,8 @@ class Validation:
             def deferred_ok(instance: Instance) -> None:
                 with contextlib.suppress(BatchDeferred):  # asked in the next batch round
                     self.row(instance)
-            run_in_rounds(lambda: list(iter_with_progress(deferred_ok, self.instances, n_workers=n_workers, show=False)),
-                          runner, [self.model])
+            run_in_rounds(lambda: list(iter_with_progress(deferred_ok, self.instances, n_workers=n_workers,
+                                                          show=False)), runner, [self.model])
         rows = {}
         for instance, row in iter_with_progress(self.row, self.instances, n_workers=n_workers, desc="validation"):
             rows[instance.instance_id] = row

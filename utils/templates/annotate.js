@@ -45,8 +45,9 @@
     var pairs = $("pairs") ? JSON.parse($("pairs").textContent) : [];
     return pairs.map(function (pair, k) {
       var entries = answered(tasks[k]).entries;
-      return complete(tasks[k]) && {pair_id: pair.pair_id, annotator: annotator.value.trim(), preference: pair.preference,
-        checklist: pair.checklist, labels: pair.checklist.map(function (entry, i) { return entries[i]; })};
+      return complete(tasks[k]) && {pair_id: pair.pair_id, annotator: annotator.value.trim(),
+        preference: pair.preference, checklist: pair.checklist,
+        labels: pair.checklist.map(function (entry, i) { return entries[i]; })};
     }).filter(Boolean);
   }
 
