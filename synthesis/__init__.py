@@ -2,15 +2,13 @@
 checklists → dialogues → instances. Run it as ``cupid-synth`` (or ``python -m
 synthesis.run``); from Python, ``from cupid.synthesis import synthesize``. The validation of
 §3.2: ``cupid-validate``, ``from cupid.synthesis import validate``."""
+import importlib
+
+
+_ENGINES = {"synthesize": "api", "SynthesisResult": "api", "validate": "validation", "ValidationResult": "validation"}
 
 
 def __getattr__(name: str):
-    if name in ("synthesize", "SynthesisResult"):
-        from cupid.synthesis import api
-
-        return getattr(api, name)
-    if name in ("validate", "ValidationResult"):
-        from cupid.synthesis import validation
-
-        return getattr(validation, name)
+    if name in _ENGINES:
+        return getattr(importlib.import_module(f"cupid.synthesis.{_ENGINES[name]}"), name)
     raise AttributeError(f"module 'cupid.synthesis' has no attribute {name!r}")

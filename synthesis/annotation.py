@@ -22,7 +22,7 @@ from typing import Sequence
 from cupid.synthesis.validation_plan import (CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST,
                                              conclude)
 from cupid.utils.errors import BadInput, SetupError
-from cupid.utils.html_page import esc, page, script_json
+from cupid.utils.html_page import annotation_page, esc, radios
 from cupid.utils.io import atomic_write_text
 
 FORMAT = "cupid-annotation/1"
@@ -83,17 +83,11 @@ INTRO = {
                 "valid."),
 }
 STYLE = """<style>
-.task .entry { display: grid; grid-template-columns: 1fr 1fr; gap: 14px; border-top: 1px solid var(--line); padding: 8px 0; }
-.task fieldset { border: 0; padding: 0; margin: 4px 0; } .task label { display: block; margin: 3px 0; cursor: pointer; }
-.task .msgs li { margin: 4px 0; } .nav { display: flex; gap: 10px; align-items: center; margin: 10px 0; }
-.realism label { display: inline-block; margin-right: 14px; }
+.task .entry { display: grid; grid-template-columns: 1fr 1fr; gap: 14px; }
+.task .entry label { display: block; margin: 3px 0; } .task .msgs li { margin: 4px 0; }
+.realism label { display: inline-block; }
 </style>
 """
-
-
-def _radios(name: str, kind: str) -> str:
-    return "".join(f'<label><input type="radio" name="{esc(name)}" value="{esc(value)}"> {esc(text)}</label>'
-                   for value, text in ((EXPRESSED, YES[kind]), (NOT_EXPRESSED, NO[kind])))
 
 
 def _task_html(task: dict, number: int, total: int) -> str:
@@ -107,30 +101,28 @@ def _task_html(task: dict, number: int, total: int) -> str:
             items = "".join(f"<li class='text'>{esc(m)}</li>" for m in e["messages"]) or \
                 "<li class='muted'>(no message was extracted for this sub-preference)</li>"
             right = f"<h3>User's Messages</h3><ul class='msgs'>{items}</ul>"
+        options = radios(f'{task["id"]}-{e["index"]}', ((EXPRESSED, YES[kind]), (NOT_EXPRESSED, NO[kind])))
         entries.append(f'<div class="entry" data-entry="{e["index"]}"><div><h3>Sub-Preference {e["index"]}</h3>'
                        f'<p>{esc(e["entry"])}</p><fieldset><legend class="muted">Select one:</legend>'
-                       f'{_radios(task["id"] + "-" + str(e["index"]), kind)}</fieldset></div><div>{right}</div></div>')
+                       f'{options}</fieldset></div><div>{right}</div></div>')
     realism = ""
     if kind == "request":
-        options = "".join(f'<label><input type="radio" name="{task["id"]}-realism" value="{k}"> {k}</label>'
-                          for k in range(1, 6))
+        options = radios(f'{task["id"]}-realism', ((str(k), str(k)) for k in range(1, 6)))
         realism = (f'<div class="realism box"><p><b>How realistic is it for a user to ask this request to an AI '
                    f'assistant (e.g., ChatGPT, Gemini, Perplexity, Claude, DeepSeek)?</b> 1 = not realistic at '
                    f'all, 5 = extremely realistic.</p><fieldset>{options}</fieldset></div>')
-    return (f'<section class="task box" data-task="{task["id"]}" data-kind="{kind}" hidden>'
+    return (f'<section class="task box" data-task="{task["id"]}" hidden>'
             f'<h2>Task {number} of {total}</h2><p><b>{esc(title)}</b></p><p class="muted">{esc(intro)}</p>'
             f'{"".join(entries)}{realism}</section>')
 
 
 def render_page(name: str, tasks: list[dict]) -> str:
-    body = (f'<header class="top"><span class="brand">CUPID validation · {esc(name)}</span>'
-            f'<label>Your annotator ID <input id="annotator" type="text" size="24"></label></header><main>'
-            + "".join(_task_html(t, k, len(tasks)) for k, t in enumerate(tasks, start=1))
-            + '<div class="nav"><button type="button" id="previous">Previous</button>'
-              '<button type="button" id="next">Submit &amp; Next Task</button>'
-              '<button type="button" id="save">Save answers (JSON)</button><span id="status" class="muted"></span></div>'
-            + f'<script type="application/json" id="annotation-page">{script_json({"format": FORMAT, "page": name})}</script></main>')
-    return page(f"CUPID validation · {name}", body, scripts=("annotate.js",), extra_head=STYLE)
+    header = (f'<header class="top"><span class="brand">CUPID validation · {esc(name)}</span>'
+              f'<label>Your annotator ID <input id="annotator" type="text" size="24"></label></header>')
+    meta = {"format": FORMAT, "page": name, "entry": "sub-preference", "file_prefix": f"annotations-{name}-"}
+    return annotation_page(f"CUPID validation · {name}", header,
+                           (_task_html(t, k, len(tasks)) for k, t in enumerate(tasks, start=1)), meta,
+                           {"save": ("answers", "Save answers (JSON)")}, extra_head=STYLE)
 
 
 def write_pages(directory: Path, tasks: list[dict], per_page: int) -> list[Path]:

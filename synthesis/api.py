@@ -24,11 +24,6 @@ from cupid.synthesis.settings import SynthesisConfig
 from cupid.utils.errors import BadInput, Interrupted
 from cupid.utils.models.model import Model
 
-# The release's models: --model writes personas, factors and sessions, decomposes the
-# checklists and simulates the user; the assistant simulator is a fixed model.
-DEFAULT_MODEL = SynthesisConfig.model
-DEFAULT_ASSISTANT_MODEL = SynthesisConfig.assistant_model
-
 
 @dataclass
 class SynthesisResult:
@@ -69,21 +64,15 @@ def synthesize(*, output_dir: str | Path = "synthetic_data", model: str | None =
     KeyboardInterrupt when stopped. A persona that fails is not raised: it is recorded in
     summary.json (``failures``) and retried by the next call.
     """
+    settings = {k: v for k, v in locals().items() if k not in ("rate_limit", "log_file")}  # synthesis_config's
     from cupid.synthesis.pipeline import run_synthesis
     from cupid.utils.io import StorageError, check_writable, clean_orphan_tmp
-    from cupid.utils.models.pacing import parse_rate_limit, set_user_limits
+    from cupid.utils.forecast import parse_limits
+    from cupid.utils.models.pacing import set_user_limits
     from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
 
-    cfg = synthesis_config(output_dir=output_dir, model=model, user_model=user_model,
-                           assistant_model=assistant_model, decomposer_model=decomposer_model,
-                           all_models=all_models, embedded=embedded, n_personas=n_personas,
-                           n_factors=n_factors, n_sessions=n_sessions, max_turns=max_turns, n_workers=n_workers,
-                           seed=seed, persona_seeds=persona_seeds, persona_batch_size=persona_batch_size,
-                           max_regenerations=max_regenerations, batch=batch, no_progress=no_progress)
-    try:
-        limits = dict(parse_rate_limit(spec) for spec in ([rate_limit] if isinstance(rate_limit, str) else rate_limit))
-    except ValueError as exc:
-        raise BadInput(f"rate_limit: {exc}") from None
+    cfg = synthesis_config(**settings)
+    limits = parse_limits(rate_limit)
     out, saved = Path(cfg.output_dir), LoggingState()
     try:
         try:
@@ -138,8 +127,8 @@ def synthesis_config(*, output_dir, model, user_model, assistant_model, decompos
         raise BadInput("max_regenerations and seed must be at least 0")
     every = config.EMBEDDED_MODEL if embedded else all_models
     cfg = SynthesisConfig(
-        output_dir=Path(output_dir), model=model or every or DEFAULT_MODEL,
-        user_model=user_model or every, assistant_model=assistant_model or every or DEFAULT_ASSISTANT_MODEL,
+        output_dir=Path(output_dir), model=model or every or SynthesisConfig.model,
+        user_model=user_model or every, assistant_model=assistant_model or every or SynthesisConfig.assistant_model,
         decomposer_model=decomposer_model or every, n_personas=n_personas, n_factors=n_factors,
         n_sessions=n_sessions, max_turns=max_turns, n_workers=n_workers, seed=seed,
         persona_seeds="bundled" if embedded and persona_seeds is None else persona_seeds,
@@ -164,7 +153,7 @@ def setup_logging(log_file: str | None) -> None:
         handler.setFormatter(formatter)
     handlers[0].addFilter(lambda record: not getattr(record, PRINTED, False))  # printed once already
     logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True)
-    for ours in ("cupid", "synthesis", "evaluation"):
+    for ours in LoggingState.NAMES:
         logging.getLogger(ours).setLevel(logging.INFO)
 
 
@@ -181,13 +170,10 @@ class LoggingState:
         self.levels = {name: logging.getLogger(name).level for name in self.NAMES}
 
     def restore(self) -> None:
-        for handler in list(self.root.handlers):
+        for handler in self.root.handlers:
             if handler not in self.handlers:
-                self.root.removeHandler(handler)
                 handler.close()
-        for handler in self.handlers:
-            if handler not in self.root.handlers:
-                self.root.addHandler(handler)
+        self.root.handlers[:] = self.handlers
         self.root.setLevel(self.level)
         for name, level in self.levels.items():
             logging.getLogger(name).setLevel(level)

@@ -97,10 +97,11 @@ def user_simulator_system_prompt(persona_description: str, session: dict, checkl
 
 
 def ask_user_simulator(model: Model, system: str, chat: list[dict], first_variant: int,
-                       messages_before: int = 0) -> tuple[str, int]:
-    """The raw answer (stripped) and the number of tries. An unparseable answer is asked
-    again with the same request, as the release does, up to USER_SIMULATOR_TRIES times in all.
-    ``messages_before``: the user simulator's messages so far in the dialogue."""
+                       messages_before: int = 0) -> Answer:
+    """The answer: its raw text (stripped), its tries, and its value ``parse_user_turn``'s.
+    An unparseable answer is asked again with the same request, as the release does, up to
+    USER_SIMULATOR_TRIES times in all. ``messages_before``: the user simulator's messages so
+    far in the dialogue."""
     ending = messages_before > 0 and getattr(model, "supports_answer_grammar", False)
     try:
         answer = ask_until_usable(model, system, chat, parse_user_turn, tries=USER_SIMULATOR_TRIES,
@@ -110,7 +111,7 @@ def ask_user_simulator(model: Model, system: str, chat: list[dict], first_varian
     except UnusableAnswer as exc:
         raise UnusableAnswer(f"user simulator answer unusable after {USER_SIMULATOR_TRIES} tries: "
                              f"{exc.reason}", exc.answer) from None
-    return answer.raw, answer.attempts
+    return answer
 
 
 def _nonempty(reply: str) -> str:
@@ -154,8 +155,6 @@ def dialogue_steps(user_model: Model, assistant_model: Model, persona_descriptio
     its retries) and the generator returns the artifact after the last one. Between two
     calls the caller may do other work; the synthesis scheduler runs each step as a task of
     its own, so that a dialogue does not hold a worker while the others wait."""
-    if max_turns < 1:
-        raise ValueError("a dialogue needs at least 1 turn (the assistant's answer to the request)")
     request_sent = session.get("request_sent", session["request"])
     system = user_simulator_system_prompt(persona_description, session, checklist)
     user_chat = [{"role": "assistant", "content": opening_turn(session["request"])}]
@@ -171,13 +170,13 @@ def dialogue_steps(user_model: Model, assistant_model: Model, persona_descriptio
             if turn > 0:
                 yield  # after the assistant's reply
                 user_chat.append({"role": "user", "content": dialogue[-1]["content"]})
-                raw, tries = ask_user_simulator(user_model, system, user_chat, variant, len(user_turns))
-                regenerations += tries - 1
-                user_chat.append({"role": "assistant", "content": raw})
-                message, ended, score = parse_user_turn(raw)
+                answer = ask_user_simulator(user_model, system, user_chat, variant, len(user_turns))
+                regenerations += answer.attempts - 1
+                user_chat.append({"role": "assistant", "content": answer.raw})
+                message, ended, score = answer.value
                 scores.append(score)
-                user_turns.append({"after_message": len(dialogue), "score": score, "raw": raw,
-                                   "attempts": tries})
+                user_turns.append({"after_message": len(dialogue), "score": score, "raw": answer.raw,
+                                   "attempts": answer.attempts})
                 dialogue.append({"role": "user", "content": message})
                 if ended:
                     satisfied = True

@@ -12,22 +12,19 @@ summary.json recorded, else the model family's figure): utils/forecast.py.
 """
 from __future__ import annotations
 
-import argparse
-import sys
-
 from cupid.synthesis import personas as persona_stage
 from cupid.synthesis.dialogues import assistant_reply, ask_user_simulator, opening_turn, user_simulator_system_prompt
 from cupid.synthesis.factors import generate_factors
 from cupid.synthesis.journey import FINAL, persona_journey
 from cupid.synthesis.outputs import OutputDir
 from cupid.synthesis.sessions import generate_sessions
-from cupid.synthesis.settings import SettingsError, SynthesisConfig, stage_models
+from cupid.synthesis.settings import SynthesisConfig, stage_models
 from cupid.synthesis.taxonomy import load_occupations, load_taxonomy
 from cupid.evaluation.steps import decompose
-from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, batchable, filler, parse_limits,
-                                  print_forecast, recorded_reasoning, render, role_forecast, summary)
+from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
+                                  recorded_reasoning, render, role_forecast, summary)
+from cupid.utils.errors import BadInput
 from cupid.utils.io import read_json
-from cupid.utils.models.errors import ModelError
 
 DESCRIPTION_TOKENS = 250      # one persona's description (and its occupation) in the answer
 FACTOR_TOKENS = 80            # one context factor with its preference and task types
@@ -53,13 +50,13 @@ ASSUMPTIONS = (
 
 
 def main(cfg: SynthesisConfig, rate_limits: list[str], *, as_json: bool) -> int:
+    """The forecast of ``cfg`` (checked by the caller) printed; a bad seed source or model
+    raises its CupidError and an unreadable artifact its BadInput, which the command prints."""
+    limits = parse_limits(rate_limits)
     try:
-        cfg.check()
-        limits = parse_limits(rate_limits)
         roles = forecast(cfg)
-    except (SettingsError, ModelError, ValueError, persona_stage.SeedSourceError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
     result = {"dry_run": True, **summary(list(roles.values()), limits),
               "token_counting": TOKEN_COUNTING, "assumptions": list(ASSUMPTIONS)}
     header = [f"dry run: no request sent, nothing written; {cfg.n_personas} personas x "
@@ -75,14 +72,12 @@ def forecast(cfg: SynthesisConfig) -> dict[str, RoleForecast]:
     render_only = {role: RenderOnly(model) for role, model in models.items()}
     # --batch sends the synthesizer's calls only; the simulators and the decomposer answer online.
     recorded = recorded_reasoning(cfg.output_dir)
-    roles = {role: role_forecast(role, model, role == "synthesizer" and batchable(model), recorded)
+    roles = {role: role_forecast(role, model, role == "synthesizer" and model.batch_adapter() is not None, recorded)
              for role, model in models.items()}
     out = OutputDir(cfg.output_dir)
     taxonomy = load_taxonomy()
 
-    personas_file = cfg.output_dir / "personas.json"
-    existing = read_json(personas_file)["personas"] if personas_file.exists() else []
-    personas = list(existing[: cfg.n_personas])
+    personas = out.read_personas()["personas"][: cfg.n_personas]
     if len(personas) < cfg.n_personas:
         seeds, _ = persona_stage.load_seeds(cfg.persona_seeds)
         templates = persona_stage.make_templates(seeds, cfg.n_personas, load_occupations(), taxonomy,
@@ -163,16 +158,3 @@ def forecast_dialogue(cfg: SynthesisConfig, description: str, session: dict, che
         request = render(lambda: assistant_reply(render_only["assistant_simulator"], assistant_chat, 1))
         roles["assistant_simulator"].add_request("dialogues", request, ASSISTANT_REPLY_TOKENS)
         assistant_chat.append({"role": "assistant", "content": reply})
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dry_run", action="store_true",
-                        help="print what the synthesis would send and cost per role (calls, tokens, "
-                             "cost online and with --batch, time at --rate_limit), without sending or "
-                             "writing anything")
-    parser.add_argument("--json", action="store_true",
-                        help="with --dry_run: also print the forecast as one JSON object on the last line")
-    parser.add_argument("--rate_limit", action="append", default=[], metavar="[MODEL=]tpm=N,rpm=N",
-                        help="limits to keep on an endpoint (all endpoints, or MODEL's) besides those "
-                             "the provider states in its headers; --dry_run computes its time at them; "
-                             "repeatable")

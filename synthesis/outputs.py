@@ -162,9 +162,6 @@ class Failure:
     last_raw_output: str | None = None
     next_variant: int = 0
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
     @classmethod
     def of(cls, persona_id: str, stage: str, exc: Exception, *, prefix: str = "",
            previous_raw: str | None = None) -> "Failure":
@@ -194,7 +191,7 @@ class FailureLog:
                 return  # the first failure of a persona is the one reported
             self.failures[failure.persona_id] = failure
         log.error("persona %s failed at %s: %s", failure.persona_id, failure.stage, failure.reason)
-        atomic_write_json(self.outputs.artifact(failure.persona_id, "failure.json"), failure.to_dict())
+        atomic_write_json(self.outputs.artifact(failure.persona_id, "failure.json"), asdict(failure))
 
     def overcome(self, persona_id: str) -> None:
         """The persona completed: an earlier run's failure.json goes."""

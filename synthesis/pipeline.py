@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Generator
 
 from cupid.utils.models.batch import BatchDeferred, runner_for
@@ -136,10 +136,6 @@ class Synthesis(OutputDir):
         self._count("templates", done=len(new))
         self.plan(new)
 
-    def _save_personas(self) -> None:
-        with self._lock:
-            self.update_personas(self.personas)
-
     # =====================================================================================
     # The task graph: each task does one unit of work, then submits what it unlocks.
     # Priorities: the critical path first (see synthesis/scheduler.py).
@@ -205,7 +201,7 @@ class Synthesis(OutputDir):
             return
         with self._lock:
             persona_stage.record_descriptions(batch, generated)
-        self._save_personas()
+            self.update_personas(self.personas)
         self._count("descriptions", done=len(batch))
         for persona in batch:
             self._submit("factors", self.task_factors, persona)
@@ -251,7 +247,7 @@ class Synthesis(OutputDir):
             return generate_sessions(self.models["synthesizer"], persona["description"], factors,
                                      journey, self.taxonomy, **attempts)
         if self._generate_artifact(persona, "sessions", generate,
-                                   lambda g: {"journey": journey.to_dict(), **g.value}):
+                                   lambda g: {"journey": asdict(journey), **g.value}):
             self.after_sessions(persona)
 
     # -- Stage 5: a checklist per distinct session preference ------------------------------
@@ -284,10 +280,7 @@ class Synthesis(OutputDir):
             failure.next_variant = 0
             self.failure_log.record(failure)
             return
-        if not checklist or not all(isinstance(q, str) and q.strip() for q in checklist):
-            self.failure_log.record(Failure(pid, "checklists", f"empty checklist for {preference!r}", 1))
-            return
-        self.checklist_ready(state, preference, list(checklist))
+        self.checklist_ready(state, preference, checklist)  # decompose.parse: entries of text, one or more
 
     def checklist_ready(self, state: "PersonaState", preference: str, checklist: list[str]) -> None:
         """Record a checklist and start the dialogues that were waiting for it."""

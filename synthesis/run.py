@@ -75,11 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "OpenAI, Anthropic, Together or Gemini batch API at half price, in rounds; "
                         "batch ids are kept in the output directory's batches.json, so a rerun "
                         "resumes them. The simulators and the decomposer answer online")
+    p.add_argument("--rate_limit", action="append", default=[], metavar="[MODEL=]tpm=N,rpm=N",
+                   help="limits to keep on an endpoint (all endpoints, or MODEL's) besides those the provider "
+                        "states in its headers; --dry_run computes its time at them; repeatable")
     p.add_argument("--log_file", default=None, help="also write the log to this file")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bars")
-    from cupid.synthesis.dry_run import add_arguments
-
-    add_arguments(p)
+    p.add_argument("--dry_run", action="store_true",
+                   help="print what the synthesis would send and cost per role (calls, tokens, cost online and "
+                        "with --batch, time at --rate_limit), without sending or writing anything")
+    p.add_argument("--json", action="store_true",
+                   help="with --dry_run: also print the forecast as one JSON object on the last line")
     return p
 
 
@@ -89,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json and not args.dry_run:
         parser.error("--json goes with --dry_run")
     from cupid.synthesis.api import synthesis_config, synthesize
+    from cupid.synthesis.outputs import OutputDirInUse
+    from cupid.utils.command_line import print_error
     from cupid.utils.errors import CupidError, Interrupted
 
     arguments = {name: getattr(args, name, None) for name in ARGUMENTS}
@@ -99,17 +106,10 @@ def main(argv: list[str] | None = None) -> int:
             arguments.pop("rate_limit"), arguments.pop("log_file")
             return dry_run.main(synthesis_config(**arguments), args.rate_limit, as_json=args.json)
         result = synthesize(**arguments)
-    except Interrupted as exc:
-        print(f"\n{exc.message}", file=sys.stderr)
-        return exc.exit_code
-    except CupidError as exc:
-        from cupid.synthesis.outputs import OutputDirInUse
-
-        message = (f"{exc.output_dir} is in use by {exc.who()}: nothing was asked; wait for it to end "
-                   f"(then rerun to resume), or give another --output_dir"
-                   if isinstance(exc, OutputDirInUse) else str(exc))
-        print(redact("\n".join([f"error: {message}", *getattr(exc, "__notes__", ())])), file=sys.stderr, flush=True)
-        return exc.exit_code
+    except (Interrupted, CupidError) as exc:
+        return print_error(exc, f"{exc.output_dir} is in use by {exc.who()}: nothing was asked; wait for it to end "
+                                f"(then rerun to resume), or give another --output_dir"
+                           if isinstance(exc, OutputDirInUse) else None)
     print_summary(result.summary)
     print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **result.summary["counts"]}))
     return 1 if result.failures else 0
@@ -146,12 +146,9 @@ def print_summary(summary: dict) -> None:
 
 def console() -> None:
     """The console script ``cupid-synth``."""
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt as exc:  # before the run's handlers were set
-        from cupid.utils.stop_signals import stop_status
+    from cupid.utils.command_line import run_console
 
-        sys.exit(stop_status(exc))
+    run_console(main)
 
 
 if __name__ == "__main__":

@@ -22,14 +22,6 @@ class StageStats:
 
 def write_summary(run: "Synthesis", wall_time: float, stopped: str | None = None) -> dict:
     """summary.json of ``run``; ``stopped``: why a run was stopped before its end."""
-    summary = summarize(run, wall_time)
-    if stopped is not None:
-        summary["stopped"] = stopped
-    atomic_write_json(run.out / "summary.json", summary)
-    return summary
-
-
-def summarize(run: "Synthesis", wall_time: float) -> dict:
     counts = {"personas_requested": len(run.personas), "personas_complete": 0,
               "personas_failed": len(run.failure_log.failures), "sessions": 0, "dialogues": 0,
               "dialogues_satisfied": 0, "instances": 0}
@@ -61,10 +53,7 @@ def summarize(run: "Synthesis", wall_time: float) -> dict:
         counts["personas_complete"] += int(n_instances == len(INSTANCE_TYPES)
                                            and pid not in run.failure_log.failures)
     failed_attempts = sum(max(f.attempts - 1, 0) for f in run.failure_log.failures.values())
-    usage = {}
-    for role, model in run.models.items():
-        snapshot = model.usage.snapshot(model.name) if hasattr(model, "usage") else {}
-        usage[role] = {"model": model.name, **snapshot}
+    usage = {role: {"model": model.name, **model.usage.snapshot(model.name)} for role, model in run.models.items()}
     summary = {
         "output_dir": str(run.out),
         "seed_source": run.seed_source,
@@ -75,12 +64,15 @@ def summarize(run: "Synthesis", wall_time: float) -> dict:
         "regenerations": {**regenerations, "in_failed_generations": failed_attempts,
                           "total": sum(regenerations.values()) + failed_attempts},
         "stages": {name: asdict(s) for name, s in run.stats.items()},
-        "failures": [f.to_dict() for f in run.failure_log.failures.values()],
+        "failures": [asdict(f) for f in run.failure_log.failures.values()],
         "usage": usage,
         "wall_time_s": round(wall_time, 3),
     }
-    runner = getattr(run, "batch_runner", None)
+    runner = run.batch_runner
     if runner is not None:  # --batch: this invocation's rounds; the calls are in "usage"
         summary["batch"] = {**runner.counts(), "submitted_requests": runner.submitted_items,
                             "batches_file": str(runner.state_path)}
+    if stopped is not None:
+        summary["stopped"] = stopped
+    atomic_write_json(run.out / "summary.json", summary)
     return summary

@@ -12,13 +12,13 @@ rerun to ask it again), 2 for bad input or setup, 3 when the file system refused
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import types
 from pathlib import Path
 
 from cupid import config
-from cupid.utils.redact import redact
 
 # One extraction's answer per checklist entry (analysis, fragments, rating), in tokens.
 ANSWER_TOKENS_PER_ENTRY = 150
@@ -107,6 +107,7 @@ def forecast(args) -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from cupid.synthesis.validation import print_summary, validate
+    from cupid.utils.command_line import print_error
     from cupid.utils.errors import CupidError, Interrupted
     from cupid.utils.forecast import print_forecast
 
@@ -117,16 +118,9 @@ def main(argv: list[str] | None = None) -> int:
                            "rendered by the steps' code (stand-in checklists where a decomposition is needed)",
                            ASSUMPTIONS, as_json=args.json)
             return 0
-        result = validate(args.data_dir, output_dir=args.output_dir, model=args.model, n_workers=args.n_workers,
-                          limit=args.limit, batch=args.batch, rate_limit=args.rate_limit, timeout=args.timeout,
-                          max_retries=args.max_retries, no_cache=args.no_cache, annotations=args.annotations,
-                          tasks_per_page=args.tasks_per_page, log_file=args.log_file)
-    except Interrupted as exc:
-        print(f"\n{exc.message}", file=sys.stderr)
-        return exc.exit_code
-    except CupidError as exc:
-        print(redact("\n".join([f"error: {exc}", *getattr(exc, "__notes__", ())])), file=sys.stderr, flush=True)
-        return exc.exit_code
+        result = validate(**{name: getattr(args, name) for name in inspect.signature(validate).parameters})
+    except (Interrupted, CupidError) as exc:
+        return print_error(exc)
     print_summary(result.summary)
     print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **result.summary["counts"]}))
     return 1 if result.summary["counts"]["instances_unknown"] else 0
@@ -134,12 +128,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def console() -> None:
     """The console script ``cupid-validate``."""
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt as exc:
-        from cupid.utils.stop_signals import stop_status
+    from cupid.utils.command_line import run_console
 
-        sys.exit(stop_status(exc))
+    run_console(main)
 
 
 if __name__ == "__main__":

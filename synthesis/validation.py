@@ -24,6 +24,7 @@ and leaves its entries "failed" (the instance's verdict unknown), never "not exp
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -129,7 +130,7 @@ class AnswerStore:
 
 
 class Validation:
-    def __init__(self, instances: list[Instance], data_dir: Path | None, out: Path, model: Model) -> None:
+    def __init__(self, instances: list[Instance], data_dir: Path, out: Path, model: Model) -> None:
         self.instances, self.out, self.model = instances, out, model
         self.store = AnswerStore(out / "answers", model)
         self.checklists = known_checklists(data_dir, instances)
@@ -177,18 +178,13 @@ class Validation:
         from cupid.utils.executor import iter_with_progress
         from cupid.utils.models.batch import BatchDeferred, run_in_rounds, runner_for
 
-        if batch:
-            runner = runner_for(self.model, self.out / "batches.json")
-            if runner is not None:
-                def one_pass() -> None:
-                    def deferred_ok(instance: Instance) -> None:
-                        try:
-                            self.row(instance)
-                        except BatchDeferred:
-                            pass
-                    for _ in iter_with_progress(deferred_ok, self.instances, n_workers=n_workers, show=False):
-                        pass
-                run_in_rounds(one_pass, runner, [self.model])
+        runner = runner_for(self.model, self.out / "batches.json") if batch else None
+        if runner is not None:
+            def deferred_ok(instance: Instance) -> None:
+                with contextlib.suppress(BatchDeferred):  # asked in the next batch round
+                    self.row(instance)
+            run_in_rounds(lambda: list(iter_with_progress(deferred_ok, self.instances, n_workers=n_workers,
+                                                          show=False)), runner, [self.model])
         rows = {}
         for instance, row in iter_with_progress(self.row, self.instances, n_workers=n_workers, desc="validation"):
             rows[instance.instance_id] = row
@@ -208,7 +204,8 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     from cupid.evaluation.data import InstanceSource
     from cupid.synthesis.api import LoggingState, setup_logging
     from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-    from cupid.utils.models.pacing import parse_rate_limit, set_user_limits
+    from cupid.utils.forecast import parse_limits
+    from cupid.utils.models.pacing import set_user_limits
     from cupid.utils.models.registry import check_models, resolve_model
     from cupid.utils.models.retry import cancel_all, reset_cancel
     from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
@@ -216,10 +213,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     for name, value in (("n_workers", n_workers), ("tasks_per_page", tasks_per_page), ("limit", limit or 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise BadInput(f"{name}: expected a whole number of at least 1, got {value!r}")
-    try:
-        limits = dict(parse_rate_limit(spec) for spec in ([rate_limit] if isinstance(rate_limit, str) else rate_limit))
-    except ValueError as exc:
-        raise BadInput(f"rate_limit: {exc}") from None
+    limits = parse_limits(rate_limit)
     source = InstanceSource(data_path=data_dir, limit=limit)
     source.validate()
     instances = list(source)
@@ -261,7 +255,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
         state.restore()
         if isinstance(model, Model):  # a caller's model leaves with the cache it came with
             model.cache = saved_cache
-    return ValidationResult(rows=summary.pop("_rows"), verified=verified, summary=summary, output_dir=out,
+    return ValidationResult(rows=rows, verified=verified, summary=summary, output_dir=out,
                             failed=work.store.failed_now)
 
 

@@ -76,7 +76,7 @@ def session_at(instance: Instance, position: int) -> Session:
     return request_session(instance.current_request) if position == 0 else instance.prior_interactions[position - 1]
 
 
-def known_checklists(data_dir: Path | None, instances: Iterable[Instance]) -> dict[tuple[str, str], tuple[list[str], str]]:
+def known_checklists(data_dir: Path, instances: Iterable[Instance]) -> dict[tuple[str, str], tuple[list[str], str]]:
     """(persona_id, preference) -> (checklist, where it came from): every instance's current
     checklist, and a synthesis output's checklists.json files (which win: they are the ones
     the dialogues were simulated with)."""
@@ -86,9 +86,8 @@ def known_checklists(data_dir: Path | None, instances: Iterable[Instance]) -> di
         book.setdefault((instance.persona_id, instance.current_contextual_preference.strip()),
                         (list(instance.current_checklist), "instance"))
         personas.add(instance.persona_id)
-    root = data_dir if data_dir is not None and data_dir.is_dir() else None
-    for persona_id in sorted(personas) if root is not None else ():
-        path = root / "personas" / persona_id / "checklists.json"
+    for persona_id in sorted(personas) if data_dir.is_dir() else ():
+        path = data_dir / "personas" / persona_id / "checklists.json"
         if path.is_file():
             for preference, checklist in read_json(path).items():
                 if isinstance(checklist, list) and checklist:

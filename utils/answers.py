@@ -53,43 +53,23 @@ def find_section(text: str, header_pattern: str) -> str | None:
 
 
 def extract_json(text: str) -> Any:
-    """The JSON value in an answer: a ```json fenced block, else the first balanced
-    object or array. Trailing commas, a common slip, are tolerated."""
-    candidates = [m.group(1) for m in re.finditer(r"```(?:json|JSON)?\s*\n?(.*?)```", text, re.S)]
+    """The JSON value in an answer: a ```json fenced block, else the first object or array
+    (text may follow it). Trailing commas, a common slip, are tolerated."""
+    fenced = [(m.group(1), True) for m in re.finditer(r"```(?:json|JSON)?\s*\n?(.*?)```", text, re.S)]
     start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
-    if start >= 0:
-        candidates.append(_balanced(text, start))
-    for candidate in candidates:
-        if not candidate:
-            continue
+    for candidate, whole in fenced + ([(text[start:], False)] if start >= 0 else []):
+        candidate = candidate.strip()
         for attempt in (candidate, re.sub(r",\s*([}\]])", r"\1", candidate)):
             try:
-                return json.loads(attempt)
+                value, end = _DECODER.raw_decode(attempt)
             except json.JSONDecodeError:
                 continue
+            if not (whole and attempt[end:].strip()):  # a fenced block is JSON and nothing else
+                return value
     raise ParseError("no valid JSON in the answer")
 
 
-def _balanced(text: str, start: int) -> str:
-    depth, in_string, escaped = 0, False, False
-    for i in range(start, len(text)):
-        char = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-            if depth == 0:
-                return text[start:i + 1]
-    return text[start:]
+_DECODER = json.JSONDecoder()
 
 
 # libyaml's loader when PyYAML was built with it (same safe subset, several times faster).

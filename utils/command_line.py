@@ -1,5 +1,6 @@
 """Command-line helpers shared by the entry points: flag types that reject bad values as
-flag errors (exit 2, one line), and the ``key=value,...`` generation parameters."""
+flag errors (exit 2, one line), the ``key=value,...`` generation parameters, and how a
+command reports what stopped it."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +21,31 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def print_error(exc: BaseException, message: str | None = None) -> int:
+    """What stopped a command, on stderr, and its exit status: an ``Interrupted``'s message,
+    else ``error:`` and the CupidError's message (or ``message``) and notes, keys redacted."""
+    from cupid.utils.errors import Interrupted
+    from cupid.utils.redact import redact
+
+    if isinstance(exc, Interrupted):
+        print(f"\n{exc.message}", file=sys.stderr)
+    else:
+        print(redact("\n".join([f"error: {message or exc}", *getattr(exc, "__notes__", ())])), file=sys.stderr,
+              flush=True)
+    return exc.exit_code
+
+
+def run_console(main: Callable[[], int]) -> NoReturn:
+    """A console script: exits with ``main()``'s status, or a signal's when stopped before
+    the run set its own handlers."""
+    from cupid.utils.stop_signals import stop_status
+
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as exc:
+        sys.exit(stop_status(exc))
 
 
 def _number(kind: type, text: str, check: Callable[[float], bool], need: str):

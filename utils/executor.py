@@ -19,19 +19,16 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def iter_with_progress(fn: Callable[[T], R], items: Iterable[T], *, n_workers: int = 1,
-                       desc: str = "", total: int | None = None,
+def iter_with_progress(fn: Callable[[T], R], items: Iterable[T], *, n_workers: int = 1, desc: str = "",
                        postfix: Callable[[], dict] | None = None,
                        show: bool | None = None) -> Iterator[tuple[T, R]]:
     """Yield (item, result) pairs as they finish. ``fn`` must handle its own errors;
     an exception escaping it is re-raised here after the pool stops taking new items."""
-    if total is None and hasattr(items, "__len__"):
-        total = len(items)  # type: ignore[arg-type]
     show = sys.stderr.isatty() if show is None else show
     if show:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total, desc=desc, dynamic_ncols=True)
+        bar = tqdm(total=len(items) if hasattr(items, "__len__") else None, desc=desc, dynamic_ncols=True)
     else:  # no tqdm at all: even a disabled bar starts tqdm's monitor thread, which outlives the run
         bar = _NoBar()
     source = iter(items)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from cupid.utils.errors import BadInput
 from cupid.utils.io import read_json
 from cupid.utils.models.model import Model
 from cupid.utils.models.request import Request
@@ -73,11 +74,6 @@ def filler(tokens: int, word: str = "text") -> str:
     return (unit * (tokens * 4 // len(unit) + 1))[: tokens * 4].strip()
 
 
-def request_tokens(request: Request) -> int:
-    return estimate_tokens(request.system_prompt) + sum(
-        estimate_tokens(m["content"]) for m in request.messages)
-
-
 @dataclass
 class RoleForecast:
     """The calls of one role (one model) in a forecast."""
@@ -112,8 +108,9 @@ class RoleForecast:
         if self.reasoning is not None:
             reasoning, basis = self.reasoning(request)
             self.reasoning_basis = self.reasoning_basis or basis
-        self.add(step, request_tokens(request), output_tokens + reasoning,
-                 reasoning_tokens=reasoning)
+        input_tokens = estimate_tokens(request.system_prompt) + sum(estimate_tokens(m["content"])
+                                                                    for m in request.messages)
+        self.add(step, input_tokens, output_tokens + reasoning, reasoning_tokens=reasoning)
 
     def merge(self, other: "RoleForecast") -> None:
         for step, (calls, tin, tout, reasoning) in other.by_step.items():
@@ -127,18 +124,13 @@ class RoleForecast:
         return estimate_cost(self.model, tin, tout, tin if batched else 0, tout if batched else 0)
 
 
-def batchable(model: Model) -> bool:
-    """Whether --batch can send the model's calls through its provider's batch API."""
-    return model.batch_adapter() is not None
-
-
 def role_forecast(role: str, model: Model, batch: bool | None = None,
                   recorded: dict[str, float] | None = None) -> RoleForecast:
     """A role's forecast whose calls reason as ``model``'s do: the mean per call an earlier
     run recorded for it (``recorded``, from ``recorded_reasoning``), else the model's own
     figure for each request (``Model.forecast_reasoning_tokens``). ``batch``: whether --batch
     sends the role's calls through a batch API (default: whether the model has one)."""
-    forecast = RoleForecast(role, model.name, batchable(model) if batch is None else batch)
+    forecast = RoleForecast(role, model.name, model.batch_adapter() is not None if batch is None else batch)
     mean = (recorded or {}).get(model.name)
     if mean is not None:
         basis = f"{mean:,.0f} tokens a call, the mean the earlier run in the output directory recorded"
@@ -191,11 +183,14 @@ def _tally(totals: dict[str, list[int]], model, tokens, calls) -> None:
         entry[1] += calls
 
 
-def parse_limits(specs: Iterable[str]) -> dict:
-    """--rate_limit specs -> {model name or "*": UserLimits} (ValueError on a bad spec)."""
+def parse_limits(specs: str | Iterable[str]) -> dict:
+    """--rate_limit specs (or one) -> {model name or "*": UserLimits}; BadInput names a bad one."""
     from cupid.utils.models.pacing import parse_rate_limit
 
-    return dict(parse_rate_limit(spec) for spec in specs)
+    try:
+        return dict(parse_rate_limit(spec) for spec in ([specs] if isinstance(specs, str) else specs))
+    except ValueError as exc:
+        raise BadInput(f"rate_limit: {exc}") from None
 
 
 def time_at_limits(model: str, calls: int, tokens: int, limits: dict) -> float | None:

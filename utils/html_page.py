@@ -15,16 +15,13 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import deflate
 from markdown_it import MarkdownIt
 
-from cupid.utils.io import temporary_prefix
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -105,33 +102,46 @@ def page(title: str, body: str, *, scripts: tuple[str, ...] = (), extra_head: st
     return _opening("utf-8", esc(title), template("report.css"), body, extra_head) + f"{script}\n</body>\n</html>\n"
 
 
+ANNOTATION_STYLE = """<style>
+.task .entry { border-top: 1px solid var(--line); padding: 8px 0; }
+.task fieldset { border: 0; padding: 0; margin: 4px 0; } .task label { margin-right: 14px; cursor: pointer; }
+.nav { display: flex; flex-wrap: wrap; gap: 10px; align-items: center; margin: 10px 0; }
+button.primary { background: var(--accent); color: #fff; border-color: var(--accent); }
+button:disabled { opacity: 0.45; cursor: default; }
+</style>
+"""
+
+
+def radios(name: str, options: Iterable[tuple[str, str]]) -> str:
+    """An entry's radio buttons on an annotation page, ``(value, label)`` each."""
+    return "".join(f'<label><input type="radio" name="{esc(name)}" value="{esc(value)}"> {esc(label)}</label>'
+                   for value, label in options)
+
+
+def annotation_page(title: str, header: str, tasks: Iterable[str], meta: dict, downloads: dict[str, tuple[str, str]],
+                    *, extra_head: str = "", end: str = "") -> str:
+    """A page of annotation tasks run by templates/annotate.js: ``header``, the tasks (hidden
+    ``section.task`` elements whose ``.entry`` elements hold ``radios``), the navigation with
+    the ``downloads`` (button id -> (the script's export, label)), then ``end``. ``meta`` tells
+    the script the page's storage key (``page``), what an entry is called (``entry``), the
+    saved files' ``file_prefix`` and ``format``."""
+    buttons = "".join(f'<button type="button" id="{esc(key)}" data-download="{esc(kind)}">{esc(label)}</button>'
+                      for key, (kind, label) in downloads.items())
+    body = (f'{header}<main>{"".join(tasks)}<div class="nav"><button type="button" id="previous">Previous</button>'
+            f'<button type="button" id="next" class="primary">Submit &amp; Next Task</button>{buttons}'
+            f'<span id="status" class="muted"></span></div>{end}'
+            f'<script type="application/json" id="annotation-page">{script_json(meta)}</script></main>')
+    return page(title, body, scripts=("annotate.js",), extra_head=ANNOTATION_STYLE + extra_head)
+
+
 def chunked_page(title: str, body: str, chunks: Iterable[str], *, scripts: tuple[str, ...] = ()) -> Iterator[str]:
-    """A windows-1252 document in parts (write them with ``write_page``): ``body``, then the
-    ``chunk_element`` strings, then the scripts. Text outside the chunks becomes ASCII."""
+    """A windows-1252 document in parts (write them with ``atomic_write_text(path, parts,
+    "latin-1")``: one byte a character): ``body``, then the ``chunk_element`` strings, then
+    the scripts. Text outside the chunks becomes ASCII."""
     yield _opening("windows-1252", _ascii_html(esc(title)), _ascii_css(template("report.css")), _ascii_html(body))
     yield from chunks
     code = _ascii_js("\n".join(template(name) for name in scripts))
     yield f"\n<script>\n{code}\n</script>\n</body>\n</html>\n" if code else "\n</body>\n</html>\n"
-
-
-def write_page(path: str | Path, parts: Iterable[str]) -> Path:
-    """Write ``chunked_page`` parts to ``path`` (latin-1: one byte per character) through a
-    temporary file in the same directory, so a reader never sees half a page."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="latin-1", newline="") as handle:
-            for part in parts:
-                handle.write(part)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 # ---------------------------------------------------------------------------------------

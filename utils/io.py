@@ -10,10 +10,9 @@ import os
 import socket
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 from cupid.utils.errors import CupidError
 
 log = logging.getLogger("cupid.io")
@@ -27,19 +26,12 @@ ORPHAN_AGE_S = 3600.0
 STORAGE_EXIT = 3
 
 
-_umask_lock = threading.Lock()
-_umask: int | None = None
-
-
-def _default_mode() -> int:
-    """0666 less the process umask: what open() would give. mkstemp's 0600 would make
-    results unreadable to the rest of a team sharing the directory."""
-    global _umask
-    with _umask_lock:
-        if _umask is None:
-            _umask = os.umask(0o022)
-            os.umask(_umask)
-    return 0o666 & ~_umask
+# A file's mode: 0666 less the process umask, what open() would give (mkstemp's 0600 would
+# make results unreadable to the rest of a team sharing the directory). The umask can only be
+# read by setting it: read once.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK
 
 
 def describe_os_error(exc: OSError) -> str:
@@ -133,7 +125,9 @@ def temporary_prefix(path: Path) -> str:
     return f".{path.name}.{_HOST}~{os.getpid()}."
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
+def atomic_write_text(path: str | Path, text: str | Iterable[str], encoding: str = "utf-8") -> None:
+    """Write ``text`` (or its parts, in order: a page streamed as it is made) to ``path`` at
+    once or not at all."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -143,9 +137,9 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except OSError as exc:
         raise StorageError(path, "write", exc) from exc
     try:
-        os.fchmod(fd, _default_mode())
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "w", encoding=encoding) as handle:
+            handle.writelines([text] if isinstance(text, str) else text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -243,24 +237,20 @@ class FileLock:
         self.path = path
         self._fd: int | None = None
 
-    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+    def acquire(self, blocking: bool = True) -> bool:
+        """Wait for the lock, or with ``blocking`` False take it only when free (False if not)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as exc:
             raise StorageError(self.path, "create the lock file", exc) from exc
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking and deadline is None else fcntl.LOCK_NB))
-            except BlockingIOError:
-                if not blocking or (deadline is not None and time.monotonic() >= deadline):
-                    os.close(fd)
-                    return False
-                time.sleep(0.05)
-                continue
-            self._fd = fd
-            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
 
     def release(self) -> None:
         if self._fd is not None:

@@ -1,9 +1,9 @@
 """An annotation page in the style of the paper's Figure 12: one preference-checklist pair
 at a time, the preference beside its entries, each rated Fully, Partially or Not Covered;
 the labels saved by download as the file ``cupid-match-agreement score`` reads
-(docs/match_agreement.md). One self-contained HTML file (utils/html_page.py's kit, the
-script utils/templates/match_annotation.js): no server; the page keeps the annotator's
-progress in the browser's local storage, so a reload loses nothing.
+(docs/match_agreement.md). One self-contained HTML file (utils/html_page.py's annotation kit,
+the script utils/templates/annotate.js): no server; the page keeps the annotator's progress in
+the browser's local storage, so a reload loses nothing.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import hashlib
 import random
 from pathlib import Path
 
-from cupid.evaluation.report.match_agreement import Pair, scorer_pairs
-from cupid.utils.html_page import compact_json, esc, page, script_json
+from cupid.evaluation.report.match_agreement import LABELS, Pair, scorer_pairs
+from cupid.utils.html_page import annotation_page, compact_json, esc, radios, script_json
 from cupid.utils.io import atomic_write_text
 
 # The instructions of the paper's Figure 12 (Kim et al., COLM 2025, Appendix A.1).
@@ -37,18 +37,11 @@ still evaluate the same aspects. Ignore the differences in wording and focus on 
 evaluated.</p>"""
 
 STYLE = """<style>
-.annotate { max-width: 1100px; }
-.annotate .bar { display: flex; flex-wrap: wrap; gap: 8px 16px; align-items: center; }
-.annotate .pair { display: grid; grid-template-columns: 1fr 1.4fr; gap: 16px; align-items: start; }
-.annotate .preference { font-size: 15px; background: var(--soft); }
-.annotate ol.entries { padding-left: 0; list-style: none; margin: 0; }
-.annotate ol.entries li { border-bottom: 1px solid var(--line); padding: 8px 0; }
-.annotate .question { color: var(--muted); margin: 4px 0; }
-.annotate .choices label { margin-right: 14px; white-space: nowrap; }
-.annotate .nav { display: flex; gap: 10px; margin: 12px 0; }
-.annotate button.primary { background: var(--accent); color: #fff; border-color: var(--accent); }
-.annotate button:disabled { opacity: 0.45; cursor: default; }
-@media (max-width: 760px) { .annotate .pair { grid-template-columns: 1fr; } }
+.task .pair { display: grid; grid-template-columns: 1fr 1.4fr; gap: 16px; align-items: start; }
+.task .preference { font-size: 15px; background: var(--soft); }
+.task ol.entries { padding-left: 0; list-style: none; margin: 0; }
+.task .question { color: var(--muted); margin: 4px 0; } .task .choices label { white-space: nowrap; }
+@media (max-width: 760px) { .task .pair { grid-template-columns: 1fr; } }
 </style>
 """
 
@@ -64,28 +57,34 @@ def sample_pairs(results_dir: str | Path, n_pairs: int, seed: int = 0) -> list[P
     return [pairs[k] for k in random.Random(seed).sample(keys, min(n_pairs, len(keys)))]
 
 
+CHOICES = tuple((label, label) for label in reversed(LABELS))  # as Figure 12 orders them: Fully first
+
+
+def _pair_html(pair: Pair) -> str:
+    entries = "".join(f'<li class="entry" data-entry="{k}"><div class="text">({k + 1}) {esc(entry)}</div>'
+                      f'<div class="question">({k + 1}) is Covered in Criterion?</div>'
+                      f'<div class="choices">{radios(f"{pair.pair_id}-{k}", CHOICES)}</div></li>'
+                      for k, entry in enumerate(pair.checklist))
+    return (f'<section class="task" data-task="{esc(pair.pair_id)}" hidden><div class="pair">'
+            f'<div class="box preference"><h3>Preference</h3><p class="text">{esc(pair.preference)}</p></div>'
+            f'<div class="box"><h3>Checklist Entries</h3><ol class="entries">{entries}</ol></div></div></section>')
+
+
 def write_page(pairs: list[Pair], path: str | Path, title: str = "Preference-checklist matching") -> Path:
     data = [{"pair_id": p.pair_id, "preference": p.preference, "checklist": list(p.checklist)} for p in pairs]
     page_id = hashlib.sha256(compact_json(data).encode("utf-8")).hexdigest()[:12]
-    body = f"""<main class="annotate">
-<div class="bar"><strong>Task <span id="task-no">1</span> of {len(data)}</strong>
-<label>Your annotator id <input id="annotator" autocomplete="off" placeholder="e.g. your initials"></label>
-<button id="download-csv" type="button">Download CSV</button>
-<button id="download-json" type="button">Download JSON</button>
-<span id="saved" class="note"></span></div>
-<h1>Find Checklist Questions that are Covered by the Preference</h1>
-<details class="box" id="instructions" open><summary>Instructions</summary>{INSTRUCTIONS}</details>
-<section id="task"><div class="pair">
-<div class="box preference"><h3>Preference</h3><p id="preference" class="text"></p></div>
-<div class="box"><h3>Checklist Entries</h3><ol id="entries" class="entries"></ol></div></div>
-<div class="nav"><button id="back" type="button">Back</button>
-<button id="next" type="button" class="primary">Submit &amp; Next Task</button>
-<span id="missing" class="note"></span></div></section>
-<section id="done" class="box" hidden><h2>All {len(data)} tasks are labelled.</h2>
-<p>Save your labels with <b>Download CSV</b> or <b>Download JSON</b> above, and send the file back.
-<button id="review" type="button">Review the tasks</button></p></section>
-</main>
-<script type="application/json" id="pairs" data-page="{esc(page_id)}">{script_json(data)}</script>"""
+    header = (f'<header class="top"><span class="brand">Task <span id="task-no">1</span> of {len(data)}</span>'
+              f'<label>Your annotator id <input id="annotator" autocomplete="off" placeholder="e.g. your initials">'
+              f'</label></header>')
+    intro = (f"<h1>Find Checklist Questions that are Covered by the Preference</h1>"
+             f"<details class='box' open><summary>Instructions</summary>{INSTRUCTIONS}</details>")
+    done = (f'<section id="done" class="box" hidden><h2>All {len(data)} tasks are labelled.</h2><p>Save your labels '
+            f'with <b>Download CSV</b> or <b>Download JSON</b>, and send the file back. <button id="review" '
+            f'type="button">Review the tasks</button></p></section>'
+            f'<script type="application/json" id="pairs">{script_json(data)}</script>')
+    meta = {"page": f"match-{page_id}", "entry": "checklist entry", "file_prefix": "match_labels_"}
+    downloads = {"download-csv": ("csv", "Download CSV"), "download-json": ("json", "Download JSON")}
     path = Path(path)
-    atomic_write_text(path, page(title, body, scripts=("match_annotation.js",), extra_head=STYLE))
+    atomic_write_text(path, annotation_page(title, header, [intro, *map(_pair_html, pairs)], meta, downloads,
+                                            extra_head=STYLE, end=done))
     return path

@@ -23,8 +23,8 @@ from cupid.evaluation.report.instance_data import load_instance_data
 from cupid.evaluation.report.payload import Payload
 from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
 from cupid.utils.cycle_collection import paused_cycle_collection
-from cupid.utils.html_page import (chunk_element, chunked_page, compact_json, esc, gzip_text, markdown_to_html,
-                                   write_page)
+from cupid.utils.html_page import chunk_element, chunked_page, compact_json, esc, gzip_text, markdown_to_html
+from cupid.utils.io import atomic_write_text
 
 
 def _worst_section(payload: Payload) -> str:
@@ -153,5 +153,6 @@ def write_html_report(results_dir: str | Path, output_dir: str | Path, *,
         if build_id and (found is None or found.group(1) != build_id):
             notes.append(f"report.md beside this page is of build {found.group(1) if found else '(none)'}, "
                          f"this page of build {build_id}: build the report again to match them")
-        return write_page(output_dir / "report.html",
-                          render(payload, index, report_md, output_dir, notes, title, build_id))
+        path = output_dir / "report.html"
+        atomic_write_text(path, render(payload, index, report_md, output_dir, notes, title, build_id), "latin-1")
+        return path

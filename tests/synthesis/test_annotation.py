@@ -50,6 +50,7 @@ def test_the_page_round_trips_in_chromium(validated, tmp_path):
         b.open(page)
         b.wait_for("window.cupidAnnotation && window.cupidAnnotation.ready")
         assert b.evaluate("document.querySelectorAll('section.task:not([hidden])').length") == 1
+        b.type_into("#annotator", "ann 7")
         b.click("#next")  # nothing answered: the task stays
         assert "Answer every sub-preference" in b.evaluate("document.getElementById('status').textContent")
         expected = {}
@@ -64,7 +65,6 @@ def test_the_page_round_trips_in_chromium(validated, tmp_path):
                 b.screenshot(ARTIFACTS / "annotation_task.png", full_page=True)
             b.click("#next")
         assert b.evaluate("document.querySelector('section.task:not([hidden])').dataset.task") == shown[-1]["id"]
-        b.type_into("#annotator", "ann 7")
         b.click("#save")
         deadline = time.monotonic() + 10
         while not list(downloads.glob("*.json")) and time.monotonic() < deadline:

@@ -1,15 +1,17 @@
-// The annotation page (synthesis/annotation.py): one task at a time, "Submit & Next Task"
-// once every sub-preference (and the realism of a request) is answered, and the answers
-// saved as a JSON file the annotator sends back. Answers are also kept in the browser's
-// localStorage, so a reload loses nothing.
+// The annotation pages' script: the validation's (synthesis/annotation.py, Figure 11) and the
+// matcher's (evaluation/report/annotation_page.py, Figure 12). A page holds its tasks as hidden
+// sections, each entry a group of radio buttons; it shows one task at a time, "Submit & Next
+// Task" once the annotator has an ID and every entry (and a request's realism) is answered. The
+// answers and the place are kept in the browser's localStorage, so a reload loses nothing, and
+// saved as a download: the validation's answers file, or the matcher's labels as CSV or JSON rows.
 (function () {
   "use strict";
-  var meta = JSON.parse(document.getElementById("annotation-page").textContent);
+  var $ = function (id) { return document.getElementById(id); };
+  var meta = JSON.parse($("annotation-page").textContent);
   var tasks = Array.prototype.slice.call(document.querySelectorAll("section.task"));
   var storeKey = "cupid-annotation:" + meta.page;
+  var annotator = $("annotator"), status = $("status"), done = $("done");
   var current = 0;
-  var annotator = document.getElementById("annotator");
-  var status = document.getElementById("status");
 
   function answered(section) {
     var out = {entries: {}};
@@ -24,8 +26,8 @@
 
   function complete(section) {
     var a = answered(section);
-    var n = section.querySelectorAll(".entry").length;
-    return Object.keys(a.entries).length === n && (section.getAttribute("data-kind") !== "request" || a.realism);
+    return Object.keys(a.entries).length === section.querySelectorAll(".entry").length &&
+      (!section.querySelector(".realism") || a.realism !== undefined);
   }
 
   function answers() {
@@ -38,64 +40,91 @@
     return out;
   }
 
-  function keep() {
-    try { localStorage.setItem(storeKey, JSON.stringify(answers())); } catch (e) { /* private mode: no store */ }
+  // The matcher's labels: a row per pair whose every entry is rated (docs/match_agreement.md).
+  function rows() {
+    var pairs = $("pairs") ? JSON.parse($("pairs").textContent) : [];
+    return pairs.map(function (pair, k) {
+      var entries = answered(tasks[k]).entries;
+      return complete(tasks[k]) && {pair_id: pair.pair_id, annotator: annotator.value.trim(),
+        preference: pair.preference, checklist: pair.checklist,
+        labels: pair.checklist.map(function (entry, i) { return entries[i]; })};
+    }).filter(Boolean);
+  }
+
+  function csvCell(value) {
+    var text = typeof value === "string" ? value : JSON.stringify(value);
+    return /[",\r\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
+  }
+
+  var EXPORTS = {
+    answers: function () { return [JSON.stringify(answers(), null, 1), "application/json", ".json"]; },
+    json: function () { return [JSON.stringify(rows(), null, 2) + "\n", "application/json", ".json"]; },
+    csv: function () {
+      var columns = ["pair_id", "annotator", "preference", "checklist", "labels"];
+      return [[columns.join(",")].concat(rows().map(function (row) {
+        return columns.map(function (c) { return csvCell(row[c]); }).join(",");
+      })).join("\r\n") + "\r\n", "text/csv", ".csv"];
+    }
+  };
+
+  function keep() {  // every checked radio button by its name, the annotator and the place
+    var checked = {};
+    document.querySelectorAll("section.task input:checked").forEach(function (i) { checked[i.name] = i.value; });
+    var saved = {annotator: annotator.value, current: current, checked: checked};
+    try { localStorage.setItem(storeKey, JSON.stringify(saved)); } catch (e) { /* private mode: no store */ }
   }
 
   function restore() {
     var saved = null;
     try { saved = JSON.parse(localStorage.getItem(storeKey) || "null"); } catch (e) { saved = null; }
-    if (!saved) return;
+    if (!saved || !saved.checked) return;
     annotator.value = saved.annotator || "";
-    tasks.forEach(function (section) {
-      var a = saved.tasks[section.getAttribute("data-task")];
-      if (!a) return;
-      Object.keys(a.entries || {}).forEach(function (index) {
-        var input = section.querySelector('.entry[data-entry="' + index + '"] input[value="' + a.entries[index] + '"]');
-        if (input) input.checked = true;
-      });
-      var r = a.realism && section.querySelector('.realism input[value="' + a.realism + '"]');
-      if (r) r.checked = true;
+    current = saved.current || 0;
+    document.querySelectorAll("section.task input[type=radio]").forEach(function (i) {
+      i.checked = saved.checked[i.name] === i.value;
     });
   }
 
-  function progress() {
-    status.textContent = tasks.filter(complete).length + " of " + tasks.length + " tasks answered";
+  function update() {
+    var section = tasks[current];
+    var missing = !annotator.value.trim() ? "Enter your annotator ID first." :
+      section && !complete(section) ? "Answer every " + meta.entry +
+        (section.querySelector(".realism") ? " and the realism" : "") + " first." : "";
+    $("next").disabled = !section || missing !== "";
+    $("previous").disabled = current === 0;
+    status.textContent = missing || tasks.filter(complete).length + " of " + tasks.length + " tasks answered";
   }
 
   function show(k) {
-    current = Math.max(0, Math.min(tasks.length - 1, k));
+    current = Math.max(0, Math.min(tasks.length - (done ? 0 : 1), k));
     tasks.forEach(function (section, i) { section.hidden = i !== current; });
-    progress();
-    document.getElementById("previous").disabled = current === 0;
+    if (done) done.hidden = current < tasks.length;
+    if ($("task-no")) $("task-no").textContent = String(Math.min(current + 1, tasks.length));
+    update();
     window.scrollTo(0, 0);
   }
 
-  document.getElementById("previous").addEventListener("click", function () { show(current - 1); });
-  document.getElementById("next").addEventListener("click", function () {
-    if (!complete(tasks[current])) {
-      status.textContent = "Answer every sub-preference" +
-        (tasks[current].getAttribute("data-kind") === "request" ? " and the realism" : "") + " first.";
-      return;
-    }
-    keep();
-    show(current + 1);
+  $("previous").addEventListener("click", function () { show(current - 1); keep(); });
+  $("next").addEventListener("click", function () { show(current + 1); keep(); });
+  if ($("review")) $("review").addEventListener("click", function () { show(0); keep(); });
+  document.querySelectorAll("button[data-download]").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var name = annotator.value.trim();
+      if (!name) { status.textContent = "Enter your annotator ID first."; annotator.focus(); return; }
+      keep();
+      var made = EXPORTS[button.getAttribute("data-download")]();
+      var link = document.createElement("a");
+      link.href = URL.createObjectURL(new Blob([made[0]], {type: made[1]}));
+      link.download = meta.file_prefix + name.replace(/[^A-Za-z0-9._-]+/g, "_") + made[2];
+      document.body.appendChild(link);
+      link.click();
+      link.remove();
+      status.textContent = "Saved " + link.download + ": send this file back.";
+    });
   });
-  document.getElementById("save").addEventListener("click", function () {
-    var data = answers();
-    if (!data.annotator) { status.textContent = "Enter your annotator ID first."; annotator.focus(); return; }
-    keep();
-    var blob = new Blob([JSON.stringify(data, null, 1)], {type: "application/json"});
-    var link = document.createElement("a");
-    link.href = URL.createObjectURL(blob);
-    link.download = "annotations-" + meta.page + "-" + data.annotator.replace(/[^A-Za-z0-9._-]+/g, "_") + ".json";
-    document.body.appendChild(link);
-    link.click();
-    link.remove();
-    status.textContent = "Saved " + link.download + ": send this file back.";
-  });
-  document.addEventListener("change", function () { keep(); progress(); });
+  document.addEventListener("change", function () { keep(); update(); });
+  annotator.addEventListener("input", function () { keep(); update(); });
   restore();
-  show(0);
-  window.cupidAnnotation = {answers: answers, ready: true};
+  show(current);
+  window.cupidAnnotation = {answers: answers, rows: rows, ready: true};
 })();

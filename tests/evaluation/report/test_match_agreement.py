@@ -130,14 +130,14 @@ def browser():
 def annotate(browser: Browser, truth: dict[str, tuple[str, ...]], stop_after: int | None = None) -> int:
     """Rate each shown entry as ``truth`` (pair id -> labels) says, by clicking; returns the
     number of tasks done."""
-    done = 0
-    while browser.evaluate("!document.getElementById('task').hidden") and done != stop_after:
-        preference = browser.evaluate("document.getElementById('preference').textContent")
-        entries = browser.evaluate("[...document.querySelectorAll('#entries .text')]"
+    done, shown = 0, "section.task:not([hidden])"
+    while browser.evaluate(f"!!document.querySelector('{shown}')") and done != stop_after:
+        preference = browser.evaluate(f"document.querySelector('{shown} .preference .text').textContent")
+        entries = browser.evaluate(f"[...document.querySelectorAll('{shown} .entries .text')]"
                                    ".map(e => e.textContent.replace(/^\\(\\d+\\) /, ''))")
         for k, label in enumerate(truth[A.pair_id(preference, entries)]):
             assert browser.evaluate("document.getElementById('next').disabled")  # until every entry is rated
-            browser.click(f'input[name="entry-{k}"][value="{label}"]')
+            browser.click(f'{shown} .entry[data-entry="{k}"] input[value="{label}"]')
         browser.click("#next")
         done += 1
     return done

@@ -252,11 +252,13 @@ def test_phone_width_has_no_page_wide_scroll(sample, browser):
 def test_every_byte_value_survives_the_page(tmp_path, browser):
     """The chunks are raw bytes in a windows-1252 page: the HTML parser's changes (NUL, CR,
     '<') and the encoding's 0x80-0x9F characters must all come back as the bytes written."""
-    from cupid.utils.html_page import byte_text, chunk_element, chunked_page, write_page
+    from cupid.utils.html_page import byte_text, chunk_element, chunked_page
+    from cupid.utils.io import atomic_write_text
 
     data = bytes(range(256)) + b"</script><!--\r\n\r\x00\x01" + bytes(range(255, -1, -1))
-    path = write_page(tmp_path / "bytes.html", chunked_page(
-        "bytes · ünïcode", "<p>café ↳</p>", [chunk_element("x", byte_text(data))], scripts=("report.js",)))
+    path = tmp_path / "bytes.html"
+    atomic_write_text(path, chunked_page("bytes · ünïcode", "<p>café ↳</p>", [chunk_element("x", byte_text(data))],
+                                         scripts=("report.js",)), "latin-1")
     browser.errors.clear()
     browser.open(path)
     got = browser.evaluate("Array.from(window.cupidReport.chunkBytes(document.getElementById('chunk-x').textContent))")
