@@ -42,6 +42,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: a test that takes more than a few seconds")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first, longest (``slow(minutes=N)``) first: with ``-n 2`` the workers then
+    start on the long embedded-model runs together instead of one worker ending on one alone."""
+    def minutes(item: pytest.Item) -> float:
+        marker = item.get_closest_marker("slow")
+        return -1.0 if marker is None else float(marker.kwargs.get("minutes", 0))
+
+    items.sort(key=minutes, reverse=True)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(config, "RETRY_BASE_DELAY", 0.001)

@@ -31,7 +31,7 @@ def validate_synthesized(data_dir: Path, output_dir: Path, limit: int) -> None:
     assert all({"persona_id", "instance_type", "solvable", "challenging"} <= set(row) for row in rows)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=6)
 def test_synthesized_instances_are_evaluated_offline(tmp_path):
     pytest.importorskip("llama_cpp", reason="the embedded model runs on llama-cpp-python")
     from cupid.evaluation import evaluate
@@ -52,7 +52,7 @@ def test_synthesized_instances_are_evaluated_offline(tmp_path):
     assert 0.0 <= run.results["inference"]["f1"] <= 1.0
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=1)
 def test_the_embedded_user_simulator_answers_in_the_layout_its_parser_reads():
     pytest.importorskip("llama_cpp", reason="the embedded model runs on llama-cpp-python")
     from cupid.synthesis.dialogues import simulate_dialogue

@@ -286,7 +286,7 @@ def test_answers_are_capped_whatever_the_role_asks():
     assert completion.usage.completion_tokens <= smollm2.MAX_TOKENS_CAP
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=3)
 def test_the_readme_run_on_one_sample_instance(tmp_path):
     """The README's first command, limited to one instance: every step ends done."""
     from cupid.evaluation import run as run_module
