@@ -104,6 +104,18 @@ def defer(model, *texts):
             ask(model, text)
 
 
+def two_batch_rounds(name, tmp_path):
+    """``name``'s model asked "one" and "two" in a batch round, the refused items again in a
+    second round; then the answers."""
+    model = resolve_model(name, cache=ResponseCache(tmp_path / "cache.sqlite"))
+    model.batch_runner = runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05,
+                                              out=io.StringIO())
+    for _ in range(2):
+        defer(model, "one", "two")
+        runner.run_round()
+    return model, runner, [model.generate("", [{"role": "user", "content": t}]) for t in ("one", "two")]
+
+
 def test_an_item_refused_again_after_its_adaptation_is_asked_online(fake_llm_env, tmp_path, capsys):
     """Round 1 refuses temperature (the documented rule): learned, submitted again without it;
     round 2 refuses it again (a proxy that says so whatever is sent): asked online, once."""
@@ -137,14 +149,7 @@ def test_anthropic_refused_temperature_is_left_out_in_the_next_round(fake_llm_en
     name = "claude-house-alias"
     fake_llm_env.anthropic_no_sampling = {name}
     fake_llm_env.responder = lambda req: f"answer to {req['messages'][-1]['content']}"
-    model = resolve_model(name, cache=ResponseCache(tmp_path / "cache.sqlite"))
-    model.batch_runner = runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05,
-                                              out=io.StringIO())
-    defer(model, "one", "two")
-    runner.run_round()
-    defer(model, "one", "two")
-    runner.run_round()
-    answers = [model.generate("", [{"role": "user", "content": t}]) for t in ("one", "two")]
+    model, runner, answers = two_batch_rounds(name, tmp_path)
     assert [a.text for a in answers] == ["answer to one", "answer to two"]
     assert all("temperature" not in a.parameters and
                [x["parameter"] for x in a.adaptations] == ["temperature"] for a in answers)
@@ -177,14 +182,7 @@ def test_together_and_gemini_refused_temperature_is_left_out_in_the_next_round(f
         return f"answer to {req['messages'][-1]['content']}"
 
     fake_llm_env.responder = answer
-    model = resolve_model(name, cache=ResponseCache(tmp_path / "cache.sqlite"))
-    model.batch_runner = runner = BatchRunner(tmp_path / "batches.json", poll_interval=0.05,
-                                              out=io.StringIO())
-    defer(model, "one", "two")
-    runner.run_round()
-    defer(model, "one", "two")
-    runner.run_round()
-    answers = [model.generate("", [{"role": "user", "content": t}]) for t in ("one", "two")]
+    model, runner, answers = two_batch_rounds(name, tmp_path)
     assert [a.text for a in answers] == ["answer to one", "answer to two"]
     assert all([x["parameter"] for x in a.adaptations] == ["temperature"] for a in answers)
     assert [r["path"] for r in fake_llm_env.requests] == ["batch"] * 4  # nothing asked online
