@@ -131,30 +131,16 @@ def assistant_reply(model: Model, chat: list[dict], max_attempts: int, first_var
                              exc.answer) from None
 
 
-def simulate_dialogue(user_model: Model, assistant_model: Model, persona_description: str,
-                      session: dict, checklist: list[str], *, max_turns: int,
-                      max_attempts: int, first_variant: int = 0) -> dict:
-    """One session's dialogue artifact. Raises UnusableAnswer when the user simulator's
-    answers stay unusable, ModelCallFailed when a call fails for good.
-
-    ``first_variant`` > 0 simulates the dialogue afresh after an earlier run failed on it
-    (every call gets new variants, so the cache does not replay the failed attempts)."""
-    steps = dialogue_steps(user_model, assistant_model, persona_description, session, checklist,
-                           max_turns=max_turns, max_attempts=max_attempts, first_variant=first_variant)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as finished:
-            return finished.value
-
-
 def dialogue_steps(user_model: Model, assistant_model: Model, persona_description: str,
                    session: dict, checklist: list[str], *, max_turns: int,
                    max_attempts: int, first_variant: int = 0) -> Generator[None, None, dict]:
-    """simulate_dialogue one simulator call at a time: each ``next()`` makes one call (with
-    its retries) and the generator returns the artifact after the last one. Between two
-    calls the caller may do other work; the synthesis scheduler runs each step as a task of
-    its own, so that a dialogue does not hold a worker while the others wait."""
+    """One session's dialogue, one simulator call at a time: each ``next()`` makes one call
+    (with its retries) and the generator returns the dialogue artifact after the last one.
+    The synthesis scheduler runs each step as a task of its own, so that a dialogue does not
+    hold a worker while the others wait. Raises UnusableAnswer when the user simulator's
+    answers stay unusable, ModelCallFailed when a call fails for good. ``first_variant`` > 0
+    simulates the dialogue afresh after an earlier run failed on it (every call gets new
+    variants, so the cache does not replay the failed attempts)."""
     request_sent = session.get("request_sent", session["request"])
     system = user_simulator_system_prompt(persona_description, session, checklist)
     user_chat = [{"role": "assistant", "content": opening_turn(session["request"])}]

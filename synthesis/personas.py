@@ -264,8 +264,7 @@ def record_descriptions(batch: Sequence[dict], answer) -> None:
 
 
 def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, max_attempts: int,
-                      first_variant: int = 0, previous: tuple[str, str] | None = None,
-                      params: dict | None = PARAMS):
+                      first_variant: int = 0, previous: tuple[str, str] | None = None):
     """One batch: Figure 13 → a validated description per template, in order.
     Returns an ``Answer`` whose value is the list of {description, occupation}."""
     system, user = load_prompt(PROMPT).render(
@@ -275,7 +274,7 @@ def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, m
                               max_attempts=max_attempts, first_variant=first_variant,
                               previous=previous, json_schema=persona_batch_schema(len(templates)),
                               embedded_schema=persona_batch_schema(len(templates), embedded=True),
-                              params=params)
+                              params=PARAMS)
 
 
 # Figure 13 asks for a six-sentence description: six sentence ends or more (., ! or ?

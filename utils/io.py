@@ -132,8 +132,6 @@ def atomic_write_text(path: str | Path, text: str | Iterable[str], encoding: str
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent)
-    except StorageError:
-        raise
     except OSError as exc:
         raise StorageError(path, "write", exc) from exc
     try:
