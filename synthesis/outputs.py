@@ -52,16 +52,12 @@ class OutputDirInUse(SetupError):
         self.holder = holder
         super().__init__(str(self))
 
-    def who(self) -> str:
-        pid, host, started = (self.holder.get(k) for k in ("pid", "host", "started"))
-        if not pid:
-            return "another synthesis run (its pid is not recorded yet)"
-        return (f"another synthesis run (pid {pid}" + (f" on {host}" if host else "")
-                + (f", started {started}" if started else "") + ")")
-
     def __str__(self) -> str:
-        return (f"{self.output_dir}: in use by {self.who()}; wait for it to end, or write to "
-                f"another output directory")
+        pid, host, started = (self.holder.get(k) for k in ("pid", "host", "started"))
+        who = (f"pid {pid}" + (f" on {host}" if host else "") + (f", started {started}" if started else "")
+               if pid else "its pid is not recorded yet")
+        return (f"{self.output_dir} is in use by another synthesis run ({who}): nothing was asked; wait "
+                f"for it to end (then rerun to resume), or give another --output_dir")
 
 
 def read_holder(lock_path: Path) -> dict:

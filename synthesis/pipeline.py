@@ -187,17 +187,23 @@ class Synthesis(OutputDir):
             if persona.get("description"):
                 self._submit("factors", self.task_factors, persona)
 
+    def _generate(self, stage: str, persona_ids: list[str], generate: Callable[..., Answer]) -> Answer | None:
+        """``generate``'s answer, continuing an earlier run's failed attempts at ``stage``;
+        None when it failed (recorded for each of ``persona_ids``)."""
+        first_variant, previous = self.failure_log.resume_point(persona_ids[0], stage)
+        try:
+            return generate(max_attempts=self.cfg.max_attempts, first_variant=first_variant, previous=previous)
+        except (UnusableAnswer, ModelCallFailed) as exc:
+            for pid in persona_ids:
+                self.failure_log.record(Failure.of(pid, stage, exc, previous_raw=previous and previous[0]))
+            return None
+
     # -- Stage 2: persona descriptions (Figure 13), in batches -----------------------------
     def task_describe(self, batch: list[dict]) -> None:
-        first_variant, previous = self.failure_log.resume_point(batch[0]["persona_id"], "descriptions")
-        try:
-            generated = persona_stage.describe_personas(
-                self.models["synthesizer"], batch, self.taxonomy, max_attempts=self.cfg.max_attempts,
-                first_variant=first_variant, previous=previous)
-        except (UnusableAnswer, ModelCallFailed) as exc:
-            for persona in batch:
-                self.failure_log.record(Failure.of(persona["persona_id"], "descriptions", exc,
-                                                   previous_raw=previous and previous[0]))
+        generated = self._generate("descriptions", [p["persona_id"] for p in batch], lambda **attempts:
+                                   persona_stage.describe_personas(self.models["synthesizer"], batch,
+                                                                   self.taxonomy, **attempts))
+        if generated is None:
             return
         with self._lock:
             persona_stage.record_descriptions(batch, generated)
@@ -210,18 +216,13 @@ class Synthesis(OutputDir):
     def _generate_artifact(self, persona: dict, stage: str, generate: Callable[..., Answer],
                            document: Callable[[Answer], dict]) -> bool:
         """Stage ``stage``'s artifact of a persona: skipped when it exists, else generated
-        (continuing an earlier run's failed attempts) and written. False when it failed."""
-        pid = persona["persona_id"]
-        path = self.artifact(pid, f"{stage}.json")
+        and written. False when it failed."""
+        path = self.artifact(persona["persona_id"], f"{stage}.json")
         if path.exists():
             self._count(stage, skipped=1)
             return True
-        first_variant, previous = self.failure_log.resume_point(pid, stage)
-        try:
-            generated = generate(max_attempts=self.cfg.max_attempts, first_variant=first_variant,
-                                 previous=previous)
-        except (UnusableAnswer, ModelCallFailed) as exc:
-            self.failure_log.record(Failure.of(pid, stage, exc, previous_raw=previous and previous[0]))
+        generated = self._generate(stage, [persona["persona_id"]], generate)
+        if generated is None:
             return False
         atomic_write_json(path, {**document(generated), "attempts": generated.attempts})
         self._count(stage, done=1)

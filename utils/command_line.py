@@ -23,17 +23,16 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def print_error(exc: BaseException, message: str | None = None) -> int:
+def print_error(exc: BaseException) -> int:
     """What stopped a command, on stderr, and its exit status: an ``Interrupted``'s message,
-    else ``error:`` and the CupidError's message (or ``message``) and notes, keys redacted."""
+    else ``error:`` and the CupidError's message and notes, keys redacted."""
     from cupid.utils.errors import Interrupted
     from cupid.utils.redact import redact
 
     if isinstance(exc, Interrupted):
         print(f"\n{exc.message}", file=sys.stderr)
     else:
-        print(redact("\n".join([f"error: {message or exc}", *getattr(exc, "__notes__", ())])), file=sys.stderr,
-              flush=True)
+        print(redact("\n".join([f"error: {exc}", *getattr(exc, "__notes__", ())])), file=sys.stderr, flush=True)
     return exc.exit_code
 
 

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from cupid.utils.errors import BadInput
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 INSTANCE_TYPES = ("consistent", "contrastive", "changing")
@@ -126,12 +126,15 @@ def _text(row: dict, key: str, where: str, prefix: str = "") -> str:
 
 
 def _list(value: Any, where: str, field_path: str) -> list:
-    # Parquet and datasets may hand back tuples or numpy arrays for list columns.
+    """A non-empty list (Parquet and datasets may hand back tuples or numpy arrays)."""
     if value is None:
         raise _fail(where, field_path, "missing")
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
         raise _fail(where, field_path, f"expected a list, got {type(value).__name__}")
-    return list(value)
+    items = list(value)
+    if not items:
+        raise _fail(where, field_path, "empty")
+    return items
 
 
 def parse_instance(row: Any, where: str) -> Instance:
@@ -151,22 +154,16 @@ def parse_instance(row: Any, where: str) -> Instance:
     factor = _text(row, "current_context_factor", where)
     preference = _text(row, "current_contextual_preference", where)
     checklist = _list(row.get("current_checklist"), where, "current_checklist")
-    if not checklist:
-        raise _fail(where, "current_checklist", "empty")
     for i, item in enumerate(checklist):
         if not isinstance(item, str) or not item.strip():
             raise _fail(where, f"current_checklist[{i}]", "expected a non-empty string")
     sessions_raw = _list(row.get("prior_interactions"), where, "prior_interactions")
-    if not sessions_raw:
-        raise _fail(where, "prior_interactions", "empty")
     sessions = []
     for s, session in enumerate(sessions_raw):
         prefix = f"prior_interactions[{s}]."
         if not isinstance(session, dict):
             raise _fail(where, f"prior_interactions[{s}]", "expected an object")
         dialogue_raw = _list(session.get("dialogue"), where, prefix + "dialogue")
-        if not dialogue_raw:
-            raise _fail(where, prefix + "dialogue", "empty")
         turns = []
         for t, turn in enumerate(dialogue_raw):
             tprefix = f"{prefix}dialogue[{t}]."
@@ -186,9 +183,7 @@ def parse_instance(row: Any, where: str) -> Instance:
             contextual_preference=_text(session, "contextual_preference", where, prefix),
             dialogue=tuple(turns),
         ))
-    known = {"instance_id", "persona_id", "instance_type", "current_request",
-             "current_context_factor", "current_contextual_preference", "current_checklist",
-             "prior_interactions"}
+    known = {f.name for f in fields(Instance)} - {"source", "extra"}
     explicit_id = row.get("instance_id")
     if explicit_id is not None and not isinstance(explicit_id, str):
         raise _fail(where, "instance_id", "expected a string")
