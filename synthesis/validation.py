@@ -202,7 +202,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     an annotation file), ``SetupError`` (a missing key, an output directory in use),
     ``StorageError``, ``Interrupted``; a failed extraction is counted in ``failed``."""
     from cupid.evaluation.data import InstanceSource
-    from cupid.synthesis.api import LoggingState, setup_logging
+    from cupid.synthesis.api import run_logging
     from cupid.utils.models.cache import CACHE_DIR, ResponseCache
     from cupid.utils.forecast import parse_limits
     from cupid.utils.models.pacing import set_user_limits
@@ -218,41 +218,40 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     source.validate()
     instances = list(source)
     out = Path(output_dir)
-    state, saved_cache = LoggingState(), getattr(model, "cache", None)
+    saved_cache = getattr(model, "cache", None)
     try:
-        setup_logging(log_file)
-        reset_cancel()
-        set_user_limits(limits)
-        validator = resolve_model(model, role="evaluator", timeout=timeout, max_retries=max_retries)
-        check_models([validator])
-        check_writable(out)  # before any call: a read-only or full directory costs nothing
-        lock = FileLock(out / LOCK)
-        if not lock.acquire(blocking=False):
-            raise SetupError(f"{out}: in use by another validation; wait for it to end or give another output_dir")
-        cache = None if no_cache else ResponseCache(out / CACHE_DIR)
-        validator.cache = cache
-        started = time.perf_counter()
-        try:
-            with SignalGuard():
-                work = Validation(instances, Path(data_dir), out, validator)
-                try:
-                    rows = work.run(n_workers, batch)
-                except KeyboardInterrupt as exc:
-                    cancel_all()  # the calls in flight end now
-                    raise Interrupted(f"{stop_cause(exc)}: every answer received is kept in {out / 'answers'}; "
-                                      f"rerun the same command to resume.", stop_status(exc)) from None
-            from cupid.synthesis.validation_outputs import write_outputs
+        with run_logging(log_file):
+            reset_cancel()
+            set_user_limits(limits)
+            validator = resolve_model(model, role="evaluator", timeout=timeout, max_retries=max_retries)
+            check_models([validator])
+            check_writable(out)  # before any call: a read-only or full directory costs nothing
+            lock = FileLock(out / LOCK)
+            if not lock.acquire(blocking=False):
+                raise SetupError(f"{out}: in use by another validation; wait for it to end or give another output_dir")
+            cache = None if no_cache else ResponseCache(out / CACHE_DIR)
+            validator.cache = cache
+            started = time.perf_counter()
+            try:
+                with SignalGuard():
+                    work = Validation(instances, Path(data_dir), out, validator)
+                    try:
+                        rows = work.run(n_workers, batch)
+                    except KeyboardInterrupt as exc:
+                        cancel_all()  # the calls in flight end now
+                        raise Interrupted(f"{stop_cause(exc)}: every answer received is kept in {out / 'answers'}; "
+                                          f"rerun the same command to resume.", stop_status(exc)) from None
+                from cupid.synthesis.validation_outputs import write_outputs
 
-            summary, verified = write_outputs(out, source, instances, rows, validator, annotations=annotations,
-                                              tasks_per_page=tasks_per_page,
-                                              wall_time_s=time.perf_counter() - started,
-                                              failed_now=work.store.failed_now)
-        finally:
-            if cache is not None:
-                cache.close()
-            lock.release()
+                summary, verified = write_outputs(out, source, instances, rows, validator, annotations=annotations,
+                                                  tasks_per_page=tasks_per_page,
+                                                  wall_time_s=time.perf_counter() - started,
+                                                  failed_now=work.store.failed_now)
+            finally:
+                if cache is not None:
+                    cache.close()
+                lock.release()
     finally:
-        state.restore()
         if isinstance(model, Model):  # a caller's model leaves with the cache it came with
             model.cache = saved_cache
     return ValidationResult(rows=rows, verified=verified, summary=summary, output_dir=out,
