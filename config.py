@@ -62,8 +62,6 @@ ROLE_PARAMS: dict[str, dict] = {
                   "system_role": "developer", "max_tokens_field": "max_completion_tokens"},
     "matcher": {"temperature": 0, "max_tokens": 8192},            # PrefMatcher-7B (vLLM)
     "synthesizer": {"temperature": 0.7, "max_tokens": 8192},      # App. B.1-B.3
-    "user_simulator": {"temperature": 0.3, "max_tokens": 2048},   # App. B.4
-    "assistant_simulator": {"temperature": 0.7, "max_tokens": 1024},  # App. B.4
 }
 # The decomposer's own limit (synthesis/modules/preference_decomposer.py in the release),
 # asked by the decompose step whatever model runs it.

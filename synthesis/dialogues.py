@@ -104,14 +104,13 @@ def ask_user_simulator(model: Model, system: str, chat: list[dict], first_varian
     far in the dialogue."""
     ending = messages_before > 0 and getattr(model, "supports_answer_grammar", False)
     try:
-        answer = ask_until_usable(model, system, chat, parse_user_turn, tries=USER_SIMULATOR_TRIES,
-                                  invalid=(InvalidUserTurn,), first_variant=first_variant, strip=True,
-                                  answer_grammar=ENDING_USER_SIMULATOR_GRAMMAR if ending else USER_SIMULATOR_GRAMMAR,
-                                  **USER_SIMULATOR_PARAMS)
+        return ask_until_usable(model, system, chat, parse_user_turn, tries=USER_SIMULATOR_TRIES,
+                                invalid=(InvalidUserTurn,), first_variant=first_variant, strip=True,
+                                answer_grammar=ENDING_USER_SIMULATOR_GRAMMAR if ending else USER_SIMULATOR_GRAMMAR,
+                                **USER_SIMULATOR_PARAMS)
     except UnusableAnswer as exc:
         raise UnusableAnswer(f"user simulator answer unusable after {USER_SIMULATOR_TRIES} tries: "
                              f"{exc.reason}", exc.answer) from None
-    return answer
 
 
 def _nonempty(reply: str) -> str:

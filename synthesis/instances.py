@@ -34,10 +34,8 @@ def kept_sessions(roles: list[str], instance_type: str, rng: random.Random) -> l
         dropped = by_role[A_CHANGED] + by_role[B]
     elif instance_type == "contrastive":
         dropped = by_role[A_CHANGED] + rng.sample(by_role[OTHER], 2)
-    elif instance_type == "changing":
+    else:  # changing
         dropped = by_role[B] + rng.sample(by_role[OTHER], 2)
-    else:
-        raise ValueError(f"unknown instance type {instance_type!r}")
     return [i for i in prior if i not in dropped]
 
 
@@ -69,7 +67,7 @@ def build_instances(persona_id: str, sessions_doc: dict, checklists: dict[str, l
             prior.append({"context_factor": session["context_factor"],
                           "contextual_preference": session["contextual_preference"],
                           "dialogue": [{"role": t["role"], "content": t["content"]} for t in dialogue]})
-        row = {
+        rows.append({
             "instance_id": make_instance_id(persona_id, instance_type),
             "persona_id": persona_id,
             "instance_type": instance_type,
@@ -89,8 +87,7 @@ def build_instances(persona_id: str, sessions_doc: dict, checklists: dict[str, l
                 "changed_preference": sessions_doc["changed_preference"],
                 **(extra_metadata or {}),
             },
-        }
-        rows.append(row)
+        })
     return rows
 
 

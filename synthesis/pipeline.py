@@ -80,8 +80,7 @@ class Synthesis(OutputDir):
                  hub_loader: Callable[[], list[str]] = persona_stage.load_hub_seeds) -> None:
         cfg.check()
         self.cfg = cfg
-        OutputDir.__init__(self, cfg.output_dir)
-        check_writable(self.out)  # before any call: a read-only directory costs nothing
+        OutputDir.__init__(self, cfg.output_dir)  # checked writable by output_dir_lock
         self.taxonomy = load_taxonomy()
         self.hub_loader = hub_loader
         self.cache: ResponseCache | None = None

@@ -18,8 +18,7 @@ def second_interrupt(signum, frame) -> None:  # noqa: ARG001 - signal handler si
 
 
 class StopSignal(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised in the main thread as Ctrl-C raises KeyboardInterrupt, so
-    that every path that stops cleanly on Ctrl-C does so on these too."""
+    """SIGTERM or SIGHUP, raised in the main thread as Ctrl-C raises KeyboardInterrupt."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
