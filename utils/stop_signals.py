@@ -59,19 +59,16 @@ class SignalGuard:
         self.active = False
         self.received: int | None = None
         self._previous: dict[int, object] = {}
-        self._depth = 0
 
     def __enter__(self) -> "SignalGuard":
-        self._depth += 1
-        if self._depth == 1 and threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is threading.main_thread():
             self._previous = {s: signal.getsignal(s) for s in self.SIGNALS}
             self.active = True
             self.raising()
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self._depth -= 1
-        if self._depth == 0 and self.active:
+        if self.active:
             for signum, handler in self._previous.items():
                 # None: a handler not set from Python, which cannot be put back; the default.
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
