@@ -169,11 +169,7 @@ class AttributeSampler:
         for attribute in self.attributes:
             counts = self.counts[attribute.name]
             order = sorted(range(len(attribute.options)), key=lambda i: counts[i])  # stable
-            pool: list[str] = []
-            for i in order:
-                if len(pool) >= len(attribute.options) / 2:
-                    break
-                pool.append(attribute.options[i])
+            pool = [attribute.options[i] for i in order[:(len(order) + 1) // 2]]  # the least-selected half
             chosen: list[str] = []
             while len(chosen) < attribute.n_choices:
                 value = rng.choice(pool)
