@@ -33,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from cupid import config
 from cupid.evaluation.steps import decompose
@@ -107,26 +107,22 @@ class AnswerStore:
             first_variant = (record or {}).get("next_variant", 0)
             try:
                 answer = ask.answer(self.model, first_variant=first_variant)
+                status, output, reason = "done", answer.value, None
             except (UnusableAnswer, ModelCallFailed) as exc:
                 answer = exc.answer or Answer(next_variant=first_variant)
+                status, output = "failed", None
                 reason = (f"unparseable answer: {exc.reason}" if isinstance(exc, UnusableAnswer)
                           else f"{type(exc).__name__}: {exc.reason}")
-                self._write(path, answer, "failed", None, reason)
-                self.asked_now.add(str(path))
                 with self._guard:
                     self.failed_now += 1
                 log.warning("%s %s failed: %s", kind, path.stem, reason)
-                return None, reason
-            self._write(path, answer, "done", answer.value, None)
+            atomic_write_json(path, {"status": status, "model": self.model.name, "output": output,
+                                     "raw": redact(answer.raws), "error": redact(reason), "attempts": answer.attempts,
+                                     "next_variant": answer.next_variant, "usage": answer.usage,
+                                     "sent": answer.sent or None, "latency_s": answer.latency_s,
+                                     "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())})
             self.asked_now.add(str(path))
-            return answer.value, None
-
-    def _write(self, path: Path, answer: Answer, status: str, output: Any, error: str | None) -> None:
-        atomic_write_json(path, {"status": status, "model": self.model.name, "output": output,
-                                 "raw": redact(answer.raws), "error": redact(error), "attempts": answer.attempts,
-                                 "next_variant": answer.next_variant, "usage": answer.usage,
-                                 "sent": answer.sent or None, "latency_s": answer.latency_s,
-                                 "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())})
+            return output, reason
 
 
 class Validation:

@@ -188,12 +188,8 @@ def _pid_alive(pid: int) -> bool:
 def clean_orphan_tmp(directory: str | Path, recursive: bool = True) -> list[Path]:
     """Delete the temporary files that killed writers left under ``directory``: those of
     this host whose process is gone, and any older than ORPHAN_AGE_S. Returns them."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
     removed = []
-    pattern = "**/.*.tmp" if recursive else ".*.tmp"
-    for tmp in directory.glob(pattern):
+    for tmp in Path(directory).glob("**/.*.tmp" if recursive else ".*.tmp"):  # none in a missing directory
         if not tmp.is_file():
             continue
         orphan = False
