@@ -29,7 +29,6 @@ from typing import Any, Callable, Generator
 
 from cupid.utils.models.batch import BatchDeferred, runner_for
 from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-from cupid.utils.models.model import Model
 from cupid.utils.models.registry import check_models
 from cupid.utils.models.retry import cancel_all, reset_cancel
 from cupid.synthesis import personas as persona_stage
@@ -76,19 +75,16 @@ class PersonaState:
 
 
 class Synthesis(OutputDir):
-    def __init__(self, cfg: SynthesisConfig, *, models: dict[str, Model] | None = None,
+    def __init__(self, cfg: SynthesisConfig, *,
                  hub_loader: Callable[[], list[str]] = persona_stage.load_hub_seeds) -> None:
         cfg.check()
         self.cfg = cfg
         OutputDir.__init__(self, cfg.output_dir)  # checked writable by output_dir_lock
         self.taxonomy = load_taxonomy()
         self.hub_loader = hub_loader
-        self.cache: ResponseCache | None = None
+        self.cache = ResponseCache(self.out / CACHE_DIR)
         self._cache_refusal_checked = False
-        if models is None:
-            self.cache = ResponseCache(self.out / CACHE_DIR)
-            models = stage_models(cfg, self.cache)
-        self.models = models
+        self.models = models = stage_models(cfg, self.cache)
         # --batch: the synthesizer's calls go through its provider's batch API (the
         # simulators and the decomposer answer online: a dialogue's turns wait on each other).
         self.batch_runner = (runner_for(models["synthesizer"], self.out / BATCHES_FILE)
@@ -163,7 +159,7 @@ class Synthesis(OutputDir):
     def _check_cache_refusal(self) -> None:
         """The cache stopped writing (it warned once): when the output directory refuses a
         write too (a full disk), stop now instead of asking calls whose answers are lost."""
-        if self.cache is None or self.cache.writable:
+        if self.cache.writable:
             return
         with self._lock:
             if self._cache_refusal_checked:
@@ -408,8 +404,7 @@ class Synthesis(OutputDir):
             self.progress.close()
 
     def close(self) -> None:
-        if self.cache is not None:
-            self.cache.close()
+        self.cache.close()
 
 
 def run_synthesis(cfg: SynthesisConfig, **kwargs: Any) -> dict:

@@ -203,12 +203,11 @@ class Progress:
             bar.close()
 
 
-def run_batched(synthesis: Any, runner: Any) -> int:
+def run_batched(synthesis: Any, runner: Any) -> None:
     """Batch mode of a ``synthesis.pipeline.Synthesis``: passes and rounds
-    (utils/models/batch.py ``run_in_rounds``) until no synthesizer call waits; returns the
-    number of rounds. A pass defers each task whose
-    synthesizer call misses the cache ("waiting": no failure, no attempt recorded); a
-    round answers them, and the next pass takes each persona one stage on.
+    (utils/models/batch.py ``run_in_rounds``) until no synthesizer call waits. A pass defers
+    each task whose synthesizer call misses the cache ("waiting": no failure, no attempt
+    recorded); a round answers them, and the next pass takes each persona one stage on.
 
     The stage counts of the summary are this invocation's: what each pass produced, and
     what already existed when the first pass looked (a later pass skips what an earlier
@@ -232,5 +231,5 @@ def run_batched(synthesis: Any, runner: Any) -> int:
 
     # Each round takes a persona at least one stage (or one re-ask) on.
     max_rounds = max(MAX_ROUNDS, 3 * synthesis.cfg.max_attempts + 2)
-    return run_in_rounds(one_pass, runner, [synthesis.models["synthesizer"]],
-                         max_rounds=max_rounds, finish_online=True)
+    run_in_rounds(one_pass, runner, [synthesis.models["synthesizer"]], max_rounds=max_rounds,
+                  finish_online=True)

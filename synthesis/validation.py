@@ -181,9 +181,8 @@ class Validation:
                     self.row(instance)
             run_in_rounds(lambda: list(iter_with_progress(deferred_ok, self.instances, n_workers=n_workers,
                                                           show=False)), runner, [self.model])
-        rows = {}
-        for instance, row in iter_with_progress(self.row, self.instances, n_workers=n_workers, desc="validation"):
-            rows[instance.instance_id] = row
+        rows = {instance.instance_id: row for instance, row in
+                iter_with_progress(self.row, self.instances, n_workers=n_workers, desc="validation")}
         return [rows[i.instance_id] for i in self.instances]
 
 

@@ -49,9 +49,9 @@ class SignalGuard:
 
     Python lets only the main thread set handlers: a run started from another thread gets
     none (the caller's handlers stay) and ``active`` is False. A signal ignored when the run
-    starts (SIGHUP under nohup) stays ignored. ``deferring()`` turns a
-    signal into a note (``received``) while files that finish a run are written, and
-    ``second_ends_process()`` makes any further signal end the process at once."""
+    starts (SIGHUP under nohup) stays ignored. ``deferring()`` turns a signal into a note
+    (``received``) while files that finish a run are written, and ``second_ends_process()``
+    makes any further signal end the process at once."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
