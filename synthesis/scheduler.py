@@ -59,12 +59,9 @@ class CriticalPathFirst:
     on a tie the earlier stage goes first."""
 
     def __init__(self, chain: Sequence[tuple[str, int]]) -> None:
-        self._index = {stage: i for i, (stage, _) in enumerate(chain)}
-        self._ahead: dict[str, int] = {}
-        total = 0
-        for stage, calls in reversed(chain):
-            total += calls
-            self._ahead[stage] = total
+        stages, calls = zip(*chain)
+        self._index = {stage: i for i, stage in enumerate(stages)}
+        self._ahead = dict(zip(reversed(stages), itertools.accumulate(reversed(calls))))  # this stage's and later
 
     def key(self, stage: str, calls_made: int = 0) -> tuple[int, int]:
         return (calls_made - self._ahead[stage], self._index[stage])
