@@ -37,12 +37,10 @@ def write_summary(run: "Synthesis", wall_time: float, stopped: str | None = None
         for stage in ("factors", "sessions"):
             path = run.artifact(pid, f"{stage}.json")
             if path.exists():
-                regenerations[stage] += read_json(path).get("attempts", 1) - 1
-        sessions_path = run.artifact(pid, "sessions.json")
-        if sessions_path.exists():
-            counts["sessions"] += len(read_json(sessions_path)["sessions"])
-        dialogue_dir = run.persona_dir(pid) / "dialogues"
-        for path in sorted(dialogue_dir.glob("*.json")) if dialogue_dir.is_dir() else []:
+                document = read_json(path)
+                regenerations[stage] += document.get("attempts", 1) - 1
+                counts["sessions"] += len(document.get("sessions", ()))
+        for path in sorted((run.persona_dir(pid) / "dialogues").glob("*.json")):
             dialogue = read_json(path)
             counts["dialogues"] += 1
             counts["dialogues_satisfied"] += int(dialogue["satisfied"])
