@@ -145,7 +145,6 @@ def dialogue_steps(user_model: Model, assistant_model: Model, persona_descriptio
     user_chat = [{"role": "assistant", "content": opening_turn(session["request"])}]
     assistant_chat = [{"role": "user", "content": request_sent}]
     dialogue = [{"role": "user", "content": session["request"]}]
-    scores: list[int | None] = []
     user_turns: list[dict] = []
     regenerations = 0
     satisfied = False
@@ -159,7 +158,6 @@ def dialogue_steps(user_model: Model, assistant_model: Model, persona_descriptio
                 regenerations += answer.attempts - 1
                 user_chat.append({"role": "assistant", "content": answer.raw})
                 message, ended, score = answer.value
-                scores.append(score)
                 user_turns.append({"after_message": len(dialogue), "score": score, "raw": answer.raw,
                                    "attempts": answer.attempts})
                 dialogue.append({"role": "user", "content": message})
@@ -184,7 +182,7 @@ def dialogue_steps(user_model: Model, assistant_model: Model, persona_descriptio
         "contextual_preference": session["contextual_preference"],
         "checklist": list(checklist),
         "dialogue": dialogue,
-        "scores": scores,
+        "scores": [turn["score"] for turn in user_turns],
         "satisfied": satisfied,
         "n_turns": len(dialogue),
         "user_turns": user_turns,

@@ -56,17 +56,13 @@ def build_instances(persona_id: str, sessions_doc: dict, checklists: dict[str, l
     final = sessions[-1]  # the journey ends with it
     rows = []
     for instance_type in INSTANCE_TYPES:
-        rng = instance_rng(seed, persona_id, instance_type)
-        keep = kept_sessions(roles, instance_type, rng)
+        keep = kept_sessions(roles, instance_type, instance_rng(seed, persona_id, instance_type))
         truth = ground_truth(instance_type, sessions_doc["original_preference"],
                              sessions_doc["changed_preference"])
-        prior = []
-        for index in keep:
-            session = sessions[index - 1]
-            dialogue = dialogues[index]["dialogue"]
-            prior.append({"context_factor": session["context_factor"],
-                          "contextual_preference": session["contextual_preference"],
-                          "dialogue": [{"role": t["role"], "content": t["content"]} for t in dialogue]})
+        prior = [{"context_factor": sessions[i - 1]["context_factor"],
+                  "contextual_preference": sessions[i - 1]["contextual_preference"],
+                  "dialogue": [{"role": t["role"], "content": t["content"]} for t in dialogues[i]["dialogue"]]}
+                 for i in keep]
         rows.append({
             "instance_id": make_instance_id(persona_id, instance_type),
             "persona_id": persona_id,
