@@ -12,7 +12,7 @@ import logging
 import random
 import re
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from cupid.synthesis.documents import generate_validated, TEXT, exactly, json_object, line, mapping, text_field
 from cupid.utils.answers import ParseError, as_list, parse_json
@@ -94,8 +94,7 @@ def check_seed_source(source: str | None) -> None:
         raise SeedSourceError(f"{source}: no such persona seed file")
 
 
-def load_seeds(source: str | None, hub_loader: Callable[[], list[str]] = load_hub_seeds
-               ) -> tuple[list[str], str]:
+def load_seeds(source: str | None) -> tuple[list[str], str]:
     """Returns (seeds, a label saying which source was used).
 
     ``source`` None: PersonaHub, falling back to the bundled list with a message when the
@@ -103,7 +102,7 @@ def load_seeds(source: str | None, hub_loader: Callable[[], list[str]] = load_hu
     if source is None:
         log.info("loading seed descriptions from %s (%s) ...", PERSONAHUB_DATASET, PERSONAHUB_CONFIG)
         try:
-            seeds = hub_loader()
+            seeds = load_hub_seeds()
             return seeds, f"hub:{PERSONAHUB_DATASET}/{PERSONAHUB_CONFIG}"
         except SeedSourceError as exc:
             log.warning("%s. Falling back to the bundled seed list (%s); pass --persona_seeds "

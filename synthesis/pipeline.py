@@ -75,13 +75,11 @@ class PersonaState:
 
 
 class Synthesis(OutputDir):
-    def __init__(self, cfg: SynthesisConfig, *,
-                 hub_loader: Callable[[], list[str]] = persona_stage.load_hub_seeds) -> None:
+    def __init__(self, cfg: SynthesisConfig) -> None:
         cfg.check()
         self.cfg = cfg
         OutputDir.__init__(self, cfg.output_dir)  # checked writable by output_dir_lock
         self.taxonomy = load_taxonomy()
-        self.hub_loader = hub_loader
         self.cache = ResponseCache(self.out / CACHE_DIR)
         self._cache_refusal_checked = False
         self.models = models = stage_models(cfg, self.cache)
@@ -120,7 +118,7 @@ class Synthesis(OutputDir):
     def task_templates(self) -> None:
         """Stage 1 for the missing personas. Only here are seeds read (and PersonaHub
         loaded); personas that already exist go on meanwhile."""
-        seeds, source = persona_stage.load_seeds(self.cfg.persona_seeds, self.hub_loader)
+        seeds, source = persona_stage.load_seeds(self.cfg.persona_seeds)
         log.info("persona seeds: %s (%d descriptions)", source, len(seeds))
         with self._lock:
             document, new = persona_stage.add_templates(self.read_personas(), seeds, source,
@@ -407,11 +405,11 @@ class Synthesis(OutputDir):
         self.cache.close()
 
 
-def run_synthesis(cfg: SynthesisConfig, **kwargs: Any) -> dict:
+def run_synthesis(cfg: SynthesisConfig) -> dict:
     """One run over ``cfg.output_dir``, holding its lock: OutputDirInUse, before any model
     is made, when another run holds it."""
     with output_dir_lock(cfg.output_dir):
-        synthesis = Synthesis(cfg, **kwargs)
+        synthesis = Synthesis(cfg)
         try:
             return synthesis.run()
         finally:
