@@ -42,8 +42,8 @@ from cupid.synthesis import extract_fragments
 from cupid.synthesis.validation_plan import (EntryResult, conclude, known_checklists, plan_checks,
                                              session_at)
 from cupid.utils.dataset import Instance
-from cupid.utils.errors import BadInput, Interrupted, SetupError
-from cupid.utils.io import FileLock, atomic_write_json, check_writable, read_json
+from cupid.utils.errors import BadInput, Interrupted
+from cupid.utils.io import atomic_write_json, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer
 from cupid.utils.models.errors import ModelCallFailed
 from cupid.utils.models.model import Model
@@ -198,6 +198,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     ``StorageError``, ``Interrupted``; a failed extraction is counted in ``failed``."""
     from cupid.evaluation.data import InstanceSource
     from cupid.synthesis.api import run_logging
+    from cupid.synthesis.outputs import output_dir_lock
     from cupid.utils.models.cache import CACHE_DIR, ResponseCache
     from cupid.utils.forecast import parse_limits
     from cupid.utils.models.pacing import set_user_limits
@@ -220,32 +221,29 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
             set_user_limits(limits)
             validator = resolve_model(model, role="evaluator", timeout=timeout, max_retries=max_retries)
             check_models([validator])
-            check_writable(out)  # before any call: a read-only or full directory costs nothing
-            lock = FileLock(out / LOCK)
-            if not lock.acquire(blocking=False):
-                raise SetupError(f"{out}: in use by another validation; wait for it to end or give another output_dir")
-            cache = None if no_cache else ResponseCache(out / CACHE_DIR)
-            validator.cache = cache
-            started = time.perf_counter()
-            try:
-                with SignalGuard():
-                    work = Validation(instances, Path(data_dir), out, validator)
-                    try:
-                        rows = work.run(n_workers, batch)
-                    except KeyboardInterrupt as exc:
-                        cancel_all()  # the calls in flight end now
-                        raise Interrupted(f"{stop_cause(exc)}: every answer received is kept in {out / 'answers'}; "
-                                          f"rerun the same command to resume.", stop_status(exc)) from None
-                from cupid.synthesis.validation_outputs import write_outputs
+            # Checked writable before any call: a read-only or full directory costs nothing.
+            with output_dir_lock(out, LOCK, "validation"):
+                cache = None if no_cache else ResponseCache(out / CACHE_DIR)
+                validator.cache = cache
+                started = time.perf_counter()
+                try:
+                    with SignalGuard():
+                        work = Validation(instances, Path(data_dir), out, validator)
+                        try:
+                            rows = work.run(n_workers, batch)
+                        except KeyboardInterrupt as exc:
+                            cancel_all()  # the calls in flight end now
+                            raise Interrupted(f"{stop_cause(exc)}: every answer received is kept in {out / 'answers'}; "
+                                              f"rerun the same command to resume.", stop_status(exc)) from None
+                    from cupid.synthesis.validation_outputs import write_outputs
 
-                summary, verified = write_outputs(out, source, instances, rows, validator, annotations=annotations,
-                                                  tasks_per_page=tasks_per_page,
-                                                  wall_time_s=time.perf_counter() - started,
-                                                  failed_now=work.store.failed_now)
-            finally:
-                if cache is not None:
-                    cache.close()
-                lock.release()
+                    summary, verified = write_outputs(out, source, instances, rows, validator, annotations=annotations,
+                                                      tasks_per_page=tasks_per_page,
+                                                      wall_time_s=time.perf_counter() - started,
+                                                      failed_now=work.store.failed_now)
+                finally:
+                    if cache is not None:
+                        cache.close()
     finally:
         if isinstance(model, Model):  # a caller's model leaves with the cache it came with
             model.cache = saved_cache

@@ -71,8 +71,7 @@ def check_writable(directory: str | Path) -> None:
                            NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)))
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=f".write-check.{_HOST}~{os.getpid()}.", suffix=".tmp",
-                                     dir=directory)
+        fd, probe = tempfile.mkstemp(prefix=temporary_prefix(directory / "write-check"), suffix=".tmp", dir=directory)
     except OSError as exc:
         raise StorageError(directory, "write in the directory", exc) from exc
     try:
