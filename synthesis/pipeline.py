@@ -298,11 +298,10 @@ class Synthesis(OutputDir):
         pid = persona["persona_id"]
         if self.failure_log.has(pid):
             return None  # a sibling failed; spend nothing more on this persona
-        first_variant = self.dialogue_first_variant(pid, session["index"])
         steps = dialogue_steps(
             self.models["user_simulator"], self.models["assistant_simulator"],
             persona["description"], session, checklist, max_turns=self.cfg.max_turns,
-            max_attempts=self.cfg.max_attempts, first_variant=first_variant)
+            max_attempts=self.cfg.max_attempts, first_variant=self.dialogue_first_variant(pid, session["index"]))
         return self._dialogue_step(state, session, steps, 0)
 
     def _dialogue_step(self, state: "PersonaState", session: dict, steps: Generator[None, None, dict],
