@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import deflate
+import orjson
 from markdown_it import MarkdownIt
 
 
@@ -52,16 +53,17 @@ def byte_text(data: bytes) -> str:
     return data.decode("latin-1")
 
 
-def gzip_text(text: str) -> str:
-    """``text`` (JSON), gzip-compressed, as a chunk's text: the page inflates it on demand.
-    libdeflate at level 6 makes a member a little smaller than zlib's default level in a third
-    of its time (a paper-scale report compresses ~75 MB of JSON), and releases the GIL, so
-    chunks compress on other threads while the page is assembled."""
-    return byte_text(deflate.gzip_compress(text.encode("utf-8"), 6))
+def gzip_json(value: Any) -> str:
+    """``value`` as JSON, gzip-compressed, as a chunk's text: the page inflates it on demand.
+    orjson encodes a paper-scale report's ~75 MB of JSON in a sixth of the standard library's
+    time (NaN becomes null). libdeflate at level 6 makes a member a little smaller than zlib's
+    default level in a third of its time, and releases the GIL, so chunks compress on other
+    threads while the page is assembled."""
+    return byte_text(deflate.gzip_compress(orjson.dumps(value), 6))
 
 
 def chunk_element(name: str, text: str) -> str:
-    """A data chunk whose ``text`` ``gzip_text`` made."""
+    """A data chunk whose ``text`` ``gzip_json`` made."""
     return f'<script type="application/octet-stream" id="chunk-{esc(name)}">{text}</script>'
 
 

@@ -23,7 +23,7 @@ from cupid.evaluation.report.instance_data import load_instance_data
 from cupid.evaluation.report.payload import Payload
 from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
 from cupid.utils.cycle_collection import paused_cycle_collection
-from cupid.utils.html_page import chunk_element, chunked_page, compact_json, esc, gzip_text, markdown_to_html
+from cupid.utils.html_page import chunk_element, chunked_page, esc, gzip_json, markdown_to_html
 from cupid.utils.io import atomic_write_text
 
 
@@ -104,7 +104,7 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
     note_html = "".join(f'<p class="warning">{esc(n)}</p>' for n in notes)
 
     def chunks() -> Iterator[str]:
-        yield chunk_element("index", gzip_text(compact_json(index)))
+        yield chunk_element("index", gzip_json(index))
         for name, text in payload.chunks:
             yield chunk_element(name, text.result())
 

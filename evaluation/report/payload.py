@@ -13,7 +13,7 @@ from cupid.evaluation.report.compare_data import paired_entries
 from cupid.evaluation.report.error_types import Classified, load as load_error_types
 from cupid.evaluation.report.results import history_of, setting_order
 from cupid.utils.dataset import Instance
-from cupid.utils.html_page import compact_json, gzip_text
+from cupid.utils.html_page import gzip_json
 from cupid.utils.models.catalog import price_of
 from cupid.utils.models.usage import cost_at
 from cupid.evaluation.steps import DECOMPOSE, MATCH_PRECISION, MATCH_RECALL
@@ -124,7 +124,7 @@ class Payload:
         self.chunks: list[tuple[str, Future[str]]] = []
         with ThreadPoolExecutor(max_workers=2) as compressor:
             def compress(name: str, value: Any) -> None:
-                self.chunks.append((name, compressor.submit(gzip_text, compact_json(value))))
+                self.chunks.append((name, compressor.submit(gzip_json, value)))
 
             for run in self.runs:
                 for instance_id in run.ids():
