@@ -16,7 +16,6 @@ from cupid.evaluation.report import error_types
 from cupid.evaluation.report.build import build_report
 from cupid.evaluation.report.export import export_format, push_to_hub, write_samples
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
-from cupid.evaluation.report.html_report import write_html_report
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
 from cupid.utils.command_line import Parser, non_negative_int, positive_int, program_name
 from cupid.utils.errors import BadInput, SetupError
@@ -78,10 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         files = build_report(args.results_dir, args.output, n_bootstrap=args.n_bootstrap, seed=args.seed,
                              n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
-                             figures=not args.no_figures, exclude_filtered=args.exclude_filtered)
-        html = None if args.no_html else write_html_report(
-            args.results_dir, files.markdown.parent, data_paths=args.data, analysis=files.analysis,
-            build_id=files.build_id)
+                             figures=not args.no_figures, html=not args.no_html, data_paths=args.data,
+                             exclude_filtered=args.exclude_filtered)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -89,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return write_failed(exc, args.output or args.results_dir, "the results are untouched (the "
                             "report only reads them): make room, or give a writable --output, and "
                             "run the report again")
-    for path in [files.markdown, files.csv, *files.exports, *files.figures, *([html] if html else [])]:
+    for path in [files.markdown, files.csv, *files.exports, *files.figures, *([files.html] if files.html else [])]:
         print(f"wrote {path}")
     for note in files.analysis.ignored:
         print(f"note: {note}")

@@ -13,6 +13,7 @@ sessions or ground truth, so those come from the data the runs name in run.json
 from __future__ import annotations
 
 import re
+from concurrent.futures import Future
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -129,10 +130,11 @@ _BUILD = re.compile(r"build `([^`]+)`")
 
 def write_html_report(results_dir: str | Path, output_dir: str | Path, *,
                       data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None,
-                      build_id: str | None = None) -> Path:
+                      build_id: str | None = None, drawing: Iterable[Future] = ()) -> Path:
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in ``output_dir``
     and the runs of ``analysis`` (read from ``results_dir`` when not given). ``build_id``: the
-    build this page belongs to (build.py); a report.md of another build is said so."""
+    build this page belongs to (build.py); a report.md of another build is said so. The
+    figures' ``drawing`` is waited for once the page's data are made."""
     results_dir, output_dir = Path(results_dir), Path(output_dir)
     with paused_cycle_collection():
         analysis = analysis or Analysis(results_dir)
@@ -146,6 +148,8 @@ def write_html_report(results_dir: str | Path, output_dir: str | Path, *,
         with S.one_blas_thread():
             payload = Payload(analysis, instance_data)
             index = payload.index(notes, title)  # the compare view's paired differences
+        for future in drawing:
+            future.result()
         md_path = output_dir / "report.md"
         report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
         found = _BUILD.search(report_md)
