@@ -28,15 +28,15 @@ from cupid.utils.html_page import chunk_element, chunked_page, esc, gzip_json, m
 from cupid.utils.io import atomic_write_text
 
 
-def _worst_section(payload: Payload) -> str:
-    """Links straight to the instance pages of the lowest F1 and judge scores."""
+def _worst_section(payload: Payload, worst: dict) -> str:
+    """Links straight to the instance pages of the lowest F1 and judge scores (the index's
+    ``worst``)."""
     blocks = []
-    for key, task, title, fmt in (("f1", "inference", "Lowest inference F1", lambda v: f"F1 {100 * v:.1f}"),
-                                  ("j", "generation", "Lowest judge score", lambda v: f"score {v:g}")):
-        scorer = payload.primary(task)
-        rows = payload.worst(key, scorer)
-        if not rows:
+    for key, title, fmt in (("f1", "Lowest inference F1", lambda v: f"F1 {100 * v:.1f}"),
+                            ("j", "Lowest judge score", lambda v: f"score {v:g}")):
+        if not worst.get(key, {}).get("rows"):
             continue
+        scorer, rows = worst[key]["scorer"], worst[key]["rows"]
         items = []
         for row in rows:
             inst = payload.instances[payload.rows["inst"][row]]
@@ -114,7 +114,7 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 <nav><a href="#summary" data-view="summary">Summary</a><a href="#instances" data-view="instances">Instances</a><a href="#compare" data-view="compare">Compare</a></nav>
 <span class="muted" id="status"></span></header>
 <main>
-<section id="view-summary" class="view">{note_html}{_worst_section(payload)}
+<section id="view-summary" class="view">{note_html}{_worst_section(payload, index["worst"])}
 <nav class="toc"><ul>{toc}</ul></nav>
 <article class="markdown">{summary_html}</article></section>
 <section id="view-instances" class="view" hidden></section>
@@ -140,7 +140,7 @@ def write_html_report(results_dir: str | Path, output_dir: str | Path, *,
         analysis = analysis or Analysis(results_dir)
         if not analysis.runs:
             raise FileNotFoundError(f"{results_dir}: no run directories (no run.json found)")
-        S.release_caches()  # the tables' resampling weights are not needed past this point
+        S.bootstrap_weights.cache_clear()  # the tables' resampling weights (~2 MB each) are done with
         instance_data, notes = load_instance_data(analysis.runs, results_dir, data_paths)
         for run in analysis.runs:
             notes += run.warnings[:5]
