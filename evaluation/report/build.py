@@ -40,11 +40,6 @@ class ReportFiles:
     html: Path | None
 
 
-def new_build_id() -> str:
-    """This build's id: its time and a random tail ("20261123T101500Z-3f9a1c")."""
-    return f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
-
-
 def build_report(results_dir: str | Path, output_dir: str | Path | None = None, *,
                  n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int = 0,
                  n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE,
@@ -69,7 +64,8 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
                                     f"evaluation run found){notes}")
         gaps = find_gaps(an, results_dir)
         output.mkdir(parents=True, exist_ok=True)
-        build_id = new_build_id()
+        # Its time and a random tail ("20261123T101500Z-3f9a1c").
+        build_id = f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
         md = _markdown(an, gaps, results_dir, build_id)
         figure_lines, written, drawing = _figures(an, output, drawer, importing)
         md_path, csv_path = output / "report.md", output / "report.csv"

@@ -58,14 +58,14 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"the classifier, at temperature 0 (default {config.DEFAULT_EVALUATOR})")
     errors.add_argument("--error_f1_below", type=float, default=100 * error_types.F1_BELOW, metavar="PERCENT",
                         help="classify inferences whose F1 is below this (default 20, the paper's)")
-    errors.add_argument("--error_per_model", type=int, default=error_types.PER_MODEL,
+    errors.add_argument("--error_per_model", type=positive_int, default=error_types.PER_MODEL,
                         help="at most this many per model (default 50, the paper's)")
     errors.add_argument("--error_seed", type=int, default=0, help="seed of the draw (default 0)")
-    errors.add_argument("--n_workers", type=int, default=4, help="classifications in parallel (default 4)")
+    errors.add_argument("--n_workers", type=positive_int, default=4, help="classifications in parallel (default 4)")
     errors.add_argument("--batch", action="store_true", help="through the provider's batch API at its price")
     args = parser.parse_args(argv)
-    if not 0 < args.error_f1_below <= 100 or args.error_per_model < 1 or args.n_workers < 1:
-        parser.error("--error_f1_below must be in (0, 100], --error_per_model and --n_workers at least 1")
+    if not 0 < args.error_f1_below <= 100:
+        parser.error("--error_f1_below must be in (0, 100]")
     if not Path(args.results_dir).is_dir():
         parser.error(f"{args.results_dir}: not a directory")
     if args.export or args.push_to_hub:

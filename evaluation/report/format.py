@@ -49,7 +49,6 @@ FLAG = "⚑"
 # A figure's point or bin resting on fewer instances is drawn hollow (Figure 3) or merged
 # into fewer bins (Figure 9): one instance must not look like a trend.
 DEFAULT_MIN_BIN_SIZE = 5
-TYPE_TITLES = {group: group.capitalize() for group in GROUPS}
 
 
 def fmt_pct(value: float | None) -> str:
