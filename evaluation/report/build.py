@@ -75,7 +75,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         cases = case_rows(an)
         exports = [write_samples(cases, output / f"error_types.{kind}") for kind in ("csv", "jsonl")] if cases else []
         atomic_write_text(md_path, "\n".join(md + figure_lines).rstrip() + "\n")
-        page = write_html_report(results_dir, output, data_paths=data_paths, analysis=an, build_id=build_id,
+        page = write_html_report(an, output, data_paths=data_paths, build_id=build_id,
                                  drawing=drawing) if html else None
         for future in drawing:  # raises what failed in the drawing
             future.result()

@@ -23,7 +23,6 @@ from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.instance_data import load_instance_data
 from cupid.evaluation.report.payload import Payload
 from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
-from cupid.utils.cycle_collection import paused_cycle_collection
 from cupid.utils.html_page import chunk_element, chunked_page, esc, gzip_json, markdown_to_html
 from cupid.utils.io import atomic_write_text
 
@@ -128,35 +127,27 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 _BUILD = re.compile(r"build `([^`]+)`")
 
 
-def write_html_report(results_dir: str | Path, output_dir: str | Path, *,
-                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None,
-                      build_id: str | None = None, drawing: Iterable[Future] = ()) -> Path:
+def write_html_report(analysis: Analysis, output_dir: Path, *, data_paths: Iterable[str | Path] | None = None,
+                      build_id: str, drawing: Iterable[Future] = ()) -> Path:
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in ``output_dir``
-    and the runs of ``analysis`` (read from ``results_dir`` when not given). ``build_id``: the
-    build this page belongs to (build.py); a report.md of another build is said so. The
-    figures' ``drawing`` is waited for once the page's data are made."""
-    results_dir, output_dir = Path(results_dir), Path(output_dir)
-    with paused_cycle_collection():
-        analysis = analysis or Analysis(results_dir)
-        if not analysis.runs:
-            raise FileNotFoundError(f"{results_dir}: no run directories (no run.json found)")
-        S.bootstrap_weights.cache_clear()  # the tables' resampling weights (~2 MB each) are done with
-        instance_data, notes = load_instance_data(analysis.runs, results_dir, data_paths)
-        for run in analysis.runs:
-            notes += run.warnings[:5]
-        title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
-        with S.one_blas_thread():
-            payload = Payload(analysis, instance_data)
-            index = payload.index(notes, title)  # the compare view's paired differences
-        for future in drawing:
-            future.result()
-        md_path = output_dir / "report.md"
-        report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
-        found = _BUILD.search(report_md)
-        build_id = build_id or (found.group(1) if found else None)
-        if build_id and (found is None or found.group(1) != build_id):
-            notes.append(f"report.md beside this page is of build {found.group(1) if found else '(none)'}, "
-                         f"this page of build {build_id}: build the report again to match them")
-        path = output_dir / "report.html"
-        atomic_write_text(path, render(payload, index, report_md, output_dir, notes, title, build_id), "latin-1")
-        return path
+    and the runs of ``analysis``; build_report calls it with the cycle collector paused and
+    BLAS on one thread. ``build_id``: the build this page belongs to; a report.md of another
+    build is said so. The figures' ``drawing`` is waited for once the page's data are made."""
+    S.bootstrap_weights.cache_clear()  # the tables' resampling weights (~2 MB each) are done with
+    instance_data, notes = load_instance_data(analysis.runs, analysis.results_dir, data_paths)
+    for run in analysis.runs:
+        notes += run.warnings[:5]
+    title = (f"CUPID report · {analysis.results_dir.name} · "
+             f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+    payload = Payload(analysis, instance_data)
+    index = payload.index(notes, title)  # the compare view's paired differences
+    for future in drawing:
+        future.result()
+    report_md = (output_dir / "report.md").read_text(encoding="utf-8")
+    found = _BUILD.search(report_md)
+    if found is None or found.group(1) != build_id:
+        notes.append(f"report.md beside this page is of build {found.group(1) if found else '(none)'}, "
+                     f"this page of build {build_id}: build the report again to match them")
+    path = output_dir / "report.html"
+    atomic_write_text(path, render(payload, index, report_md, output_dir, notes, title, build_id), "latin-1")
+    return path
