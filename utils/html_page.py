@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import re
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -35,13 +34,9 @@ def esc(text: Any) -> str:
     return html.escape("" if text is None else str(text), quote=True)
 
 
-def compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
 def script_json(value: Any) -> str:
     """JSON safe inside a <script> element (no '</' can close it)."""
-    return compact_json(value).replace("</", "<\\/").replace("<!--", "<\\!--")
+    return orjson.dumps(value).decode("utf-8").replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
 def byte_text(data: bytes) -> str:

@@ -30,8 +30,7 @@ _OWN_STEPS = {task: [s.name for s in steps.of_task(task) if s.tasks == (task,) a
 
 @dataclass
 class Run:
-    """All instance files of one (model, setting), possibly from several run directories.
-    ``scorers`` and ``tasks`` are computed once, when first asked (after loading)."""
+    """All instance files of one (model, setting), possibly from several run directories."""
     model: str
     setting: str
     directories: list[Path] = field(default_factory=list)
