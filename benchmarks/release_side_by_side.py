@@ -7,6 +7,7 @@ answers, then prints per step how many of the release's requests ours sent byte 
 
     python benchmarks/release_side_by_side.py --release_git /path/to/CUPID.git   # data/sample
     python benchmarks/release_side_by_side.py --release_dir /path/to/CUPID --use_matcher
+    python benchmarks/release_side_by_side.py --release_dir /path/to/CUPID --workers 1 8 32  # speed
     CUPID_RELEASE_DIR=/path/to/CUPID python benchmarks/release_side_by_side.py
 
 Needs the release's imports (openai, anthropic, google-genai, datasets, pyyaml: all in our
@@ -146,26 +147,49 @@ def run(cmd: list[str], cwd: Path, env: dict, label: str, log: Path) -> float:
 
 
 def run_release(release_root: Path, server: FakeLLMServer, data: Path, work: Path,
-                use_matcher: bool) -> float:
+                use_matcher: bool, workers: int = 1, tag: str = "") -> float:
     """The release's own `python -m evaluation.run` over ``data``; returns its seconds.
     The server lists the two OpenAI models only: the release sends a listed name through
     OpenAI's client, the PrefMatcher's too."""
     server.models = [EVALUATED, EVALUATOR]
-    cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(work / f"r-release-{use_matcher}"),
+    cmd = [sys.executable, "-m", "evaluation.run", "--results_dir", str(work / f"r-release-{use_matcher}{tag}"),
            "--model", EVALUATED, "--evaluator", EVALUATOR, "--data_dir", str(data),
-           "--task", "both", "--log_file", str(work / f"release-{use_matcher}.log")]
+           "--task", "both", "--log_file", str(work / f"release-{use_matcher}.log"),
+           "--n_workers", str(workers)]
     return run(cmd + (["--use_matcher"] if use_matcher else []), release_root,
                side_env(server, release_root), "the release", work / f"release-{use_matcher}.out")
 
 
-def run_ours(server: FakeLLMServer, data: Path, work: Path, use_matcher: bool) -> float:
+def run_ours(server: FakeLLMServer, data: Path, work: Path, use_matcher: bool, workers: int = 2,
+             tag: str = "") -> float:
     server.models = [EVALUATED, EVALUATOR, PREFMATCHER]  # our pre-flight asks for the matcher's name
-    cmd = [sys.executable, "-m", "cupid.evaluation.run", "--results_dir", str(work / f"r-ours-{use_matcher}"),
+    cmd = [sys.executable, "-m", "cupid.evaluation.run", "--results_dir", str(work / f"r-ours-{use_matcher}{tag}"),
            "--model", EVALUATED, "--evaluator", EVALUATOR, "--data_dir", str(data),
-           "--task", "both", "--no_cache", "--n_workers", "2"]
+           "--task", "both", "--no_cache", "--n_workers", str(workers)]
     if use_matcher:
         cmd += ["--use_matcher", "--matcher_url", server.openai_base_url]
     return run(cmd, ROOT, side_env(server, ROOT), "ours", work / f"ours-{use_matcher}.out")
+
+
+def print_speed(args: argparse.Namespace, release_root: Path, server: FakeLLMServer, data: Path,
+                work: Path) -> None:
+    """Both harnesses' wall time over the same instances at the same --n_workers, each answer
+    delayed by --latency (a hosted API's latency, where the harness's own overhead shows).
+    The instances are copied --copies times, so that many workers have work."""
+    copies = work / "data-copies"
+    copies.mkdir()
+    for path in data.glob("*.json"):
+        for k in range(args.copies):
+            shutil.copy(path, copies / f"{path.stem}-copy{k}.json")
+    server.latency = args.latency
+    print(f"\nspeed, {args.copies} x {len(list(data.glob('*.json')))} instances, "
+          f"{args.latency * 1000:.0f} ms per answer (GPT-4o matcher):")
+    for workers in args.workers:
+        theirs = run_release(release_root, server, copies, work, False, workers, tag=f"-w{workers}")
+        mine = run_ours(server, copies, work, False, workers, tag=f"-w{workers}")
+        print(f"  {workers:>3} workers: the release {theirs:6.1f} s, ours {mine:6.1f} s: "
+              f"{theirs / mine:.1f}x the release's speed")
+    server.latency = 0.0
 
 
 def side_env(server: FakeLLMServer, pythonpath: Path) -> dict:
@@ -234,6 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     add_release_arguments(p)
     p.add_argument("--use_matcher", action="store_true", help="also compare PrefMatcher mode")
     p.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    p.add_argument("--workers", type=int, nargs="*", default=[],
+                   help="also time both harnesses at each of these --n_workers (e.g. 1 8 32)")
+    p.add_argument("--copies", type=int, default=8,
+                   help="the timed runs evaluate each instance this many times (as new files)")
+    p.add_argument("--latency", type=float, default=0.05,
+                   help="seconds the server waits before each answer in the timed runs")
     args = p.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="cupid-side-by-side-"))
@@ -287,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  - {note}")
             print("  metrics: " + compare_metrics(work / f"r-release-{use_matcher}" / EVALUATED,
                                                   work / f"r-ours-{use_matcher}" / EVALUATED))
+        if args.workers:
+            print_speed(args, release_root, server, data, work)
         if server.responder_errors:
             print(f"responder errors: {server.responder_errors[:3]}", file=sys.stderr)
     finally:

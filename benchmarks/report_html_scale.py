@@ -198,10 +198,11 @@ def _pss_kib(pid: int) -> int:
     return 0
 
 
-def build_report(results: Path, out: Path) -> tuple[float, float, float | None]:
+def build_report(results: Path, out: Path) -> tuple[float, float, float | None, float]:
     """``python -m evaluation.report`` in a subprocess: (wall seconds, peak resident MiB of
     its largest process, peak MiB of its whole process tree (any child processes too),
-    sampled every 50 ms; None where /proc has no smaps_rollup)."""
+    sampled every 50 ms; None where /proc has no smaps_rollup; CPU seconds, user + sys of
+    the process and the children it waited for)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     started = time.monotonic()
     process = subprocess.Popen([sys.executable, "-m", "cupid.evaluation.report", str(results), "--output", str(out)],
@@ -226,7 +227,8 @@ def build_report(results: Path, out: Path) -> tuple[float, float, float | None]:
     process.stderr.close()
     if process.returncode != 0:
         raise RuntimeError(f"python -m evaluation.report failed: {error}")
-    return wall, usage.ru_maxrss / 1024, tree_peak[0] / 1024 if measurable else None
+    return (wall, usage.ru_maxrss / 1024, tree_peak[0] / 1024 if measurable else None,
+            usage.ru_utime + usage.ru_stime)
 
 
 def page_breakdown(html: Path) -> str:
@@ -275,6 +277,7 @@ def main() -> None:
         print(f"instance files {results_bytes / 2**20:.1f} MiB ({n_rows}), data {data_bytes / 2**20:.1f} MiB")
         builds = [build_report(root / "results", root / "out") for _ in range(args.repeat)]
         print(summary("python -m evaluation.report wall s (whole report, 1000 bootstrap resamples)", [b[0] for b in builds]))
+        print(summary("python -m evaluation.report CPU s (user + sys, the figure process too)", [b[3] for b in builds]))
         print(summary("python -m evaluation.report peak RSS MiB (largest process)", [b[1] for b in builds]))
         print(summary("python -m evaluation.report peak MiB of its process tree (PSS)", [b[2] for b in builds]))
         html = root / "out" / "report.html"

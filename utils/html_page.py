@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import re
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import deflate
+import orjson
 from markdown_it import MarkdownIt
 
 
@@ -34,13 +34,9 @@ def esc(text: Any) -> str:
     return html.escape("" if text is None else str(text), quote=True)
 
 
-def compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
 def script_json(value: Any) -> str:
     """JSON safe inside a <script> element (no '</' can close it)."""
-    return compact_json(value).replace("</", "<\\/").replace("<!--", "<\\!--")
+    return orjson.dumps(value).decode("utf-8").replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
 def byte_text(data: bytes) -> str:
@@ -52,16 +48,17 @@ def byte_text(data: bytes) -> str:
     return data.decode("latin-1")
 
 
-def gzip_text(text: str) -> str:
-    """``text`` (JSON), gzip-compressed, as a chunk's text: the page inflates it on demand.
-    libdeflate at level 6 makes a member a little smaller than zlib's default level in a third
-    of its time (a paper-scale report compresses ~75 MB of JSON), and releases the GIL, so
-    chunks compress on other threads while the page is assembled."""
-    return byte_text(deflate.gzip_compress(text.encode("utf-8"), 6))
+def gzip_json(value: Any) -> str:
+    """``value`` as JSON, gzip-compressed, as a chunk's text: the page inflates it on demand.
+    orjson encodes a paper-scale report's ~75 MB of JSON in a sixth of the standard library's
+    time (NaN becomes null). libdeflate at level 6 makes a member a little smaller than zlib's
+    default level in a third of its time, and releases the GIL, so chunks compress on other
+    threads while the page is assembled."""
+    return byte_text(deflate.gzip_compress(orjson.dumps(value), 6))
 
 
 def chunk_element(name: str, text: str) -> str:
-    """A data chunk whose ``text`` ``gzip_text`` made."""
+    """A data chunk whose ``text`` ``gzip_json`` made."""
     return f'<script type="application/octet-stream" id="chunk-{esc(name)}">{text}</script>'
 
 
@@ -81,11 +78,10 @@ def _ascii_css(css: str) -> str:
 
 
 def data_uri(path: Path) -> str | None:
-    kinds = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
-    kind = kinds.get(path.suffix.lower())
-    if kind is None or not path.is_file():
+    """A PNG figure (the only kind the reports draw) as a data URI; None when there is none."""
+    if path.suffix.lower() != ".png" or not path.is_file():
         return None
-    return f"data:{kind};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
 def _opening(charset: str, title: str, style: str, body: str, extra_head: str = "") -> str:

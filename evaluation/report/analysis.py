@@ -12,7 +12,7 @@ from cupid.utils.dataset import INSTANCE_TYPES
 from cupid.evaluation.metrics import micro_inference
 from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
-from cupid.evaluation.report.published import PAPER_MODELS, display_name, lookup, paper_model_name, scorer_kind
+from cupid.evaluation.report.published import PAPER_MODELS, lookup, paper_model_name, scorer_kind
 from cupid.evaluation.report.results import Outcome, Run, load_runs, outcome
 from cupid.evaluation.report.strategies import selection_estimates
 
@@ -52,7 +52,7 @@ class Analysis:
         self._cells: dict[tuple, Cell] = {}
         self._paired: dict[tuple, S.PairedDifference | None] = {}
         # The paper's name of each model, unless two models share it.
-        names = {m: display_name(m) for m in sorted({run.model for run in self.runs})}
+        names = {m: paper_model_name(m) or m for m in sorted({run.model for run in self.runs})}
         counts = Counter(names.values())
         self.labels = {m: (name if counts[name] == 1 else m) for m, name in names.items()}
 

@@ -11,8 +11,10 @@ import hashlib
 import random
 from pathlib import Path
 
+import orjson
+
 from cupid.evaluation.report.match_agreement import LABELS, Pair, scorer_pairs
-from cupid.utils.html_page import annotation_page, compact_json, esc, radios, script_json
+from cupid.utils.html_page import annotation_page, esc, radios, script_json
 from cupid.utils.io import atomic_write_text
 
 # The instructions of the paper's Figure 12 (Kim et al., COLM 2025, Appendix A.1).
@@ -72,7 +74,7 @@ def _pair_html(pair: Pair) -> str:
 
 def write_page(pairs: list[Pair], path: str | Path, title: str = "Preference-checklist matching") -> Path:
     data = [{"pair_id": p.pair_id, "preference": p.preference, "checklist": list(p.checklist)} for p in pairs]
-    page_id = hashlib.sha256(compact_json(data).encode("utf-8")).hexdigest()[:12]
+    page_id = hashlib.sha256(orjson.dumps(data)).hexdigest()[:12]
     header = (f'<header class="top"><span class="brand">Task <span id="task-no">1</span> of {len(data)}</span>'
               f'<label>Your annotator id <input id="annotator" autocomplete="off" placeholder="e.g. your initials">'
               f'</label></header>')

@@ -2,7 +2,9 @@
 tables and figure data."""
 from __future__ import annotations
 
+import multiprocessing
 import secrets
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +17,7 @@ from cupid.evaluation.report.figure_data import (inference_generation_data, leng
 from cupid.evaluation.report.figures import plotter, pyplot
 from cupid.evaluation.report.format import (DEFAULT_MIN_BIN_SIZE, FLAG, PAPER_EVALUATOR, md_table, render_csv)
 from cupid.evaluation.report.gaps import Gap, find_gaps, gaps_markdown
+from cupid.evaluation.report.html_report import write_html_report
 from cupid.evaluation.report.published import paper_model_name, scorer_kind
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
 from cupid.evaluation.report.strategies import strategies_figure_data, strategies_section
@@ -34,20 +37,21 @@ class ReportFiles:
     exports: list[Path]   # error_types.csv and .jsonl, when there are cases
     # Written into report.md, report.csv and report.html: files of two builds side by side show it.
     build_id: str
-
-
-def new_build_id() -> str:
-    """This build's id: its time and a random tail ("20261123T101500Z-3f9a1c")."""
-    return f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
+    html: Path | None
 
 
 def build_report(results_dir: str | Path, output_dir: str | Path | None = None, *,
                  n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int = 0,
                  n_length_bins: int = 5, min_bin_size: int = DEFAULT_MIN_BIN_SIZE,
-                 figures: bool = True, exclude_filtered: bool = False) -> ReportFiles:
-    """report.md, report.csv and the figures. ``exclude_filtered``: the numbers leave out the
-    results read from a filtered or refused answer."""
-    with one_blas_thread(), paused_cycle_collection():
+                 figures: bool = True, html: bool = False, data_paths: list[str | Path] | None = None,
+                 exclude_filtered: bool = False) -> ReportFiles:
+    """report.md, report.csv, the figures and (``html``) report.html, its sessions and ground
+    truth read from ``data_paths`` or the runs' data sources. ``exclude_filtered``: the numbers
+    leave out the results read from a filtered or refused answer."""
+    with one_blas_thread(), paused_cycle_collection(), _drawer(figures) as drawer:
+        # The drawer is forked now, while the heap is small, and imports matplotlib while the
+        # results are read.
+        importing = drawer.submit(_import_matplotlib) if figures else None
         results_dir = Path(results_dir)
         output = Path(output_dir) if output_dir is not None else results_dir
         clean_orphan_tmp(output, recursive=False)  # a killed build's half-written report files
@@ -60,9 +64,10 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
                                     f"evaluation run found){notes}")
         gaps = find_gaps(an, results_dir)
         output.mkdir(parents=True, exist_ok=True)
-        build_id = new_build_id()
+        # Its time and a random tail ("20261123T101500Z-3f9a1c").
+        build_id = f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(3)}"
         md = _markdown(an, gaps, results_dir, build_id)
-        figure_lines, written = _figures(an, output, figures)
+        figure_lines, written, drawing = _figures(an, output, drawer, importing)
         md_path, csv_path = output / "report.md", output / "report.csv"
         csv_rows = an.csv_rows()
         add_csv_columns(an, csv_rows)
@@ -70,17 +75,35 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         cases = case_rows(an)
         exports = [write_samples(cases, output / f"error_types.{kind}") for kind in ("csv", "jsonl")] if cases else []
         atomic_write_text(md_path, "\n".join(md + figure_lines).rstrip() + "\n")
-        return ReportFiles(md_path, csv_path, written, an, gaps, exports, build_id)
+        page = write_html_report(an, output, data_paths=data_paths, build_id=build_id,
+                                 drawing=drawing) if html else None
+        for future in drawing:  # raises what failed in the drawing
+            future.result()
+        return ReportFiles(md_path, csv_path, written, an, gaps, exports, build_id, page)
 
 
-def _figures(an: Analysis, output: Path, draw: bool) -> tuple[list[str], list[Path]]:
-    """report.md's Figures section and the PNGs drawn (``draw``; none without matplotlib)."""
-    lines, written = ["## Figures", ""], []
-    if draw:
-        try:
-            pyplot()
-        except ImportError as exc:
-            draw, lines = False, lines + [f"figures not drawn: matplotlib is not installed ({exc})", ""]
+def _drawer(draw: bool) -> Executor:
+    """Where the figures are drawn: in a forked process, since drawing holds the GIL (~3 s at
+    paper scale, which a thread would not overlap with report.html's data); on a thread where
+    fork is missing."""
+    if draw and "fork" in multiprocessing.get_all_start_methods():
+        return ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+    return ThreadPoolExecutor(1)
+
+
+def _import_matplotlib() -> None:
+    pyplot()
+
+
+def _figures(an: Analysis, output: Path, drawer: Executor,
+             importing: Future | None) -> tuple[list[str], list[Path], list[Future]]:
+    """report.md's Figures section, and the PNGs handed to ``drawer`` (none without
+    matplotlib, or when ``importing`` it was not asked) with their drawing."""
+    lines, written, drawing = ["## Figures", ""], [], []
+    try:
+        draw = importing is not None and importing.result() is None
+    except ImportError as exc:
+        draw, lines = False, lines + [f"figures not drawn: matplotlib is not installed ({exc})", ""]
     for data in (prf_bars_data(an), position_data(an), length_data(an), *matcher_data(an),
                  inference_generation_data(an), summaries_data(an), strategies_figure_data(an)):
         lines += [f"### {data.title}", ""]
@@ -89,13 +112,13 @@ def _figures(an: Analysis, output: Path, draw: bool) -> tuple[list[str], list[Pa
             continue
         if draw:
             path = output / f"{data.name}.png"
-            plotter(data.name)(data, path)
+            drawing.append(drawer.submit(plotter(data.name), data, path))
             written.append(path)
             lines += [f"![{data.title}]({path.name})", ""]
         lines += [data.caption, ""]
         if data.table:
             lines += [data.table, ""]
-    return lines, written
+    return lines, written, drawing
 
 
 def _markdown(an: Analysis, gaps: list[Gap], results_dir: Path, build_id: str) -> list[str]:

@@ -16,7 +16,6 @@ from cupid.evaluation.report import error_types
 from cupid.evaluation.report.build import build_report
 from cupid.evaluation.report.export import export_format, push_to_hub, write_samples
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
-from cupid.evaluation.report.html_report import write_html_report
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
 from cupid.utils.command_line import Parser, non_negative_int, positive_int, program_name
 from cupid.utils.errors import BadInput, SetupError
@@ -59,14 +58,14 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"the classifier, at temperature 0 (default {config.DEFAULT_EVALUATOR})")
     errors.add_argument("--error_f1_below", type=float, default=100 * error_types.F1_BELOW, metavar="PERCENT",
                         help="classify inferences whose F1 is below this (default 20, the paper's)")
-    errors.add_argument("--error_per_model", type=int, default=error_types.PER_MODEL,
+    errors.add_argument("--error_per_model", type=positive_int, default=error_types.PER_MODEL,
                         help="at most this many per model (default 50, the paper's)")
     errors.add_argument("--error_seed", type=int, default=0, help="seed of the draw (default 0)")
-    errors.add_argument("--n_workers", type=int, default=4, help="classifications in parallel (default 4)")
+    errors.add_argument("--n_workers", type=positive_int, default=4, help="classifications in parallel (default 4)")
     errors.add_argument("--batch", action="store_true", help="through the provider's batch API at its price")
     args = parser.parse_args(argv)
-    if not 0 < args.error_f1_below <= 100 or args.error_per_model < 1 or args.n_workers < 1:
-        parser.error("--error_f1_below must be in (0, 100], --error_per_model and --n_workers at least 1")
+    if not 0 < args.error_f1_below <= 100:
+        parser.error("--error_f1_below must be in (0, 100]")
     if not Path(args.results_dir).is_dir():
         parser.error(f"{args.results_dir}: not a directory")
     if args.export or args.push_to_hub:
@@ -78,10 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         files = build_report(args.results_dir, args.output, n_bootstrap=args.n_bootstrap, seed=args.seed,
                              n_length_bins=args.n_length_bins, min_bin_size=args.min_bin_size,
-                             figures=not args.no_figures, exclude_filtered=args.exclude_filtered)
-        html = None if args.no_html else write_html_report(
-            args.results_dir, files.markdown.parent, data_paths=args.data, analysis=files.analysis,
-            build_id=files.build_id)
+                             figures=not args.no_figures, html=not args.no_html, data_paths=args.data,
+                             exclude_filtered=args.exclude_filtered)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -89,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return write_failed(exc, args.output or args.results_dir, "the results are untouched (the "
                             "report only reads them): make room, or give a writable --output, and "
                             "run the report again")
-    for path in [files.markdown, files.csv, *files.exports, *files.figures, *([html] if html else [])]:
+    for path in [files.markdown, files.csv, *files.exports, *files.figures, *([files.html] if files.html else [])]:
         print(f"wrote {path}")
     for note in files.analysis.ignored:
         print(f"note: {note}")

@@ -91,8 +91,7 @@ def draw(an: Analysis, run: Run, scorer: str, *, f1_below: float, per_model: int
 
 def classify(results_dir: str | Path, *, evaluator: str, f1_below: float = F1_BELOW,
              per_model: int = PER_MODEL, seed: int = 0, n_workers: int = 4, batch: bool = False,
-             data_paths=None, timeout: float | None = None, max_retries: int | None = None,
-             no_cache: bool = False) -> list[str]:
+             data_paths=None) -> list[str]:
     """Draw and classify every model's low-F1 default-setting inferences; returns one line
     per model saying what was done. Raises BadInput when there is nothing to classify or
     the instances' data are missing, ModelConfigurationError for a model that cannot be
@@ -125,7 +124,7 @@ def classify(results_dir: str | Path, *, evaluator: str, f1_below: float = F1_BE
                            f"{lacking[0]}) were not found; give the data the run evaluated with --data_dir"
                            + (f" ({'; '.join(notes)})" if notes else ""))
         draws.append((run, eligible, drawn, f1))
-    model = resolve_model(evaluator, role="evaluator", timeout=timeout, max_retries=max_retries)
+    model = resolve_model(evaluator, role="evaluator")
     check_models([model])
     label = model.label
     # What InstanceSteps reads of its pipeline to ask a step and record it.
@@ -151,7 +150,7 @@ def classify(results_dir: str | Path, *, evaluator: str, f1_below: float = F1_BE
         return counts
 
     jobs, lines, locks = [], [], []
-    model.cache = None if no_cache else ResponseCache(results_dir.resolve() / CACHE_DIR)
+    model.cache = ResponseCache(results_dir.resolve() / CACHE_DIR)
     try:
         for run, eligible, drawn, f1 in draws:
             directory = directory_of(run)
@@ -175,8 +174,7 @@ def classify(results_dir: str | Path, *, evaluator: str, f1_below: float = F1_BE
         cancel_all()
         raise
     finally:
-        if model.cache is not None:
-            model.cache.close()
+        model.cache.close()
         for lock in locks:
             lock.release()
     lines.append(f"classified by {label}: {counts['done']} done, {counts['failed']} failed"

@@ -137,7 +137,6 @@ def plot_position(data, path: Path) -> None:
     min_n = data.payload.get("min_n", 1)
     per_model = data.payload["per_model"]
     fig, ax = plt.subplots(figsize=(9, 4.8))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     any_few = False
     several = len(per_model) > 1
     # With several models sharing each position's n, the n is written once per position.
@@ -148,7 +147,7 @@ def plot_position(data, path: Path) -> None:
                            size=8, zorder=2, label_below=True, annotate=shared is None)
     for i, (label, values) in enumerate(per_model.items()):
         any_few |= _points(ax, [(x, 100 * v, n) for x, (v, n) in zip(xs, values) if v is not None],
-                           color=colors[i % len(colors)], min_n=min_n, label=label, annotate=shared is None, zorder=4)
+                           color=f"C{i}", min_n=min_n, label=label, annotate=shared is None, zorder=4)
     if shared is not None:
         _n_row(ax, xs, shared, "n={n}\neach")
     ax.set_xlabel("Mean position of the relevant sessions in the history (1 = oldest)")
@@ -174,7 +173,6 @@ def plot_length(data, path: Path) -> None:
     labels = [(f"{b.low:g}" if b.low == b.high else f"{b.low:g}–{b.high:g}") + f"\n({b.n} inst.)" for b in bins]
     panels = [(task, values) for task, values in data.payload["panels"].items() if values]
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(6.5 * max(1, len(panels)), 5.6), squeeze=False)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, (task, lines) in zip(axes[0], panels):
         scale, limits, ylabel = ((100, F1_LIMITS, "Mean per-instance F1 (%)") if task == "inference"
                                  else (1, JUDGE_LIMITS, "Mean judge score (1-10)"))
@@ -184,7 +182,7 @@ def plot_length(data, path: Path) -> None:
         # when the series differ), since labels on every point overlap.
         for i, (label, values) in enumerate(lines.items()):
             any_few |= _points(ax, [(k, scale * v, n) for k, (v, n) in enumerate(values) if v is not None],
-                               color=colors[i % len(colors)], min_n=min_n, label=label, annotate=len(lines) == 1)
+                               color=f"C{i}", min_n=min_n, label=label, annotate=len(lines) == 1)
         if shared is not None:
             _n_row(ax, range(len(bins)), shared, "n={n} each")
         elif len(lines) > 1:
@@ -211,9 +209,8 @@ def plot_matcher(data, path: Path) -> None:
     p = data.payload
     fig, axes = plt.subplots(1, 2, figsize=(11, 5.2))
     ax = axes[0]
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (label, x, y, n) in enumerate(p["models"]):
-        ax.scatter(100 * x, 100 * y, s=36, color=colors[i % len(colors)], label=f"{label} (n={n})", zorder=3)
+        ax.scatter(100 * x, 100 * y, s=36, color=f"C{i}", label=f"{label} (n={n})", zorder=3)
     if p["models"]:
         ax.legend(fontsize=7, loc="lower right")
     ax.set_title("Model-wise F1 (default setting): " + _corr_text(p["r_models"]), fontsize=9)
@@ -239,9 +236,8 @@ def plot_inference_generation(data, path: Path) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 5.2))
     points = data.payload["points"]
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (label, x, y, n_inf, n_gen) in enumerate(points):
-        ax.scatter(100 * x, y, s=40, color=colors[i % len(colors)], zorder=3,
+        ax.scatter(100 * x, y, s=40, color=f"C{i}", zorder=3,
                    label=f"{label} (n={n_inf} inf., {n_gen} gen.)")
         if len(points) <= 3:
             ax.annotate(f"{label}\nn={n_inf}/{n_gen}", (100 * x, y), textcoords="offset points",
@@ -323,7 +319,6 @@ def plot_strategies(data, path: Path) -> None:
         if any((p.get(key) is not None and p[key].value is not None) for points in series.values() for p in points.values())]
     fig, axes = plt.subplots(1, max(1, len(panels)), figsize=((0.8 * len(settings) + 2) * max(1, len(panels)), 5.0),
                              squeeze=False)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     labels = [s + ("\n(floor)" if s == "default" else "\n(ceiling)" if s == "oracle" else "") for s in settings]
     for ax, (key, title, scale, limits) in zip(axes[0], panels):
         ns = []
@@ -334,7 +329,7 @@ def plot_strategies(data, path: Path) -> None:
             drawn = [(k, e) for k, e in enumerate(values) if e is not None and e.value is not None]
             ax.errorbar([k + offset for k, _ in drawn], [scale * e.value for _, e in drawn],
                         yerr=_yerr([e for _, e in drawn], scale), fmt="o", linestyle="none",
-                        color=colors[i % len(colors)], capsize=3, label=model)
+                        color=f"C{i}", capsize=3, label=model)
         _n_row(ax, range(len(settings)), _n_ranges(ns, len(settings)), "n={n}")
         ax.set_xticks(range(len(settings)))
         ax.set_xticklabels(labels, fontsize=7.5, rotation=20, ha="right")

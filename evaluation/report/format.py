@@ -49,7 +49,6 @@ FLAG = "⚑"
 # A figure's point or bin resting on fewer instances is drawn hollow (Figure 3) or merged
 # into fewer bins (Figure 9): one instance must not look like a trend.
 DEFAULT_MIN_BIN_SIZE = 5
-TYPE_TITLES = {group: group.capitalize() for group in GROUPS}
 
 
 def fmt_pct(value: float | None) -> str:
@@ -75,11 +74,11 @@ def fmt_p(value: float | None, n_bootstrap: int) -> str:
 
 
 def fmt_r(corr: Correlation) -> str:
+    """Pearson's r with its p-value (statistics.pearson gives both or, with a note, neither)."""
     if corr.r is None:
         return f"r = n/a ({corr.note}; n = {corr.n})"
-    p = "" if corr.p_value is None else (", p < 0.001" if corr.p_value < 0.001 else f", p = {corr.p_value:.3f}")
-    note = f"; {corr.note}" if corr.note else ""
-    return f"r = {corr.r:.3f}{p} (n = {corr.n}{note})"
+    p = "p < 0.001" if corr.p_value < 0.001 else f"p = {corr.p_value:.3f}"
+    return f"r = {corr.r:.3f}, {p} (n = {corr.n})"
 
 
 def md_table(header: list[str], rows: list[list[str]]) -> str:

@@ -13,6 +13,7 @@ sessions or ground truth, so those come from the data the runs name in run.json
 from __future__ import annotations
 
 import re
+from concurrent.futures import Future
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -22,20 +23,19 @@ from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.instance_data import load_instance_data
 from cupid.evaluation.report.payload import Payload
 from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
-from cupid.utils.cycle_collection import paused_cycle_collection
-from cupid.utils.html_page import chunk_element, chunked_page, compact_json, esc, gzip_text, markdown_to_html
+from cupid.utils.html_page import chunk_element, chunked_page, esc, gzip_json, markdown_to_html
 from cupid.utils.io import atomic_write_text
 
 
-def _worst_section(payload: Payload) -> str:
-    """Links straight to the instance pages of the lowest F1 and judge scores."""
+def _worst_section(payload: Payload, worst: dict) -> str:
+    """Links straight to the instance pages of the lowest F1 and judge scores (the index's
+    ``worst``)."""
     blocks = []
-    for key, task, title, fmt in (("f1", "inference", "Lowest inference F1", lambda v: f"F1 {100 * v:.1f}"),
-                                  ("j", "generation", "Lowest judge score", lambda v: f"score {v:g}")):
-        scorer = payload.primary(task)
-        rows = payload.worst(key, scorer)
-        if not rows:
+    for key, title, fmt in (("f1", "Lowest inference F1", lambda v: f"F1 {100 * v:.1f}"),
+                            ("j", "Lowest judge score", lambda v: f"score {v:g}")):
+        if not worst.get(key, {}).get("rows"):
             continue
+        scorer, rows = worst[key]["scorer"], worst[key]["rows"]
         items = []
         for row in rows:
             inst = payload.instances[payload.rows["inst"][row]]
@@ -104,7 +104,7 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
     note_html = "".join(f'<p class="warning">{esc(n)}</p>' for n in notes)
 
     def chunks() -> Iterator[str]:
-        yield chunk_element("index", gzip_text(compact_json(index)))
+        yield chunk_element("index", gzip_json(index))
         for name, text in payload.chunks:
             yield chunk_element(name, text.result())
 
@@ -113,7 +113,7 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 <nav><a href="#summary" data-view="summary">Summary</a><a href="#instances" data-view="instances">Instances</a><a href="#compare" data-view="compare">Compare</a></nav>
 <span class="muted" id="status"></span></header>
 <main>
-<section id="view-summary" class="view">{note_html}{_worst_section(payload)}
+<section id="view-summary" class="view">{note_html}{_worst_section(payload, index["worst"])}
 <nav class="toc"><ul>{toc}</ul></nav>
 <article class="markdown">{summary_html}</article></section>
 <section id="view-instances" class="view" hidden></section>
@@ -127,32 +127,27 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 _BUILD = re.compile(r"build `([^`]+)`")
 
 
-def write_html_report(results_dir: str | Path, output_dir: str | Path, *,
-                      data_paths: Iterable[str | Path] | None = None, analysis: Analysis | None = None,
-                      build_id: str | None = None) -> Path:
+def write_html_report(analysis: Analysis, output_dir: Path, *, data_paths: Iterable[str | Path] | None = None,
+                      build_id: str, drawing: Iterable[Future] = ()) -> Path:
     """Write ``output_dir/report.html`` from ``report.md`` (and its figures) in ``output_dir``
-    and the runs of ``analysis`` (read from ``results_dir`` when not given). ``build_id``: the
-    build this page belongs to (build.py); a report.md of another build is said so."""
-    results_dir, output_dir = Path(results_dir), Path(output_dir)
-    with paused_cycle_collection():
-        analysis = analysis or Analysis(results_dir)
-        if not analysis.runs:
-            raise FileNotFoundError(f"{results_dir}: no run directories (no run.json found)")
-        S.release_caches()  # the tables' resampling weights are not needed past this point
-        instance_data, notes = load_instance_data(analysis.runs, results_dir, data_paths)
-        for run in analysis.runs:
-            notes += run.warnings[:5]
-        title = f"CUPID report · {results_dir.name} · {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"
-        with S.one_blas_thread():
-            payload = Payload(analysis, instance_data)
-            index = payload.index(notes, title)  # the compare view's paired differences
-        md_path = output_dir / "report.md"
-        report_md = md_path.read_text(encoding="utf-8") if md_path.exists() else "# CUPID evaluation report\n"
-        found = _BUILD.search(report_md)
-        build_id = build_id or (found.group(1) if found else None)
-        if build_id and (found is None or found.group(1) != build_id):
-            notes.append(f"report.md beside this page is of build {found.group(1) if found else '(none)'}, "
-                         f"this page of build {build_id}: build the report again to match them")
-        path = output_dir / "report.html"
-        atomic_write_text(path, render(payload, index, report_md, output_dir, notes, title, build_id), "latin-1")
-        return path
+    and the runs of ``analysis``; build_report calls it with the cycle collector paused and
+    BLAS on one thread. ``build_id``: the build this page belongs to; a report.md of another
+    build is said so. The figures' ``drawing`` is waited for once the page's data are made."""
+    S.bootstrap_weights.cache_clear()  # the tables' resampling weights (~2 MB each) are done with
+    instance_data, notes = load_instance_data(analysis.runs, analysis.results_dir, data_paths)
+    for run in analysis.runs:
+        notes += run.warnings[:5]
+    title = (f"CUPID report · {analysis.results_dir.name} · "
+             f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+    payload = Payload(analysis, instance_data)
+    index = payload.index(notes, title)  # the compare view's paired differences
+    for future in drawing:
+        future.result()
+    report_md = (output_dir / "report.md").read_text(encoding="utf-8")
+    found = _BUILD.search(report_md)
+    if found is None or found.group(1) != build_id:
+        notes.append(f"report.md beside this page is of build {found.group(1) if found else '(none)'}, "
+                     f"this page of build {build_id}: build the report again to match them")
+    path = output_dir / "report.html"
+    atomic_write_text(path, render(payload, index, report_md, output_dir, notes, title, build_id), "latin-1")
+    return path

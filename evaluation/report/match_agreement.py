@@ -141,7 +141,6 @@ def majority(rows: list[dict]) -> dict[str, dict]:
 
 def annotator_alpha(rows: list[dict]) -> float | None:
     """Krippendorff's alpha (ordinal) among the annotators over every entry."""
-    import krippendorff
     import numpy as np
 
     units = sorted({(r["pair_id"], i) for r in rows for i in range(len(r["labels"]))})
@@ -151,11 +150,12 @@ def annotator_alpha(rows: list[dict]) -> float | None:
     for row in rows:
         for i, label in enumerate(row["labels"]):
             data[annotators.index(row["annotator"]), column[(row["pair_id"], i)]] = LABELS.index(label)
-    return _alpha(krippendorff, data)
+    return _alpha(data)
 
 
-def _alpha(krippendorff, data) -> float | None:
+def _alpha(data) -> float | None:
     """None where alpha is undefined (a single value in all the data: no disagreement to expect)."""
+    import krippendorff
     import numpy as np
 
     if len(set(data[~np.isnan(data)].tolist())) < 2:
@@ -165,7 +165,6 @@ def _alpha(krippendorff, data) -> float | None:
 
 def scorer_agreement(pairs: dict[str, dict], labelled: dict[str, Pair]) -> dict:
     """One scorer against the majority, on the entries both labelled."""
-    import krippendorff
     import numpy as np
     from sklearn.metrics import cohen_kappa_score, confusion_matrix
 
@@ -191,7 +190,7 @@ def scorer_agreement(pairs: dict[str, dict], labelled: dict[str, Pair]) -> dict:
     return {**result, "accuracy": float(np.trace(matrix) / matrix.sum()), "accuracy_per_label": per_label,
             "label_counts": {label: int(matrix[i].sum()) for i, label in enumerate(LABELS)},
             "cohen_kappa": None if kappa is None or np.isnan(kappa) else float(kappa),
-            "alpha_with_majority": _alpha(krippendorff, codes),
+            "alpha_with_majority": _alpha(codes),
             "confusion": {"labels": list(LABELS), "rows_majority_columns_scorer": matrix.tolist()}}
 
 

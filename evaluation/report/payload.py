@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.compare_data import paired_entries
 from cupid.evaluation.report.error_types import Classified, load as load_error_types
-from cupid.evaluation.report.results import history_of, setting_order
+from cupid.evaluation.report.results import Run, history_of, setting_order
 from cupid.utils.dataset import Instance
-from cupid.utils.html_page import compact_json, gzip_text
+from cupid.utils.html_page import gzip_json
 from cupid.utils.models.catalog import price_of
 from cupid.utils.models.usage import cost_at
 from cupid.evaluation.steps import DECOMPOSE, MATCH_PRECISION, MATCH_RECALL
@@ -124,15 +124,15 @@ class Payload:
         self.chunks: list[tuple[str, Future[str]]] = []
         with ThreadPoolExecutor(max_workers=2) as compressor:
             def compress(name: str, value: Any) -> None:
-                self.chunks.append((name, compressor.submit(gzip_text, compact_json(value))))
+                self.chunks.append((name, compressor.submit(gzip_json, value)))
 
             for run in self.runs:
                 for instance_id in run.ids():
                     self._instance(instance_id, run.instances[instance_id])
             for start in range(0, len(self.sessions), SESSION_PART):
                 compress(f"sessions-{start // SESSION_PART}", self.sessions[start:start + SESSION_PART])
-            for run_index, parts in self._run_details():
-                for part, values in parts:
+            for run_index, run in enumerate(self.runs):
+                for part, values in sorted(self._run_details(run_index, run).items()):
                     compress(f"run{run_index}-{part}", values)
 
     def _session(self, session) -> int:
@@ -163,61 +163,56 @@ class Payload:
         self.instances.append(entry)
         return self._instance_index[instance_id]
 
-    def _run_details(self) -> Iterator[tuple[int, list[tuple[int, dict[str, dict]]]]]:
-        """Each run's index and its instance pages' details in parts of PART instances; the
-        index rows and metrics are filled as it goes."""
-        for run_index, run in enumerate(self.runs):
-            details: dict[str, dict] = {}
-            classified = load_error_types(run) if run.setting == "default" else None
-            if classified is not None:
-                self.classified[run_index] = classified
-            for instance_id in run.ids():
-                data = run.instances[instance_id]
-                inst = self._instance(instance_id, data)
-                known = self.data.get(instance_id)
-                detail = details[str(inst)] = instance_detail(data, list(known.current_checklist) if known else None)
-                case = classified.step(instance_id) if classified is not None else None
-                if case is not None:  # apart from the steps: not part of the result's tokens, cost or failures
-                    detail["error_classification"] = {**trim_step(case), "scorer": classified.sample["scorer"],
-                                                      "classifier": classified.sample["classifier"]}
-                tokens, cost, failed, unpriced, flagged = 0, None, [], [], []
-                for name, step in _all_steps(detail):  # trimmed steps carry their cost
-                    usage = step.get("usage") or {}
-                    tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
-                    step_cost = step.get("cost")
-                    if step_cost is not None:
-                        cost = (cost or 0.0) + step_cost
-                    elif usage and name not in unpriced:
-                        unpriced.append(name)
-                    if step.get("status") == "failed" and name not in failed:
-                        failed.append(name)
-                    if step.get("flagged") and step.get("status") == "done":
-                        flagged.append(f"{name}: {step['flagged']}")
-                self.rows["inst"].append(inst)
-                self.rows["run"].append(run_index)
-                self.rows["tok"].append(tokens)
-                self.rows["cost"].append(None if cost is None else round(cost, 6))
-                self.rows["fail"].append(failed or 0)
-                self.rows["flag"].append(flagged or 0)
-                self.rows["unpriced"].append(unpriced or 0)
-                for metrics, scorer in zip(self.metrics, self.scorers):
-                    evaluation = detail["evaluations"].get(scorer) or {}
-                    inference = evaluation.get("inference") if isinstance(evaluation.get("inference"), dict) else {}
-                    generation = evaluation.get("generation") if isinstance(evaluation.get("generation"), dict) else {}
-                    for key, value in (("p", inference.get("precision")), ("r", inference.get("recall")),
-                                       ("f1", inference.get("f1")), ("j", generation.get("score"))):
-                        metrics[key].append(_num(value))
-            parts: dict[int, dict[str, dict]] = {}
-            for key, detail in details.items():
-                parts.setdefault(int(key) // PART, {})[key] = detail
-            yield run_index, sorted(parts.items())
+    def _run_details(self, run_index: int, run: Run) -> dict[int, dict[str, dict]]:
+        """The run's instance pages' details in parts of PART instances (by the instance's
+        index); the index rows and metrics are filled as it goes."""
+        parts: dict[int, dict[str, dict]] = {}
+        classified = load_error_types(run) if run.setting == "default" else None
+        if classified is not None:
+            self.classified[run_index] = classified
+        for instance_id in run.ids():
+            data = run.instances[instance_id]
+            inst = self._instance(instance_id, data)
+            known = self.data.get(instance_id)
+            detail = parts.setdefault(inst // PART, {})[str(inst)] = instance_detail(
+                data, list(known.current_checklist) if known else None)
+            case = classified.step(instance_id) if classified is not None else None
+            if case is not None:  # apart from the steps: not part of the result's tokens, cost or failures
+                detail["error_classification"] = {**trim_step(case), "scorer": classified.sample["scorer"],
+                                                  "classifier": classified.sample["classifier"]}
+            tokens, cost, failed, unpriced, flagged = 0, None, [], [], []
+            for name, step in _all_steps(detail):  # trimmed steps carry their cost
+                usage = step.get("usage") or {}
+                tokens += int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+                step_cost = step.get("cost")
+                if step_cost is not None:
+                    cost = (cost or 0.0) + step_cost
+                elif usage and name not in unpriced:
+                    unpriced.append(name)
+                if step.get("status") == "failed" and name not in failed:
+                    failed.append(name)
+                if step.get("flagged") and step.get("status") == "done":
+                    flagged.append(f"{name}: {step['flagged']}")
+            self.rows["inst"].append(inst)
+            self.rows["run"].append(run_index)
+            self.rows["tok"].append(tokens)
+            self.rows["cost"].append(None if cost is None else round(cost, 6))
+            self.rows["fail"].append(failed or 0)
+            self.rows["flag"].append(flagged or 0)
+            self.rows["unpriced"].append(unpriced or 0)
+            for metrics, scorer in zip(self.metrics, self.scorers):
+                evaluation = detail["evaluations"].get(scorer) or {}
+                inference = evaluation.get("inference") if isinstance(evaluation.get("inference"), dict) else {}
+                generation = evaluation.get("generation") if isinstance(evaluation.get("generation"), dict) else {}
+                for key, value in (("p", inference.get("precision")), ("r", inference.get("recall")),
+                                   ("f1", inference.get("f1")), ("j", generation.get("score"))):
+                    metrics[key].append(_num(value))
+        return parts
 
     def primary(self, task: str) -> int | None:
-        counts = [sum(v is not None for v in m["f1" if task == "inference" else "j"]) for m in self.metrics]
-        if not any(counts):
-            return None
-        # The plain evaluator (the paper's GPT-4o matcher) before a matcher scorer.
-        return max(range(len(counts)), key=lambda k: (counts[k] > 0, "+" not in self.scorers[k], counts[k]))
+        """The page's index of the summary's primary scorer (the plain evaluator most runs have)."""
+        scorer = self.analysis.primary_scorer(task)
+        return None if scorer is None else self.scorers.index(scorer)
 
     def index(self, notes: list[str], title: str) -> dict:
         compare = paired_entries(self.analysis, self.runs, self.scorers)
@@ -235,11 +230,9 @@ class Payload:
                 "primary": {"inference": self.primary("inference"), "generation": self.primary("generation")},
                 "instances": self.instances, "rows": self.rows, "metrics": self.metrics}
 
-    def worst(self, key: str, scorer: int | None, n: int = 10) -> list[int]:
+    def worst(self, key: str, scorer: int, n: int = 10) -> list[int]:
         """The rows of the lowest values; equal values go round the runs (each run's lowest
         before any run's second lowest), so ties do not all come from the first run."""
-        if scorer is None:
-            return []
         values = self.metrics[scorer][key]
         runs = self.rows["run"]
         rank: dict[int, int] = {}

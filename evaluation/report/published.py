@@ -59,11 +59,6 @@ def paper_model_name(api_name: str | None) -> str | None:
     return next((paper_name for paper_name in PAPER_MODELS if api_name.strip().lower() == paper_name.lower()), None)
 
 
-def display_name(api_name: str) -> str:
-    """The paper's name when known, else the name as given."""
-    return paper_model_name(api_name) or api_name
-
-
 def scorer_kind(scorer: str | None, matcher: str | None = None) -> str:
     """'prefmatcher' when PrefMatcher matched (Table 11), else 'gpt-4o' (Tables 1, 3, 9, 10)."""
     text = f"{scorer or ''} {matcher or ''}".lower()

@@ -15,16 +15,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
+import orjson
+
 from cupid.evaluation import steps
 from cupid.evaluation.metrics import read_generation, read_inference
 from cupid.evaluation.settings import SETTINGS
-from cupid.evaluation.store import MANIFEST, is_instance_file, is_results_file
+from cupid.evaluation.store import MANIFEST, is_instance_file, is_results_file, step_record
 from cupid.utils.io import read_json
 
-# Which steps each task's result depends on: (instance-level steps, scorer-level steps).
-TASK_STEPS = {task: (tuple(s.name for s in steps.of_task(task) if not s.per_scorer),
-                     tuple(s.name for s in steps.of_task(task) if s.per_scorer))
-              for task in steps.TASKS}
 # The model's steps that belong to one task only: a record holding one performed that task.
 _OWN_STEPS = {task: [s.name for s in steps.of_task(task) if s.tasks == (task,) and not s.per_scorer]
               for task in steps.TASKS}
@@ -32,8 +30,7 @@ _OWN_STEPS = {task: [s.name for s in steps.of_task(task) if s.tasks == (task,) a
 
 @dataclass
 class Run:
-    """All instance files of one (model, setting), possibly from several run directories.
-    ``scorers`` and ``tasks`` are computed once, when first asked (after loading)."""
+    """All instance files of one (model, setting), possibly from several run directories."""
     model: str
     setting: str
     directories: list[Path] = field(default_factory=list)
@@ -89,7 +86,7 @@ class Run:
     @cached_property
     def _judged(self) -> set[str]:
         """The scorers that hold a judge result or step in some instance."""
-        judge_steps = TASK_STEPS["generation"][1]
+        judge_steps = [s.name for s in steps.of_task("generation") if s.per_scorer]
         return {scorer for data in self.instances.values()
                 for scorer, evaluation in (data.get("evaluations") or {}).items()
                 if isinstance(evaluation, dict) and (evaluation.get("generation") is not None
@@ -159,7 +156,7 @@ def load_runs(root: str | Path, ignored: list[str] | None = None, keep_raw: bool
             if not is_instance_file(path):
                 continue
             try:
-                data = read_json(path)
+                data = _read_instance_file(path)
             except (OSError, ValueError) as exc:
                 run.warnings.append(f"{path}: unreadable, left out ({exc})")
                 continue
@@ -180,6 +177,15 @@ def load_runs(root: str | Path, ignored: list[str] | None = None, keep_raw: bool
             run.warnings.append(f"{anonymous} instance file(s) name no persona_id: each is a persona of its own "
                                 f"in the intervals, which are too narrow if they share another's sessions")
     return sorted(runs.values(), key=lambda r: (r.model, setting_order(r.setting)))
+
+
+def _read_instance_file(path: Path) -> Any:
+    """orjson reads a paper-scale report's 124 MiB of instance files in two thirds of the standard
+    library's time; what it rejects (NaN, say) is read by read_json, or named by its error."""
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError:
+        return read_json(path)
 
 
 def _drop_first_try_raw(data: dict) -> None:
@@ -241,14 +247,10 @@ def _first_failed_step(data: dict, scorer: str, task: str) -> tuple[str, str] | 
     if isinstance(data.get("shown"), dict) and data["shown"].get("error"):  # the context strategy raised
         return "context", str(data["shown"]["error"])
     evaluation = (data.get("evaluations") or {}).get(scorer)
-    instance_steps, scorer_steps = TASK_STEPS[task]
-    records = [(data.get("steps") or {}, instance_steps),
-               ((evaluation.get("steps") or {}) if isinstance(evaluation, dict) else {}, scorer_steps)]
-    for recorded, names in records:
-        for name in names:
-            step = recorded.get(name)
-            if isinstance(step, dict) and step.get("status") == "failed":
-                return name, str(step.get("error") or "")
+    for step in steps.of_task(task):
+        record = step_record(data, step, scorer) if isinstance(evaluation, dict) or not step.per_scorer else {}
+        if record.get("status") == "failed":
+            return step.name, str(record.get("error") or "")
     return None
 
 
@@ -258,7 +260,7 @@ def outcome(run: Run, scorer: str, task: str, exclude_filtered: bool = False) ->
     filtered or refused answer is flagged, and left out with ``exclude_filtered``."""
     from cupid.evaluation.aggregate import flagged_tasks
 
-    if task not in TASK_STEPS:
+    if task not in steps.TASKS:
         raise ValueError(f"unknown task {task!r}")
     read = read_inference if task == "inference" else read_generation
     result = Outcome()

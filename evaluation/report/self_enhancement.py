@@ -8,7 +8,7 @@ from the instance files.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cupid.evaluation.report.analysis import Analysis
@@ -59,7 +59,7 @@ def matrix(models: list[Side], datasets: list[DataSet], *, n_bootstrap: int = DE
 
 
 def _as_dict(estimate: Estimate | None) -> dict | None:
-    return None if estimate is None or estimate.value is None else estimate.as_dict()
+    return None if estimate is None or estimate.value is None else asdict(estimate)
 
 
 def cell_text(value: dict | None, scale: float, digits: int) -> str:

@@ -46,9 +46,6 @@ class Estimate:
     high: float | None
     n: int
 
-    def as_dict(self) -> dict:
-        return {"value": self.value, "low": self.low, "high": self.high, "n": self.n}
-
 
 @dataclass(frozen=True)
 class PairedDifference:
@@ -150,11 +147,6 @@ def bootstrap_weights(n: int, n_bootstrap: int, seed: int) -> np.ndarray:
     weights = np.bincount((draws + offsets).ravel(), minlength=n_bootstrap * n).reshape(n_bootstrap, n).astype(float)
     weights.setflags(write=False)
     return weights
-
-
-def release_caches() -> None:
-    """Free the cached resampling weights (each ~2 MB at 252 personas x 1000 resamples)."""
-    bootstrap_weights.cache_clear()
 
 
 def _percentile_interval(samples: np.ndarray) -> tuple[float | None, float | None]:

@@ -92,18 +92,24 @@ def strategies_section(an: "Analysis") -> str | None:
     for model in models:
         floor, ceiling = an.run(model, "default"), an.run(model, "oracle")
         for run in _runs_of(an, model):
-            inf = an.cell(run, inf_scorer, "all") if inf_scorer in run.scorers else None
-            gen = an.cell(run, gen_scorer, "all") if gen_scorer in run.scorers else None
-            selection = an.cell(run, (run.scorers or [""])[0], "all").selection
-            row = [an.label(model), f"`{run.setting}`", fmt_ci(selection["recall"], fmt_pct),
-                   fmt_ci(inf.micro["f1"], fmt_pct) if inf and inf.inference else "—",
-                   _paired(an, run, floor, inf_scorer, "inference"), _paired(an, run, ceiling, inf_scorer, "inference"),
-                   fmt_ci(gen.score, fmt_score) if gen and gen.generation else "—",
-                   _paired(an, run, floor, gen_scorer, "generation"), _paired(an, run, ceiling, gen_scorer, "generation"),
-                   _tokens(selection["model_input_tokens"].value)]
-            rows.append(row)
+            f1, score, selection = _estimates(an, run)
+            rows.append([an.label(model), f"`{run.setting}`", fmt_ci(selection["recall"], fmt_pct), fmt_ci(f1, fmt_pct),
+                         _paired(an, run, floor, inf_scorer, "inference"),
+                         _paired(an, run, ceiling, inf_scorer, "inference"), fmt_ci(score, fmt_score),
+                         _paired(an, run, floor, gen_scorer, "generation"),
+                         _paired(an, run, ceiling, gen_scorer, "generation"),
+                         _tokens(selection["model_input_tokens"].value)])
     parts += [md_table(header, rows)]
     return "\n".join(parts)
+
+
+def _estimates(an: "Analysis", run: Run) -> tuple[S.Estimate | None, S.Estimate | None, dict[str, S.Estimate]]:
+    """The run's F1 and judge score under the primary scorers (None without them) and what it kept."""
+    inf_scorer, gen_scorer = an.primary_scorer("inference"), an.primary_scorer("generation")
+    inf = an.cell(run, inf_scorer, "all") if inf_scorer in run.scorers else None
+    gen = an.cell(run, gen_scorer, "all") if gen_scorer in run.scorers else None
+    return (inf.micro["f1"] if inf and inf.inference else None, gen.score if gen and gen.generation else None,
+            an.cell(run, (run.scorers or [""])[0], "all").selection)
 
 
 def _tokens(value: float | None) -> str:
@@ -138,11 +144,8 @@ def strategies_figure_data(an: "Analysis") -> "FigureData":
         for run in _runs_of(an, model):
             if run.setting not in settings:
                 settings.append(run.setting)
-            inf = an.cell(run, inf_scorer, "all") if inf_scorer in run.scorers else None
-            gen = an.cell(run, gen_scorer, "all") if gen_scorer in run.scorers else None
-            points[run.setting] = {"f1": inf.micro["f1"] if inf and inf.inference else None,
-                                   "score": gen.score if gen and gen.generation else None,
-                                   "recall": an.cell(run, (run.scorers or [""])[0], "all").selection["recall"]}
+            f1, score, selection = _estimates(an, run)
+            points[run.setting] = {"f1": f1, "score": score, "recall": selection["recall"]}
         series[an.label(model)] = points
     order = ["default"] + [s for s in settings if s not in ("default", "oracle", "oracle_preference")] + \
             [s for s in ("oracle", "oracle_preference") if s in settings]

@@ -9,8 +9,8 @@ from cupid.evaluation.aggregate import answer_endings
 from cupid.evaluation.console import endings_line
 from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.analysis import Analysis
-from cupid.evaluation.report.format import (FLAG, GROUPS, PAPER_EVALUATOR, TYPE_TITLES, fmt_ci, fmt_p, fmt_pct,
-                                            fmt_score, md_table)
+from cupid.evaluation.report.format import (FLAG, GROUPS, PAPER_EVALUATOR, fmt_ci, fmt_p, fmt_pct, fmt_score,
+                                            md_table)
 from cupid.evaluation.report.published import lookup, paper_model_name, scorer_kind
 from cupid.evaluation.report.results import Outcome, Run
 
@@ -27,11 +27,7 @@ GENERATION_LAYOUTS = {
 
 
 def _column_title(setting: str, group: str) -> str:
-    if setting == "oracle":
-        return "Oracle"
-    if setting == "oracle_preference":
-        return "Oracle preference"
-    return TYPE_TITLES.get(group, group)
+    return {"oracle": "Oracle", "oracle_preference": "Oracle preference"}.get(setting, group.capitalize())
 
 
 def _n_cell(outcome: Outcome) -> str:

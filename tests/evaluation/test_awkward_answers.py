@@ -128,9 +128,9 @@ def test_a_run_with_awkward_answers(fake_llm_env, tmp_path, capsys, provider):
                             exclude_filtered=True)
     assert "1/2 ⚑1" in left_out.markdown.read_text() and left_out.build_id != files.build_id
     # report.html names its build, and says so when report.md beside it is of another.
-    page = write_html_report(results_dir, files.markdown.parent, build_id=files.build_id).read_text("latin-1")
+    page = write_html_report(files.analysis, files.markdown.parent, build_id=files.build_id).read_text("latin-1")
     assert f"build {files.build_id}" in page and "build the report again" not in page
-    page = write_html_report(results_dir, files.markdown.parent, build_id="stale").read_text("latin-1")
+    page = write_html_report(files.analysis, files.markdown.parent, build_id="stale").read_text("latin-1")
     assert f"report.md beside this page is of build {files.build_id}, this page of build stale" in page
     # report.html's instance page data: each step's endings and flag.
     steps = instance_detail(a)["steps"]
