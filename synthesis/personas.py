@@ -87,13 +87,6 @@ def load_hub_seeds() -> list[str]:
     return [s for s in column if isinstance(s, str) and s.strip()]
 
 
-def check_seed_source(source: str | None) -> None:
-    """A seed file named but missing is refused before any work (PersonaHub or the bundled
-    list are read when the templates are drawn)."""
-    if source not in (None, BUNDLED) and not Path(source).is_file():
-        raise SeedSourceError(f"{source}: no such persona seed file")
-
-
 def load_seeds(source: str | None) -> tuple[list[str], str]:
     """Returns (seeds, a label saying which source was used).
 

@@ -368,8 +368,8 @@ class Synthesis(OutputDir):
         check_models(list({id(m): m for m in self.models.values()}.values()), probe=False)
         check_settings(self.out, self.cfg)
         self.templates_missing = missing = self.load_templates()
-        if missing:
-            persona_stage.check_seed_source(self.cfg.persona_seeds)
+        if missing and self.cfg.persona_seeds not in (None, persona_stage.BUNDLED):
+            persona_stage.read_seed_file(self.cfg.persona_seeds)  # a bad seed file is refused before any work
         self.failure_log.load_previous(self.personas)
         try:
             if self.batch_runner is not None:
