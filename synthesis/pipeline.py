@@ -42,7 +42,7 @@ from cupid.synthesis.settings import (SettingsError, SettingsMismatch, Synthesis
                                 model_label, stage_models)
 from cupid.synthesis.outputs import (BATCHES_FILE, Failure, FailureLog, OutputDir, OutputDirInUse,
                                output_dir_lock)
-from cupid.synthesis.summary import StageStats, write_summary
+from cupid.synthesis.summary import write_summary
 from cupid.synthesis.taxonomy import load_taxonomy
 from cupid.evaluation.steps import decompose
 from cupid.utils.models.asking import UnusableAnswer
@@ -89,7 +89,7 @@ class Synthesis(OutputDir):
                              if cfg.batch else None)
         self._lock = threading.Lock()
         self.failure_log = FailureLog(self)
-        self.stats: dict[str, StageStats] = {}
+        self.stats: dict[str, Counter] = {}  # stage -> {"done": n, "skipped": n} (summary.py)
         self.seed_source: str | None = None
         self.personas: list[dict] = []
         self.waiting: Counter = Counter()  # tasks of this pass waiting for a batch round
@@ -100,9 +100,9 @@ class Synthesis(OutputDir):
 
     def _count(self, stage: str, done: int = 0, skipped: int = 0) -> None:
         with self._lock:
-            stats = self.stats.setdefault(stage, StageStats())
-            stats.done += done
-            stats.skipped += skipped
+            stats = self.stats.setdefault(stage, Counter(done=0, skipped=0))
+            stats["done"] += done
+            stats["skipped"] += skipped
 
     # =====================================================================================
     # Stage 1: persona templates

@@ -217,10 +217,10 @@ def run_batched(synthesis: Any, runner: Any) -> None:
         passes += 1
         synthesis.run_pass()
         if first_skipped is None:
-            first_skipped = {stage: stats.skipped for stage, stats in synthesis.stats.items()}
+            first_skipped = {stage: stats["skipped"] for stage, stats in synthesis.stats.items()}
         else:
             for stage, stats in synthesis.stats.items():
-                stats.skipped = first_skipped.get(stage, 0)
+                stats["skipped"] = first_skipped.get(stage, 0)
         if runner.pending and not runner.closed:
             waiting = ", ".join(f"{stage} {n}" for stage, n in synthesis.waiting.items())
             log.info("batch pass %d: %d call(s) wait for batch round %d (tasks waiting: %s)",

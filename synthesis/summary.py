@@ -1,8 +1,9 @@
-"""summary.json of a synthesis run: counts, regenerations, failures, usage (calls answered in
-batches priced at the batch price), wall time."""
+"""summary.json of a synthesis run: counts, each stage's artifacts (``done`` in this
+invocation, ``skipped`` as they already existed), regenerations, failures, usage (calls
+answered in batches priced at the batch price), wall time."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from cupid.synthesis.instances import INSTANCE_TYPES
@@ -11,13 +12,6 @@ from cupid.utils.io import atomic_write_json, read_json
 
 if TYPE_CHECKING:
     from cupid.synthesis.pipeline import Synthesis
-
-
-@dataclass
-class StageStats:
-    """A stage's artifacts in summary.json's "stages"."""
-    done: int = 0        # artifacts produced in this invocation
-    skipped: int = 0     # artifacts that already existed
 
 
 def write_summary(run: "Synthesis", wall_time: float, stopped: str | None = None) -> dict:
@@ -61,7 +55,7 @@ def write_summary(run: "Synthesis", wall_time: float, stopped: str | None = None
         "mean_dialogue_turns": round(sum(turns) / len(turns), 2) if turns else None,
         "regenerations": {**regenerations, "in_failed_generations": failed_attempts,
                           "total": sum(regenerations.values()) + failed_attempts},
-        "stages": {name: asdict(s) for name, s in run.stats.items()},
+        "stages": {name: dict(s) for name, s in run.stats.items()},
         "failures": [asdict(f) for f in run.failure_log.failures.values()],
         "usage": usage,
         "wall_time_s": round(wall_time, 3),
