@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from cupid.utils.io import describe_os_error
-from cupid.utils.models.endings import ENDINGS
+from cupid.utils.models.endings import ENDINGS, signal_name
 from cupid.utils.models.request import Completion, Usage
 
 log = logging.getLogger("cupid.models")
@@ -191,7 +191,7 @@ class ResponseCache:
             if usage and getattr(usage, name):  # written only when there are some
                 entry[name] = getattr(usage, name)
         if completion.ending != "stop":  # replayed as it ended (endings.py), in its words
-            entry.update(ending=completion.ending, finish=_plain(completion.finish),
+            entry.update(ending=completion.ending, finish=signal_name(completion.finish),
                          refusal=completion.refusal)
         line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
@@ -216,7 +216,7 @@ class ResponseCache:
                                              f"memory for this run only (what each answer produced "
                                              f"is still written to the run's own files)")
             self._index[key] = Completion(text=completion.text, usage=usage, ending=completion.ending,
-                                          finish=_plain(completion.finish), refusal=completion.refusal)
+                                          finish=signal_name(completion.finish), refusal=completion.refusal)
 
     def close(self) -> None:
         with self._lock:
@@ -227,8 +227,3 @@ class ResponseCache:
                     self._warn_once("write", f"{self._own}: closing the response cache failed "
                                              f"({describe_os_error(exc)})")
                 self._fd = None
-
-
-def _plain(finish: object) -> str | None:
-    """A provider's finish signal as text (an SDK's enum by its name)."""
-    return getattr(finish, "name", None) or (None if finish is None else str(finish))
