@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterator
 
 from cupid.utils.models.errors import RunCancelled
-from cupid.utils.models.retry import CANCEL
+from cupid.utils.models.retry import CANCEL, status_code
 
 log = logging.getLogger("cupid.models")
 
@@ -29,6 +29,21 @@ class Adaptation:
     parameter: str                 # the request field refused: "temperature", "max_tokens"
     renamed_to: str | None = None  # sent under this name instead; None: not sent at all
     error: str = ""                # the provider's words (error code or message)
+
+
+def refused_temperature(exc: BaseException, overrides: dict, message: str) -> Adaptation | None:
+    """The Adaptation a 400 saying the model does not take ``temperature`` (in ``message``:
+    Anthropic's and Google's wordings; a model that accepts only its default) calls for: the
+    temperature is then not sent. Not a temperature the user chose, and not a thinking
+    refusal: a thinking budget is the user's or the paper's choice."""
+    lowered = message.lower()
+    if status_code(exc) != 400 or "temperature" in overrides or "temperature" not in lowered \
+            or "thinking" in lowered:
+        return None
+    if any(word in lowered for word in ("not supported", "unsupported", "deprecated", "not allowed",
+                                        "cannot both be specified")):
+        return Adaptation("temperature", None, " ".join(message.split())[:160])
+    return None
 
 
 class AdaptationRegistry:

@@ -24,13 +24,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cupid.utils.models.adaptations import Adaptation
+from cupid.utils.models.adaptations import Adaptation, refused_temperature
 from cupid.utils.models.batch import BatchAdapter, BatchItemError, Unanswered
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.hosted import HostedModel, call_with_headers
 from cupid.utils.models.rate_limit_headers import header_family
 from cupid.utils.models.errors import ModelConfigurationError
-from cupid.utils.models.retry import status_code
 from cupid.utils.models.model import register_provider
 from cupid.utils.models.request import Completion, Request, Usage
 
@@ -222,20 +221,10 @@ class AnthropicModel(HostedModel):
                 f"{self.name}: with thinking_budget the temperature can only be 1")
 
     def parameter_adaptation(self, exc: BaseException) -> Adaptation | None:
-        """A 400 saying the model does not take ``temperature`` (a model that accepts only
-        its default): the temperature is then not sent. Thinking refusals are not adapted:
-        a thinking budget is the user's or the paper's choice."""
-        if status_code(exc) != 400 or "temperature" in self.overrides:
-            return None
         body = getattr(exc, "body", None)
         error = body.get("error") if isinstance(body, dict) else None
-        message = (error.get("message") if isinstance(error, dict) else None) or str(exc)
-        lowered = message.lower()
-        if "temperature" in lowered and "thinking" not in lowered and any(
-                word in lowered for word in ("not supported", "unsupported", "deprecated",
-                                             "not allowed", "cannot both be specified")):
-            return Adaptation("temperature", None, " ".join(message.split())[:160])
-        return None
+        return refused_temperature(exc, self.overrides,
+                                   (error.get("message") if isinstance(error, dict) else None) or str(exc))
 
     def make_client(self, base_url: str | None, api_key: str) -> Any:
         import anthropic

@@ -28,7 +28,7 @@ from cupid.utils.models.model import (
 )
 from cupid.utils.models.batch import BatchAdapter, BatchItemError
 from cupid.utils.models.hosted import CLIENTS, HostedModel, raise_if_unusable
-from cupid.utils.models.retry import status_code
+from cupid.utils.models.adaptations import refused_temperature
 
 # How a Gemini answer ended (endings.py): ``finishReason`` as google-genai documents it
 # (types.FinishReason, google-genai 3.6: STOP "a natural stopping point", MAX_TOKENS
@@ -96,32 +96,23 @@ def build_request(request: Request, model: str) -> dict:
     return {"model": model, "contents": contents, "config": generation}
 
 
-def _get(obj: Any, name: str) -> Any:
-    """Attribute of an SDK object or key of its dict form (tests build either)."""
-    if isinstance(obj, dict):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
 def parse_response(response: Any, model: str = "gemini") -> Completion:
     """Text (thought parts dropped), usage and finish signal of a GenerateContentResponse. A
     prompt blocked before any candidate (``prompt_feedback.block_reason``) is an answer with
     no text whose signal is "promptFeedback.blockReason", its prompt tokens counted."""
-    candidates = _get(response, "candidates") or []
-    feedback = _get(response, "prompt_feedback")
-    block_reason = _get(feedback, "block_reason") if feedback is not None else None
-    if not candidates and not block_reason:
+    feedback = response.prompt_feedback
+    block_reason = feedback.block_reason if feedback is not None else None
+    if not response.candidates and not block_reason:
         raise TransientModelError(f"{model}: malformed response without candidates")
-    candidate = candidates[0] if candidates else None
-    parts = _get(_get(candidate, "content"), "parts") or []
-    texts = [_get(part, "text") for part in parts
-             if isinstance(_get(part, "text"), str) and not _get(part, "thought")]
+    candidate = response.candidates[0] if response.candidates else None
+    parts = (candidate.content.parts if candidate is not None and candidate.content else None) or []
+    texts = [part.text for part in parts if isinstance(part.text, str) and not part.thought]
     # MAX_TOKENS: the answer hit max_output_tokens, which thinking tokens count against as
     # observed in github.com/googleapis/python-genai/issues/2062 (which says Google's thinking
     # guide states otherwise) and github.com/stanford-crfm/helm/pull/3804: a thinking model may
     # end with a cut answer, or with no text at all.
-    finish = _get(candidate, "finish_reason") if candidate is not None else "promptFeedback.blockReason"
-    usage = _get(response, "usage_metadata")
+    finish = candidate.finish_reason if candidate is not None else "promptFeedback.blockReason"
+    usage = response.usage_metadata
     if usage is not None:
         # Thinking tokens are billed as output (https://ai.google.dev/gemini-api/docs/pricing:
         # output prices "per 1M tokens (including thinking tokens)", as transcribed in
@@ -130,16 +121,13 @@ def parse_response(response: Any, model: str = "gemini") -> Completion:
         # tokens read from a cache (cached_content_token_count) are part of prompt_token_count,
         # billed at the cached price (discuss.ai.google.dev/t/question-about-gemini-api-caching-
         # pricing/107349 reads a response's usage so).
-        thoughts = _get(usage, "thoughts_token_count") or 0
-        completion_tokens = (_get(usage, "candidates_token_count") or 0) + thoughts
-        usage = Usage(_get(usage, "prompt_token_count") or 0, completion_tokens,
-                      reasoning_tokens=thoughts,
-                      cached_prompt_tokens=_get(usage, "cached_content_token_count") or 0)
+        thoughts = usage.thoughts_token_count or 0
+        usage = Usage(usage.prompt_token_count or 0, (usage.candidates_token_count or 0) + thoughts,
+                      reasoning_tokens=thoughts, cached_prompt_tokens=usage.cached_content_token_count or 0)
     words = None
-    if block_reason and not candidates:
+    if block_reason and candidate is None:
         name = getattr(block_reason, "name", block_reason)
-        words = f"{name}: {_get(feedback, 'block_reason_message')}" \
-            if _get(feedback, "block_reason_message") else str(name)
+        words = f"{name}: {feedback.block_reason_message}" if feedback.block_reason_message else str(name)
     return Completion(text="".join(texts), usage=usage, raw=response, finish=finish, refusal=words)
 
 
@@ -335,18 +323,7 @@ class GoogleModel(HostedModel):
         return min(tokens, request.max_tokens) if request.max_tokens else tokens, basis
 
     def parameter_adaptation(self, exc: BaseException):
-        """A 400 INVALID_ARGUMENT saying the model does not take ``temperature``: the
-        temperature is then not sent (thinking refusals are the user's to fix)."""
-        from cupid.utils.models.adaptations import Adaptation
-
-        if status_code(exc) != 400 or "temperature" in self.overrides:
-            return None
-        message = str(getattr(exc, "message", "") or exc)
-        lowered = message.lower()
-        if "temperature" in lowered and "thinking" not in lowered and any(
-                word in lowered for word in ("not supported", "unsupported", "not allowed")):
-            return Adaptation("temperature", None, " ".join(message.split())[:160])
-        return None
+        return refused_temperature(exc, self.overrides, str(getattr(exc, "message", "") or exc))
 
     def wire_parameters(self, request: Request) -> dict | None:
         config = dict(self.build_request(request)["config"])
