@@ -264,7 +264,7 @@ class BatchRunner:
                 # How it ended, by the rule online answers follow; a withheld one is cached
                 # as it is, and the seam raises it when the next pass replays it.
                 answer.ending = model.ending(answer)
-                model.usage.record_batch(answer.usage, ending=answer.ending)
+                model.usage.count(answer.usage, answer.ending, calls=1, batch_calls=1)
                 if model.cache is not None:
                     model.cache.put(key, answer)
                 self._counts["items_answered"] += 1

@@ -27,7 +27,7 @@ from cupid.utils.models.model import (
     register_provider,
 )
 from cupid.utils.models.batch import BatchAdapter, BatchItemError
-from cupid.utils.models.hosted import CLIENTS, HostedModel, raise_if_unusable
+from cupid.utils.models.hosted import HostedModel, raise_if_unusable, shared_client
 from cupid.utils.models.adaptations import refused_temperature
 
 # How a Gemini answer ended (endings.py): ``finishReason`` as google-genai documents it
@@ -285,7 +285,7 @@ class GoogleModel(HostedModel):
                 options.base_url = key[2]
             return genai.Client(api_key=key[3], http_options=options)
 
-        return CLIENTS.get(key, make)
+        return shared_client(key, make)
 
     def validate_overrides(self, overrides: dict) -> None:
         super().validate_overrides(overrides)

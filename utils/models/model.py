@@ -238,7 +238,7 @@ class Model:
             request.system_prompt + "".join(m["content"] for m in request.messages))
         max_tokens = request.max_tokens or 0
         if prompt_tokens + max_tokens > window:
-            self.usage.record_failure()
+            self.usage.count(failed_calls=1)
             error = ContextWindowExceeded(self.name, prompt_tokens, max_tokens, window)
             log.warning("%s", error)
             raise error
@@ -285,7 +285,7 @@ class Model:
             cached = self.cache.get(key)
             if cached is not None:
                 if not (cached.usage is not None and cached.usage.batch and self.batch_runner):
-                    self.usage.record_cache_hit()  # a batch answer was counted when fetched
+                    self.usage.count(cache_hits=1)  # a batch answer was counted when fetched
                 return self._delivered(cached, request)
         self._check_context_window(request)
         if self.batch_runner is not None:
@@ -324,7 +324,7 @@ class Model:
             attempts += 1
             ticket = (limiter.acquire(prompt_chars, request.max_tokens, waited_pause=waited_pause)
                       if limiter is not None else None)
-            self.usage.record_attempt(retry=attempt > 0)
+            self.usage.count(attempts=1, retries=int(attempt > 0))
             started = time.perf_counter()
             try:
                 completion = self.complete(request)
@@ -340,7 +340,7 @@ class Model:
                 if not isinstance(exc, Exception):
                     raise  # KeyboardInterrupt, SystemExit: the ticket is released, go
                 if status == 429:
-                    self.usage.record_rate_limited()
+                    self.usage.count(rate_limited=1)
                 last_error = exc
                 if isinstance(exc, AuthenticationFailed):
                     raise
@@ -371,15 +371,15 @@ class Model:
                 ticket.settle(completion.usage, completion.headers)
             latency = time.perf_counter() - started
             completion.ending = self.ending(completion)
-            self.usage.record_success(completion.usage, latency, ending=completion.ending)
+            self.usage.count(completion.usage, completion.ending, latency, calls=1)
             if attempts > 1:
                 log.info("%s: answered on attempt %d in %.2fs", self.name, attempts, latency)
             completion.text = redact(completion.text)
             return completion
-        self.usage.record_failure()
+        self.usage.count(failed_calls=1)
         log.warning("%s: call failed after %d attempt%s: %s", self.name, attempts,
                     "s" * (attempts != 1), reason)
-        raise ModelCallFailed(self.name, reason, attempts, last_error) from last_error
+        raise ModelCallFailed(self.name, reason, attempts) from last_error
 
 
 def register_model(cls: type[Model]) -> type[Model]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cupid.utils.models.catalog import ModelFacts, dated_table
-from cupid.utils.models.hosted import CLIENTS
+from cupid.utils.models.hosted import shared_client
 from cupid.utils.models.model import Completion, Request, register_provider
 from cupid.utils.models.openai_compatible import (ChatCompletionsBatch, OpenAICompatibleModel, chat_batch_answers,
                                                   refused_parameter)
@@ -89,7 +89,7 @@ class TogetherModel(OpenAICompatibleModel):
 
             return together.Together(api_key=api_key, max_retries=0,
                                      base_url=together_sdk_base_url(root, together.__version__))
-        return CLIENTS.get(("together-sdk", root, api_key), make)
+        return shared_client(("together-sdk", root, api_key), make)
 
     def parameter_adaptation(self, exc: BaseException):
         # Together's API mirrors OpenAI's: a refused parameter is read with OpenAI's rule, online

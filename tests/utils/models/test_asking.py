@@ -68,7 +68,7 @@ def test_failure_carries_every_answer_and_where_to_continue():
 
 
 def test_a_failed_call_stops_at_once_and_is_named():
-    error = ModelCallFailed("m", "HTTP 500", 3, None)
+    error = ModelCallFailed("m", "HTTP 500", 3)
     model = Recorder(["a", error, "5"])
     with pytest.raises(ModelCallFailed) as caught:
         ask_until_usable(model, "sys", [{"role": "user", "content": "q"}], number, tries=3)
