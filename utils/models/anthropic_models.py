@@ -291,7 +291,6 @@ def parse_message(response: Any, model_name: str) -> Completion:
                      getattr(usage, "output_tokens", 0) or 0, reasoning_tokens=thinking,
                      cached_prompt_tokens=read, cache_write_tokens=written)
                if usage is not None else None),
-        raw=response,
         finish=getattr(response, "stop_reason", None),
         refusal=getattr(details, "explanation", None) or getattr(details, "category", None),
     )

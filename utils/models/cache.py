@@ -115,21 +115,13 @@ class ResponseCache:
 
     @staticmethod
     def _key_of(line: bytes) -> str | None:
-        # put() writes the key first and keys are hex digests: read it without parsing the
-        # whole answer (a paper-scale cache is ~150 MB); the line is parsed on a hit.
-        if line.startswith(_KEY_PREFIX) and line.endswith(b"}\n"):
-            end = line.find(b'"', len(_KEY_PREFIX))
-            key = line[len(_KEY_PREFIX):end]
-            if end > 0 and key.isalnum():
-                return key.decode("ascii")
-        try:
-            entry = json.loads(line)
-        except ValueError:
+        # put() writes the key first (a hex digest, nothing to escape): read it without parsing
+        # the whole answer (a paper-scale cache is ~150 MB); the line is parsed, and checked, on a hit.
+        if not (line.startswith(_KEY_PREFIX) and line.endswith(b"}\n")):
             return None
-        if not (isinstance(entry, dict) and isinstance(entry.get("key"), str)
-                and isinstance(entry.get("text"), str)):
-            return None
-        return entry["key"]
+        end = line.find(b'"', len(_KEY_PREFIX))
+        key = line[len(_KEY_PREFIX):end]
+        return key.decode("utf-8", "replace") if end > 0 and b"\\" not in key else None
 
     def _load(self, key: str, where: tuple[Path, int, int]) -> Completion | None:
         path, offset, length = where

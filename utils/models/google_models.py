@@ -128,7 +128,7 @@ def parse_response(response: Any, model: str = "gemini") -> Completion:
     if block_reason and candidate is None:
         name = getattr(block_reason, "name", block_reason)
         words = f"{name}: {feedback.block_reason_message}" if feedback.block_reason_message else str(name)
-    return Completion(text="".join(texts), usage=usage, raw=response, finish=finish, refusal=words)
+    return Completion(text="".join(texts), usage=usage, finish=finish, refusal=words)
 
 
 def map_error(exc: BaseException, model: str = "gemini") -> BaseException:

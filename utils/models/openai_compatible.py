@@ -70,7 +70,6 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
         usage=(Usage(getattr(usage, "prompt_tokens", None) or 0, getattr(usage, "completion_tokens", None) or 0,
                      reasoning_tokens=reasoning_tokens, cached_prompt_tokens=cached_tokens)
                if usage is not None else None),
-        raw=response,
         finish="message.refusal" if refusal else getattr(choices[0], "finish_reason", None),
         refusal=refusal or None,
     )

@@ -29,7 +29,6 @@ class Usage:
 class Completion:
     text: str
     usage: Usage | None = None
-    raw: Any = None
     # The answer's HTTP headers, when the adapter has them: the limiter reads the
     # provider's rate-limit statement from them.
     headers: Any = None
@@ -43,12 +42,6 @@ class Completion:
     # adaptations to the model's refusals that were applied (adaptations.py).
     parameters: dict | None = None
     adaptations: tuple = ()
-
-    @property
-    def truncated(self) -> bool:
-        """Cut at the token limit: it may be cut short."""
-        return self.ending == "length"
-
 
 @dataclass(frozen=True)
 class Request:

@@ -332,6 +332,5 @@ class SmolLM2(Model):
             text=text,
             usage=Usage(prompt_tokens=int(usage.get("prompt_tokens", 0)),
                         completion_tokens=int(usage.get("completion_tokens", 0))),
-            raw=response,
-            finish=response["choices"][0].get("finish_reason"),
+                finish=response["choices"][0].get("finish_reason"),
         )

@@ -65,7 +65,7 @@ def test_parse_response_from_sdk_objects():
     completion = parse_response(response, "gemini-2.5-flash")
     assert completion.text == "Hello world"
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (11, 7)
-    assert completion.usage.reasoning_tokens == 5 and not completion.truncated
+    assert completion.usage.reasoning_tokens == 5 and completion.ending != "length"
 
 
 def test_parse_response_failures():
