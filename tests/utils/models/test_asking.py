@@ -2,12 +2,11 @@
 and what a failure carries."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from cupid.utils.models.asking import UnusableAnswer, ask_until_usable
 from cupid.utils.models.errors import ModelCallFailed
+from cupid.utils.models.request import Completion, Usage
 
 
 class Recorder:
@@ -22,7 +21,7 @@ class Recorder:
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return SimpleNamespace(text=answer, usage=SimpleNamespace(prompt_tokens=3, completion_tokens=2))
+        return Completion(text=answer, usage=Usage(prompt_tokens=3, completion_tokens=2))
 
 
 def number(text: str) -> int:
