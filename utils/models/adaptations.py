@@ -104,6 +104,7 @@ class AdaptationRegistry:
             gate.release()
 
     def reset(self) -> None:
+        """Forget what was learned (tests; a new run in the same process keeps it)."""
         with self._lock:
             self._learned.clear()
             self._gates.clear()
@@ -111,8 +112,3 @@ class AdaptationRegistry:
 
 
 ADAPTATIONS = AdaptationRegistry()
-
-
-def reset_adaptations() -> None:
-    """Forget what was learned (tests; a new run in the same process keeps it)."""
-    ADAPTATIONS.reset()

@@ -70,9 +70,7 @@ class TogetherModel(OpenAICompatibleModel):
         return 1 if "/" in name else 0
 
     def make_client(self, base_url: str | None, api_key: str) -> Any:
-        import openai
-
-        return openai.OpenAI(api_key=api_key, base_url=f"{api_root(base_url)}/v1", max_retries=0)
+        return super().make_client(f"{api_root(base_url)}/v1", api_key)
 
     def endpoint(self) -> str | None:
         """Together's host with or without ``/v1`` is one server."""
