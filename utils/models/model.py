@@ -85,7 +85,7 @@ class Model:
     def __init__(self, name: str | None = None, *, temperature: float | None = 0.0,
                  max_tokens: int | None = None, timeout: float | None = None,
                  max_retries: int | None = None, cache: ResponseCache | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], Any] | None = None) -> None:
         self.name = name or self.model_name or type(self).__name__
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -93,7 +93,7 @@ class Model:
         self.max_retries = config.MAX_RETRIES if max_retries is None else max_retries
         self.cache = cache
         self.usage = UsageTracker()
-        self._sleep = sleep
+        self._sleep = sleep or CANCEL.wait  # a stopping run wakes from a backoff at once
 
     @property
     def label(self) -> str:
@@ -360,10 +360,7 @@ class Model:
                          time.perf_counter() - started, reason, delay)
                 # After a 429 the limiter holds every other caller on the endpoint until the
                 # retry-after; this one waits it out here (at least as long) and skips that hold.
-                if self._sleep is time.sleep:
-                    CANCEL.wait(delay)  # a stopping run wakes at once
-                else:
-                    self._sleep(delay)
+                self._sleep(delay)
                 waited_pause = ticket is not None and ticket.rate_limited
                 attempt += 1
                 continue
