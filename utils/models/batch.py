@@ -104,14 +104,12 @@ class BatchRunner:
     """Collects deferred calls, submits them as batches, waits, and fills the cache."""
 
     def __init__(self, state_path: str | Path, *, poll_interval: float | None = None,
-                 max_items: int | None = None, out: TextIO | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 max_items: int | None = None, out: TextIO | None = None) -> None:
         self.state_path = Path(state_path)
         self.poll_interval = config.BATCH_POLL_INTERVAL if poll_interval is None else poll_interval
         self.max_items = max_items or config.BATCH_MAX_ITEMS
         self.max_bytes = config.BATCH_MAX_BYTES
         self.out = out or sys.stderr
-        self._sleep = sleep
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[Model, Request]] = {}
         self.closed = False
@@ -121,8 +119,8 @@ class BatchRunner:
         self._counts = {"batches_submitted": 0, "items_resubmitted": 0, "items_answered": 0,
                         "items_failed": 0, "items_adapted": 0, "batches_resumed": 0,
                         "batches_lost": 0}
-        self.state, self.warnings = read_state(self.state_path)
-        for warning in self.warnings:
+        self.state, warnings = read_state(self.state_path)
+        for warning in warnings:
             print(f"warning: {warning}", file=self.out, flush=True)
         # Keys whose batch item failed are asked online, also by a run started again after
         # a kill: batches.json keeps them. A key a batch left unanswered (the batch ended
@@ -243,7 +241,7 @@ class BatchRunner:
                     still.append((entry, model))
             waiting = still
             if waiting:
-                self._sleep(self.poll_interval)
+                time.sleep(self.poll_interval)
 
     def _fetch(self, entry: dict, model: Model, adapter: Any, status: str = "") -> None:
         results = adapter.fetch(entry["batch_id"])

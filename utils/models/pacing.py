@@ -217,17 +217,14 @@ class RateLimiter:
             info = stated.get(kind)
             if info is None or user_value:
                 continue
-            bucket = self._tokens if kind == "tokens" else self._requests
+            bucket = getattr(self, f"_{kind}")  # self._tokens, self._requests
             measured = info.measured_rate()
             if bucket is None:
                 # First statement: start from what the provider says is left; the limit is
                 # per minute (as documented) unless the reset time says otherwise.
                 bucket = _Bucket(info.limit, measured or info.limit / 60.0, level=info.remaining)
                 bucket.stamp = now
-                if kind == "tokens":
-                    self._tokens = bucket
-                else:
-                    self._requests = bucket
+                setattr(self, f"_{kind}", bucket)
             else:
                 bucket.capacity = info.limit
                 if measured is not None:  # smoothed: one header's rounding moves it little
