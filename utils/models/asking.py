@@ -114,11 +114,11 @@ def ask_until_usable(model: Model, system_prompt: str, messages: list[dict],
         except AnswerWithheld as exc:  # billed, counted, and asked again at most once
             completion, withheld = exc.completion, exc
         except ModelCallFailed as exc:
-            answer.latency_s = round(answer.latency_s + time.perf_counter() - started, 4)
             answer.next_variant = variant
             exc.answer = answer
             raise
-        answer.latency_s = round(answer.latency_s + time.perf_counter() - started, 4)
+        finally:
+            answer.latency_s = round(answer.latency_s + time.perf_counter() - started, 4)
         text = "" if withheld else (completion.text.strip() if strip else completion.text)
         answer.add(completion, text)
         answer.next_variant = variant + 1

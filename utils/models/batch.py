@@ -318,11 +318,7 @@ class BatchRunner:
     def _record(self, entry: dict) -> None:
         with self._lock:
             batches = self.state["batches"]
-            for i, existing in enumerate(batches):
-                if existing["batch_id"] == entry["batch_id"]:
-                    batches[i] = entry
-                    break
-            else:
+            if all(existing is not entry for existing in batches):  # an entry is updated in place
                 batches.append(entry)
             atomic_write_json(self.state_path, {**self.state, "batches": [
                 {**{k: e[k] for k in SUBMITTED_FIELDS if k in e}, "fetched": False}

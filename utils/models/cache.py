@@ -64,7 +64,6 @@ class ResponseCache:
         # process could not write it.
         self._index: dict[str, tuple[Path, int, int] | Completion] = {}
         self._read_to: dict[Path, int] = {}  # how far each other file has been read
-        self.skipped_lines = 0
 
     # -- warnings --------------------------------------------------------------------------
     def _warn_once(self, kind: str, message: str) -> None:
@@ -105,7 +104,6 @@ class ResponseCache:
                 stop = data.index(b"\n", offset) + 1
                 key = self._key_of(data[offset:stop])
                 if key is None:
-                    self.skipped_lines += 1
                     self._warn_once(f"line:{path}", f"{path}: a line at byte {start + offset} is "
                                                     f"not a cache entry; skipped")
                 else:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from cupid.utils.errors import SetupError
+from cupid.utils.models.endings import describe
 
 
 class ModelError(Exception):
@@ -56,8 +57,6 @@ class AnswerWithheld(ModelCallFailed):
     (its usage, ending and the provider's words); ``reason`` says it in those words."""
 
     def __init__(self, model: str, completion) -> None:
-        from cupid.utils.models.endings import describe
-
         super().__init__(model, describe(completion.ending, completion.finish, completion.refusal), 1)
         self.completion = completion
 

@@ -1,17 +1,8 @@
 """The base of every model spoken to through the ``openai`` SDK's chat completions: OpenAI
 (openai_models.py), Together's chat (together_models.py) and OpenAI-compatible servers such
-as vLLM and llama.cpp's (vllm_models.py) are small subclasses of ``OpenAICompatibleModel``.
-
-The base sends the request's system prompt and conversation, temperature, token limit, seed
-and timeout; a subclass says how its provider differs through hooks: ``default_base_url``,
-``token_field``, ``takes_temperature``, ``options`` (more body fields), ``make_client`` and
-``batch_adapter``; the seam's own hooks (``name_guess``, ``parameter_adaptation``, ...) are
-``Model``'s. OpenAI's batch format (``ChatCompletionsBatch``) is here too: Together's
-batch API takes the same lines.
-
-Nothing here runs at import: the SDK is imported, keys are read and clients are made on the
-first call. One client is shared by every thread per (adapter class, base URL, API key); the
-SDK's own retries are off (``max_retries=0``) because the seam in model.py retries.
+as vLLM and llama.cpp's (vllm_models.py) are small subclasses of ``OpenAICompatibleModel``,
+which say through its hooks how their provider differs. OpenAI's batch format
+(``ChatCompletionsBatch``) is here too: Together's batch API takes the same lines.
 """
 from __future__ import annotations
 

@@ -72,11 +72,8 @@ class Request:
         """The conversation as one user prompt, for models that take a single turn."""
         if len(self.messages) == 1:
             return self.messages[0]["content"]
-        lines = []
-        for message in self.messages:
-            speaker = "User" if message["role"] == "user" else "AI Assistant"
-            lines.append(f"{speaker}: {message['content']}")
-        return "\n\n".join(lines)
+        return "\n\n".join(f"{'User' if m['role'] == 'user' else 'AI Assistant'}: {m['content']}"
+                           for m in self.messages)
 
     def cache_key(self, model_name: str, provider: str = "custom",
                   endpoint: str | None = None) -> str:
