@@ -262,13 +262,11 @@ class AnthropicModel(HostedModel):
 
     def complete(self, request: Request) -> Completion:
         response, headers = call_with_headers(self.client().messages, "create", **self.build_params(request))
-        completion = parse_message(response, self.name)
-        completion.headers = headers
-        return completion
+        return parse_message(response, headers)
 
 
 
-def parse_message(response: Any, model_name: str) -> Completion:
+def parse_message(response: Any, headers: Any = None) -> Completion:
     """Join the text blocks of a message (thinking blocks are dropped: the answer that is
     parsed never holds the thinking), with its stop_reason and, for a refusal, Anthropic's
     explanation (``stop_details``). One cut before any text (the thinking used the limit) is
@@ -293,6 +291,7 @@ def parse_message(response: Any, model_name: str) -> Completion:
                if usage is not None else None),
         finish=getattr(response, "stop_reason", None),
         refusal=getattr(details, "explanation", None) or getattr(details, "category", None),
+        headers=headers,
     )
 
 
@@ -336,7 +335,7 @@ class AnthropicBatch(BatchAdapter):
             result = item.result
             if result.type == "succeeded":
                 try:
-                    out[item.custom_id] = parse_message(result.message, self.model.name)
+                    out[item.custom_id] = parse_message(result.message)
                 except Exception as exc:  # a malformed item fails alone
                     out[item.custom_id] = f"malformed batch answer: {exc}"
             elif result.type in ("canceled", "expired"):  # the batch ended before this item

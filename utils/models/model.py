@@ -279,14 +279,12 @@ class Model:
             variant=variant,
             **settings,
         )
-        key = (request.cache_key(self.name, self.provider, self.endpoint())
-               if self.cache is not None else None)
-        if key is not None:
-            cached = self.cache.get(key)
-            if cached is not None:
-                if not (cached.usage is not None and cached.usage.batch and self.batch_runner):
-                    self.usage.count(cache_hits=1)  # a batch answer was counted when fetched
-                return self._delivered(cached, request)
+        key = request.cache_key(self.name, self.provider, self.endpoint()) if self.cache is not None else None
+        cached = self.cache.get(key) if key is not None else None
+        if cached is not None:
+            if not (cached.usage is not None and cached.usage.batch and self.batch_runner):
+                self.usage.count(cache_hits=1)  # a batch answer was counted when fetched
+            return self._delivered(cached, request)
         self._check_context_window(request)
         if self.batch_runner is not None:
             self.batch_runner.defer(self, request, key)  # raises BatchDeferred, or goes on

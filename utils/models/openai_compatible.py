@@ -39,7 +39,7 @@ FINISH_SIGNALS = {"stop": "stop", "eos": "stop", "tool_calls": "stop", "function
                   "length": "length", "content_filter": "filtered", "message.refusal": "refused"}
 
 
-def parse_chat_completion(response: Any, model_name: str) -> Completion:
+def parse_chat_completion(response: Any, model_name: str, headers: Any = None) -> Completion:
     """Text, usage and finish signal of an OpenAI-style chat completion (content null, as
     with a refusal or a filtered answer, is no text); one without choices is transient."""
     choices = getattr(response, "choices", None)
@@ -63,6 +63,7 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
                if usage is not None else None),
         finish="message.refusal" if refusal else getattr(choices[0], "finish_reason", None),
         refusal=refusal or None,
+        headers=headers,
     )
 
 
@@ -146,9 +147,7 @@ class OpenAICompatibleModel(HostedModel):
     def complete(self, request: Request) -> Completion:
         response, headers = call_with_headers(self.client().chat.completions, "create",
                                               **self.build_params(request))
-        completion = parse_chat_completion(response, self.name)
-        completion.headers = headers
-        return completion
+        return parse_chat_completion(response, self.name, headers)
 
 
 # ---------------------------------------------------------------------------------------
