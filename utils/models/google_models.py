@@ -264,28 +264,19 @@ class GoogleModel(HostedModel):
             raise_if_unusable(self.name, exc, where, self.api_key_env, credential="the credentials")
 
     def client(self) -> Any:
+        if not self.uses_vertex():
+            return super().client()
+        return shared_client((type(self).__qualname__, self.endpoint()), lambda: self.make_client(None, None))
+
+    def make_client(self, base_url: str | None, api_key: str | None) -> Any:
+        from google import genai
+        from google.genai import types
+
+        options = types.HttpOptions(base_url=base_url, retry_options=types.HttpRetryOptions(attempts=1))
         if self.uses_vertex():
-            key: tuple = (type(self).__qualname__, "vertex", self.resolved_project(),
-                          self.resolved_location())
-        else:
-            api_key = self.resolved_api_key()
-            if not api_key:
-                self.check()
-            key = (type(self).__qualname__, "gemini", self.resolved_base_url(), api_key)
-
-        def make() -> Any:
-            from google import genai
-            from google.genai import types
-
-            options = types.HttpOptions(retry_options=types.HttpRetryOptions(attempts=1))
-            if key[1] == "vertex":
-                return genai.Client(vertexai=True, project=key[2], location=key[3],
-                                    http_options=options)
-            if key[2]:
-                options.base_url = key[2]
-            return genai.Client(api_key=key[3], http_options=options)
-
-        return shared_client(key, make)
+            return genai.Client(vertexai=True, project=self.resolved_project(),
+                                location=self.resolved_location(), http_options=options)
+        return genai.Client(api_key=api_key, http_options=options)
 
     def validate_overrides(self, overrides: dict) -> None:
         super().validate_overrides(overrides)
