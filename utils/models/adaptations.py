@@ -59,13 +59,13 @@ class AdaptationRegistry:
         with self._lock:
             return tuple(self._learned.get(key, ()))
 
-    def learn(self, key: tuple, adaptation: Adaptation) -> bool:
-        """Record an adaptation and print it; False (and nothing printed) when this
-        parameter was already adapted for the model (by another call, concurrently)."""
+    def learn(self, key: tuple, adaptation: Adaptation) -> None:
+        """Record an adaptation and print it, unless this parameter was already adapted for
+        the model (by another call, concurrently)."""
         with self._lock:
             known = self._learned.setdefault(key, [])
             if any(a.parameter == adaptation.parameter for a in known):
-                return False
+                return
             known.append(adaptation)
         done = (f"sent as {adaptation.renamed_to}" if adaptation.renamed_to
                 else "not sent (the model's default is used)")
@@ -73,7 +73,6 @@ class AdaptationRegistry:
                    f"({adaptation.error}); {adaptation.parameter} {done} for the rest of the run")
         log.warning("%s", message)
         print(message, file=sys.stderr, flush=True)
-        return True
 
     def snapshot(self) -> dict[str, list[dict]]:
         """{model name: [adaptation records]} for run.json."""
