@@ -1,5 +1,6 @@
 """Batch mode behind the seam: calls answered through the providers' batch APIs at the
-batch price (config.BATCH_DISCOUNT of the online price).
+batch price (config.BATCH_DISCOUNT of the online price). What a user sees (rounds, resume,
+what happens to a request that fails in its batch): docs/batch_and_costs.md.
 
 How it works with the pipeline, unchanged: a model whose ``batch_runner`` is a ``BatchRunner``
 does not send a request that misses the response cache; the seam hands it to the runner
@@ -7,31 +8,15 @@ does not send a request that misses the response cache; the seam hands it to the
 instance this way (a round), then ``run_round`` submits what was collected (one batch per
 endpoint and key, split at ``max_items``), waits, and puts each answer into the response
 cache. The next round replays those answers from the cache and collects the next step's
-calls: infer + generate, then decompose + judge, then both matches.
+calls. ``run_in_rounds`` is that driver for both pipelines; they say what a pass is
+(evaluation/pipeline.py ``run_batch_rounds``, synthesis/scheduler.py ``run_batched``).
 
-Every submitted batch id is written to the run directory's ``batches.json`` as soon as the
-provider accepts it. ``resume`` waits for and fetches the batches a killed run left, so a
-restarted run polls them instead of submitting their requests again. A batch is written
-fetched only once its answers are in the response cache on disk: when the cache could not
-write them (they live in this process's memory), batches.json keeps the batch unfetched, so
-a rerun after a stop fetches it again (free) rather than submit its requests again. An item that failed
-in its batch is asked online in the next round (the seam's bounded retries), and if that
-fails too the step is recorded failed like any other. An item refused because of a
-parameter the model does not take (``Model.parameter_adaptation``, the seam's rule online)
-is not: the adaptation is learned for the model (adaptations.py: printed once, recorded in
-run.json and in each step's ``sent``) and the item is submitted again in the next round
-with the adapted body, at the batch price. Refused again for a parameter it was already
-sent without, it is asked online.
-
-A provider's adapter lives beside it (``Model.batch_adapter``: OpenAI's format in
-openai_compatible.py, Together's, Anthropic's and the Gemini API's in their providers'
-files); models without one (Vertex AI, vLLM servers, the embedded model, a user's
-``__call__``) answer online.
-
-``run_in_rounds`` is batch mode's driver for both pipelines: a pass, then a round, until
-no call is pending. The pipelines say what a pass is (evaluation/pipeline.py
-``run_batch_rounds``: every unfinished instance; synthesis/scheduler.py ``run_batched``:
-the task graph over the files on disk).
+Every submitted batch is written to the run directory's ``batches.json`` as soon as the
+provider accepts it, and written fetched only once its answers are in the response cache
+on disk: when the cache could not write them (they live in this process's memory), a rerun
+fetches the batch again (free) rather than submit its requests again. An item refused a
+parameter the model does not take (``Model.parameter_adaptation``, the rule online) is
+learned (adaptations.py) and submitted again, adapted, in the next round.
 """
 from __future__ import annotations
 
