@@ -308,8 +308,6 @@ ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "bill
 class AnthropicBatch(BatchAdapter):
     """Anthropic's Message Batches API (each item says whether the batch ended before it)."""
 
-    provider = "anthropic"
-
     def line(self, custom_id: str, request: Request) -> dict:
         params = self.model.build_params(request)
         body = {k: v for k, v in params.items() if k not in ("timeout", "extra_body", "extra_headers")}

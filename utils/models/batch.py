@@ -72,11 +72,11 @@ class BatchAdapter:
     a BatchItemError or the reason it failed). A batch that ended in one of
     ``ended_early_states`` did not answer every item: the runner submits the rest again."""
 
-    provider = ""
     ended_early_states: tuple[str, ...] = ()
 
     def __init__(self, model: Any) -> None:
         self.model = model
+        self.provider = model.provider
 
     def ended_early(self, status: str) -> bool:
         return status in self.ended_early_states

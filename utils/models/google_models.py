@@ -355,7 +355,6 @@ GRPC_HTTP_STATUS = {3: 400, 9: 400, 11: 400, 16: 401, 7: 403, 5: 404, 6: 409, 10
 class GeminiBatch(BatchAdapter):
     """Gemini batch mode with inline requests (``client.batches``), each keyed by metadata."""
 
-    provider = "google"
     ended_early_states = ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")
 
     def line(self, custom_id: str, request: Request) -> dict:

@@ -55,9 +55,7 @@ def split_credentials(url: str | None) -> tuple[str | None, dict[str, str]]:
     as they do when httpx (the openai SDK) or requests are given such a URL. A proxy that
     checks them in front of a server that wants a key (vLLM's ``--api-key``) sends the
     ``Bearer`` on itself (nginx: ``proxy_set_header Authorization "Bearer KEY"``)."""
-    if not url or "@" not in url:
-        return url, {}
-    split = urlsplit(url)
+    split = urlsplit(url or "")
     if split.username is None:
         return url, {}
     user, password = unquote(split.username), unquote(split.password or "")

@@ -199,7 +199,6 @@ class ChatCompletionsBatch(BatchAdapter):
     """OpenAI's Batch API: a JSONL file of chat-completion requests (Together's batch API
     takes the same lines and writes the same output files)."""
 
-    provider = "openai"
     endpoint = "/v1/chat/completions"
     ended_early_states = ("failed", "expired", "cancelled")
 

@@ -116,7 +116,6 @@ class TogetherBatch(ChatCompletionsBatch):
     """Together's batch API: OpenAI's JSONL lines and output files, its own upload (a
     presigned PUT) and job objects."""
 
-    provider = "together"
     ended_early_states = ("FAILED", "EXPIRED", "CANCELLED")
 
     def line(self, custom_id: str, request: Request) -> dict:
