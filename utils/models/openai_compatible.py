@@ -7,7 +7,7 @@ which say through its hooks how their provider differs. OpenAI's batch format
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any
 
 from cupid.utils.models.adaptations import Adaptation
 from cupid.utils.models.batch import BatchAdapter, BatchItemError, Unanswered
@@ -158,14 +158,13 @@ class OpenAICompatibleModel(HostedModel):
 UNRUN_CODES = ("batch_expired", "batch_cancelled")
 
 
-def chat_batch_answers(lines: list[str], model_name: str,
-                       describe_error: Callable[[dict], Any]) -> dict[str, Completion | str | BatchItemError]:
+def chat_batch_answers(lines: list[str], model_name: str) -> dict[str, Completion | str | BatchItemError]:
     """The answers of an OpenAI-format batch output or error file (OpenAI's, Together's):
-    custom id -> its Completion, or why it failed (``describe_error`` picks what the
-    provider's error says). An item answered with an HTTP error (the line's ``response``
-    holds its status and the body an online request gets, ``error`` is for failures without
-    one: https://platform.openai.com/docs/api-reference/batch/request-output) is a
-    BatchItemError whose body is the ``error`` object, as the openai SDK gives it online."""
+    custom id -> its Completion, or why it failed (the error's message). An item answered with
+    an HTTP error (the line's ``response`` holds its status and the body an online request gets,
+    ``error`` is for failures without one: https://platform.openai.com/docs/api-reference/batch/
+    request-output) is a BatchItemError whose body is the ``error`` object, as the openai SDK
+    gives it online."""
     from openai.types.chat import ChatCompletion
 
     out: dict[str, Completion | str | BatchItemError] = {}
@@ -184,7 +183,7 @@ def chat_batch_answers(lines: list[str], model_name: str,
         else:
             error = item.get("error") or body.get("error") or {}
             status = response.get("status_code")
-            reason = f"HTTP {status}: {describe_error(error)}"
+            reason = f"HTTP {status}: {error.get('message', error) if isinstance(error, dict) else error}"
             code = error.get("code") if isinstance(error, dict) else None
             if code in UNRUN_CODES:
                 out[item["custom_id"]] = Unanswered(reason)
@@ -230,5 +229,5 @@ class ChatCompletionsBatch(BatchAdapter):
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
                 out.update(chat_batch_answers(client.files.content(file_id).text.splitlines(),
-                                              self.model.name, lambda e: e.get("message", e)))
+                                              self.model.name))
         return out

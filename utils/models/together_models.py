@@ -147,6 +147,5 @@ class TogetherBatch(ChatCompletionsBatch):
         for file_id in (job.output_file_id, job.error_file_id):
             if file_id:
                 out.update(chat_batch_answers(
-                    client.files.content(file_id).read().decode("utf-8").splitlines(),
-                    self.model.name, lambda e: e))
+                    client.files.content(file_id).read().decode("utf-8").splitlines(), self.model.name))
         return out
