@@ -317,10 +317,8 @@ class GoogleModel(HostedModel):
         return refused_temperature(exc, self.overrides, str(getattr(exc, "message", "") or exc))
 
     def wire_parameters(self, request: Request) -> dict | None:
-        config = dict(self.build_request(request)["config"])
-        config.pop("system_instruction", None)
-        config.pop("http_options", None)
-        return config
+        return {k: v for k, v in self.build_request(request)["config"].items()
+                if k not in ("system_instruction", "http_options")}
 
     def build_request(self, request: Request) -> dict:
         built = build_request(request, self.name)
@@ -363,8 +361,7 @@ class GeminiBatch(BatchAdapter):
         return {"contents": params["contents"], "config": config, "metadata": {"key": custom_id}}
 
     def submit(self, lines: list[dict]) -> str:
-        job = self.model.client().batches.create(model=self.model.name, src=lines)
-        return job.name
+        return self.model.client().batches.create(model=self.model.name, src=lines).name
 
     def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
         job = self.model.client().batches.get(name=batch_id)
