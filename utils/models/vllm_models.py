@@ -147,14 +147,10 @@ class VLLMModel(OpenAICompatibleModel):
             with urllib.request.urlopen(http_request, timeout=self.check_timeout) as response:
                 body = response.read()
         except urllib.error.HTTPError as exc:
-            if exc.code in (401, 403) and basic_auth:
-                raise ModelConfigurationError(
-                    f"{self.name}: the server at {url} refused the user and password in its URL "
-                    f"(HTTP basic auth, HTTP {exc.code})") from exc
             if exc.code in (401, 403):
-                raise ModelConfigurationError(
-                    f"{self.name}: the server at {url} refused the API key (HTTP {exc.code}); "
-                    f"set {self.api_key_env}") from exc
+                refused = (f"the user and password in its URL (HTTP basic auth, HTTP {exc.code})" if basic_auth
+                           else f"the API key (HTTP {exc.code}); set {self.api_key_env}")
+                raise ModelConfigurationError(f"{self.name}: the server at {url} refused {refused}") from exc
             raise ModelConfigurationError(
                 f"{self.name}: {url} answered HTTP {exc.code}; is this an OpenAI-compatible "
                 f"server? {hint}") from exc
