@@ -78,17 +78,11 @@ def build_request(request: Request, model: str) -> dict:
     """The keyword arguments of ``client.models.generate_content`` for one request."""
     contents = [{"role": "model" if m["role"] == "assistant" else "user",
                  "parts": [{"text": m["content"]}]} for m in request.messages]
-    generation: dict[str, Any] = {}
-    if request.system_prompt:
-        generation["system_instruction"] = request.system_prompt
-    if request.temperature is not None:
-        generation["temperature"] = request.temperature
-    if request.max_tokens is not None:
-        generation["max_output_tokens"] = request.max_tokens
-    if request.seed is not None:
-        generation["seed"] = request.seed
-    if request.thinking_budget is not None:
-        generation["thinking_config"] = {"thinking_budget": request.thinking_budget}
+    budget = request.thinking_budget
+    generation = {name: value for name, value in (
+        ("system_instruction", request.system_prompt or None), ("temperature", request.temperature),
+        ("max_output_tokens", request.max_tokens), ("seed", request.seed),
+        ("thinking_config", None if budget is None else {"thinking_budget": budget})) if value is not None}
     if request.timeout is not None:
         # HttpOptions.timeout is in milliseconds; this one attempt, no SDK retries.
         generation["http_options"] = {"timeout": int(request.timeout * 1000),
