@@ -197,11 +197,8 @@ class BatchRunner:
         return len(opened)
 
     def counts(self) -> dict:
-        """What this invocation did in batch mode: rounds, batches and requests submitted
-        (and of them submitted again after their batch left them unanswered), requests
-        answered and failed in their batch, requests refused a parameter in their batch (and
-        submitted again, adapted), batches resumed from an earlier invocation and batches
-        lost (unknown to the provider, or ended failed, cancelled or expired)."""
+        """What this invocation did in batch mode (run.json's ``batch``, as
+        docs/results_format.md describes it)."""
         return {"rounds": self.rounds, "items_submitted": self.submitted_items, **self._counts}
 
     def _wait_and_fetch(self, opened: list[tuple[dict, Model]]) -> None:

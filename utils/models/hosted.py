@@ -52,9 +52,8 @@ def split_credentials(url: str | None) -> tuple[str | None, dict[str, str]]:
     then on. A URL without them: (url, {}).
 
     That header cannot carry an API key as well (``Bearer KEY``): the URL's credentials win,
-    as they do when httpx (the openai SDK) or requests are given such a URL. A proxy that
-    checks them in front of a server that wants a key (vLLM's ``--api-key``) sends the
-    ``Bearer`` on itself (nginx: ``proxy_set_header Authorization "Bearer KEY"``)."""
+    as they do when httpx (the openai SDK) or requests are given such a URL
+    (docs/servers.md, "A server behind basic auth")."""
     split = urlsplit(url or "")
     if split.username is None:
         return url, {}
