@@ -129,11 +129,8 @@ class ProcessState:
     def restore(self) -> None:
         for model, cache in self.caches:
             model.cache = cache
-        for handler in list(self.logger.handlers):
+        for handler in self.logger.handlers:
             if handler not in self.handlers:
-                self.logger.removeHandler(handler)
                 handler.close()
-        for handler in self.handlers:
-            if handler not in self.logger.handlers:
-                self.logger.addHandler(handler)
+        self.logger.handlers[:] = self.handlers
         self.logger.setLevel(self.level)
