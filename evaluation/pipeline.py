@@ -99,6 +99,30 @@ def generation_chain(instance: Instance, shown: Shown, ask: StepAsker) -> float 
 CHAINS = {"inference": inference_chain, "generation": generation_chain}
 
 
+class AnswerlessAsker:
+    """The base of the ``StepAsker``s that send nothing (the dry run's, the context check's):
+    they walk an instance's chains one call after the other, with stand-in answers."""
+
+    def walk(self, instance: Instance, task: str, setting: Setting, prefmatcher: bool) -> None:
+        if setting.preference_given:
+            shown = Shown(preference_given=True, prefmatcher=prefmatcher)
+        elif setting.summaries:
+            summaries = self.summaries(setting.context(instance).sessions)
+            shown = Shown(summarize.history(summaries), from_summaries=True, prefmatcher=prefmatcher)
+        else:
+            shown = Shown(setting.context(instance).text, prefmatcher=prefmatcher)
+        for name, chain in CHAINS.items():
+            if task in (name, "both"):
+                chain(instance, shown, self)
+
+    def summaries(self, sessions: Sequence[Session]) -> list[dict]:
+        """Stand-ins of the sessions' summaries (the summary setting)."""
+        raise NotImplementedError
+
+    def together(self, *calls: Callable[[], dict | None]) -> list[dict | None]:
+        return [call() for call in calls]
+
+
 def needed_steps(task: str, setting: Setting) -> list[steps.Step]:
     """The steps a task and setting need for an instance."""
     return [step for step in steps.STEPS if (step is not steps.SUMMARIZE or setting.summaries)
