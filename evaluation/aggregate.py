@@ -156,35 +156,17 @@ def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
     return outcome
 
 
-def problems_by_task(data: dict, scorer: str | None = None) -> dict[str, list[str]]:
+def problems_by_task(data: dict, scorer: str) -> dict[str, list[str]]:
     """Every unusable value of an instance file, by the task whose result it would enter
-    ("inference", "generation"): its done steps' outputs (the model's and ``scorer``'s, or
-    every scorer's when None) and the scorers' results."""
+    ("inference", "generation"): its done steps' outputs (the model's and ``scorer``'s) and
+    the scorer's results. The file's structure was checked when it was read (store.py)."""
     found: dict[str, list[str]] = {"inference": [], "generation": []}
-    evaluations = data.get("evaluations") or {}
-    if not isinstance(evaluations, dict):
-        message = "evaluations is not an object"
-        return {"inference": [message], "generation": [message]}
-    step_sets = [("", data.get("steps") or {})]
-    chosen = evaluations if scorer is None else {scorer: evaluations.get(scorer)}
-    for name, evaluation in chosen.items():
-        if evaluation is None:
-            continue
-        if not isinstance(evaluation, dict):
-            for task in found:
-                found[task].append(f"evaluations[{name!r}] is not an object")
-            continue
-        step_sets.append((f"{name}: ", evaluation.get("steps") or {}))
-        for task, check in (("inference", inference_problem), ("generation", generation_problem)):
-            if evaluation.get(task) is not None:
-                problem = check(evaluation[task])
-                if problem:
-                    found[task].append(f"{name}: {problem}")
-    for prefix, recorded in step_sets:
-        if not isinstance(recorded, dict):
-            for task in found:
-                found[task].append(f"{prefix}steps is not an object")
-            continue
+    evaluation = (data.get("evaluations") or {}).get(scorer) or {}
+    for task, check in (("inference", inference_problem), ("generation", generation_problem)):
+        problem = check(evaluation[task]) if evaluation.get(task) is not None else None
+        if problem:
+            found[task].append(f"{scorer}: {problem}")
+    for prefix, recorded in (("", data.get("steps") or {}), (f"{scorer}: ", evaluation.get("steps") or {})):
         for step_name, record in recorded.items():
             step = steps.BY_NAME.get(step_name)
             if step is not None and isinstance(record, dict) and record.get("status") == "done":
@@ -195,7 +177,7 @@ def problems_by_task(data: dict, scorer: str | None = None) -> dict[str, list[st
     return found
 
 
-def record_problems(data: dict, scorer: str | None = None) -> list[str]:
+def record_problems(data: dict, scorer: str) -> list[str]:
     """``problems_by_task`` as one list, each problem once."""
     found = problems_by_task(data, scorer)
     return list(dict.fromkeys(found["inference"] + found["generation"]))

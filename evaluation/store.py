@@ -246,8 +246,11 @@ class RunStore:
             return None, None
         try:
             data = read_json(path)
-            if not isinstance(data, dict) or not isinstance(data.get("steps", {}), dict):
-                raise ValueError("not an instance record (expected a JSON object with steps)")
+            evaluations = data.get("evaluations", {}) if isinstance(data, dict) else None
+            if not isinstance(data, dict) or not isinstance(data.get("steps", {}), dict) \
+                    or not isinstance(evaluations, dict) or not all(
+                        isinstance(e, dict) and isinstance(e.get("steps", {}), dict) for e in evaluations.values()):
+                raise ValueError("not an instance record (expected a JSON object with steps and evaluations)")
         except OSError as exc:
             raise StorageError(path, "read", exc) from exc
         except (ValueError, UnicodeDecodeError) as exc:
