@@ -321,12 +321,9 @@ class InstanceSource:
         return self.count if self.count is not None else self.validate()
 
 
-def load_instances(*, data_path: str | Path | None = None, dataset: str | None = None,
-                   split: str = "test", limit: int | None = None,
-                   revision: str | None = None) -> list[Instance]:
-    """Load and validate instances from a file or directory, or else from the hub."""
-    source = InstanceSource(data_path=data_path, dataset=dataset, split=split, limit=limit,
-                            revision=revision)
+def load_instances(*, data_path: str | Path) -> list[Instance]:
+    """Load and validate the instances of a file or directory."""
+    source = InstanceSource(data_path=data_path)
     source.validate()
     return list(source)
 
