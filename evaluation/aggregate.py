@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from cupid.evaluation import release as release_parsing, steps
 from cupid.evaluation.session_recall import session_selection
@@ -123,13 +123,22 @@ def release_outcomes_of_record(data: dict, scorer: str) -> dict:
     return {task: outcome for task, outcome in outcomes.items() if outcome is not None}
 
 
+def recorded_steps(data: dict, scorer: str | None = None) -> Iterator[tuple[str, dict]]:
+    """(name, record) of an instance file's steps: the evaluated model's, then ``scorer``'s
+    (every scorer's when None)."""
+    evaluations = data.get("evaluations") or {}
+    for evaluation in (data, *(evaluations.values() if scorer is None else [evaluations.get(scorer) or {}])):
+        for name, step in (evaluation.get("steps") or {}).items():
+            if isinstance(step, dict):
+                yield name, step
+
+
 def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
     """An instance file's outcome for one scorer, whichever invocation (or process) made it:
     its results, the steps that failed (and were not asked again since), or "unfinished"."""
     evaluation = (data.get("evaluations") or {}).get(scorer) or {}
-    failures = [(name, step.get("error") or "failed")
-                for recorded in (data.get("steps") or {}, evaluation.get("steps") or {})
-                for name, step in recorded.items() if (step or {}).get("status") == "failed"]
+    failures = [(name, step.get("error") or "failed") for name, step in recorded_steps(data, scorer)
+                if step.get("status") == "failed"]
     if (data.get("shown") or {}).get("error"):  # the context strategy raised (pipeline.py)
         failures.append(("context", str(data["shown"]["error"])))
     # A value no parser could have produced (a hand-edited or damaged file) is a failure
@@ -248,21 +257,17 @@ def answer_endings(records: Iterable[dict], scorer: str) -> dict:
     by_step: dict[str, Counter] = defaultdict(Counter)
     answers = 0
     for record in records:
-        scorer_steps = (((record.get("evaluations") or {}).get(scorer) or {}).get("steps") or {})
-        for recorded in (record.get("steps") or {}, scorer_steps):
-            for name, step in recorded.items():
-                if not isinstance(step, dict):
-                    continue
-                # The report drops the raw answer of a step done at once: its attempts count it.
-                answers += len(step.get("raw") or []) if "raw" in step else (step.get("attempts") or 0)
-                endings = step.get("endings")
-                if not isinstance(endings, list):
-                    cut = step.get("truncated")
-                    endings = ["length"] * cut if isinstance(cut, int) and cut > 0 else []
-                for ending in endings:
-                    if ending in WITHHOLDING or ending == "length":
-                        totals[ending] += 1
-                        by_step[name][ending] += 1
+        for name, step in recorded_steps(record, scorer):
+            # The report drops the raw answer of a step done at once: its attempts count it.
+            answers += len(step.get("raw") or []) if "raw" in step else (step.get("attempts") or 0)
+            endings = step.get("endings")
+            if not isinstance(endings, list):
+                cut = step.get("truncated")
+                endings = ["length"] * cut if isinstance(cut, int) and cut > 0 else []
+            for ending in endings:
+                if ending in WITHHOLDING or ending == "length":
+                    totals[ending] += 1
+                    by_step[name][ending] += 1
     out = {"answers": answers, **{ending: totals[ending] for ending in ENDINGS if ending != "stop"}}
     return {**out, "by_step": {name: dict(c) for name, c in by_step.items()}}
 
@@ -305,23 +310,16 @@ def recorded_usage(records: Iterable[dict]) -> dict:
     answers were billed), summed per model that ran it: the run's cost so far, across
     resumed invocations."""
     totals: dict[str, dict] = {}
-
-    def add(step: dict | None) -> None:
-        if not step or not step.get("usage") or not step.get("model"):
-            return
-        entry = totals.setdefault(step["model"], {"steps": 0, **dict.fromkeys(
-            (*TOKEN_FIELDS, "batch_prompt_tokens", "batch_completion_tokens"), 0)})
-        entry["steps"] += 1
-        for k in entry:
-            if k != "steps":
-                entry[k] += step["usage"].get(k, 0)
-
     for record in records:
-        for step in record.get("steps", {}).values():
-            add(step)
-        for evaluation in record.get("evaluations", {}).values():
-            for step in evaluation.get("steps", {}).values():
-                add(step)
+        for _, step in recorded_steps(record):
+            if not step.get("usage") or not step.get("model"):
+                continue
+            entry = totals.setdefault(step["model"], {"steps": 0, **dict.fromkeys(
+                (*TOKEN_FIELDS, "batch_prompt_tokens", "batch_completion_tokens"), 0)})
+            entry["steps"] += 1
+            for k in entry:
+                if k != "steps":
+                    entry[k] += step["usage"].get(k, 0)
     for name, entry in totals.items():
         entry["estimated_cost_usd"] = cost_of(name, entry)
     return totals
