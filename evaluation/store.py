@@ -206,15 +206,9 @@ class RunStore:
                     raise RunConflictError(
                         f"{self.run_dir} holds results made with other settings or data ("
                         + "; ".join(conflicts) + "). Use another --results_dir, or move it away.")
-                merged = dict(existing)
-                merged["prompt_versions"] = {**existing.get("prompt_versions", {}),
-                                             **self.manifest.get("prompt_versions", {})}
-                merged["data"] = self.manifest.get("data") or existing.get("data")
-                merged["data_source"] = self.manifest.get("data_source", existing.get("data_source"))
-                if "model_spec" in self.manifest:
-                    merged["model_spec"] = self.manifest["model_spec"]
-                merged["updated"] = now()
-                self.manifest = merged
+                # This invocation's settings over the recorded ones; the prompt versions of both.
+                self.manifest = {**existing, **self.manifest, "updated": now(), "prompt_versions": {
+                    **existing.get("prompt_versions", {}), **self.manifest.get("prompt_versions", {})}}
             else:
                 self.manifest = {**self.manifest, "created": now()}
             atomic_write_json(self.run_dir / MANIFEST, self.manifest)
