@@ -13,7 +13,7 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Sequence
 
 from cupid.evaluation import steps
 from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
@@ -47,12 +47,13 @@ def scorer_name(evaluator: Model, matcher: Model) -> str:
 # ---------------------------------------------------------------------------------------
 # The chains
 # ---------------------------------------------------------------------------------------
-class StepAsker(Protocol):
-    def __call__(self, step: steps.Step, ask: Ask) -> dict | None:
-        """The step's output, or None when it failed (recorded by the asker)."""
+class StepAsker:
+    """What the chains ask a step through: ``asker(step, ask)`` is the step's output, or None
+    when it failed (recorded by the asker); ``together(*calls)`` the calls' results, side by
+    side where the asker can (here one after the other)."""
 
     def together(self, *calls: Callable[[], dict | None]) -> list[dict | None]:
-        """The calls' results, side by side where the asker can."""
+        return [call() for call in calls]
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def generation_chain(instance: Instance, shown: Shown, ask: StepAsker) -> float 
 CHAINS = {"inference": inference_chain, "generation": generation_chain}
 
 
-class AnswerlessAsker:
+class AnswerlessAsker(StepAsker):
     """The base of the ``StepAsker``s that send nothing (the dry run's, the context check's):
     they walk an instance's chains one call after the other, with stand-in answers."""
 
@@ -118,9 +119,6 @@ class AnswerlessAsker:
     def summaries(self, sessions: Sequence[Session]) -> list[dict]:
         """Stand-ins of the sessions' summaries (the summary setting)."""
         raise NotImplementedError
-
-    def together(self, *calls: Callable[[], dict | None]) -> list[dict | None]:
-        return [call() for call in calls]
 
 
 def needed_steps(task: str, setting: Setting) -> list[steps.Step]:
@@ -269,7 +267,7 @@ def failed_attempts(answer: Answer, exc: UnusableAnswer | ModelCallFailed) -> in
     return len(answer.raws) + (isinstance(exc, ModelCallFailed) and not isinstance(exc, AnswerWithheld))
 
 
-class InstanceSteps:
+class InstanceSteps(StepAsker):
     """The pipeline's ``StepAsker`` over one instance's record: a step done there is read
     back; any other is asked and its record written at once. ``failures``: (step, reason)
     of the steps that failed in this invocation."""
