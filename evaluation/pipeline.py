@@ -261,12 +261,6 @@ def failure_reason(exc: UnusableAnswer | ModelCallFailed) -> str:
     return f"{type(exc).__name__}: {exc.reason}"
 
 
-def failed_attempts(answer: Answer, exc: UnusableAnswer | ModelCallFailed) -> int:
-    """The answers received, and the call that failed for good (a withheld answer is one of
-    the answers already)."""
-    return len(answer.raws) + (isinstance(exc, ModelCallFailed) and not isinstance(exc, AnswerWithheld))
-
-
 class InstanceSteps(StepAsker):
     """The pipeline's ``StepAsker`` over one instance's record: a step done there is read
     back; any other is asked and its record written at once. ``failures``: (step, reason)
@@ -299,7 +293,9 @@ class InstanceSteps(StepAsker):
             answer = ask.answer(model, first_variant=first_variant)
         except (UnusableAnswer, ModelCallFailed) as exc:
             answer = exc.answer or Answer(next_variant=first_variant)
-            return self.failed(step, answer, failure_reason(exc), failed_attempts(answer, exc), model)
+            # The answers received, and the call that failed for good (a withheld one is an answer).
+            attempts = len(answer.raws) + (isinstance(exc, ModelCallFailed) and not isinstance(exc, AnswerWithheld))
+            return self.failed(step, answer, failure_reason(exc), attempts, model)
         self.write(step, {"status": "done", "model": model.name, "prompt_version": answer.sent["prompt_version"],
                           "output": answer.value, "raw": answer.raws, "error": None,
                           "attempts": answer.attempts, "usage": answer.usage}, answer)

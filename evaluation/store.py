@@ -321,13 +321,10 @@ class RunStore:
         }
         return InstanceRecord(path, data)
 
-    def instance_files(self) -> list[Path]:
-        return [p for p in sorted(self.run_dir.glob("*.json")) if is_instance_file(p)]
-
     def iter_records(self) -> Iterator[dict]:
         """Every readable instance file of the directory (another process's included); a file
         that cannot be read is logged and left for the run that owns it to move aside."""
-        for path in self.instance_files():
+        for path in filter(is_instance_file, sorted(self.run_dir.glob("*.json"))):
             try:
                 data = read_json(path)
             except (ValueError, UnicodeDecodeError, OSError) as exc:
