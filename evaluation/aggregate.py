@@ -13,7 +13,7 @@ from cupid.evaluation import release as release_parsing, steps
 from cupid.evaluation.session_recall import session_selection
 from cupid.evaluation.store import step_record
 from cupid.evaluation.metrics import (InferenceCounts, generation_problem, generation_summary, inference_problem,
-                                      macro_inference, micro_inference, read_generation, read_inference)
+                                      macro_inference, mean, micro_inference, read_generation, read_inference)
 from cupid.utils.dataset import INSTANCE_TYPES
 from cupid.utils.models.endings import ENDINGS, WITHHOLDING
 from cupid.utils.models.usage import TOKEN_FIELDS, cost_of
@@ -277,32 +277,21 @@ INFERENCE_STEPS = {s.name for s in steps.of_task("inference")} | {"stored infere
 GENERATION_STEPS = {s.name for s in steps.of_task("generation")} | {"stored generation value"}
 
 
-class RunningScores:
-    """Micro P/R/F1 and mean judge score over the outcomes so far (for the progress bar,
-    which reads it in the thread that adds to it)."""
-
-    def __init__(self) -> None:
-        self.counts: list[InferenceCounts] = []
-        self.scores: list[float] = []
-        self.failed = 0
-
-    def add(self, outcome: InstanceOutcome) -> None:
-        if outcome.inference is not None:
-            self.counts.append(outcome.inference)
-        if outcome.generation_score is not None:
-            self.scores.append(outcome.generation_score)
-        self.failed += outcome.status == "failed"
-
-    def postfix(self) -> dict:
-        out = {}
-        if self.counts:
-            micro = micro_inference(self.counts)
-            out.update(P=f"{micro['precision']:.3f}", R=f"{micro['recall']:.3f}", F1=f"{micro['f1']:.3f}")
-        if self.scores:
-            out["score"] = f"{sum(self.scores) / len(self.scores):.2f}"
-        if self.failed:
-            out["failed"] = self.failed
-        return out
+def progress_postfix(outcomes: Iterable[InstanceOutcome]) -> dict:
+    """Micro P/R/F1, mean judge score and failures over the outcomes so far (the progress bar's)."""
+    outcomes = list(outcomes)
+    counts = [o.inference for o in outcomes if o.inference is not None]
+    out = {}
+    if counts:
+        micro = micro_inference(counts)
+        out.update(P=f"{micro['precision']:.3f}", R=f"{micro['recall']:.3f}", F1=f"{micro['f1']:.3f}")
+    score = mean(o.generation_score for o in outcomes)
+    if score is not None:
+        out["score"] = f"{score:.2f}"
+    failed = sum(o.status == "failed" for o in outcomes)
+    if failed:
+        out["failed"] = failed
+    return out
 
 
 def recorded_usage(records: Iterable[dict]) -> dict:

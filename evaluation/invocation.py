@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cupid import config
 from cupid.evaluation import steps
-from cupid.evaluation.aggregate import (InstanceOutcome, RunningScores, aggregate_records, invocation_counts,
+from cupid.evaluation.aggregate import (InstanceOutcome, aggregate_records, invocation_counts, progress_postfix,
                                         record_problems, recorded_usage)
 from cupid.evaluation.console import ProgressLog
 from cupid.evaluation.context_check import check_context
@@ -183,7 +183,6 @@ class Invocation:
         is written (after a stop in the batch rounds nothing more is run)."""
         spec, n_selected = self.spec, len(self.instances)
         label = f"{self.models['model'].name} [{spec.setting_.name}]"
-        running = RunningScores()
         every = spec.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
         progress = ProgressLog(n_selected, every, label, workers=spec.n_workers,
                                heartbeat_s=None if sys.stderr.isatty() else 60.0) if every else None
@@ -191,16 +190,14 @@ class Invocation:
 
         def tally(instance, outcome: InstanceOutcome) -> None:
             outcomes[instance.instance_id] = outcome
-            if outcome.status != "busy":
-                running.add(outcome)
-                if progress is not None:
-                    progress.add(outcome.status == "failed", found_done=outcome.already_done)
+            if outcome.status != "busy" and progress is not None:
+                progress.add(outcome.status == "failed", found_done=outcome.already_done)
 
         try:
             busy = []
             for instance, outcome in iter_with_progress(pipeline.run, self.instances if stop is None else [],
                                                         n_workers=spec.n_workers, desc=label,
-                                                        postfix=running.postfix):
+                                                        postfix=lambda: progress_postfix(outcomes.values())):
                 tally(instance, outcome)
                 if outcome.status == "busy":
                     busy.append(instance)
