@@ -302,9 +302,7 @@ class InstanceSource:
         return self.count
 
     def describe(self) -> dict:
-        """The data this run came from, for the run's manifest."""
-        if self.count is None:
-            self.validate()
+        """The data this run came from, for the run's manifest (once validated)."""
         source: dict = ({"path": str(self.data_path.resolve())} if self.data_path is not None
                         else {"dataset": self.dataset, "split": self.split})
         if self.data_path is None and self.revision is not None:

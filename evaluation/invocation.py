@@ -151,16 +151,17 @@ class Invocation:
         warn_about_run_dir(run_dir, self.survey, endpoint_change(existing, self.models["model"]))
         clean_orphan_tmp(self.run_dir)
         print(f"{self.run_dir}: {len(self.survey.done)} of {len(self.instances)} instances already done, "
-              f"{len(self.survey.todo)} to run", file=sys.stderr)
+              f"{len(self.instances) - len(self.survey.done)} to run", file=sys.stderr)
         return pipeline
 
     # -- 4. batch: the instances to run go through the batch rounds first -----------------
     def batch_rounds(self, pipeline: Pipeline) -> tuple[BatchRunner, set[str], Interrupted | None]:
-        batched = set(self.survey.todo)
+        done = set(self.survey.done)
+        todo = [i for i in self.instances if i.instance_id not in done]
+        batched = {i.instance_id for i in todo}
         runner = BatchRunner(self.run_dir / BATCHES)
         try:
-            run_batch_rounds(self.pipeline, [i for i in self.instances if i.instance_id in batched],
-                             runner, list(self.models.values()), n_workers=self.spec.n_workers)
+            run_batch_rounds(self.pipeline, todo, runner, list(self.models.values()), n_workers=self.spec.n_workers)
         except KeyboardInterrupt as exc:
             self.signals.second_ends_process()
             stop_workers(pipeline, grace=3.0)

@@ -140,7 +140,6 @@ class InstanceRecord:
 class Survey:
     """What a run directory holds for the instances of one invocation, before any work."""
     done: list[str] = field(default_factory=list)
-    todo: list[str] = field(default_factory=list)
     changed: list[tuple[str, Path]] = field(default_factory=list)  # id, file
     moved_aside: list[tuple[Path, Path, str]] = field(default_factory=list)  # file, to, why
     invalid: list[tuple[Path, list[str]]] = field(default_factory=list)  # file, its bad values
@@ -264,7 +263,7 @@ class RunStore:
 
     def survey(self, instances: Iterable[Instance], is_finished: Callable[[dict], bool],
                problems: Callable[[dict], list[str]]) -> Survey:
-        """Sort the invocation's instances into done and to do; list the ones whose file was
+        """Find the invocation's instances done already; list the ones whose file was
         computed from other content, and those holding unusable values (``problems``); move
         unreadable files aside. Reads, writes nothing else."""
         survey = Survey()
@@ -274,7 +273,6 @@ class RunStore:
             if moved:
                 survey.moved_aside.append(moved)
             if data is None:
-                survey.todo.append(instance.instance_id)
                 continue
             recorded = data.get("fingerprint")
             if recorded is not None and recorded != instance.fingerprint():
@@ -285,8 +283,6 @@ class RunStore:
                     survey.invalid.append((path, bad))
                 if is_finished(data):
                     survey.done.append(instance.instance_id)
-                else:
-                    survey.todo.append(instance.instance_id)
         return survey
 
     def load(self, instance: Instance, setting: str, model_name: str) -> InstanceRecord:
