@@ -57,10 +57,7 @@ def aggregate(outcomes: Iterable[InstanceOutcome], task: str, exclude_filtered: 
                   if o.generation_score is not None and kept(o, "generation")]
         out: dict = {}
         if task in ("inference", "both"):
-            micro = micro_inference(counts)
-            out["inference"] = {k: micro[k] for k in (
-                "precision", "recall", "f1", "n_true_matched", "n_predicted_matched",
-                "n_true", "n_predicted")}
+            out["inference"] = {k: v for k, v in micro_inference(counts).items() if k != "n_instances"}
             out["inference_macro"] = macro_inference(counts)
             out["inference_n_instances"] = len(counts)
         if task in ("generation", "both"):
