@@ -139,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(model_listing())
         return 0
+    if args.download_only and (args.data or args.data_dir):
+        parser.error("--download_only loads the hub dataset; --data and --data_dir are local already")
     if args.download_only:
         return download_only(args)
     if args.json and not args.dry_run:
@@ -184,10 +186,6 @@ def download_only(args: argparse.Namespace) -> int:
     """--download_only: store the hub split's copy for offline runs; no model is needed."""
     from cupid.evaluation.data import download_dataset
 
-    if args.data or args.data_dir:
-        print("error: --download_only loads the hub dataset; --data and --data_dir are local already",
-              file=sys.stderr)
-        return 2
     try:
         print(download_dataset(args.dataset, args.split, args.revision))
     except CupidError as exc:
