@@ -107,7 +107,6 @@ class SettingsMismatch(SettingsError):
     pass
 
 
-
 def check_settings(out: Path, cfg: SynthesisConfig) -> None:
     """Record the shaping settings in a new output directory; refuse other ones in an old one."""
     path = out / "run.json"

@@ -55,6 +55,7 @@ FINISH_SIGNALS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop
                   "max_tokens": "length", "model_context_window_exceeded": "length",
                   "refusal": "refused"}
 
+
 def _claude(input_price: float, output_price: float, window: int) -> ModelFacts:
     """A Claude model's facts, its prompt cache priced from its input price: reads at 0.1x, writes
     (five-minute cache, the default) at 1.25x ("Cache reads: 0.10x input price", "Cache write
@@ -263,7 +264,6 @@ class AnthropicModel(HostedModel):
     def complete(self, request: Request) -> Completion:
         response, headers = call_with_headers(self.client().messages, "create", **self.build_params(request))
         return parse_message(response, headers)
-
 
 
 def parse_message(response: Any, headers: Any = None) -> Completion:

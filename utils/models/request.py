@@ -29,6 +29,7 @@ class Usage:
 class Completion:
     text: str
     usage: Usage | None = None
+    raw: Any = None  # the SDK's own response, for a user's adapter to keep beside the text
     # The answer's HTTP headers, when the adapter has them: the limiter reads the
     # provider's rate-limit statement from them.
     headers: Any = None
@@ -42,6 +43,7 @@ class Completion:
     # adaptations to the model's refusals that were applied (adaptations.py).
     parameters: dict | None = None
     adaptations: tuple = ()
+
 
 @dataclass(frozen=True)
 class Request:
