@@ -179,8 +179,10 @@ def print_speed(args: argparse.Namespace, release_root: Path, server: FakeLLMSer
     copies = work / "data-copies"
     copies.mkdir()
     for path in data.glob("*.json"):
-        for k in range(args.copies):
-            shutil.copy(path, copies / f"{path.stem}-copy{k}.json")
+        row = json.loads(path.read_text())
+        for k in range(args.copies):  # a copy is another persona's instance to ours
+            copy = {**row, "persona_id": f"{row['persona_id']}-copy{k}"}
+            (copies / f"{path.stem}-copy{k}.json").write_text(json.dumps(copy))
     server.latency = args.latency
     print(f"\nspeed, {args.copies} x {len(list(data.glob('*.json')))} instances, "
           f"{args.latency * 1000:.0f} ms per answer (GPT-4o matcher):")

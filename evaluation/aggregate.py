@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from cupid.evaluation import release as release_parsing, steps
 from cupid.evaluation.session_recall import session_selection
 from cupid.evaluation.store import step_record
 from cupid.evaluation.metrics import (InferenceCounts, generation_problem, generation_summary, inference_problem,
-                                      macro_inference, micro_inference, read_generation, read_inference)
+                                      macro_inference, mean, micro_inference, read_generation, read_inference)
 from cupid.utils.dataset import INSTANCE_TYPES
 from cupid.utils.models.endings import ENDINGS, WITHHOLDING
 from cupid.utils.models.usage import TOKEN_FIELDS, cost_of
@@ -57,10 +57,7 @@ def aggregate(outcomes: Iterable[InstanceOutcome], task: str, exclude_filtered: 
                   if o.generation_score is not None and kept(o, "generation")]
         out: dict = {}
         if task in ("inference", "both"):
-            micro = micro_inference(counts)
-            out["inference"] = {k: micro[k] for k in (
-                "precision", "recall", "f1", "n_true_matched", "n_predicted_matched",
-                "n_true", "n_predicted")}
+            out["inference"] = {k: v for k, v in micro_inference(counts).items() if k != "n_instances"}
             out["inference_macro"] = macro_inference(counts)
             out["inference_n_instances"] = len(counts)
         if task in ("generation", "both"):
@@ -123,13 +120,22 @@ def release_outcomes_of_record(data: dict, scorer: str) -> dict:
     return {task: outcome for task, outcome in outcomes.items() if outcome is not None}
 
 
+def recorded_steps(data: dict, scorer: str | None = None) -> Iterator[tuple[str, dict]]:
+    """(name, record) of an instance file's steps: the evaluated model's, then ``scorer``'s
+    (every scorer's when None)."""
+    evaluations = data.get("evaluations") or {}
+    for evaluation in (data, *(evaluations.values() if scorer is None else [evaluations.get(scorer) or {}])):
+        for name, step in (evaluation.get("steps") or {}).items():
+            if isinstance(step, dict):
+                yield name, step
+
+
 def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
     """An instance file's outcome for one scorer, whichever invocation (or process) made it:
     its results, the steps that failed (and were not asked again since), or "unfinished"."""
     evaluation = (data.get("evaluations") or {}).get(scorer) or {}
-    failures = [(name, step.get("error") or "failed")
-                for recorded in (data.get("steps") or {}, evaluation.get("steps") or {})
-                for name, step in recorded.items() if (step or {}).get("status") == "failed"]
+    failures = [(name, step.get("error") or "failed") for name, step in recorded_steps(data, scorer)
+                if step.get("status") == "failed"]
     if (data.get("shown") or {}).get("error"):  # the context strategy raised (pipeline.py)
         failures.append(("context", str(data["shown"]["error"])))
     # A value no parser could have produced (a hand-edited or damaged file) is a failure
@@ -156,35 +162,17 @@ def outcome_from_record(data: dict, scorer: str) -> InstanceOutcome:
     return outcome
 
 
-def problems_by_task(data: dict, scorer: str | None = None) -> dict[str, list[str]]:
+def problems_by_task(data: dict, scorer: str) -> dict[str, list[str]]:
     """Every unusable value of an instance file, by the task whose result it would enter
-    ("inference", "generation"): its done steps' outputs (the model's and ``scorer``'s, or
-    every scorer's when None) and the scorers' results."""
+    ("inference", "generation"): its done steps' outputs (the model's and ``scorer``'s) and
+    the scorer's results. The file's structure was checked when it was read (store.py)."""
     found: dict[str, list[str]] = {"inference": [], "generation": []}
-    evaluations = data.get("evaluations") or {}
-    if not isinstance(evaluations, dict):
-        message = "evaluations is not an object"
-        return {"inference": [message], "generation": [message]}
-    step_sets = [("", data.get("steps") or {})]
-    chosen = evaluations if scorer is None else {scorer: evaluations.get(scorer)}
-    for name, evaluation in chosen.items():
-        if evaluation is None:
-            continue
-        if not isinstance(evaluation, dict):
-            for task in found:
-                found[task].append(f"evaluations[{name!r}] is not an object")
-            continue
-        step_sets.append((f"{name}: ", evaluation.get("steps") or {}))
-        for task, check in (("inference", inference_problem), ("generation", generation_problem)):
-            if evaluation.get(task) is not None:
-                problem = check(evaluation[task])
-                if problem:
-                    found[task].append(f"{name}: {problem}")
-    for prefix, recorded in step_sets:
-        if not isinstance(recorded, dict):
-            for task in found:
-                found[task].append(f"{prefix}steps is not an object")
-            continue
+    evaluation = (data.get("evaluations") or {}).get(scorer) or {}
+    for task, check in (("inference", inference_problem), ("generation", generation_problem)):
+        problem = check(evaluation[task]) if evaluation.get(task) is not None else None
+        if problem:
+            found[task].append(f"{scorer}: {problem}")
+    for prefix, recorded in (("", data.get("steps") or {}), (f"{scorer}: ", evaluation.get("steps") or {})):
         for step_name, record in recorded.items():
             step = steps.BY_NAME.get(step_name)
             if step is not None and isinstance(record, dict) and record.get("status") == "done":
@@ -195,7 +183,7 @@ def problems_by_task(data: dict, scorer: str | None = None) -> dict[str, list[st
     return found
 
 
-def record_problems(data: dict, scorer: str | None = None) -> list[str]:
+def record_problems(data: dict, scorer: str) -> list[str]:
     """``problems_by_task`` as one list, each problem once."""
     found = problems_by_task(data, scorer)
     return list(dict.fromkeys(found["inference"] + found["generation"]))
@@ -266,21 +254,17 @@ def answer_endings(records: Iterable[dict], scorer: str) -> dict:
     by_step: dict[str, Counter] = defaultdict(Counter)
     answers = 0
     for record in records:
-        scorer_steps = (((record.get("evaluations") or {}).get(scorer) or {}).get("steps") or {})
-        for recorded in (record.get("steps") or {}, scorer_steps):
-            for name, step in recorded.items():
-                if not isinstance(step, dict):
-                    continue
-                # The report drops the raw answer of a step done at once: its attempts count it.
-                answers += len(step.get("raw") or []) if "raw" in step else (step.get("attempts") or 0)
-                endings = step.get("endings")
-                if not isinstance(endings, list):
-                    cut = step.get("truncated")
-                    endings = ["length"] * cut if isinstance(cut, int) and cut > 0 else []
-                for ending in endings:
-                    if ending in WITHHOLDING or ending == "length":
-                        totals[ending] += 1
-                        by_step[name][ending] += 1
+        for name, step in recorded_steps(record, scorer):
+            # The report drops the raw answer of a step done at once: its attempts count it.
+            answers += len(step.get("raw") or []) if "raw" in step else (step.get("attempts") or 0)
+            endings = step.get("endings")
+            if not isinstance(endings, list):
+                cut = step.get("truncated")
+                endings = ["length"] * cut if isinstance(cut, int) and cut > 0 else []
+            for ending in endings:
+                if ending in WITHHOLDING or ending == "length":
+                    totals[ending] += 1
+                    by_step[name][ending] += 1
     out = {"answers": answers, **{ending: totals[ending] for ending in ENDINGS if ending != "stop"}}
     return {**out, "by_step": {name: dict(c) for name, c in by_step.items()}}
 
@@ -290,32 +274,21 @@ INFERENCE_STEPS = {s.name for s in steps.of_task("inference")} | {"stored infere
 GENERATION_STEPS = {s.name for s in steps.of_task("generation")} | {"stored generation value"}
 
 
-class RunningScores:
-    """Micro P/R/F1 and mean judge score over the outcomes so far (for the progress bar,
-    which reads it in the thread that adds to it)."""
-
-    def __init__(self) -> None:
-        self.counts: list[InferenceCounts] = []
-        self.scores: list[float] = []
-        self.failed = 0
-
-    def add(self, outcome: InstanceOutcome) -> None:
-        if outcome.inference is not None:
-            self.counts.append(outcome.inference)
-        if outcome.generation_score is not None:
-            self.scores.append(outcome.generation_score)
-        self.failed += outcome.status == "failed"
-
-    def postfix(self) -> dict:
-        out = {}
-        if self.counts:
-            micro = micro_inference(self.counts)
-            out.update(P=f"{micro['precision']:.3f}", R=f"{micro['recall']:.3f}", F1=f"{micro['f1']:.3f}")
-        if self.scores:
-            out["score"] = f"{sum(self.scores) / len(self.scores):.2f}"
-        if self.failed:
-            out["failed"] = self.failed
-        return out
+def progress_postfix(outcomes: Iterable[InstanceOutcome]) -> dict:
+    """Micro P/R/F1, mean judge score and failures over the outcomes so far (the progress bar's)."""
+    outcomes = list(outcomes)
+    counts = [o.inference for o in outcomes if o.inference is not None]
+    out = {}
+    if counts:
+        micro = micro_inference(counts)
+        out.update(P=f"{micro['precision']:.3f}", R=f"{micro['recall']:.3f}", F1=f"{micro['f1']:.3f}")
+    score = mean(o.generation_score for o in outcomes)
+    if score is not None:
+        out["score"] = f"{score:.2f}"
+    failed = sum(o.status == "failed" for o in outcomes)
+    if failed:
+        out["failed"] = failed
+    return out
 
 
 def recorded_usage(records: Iterable[dict]) -> dict:
@@ -323,23 +296,16 @@ def recorded_usage(records: Iterable[dict]) -> dict:
     answers were billed), summed per model that ran it: the run's cost so far, across
     resumed invocations."""
     totals: dict[str, dict] = {}
-
-    def add(step: dict | None) -> None:
-        if not step or not step.get("usage") or not step.get("model"):
-            return
-        entry = totals.setdefault(step["model"], {"steps": 0, **dict.fromkeys(
-            (*TOKEN_FIELDS, "batch_prompt_tokens", "batch_completion_tokens"), 0)})
-        entry["steps"] += 1
-        for k in entry:
-            if k != "steps":
-                entry[k] += step["usage"].get(k, 0)
-
     for record in records:
-        for step in record.get("steps", {}).values():
-            add(step)
-        for evaluation in record.get("evaluations", {}).values():
-            for step in evaluation.get("steps", {}).values():
-                add(step)
+        for _, step in recorded_steps(record):
+            if not step.get("usage") or not step.get("model"):
+                continue
+            entry = totals.setdefault(step["model"], {"steps": 0, **dict.fromkeys(
+                (*TOKEN_FIELDS, "batch_prompt_tokens", "batch_completion_tokens"), 0)})
+            entry["steps"] += 1
+            for k in entry:
+                if k != "steps":
+                    entry[k] += step["usage"].get(k, 0)
     for name, entry in totals.items():
         entry["estimated_cost_usd"] = cost_of(name, entry)
     return totals

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from cupid import config
 from cupid.evaluation.run_spec import RunSpec, data_path
@@ -87,53 +88,40 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     from cupid.evaluation.invocation import Invocation
 
     spec = RunSpec(**{**arguments, "data": data_path(data, results_dir)})
-    state = ProcessState([m for m in (model, evaluator) if isinstance(m, Model)])
-    try:
-        setup_logging(spec.log_file)
+    with process_state_kept(spec.log_file, [m for m in (model, evaluator) if isinstance(m, Model)]):
         reset_cancel()
         with SignalGuard() as signals:  # SIGTERM and SIGHUP stop the run as Ctrl-C does
             invocation = Invocation(spec, signals)
             results = invocation.run()
-    finally:
-        state.restore()
     return EvaluationResult(results=results, run_dir=invocation.run_dir, failed=results["this_invocation"]["ran_failed"])
 
 
-def setup_logging(log_file: str | None) -> None:
-    """The "cupid" logger: errors on stderr; with ``log_file``, everything at INFO there
-    (StorageError when it cannot be opened, before anything is run)."""
-    root = logging.getLogger("cupid")
-    root.setLevel(logging.INFO)
-    root.handlers.clear()
-    console = logging.StreamHandler(sys.stderr)
-    console.setLevel(logging.ERROR)
-    console.setFormatter(RedactingFormatter("%(levelname)s %(message)s"))
-    root.addHandler(console)
-    if log_file:
-        handler = open_log_file(log_file)
-        handler.setLevel(logging.INFO)
-        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-        root.addHandler(handler)
-
-
-class ProcessState:
-    """What a run changes in the process and ``evaluate`` puts back (``SignalGuard`` puts
-    back the signal handlers): the "cupid" logger's handlers and level, and the cache of the
-    caller's own Model objects (the run's cache is closed when it ends)."""
-
-    def __init__(self, models: list[Model]) -> None:
-        self.caches = [(m, m.cache) for m in models]
-        self.logger = logging.getLogger("cupid")
-        self.handlers, self.level = list(self.logger.handlers), self.logger.level
-
-    def restore(self) -> None:
-        for model, cache in self.caches:
+@contextmanager
+def process_state_kept(log_file: str | None, models: list[Model]) -> Iterator[None]:
+    """The run's logging on the "cupid" logger: errors on stderr; with ``log_file``, everything
+    at INFO there (StorageError when it cannot be opened, before anything is run). What the run
+    changed in the process is put back when it ends (``SignalGuard`` puts back the signal
+    handlers): the logger's handlers and level, and the cache of the caller's own Model objects
+    (the run's cache is closed when it ends)."""
+    logger = logging.getLogger("cupid")
+    handlers, level, caches = list(logger.handlers), logger.level, [(m, m.cache) for m in models]
+    try:
+        logger.setLevel(logging.INFO)
+        console = logging.StreamHandler(sys.stderr)
+        console.setLevel(logging.ERROR)
+        console.setFormatter(RedactingFormatter("%(levelname)s %(message)s"))
+        logger.handlers[:] = [console]
+        if log_file:
+            handler = open_log_file(log_file)
+            handler.setLevel(logging.INFO)
+            handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+            logger.addHandler(handler)
+        yield
+    finally:
+        for model, cache in caches:
             model.cache = cache
-        for handler in list(self.logger.handlers):
-            if handler not in self.handlers:
-                self.logger.removeHandler(handler)
+        for handler in logger.handlers:
+            if handler not in handlers:
                 handler.close()
-        for handler in self.handlers:
-            if handler not in self.logger.handlers:
-                self.logger.addHandler(handler)
-        self.logger.setLevel(self.level)
+        logger.handlers[:] = handlers
+        logger.setLevel(level)

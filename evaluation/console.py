@@ -110,15 +110,14 @@ def print_endings(results: dict, out) -> None:
               file=out)
 
 
-def print_sweep_table(rows: list[tuple[dict, dict | None, int]], out: TextIO | None = None) -> None:
+def print_sweep_table(rows: list[tuple[dict, dict | None, int]]) -> None:
     """One line per run of a sweep: micro P/R/F1, judge score, counts, cost, exit status."""
-    out = out or sys.stdout
-    print(f"\nsweep: {len(rows)} runs", file=out)
+    print(f"\nsweep: {len(rows)} runs")
     print(f"{'model':40}{'setting':18}{'P':>7}{'R':>7}{'F1':>7}{'judge':>7}{'done':>6}{'failed':>7}"
-          f"{'cost $':>9}{'exit':>5}", file=out)
+          f"{'cost $':>9}{'exit':>5}")
     for run, results, code in rows:
         if results is None:
-            print(f"{str(run['model']):40}{run['setting']:18}{'(not run)':>55}{code:>5}", file=out)
+            print(f"{str(run['model']):40}{run['setting']:18}{'(not run)':>55}{code:>5}")
             continue
         inf, gen, counts = results.get("inference") or {}, results.get("generation") or {}, results["counts"]
         costs = [u.get("estimated_cost_usd") for u in results["usage"]["recorded"].values()]
@@ -126,7 +125,7 @@ def print_sweep_table(rows: list[tuple[dict, dict | None, int]], out: TextIO | N
         print(f"{results['settings']['model']:40}{run['setting']:18}{_fmt(inf.get('precision'), 3, '-'):>7}"
               f"{_fmt(inf.get('recall'), 3, '-'):>7}{_fmt(inf.get('f1'), 3, '-'):>7}"
               f"{_fmt(gen.get('average_score'), 2, '-'):>7}{counts['evaluated']:>6}{counts['failed']:>7}"
-              f"{_fmt(cost, 4, '-'):>9}{code:>5}", file=out)
+              f"{_fmt(cost, 4, '-'):>9}{code:>5}")
 
 
 class ProgressLog:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from cupid.evaluation import steps
-from cupid.evaluation.pipeline import CHAINS, Shown
+from cupid.evaluation.pipeline import AnswerlessAsker
 from cupid.evaluation.settings import Setting
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
@@ -39,7 +39,7 @@ class _Blank(dict):
         return ""
 
 
-class RequestRecorder:
+class RequestRecorder(AnswerlessAsker):
     """A ``StepAsker`` (pipeline.py) that records the requests the chains would send, each
     with the role that receives it, and answers with blanks."""
 
@@ -52,8 +52,10 @@ class RequestRecorder:
         self.requests.append((role, step, ask))
         return _Blank()
 
-    def together(self, *calls):
-        return [call() for call in calls]
+    def summaries(self, sessions) -> list[dict]:
+        for session in sessions:
+            self(steps.SUMMARIZE, summarize.ask(session))
+        return []
 
 
 def run_requests(instance: Instance, *, task: str, setting: Setting,
@@ -61,17 +63,7 @@ def run_requests(instance: Instance, *, task: str, setting: Setting,
     """(role, step, request) of every request a run sends for ``instance``, an earlier step's
     answer left empty (a summary setting's summaries too)."""
     recorder = RequestRecorder(use_matcher)
-    if setting.preference_given:
-        shown = Shown(preference_given=True, prefmatcher=use_matcher)
-    elif setting.summaries:
-        for session in setting.context(instance).sessions:
-            recorder(steps.SUMMARIZE, summarize.ask(session))
-        shown = Shown(from_summaries=True, prefmatcher=use_matcher)
-    else:
-        shown = Shown(setting.context(instance).text, prefmatcher=use_matcher)
-    for name, chain in CHAINS.items():
-        if task in (name, "both"):
-            chain(instance, shown, recorder)
+    recorder.walk(instance, task, setting, use_matcher)
     return recorder.requests
 
 

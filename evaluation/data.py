@@ -302,9 +302,7 @@ class InstanceSource:
         return self.count
 
     def describe(self) -> dict:
-        """The data this run came from, for the run's manifest."""
-        if self.count is None:
-            self.validate()
+        """The data this run came from, for the run's manifest (once validated)."""
         source: dict = ({"path": str(self.data_path.resolve())} if self.data_path is not None
                         else {"dataset": self.dataset, "split": self.split})
         if self.data_path is None and self.revision is not None:
@@ -321,12 +319,9 @@ class InstanceSource:
         return self.count if self.count is not None else self.validate()
 
 
-def load_instances(*, data_path: str | Path | None = None, dataset: str | None = None,
-                   split: str = "test", limit: int | None = None,
-                   revision: str | None = None) -> list[Instance]:
-    """Load and validate instances from a file or directory, or else from the hub."""
-    source = InstanceSource(data_path=data_path, dataset=dataset, split=split, limit=limit,
-                            revision=revision)
+def load_instances(*, data_path: str | Path) -> list[Instance]:
+    """Load and validate the instances of a file or directory."""
+    source = InstanceSource(data_path=data_path)
     source.validate()
     return list(source)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from cupid.evaluation import steps
-from cupid.evaluation.pipeline import CHAINS, Shown, scorer_name
+from cupid.evaluation.pipeline import AnswerlessAsker, scorer_name
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
@@ -80,9 +80,7 @@ def main(runs: list[dict], *, as_json: bool) -> int:
         return 2
     roles: dict[str, RoleForecast] = {}
     for forecast in forecasts:
-        for role, part in forecast.roles.items():
-            key = role if role not in roles or roles[role].model == part.model else f"{role} ({part.model})"
-            roles.setdefault(key, RoleForecast(key, part.model, part.batchable)).merge(part)
+        merge_roles(roles, forecast.roles)
     result = {"dry_run": True, **summary(list(roles.values()), limits)}
     result["runs"] = [{"model": f.model, "setting": f.setting, "run_dir": f.run_dir,
                        "instances": f.instances, "skipped": f.skipped, "steps_already_done": f.steps_done,
@@ -101,6 +99,15 @@ def main(runs: list[dict], *, as_json: bool) -> int:
                    "setting: summarize); the other steps are rendered with stand-in answers",
                    ASSUMPTIONS, as_json=as_json)
     return 0
+
+
+def merge_roles(roles: dict[str, RoleForecast], parts: dict[str, RoleForecast], prefix: str = "") -> None:
+    """A run's role forecasts added into ``roles``: one row per role (``prefix`` + role) and model."""
+    for role, part in parts.items():
+        key = prefix + role
+        if key in roles and roles[key].model != part.model:
+            key = f"{key} ({part.model})"
+        roles.setdefault(key, RoleForecast(key, part.model, part.batchable)).merge(part)
 
 
 def context_vs_default(spec: RunSpec, forecast: RunForecast, defaults: dict[str, RunForecast],
@@ -161,7 +168,7 @@ def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
     return forecast
 
 
-class InstanceEstimator:
+class InstanceEstimator(AnswerlessAsker):
     """The dry run's ``StepAsker`` (pipeline.py): runs the run's chains on one instance after
     another, adds each request not done yet in the run directory to the role forecasts, and
     answers with a stand-in of the answer it would get (``ASSUMPTIONS``)."""
@@ -181,15 +188,7 @@ class InstanceEstimator:
         self.instance, self.record = instance, self._record(instance)
         if self.record.get("skipped"):
             return False
-        if self.setting.preference_given:
-            shown = Shown(preference_given=True, prefmatcher=self.spec.use_matcher)
-        elif self.setting.summaries:
-            shown = Shown(self._summaries(instance), from_summaries=True, prefmatcher=self.spec.use_matcher)
-        else:
-            shown = Shown(self.setting.context(instance).text, prefmatcher=self.spec.use_matcher)
-        for name, chain in CHAINS.items():
-            if self.spec.task in (name, "both"):
-                chain(instance, shown, self)
+        self.walk(instance, self.spec.task, self.setting, self.spec.use_matcher)
         return True
 
     def _record(self, instance: Instance) -> dict:
@@ -213,12 +212,12 @@ class InstanceEstimator:
         self.forecast.roles["model" if role == "evaluated" else role].add_request(
             step.name, render(lambda: ask.answer(model)), output_tokens)
 
-    def _summaries(self, instance: Instance) -> str:
+    def summaries(self, sessions) -> list[dict]:
         """The summary setting: each distinct session summarized once per run directory
-        (as the pipeline shares them); returns the summaries' text the steps are given."""
+        (as the pipeline shares them)."""
         summaries = []
         done = self.done(steps.SUMMARIZE)
-        for session in self.setting.context(instance).sessions:
+        for session in sessions:
             bullets = [filler(SUMMARY_BULLET_TOKENS, "summary")] * (SUMMARY_BULLETS - 1)
             stand_in = {"context": [filler(SUMMARY_BULLET_TOKENS, "context")] + bullets,
                         "preferences": [session.contextual_preference] + bullets}
@@ -229,7 +228,7 @@ class InstanceEstimator:
             self.summarized.add(text)
             answer = _fenced({"summaries": [{"session_id": 1, "analysis": "", **stand_in}]})
             self.count(steps.SUMMARIZE, summarize.ask(session), estimate_tokens(answer) + SUMMARY_ANALYSIS_TOKENS)
-        return summarize.history(summaries)
+        return summaries
 
     def __call__(self, step: steps.Step, ask: Ask) -> dict:
         truth, checklist = self.instance.current_contextual_preference, list(self.instance.current_checklist)
@@ -250,9 +249,6 @@ class InstanceEstimator:
         if not self.done(step):
             self.count(step, ask, tokens)
         return output
-
-    def together(self, *calls):
-        return [call() for call in calls]
 
 
 def typical_response(instance: Instance) -> str:

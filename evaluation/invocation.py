@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cupid import config
 from cupid.evaluation import steps
-from cupid.evaluation.aggregate import (InstanceOutcome, RunningScores, aggregate_records, invocation_counts,
+from cupid.evaluation.aggregate import (InstanceOutcome, aggregate_records, invocation_counts, progress_postfix,
                                         record_problems, recorded_usage)
 from cupid.evaluation.console import ProgressLog
 from cupid.evaluation.context_check import check_context
@@ -151,16 +151,17 @@ class Invocation:
         warn_about_run_dir(run_dir, self.survey, endpoint_change(existing, self.models["model"]))
         clean_orphan_tmp(self.run_dir)
         print(f"{self.run_dir}: {len(self.survey.done)} of {len(self.instances)} instances already done, "
-              f"{len(self.survey.todo)} to run", file=sys.stderr)
+              f"{len(self.instances) - len(self.survey.done)} to run", file=sys.stderr)
         return pipeline
 
     # -- 4. batch: the instances to run go through the batch rounds first -----------------
     def batch_rounds(self, pipeline: Pipeline) -> tuple[BatchRunner, set[str], Interrupted | None]:
-        batched = set(self.survey.todo)
+        done = set(self.survey.done)
+        todo = [i for i in self.instances if i.instance_id not in done]
+        batched = {i.instance_id for i in todo}
         runner = BatchRunner(self.run_dir / BATCHES)
         try:
-            run_batch_rounds(self.pipeline, [i for i in self.instances if i.instance_id in batched],
-                             runner, list(self.models.values()), n_workers=self.spec.n_workers)
+            run_batch_rounds(self.pipeline, todo, runner, list(self.models.values()), n_workers=self.spec.n_workers)
         except KeyboardInterrupt as exc:
             self.signals.second_ends_process()
             stop_workers(pipeline, grace=3.0)
@@ -183,7 +184,6 @@ class Invocation:
         is written (after a stop in the batch rounds nothing more is run)."""
         spec, n_selected = self.spec, len(self.instances)
         label = f"{self.models['model'].name} [{spec.setting_.name}]"
-        running = RunningScores()
         every = spec.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
         progress = ProgressLog(n_selected, every, label, workers=spec.n_workers,
                                heartbeat_s=None if sys.stderr.isatty() else 60.0) if every else None
@@ -191,16 +191,14 @@ class Invocation:
 
         def tally(instance, outcome: InstanceOutcome) -> None:
             outcomes[instance.instance_id] = outcome
-            if outcome.status != "busy":
-                running.add(outcome)
-                if progress is not None:
-                    progress.add(outcome.status == "failed", found_done=outcome.already_done)
+            if outcome.status != "busy" and progress is not None:
+                progress.add(outcome.status == "failed", found_done=outcome.already_done)
 
         try:
             busy = []
             for instance, outcome in iter_with_progress(pipeline.run, self.instances if stop is None else [],
                                                         n_workers=spec.n_workers, desc=label,
-                                                        postfix=running.postfix):
+                                                        postfix=lambda: progress_postfix(outcomes.values())):
                 tally(instance, outcome)
                 if outcome.status == "busy":
                     busy.append(instance)

@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from cupid.evaluation.report import match_agreement
     from cupid.evaluation.report.annotation_page import sample_pairs, write_page
+    from cupid.utils.command_line import print_error
     from cupid.utils.io import atomic_write_json, atomic_write_text
 
     args = build_parser().parse_args(argv)
@@ -51,8 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         result = match_agreement.agreement(args.labels, args.results_dir)
     except CupidError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return print_error(exc)
     output = Path(args.output or args.results_dir)
     atomic_write_json(output / "match_agreement.json", result)
     text = match_agreement.markdown(result)

@@ -67,8 +67,10 @@ def micro_inference(counts: Iterable[InferenceCounts]) -> dict:
     return {**pooled.as_dict(), "n_instances": len(counts)}
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def mean(values: Iterable[float | None]) -> float | None:
+    """The mean of the values present (None when there are none)."""
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
 
 
 def macro_inference(counts: Iterable[InferenceCounts]) -> dict:
@@ -81,13 +83,13 @@ def macro_inference(counts: Iterable[InferenceCounts]) -> dict:
     precisions = [c.precision if c.precision is not None else 0.0 for c in counts]
     recalls = [c.recall if c.recall is not None else 0.0 for c in counts]
     f1s = [f1_score(p, r) or 0.0 for p, r in zip(precisions, recalls)]
-    return {"precision": _mean(precisions), "recall": _mean(recalls), "f1": _mean(f1s),
+    return {"precision": mean(precisions), "recall": mean(recalls), "f1": mean(f1s),
             "n_instances": len(counts)}
 
 
 def generation_summary(scores: Iterable[float]) -> dict:
     scores = list(scores)
-    return {"average_score": _mean(scores), "n_instances": len(scores)}
+    return {"average_score": mean(scores), "n_instances": len(scores)}
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Callable, Iterable, Sequence
 
 from cupid.evaluation import steps
 from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
@@ -47,12 +47,13 @@ def scorer_name(evaluator: Model, matcher: Model) -> str:
 # ---------------------------------------------------------------------------------------
 # The chains
 # ---------------------------------------------------------------------------------------
-class StepAsker(Protocol):
-    def __call__(self, step: steps.Step, ask: Ask) -> dict | None:
-        """The step's output, or None when it failed (recorded by the asker)."""
+class StepAsker:
+    """What the chains ask a step through: ``asker(step, ask)`` is the step's output, or None
+    when it failed (recorded by the asker); ``together(*calls)`` the calls' results, side by
+    side where the asker can (here one after the other)."""
 
     def together(self, *calls: Callable[[], dict | None]) -> list[dict | None]:
-        """The calls' results, side by side where the asker can."""
+        return [call() for call in calls]
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,27 @@ def generation_chain(instance: Instance, shown: Shown, ask: StepAsker) -> float 
 
 
 CHAINS = {"inference": inference_chain, "generation": generation_chain}
+
+
+class AnswerlessAsker(StepAsker):
+    """The base of the ``StepAsker``s that send nothing (the dry run's, the context check's):
+    they walk an instance's chains one call after the other, with stand-in answers."""
+
+    def walk(self, instance: Instance, task: str, setting: Setting, prefmatcher: bool) -> None:
+        if setting.preference_given:
+            shown = Shown(preference_given=True, prefmatcher=prefmatcher)
+        elif setting.summaries:
+            summaries = self.summaries(setting.context(instance).sessions)
+            shown = Shown(summarize.history(summaries), from_summaries=True, prefmatcher=prefmatcher)
+        else:
+            shown = Shown(setting.context(instance).text, prefmatcher=prefmatcher)
+        for name, chain in CHAINS.items():
+            if task in (name, "both"):
+                chain(instance, shown, self)
+
+    def summaries(self, sessions: Sequence[Session]) -> list[dict]:
+        """Stand-ins of the sessions' summaries (the summary setting)."""
+        raise NotImplementedError
 
 
 def needed_steps(task: str, setting: Setting) -> list[steps.Step]:
@@ -239,13 +261,7 @@ def failure_reason(exc: UnusableAnswer | ModelCallFailed) -> str:
     return f"{type(exc).__name__}: {exc.reason}"
 
 
-def failed_attempts(answer: Answer, exc: UnusableAnswer | ModelCallFailed) -> int:
-    """The answers received, and the call that failed for good (a withheld answer is one of
-    the answers already)."""
-    return len(answer.raws) + (isinstance(exc, ModelCallFailed) and not isinstance(exc, AnswerWithheld))
-
-
-class InstanceSteps:
+class InstanceSteps(StepAsker):
     """The pipeline's ``StepAsker`` over one instance's record: a step done there is read
     back; any other is asked and its record written at once. ``failures``: (step, reason)
     of the steps that failed in this invocation."""
@@ -277,7 +293,9 @@ class InstanceSteps:
             answer = ask.answer(model, first_variant=first_variant)
         except (UnusableAnswer, ModelCallFailed) as exc:
             answer = exc.answer or Answer(next_variant=first_variant)
-            return self.failed(step, answer, failure_reason(exc), failed_attempts(answer, exc), model)
+            # The answers received, and the call that failed for good (a withheld one is an answer).
+            attempts = len(answer.raws) + (isinstance(exc, ModelCallFailed) and not isinstance(exc, AnswerWithheld))
+            return self.failed(step, answer, failure_reason(exc), attempts, model)
         self.write(step, {"status": "done", "model": model.name, "prompt_version": answer.sent["prompt_version"],
                           "output": answer.value, "raw": answer.raws, "error": None,
                           "attempts": answer.attempts, "usage": answer.usage}, answer)

@@ -20,7 +20,7 @@ from cupid import config
 from cupid.evaluation.console import print_summary, print_sweep_table
 from cupid.evaluation.run_spec import TASKS
 from cupid.utils.command_line import (Parser, generation_params, non_negative_int, positive_float, positive_int,
-                                      program_name)
+                                      print_error, program_name)
 from cupid.utils.errors import BadInput, CupidError, Interrupted
 from cupid.utils.executor import exit_now
 from cupid.utils.io import STORAGE_EXIT
@@ -139,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(model_listing())
         return 0
+    if args.download_only and (args.data or args.data_dir):
+        parser.error("--download_only loads the hub dataset; --data and --data_dir are local already")
     if args.download_only:
         return download_only(args)
     if args.json and not args.dry_run:
@@ -148,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runs = sweep_runs(args, parser)
     except ValueError as exc:
-        error(exc)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.dry_run:
         from cupid.evaluation import dry_run
@@ -184,14 +186,10 @@ def download_only(args: argparse.Namespace) -> int:
     """--download_only: store the hub split's copy for offline runs; no model is needed."""
     from cupid.evaluation.data import download_dataset
 
-    if args.data or args.data_dir:
-        error("--download_only loads the hub dataset; --data and --data_dir are local already")
-        return 2
     try:
         print(download_dataset(args.dataset, args.split, args.revision))
     except CupidError as exc:
-        error(f"bad data: {exc}" if isinstance(exc, BadInput) else exc)
-        return exc.exit_code
+        return print_error(exc, f"bad data: {exc}" if isinstance(exc, BadInput) else None)
     return 0
 
 
@@ -207,16 +205,9 @@ def run_one(arguments: dict) -> tuple[int, dict | None]:
         print(redact(exc.message), file=sys.stderr)
         return exit_now(exc.exit_code), exc.results
     except CupidError as exc:
-        error(exc)
-        return exit_now(exc.exit_code), None
+        return exit_now(print_error(exc)), None
     print_summary(run.results, run.run_dir / "results.json")
     return (1 if run.failed else 0), run.results
-
-
-def error(exc: BaseException | str) -> None:
-    """One ``error:`` line (and a line per note the error carries), every key redacted."""
-    lines = [f"error: {exc}", *getattr(exc, "__notes__", ())]
-    print(redact("\n".join(lines)), file=sys.stderr)
 
 
 def console() -> None:

@@ -30,7 +30,7 @@ STEP_FIELDS = ("status", "error", "model", "prompt_tokens", "completion_tokens",
 
 
 def sample_rows(results_dir: str | Path, *, data_paths: Iterable[str | Path] | None = None,
-                runs: list[Run] | None = None, notes: list[str] | None = None) -> list[dict]:
+                notes: list[str] | None = None) -> list[dict]:
     """One dict per (model, setting, scorer, instance) under ``results_dir`` (a results
     directory or one run directory). ``data_paths``: the instances' data, for the request,
     context factor and ground truth (default: each run.json's data source). ``notes``
@@ -38,7 +38,7 @@ def sample_rows(results_dir: str | Path, *, data_paths: Iterable[str | Path] | N
     from cupid.evaluation.report.instance_data import load_instance_data
 
     notes = [] if notes is None else notes
-    runs = load_runs(results_dir, notes) if runs is None else runs
+    runs = load_runs(results_dir, notes)
     instances, data_notes = load_instance_data(runs, Path(results_dir), data_paths)
     notes.extend(data_notes)
     rows = []

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cupid import config
 from cupid.utils.dataset import safe_name
+from cupid.utils.command_line import print_error
 from cupid.utils.errors import BadInput, CupidError, Interrupted
 from cupid.utils.io import atomic_write_json, read_json
 from cupid.utils.redact import redact
@@ -316,8 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{stop_cause(exc)}: rerun the same command to resume", file=sys.stderr)
         return stop_status(exc)
     except CupidError as exc:
-        print(redact("\n".join([f"error: {exc}", *getattr(exc, "__notes__", ())])), file=sys.stderr)
-        return exc.exit_code
+        return print_error(exc)
 
 
 def console() -> None:

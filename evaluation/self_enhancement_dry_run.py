@@ -45,14 +45,6 @@ def dry_run(plan, as_json: bool) -> int:
     from cupid.utils.forecast import RoleForecast, parse_limits, print_forecast, summary
 
     roles: dict[str, RoleForecast] = {}
-
-    def add(phase: str, parts: dict[str, RoleForecast]) -> None:
-        for role, part in parts.items():
-            key = f"{phase} {role}"
-            if key in roles and roles[key].model != part.model:
-                key = f"{key} ({part.model})"
-            roles.setdefault(key, RoleForecast(key, part.model, part.batchable)).merge(part)
-
     header = [f"dry run: no request sent, nothing written; {len(plan.personas)} personas, "
               f"{len(plan.models)} models, {len(plan.models) ** 2} evaluations, into {plan.out}"]
     stand_ins = 0
@@ -67,7 +59,7 @@ def dry_run(plan, as_json: bool) -> int:
                 directory.mkdir(parents=True)
                 plan.seed_personas(directory)
             cfg = synthesis_config(**plan.synthesis_arguments(spec, directory))
-            add("synthesis", synthesis_dry_run.forecast(cfg))
+            evaluation_dry_run.merge_roles(roles, synthesis_dry_run.forecast(cfg), "synthesis ")
             header.append(f"  data set by {plan.models[spec][0]}: synthesize {len(plan.personas)} personas into "
                           f"{plan.data_dir(spec)}")
         for dataset in plan.models:
@@ -81,7 +73,7 @@ def dry_run(plan, as_json: bool) -> int:
             for spec in plan.models:
                 arguments = plan.evaluation_arguments(spec, dataset, str(path))
                 forecast = evaluation_dry_run.forecast_run(RunSpec(**arguments))
-                add("evaluation", forecast.roles)
+                evaluation_dry_run.merge_roles(roles, forecast.roles, "evaluation ")
                 header.append(f"  evaluate {forecast.model} on the data set by {plan.models[dataset][0]}: "
                               f"{forecast.instances} instances"
                               + (f", {forecast.steps_done} steps already done" if forecast.steps_done else ""))

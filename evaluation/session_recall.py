@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from cupid.evaluation.metrics import mean
 from cupid.evaluation.settings import Context
 from cupid.utils.dataset import INSTANCE_TYPES
 
@@ -36,19 +37,14 @@ def instance_selection(record: dict) -> dict | None:
             "precision": kept / len(picked) if picked else None}
 
 
-def _mean(values: list) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
-
-
 def _block(selections: list[dict]) -> dict:
     return {"instances": len(selections),
-            "sessions_shown": _mean([s["n_shown"] for s in selections]),
-            "recall": _mean([s["recall"] for s in selections]),
+            "sessions_shown": mean([s["n_shown"] for s in selections]),
+            "recall": mean([s["recall"] for s in selections]),
             "n_recall": sum(s["recall"] is not None for s in selections),
-            "precision": _mean([s["precision"] for s in selections]),
+            "precision": mean([s["precision"] for s in selections]),
             "n_precision": sum(s["precision"] is not None for s in selections),
-            "history_tokens": _mean([s["tokens"] for s in selections])}
+            "history_tokens": mean([s["tokens"] for s in selections])}
 
 
 def session_selection(records: Iterable[dict]) -> dict | None:

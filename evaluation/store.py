@@ -140,7 +140,6 @@ class InstanceRecord:
 class Survey:
     """What a run directory holds for the instances of one invocation, before any work."""
     done: list[str] = field(default_factory=list)
-    todo: list[str] = field(default_factory=list)
     changed: list[tuple[str, Path]] = field(default_factory=list)  # id, file
     moved_aside: list[tuple[Path, Path, str]] = field(default_factory=list)  # file, to, why
     invalid: list[tuple[Path, list[str]]] = field(default_factory=list)  # file, its bad values
@@ -206,15 +205,9 @@ class RunStore:
                     raise RunConflictError(
                         f"{self.run_dir} holds results made with other settings or data ("
                         + "; ".join(conflicts) + "). Use another --results_dir, or move it away.")
-                merged = dict(existing)
-                merged["prompt_versions"] = {**existing.get("prompt_versions", {}),
-                                             **self.manifest.get("prompt_versions", {})}
-                merged["data"] = self.manifest.get("data") or existing.get("data")
-                merged["data_source"] = self.manifest.get("data_source", existing.get("data_source"))
-                if "model_spec" in self.manifest:
-                    merged["model_spec"] = self.manifest["model_spec"]
-                merged["updated"] = now()
-                self.manifest = merged
+                # This invocation's settings over the recorded ones; the prompt versions of both.
+                self.manifest = {**existing, **self.manifest, "updated": now(), "prompt_versions": {
+                    **existing.get("prompt_versions", {}), **self.manifest.get("prompt_versions", {})}}
             else:
                 self.manifest = {**self.manifest, "created": now()}
             atomic_write_json(self.run_dir / MANIFEST, self.manifest)
@@ -246,8 +239,11 @@ class RunStore:
             return None, None
         try:
             data = read_json(path)
-            if not isinstance(data, dict) or not isinstance(data.get("steps", {}), dict):
-                raise ValueError("not an instance record (expected a JSON object with steps)")
+            evaluations = data.get("evaluations", {}) if isinstance(data, dict) else None
+            if not isinstance(data, dict) or not isinstance(data.get("steps", {}), dict) \
+                    or not isinstance(evaluations, dict) or not all(
+                        isinstance(e, dict) and isinstance(e.get("steps", {}), dict) for e in evaluations.values()):
+                raise ValueError("not an instance record (expected a JSON object with steps and evaluations)")
         except OSError as exc:
             raise StorageError(path, "read", exc) from exc
         except (ValueError, UnicodeDecodeError) as exc:
@@ -267,7 +263,7 @@ class RunStore:
 
     def survey(self, instances: Iterable[Instance], is_finished: Callable[[dict], bool],
                problems: Callable[[dict], list[str]]) -> Survey:
-        """Sort the invocation's instances into done and to do; list the ones whose file was
+        """Find the invocation's instances done already; list the ones whose file was
         computed from other content, and those holding unusable values (``problems``); move
         unreadable files aside. Reads, writes nothing else."""
         survey = Survey()
@@ -277,7 +273,6 @@ class RunStore:
             if moved:
                 survey.moved_aside.append(moved)
             if data is None:
-                survey.todo.append(instance.instance_id)
                 continue
             recorded = data.get("fingerprint")
             if recorded is not None and recorded != instance.fingerprint():
@@ -288,8 +283,6 @@ class RunStore:
                     survey.invalid.append((path, bad))
                 if is_finished(data):
                     survey.done.append(instance.instance_id)
-                else:
-                    survey.todo.append(instance.instance_id)
         return survey
 
     def load(self, instance: Instance, setting: str, model_name: str) -> InstanceRecord:
@@ -324,13 +317,10 @@ class RunStore:
         }
         return InstanceRecord(path, data)
 
-    def instance_files(self) -> list[Path]:
-        return [p for p in sorted(self.run_dir.glob("*.json")) if is_instance_file(p)]
-
     def iter_records(self) -> Iterator[dict]:
         """Every readable instance file of the directory (another process's included); a file
         that cannot be read is logged and left for the run that owns it to move aside."""
-        for path in self.instance_files():
+        for path in filter(is_instance_file, sorted(self.run_dir.glob("*.json"))):
             try:
                 data = read_json(path)
             except (ValueError, UnicodeDecodeError, OSError) as exc:

@@ -67,7 +67,7 @@ def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
         logger.handlers[:] = handlers
         logger.setLevel(level)
     # Clients and limiters are keyed by base URL; the next test's server has another port.
-    from cupid.utils.models.adaptations import reset_adaptations
+    from cupid.utils.models.adaptations import ADAPTATIONS
     from cupid.utils.models.hosted import reset_clients
     from cupid.utils.models.pacing import reset_limiters
     from cupid.utils.models.retry import reset_cancel
@@ -75,7 +75,7 @@ def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
     reset_clients()
     reset_limiters()
     reset_cancel()  # a test that stopped a run in-process must not stop the next one
-    reset_adaptations()  # what a run learned about a model's parameters
+    ADAPTATIONS.reset()  # what a run learned about a model's parameters
 
 
 @pytest.fixture

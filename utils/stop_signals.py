@@ -11,6 +11,7 @@ import os
 import signal
 import threading
 
+
 def second_interrupt(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
     """A second signal while a run stops: end the process at once."""
     os.write(2, b"\nsignalled again: stopping at once\n")

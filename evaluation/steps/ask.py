@@ -46,8 +46,7 @@ class Ask:
         return ask_until_usable(
             model, system_prompt, [{"role": "user", "content": user_prompt}], self.parse,
             tries=config.MAX_PARSE_RETRIES + 1, invalid=(ParseError,), first_variant=first_variant,
-            record=self.record(system_prompt, user_prompt, getattr(model, "temperature", None),
-                               getattr(model, "max_tokens", None)),
+            record=self.record(system_prompt, user_prompt, model.temperature, model.max_tokens),
             json_schema=self.json_schema if model.supports_answer_grammar else None,
             answer_grammar=self.answer_grammar, **options)
 

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from cupid_responder import make_row, two_instance_plans
-from cupid.evaluation.data import load_instances
+from cupid.evaluation.data import InstanceSource, load_instances
 from cupid.evaluation.settings import SETTINGS
 from cupid.evaluation.steps.layouts import format_checklist, format_checklist_bullets, format_session_log
 from cupid.utils.dataset import DataValidationError, make_instance_id, safe_name
@@ -34,7 +34,7 @@ def test_jsonl_json_parquet_and_directories_load_the_same(rows, tmp_path):
         by_id = {i.instance_id: i for i in instances}
         assert by_id["p1__consistent"].current_checklist == tuple(rows[0]["current_checklist"])
         assert by_id["p1__consistent"].prior_interactions[1].dialogue[0].role == "user"
-    assert load_instances(data_path=tmp_path / "a.jsonl", limit=1)[0].instance_id == "p1__consistent"
+    assert next(iter(InstanceSource(data_path=tmp_path / "a.jsonl", limit=1))).instance_id == "p1__consistent"
 
 
 def test_the_three_instances_of_a_persona_do_not_collide(rows, tmp_path):

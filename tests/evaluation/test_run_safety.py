@@ -264,11 +264,13 @@ def test_ids_that_used_to_share_a_file_get_their_own(server, tmp_path, plans):
 
 
 # -- 6. broken files ------------------------------------------------------------------------------
-def test_truncated_instance_file_is_moved_aside_and_evaluated_again(server, data_file, tmp_path, capsys):
+@pytest.mark.parametrize("damage", [lambda text: text[:100],  # truncated
+                                    lambda text: json.dumps({**json.loads(text), "evaluations": []})])
+def test_truncated_instance_file_is_moved_aside_and_evaluated_again(server, data_file, tmp_path, capsys, damage):
     base = tmp_path / "res"
     assert run_module.main(cli(server, data_file, base, "--no_cache")) == 0
     path = base / "test-model" / "persona-a__consistent.json"
-    path.write_text(path.read_text()[:100])
+    path.write_text(damage(path.read_text()))
     calls = len(server.requests)
     capsys.readouterr()
     assert run_module.main(cli(server, data_file, base, "--no_cache")) == 0

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterator
 
 from cupid.utils.models.errors import RunCancelled
-from cupid.utils.models.retry import CANCEL
+from cupid.utils.models.retry import CANCEL, status_code
 
 log = logging.getLogger("cupid.models")
 
@@ -29,6 +29,21 @@ class Adaptation:
     parameter: str                 # the request field refused: "temperature", "max_tokens"
     renamed_to: str | None = None  # sent under this name instead; None: not sent at all
     error: str = ""                # the provider's words (error code or message)
+
+
+def refused_temperature(exc: BaseException, overrides: dict, message: str) -> Adaptation | None:
+    """The Adaptation a 400 saying the model does not take ``temperature`` (in ``message``:
+    Anthropic's and Google's wordings; a model that accepts only its default) calls for: the
+    temperature is then not sent. Not a temperature the user chose, and not a thinking
+    refusal: a thinking budget is the user's or the paper's choice."""
+    lowered = message.lower()
+    if status_code(exc) != 400 or "temperature" in overrides or "temperature" not in lowered \
+            or "thinking" in lowered:
+        return None
+    if any(word in lowered for word in ("not supported", "unsupported", "deprecated", "not allowed",
+                                        "cannot both be specified")):
+        return Adaptation("temperature", None, " ".join(message.split())[:160])
+    return None
 
 
 class AdaptationRegistry:
@@ -44,13 +59,13 @@ class AdaptationRegistry:
         with self._lock:
             return tuple(self._learned.get(key, ()))
 
-    def learn(self, key: tuple, adaptation: Adaptation) -> bool:
-        """Record an adaptation and print it; False (and nothing printed) when this
-        parameter was already adapted for the model (by another call, concurrently)."""
+    def learn(self, key: tuple, adaptation: Adaptation) -> None:
+        """Record an adaptation and print it, unless this parameter was already adapted for
+        the model (by another call, concurrently)."""
         with self._lock:
             known = self._learned.setdefault(key, [])
             if any(a.parameter == adaptation.parameter for a in known):
-                return False
+                return
             known.append(adaptation)
         done = (f"sent as {adaptation.renamed_to}" if adaptation.renamed_to
                 else "not sent (the model's default is used)")
@@ -58,7 +73,6 @@ class AdaptationRegistry:
                    f"({adaptation.error}); {adaptation.parameter} {done} for the rest of the run")
         log.warning("%s", message)
         print(message, file=sys.stderr, flush=True)
-        return True
 
     def snapshot(self) -> dict[str, list[dict]]:
         """{model name: [adaptation records]} for run.json."""
@@ -89,6 +103,7 @@ class AdaptationRegistry:
             gate.release()
 
     def reset(self) -> None:
+        """Forget what was learned (tests; a new run in the same process keeps it)."""
         with self._lock:
             self._learned.clear()
             self._gates.clear()
@@ -96,8 +111,3 @@ class AdaptationRegistry:
 
 
 ADAPTATIONS = AdaptationRegistry()
-
-
-def reset_adaptations() -> None:
-    """Forget what was learned (tests; a new run in the same process keeps it)."""
-    ADAPTATIONS.reset()

@@ -24,13 +24,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cupid.utils.models.adaptations import Adaptation
+from cupid.utils.models.adaptations import Adaptation, refused_temperature
 from cupid.utils.models.batch import BatchAdapter, BatchItemError, Unanswered
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.hosted import HostedModel, call_with_headers
 from cupid.utils.models.rate_limit_headers import header_family
 from cupid.utils.models.errors import ModelConfigurationError
-from cupid.utils.models.retry import status_code
 from cupid.utils.models.model import register_provider
 from cupid.utils.models.request import Completion, Request, Usage
 
@@ -55,6 +54,7 @@ RATE_LIMIT_HEADERS = header_family(
 FINISH_SIGNALS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop", "pause_turn": "stop",
                   "max_tokens": "length", "model_context_window_exceeded": "length",
                   "refusal": "refused"}
+
 
 def _claude(input_price: float, output_price: float, window: int) -> ModelFacts:
     """A Claude model's facts, its prompt cache priced from its input price: reads at 0.1x, writes
@@ -222,20 +222,10 @@ class AnthropicModel(HostedModel):
                 f"{self.name}: with thinking_budget the temperature can only be 1")
 
     def parameter_adaptation(self, exc: BaseException) -> Adaptation | None:
-        """A 400 saying the model does not take ``temperature`` (a model that accepts only
-        its default): the temperature is then not sent. Thinking refusals are not adapted:
-        a thinking budget is the user's or the paper's choice."""
-        if status_code(exc) != 400 or "temperature" in self.overrides:
-            return None
         body = getattr(exc, "body", None)
         error = body.get("error") if isinstance(body, dict) else None
-        message = (error.get("message") if isinstance(error, dict) else None) or str(exc)
-        lowered = message.lower()
-        if "temperature" in lowered and "thinking" not in lowered and any(
-                word in lowered for word in ("not supported", "unsupported", "deprecated",
-                                             "not allowed", "cannot both be specified")):
-            return Adaptation("temperature", None, " ".join(message.split())[:160])
-        return None
+        return refused_temperature(exc, self.overrides,
+                                   (error.get("message") if isinstance(error, dict) else None) or str(exc))
 
     def make_client(self, base_url: str | None, api_key: str) -> Any:
         import anthropic
@@ -273,13 +263,10 @@ class AnthropicModel(HostedModel):
 
     def complete(self, request: Request) -> Completion:
         response, headers = call_with_headers(self.client().messages, "create", **self.build_params(request))
-        completion = parse_message(response, self.name)
-        completion.headers = headers
-        return completion
+        return parse_message(response, headers)
 
 
-
-def parse_message(response: Any, model_name: str) -> Completion:
+def parse_message(response: Any, headers: Any = None) -> Completion:
     """Join the text blocks of a message (thinking blocks are dropped: the answer that is
     parsed never holds the thinking), with its stop_reason and, for a refusal, Anthropic's
     explanation (``stop_details``). One cut before any text (the thinking used the limit) is
@@ -302,9 +289,9 @@ def parse_message(response: Any, model_name: str) -> Completion:
                      getattr(usage, "output_tokens", 0) or 0, reasoning_tokens=thinking,
                      cached_prompt_tokens=read, cache_write_tokens=written)
                if usage is not None else None),
-        raw=response,
         finish=getattr(response, "stop_reason", None),
         refusal=getattr(details, "explanation", None) or getattr(details, "category", None),
+        headers=headers,
     )
 
 
@@ -320,8 +307,6 @@ ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "bill
 
 class AnthropicBatch(BatchAdapter):
     """Anthropic's Message Batches API (each item says whether the batch ended before it)."""
-
-    provider = "anthropic"
 
     def line(self, custom_id: str, request: Request) -> dict:
         params = self.model.build_params(request)
@@ -348,7 +333,7 @@ class AnthropicBatch(BatchAdapter):
             result = item.result
             if result.type == "succeeded":
                 try:
-                    out[item.custom_id] = parse_message(result.message, self.model.name)
+                    out[item.custom_id] = parse_message(result.message)
                 except Exception as exc:  # a malformed item fails alone
                     out[item.custom_id] = f"malformed batch answer: {exc}"
             elif result.type in ("canceled", "expired"):  # the batch ended before this item

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from cupid.utils.models.endings import FLAGGED, WITHHOLDING
 from cupid.utils.models.errors import AnswerWithheld, ModelCallFailed
 from cupid.utils.models.model import Model
+from cupid.utils.models.request import Completion
 from cupid.utils.models.usage import TOKEN_FIELDS
 
 
@@ -56,26 +57,22 @@ class Answer:
         return self.endings[-1] if self.value is not None and self.endings and \
             self.endings[-1] in FLAGGED else None
 
-    def add(self, completion: Any, text: str) -> None:
+    def add(self, completion: Completion, text: str) -> None:
         """Count one answer (``text``, as read; "" when withheld), its tokens and how it
         ended, and what the adapter says it sent."""
         self.raws.append(text)
-        self.endings.append(getattr(completion, "ending", "stop"))
-        parameters = getattr(completion, "parameters", None)
-        if parameters is not None:
-            self.sent["parameters"] = parameters
-        if getattr(completion, "adaptations", ()):
+        self.endings.append(completion.ending)
+        if completion.parameters is not None:
+            self.sent["parameters"] = completion.parameters
+        if completion.adaptations:
             self.sent["adapted"] = list(completion.adaptations)
-        usage = getattr(completion, "usage", None)
-        if usage is None:
-            return
-        for name in TOKEN_FIELDS:  # the parts (reasoning, cached) only when there are some
-            if getattr(usage, name, 0) or name in ("prompt_tokens", "completion_tokens"):
-                self.usage[name] = self.usage.get(name, 0) + getattr(usage, name, 0)
-        if getattr(usage, "batch", False):  # priced at the batch price in results.json
-            self.usage["batch_prompt_tokens"] = self.usage.get("batch_prompt_tokens", 0) + usage.prompt_tokens
-            self.usage["batch_completion_tokens"] = \
-                self.usage.get("batch_completion_tokens", 0) + usage.completion_tokens
+        usage = completion.usage
+        for name in TOKEN_FIELDS if usage is not None else ():  # the parts only when there are some
+            if getattr(usage, name) or name in ("prompt_tokens", "completion_tokens"):
+                self.usage[name] = self.usage.get(name, 0) + getattr(usage, name)
+        for name in ("prompt_tokens", "completion_tokens") if usage is not None and usage.batch else ():
+            # priced at the batch price in results.json
+            self.usage[f"batch_{name}"] = self.usage.get(f"batch_{name}", 0) + getattr(usage, name)
 
 
 class UnusableAnswer(Exception):
@@ -117,11 +114,11 @@ def ask_until_usable(model: Model, system_prompt: str, messages: list[dict],
         except AnswerWithheld as exc:  # billed, counted, and asked again at most once
             completion, withheld = exc.completion, exc
         except ModelCallFailed as exc:
-            answer.latency_s = round(answer.latency_s + time.perf_counter() - started, 4)
             answer.next_variant = variant
             exc.answer = answer
             raise
-        answer.latency_s = round(answer.latency_s + time.perf_counter() - started, 4)
+        finally:
+            answer.latency_s = round(answer.latency_s + time.perf_counter() - started, 4)
         text = "" if withheld else (completion.text.strip() if strip else completion.text)
         answer.add(completion, text)
         answer.next_variant = variant + 1
@@ -130,7 +127,7 @@ def ask_until_usable(model: Model, system_prompt: str, messages: list[dict],
                 answer.value = read(text)
                 return answer
             except invalid as exc:
-                last, last_cut = (text, str(exc)), getattr(completion, "ending", "stop") == "length"
+                last, last_cut = (text, str(exc)), completion.ending == "length"
         else:
             last, last_cut = (text, withheld.reason), False
         awkward = [e for e in answer.endings if e in WITHHOLDING]

@@ -1,5 +1,6 @@
 """Batch mode behind the seam: calls answered through the providers' batch APIs at the
-batch price (config.BATCH_DISCOUNT of the online price).
+batch price (config.BATCH_DISCOUNT of the online price). What a user sees (rounds, resume,
+what happens to a request that fails in its batch): docs/batch_and_costs.md.
 
 How it works with the pipeline, unchanged: a model whose ``batch_runner`` is a ``BatchRunner``
 does not send a request that misses the response cache; the seam hands it to the runner
@@ -7,31 +8,15 @@ does not send a request that misses the response cache; the seam hands it to the
 instance this way (a round), then ``run_round`` submits what was collected (one batch per
 endpoint and key, split at ``max_items``), waits, and puts each answer into the response
 cache. The next round replays those answers from the cache and collects the next step's
-calls: infer + generate, then decompose + judge, then both matches.
+calls. ``run_in_rounds`` is that driver for both pipelines; they say what a pass is
+(evaluation/pipeline.py ``run_batch_rounds``, synthesis/scheduler.py ``run_batched``).
 
-Every submitted batch id is written to the run directory's ``batches.json`` as soon as the
-provider accepts it. ``resume`` waits for and fetches the batches a killed run left, so a
-restarted run polls them instead of submitting their requests again. A batch is written
-fetched only once its answers are in the response cache on disk: when the cache could not
-write them (they live in this process's memory), batches.json keeps the batch unfetched, so
-a rerun after a stop fetches it again (free) rather than submit its requests again. An item that failed
-in its batch is asked online in the next round (the seam's bounded retries), and if that
-fails too the step is recorded failed like any other. An item refused because of a
-parameter the model does not take (``Model.parameter_adaptation``, the seam's rule online)
-is not: the adaptation is learned for the model (adaptations.py: printed once, recorded in
-run.json and in each step's ``sent``) and the item is submitted again in the next round
-with the adapted body, at the batch price. Refused again for a parameter it was already
-sent without, it is asked online.
-
-A provider's adapter lives beside it (``Model.batch_adapter``: OpenAI's format in
-openai_compatible.py, Together's, Anthropic's and the Gemini API's in their providers'
-files); models without one (Vertex AI, vLLM servers, the embedded model, a user's
-``__call__``) answer online.
-
-``run_in_rounds`` is batch mode's driver for both pipelines: a pass, then a round, until
-no call is pending. The pipelines say what a pass is (evaluation/pipeline.py
-``run_batch_rounds``: every unfinished instance; synthesis/scheduler.py ``run_batched``:
-the task graph over the files on disk).
+Every submitted batch is written to the run directory's ``batches.json`` as soon as the
+provider accepts it, and written fetched only once its answers are in the response cache
+on disk: when the cache could not write them (they live in this process's memory), a rerun
+fetches the batch again (free) rather than submit its requests again. An item refused a
+parameter the model does not take (``Model.parameter_adaptation``, the rule online) is
+learned (adaptations.py) and submitted again, adapted, in the next round.
 """
 from __future__ import annotations
 
@@ -87,11 +72,11 @@ class BatchAdapter:
     a BatchItemError or the reason it failed). A batch that ended in one of
     ``ended_early_states`` did not answer every item: the runner submits the rest again."""
 
-    provider = ""
     ended_early_states: tuple[str, ...] = ()
 
     def __init__(self, model: Any) -> None:
         self.model = model
+        self.provider = model.provider
 
     def ended_early(self, status: str) -> bool:
         return status in self.ended_early_states
@@ -104,14 +89,12 @@ class BatchRunner:
     """Collects deferred calls, submits them as batches, waits, and fills the cache."""
 
     def __init__(self, state_path: str | Path, *, poll_interval: float | None = None,
-                 max_items: int | None = None, out: TextIO | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 max_items: int | None = None, out: TextIO | None = None) -> None:
         self.state_path = Path(state_path)
         self.poll_interval = config.BATCH_POLL_INTERVAL if poll_interval is None else poll_interval
         self.max_items = max_items or config.BATCH_MAX_ITEMS
         self.max_bytes = config.BATCH_MAX_BYTES
         self.out = out or sys.stderr
-        self._sleep = sleep
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[Model, Request]] = {}
         self.closed = False
@@ -121,8 +104,8 @@ class BatchRunner:
         self._counts = {"batches_submitted": 0, "items_resubmitted": 0, "items_answered": 0,
                         "items_failed": 0, "items_adapted": 0, "batches_resumed": 0,
                         "batches_lost": 0}
-        self.state, self.warnings = read_state(self.state_path)
-        for warning in self.warnings:
+        self.state, warnings = read_state(self.state_path)
+        for warning in warnings:
             print(f"warning: {warning}", file=self.out, flush=True)
         # Keys whose batch item failed are asked online, also by a run started again after
         # a kill: batches.json keeps them. A key a batch left unanswered (the batch ended
@@ -214,11 +197,8 @@ class BatchRunner:
         return len(opened)
 
     def counts(self) -> dict:
-        """What this invocation did in batch mode: rounds, batches and requests submitted
-        (and of them submitted again after their batch left them unanswered), requests
-        answered and failed in their batch, requests refused a parameter in their batch (and
-        submitted again, adapted), batches resumed from an earlier invocation and batches
-        lost (unknown to the provider, or ended failed, cancelled or expired)."""
+        """What this invocation did in batch mode (run.json's ``batch``, as
+        docs/results_format.md describes it)."""
         return {"rounds": self.rounds, "items_submitted": self.submitted_items, **self._counts}
 
     def _wait_and_fetch(self, opened: list[tuple[dict, Model]]) -> None:
@@ -243,7 +223,7 @@ class BatchRunner:
                     still.append((entry, model))
             waiting = still
             if waiting:
-                self._sleep(self.poll_interval)
+                time.sleep(self.poll_interval)
 
     def _fetch(self, entry: dict, model: Model, adapter: Any, status: str = "") -> None:
         results = adapter.fetch(entry["batch_id"])
@@ -264,7 +244,7 @@ class BatchRunner:
                 # How it ended, by the rule online answers follow; a withheld one is cached
                 # as it is, and the seam raises it when the next pass replays it.
                 answer.ending = model.ending(answer)
-                model.usage.record_batch(answer.usage, ending=answer.ending)
+                model.usage.count(answer.usage, answer.ending, calls=1, batch_calls=1)
                 if model.cache is not None:
                     model.cache.put(key, answer)
                 self._counts["items_answered"] += 1
@@ -320,11 +300,7 @@ class BatchRunner:
     def _record(self, entry: dict) -> None:
         with self._lock:
             batches = self.state["batches"]
-            for i, existing in enumerate(batches):
-                if existing["batch_id"] == entry["batch_id"]:
-                    batches[i] = entry
-                    break
-            else:
+            if all(existing is not entry for existing in batches):  # an entry is updated in place
                 batches.append(entry)
             atomic_write_json(self.state_path, {**self.state, "batches": [
                 {**{k: e[k] for k in SUBMITTED_FIELDS if k in e}, "fetched": False}

@@ -46,9 +46,7 @@ def read_state(path: Path) -> tuple[dict, list[str]]:
             if not bad:
                 return state, []
             problem = "; ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
-    ids = sorted(set(re.findall(r'"batch_id"\s*:\s*"([^"\\]+)"', text)))
-    kept_ids = {e["batch_id"] for e in kept}
-    dropped = [i for i in ids if i not in kept_ids]
+    dropped = sorted(set(re.findall(r'"batch_id"\s*:\s*"([^"\\]+)"', text)) - {e["batch_id"] for e in kept})
     target = path.with_name(f"{path.name}.unreadable-{time.strftime('%Y%m%d-%H%M%S')}")
     os.replace(path, target)
     state = {"batches": kept}

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from cupid.utils.io import describe_os_error
-from cupid.utils.models.endings import ENDINGS
+from cupid.utils.models.endings import ENDINGS, signal_name
 from cupid.utils.models.request import Completion, Usage
 
 log = logging.getLogger("cupid.models")
@@ -64,7 +64,6 @@ class ResponseCache:
         # process could not write it.
         self._index: dict[str, tuple[Path, int, int] | Completion] = {}
         self._read_to: dict[Path, int] = {}  # how far each other file has been read
-        self.skipped_lines = 0
 
     # -- warnings --------------------------------------------------------------------------
     def _warn_once(self, kind: str, message: str) -> None:
@@ -105,7 +104,6 @@ class ResponseCache:
                 stop = data.index(b"\n", offset) + 1
                 key = self._key_of(data[offset:stop])
                 if key is None:
-                    self.skipped_lines += 1
                     self._warn_once(f"line:{path}", f"{path}: a line at byte {start + offset} is "
                                                     f"not a cache entry; skipped")
                 else:
@@ -115,21 +113,13 @@ class ResponseCache:
 
     @staticmethod
     def _key_of(line: bytes) -> str | None:
-        # put() writes the key first and keys are hex digests: read it without parsing the
-        # whole answer (a paper-scale cache is ~150 MB); the line is parsed on a hit.
-        if line.startswith(_KEY_PREFIX) and line.endswith(b"}\n"):
-            end = line.find(b'"', len(_KEY_PREFIX))
-            key = line[len(_KEY_PREFIX):end]
-            if end > 0 and key.isalnum():
-                return key.decode("ascii")
-        try:
-            entry = json.loads(line)
-        except ValueError:
+        # put() writes the key first (a hex digest, nothing to escape): read it without parsing
+        # the whole answer (a paper-scale cache is ~150 MB); the line is parsed, and checked, on a hit.
+        if not (line.startswith(_KEY_PREFIX) and line.endswith(b"}\n")):
             return None
-        if not (isinstance(entry, dict) and isinstance(entry.get("key"), str)
-                and isinstance(entry.get("text"), str)):
-            return None
-        return entry["key"]
+        end = line.find(b'"', len(_KEY_PREFIX))
+        key = line[len(_KEY_PREFIX):end]
+        return key.decode("utf-8", "replace") if end > 0 and b"\\" not in key else None
 
     def _load(self, key: str, where: tuple[Path, int, int]) -> Completion | None:
         path, offset, length = where
@@ -191,7 +181,7 @@ class ResponseCache:
             if usage and getattr(usage, name):  # written only when there are some
                 entry[name] = getattr(usage, name)
         if completion.ending != "stop":  # replayed as it ended (endings.py), in its words
-            entry.update(ending=completion.ending, finish=_plain(completion.finish),
+            entry.update(ending=completion.ending, finish=signal_name(completion.finish),
                          refusal=completion.refusal)
         line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
         with self._lock:
@@ -216,7 +206,7 @@ class ResponseCache:
                                              f"memory for this run only (what each answer produced "
                                              f"is still written to the run's own files)")
             self._index[key] = Completion(text=completion.text, usage=usage, ending=completion.ending,
-                                          finish=_plain(completion.finish), refusal=completion.refusal)
+                                          finish=signal_name(completion.finish), refusal=completion.refusal)
 
     def close(self) -> None:
         with self._lock:
@@ -227,8 +217,3 @@ class ResponseCache:
                     self._warn_once("write", f"{self._own}: closing the response cache failed "
                                              f"({describe_os_error(exc)})")
                 self._fd = None
-
-
-def _plain(finish: object) -> str | None:
-    """A provider's finish signal as text (an SDK's enum by its name)."""
-    return getattr(finish, "name", None) or (None if finish is None else str(finish))

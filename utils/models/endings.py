@@ -29,11 +29,15 @@ WITHHOLDING = ("filtered", "refused", "blocked", "empty")
 FLAGGED = ("filtered", "refused")
 
 
+def signal_name(finish: object) -> str | None:
+    """A provider's finish signal as text (an SDK's enum by its name)."""
+    return getattr(finish, "name", None) or (None if finish is None else str(finish))
+
+
 def ending_of(signals: Mapping[str, str], finish: object, text: str) -> str:
     """The outcome of an answer whose provider said ``finish`` (its table: ``signals``). A
     signal the table does not name ends it as ``stop``; ``stop`` with no text is ``empty``."""
-    name = getattr(finish, "name", None) or (None if finish is None else str(finish))
-    ending = signals.get(name, "stop") if name is not None else "stop"
+    ending = signals.get(signal_name(finish), "stop")
     if ending == "stop" and not text.strip():
         return "empty"
     return ending
@@ -45,7 +49,7 @@ def is_withheld(ending: str, text: str) -> bool:
 
 def describe(ending: str, finish: object, words: str | None) -> str:
     """A withheld answer's reason, in the provider's own words when it gave some."""
-    name = getattr(finish, "name", None) or finish  # an SDK's enum by its name
+    name = signal_name(finish)
     said = f" ({name})" if name is not None else ""
     what = {"filtered": f"the answer was filtered{said}", "refused": f"the model refused{said}",
             "blocked": f"the prompt was blocked{said}", "empty": f"the answer was empty{said}"}[ending]

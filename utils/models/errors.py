@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from cupid.utils.errors import SetupError
+from cupid.utils.models.endings import describe
 
 
 class ModelError(Exception):
@@ -43,13 +44,11 @@ class ModelCallFailed(ModelError):
 
     answer = None
 
-    def __init__(self, model: str, reason: str, attempts: int, last_error: BaseException | None):
+    def __init__(self, model: str, reason: str, attempts: int):
         after = f" (after {attempts} attempt{'s' * (attempts != 1)})" if attempts else ""
         super().__init__(f"{model}: {reason}{after}")
-        self.model = model
         self.reason = reason
         self.attempts = attempts
-        self.last_error = last_error
 
 
 class AnswerWithheld(ModelCallFailed):
@@ -58,10 +57,7 @@ class AnswerWithheld(ModelCallFailed):
     (its usage, ending and the provider's words); ``reason`` says it in those words."""
 
     def __init__(self, model: str, completion) -> None:
-        from cupid.utils.models.endings import describe
-
-        super().__init__(model, describe(completion.ending, completion.finish, completion.refusal),
-                         1, None)
+        super().__init__(model, describe(completion.ending, completion.finish, completion.refusal), 1)
         self.completion = completion
 
 
@@ -72,4 +68,4 @@ class ContextWindowExceeded(ModelCallFailed):
     def __init__(self, model: str, prompt_tokens: int, max_tokens: int, window: int):
         super().__init__(model, f"the request does not fit the context window: at least {prompt_tokens} "
                          f"prompt tokens + {max_tokens} max_tokens = {prompt_tokens + max_tokens} > "
-                         f"{window} tokens; not sent", 0, None)
+                         f"{window} tokens; not sent", 0)

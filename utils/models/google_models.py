@@ -27,8 +27,8 @@ from cupid.utils.models.model import (
     register_provider,
 )
 from cupid.utils.models.batch import BatchAdapter, BatchItemError
-from cupid.utils.models.hosted import CLIENTS, HostedModel, raise_if_unusable
-from cupid.utils.models.retry import status_code
+from cupid.utils.models.hosted import HostedModel, raise_if_unusable, shared_client
+from cupid.utils.models.adaptations import refused_temperature
 
 # How a Gemini answer ended (endings.py): ``finishReason`` as google-genai documents it
 # (types.FinishReason, google-genai 3.6: STOP "a natural stopping point", MAX_TOKENS
@@ -78,17 +78,11 @@ def build_request(request: Request, model: str) -> dict:
     """The keyword arguments of ``client.models.generate_content`` for one request."""
     contents = [{"role": "model" if m["role"] == "assistant" else "user",
                  "parts": [{"text": m["content"]}]} for m in request.messages]
-    generation: dict[str, Any] = {}
-    if request.system_prompt:
-        generation["system_instruction"] = request.system_prompt
-    if request.temperature is not None:
-        generation["temperature"] = request.temperature
-    if request.max_tokens is not None:
-        generation["max_output_tokens"] = request.max_tokens
-    if request.seed is not None:
-        generation["seed"] = request.seed
-    if request.thinking_budget is not None:
-        generation["thinking_config"] = {"thinking_budget": request.thinking_budget}
+    budget = request.thinking_budget
+    generation = {name: value for name, value in (
+        ("system_instruction", request.system_prompt or None), ("temperature", request.temperature),
+        ("max_output_tokens", request.max_tokens), ("seed", request.seed),
+        ("thinking_config", None if budget is None else {"thinking_budget": budget})) if value is not None}
     if request.timeout is not None:
         # HttpOptions.timeout is in milliseconds; this one attempt, no SDK retries.
         generation["http_options"] = {"timeout": int(request.timeout * 1000),
@@ -96,32 +90,23 @@ def build_request(request: Request, model: str) -> dict:
     return {"model": model, "contents": contents, "config": generation}
 
 
-def _get(obj: Any, name: str) -> Any:
-    """Attribute of an SDK object or key of its dict form (tests build either)."""
-    if isinstance(obj, dict):
-        return obj.get(name)
-    return getattr(obj, name, None)
-
-
 def parse_response(response: Any, model: str = "gemini") -> Completion:
     """Text (thought parts dropped), usage and finish signal of a GenerateContentResponse. A
     prompt blocked before any candidate (``prompt_feedback.block_reason``) is an answer with
     no text whose signal is "promptFeedback.blockReason", its prompt tokens counted."""
-    candidates = _get(response, "candidates") or []
-    feedback = _get(response, "prompt_feedback")
-    block_reason = _get(feedback, "block_reason") if feedback is not None else None
-    if not candidates and not block_reason:
+    feedback = response.prompt_feedback
+    block_reason = feedback.block_reason if feedback is not None else None
+    if not response.candidates and not block_reason:
         raise TransientModelError(f"{model}: malformed response without candidates")
-    candidate = candidates[0] if candidates else None
-    parts = _get(_get(candidate, "content"), "parts") or []
-    texts = [_get(part, "text") for part in parts
-             if isinstance(_get(part, "text"), str) and not _get(part, "thought")]
+    candidate = response.candidates[0] if response.candidates else None
+    parts = (candidate.content.parts if candidate is not None and candidate.content else None) or []
+    texts = [part.text for part in parts if isinstance(part.text, str) and not part.thought]
     # MAX_TOKENS: the answer hit max_output_tokens, which thinking tokens count against as
     # observed in github.com/googleapis/python-genai/issues/2062 (which says Google's thinking
     # guide states otherwise) and github.com/stanford-crfm/helm/pull/3804: a thinking model may
     # end with a cut answer, or with no text at all.
-    finish = _get(candidate, "finish_reason") if candidate is not None else "promptFeedback.blockReason"
-    usage = _get(response, "usage_metadata")
+    finish = candidate.finish_reason if candidate is not None else "promptFeedback.blockReason"
+    usage = response.usage_metadata
     if usage is not None:
         # Thinking tokens are billed as output (https://ai.google.dev/gemini-api/docs/pricing:
         # output prices "per 1M tokens (including thinking tokens)", as transcribed in
@@ -130,17 +115,14 @@ def parse_response(response: Any, model: str = "gemini") -> Completion:
         # tokens read from a cache (cached_content_token_count) are part of prompt_token_count,
         # billed at the cached price (discuss.ai.google.dev/t/question-about-gemini-api-caching-
         # pricing/107349 reads a response's usage so).
-        thoughts = _get(usage, "thoughts_token_count") or 0
-        completion_tokens = (_get(usage, "candidates_token_count") or 0) + thoughts
-        usage = Usage(_get(usage, "prompt_token_count") or 0, completion_tokens,
-                      reasoning_tokens=thoughts,
-                      cached_prompt_tokens=_get(usage, "cached_content_token_count") or 0)
+        thoughts = usage.thoughts_token_count or 0
+        usage = Usage(usage.prompt_token_count or 0, (usage.candidates_token_count or 0) + thoughts,
+                      reasoning_tokens=thoughts, cached_prompt_tokens=usage.cached_content_token_count or 0)
     words = None
-    if block_reason and not candidates:
+    if block_reason and candidate is None:
         name = getattr(block_reason, "name", block_reason)
-        words = f"{name}: {_get(feedback, 'block_reason_message')}" \
-            if _get(feedback, "block_reason_message") else str(name)
-    return Completion(text="".join(texts), usage=usage, raw=response, finish=finish, refusal=words)
+        words = f"{name}: {feedback.block_reason_message}" if feedback.block_reason_message else str(name)
+    return Completion(text="".join(texts), usage=usage, finish=finish, refusal=words)
 
 
 def map_error(exc: BaseException, model: str = "gemini") -> BaseException:
@@ -276,28 +258,19 @@ class GoogleModel(HostedModel):
             raise_if_unusable(self.name, exc, where, self.api_key_env, credential="the credentials")
 
     def client(self) -> Any:
+        if not self.uses_vertex():
+            return super().client()
+        return shared_client((type(self).__qualname__, self.endpoint()), lambda: self.make_client(None, None))
+
+    def make_client(self, base_url: str | None, api_key: str | None) -> Any:
+        from google import genai
+        from google.genai import types
+
+        options = types.HttpOptions(base_url=base_url, retry_options=types.HttpRetryOptions(attempts=1))
         if self.uses_vertex():
-            key: tuple = (type(self).__qualname__, "vertex", self.resolved_project(),
-                          self.resolved_location())
-        else:
-            api_key = self.resolved_api_key()
-            if not api_key:
-                self.check()
-            key = (type(self).__qualname__, "gemini", self.resolved_base_url(), api_key)
-
-        def make() -> Any:
-            from google import genai
-            from google.genai import types
-
-            options = types.HttpOptions(retry_options=types.HttpRetryOptions(attempts=1))
-            if key[1] == "vertex":
-                return genai.Client(vertexai=True, project=key[2], location=key[3],
-                                    http_options=options)
-            if key[2]:
-                options.base_url = key[2]
-            return genai.Client(api_key=key[3], http_options=options)
-
-        return CLIENTS.get(key, make)
+            return genai.Client(vertexai=True, project=self.resolved_project(),
+                                location=self.resolved_location(), http_options=options)
+        return genai.Client(api_key=api_key, http_options=options)
 
     def validate_overrides(self, overrides: dict) -> None:
         super().validate_overrides(overrides)
@@ -335,24 +308,11 @@ class GoogleModel(HostedModel):
         return min(tokens, request.max_tokens) if request.max_tokens else tokens, basis
 
     def parameter_adaptation(self, exc: BaseException):
-        """A 400 INVALID_ARGUMENT saying the model does not take ``temperature``: the
-        temperature is then not sent (thinking refusals are the user's to fix)."""
-        from cupid.utils.models.adaptations import Adaptation
-
-        if status_code(exc) != 400 or "temperature" in self.overrides:
-            return None
-        message = str(getattr(exc, "message", "") or exc)
-        lowered = message.lower()
-        if "temperature" in lowered and "thinking" not in lowered and any(
-                word in lowered for word in ("not supported", "unsupported", "not allowed")):
-            return Adaptation("temperature", None, " ".join(message.split())[:160])
-        return None
+        return refused_temperature(exc, self.overrides, str(getattr(exc, "message", "") or exc))
 
     def wire_parameters(self, request: Request) -> dict | None:
-        config = dict(self.build_request(request)["config"])
-        config.pop("system_instruction", None)
-        config.pop("http_options", None)
-        return config
+        return {k: v for k, v in self.build_request(request)["config"].items()
+                if k not in ("system_instruction", "http_options")}
 
     def build_request(self, request: Request) -> dict:
         built = build_request(request, self.name)
@@ -387,7 +347,6 @@ GRPC_HTTP_STATUS = {3: 400, 9: 400, 11: 400, 16: 401, 7: 403, 5: 404, 6: 409, 10
 class GeminiBatch(BatchAdapter):
     """Gemini batch mode with inline requests (``client.batches``), each keyed by metadata."""
 
-    provider = "google"
     ended_early_states = ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED")
 
     def line(self, custom_id: str, request: Request) -> dict:
@@ -396,8 +355,7 @@ class GeminiBatch(BatchAdapter):
         return {"contents": params["contents"], "config": config, "metadata": {"key": custom_id}}
 
     def submit(self, lines: list[dict]) -> str:
-        job = self.model.client().batches.create(model=self.model.name, src=lines)
-        return job.name
+        return self.model.client().batches.create(model=self.model.name, src=lines).name
 
     def poll(self, batch_id: str) -> tuple[bool, str, int, int]:
         job = self.model.client().batches.get(name=batch_id)

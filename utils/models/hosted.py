@@ -22,36 +22,26 @@ from cupid.utils.models.retry import status_code
 from cupid.utils.redact import redact, register_secret
 
 
-class ClientCache:
-    """SDK clients made lazily, once per key, safe to share between threads."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._clients: dict[Hashable, Any] = {}
-
-    def get(self, key: Hashable, factory: Callable[[], Any]) -> Any:
-        with self._lock:
-            if key not in self._clients:
-                self._clients[key] = factory()
-            return self._clients[key]
-
-    def clear(self) -> None:
-        """Close and forget every client (tests call this between servers)."""
-        with self._lock:
-            clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            if callable(getattr(client, "close", None)):
-                client.close()
-
-    def __len__(self) -> int:
-        return len(self._clients)
+CLIENTS: dict[Hashable, Any] = {}
+_clients_lock = threading.Lock()
 
 
-CLIENTS = ClientCache()
+def shared_client(key: Hashable, factory: Callable[[], Any]) -> Any:
+    """The SDK client for ``key``, made by ``factory`` on first use and shared by every thread."""
+    with _clients_lock:
+        if key not in CLIENTS:
+            CLIENTS[key] = factory()
+        return CLIENTS[key]
 
 
 def reset_clients() -> None:
-    CLIENTS.clear()
+    """Close and forget every client (tests call this between servers)."""
+    with _clients_lock:
+        clients = list(CLIENTS.values())
+        CLIENTS.clear()
+    for client in clients:
+        if callable(getattr(client, "close", None)):
+            client.close()
 
 
 def split_credentials(url: str | None) -> tuple[str | None, dict[str, str]]:
@@ -62,12 +52,9 @@ def split_credentials(url: str | None) -> tuple[str | None, dict[str, str]]:
     then on. A URL without them: (url, {}).
 
     That header cannot carry an API key as well (``Bearer KEY``): the URL's credentials win,
-    as they do when httpx (the openai SDK) or requests are given such a URL. A proxy that
-    checks them in front of a server that wants a key (vLLM's ``--api-key``) sends the
-    ``Bearer`` on itself (nginx: ``proxy_set_header Authorization "Bearer KEY"``)."""
-    if not url or "@" not in url:
-        return url, {}
-    split = urlsplit(url)
+    as they do when httpx (the openai SDK) or requests are given such a URL
+    (docs/servers.md, "A server behind basic auth")."""
+    split = urlsplit(url or "")
     if split.username is None:
         return url, {}
     user, password = unquote(split.username), unquote(split.password or "")
@@ -173,5 +160,5 @@ class HostedModel(Model):
         base_url, api_key = self.resolved_base_url(), self.resolved_api_key()
         if not api_key:
             self.check()
-        return CLIENTS.get((type(self).__qualname__, base_url, api_key),
-                           lambda: self.make_client(base_url, api_key))
+        return shared_client((type(self).__qualname__, base_url, api_key),
+                             lambda: self.make_client(base_url, api_key))

@@ -17,8 +17,7 @@ from cupid.utils.models.registry import _PROVIDERS, discover_models
 def _provider_label(cls: type[Model]) -> str:
     """What the provider is, and the environment variables it reads."""
     label = getattr(cls, "provider_label", "") or _description(cls)
-    url_env, key_env = getattr(cls, "url_env", ""), getattr(cls, "api_key_env", "") or \
-        getattr(cls, "key_env", "")
+    url_env, key_env = getattr(cls, "url_env", ""), getattr(cls, "api_key_env", "")
     where = [f"server NAME@URL or {url_env}"] if url_env else []
     if key_env:
         where.append(f"key {key_env}" + (" if it asks for one" if url_env else ""))

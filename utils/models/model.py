@@ -85,7 +85,7 @@ class Model:
     def __init__(self, name: str | None = None, *, temperature: float | None = 0.0,
                  max_tokens: int | None = None, timeout: float | None = None,
                  max_retries: int | None = None, cache: ResponseCache | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], Any] | None = None) -> None:
         self.name = name or self.model_name or type(self).__name__
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -93,7 +93,7 @@ class Model:
         self.max_retries = config.MAX_RETRIES if max_retries is None else max_retries
         self.cache = cache
         self.usage = UsageTracker()
-        self._sleep = sleep
+        self._sleep = sleep or CANCEL.wait  # a stopping run wakes from a backoff at once
 
     @property
     def label(self) -> str:
@@ -238,7 +238,7 @@ class Model:
             request.system_prompt + "".join(m["content"] for m in request.messages))
         max_tokens = request.max_tokens or 0
         if prompt_tokens + max_tokens > window:
-            self.usage.record_failure()
+            self.usage.count(failed_calls=1)
             error = ContextWindowExceeded(self.name, prompt_tokens, max_tokens, window)
             log.warning("%s", error)
             raise error
@@ -279,14 +279,12 @@ class Model:
             variant=variant,
             **settings,
         )
-        key = (request.cache_key(self.name, self.provider, self.endpoint())
-               if self.cache is not None else None)
-        if key is not None:
-            cached = self.cache.get(key)
-            if cached is not None:
-                if not (cached.usage is not None and cached.usage.batch and self.batch_runner):
-                    self.usage.record_cache_hit()  # a batch answer was counted when fetched
-                return self._delivered(cached, request)
+        key = request.cache_key(self.name, self.provider, self.endpoint()) if self.cache is not None else None
+        cached = self.cache.get(key) if key is not None else None
+        if cached is not None:
+            if not (cached.usage is not None and cached.usage.batch and self.batch_runner):
+                self.usage.count(cache_hits=1)  # a batch answer was counted when fetched
+            return self._delivered(cached, request)
         self._check_context_window(request)
         if self.batch_runner is not None:
             self.batch_runner.defer(self, request, key)  # raises BatchDeferred, or goes on
@@ -324,7 +322,7 @@ class Model:
             attempts += 1
             ticket = (limiter.acquire(prompt_chars, request.max_tokens, waited_pause=waited_pause)
                       if limiter is not None else None)
-            self.usage.record_attempt(retry=attempt > 0)
+            self.usage.count(attempts=1, retries=int(attempt > 0))
             started = time.perf_counter()
             try:
                 completion = self.complete(request)
@@ -340,7 +338,7 @@ class Model:
                 if not isinstance(exc, Exception):
                     raise  # KeyboardInterrupt, SystemExit: the ticket is released, go
                 if status == 429:
-                    self.usage.record_rate_limited()
+                    self.usage.count(rate_limited=1)
                 last_error = exc
                 if isinstance(exc, AuthenticationFailed):
                     raise
@@ -360,10 +358,7 @@ class Model:
                          time.perf_counter() - started, reason, delay)
                 # After a 429 the limiter holds every other caller on the endpoint until the
                 # retry-after; this one waits it out here (at least as long) and skips that hold.
-                if self._sleep is time.sleep:
-                    CANCEL.wait(delay)  # a stopping run wakes at once
-                else:
-                    self._sleep(delay)
+                self._sleep(delay)
                 waited_pause = ticket is not None and ticket.rate_limited
                 attempt += 1
                 continue
@@ -371,15 +366,15 @@ class Model:
                 ticket.settle(completion.usage, completion.headers)
             latency = time.perf_counter() - started
             completion.ending = self.ending(completion)
-            self.usage.record_success(completion.usage, latency, ending=completion.ending)
+            self.usage.count(completion.usage, completion.ending, latency, calls=1)
             if attempts > 1:
                 log.info("%s: answered on attempt %d in %.2fs", self.name, attempts, latency)
             completion.text = redact(completion.text)
             return completion
-        self.usage.record_failure()
+        self.usage.count(failed_calls=1)
         log.warning("%s: call failed after %d attempt%s: %s", self.name, attempts,
                     "s" * (attempts != 1), reason)
-        raise ModelCallFailed(self.name, reason, attempts, last_error) from last_error
+        raise ModelCallFailed(self.name, reason, attempts) from last_error
 
 
 def register_model(cls: type[Model]) -> type[Model]:

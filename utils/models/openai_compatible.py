@@ -1,22 +1,13 @@
 """The base of every model spoken to through the ``openai`` SDK's chat completions: OpenAI
 (openai_models.py), Together's chat (together_models.py) and OpenAI-compatible servers such
-as vLLM and llama.cpp's (vllm_models.py) are small subclasses of ``OpenAICompatibleModel``.
-
-The base sends the request's system prompt and conversation, temperature, token limit, seed
-and timeout; a subclass says how its provider differs through hooks: ``default_base_url``,
-``token_field``, ``takes_temperature``, ``options`` (more body fields), ``make_client`` and
-``batch_adapter``; the seam's own hooks (``name_guess``, ``parameter_adaptation``, ...) are
-``Model``'s. OpenAI's batch format (``ChatCompletionsBatch``) is here too: Together's
-batch API takes the same lines.
-
-Nothing here runs at import: the SDK is imported, keys are read and clients are made on the
-first call. One client is shared by every thread per (adapter class, base URL, API key); the
-SDK's own retries are off (``max_retries=0``) because the seam in model.py retries.
+as vLLM and llama.cpp's (vllm_models.py) are small subclasses of ``OpenAICompatibleModel``,
+which say through its hooks how their provider differs. OpenAI's batch format
+(``ChatCompletionsBatch``) is here too: Together's batch API takes the same lines.
 """
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any
 
 from cupid.utils.models.adaptations import Adaptation
 from cupid.utils.models.batch import BatchAdapter, BatchItemError, Unanswered
@@ -48,7 +39,7 @@ FINISH_SIGNALS = {"stop": "stop", "eos": "stop", "tool_calls": "stop", "function
                   "length": "length", "content_filter": "filtered", "message.refusal": "refused"}
 
 
-def parse_chat_completion(response: Any, model_name: str) -> Completion:
+def parse_chat_completion(response: Any, model_name: str, headers: Any = None) -> Completion:
     """Text, usage and finish signal of an OpenAI-style chat completion (content null, as
     with a refusal or a filtered answer, is no text); one without choices is transient."""
     choices = getattr(response, "choices", None)
@@ -70,9 +61,9 @@ def parse_chat_completion(response: Any, model_name: str) -> Completion:
         usage=(Usage(getattr(usage, "prompt_tokens", None) or 0, getattr(usage, "completion_tokens", None) or 0,
                      reasoning_tokens=reasoning_tokens, cached_prompt_tokens=cached_tokens)
                if usage is not None else None),
-        raw=response,
         finish="message.refusal" if refusal else getattr(choices[0], "finish_reason", None),
         refusal=refusal or None,
+        headers=headers,
     )
 
 
@@ -156,9 +147,7 @@ class OpenAICompatibleModel(HostedModel):
     def complete(self, request: Request) -> Completion:
         response, headers = call_with_headers(self.client().chat.completions, "create",
                                               **self.build_params(request))
-        completion = parse_chat_completion(response, self.name)
-        completion.headers = headers
-        return completion
+        return parse_chat_completion(response, self.name, headers)
 
 
 # ---------------------------------------------------------------------------------------
@@ -169,14 +158,13 @@ class OpenAICompatibleModel(HostedModel):
 UNRUN_CODES = ("batch_expired", "batch_cancelled")
 
 
-def chat_batch_answers(lines: list[str], model_name: str,
-                       describe_error: Callable[[dict], Any]) -> dict[str, Completion | str | BatchItemError]:
+def chat_batch_answers(lines: list[str], model_name: str) -> dict[str, Completion | str | BatchItemError]:
     """The answers of an OpenAI-format batch output or error file (OpenAI's, Together's):
-    custom id -> its Completion, or why it failed (``describe_error`` picks what the
-    provider's error says). An item answered with an HTTP error (the line's ``response``
-    holds its status and the body an online request gets, ``error`` is for failures without
-    one: https://platform.openai.com/docs/api-reference/batch/request-output) is a
-    BatchItemError whose body is the ``error`` object, as the openai SDK gives it online."""
+    custom id -> its Completion, or why it failed (the error's message). An item answered with
+    an HTTP error (the line's ``response`` holds its status and the body an online request gets,
+    ``error`` is for failures without one: https://platform.openai.com/docs/api-reference/batch/
+    request-output) is a BatchItemError whose body is the ``error`` object, as the openai SDK
+    gives it online."""
     from openai.types.chat import ChatCompletion
 
     out: dict[str, Completion | str | BatchItemError] = {}
@@ -195,7 +183,7 @@ def chat_batch_answers(lines: list[str], model_name: str,
         else:
             error = item.get("error") or body.get("error") or {}
             status = response.get("status_code")
-            reason = f"HTTP {status}: {describe_error(error)}"
+            reason = f"HTTP {status}: {error.get('message', error) if isinstance(error, dict) else error}"
             code = error.get("code") if isinstance(error, dict) else None
             if code in UNRUN_CODES:
                 out[item["custom_id"]] = Unanswered(reason)
@@ -210,7 +198,6 @@ class ChatCompletionsBatch(BatchAdapter):
     """OpenAI's Batch API: a JSONL file of chat-completion requests (Together's batch API
     takes the same lines and writes the same output files)."""
 
-    provider = "openai"
     endpoint = "/v1/chat/completions"
     ended_early_states = ("failed", "expired", "cancelled")
 
@@ -242,5 +229,5 @@ class ChatCompletionsBatch(BatchAdapter):
         for file_id in (batch.output_file_id, batch.error_file_id):
             if file_id:
                 out.update(chat_batch_answers(client.files.content(file_id).text.splitlines(),
-                                              self.model.name, lambda e: e.get("message", e)))
+                                              self.model.name))
         return out

@@ -217,17 +217,14 @@ class RateLimiter:
             info = stated.get(kind)
             if info is None or user_value:
                 continue
-            bucket = self._tokens if kind == "tokens" else self._requests
+            bucket = getattr(self, f"_{kind}")  # self._tokens, self._requests
             measured = info.measured_rate()
             if bucket is None:
                 # First statement: start from what the provider says is left; the limit is
                 # per minute (as documented) unless the reset time says otherwise.
                 bucket = _Bucket(info.limit, measured or info.limit / 60.0, level=info.remaining)
                 bucket.stamp = now
-                if kind == "tokens":
-                    self._tokens = bucket
-                else:
-                    self._requests = bucket
+                setattr(self, f"_{kind}", bucket)
             else:
                 bucket.capacity = info.limit
                 if measured is not None:  # smoothed: one header's rounding moves it little
@@ -278,11 +275,14 @@ def reset_limiters() -> None:
         _USER_LIMITS.clear()
 
 
+_LIMIT_FIELDS = {"tpm": "tokens_per_minute", "rpm": "requests_per_minute", "in_flight": "max_in_flight"}
+
+
 def parse_rate_limit(spec: str) -> tuple[str, UserLimits]:
     """``[MODEL=]tpm=N,rpm=N,in_flight=N`` -> (model name or "*", limits)."""
     target, fields = "*", spec
     head, sep, tail = spec.partition("=")
-    if sep and head not in ("tpm", "rpm", "in_flight") and "," not in head:
+    if sep and head not in _LIMIT_FIELDS and "," not in head:
         target, fields = head, tail
     limits = UserLimits()
     for part in filter(None, (p.strip() for p in fields.split(","))):
@@ -291,13 +291,8 @@ def parse_rate_limit(spec: str) -> tuple[str, UserLimits]:
             number = float(value)
         except ValueError:
             number = -1.0
-        if not eq or number <= 0 or name not in ("tpm", "rpm", "in_flight"):
+        if not eq or number <= 0 or name not in _LIMIT_FIELDS:
             raise ValueError(f"--rate_limit {spec!r}: expected [MODEL=]tpm=N,rpm=N,in_flight=N "
                              f"with positive numbers, got {part!r}")
-        if name == "tpm":
-            limits.tokens_per_minute = number
-        elif name == "rpm":
-            limits.requests_per_minute = number
-        else:
-            limits.max_in_flight = int(number)
+        setattr(limits, _LIMIT_FIELDS[name], int(number) if name == "in_flight" else number)
     return target, limits

@@ -29,7 +29,7 @@ class Usage:
 class Completion:
     text: str
     usage: Usage | None = None
-    raw: Any = None
+    raw: Any = None  # the SDK's own response, for a user's adapter to keep beside the text
     # The answer's HTTP headers, when the adapter has them: the limiter reads the
     # provider's rate-limit statement from them.
     headers: Any = None
@@ -43,11 +43,6 @@ class Completion:
     # adaptations to the model's refusals that were applied (adaptations.py).
     parameters: dict | None = None
     adaptations: tuple = ()
-
-    @property
-    def truncated(self) -> bool:
-        """Cut at the token limit: it may be cut short."""
-        return self.ending == "length"
 
 
 @dataclass(frozen=True)
@@ -79,11 +74,8 @@ class Request:
         """The conversation as one user prompt, for models that take a single turn."""
         if len(self.messages) == 1:
             return self.messages[0]["content"]
-        lines = []
-        for message in self.messages:
-            speaker = "User" if message["role"] == "user" else "AI Assistant"
-            lines.append(f"{speaker}: {message['content']}")
-        return "\n\n".join(lines)
+        return "\n\n".join(f"{'User' if m['role'] == 'user' else 'AI Assistant'}: {m['content']}"
+                           for m in self.messages)
 
     def cache_key(self, model_name: str, provider: str = "custom",
                   endpoint: str | None = None) -> str:

@@ -26,8 +26,9 @@ def reset_cancel() -> None:
     CANCEL.clear()
 
 
-_RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
-_PERMANENT_STATUS = {400, 401, 402, 403, 404, 405, 413, 422}
+# The client errors a retry may fix (a timeout, a conflict, too early, too many requests); every
+# other 4xx is permanent, every 5xx is retried.
+_RETRYABLE_CLIENT_ERRORS = {408, 409, 425, 429}
 
 
 def status_code(exc: BaseException) -> int | None:
@@ -73,9 +74,9 @@ def classify_error(exc: BaseException) -> tuple[bool, float | None, str]:
         # The same request can never fit: fail the step now, with the server's numbers.
         return False, None, f"the request does not fit the model's context (HTTP {status}): {too_long}"
     if status is not None:
-        if status in _RETRYABLE_STATUS or status >= 500:
+        if status in _RETRYABLE_CLIENT_ERRORS or status >= 500:
             return True, retry_after_of(exc), f"HTTP {status}: {exc}"
-        if status in _PERMANENT_STATUS or 400 <= status < 500:
+        if status >= 400:
             return False, None, f"HTTP {status}: {exc}"
     name = type(exc).__name__.lower()
     if isinstance(exc, (TimeoutError, ConnectionError)) or "timeout" in name or "connection" in name:
@@ -115,13 +116,11 @@ def context_length_message(exc: BaseException) -> str | None:
         return None
     body = getattr(exc, "body", None)
     error = body.get("error", body) if isinstance(body, dict) else None
-    message = error.get("message") if isinstance(error, dict) else None
-    code = error.get("code") if isinstance(error, dict) else None
-    text = " ".join(str(part) for part in (message, code, error.get("type") if isinstance(error, dict) else None)
-                    if part) or str(exc)
+    error = error if isinstance(error, dict) else {}
+    text = " ".join(str(error[part]) for part in ("message", "code", "type") if error.get(part)) or str(exc)
     if not _CONTEXT_LENGTH.search(text):
         return None
-    return redact(str(message or exc))
+    return redact(str(error.get("message") or exc))
 
 
 def backoff_delay(attempt: int, retry_after: float | None) -> float:

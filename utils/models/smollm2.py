@@ -132,9 +132,7 @@ def find_gguf() -> Path:
         raise ModelConfigurationError(
             f"smollm2-135m: the package that ships the model file ({GGUF_PACKAGE}) is not "
             f"installed; {INSTALL_HINT}")
-    folders = list(spec.submodule_search_locations or [])
-    if not folders and spec.origin:
-        folders = [str(Path(spec.origin).parent)]
+    folders = list(spec.submodule_search_locations or [])  # a package: its folder
     candidates = sorted(p for folder in folders for p in Path(folder).glob("*.gguf"))
     if not candidates:
         raise ModelConfigurationError(
@@ -332,6 +330,5 @@ class SmolLM2(Model):
             text=text,
             usage=Usage(prompt_tokens=int(usage.get("prompt_tokens", 0)),
                         completion_tokens=int(usage.get("completion_tokens", 0))),
-            raw=response,
-            finish=response["choices"][0].get("finish_reason"),
+                finish=response["choices"][0].get("finish_reason"),
         )

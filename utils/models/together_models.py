@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cupid.utils.models.catalog import ModelFacts, dated_table
-from cupid.utils.models.hosted import CLIENTS
+from cupid.utils.models.hosted import shared_client
 from cupid.utils.models.model import Completion, Request, register_provider
 from cupid.utils.models.openai_compatible import (ChatCompletionsBatch, OpenAICompatibleModel, chat_batch_answers,
                                                   refused_parameter)
@@ -70,9 +70,7 @@ class TogetherModel(OpenAICompatibleModel):
         return 1 if "/" in name else 0
 
     def make_client(self, base_url: str | None, api_key: str) -> Any:
-        import openai
-
-        return openai.OpenAI(api_key=api_key, base_url=f"{api_root(base_url)}/v1", max_retries=0)
+        return super().make_client(f"{api_root(base_url)}/v1", api_key)
 
     def endpoint(self) -> str | None:
         """Together's host with or without ``/v1`` is one server."""
@@ -89,7 +87,7 @@ class TogetherModel(OpenAICompatibleModel):
 
             return together.Together(api_key=api_key, max_retries=0,
                                      base_url=together_sdk_base_url(root, together.__version__))
-        return CLIENTS.get(("together-sdk", root, api_key), make)
+        return shared_client(("together-sdk", root, api_key), make)
 
     def parameter_adaptation(self, exc: BaseException):
         # Together's API mirrors OpenAI's: a refused parameter is read with OpenAI's rule, online
@@ -118,7 +116,6 @@ class TogetherBatch(ChatCompletionsBatch):
     """Together's batch API: OpenAI's JSONL lines and output files, its own upload (a
     presigned PUT) and job objects."""
 
-    provider = "together"
     ended_early_states = ("FAILED", "EXPIRED", "CANCELLED")
 
     def line(self, custom_id: str, request: Request) -> dict:
@@ -150,6 +147,5 @@ class TogetherBatch(ChatCompletionsBatch):
         for file_id in (job.output_file_id, job.error_file_id):
             if file_id:
                 out.update(chat_batch_answers(
-                    client.files.content(file_id).read().decode("utf-8").splitlines(),
-                    self.model.name, lambda e: e))
+                    client.files.content(file_id).read().decode("utf-8").splitlines(), self.model.name))
         return out

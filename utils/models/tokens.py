@@ -20,13 +20,9 @@ MAX_CHARS_PER_TOKEN = 8.0
 
 def estimate_tokens(text: str | None) -> int:
     """A typical token count for ``text`` (about four characters a token)."""
-    if not text:
-        return 0
-    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
+    return math.ceil(len(text or "") / CHARS_PER_TOKEN)
 
 
 def lower_bound_tokens(text: str | None) -> int:
     """A count that ``text`` is all but certain to reach under any current tokenizer."""
-    if not text:
-        return 0
-    return max(1, math.floor(len(text) / MAX_CHARS_PER_TOKEN))
+    return max(1, math.floor(len(text) / MAX_CHARS_PER_TOKEN)) if text else 0

@@ -29,8 +29,10 @@ class UsageTracker:
         self._endings = dict.fromkeys(ENDINGS, 0)  # how the answers ended (endings.py)
         self._latencies: list[float] = []
 
-    def _count(self, usage: Usage | None = None, ending: str | None = None, latency: float | None = None,
-               **counters: int) -> None:
+    def count(self, usage: Usage | None = None, ending: str | None = None, latency: float | None = None,
+              **counters: int) -> None:
+        """Add ``counters`` (of COUNTERS), and of an answer its tokens (those of a batch's
+        answer, ``usage.batch``, priced as a batch's too), how it ended and its latency."""
         with self._lock:
             for name, amount in counters.items():
                 self._counts[name] += amount
@@ -38,29 +40,10 @@ class UsageTracker:
                 self._endings[ending] = self._endings.get(ending, 0) + 1
             for name in TOKEN_FIELDS if usage is not None else ():
                 self._counts[name] += getattr(usage, name)
+            for name in ("prompt_tokens", "completion_tokens") if usage is not None and usage.batch else ():
+                self._counts[f"batch_{name}"] += getattr(usage, name)
             if latency is not None:
                 self._latencies.append(latency)
-
-    def record_attempt(self, retry: bool) -> None:
-        self._count(attempts=1, retries=int(retry))
-
-    def record_success(self, usage: Usage | None, latency: float, ending: str = "stop") -> None:
-        self._count(usage, ending, latency, calls=1)
-
-    def record_batch(self, usage: Usage | None, ending: str = "stop") -> None:
-        """A call answered in a batch (batch.py): counted as a call, priced as a batch one."""
-        self._count(usage, ending, calls=1, batch_calls=1,
-                    batch_prompt_tokens=usage.prompt_tokens if usage else 0,
-                    batch_completion_tokens=usage.completion_tokens if usage else 0)
-
-    def record_failure(self) -> None:
-        self._count(failed_calls=1)
-
-    def record_rate_limited(self) -> None:
-        self._count(rate_limited=1)
-
-    def record_cache_hit(self) -> None:
-        self._count(cache_hits=1)
 
     def snapshot(self, model_name: str | None = None) -> dict:
         with self._lock:
@@ -74,30 +57,24 @@ class UsageTracker:
 
 def cost_of(model_name: str | None, usage: dict) -> float | None:
     """``estimate_cost`` of a usage record (a step's ``usage``, a tracker's snapshot)."""
-    return estimate_cost(model_name, usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0,
-                         usage.get("batch_prompt_tokens") or 0, usage.get("batch_completion_tokens") or 0,
-                         cached_prompt_tokens=usage.get("cached_prompt_tokens") or 0,
-                         cache_write_tokens=usage.get("cache_write_tokens") or 0)
+    return estimate_cost(model_name, *(usage.get(name) or 0 for name in (
+        "prompt_tokens", "completion_tokens", "batch_prompt_tokens", "batch_completion_tokens",
+        "cached_prompt_tokens", "cache_write_tokens")))
 
 
-def estimate_cost(model_name: str | None, prompt_tokens: int, completion_tokens: int,
-                  batch_prompt_tokens: int = 0, batch_completion_tokens: int = 0, *,
-                  cached_prompt_tokens: int = 0, cache_write_tokens: int = 0) -> float | None:
-    """USD at the catalog's prices (catalog.py; reasoning tokens are in the completion
-    tokens, priced as output); the batch_* tokens (included in the totals) are priced at
-    config.BATCH_DISCOUNT of the online price; the cached and cache-write tokens (included in
-    the prompt tokens) at the model's cached-input and cache-write prices where known."""
-    return cost_at(price_of(model_name), prompt_tokens, completion_tokens, batch_prompt_tokens,
-                   batch_completion_tokens, cached_prompt_tokens=cached_prompt_tokens,
-                   cache_write_tokens=cache_write_tokens)
+def estimate_cost(model_name: str | None, *tokens: int, **cached_tokens: int) -> float | None:
+    """``cost_at`` the model's price in the catalog (catalog.py ``price_of``)."""
+    return cost_at(price_of(model_name), *tokens, **cached_tokens)
 
 
 def cost_at(price: tuple | None, prompt_tokens: int, completion_tokens: int,
-            batch_prompt_tokens: int = 0, batch_completion_tokens: int = 0, *,
+            batch_prompt_tokens: int = 0, batch_completion_tokens: int = 0,
             cached_prompt_tokens: int = 0, cache_write_tokens: int = 0) -> float | None:
-    """``estimate_cost`` at a price already looked up (``price_of``): a report prices
-    tens of thousands of steps of a handful of models. The cache's discount and surcharge
-    are taken at the online rate."""
+    """USD at ``price`` (``price_of``: a report looks it up once for tens of thousands of
+    steps); reasoning tokens are in the completion tokens, priced as output. The batch_*
+    tokens (included in the totals) are priced at config.BATCH_DISCOUNT of the online price;
+    the cached and cache-write tokens (included in the prompt tokens) at the model's
+    cached-input and cache-write prices where known, taken at the online rate."""
     if price is None:
         return None
     online = (prompt_tokens - batch_prompt_tokens) * price[0] + \

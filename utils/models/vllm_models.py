@@ -61,7 +61,7 @@ class VLLMModel(OpenAICompatibleModel):
     provider_label = "a model on an OpenAI-compatible server (vLLM, llama.cpp's, a proxy)"
     supports_json_schema = True
     url_env = "CUPID_LOCAL_SERVER_URL"
-    key_env = "CUPID_LOCAL_SERVER_API_KEY"
+    api_key_env = "CUPID_LOCAL_SERVER_API_KEY"
     check_timeout = 5.0
     # The context the server states (check() reads it): prompt + max_tokens must fit.
     max_model_len: int | None = None
@@ -119,7 +119,7 @@ class VLLMModel(OpenAICompatibleModel):
             log.warning("%s: the server URL's user and password go as HTTP basic auth in the "
                         "Authorization header, so the API key (%s) is not sent; a proxy that "
                         "checks them in front of a server that wants the key sends it on "
-                        "itself", self.name, self.key_env)
+                        "itself", self.name, self.api_key_env)
         lengths = [self._check_server(base_url) for base_url in self.base_urls()]
         stated = [n for n in lengths if n is not None]
         self.max_model_len = min(stated) if stated else None
@@ -147,14 +147,10 @@ class VLLMModel(OpenAICompatibleModel):
             with urllib.request.urlopen(http_request, timeout=self.check_timeout) as response:
                 body = response.read()
         except urllib.error.HTTPError as exc:
-            if exc.code in (401, 403) and basic_auth:
-                raise ModelConfigurationError(
-                    f"{self.name}: the server at {url} refused the user and password in its URL "
-                    f"(HTTP basic auth, HTTP {exc.code})") from exc
             if exc.code in (401, 403):
-                raise ModelConfigurationError(
-                    f"{self.name}: the server at {url} refused the API key (HTTP {exc.code}); "
-                    f"set {self.key_env}") from exc
+                refused = (f"the user and password in its URL (HTTP basic auth, HTTP {exc.code})" if basic_auth
+                           else f"the API key (HTTP {exc.code}); set {self.api_key_env}")
+                raise ModelConfigurationError(f"{self.name}: the server at {url} refused {refused}") from exc
             raise ModelConfigurationError(
                 f"{self.name}: {url} answered HTTP {exc.code}; is this an OpenAI-compatible "
                 f"server? {hint}") from exc

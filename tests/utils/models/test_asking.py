@@ -2,12 +2,11 @@
 and what a failure carries."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from cupid.utils.models.asking import UnusableAnswer, ask_until_usable
 from cupid.utils.models.errors import ModelCallFailed
+from cupid.utils.models.request import Completion, Usage
 
 
 class Recorder:
@@ -22,7 +21,7 @@ class Recorder:
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return SimpleNamespace(text=answer, usage=SimpleNamespace(prompt_tokens=3, completion_tokens=2))
+        return Completion(text=answer, usage=Usage(prompt_tokens=3, completion_tokens=2))
 
 
 def number(text: str) -> int:
@@ -68,7 +67,7 @@ def test_failure_carries_every_answer_and_where_to_continue():
 
 
 def test_a_failed_call_stops_at_once_and_is_named():
-    error = ModelCallFailed("m", "HTTP 500", 3, None)
+    error = ModelCallFailed("m", "HTTP 500", 3)
     model = Recorder(["a", error, "5"])
     with pytest.raises(ModelCallFailed) as caught:
         ask_until_usable(model, "sys", [{"role": "user", "content": "q"}], number, tries=3)

@@ -15,7 +15,7 @@ from counts_check import assert_counts_agree
 from fake_llm_server import FakeResponse, _google_refusal, _openai_refusal
 from tests.evaluation.test_run import assert_expected
 from tests.utils.models.test_model_families import cupid_env, read_run, run_cli  # noqa: F401
-from cupid.utils.models.adaptations import ADAPTATIONS, reset_adaptations
+from cupid.utils.models.adaptations import ADAPTATIONS
 from cupid.utils.models.batch import BatchDeferred, BatchRunner
 from cupid.utils.models.cache import ResponseCache
 from cupid.utils.models.registry import resolve_model
@@ -46,7 +46,7 @@ def test_refused_parameters_are_sent_adapted_in_the_next_batch_round(cupid_env, 
     capsys.readouterr()
     online_results, _, _ = read_run(tmp_path / "online", MODEL)
     n_online, n_refused_online = len(cupid_env.requests), len(cupid_env.refused)
-    reset_adaptations()  # the batch run learns on its own, as a new process would
+    ADAPTATIONS.reset()  # the batch run learns on its own, as a new process would
 
     assert run_cli(cupid_env, tmp_path / "batch", *args, "--batch") == 0
     captured = capsys.readouterr()

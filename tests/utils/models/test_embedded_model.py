@@ -84,7 +84,7 @@ def test_check_names_the_install_command_when_llama_cpp_is_missing(monkeypatch):
     with pytest.raises(ModelCallFailed) as failed:
         model.generate("", [{"role": "user", "content": "hi"}])
     assert failed.value.attempts == 1
-    assert isinstance(failed.value.last_error, ModelConfigurationError)
+    assert isinstance(failed.value.__cause__, ModelConfigurationError)
 
 
 # --- with the real model -------------------------------------------------------------------
@@ -251,7 +251,7 @@ def test_prompt_longer_than_the_context_fails_at_once_with_a_clear_reason():
         model.generate("", [{"role": "user", "content": long_prompt}], max_tokens=8)
     failed = info.value
     assert failed.attempts == 1 and not sleeps  # permanent: no retry, no backoff
-    assert isinstance(failed.last_error, PermanentModelError)
+    assert isinstance(failed.__cause__, PermanentModelError)
     assert f"context holds {smollm2.N_CTX}" in failed.reason
     assert "the prompt is" in failed.reason
     # The model is still usable afterwards.

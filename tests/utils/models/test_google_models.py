@@ -65,7 +65,7 @@ def test_parse_response_from_sdk_objects():
     completion = parse_response(response, "gemini-2.5-flash")
     assert completion.text == "Hello world"
     assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (11, 7)
-    assert completion.usage.reasoning_tokens == 5 and not completion.truncated
+    assert completion.usage.reasoning_tokens == 5 and completion.ending != "length"
 
 
 def test_parse_response_failures():
@@ -81,11 +81,13 @@ def test_parse_response_failures():
         ("blocked", "SAFETY: unsafe prompt", 6357)
     with pytest.raises(TransientModelError, match="without candidates"):
         parse_response(types.GenerateContentResponse())
-    no_text = parse_response({"candidates": [{"content": {"parts": []}, "finish_reason": "STOP"}]})
+    no_text = parse_response(types.GenerateContentResponse.model_validate(
+        {"candidates": [{"content": {"parts": []}, "finish_reason": "STOP"}]}))
     assert model.ending(no_text) == "empty"
     # Cut at the limit before any text (the thinking used max_output_tokens): the same
     # request would be cut again, so it is an empty answer that ended "length", not a retry.
-    cut = parse_response({"candidates": [{"content": {"parts": []}, "finish_reason": "MAX_TOKENS"}]})
+    cut = parse_response(types.GenerateContentResponse.model_validate(
+        {"candidates": [{"content": {"parts": []}, "finish_reason": "MAX_TOKENS"}]}))
     assert cut.text == "" and model.ending(cut) == "length"
 
 

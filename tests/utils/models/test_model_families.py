@@ -180,7 +180,7 @@ def test_openai_answer_cut_by_reasoning_is_truncated(fake_llm_env):
     fake_llm_env.responder = lambda req: "a long answer of seven words here"
     model = resolve_model("gpt-5-nano", role="evaluated", max_tokens=103)
     completion = model.generate("", user("q"))
-    assert completion.truncated and completion.text == "a long answer"
+    assert completion.ending == "length" and completion.text == "a long answer"
     assert completion.usage.completion_tokens == 103 and completion.usage.reasoning_tokens == 100
     assert model.usage.snapshot(model.name)["endings"]["length"] == 1
 
@@ -260,7 +260,7 @@ def test_claude_4_with_thinking(fake_llm_env):
     fake_llm_env.anthropic_thinking = " ".join(["t"] * 2099)
     cut = small.generate("", user("q"))
     assert fake_llm_env.requests[-1]["body"]["max_tokens"] == 2100
-    assert cut.truncated and cut.text == "the"
+    assert cut.ending == "length" and cut.text == "the"
 
 
 def test_claude_thinking_budget_is_validated(fake_llm_env):
@@ -294,7 +294,7 @@ def test_gemini_thoughts_are_output_tokens(fake_llm_env):
     fake_llm_env.responder = lambda req: "three word answer"
     model = resolve_model("gemini-2.5-flash", role="evaluated")
     completion = model.generate("", user("q"))
-    assert completion.text == "three word answer" and not completion.truncated
+    assert completion.text == "three word answer" and completion.ending != "length"
     assert (completion.usage.completion_tokens, completion.usage.reasoning_tokens) == (123, 120)
     with pytest.raises(ModelConfigurationError, match="thinking cannot be turned off"):
         resolve_model("gemini-2.5-pro", overrides={"thinking_budget": 0})
@@ -305,7 +305,7 @@ def test_gemini_thoughts_are_output_tokens(fake_llm_env):
     from fake_llm_server import gemini_thinking_budget
 
     assert gemini_thinking_budget(fake_llm_env.requests[-1]["body"]) == 8190
-    assert cut.truncated and cut.text == "three word"
+    assert cut.ending == "length" and cut.text == "three word"
     assert fake_llm_env.refused == []
 
 
@@ -406,13 +406,13 @@ def test_cache_keeps_truncation_and_reasoning_tokens(tmp_path):
     cache.close()
     other = ResponseCache(tmp_path / "cache")  # another process reads the first one's file
     cut, plain = other.get("k1"), other.get("k2")
-    assert cut.truncated and cut.usage.reasoning_tokens == 47 and cut.usage.completion_tokens == 50
-    assert not plain.truncated and plain.usage.reasoning_tokens == 0
+    assert cut.ending == "length" and cut.usage.reasoning_tokens == 47 and cut.usage.completion_tokens == 50
+    assert plain.ending != "length" and plain.usage.reasoning_tokens == 0
     # A line written before truncation was recorded reads as a whole answer.
     (tmp_path / "cache" / "old-1-20260101T000000-000000.jsonl").write_text(json.dumps(
         {"key": "k3", "text": "old", "prompt_tokens": 3, "completion_tokens": 2, "batch": False}) + "\n")
     old = other.get("k3")
-    assert old.text == "old" and not old.truncated and old.usage.reasoning_tokens == 0
+    assert old.text == "old" and old.ending != "length" and old.usage.reasoning_tokens == 0
     other.close()
 
 

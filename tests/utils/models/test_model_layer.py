@@ -222,7 +222,7 @@ def test_timeouts_give_up(fake_llm_env: FakeLLMServer):
         model.chat("", user("q"))
     assert time.monotonic() - started < 5  # the hung server did not stall the call
     assert info.value.attempts == 3
-    assert isinstance(info.value.last_error, openai.APITimeoutError)
+    assert isinstance(info.value.__cause__, openai.APITimeoutError)
 
 
 def test_slow_answer_within_timeout_is_not_retried(fake_llm_env: FakeLLMServer):
@@ -240,7 +240,7 @@ def test_connection_refused_is_retried_then_fails(monkeypatch):
     with pytest.raises(ModelCallFailed) as info:
         model.chat("", user("q"))
     assert info.value.attempts == 3
-    assert "Connection" in type(info.value.last_error).__name__
+    assert "Connection" in type(info.value.__cause__).__name__
 
 
 @pytest.mark.parametrize("malformed", [
@@ -475,7 +475,7 @@ def test_anthropic_timeout_gives_up(fake_llm_env: FakeLLMServer):
     with pytest.raises(ModelCallFailed) as info:
         model.chat("", user("q"))
     assert info.value.attempts == 2
-    assert isinstance(info.value.last_error, anthropic.APITimeoutError)
+    assert isinstance(info.value.__cause__, anthropic.APITimeoutError)
 
 
 def test_anthropic_many_threads(fake_llm_env: FakeLLMServer):

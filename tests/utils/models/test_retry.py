@@ -320,20 +320,15 @@ def test_usage_tracker_counts_and_prices_by_hand(monkeypatch):
         "cache_write_tokens": 0, "endings": dict.fromkeys(ENDINGS, 0),
         "latency_total_s": 0, "latency_median_s": None,
         "estimated_cost_usd": 0.0}
-    tracker.record_attempt(retry=False)
-    tracker.record_attempt(retry=True)
-    tracker.record_success(Usage(600_000, 100_000), latency=1.23456)
-    tracker.record_success(None, latency=0.10004, ending="refused")
-    tracker.record_success(Usage(0, 0), latency=2.0, ending="length")
-    tracker.record_batch(Usage(300_000, 60_000))
-    tracker.record_batch(Usage(100_000, 40_000))
-    tracker.record_batch(None)
-    tracker.record_failure()
-    tracker.record_failure()
-    tracker.record_rate_limited()
-    tracker.record_rate_limited()
-    tracker.record_cache_hit()
-    tracker.record_cache_hit()
+    tracker.count(attempts=1, retries=0)
+    tracker.count(attempts=1, retries=1)
+    tracker.count(Usage(600_000, 100_000), "stop", 1.23456, calls=1)
+    tracker.count(None, "refused", 0.10004, calls=1)
+    tracker.count(Usage(0, 0), "length", 2.0, calls=1)
+    tracker.count(Usage(300_000, 60_000, batch=True), "stop", calls=1, batch_calls=1)
+    tracker.count(Usage(100_000, 40_000, batch=True), "stop", calls=1, batch_calls=1)
+    tracker.count(None, "stop", calls=1, batch_calls=1)
+    tracker.count(failed_calls=2, rate_limited=2, cache_hits=2)
     snap = tracker.snapshot("model-a")
     assert snap == {
         "calls": 6, "failed_calls": 2, "attempts": 2, "retries": 1, "cache_hits": 2,
