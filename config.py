@@ -11,14 +11,10 @@ SAMPLE_DATA_DIR = ROOT / "data" / "sample"
 PUBLISHED_DIR = ROOT / "data" / "published"
 
 
-def _env_float(name: str, default: float) -> float:
+def _env(name: str, default: float) -> float:
+    """The environment's value of ``name`` read as ``default``'s type (int or float)."""
     value = os.environ.get(name)
-    return float(value) if value not in (None, "") else default
-
-
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    return int(value) if value not in (None, "") else default
+    return type(default)(value) if value not in (None, "") else default
 
 
 # --- Data -------------------------------------------------------------------------------
@@ -38,15 +34,15 @@ LOCAL_SERVER_API_KEY = os.environ.get("CUPID_LOCAL_SERVER_API_KEY", "EMPTY")
 
 # --- The seam: retries and timeouts -----------------------------------------------------
 # A hung request must not stall a run for the SDKs' 600 s default.
-REQUEST_TIMEOUT = _env_float("CUPID_REQUEST_TIMEOUT", 120.0)
-MAX_RETRIES = _env_int("CUPID_MAX_RETRIES", 6)
-RETRY_BASE_DELAY = _env_float("CUPID_RETRY_BASE_DELAY", 1.0)
-RETRY_MAX_DELAY = _env_float("CUPID_RETRY_MAX_DELAY", 60.0)
+REQUEST_TIMEOUT = _env("CUPID_REQUEST_TIMEOUT", 120.0)
+MAX_RETRIES = _env("CUPID_MAX_RETRIES", 6)
+RETRY_BASE_DELAY = _env("CUPID_RETRY_BASE_DELAY", 1.0)
+RETRY_MAX_DELAY = _env("CUPID_RETRY_MAX_DELAY", 60.0)
 # How long a run waits, after its own work, for instances another process is evaluating in
 # the same run directory, before it reports them as in progress elsewhere.
-LOCK_WAIT_S = _env_float("CUPID_LOCK_WAIT", 120.0)
+LOCK_WAIT_S = _env("CUPID_LOCK_WAIT", 120.0)
 # How many times a step re-asks when the answer cannot be parsed.
-MAX_PARSE_RETRIES = _env_int("CUPID_MAX_PARSE_RETRIES", 2)
+MAX_PARSE_RETRIES = _env("CUPID_MAX_PARSE_RETRIES", 2)
 
 # --- Generation parameters per role ------------------------------------------------------
 # Adapters translate these to what each API accepts (o-series models take no temperature,
@@ -66,8 +62,6 @@ ROLE_PARAMS: dict[str, dict] = {
                   "system_role": "developer", "max_tokens_field": "max_completion_tokens"},
     "matcher": {"temperature": 0, "max_tokens": 8192},            # PrefMatcher-7B (vLLM)
     "synthesizer": {"temperature": 0.7, "max_tokens": 8192},      # App. B.1-B.3
-    "user_simulator": {"temperature": 0.3, "max_tokens": 2048},   # App. B.4
-    "assistant_simulator": {"temperature": 0.7, "max_tokens": 1024},  # App. B.4
 }
 # The decomposer's own limit (synthesis/modules/preference_decomposer.py in the release),
 # asked by the decompose step whatever model runs it.
@@ -75,10 +69,10 @@ DECOMPOSER_MAX_TOKENS = 4096
 
 # --- Batch mode (--batch) --------------------------------------------------------------
 # Batch APIs (OpenAI, Anthropic) bill half the online price.
-BATCH_DISCOUNT = _env_float("CUPID_BATCH_DISCOUNT", 0.5)
-BATCH_POLL_INTERVAL = _env_float("CUPID_BATCH_POLL_INTERVAL", 30.0)
-BATCH_MAX_ITEMS = _env_int("CUPID_BATCH_MAX_ITEMS", 10000)  # below every provider's limit
-BATCH_MAX_BYTES = _env_int("CUPID_BATCH_MAX_BYTES", 150_000_000)  # OpenAI: 200 MB a file
+BATCH_DISCOUNT = _env("CUPID_BATCH_DISCOUNT", 0.5)
+BATCH_POLL_INTERVAL = _env("CUPID_BATCH_POLL_INTERVAL", 30.0)
+BATCH_MAX_ITEMS = _env("CUPID_BATCH_MAX_ITEMS", 10000)  # below every provider's limit
+BATCH_MAX_BYTES = _env("CUPID_BATCH_MAX_BYTES", 150_000_000)  # OpenAI: 200 MB a file
 
 # --- Cost estimate and context windows: each provider's dated table in utils/models/
 # (catalog.price_of and catalog.context_window_of look a name up). ---

@@ -6,17 +6,17 @@
     len(out.instances), out.output_dir
 
 ``cupid-synth`` (synthesis/run.py) parses its flags into these arguments and calls this
-function; its exit statuses are the exceptions' ``exit_code``s (utils/errors.py). The
-logging it sets up for the run is taken down afterwards.
+function; its exit statuses are the exceptions' ``exit_code``s (utils/errors.py).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from cupid import config
 from cupid.synthesis.personas import BATCH_SIZE, SEED
@@ -73,21 +73,20 @@ def synthesize(*, output_dir: str | Path = "synthetic_data", model: str | None =
 
     cfg = synthesis_config(**settings)
     limits = parse_limits(rate_limit)
-    out, saved = Path(cfg.output_dir), LoggingState()
+    out, started = Path(cfg.output_dir), False
     try:
-        try:
-            setup_logging(log_file)
+        with run_logging(log_file):
             set_user_limits(limits)
             check_writable(out)  # before any model is made or called
-        except StorageError as exc:
+            started = True
+            clean_orphan_tmp(out)  # left by a writer killed mid-write
+            with SignalGuard():  # SIGTERM and SIGHUP stop the run as Ctrl-C does
+                summary = run_synthesis(cfg)
+    except StorageError as exc:
+        if not started:
             exc.add_note(f"safe: nothing was run and nothing in {out} was changed; choose a log file and "
                          f"an --output_dir where you can write and rerun.")
-            raise
-        clean_orphan_tmp(out)  # left by a writer killed mid-write
-        with SignalGuard():  # SIGTERM and SIGHUP stop the run as Ctrl-C does
-            summary = run_synthesis(cfg)
-    except StorageError as exc:
-        if not getattr(exc, "__notes__", None):
+        elif not getattr(exc, "__notes__", None):
             exc.add_note(f"safe: every file written before it in {out} is whole (each is written at once or "
                          f"not at all)" + (f", the submitted batches are listed in {out / 'batches.json'}"
                                            if batch else "")
@@ -100,8 +99,6 @@ def synthesize(*, output_dir: str | Path = "synthetic_data", model: str | None =
                              if getattr(exc, "summary_written", False) else "")
                           + (f"; the submitted batches are listed in {out / 'batches.json'}" if batch else "")
                           + "; rerun the same command to resume.", stop_status(exc)) from None
-    finally:
-        saved.restore()
     instances = [json.loads(path.read_text(encoding="utf-8")) for path in sorted((out / "instances").glob("*.json"))]
     return SynthesisResult(instances=instances, output_dir=out, summary=summary,
                            failures=list(summary.get("failures", [])))
@@ -138,44 +135,38 @@ def synthesis_config(*, output_dir, model, user_model, assistant_model, decompos
     return cfg
 
 
-def setup_logging(log_file: str | None) -> None:
-    """Our messages at INFO on stderr (and in ``log_file``), libraries' at WARNING; no key
-    reaches either. Raises StorageError when the log file cannot be opened."""
+@contextlib.contextmanager
+def run_logging(log_file: str | None) -> Iterator[None]:
+    """For the duration of a run, our messages at INFO on stderr (and in ``log_file``),
+    libraries' at WARNING, no key in either; then the root logger's handlers and level and
+    our loggers' levels, which ``logging.basicConfig(force=True)`` replaces, put back.
+    Raises StorageError when the log file cannot be opened."""
     from cupid.utils.io import open_log_file
     from cupid.utils.models.cache import PRINTED
     from cupid.utils.redact import RedactingFormatter
 
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    if log_file:  # a write refused later is one warning; the run goes on without the log
-        handlers.append(open_log_file(log_file))
-    formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for handler in handlers:
-        handler.setFormatter(formatter)
-    handlers[0].addFilter(lambda record: not getattr(record, PRINTED, False))  # printed once already
-    logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True)
-    for ours in LoggingState.NAMES:
-        logging.getLogger(ours).setLevel(logging.INFO)
-
-
-class LoggingState:
-    """The root logger's handlers and level and our loggers' levels, which the run's
-    logging setup (``logging.basicConfig(force=True)``) replaces."""
-
-    NAMES = ("cupid", "synthesis", "evaluation")
-
-    def __init__(self) -> None:
-        self.root = logging.getLogger()
-        self.handlers = list(self.root.handlers)
-        self.level = self.root.level
-        self.levels = {name: logging.getLogger(name).level for name in self.NAMES}
-
-    def restore(self) -> None:
-        for handler in self.root.handlers:
-            if handler not in self.handlers:
+    root, ours = logging.getLogger(), ("cupid", "synthesis", "evaluation")
+    saved_handlers, saved_level = list(root.handlers), root.level
+    saved_levels = {name: logging.getLogger(name).level for name in ours}
+    try:
+        handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+        if log_file:  # a write refused later is one warning; the run goes on without the log
+            handlers.append(open_log_file(log_file))
+        formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        for handler in handlers:
+            handler.setFormatter(formatter)
+        handlers[0].addFilter(lambda record: not getattr(record, PRINTED, False))  # printed once already
+        logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True)
+        for name in ours:
+            logging.getLogger(name).setLevel(logging.INFO)
+        yield
+    finally:
+        for handler in root.handlers:
+            if handler not in saved_handlers:
                 handler.close()
-        self.root.handlers[:] = self.handlers
-        self.root.setLevel(self.level)
-        for name, level in self.levels.items():
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+        for name, level in saved_levels.items():
             logging.getLogger(name).setLevel(level)
 
 

@@ -104,14 +104,13 @@ def ask_user_simulator(model: Model, system: str, chat: list[dict], first_varian
     far in the dialogue."""
     ending = messages_before > 0 and getattr(model, "supports_answer_grammar", False)
     try:
-        answer = ask_until_usable(model, system, chat, parse_user_turn, tries=USER_SIMULATOR_TRIES,
-                                  invalid=(InvalidUserTurn,), first_variant=first_variant, strip=True,
-                                  answer_grammar=ENDING_USER_SIMULATOR_GRAMMAR if ending else USER_SIMULATOR_GRAMMAR,
-                                  **USER_SIMULATOR_PARAMS)
+        return ask_until_usable(model, system, chat, parse_user_turn, tries=USER_SIMULATOR_TRIES,
+                                invalid=(InvalidUserTurn,), first_variant=first_variant, strip=True,
+                                answer_grammar=ENDING_USER_SIMULATOR_GRAMMAR if ending else USER_SIMULATOR_GRAMMAR,
+                                **USER_SIMULATOR_PARAMS)
     except UnusableAnswer as exc:
         raise UnusableAnswer(f"user simulator answer unusable after {USER_SIMULATOR_TRIES} tries: "
                              f"{exc.reason}", exc.answer) from None
-    return answer
 
 
 def _nonempty(reply: str) -> str:
@@ -131,36 +130,21 @@ def assistant_reply(model: Model, chat: list[dict], max_attempts: int, first_var
                              exc.answer) from None
 
 
-def simulate_dialogue(user_model: Model, assistant_model: Model, persona_description: str,
-                      session: dict, checklist: list[str], *, max_turns: int,
-                      max_attempts: int, first_variant: int = 0) -> dict:
-    """One session's dialogue artifact. Raises UnusableAnswer when the user simulator's
-    answers stay unusable, ModelCallFailed when a call fails for good.
-
-    ``first_variant`` > 0 simulates the dialogue afresh after an earlier run failed on it
-    (every call gets new variants, so the cache does not replay the failed attempts)."""
-    steps = dialogue_steps(user_model, assistant_model, persona_description, session, checklist,
-                           max_turns=max_turns, max_attempts=max_attempts, first_variant=first_variant)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as finished:
-            return finished.value
-
-
 def dialogue_steps(user_model: Model, assistant_model: Model, persona_description: str,
                    session: dict, checklist: list[str], *, max_turns: int,
                    max_attempts: int, first_variant: int = 0) -> Generator[None, None, dict]:
-    """simulate_dialogue one simulator call at a time: each ``next()`` makes one call (with
-    its retries) and the generator returns the artifact after the last one. Between two
-    calls the caller may do other work; the synthesis scheduler runs each step as a task of
-    its own, so that a dialogue does not hold a worker while the others wait."""
+    """One session's dialogue, one simulator call at a time: each ``next()`` makes one call
+    (with its retries) and the generator returns the dialogue artifact after the last one.
+    The synthesis scheduler runs each step as a task of its own, so that a dialogue does not
+    hold a worker while the others wait. Raises UnusableAnswer when the user simulator's
+    answers stay unusable, ModelCallFailed when a call fails for good. ``first_variant`` > 0
+    simulates the dialogue afresh after an earlier run failed on it (every call gets new
+    variants, so the cache does not replay the failed attempts)."""
     request_sent = session.get("request_sent", session["request"])
     system = user_simulator_system_prompt(persona_description, session, checklist)
     user_chat = [{"role": "assistant", "content": opening_turn(session["request"])}]
     assistant_chat = [{"role": "user", "content": request_sent}]
     dialogue = [{"role": "user", "content": session["request"]}]
-    scores: list[int | None] = []
     user_turns: list[dict] = []
     regenerations = 0
     satisfied = False
@@ -174,7 +158,6 @@ def dialogue_steps(user_model: Model, assistant_model: Model, persona_descriptio
                 regenerations += answer.attempts - 1
                 user_chat.append({"role": "assistant", "content": answer.raw})
                 message, ended, score = answer.value
-                scores.append(score)
                 user_turns.append({"after_message": len(dialogue), "score": score, "raw": answer.raw,
                                    "attempts": answer.attempts})
                 dialogue.append({"role": "user", "content": message})
@@ -199,7 +182,7 @@ def dialogue_steps(user_model: Model, assistant_model: Model, persona_descriptio
         "contextual_preference": session["contextual_preference"],
         "checklist": list(checklist),
         "dialogue": dialogue,
-        "scores": scores,
+        "scores": [turn["score"] for turn in user_turns],
         "satisfied": satisfied,
         "n_turns": len(dialogue),
         "user_turns": user_turns,

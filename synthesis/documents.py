@@ -106,12 +106,9 @@ def taxonomy_field(item: dict, key: str, options: Sequence[str], where: str) -> 
 
 
 def find_factor(name: str, factors: list[dict]) -> dict | None:
-    """The factor ``name`` refers to: equal after normalization, else the single closest
-    name above CLOSE_MATCH."""
+    """The factor ``name`` refers to: the single closest name above CLOSE_MATCH (equal after
+    normalization: 1.0; the names are distinct after it)."""
     wanted = normalize(name)
-    for factor in factors:
-        if normalize(factor["context_factor"]) == wanted:
-            return factor
     scored = sorted(((difflib.SequenceMatcher(None, wanted, normalize(f["context_factor"])).ratio(), i)
                      for i, f in enumerate(factors)), reverse=True)
     if scored and scored[0][0] >= CLOSE_MATCH and (len(scored) == 1 or scored[1][0] < scored[0][0]):

@@ -142,7 +142,7 @@ def forecast_persona(cfg: SynthesisConfig, out: OutputDir, persona: dict, taxono
 
 def forecast_dialogue(cfg: SynthesisConfig, description: str, session: dict, checklist: list[str],
                       render_only: dict, roles: dict[str, RoleForecast]) -> None:
-    """The calls of one dialogue, in the order simulate_dialogue makes them."""
+    """The calls of one dialogue, in the order dialogue_steps makes them."""
     system = user_simulator_system_prompt(description, session, checklist)
     user_chat = [{"role": "assistant", "content": opening_turn(session["request"])}]
     assistant_chat = [{"role": "user", "content": session.get("request_sent", session["request"])}]

@@ -1,8 +1,8 @@
 """Extract fragments (§3.2, Appendix E, the paper's Figure 20): for one preference's checklist
 and one dialogue, the user's message fragments that express or hint at each entry, and how
-implicitly (1 extremely explicit to 7 extremely implicit). The validator answers; the paper's
-was gpt-4o-2024-11-20 at temperature 0 (``PARAMS``). The release has no validation: the
-prompt is the paper's (prompts/validation/extract_fragments.yaml).
+implicitly (1 extremely explicit to 7 extremely implicit). The validator answers, with the
+evaluator role's parameters (the paper's was gpt-4o-2024-11-20 at temperature 0). The release
+has no validation: the prompt is the paper's (prompts/validation/extract_fragments.yaml).
 
 The model's fragments are what it says; ``kept_fragments`` keeps only those that stand in
 the dialogue's user messages (whitespace and case aside), so that an invented fragment, or
@@ -19,9 +19,6 @@ from cupid.utils.answers import ParseError, extract_json
 from cupid.utils.dataset import Session, Turn
 
 PROMPT = "validation/extract_fragments"
-# Appendix E: gpt-4o-2024-11-20 at temperature 0; the evaluator role's max_tokens.
-PARAMS = {"temperature": 0}
-RELEASE_ON_FAILED_CALL = None  # the release has no validation
 
 # Bounded: left free, SmolLM2 listed fragments until the 4,096-token limit cut the JSON. The
 # rating is an enum: llama-cpp-python's converter ignores minimum and maximum.

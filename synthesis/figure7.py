@@ -104,9 +104,7 @@ def plot(series: list[tuple[str, dict[str, Counter]]], path: Path, title: str) -
             values = [counts[key][r.split(": ", 1)[-1] if key == "preference_types" else r] for r in rows]
             bars = ax.barh(y + k * height, values, height, color=colors[k % 3],
                            label=f"{name} (n={sum(counts[key].values())})")
-            for bar, value in zip(bars, values):
-                ax.annotate(str(value), (bar.get_width(), bar.get_y() + bar.get_height() / 2), xytext=(2, 0),
-                            textcoords="offset points", va="center", fontsize=7)
+            ax.bar_label(bars, padding=2, fontsize=7)
         ax.set_yticks(y + height * (len(series) - 1) / 2)
         ax.set_yticklabels(rows, fontsize=8)
         ax.invert_yaxis()

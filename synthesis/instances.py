@@ -34,10 +34,8 @@ def kept_sessions(roles: list[str], instance_type: str, rng: random.Random) -> l
         dropped = by_role[A_CHANGED] + by_role[B]
     elif instance_type == "contrastive":
         dropped = by_role[A_CHANGED] + rng.sample(by_role[OTHER], 2)
-    elif instance_type == "changing":
+    else:  # changing
         dropped = by_role[B] + rng.sample(by_role[OTHER], 2)
-    else:
-        raise ValueError(f"unknown instance type {instance_type!r}")
     return [i for i in prior if i not in dropped]
 
 
@@ -58,18 +56,14 @@ def build_instances(persona_id: str, sessions_doc: dict, checklists: dict[str, l
     final = sessions[-1]  # the journey ends with it
     rows = []
     for instance_type in INSTANCE_TYPES:
-        rng = instance_rng(seed, persona_id, instance_type)
-        keep = kept_sessions(roles, instance_type, rng)
+        keep = kept_sessions(roles, instance_type, instance_rng(seed, persona_id, instance_type))
         truth = ground_truth(instance_type, sessions_doc["original_preference"],
                              sessions_doc["changed_preference"])
-        prior = []
-        for index in keep:
-            session = sessions[index - 1]
-            dialogue = dialogues[index]["dialogue"]
-            prior.append({"context_factor": session["context_factor"],
-                          "contextual_preference": session["contextual_preference"],
-                          "dialogue": [{"role": t["role"], "content": t["content"]} for t in dialogue]})
-        row = {
+        prior = [{"context_factor": sessions[i - 1]["context_factor"],
+                  "contextual_preference": sessions[i - 1]["contextual_preference"],
+                  "dialogue": [{"role": t["role"], "content": t["content"]} for t in dialogues[i]["dialogue"]]}
+                 for i in keep]
+        rows.append({
             "instance_id": make_instance_id(persona_id, instance_type),
             "persona_id": persona_id,
             "instance_type": instance_type,
@@ -89,8 +83,7 @@ def build_instances(persona_id: str, sessions_doc: dict, checklists: dict[str, l
                 "changed_preference": sessions_doc["changed_preference"],
                 **(extra_metadata or {}),
             },
-        }
-        rows.append(row)
+        })
     return rows
 
 

@@ -50,14 +50,9 @@ def make_journey(rng: random.Random, n_sessions: int, pair: tuple[str, str]) -> 
     a_positions = sorted(rng.sample(range(n_sessions - 2), 4))
     rest = [p for p in range(n_sessions) if p not in a_positions and p != n_sessions - 1]
     b_positions = rng.sample(rest, 2)
-    roles = [OTHER] * n_sessions
-    for p in a_positions[:2]:
-        roles[p] = A
-    for p in a_positions[2:]:
-        roles[p] = A_CHANGED
-    for p in b_positions:
-        roles[p] = B
-    roles[-1] = FINAL
+    roles = [OTHER] * (n_sessions - 1) + [FINAL]
+    for p, role in zip(a_positions + b_positions, (A, A, A_CHANGED, A_CHANGED, B, B)):
+        roles[p] = role
     return Journey(roles=tuple(roles), main_factor=pair[0], contrastive_factor=pair[1])
 
 

@@ -41,27 +41,22 @@ RUN_LOCK = ".synthesis.lock"
 
 
 class OutputDirInUse(SetupError):
-    """Another synthesis run holds the output directory's lock. Two runs on one directory
+    """Another run (``command``) holds the output directory's lock. Two runs on one directory
     would pay for the same calls twice and overwrite each other's files (a persona's
     description from one run, its factors made from the other's), so the second stops
     before it makes any model. ``holder``: what the lock file says of the run holding it
     (pid, host, started), empty when it has not written it yet."""
 
-    def __init__(self, output_dir: str | Path, holder: dict) -> None:
-        self.output_dir = Path(output_dir)
-        self.holder = holder
+    def __init__(self, output_dir: str | Path, holder: dict, command: str = "synthesis") -> None:
+        self.output_dir, self.holder, self.command = Path(output_dir), holder, command
         super().__init__(str(self))
 
-    def who(self) -> str:
-        pid, host, started = (self.holder.get(k) for k in ("pid", "host", "started"))
-        if not pid:
-            return "another synthesis run (its pid is not recorded yet)"
-        return (f"another synthesis run (pid {pid}" + (f" on {host}" if host else "")
-                + (f", started {started}" if started else "") + ")")
-
     def __str__(self) -> str:
-        return (f"{self.output_dir}: in use by {self.who()}; wait for it to end, or write to "
-                f"another output directory")
+        pid, host, started = (self.holder.get(k) for k in ("pid", "host", "started"))
+        who = (f"pid {pid}" + (f" on {host}" if host else "") + (f", started {started}" if started else "")
+               if pid else "its pid is not recorded yet")
+        return (f"{self.output_dir} is in use by another {self.command} run ({who}): nothing was asked; wait "
+                f"for it to end (then rerun to resume), or give another --output_dir")
 
 
 def read_holder(lock_path: Path) -> dict:
@@ -74,7 +69,7 @@ def read_holder(lock_path: Path) -> dict:
 
 
 @contextmanager
-def output_dir_lock(output_dir: str | Path) -> Iterator[None]:
+def output_dir_lock(output_dir: str | Path, lock_name: str = RUN_LOCK, command: str = "synthesis") -> Iterator[None]:
     """Hold the output directory for one run, or raise OutputDirInUse at once. The lock
     is an ``flock``: the kernel frees it when the holder exits or is killed, so a crashed
     run never blocks the next. The holder writes its pid, host and start time into the
@@ -82,9 +77,9 @@ def output_dir_lock(output_dir: str | Path) -> Iterator[None]:
     a run it refuses. Raises StorageError when the directory cannot be written."""
     output_dir = Path(output_dir)
     check_writable(output_dir)
-    lock = FileLock(output_dir / RUN_LOCK)
+    lock = FileLock(output_dir / lock_name)
     if not lock.acquire(blocking=False):
-        raise OutputDirInUse(output_dir, read_holder(lock.path))
+        raise OutputDirInUse(output_dir, read_holder(lock.path), command)
     try:
         note = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                            "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})

@@ -12,7 +12,7 @@ import logging
 import random
 import re
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from cupid.synthesis.documents import generate_validated, TEXT, exactly, json_object, line, mapping, text_field
 from cupid.utils.answers import ParseError, as_list, parse_json
@@ -87,15 +87,7 @@ def load_hub_seeds() -> list[str]:
     return [s for s in column if isinstance(s, str) and s.strip()]
 
 
-def check_seed_source(source: str | None) -> None:
-    """A seed file named but missing is refused before any work (PersonaHub or the bundled
-    list are read when the templates are drawn)."""
-    if source not in (None, BUNDLED) and not Path(source).is_file():
-        raise SeedSourceError(f"{source}: no such persona seed file")
-
-
-def load_seeds(source: str | None, hub_loader: Callable[[], list[str]] = load_hub_seeds
-               ) -> tuple[list[str], str]:
+def load_seeds(source: str | None) -> tuple[list[str], str]:
     """Returns (seeds, a label saying which source was used).
 
     ``source`` None: PersonaHub, falling back to the bundled list with a message when the
@@ -103,7 +95,7 @@ def load_seeds(source: str | None, hub_loader: Callable[[], list[str]] = load_hu
     if source is None:
         log.info("loading seed descriptions from %s (%s) ...", PERSONAHUB_DATASET, PERSONAHUB_CONFIG)
         try:
-            seeds = hub_loader()
+            seeds = load_hub_seeds()
             return seeds, f"hub:{PERSONAHUB_DATASET}/{PERSONAHUB_CONFIG}"
         except SeedSourceError as exc:
             log.warning("%s. Falling back to the bundled seed list (%s); pass --persona_seeds "
@@ -169,11 +161,7 @@ class AttributeSampler:
         for attribute in self.attributes:
             counts = self.counts[attribute.name]
             order = sorted(range(len(attribute.options)), key=lambda i: counts[i])  # stable
-            pool: list[str] = []
-            for i in order:
-                if len(pool) >= len(attribute.options) / 2:
-                    break
-                pool.append(attribute.options[i])
+            pool = [attribute.options[i] for i in order[:(len(order) + 1) // 2]]  # the least-selected half
             chosen: list[str] = []
             while len(chosen) < attribute.n_choices:
                 value = rng.choice(pool)
@@ -264,8 +252,7 @@ def record_descriptions(batch: Sequence[dict], answer) -> None:
 
 
 def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, max_attempts: int,
-                      first_variant: int = 0, previous: tuple[str, str] | None = None,
-                      params: dict | None = PARAMS):
+                      first_variant: int = 0, previous: tuple[str, str] | None = None):
     """One batch: Figure 13 → a validated description per template, in order.
     Returns an ``Answer`` whose value is the list of {description, occupation}."""
     system, user = load_prompt(PROMPT).render(
@@ -275,7 +262,7 @@ def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, m
                               max_attempts=max_attempts, first_variant=first_variant,
                               previous=previous, json_schema=persona_batch_schema(len(templates)),
                               embedded_schema=persona_batch_schema(len(templates), embedded=True),
-                              params=params)
+                              params=PARAMS)
 
 
 # Figure 13 asks for a six-sentence description: six sentence ends or more (., ! or ?

@@ -29,7 +29,6 @@ from typing import Any, Callable, Generator
 
 from cupid.utils.models.batch import BatchDeferred, runner_for
 from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-from cupid.utils.models.model import Model
 from cupid.utils.models.registry import check_models
 from cupid.utils.models.retry import cancel_all, reset_cancel
 from cupid.synthesis import personas as persona_stage
@@ -43,7 +42,7 @@ from cupid.synthesis.settings import (SettingsError, SettingsMismatch, Synthesis
                                 model_label, stage_models)
 from cupid.synthesis.outputs import (BATCHES_FILE, Failure, FailureLog, OutputDir, OutputDirInUse,
                                output_dir_lock)
-from cupid.synthesis.summary import StageStats, write_summary
+from cupid.synthesis.summary import write_summary
 from cupid.synthesis.taxonomy import load_taxonomy
 from cupid.evaluation.steps import decompose
 from cupid.utils.models.asking import UnusableAnswer
@@ -76,27 +75,21 @@ class PersonaState:
 
 
 class Synthesis(OutputDir):
-    def __init__(self, cfg: SynthesisConfig, *, models: dict[str, Model] | None = None,
-                 hub_loader: Callable[[], list[str]] = persona_stage.load_hub_seeds) -> None:
+    def __init__(self, cfg: SynthesisConfig) -> None:
         cfg.check()
         self.cfg = cfg
-        OutputDir.__init__(self, cfg.output_dir)
-        check_writable(self.out)  # before any call: a read-only directory costs nothing
+        OutputDir.__init__(self, cfg.output_dir)  # checked writable by output_dir_lock
         self.taxonomy = load_taxonomy()
-        self.hub_loader = hub_loader
-        self.cache: ResponseCache | None = None
+        self.cache = ResponseCache(self.out / CACHE_DIR)
         self._cache_refusal_checked = False
-        if models is None:
-            self.cache = ResponseCache(self.out / CACHE_DIR)
-            models = stage_models(cfg, self.cache)
-        self.models = models
+        self.models = models = stage_models(cfg, self.cache)
         # --batch: the synthesizer's calls go through its provider's batch API (the
         # simulators and the decomposer answer online: a dialogue's turns wait on each other).
         self.batch_runner = (runner_for(models["synthesizer"], self.out / BATCHES_FILE)
                              if cfg.batch else None)
         self._lock = threading.Lock()
         self.failure_log = FailureLog(self)
-        self.stats: dict[str, StageStats] = {}
+        self.stats: dict[str, Counter] = {}  # stage -> {"done": n, "skipped": n} (summary.py)
         self.seed_source: str | None = None
         self.personas: list[dict] = []
         self.waiting: Counter = Counter()  # tasks of this pass waiting for a batch round
@@ -107,9 +100,9 @@ class Synthesis(OutputDir):
 
     def _count(self, stage: str, done: int = 0, skipped: int = 0) -> None:
         with self._lock:
-            stats = self.stats.setdefault(stage, StageStats())
-            stats.done += done
-            stats.skipped += skipped
+            stats = self.stats.setdefault(stage, Counter(done=0, skipped=0))
+            stats["done"] += done
+            stats["skipped"] += skipped
 
     # =====================================================================================
     # Stage 1: persona templates
@@ -125,7 +118,7 @@ class Synthesis(OutputDir):
     def task_templates(self) -> None:
         """Stage 1 for the missing personas. Only here are seeds read (and PersonaHub
         loaded); personas that already exist go on meanwhile."""
-        seeds, source = persona_stage.load_seeds(self.cfg.persona_seeds, self.hub_loader)
+        seeds, source = persona_stage.load_seeds(self.cfg.persona_seeds)
         log.info("persona seeds: %s (%d descriptions)", source, len(seeds))
         with self._lock:
             document, new = persona_stage.add_templates(self.read_personas(), seeds, source,
@@ -164,7 +157,7 @@ class Synthesis(OutputDir):
     def _check_cache_refusal(self) -> None:
         """The cache stopped writing (it warned once): when the output directory refuses a
         write too (a full disk), stop now instead of asking calls whose answers are lost."""
-        if self.cache is None or self.cache.writable:
+        if self.cache.writable:
             return
         with self._lock:
             if self._cache_refusal_checked:
@@ -187,17 +180,23 @@ class Synthesis(OutputDir):
             if persona.get("description"):
                 self._submit("factors", self.task_factors, persona)
 
+    def _generate(self, stage: str, persona_ids: list[str], generate: Callable[..., Answer]) -> Answer | None:
+        """``generate``'s answer, continuing an earlier run's failed attempts at ``stage``;
+        None when it failed (recorded for each of ``persona_ids``)."""
+        first_variant, previous = self.failure_log.resume_point(persona_ids[0], stage)
+        try:
+            return generate(max_attempts=self.cfg.max_attempts, first_variant=first_variant, previous=previous)
+        except (UnusableAnswer, ModelCallFailed) as exc:
+            for pid in persona_ids:
+                self.failure_log.record(Failure.of(pid, stage, exc, previous_raw=previous and previous[0]))
+            return None
+
     # -- Stage 2: persona descriptions (Figure 13), in batches -----------------------------
     def task_describe(self, batch: list[dict]) -> None:
-        first_variant, previous = self.failure_log.resume_point(batch[0]["persona_id"], "descriptions")
-        try:
-            generated = persona_stage.describe_personas(
-                self.models["synthesizer"], batch, self.taxonomy, max_attempts=self.cfg.max_attempts,
-                first_variant=first_variant, previous=previous)
-        except (UnusableAnswer, ModelCallFailed) as exc:
-            for persona in batch:
-                self.failure_log.record(Failure.of(persona["persona_id"], "descriptions", exc,
-                                                   previous_raw=previous and previous[0]))
+        generated = self._generate("descriptions", [p["persona_id"] for p in batch], lambda **attempts:
+                                   persona_stage.describe_personas(self.models["synthesizer"], batch,
+                                                                   self.taxonomy, **attempts))
+        if generated is None:
             return
         with self._lock:
             persona_stage.record_descriptions(batch, generated)
@@ -210,18 +209,13 @@ class Synthesis(OutputDir):
     def _generate_artifact(self, persona: dict, stage: str, generate: Callable[..., Answer],
                            document: Callable[[Answer], dict]) -> bool:
         """Stage ``stage``'s artifact of a persona: skipped when it exists, else generated
-        (continuing an earlier run's failed attempts) and written. False when it failed."""
-        pid = persona["persona_id"]
-        path = self.artifact(pid, f"{stage}.json")
+        and written. False when it failed."""
+        path = self.artifact(persona["persona_id"], f"{stage}.json")
         if path.exists():
             self._count(stage, skipped=1)
             return True
-        first_variant, previous = self.failure_log.resume_point(pid, stage)
-        try:
-            generated = generate(max_attempts=self.cfg.max_attempts, first_variant=first_variant,
-                                 previous=previous)
-        except (UnusableAnswer, ModelCallFailed) as exc:
-            self.failure_log.record(Failure.of(pid, stage, exc, previous_raw=previous and previous[0]))
+        generated = self._generate(stage, [persona["persona_id"]], generate)
+        if generated is None:
             return False
         atomic_write_json(path, {**document(generated), "attempts": generated.attempts})
         self._count(stage, done=1)
@@ -304,11 +298,10 @@ class Synthesis(OutputDir):
         pid = persona["persona_id"]
         if self.failure_log.has(pid):
             return None  # a sibling failed; spend nothing more on this persona
-        first_variant = self.dialogue_first_variant(pid, session["index"])
         steps = dialogue_steps(
             self.models["user_simulator"], self.models["assistant_simulator"],
             persona["description"], session, checklist, max_turns=self.cfg.max_turns,
-            max_attempts=self.cfg.max_attempts, first_variant=first_variant)
+            max_attempts=self.cfg.max_attempts, first_variant=self.dialogue_first_variant(pid, session["index"]))
         return self._dialogue_step(state, session, steps, 0)
 
     def _dialogue_step(self, state: "PersonaState", session: dict, steps: Generator[None, None, dict],
@@ -375,8 +368,8 @@ class Synthesis(OutputDir):
         check_models(list({id(m): m for m in self.models.values()}.values()), probe=False)
         check_settings(self.out, self.cfg)
         self.templates_missing = missing = self.load_templates()
-        if missing:
-            persona_stage.check_seed_source(self.cfg.persona_seeds)
+        if missing and self.cfg.persona_seeds not in (None, persona_stage.BUNDLED):
+            persona_stage.read_seed_file(self.cfg.persona_seeds)  # a bad seed file is refused before any work
         self.failure_log.load_previous(self.personas)
         try:
             if self.batch_runner is not None:
@@ -408,15 +401,14 @@ class Synthesis(OutputDir):
             self.progress.close()
 
     def close(self) -> None:
-        if self.cache is not None:
-            self.cache.close()
+        self.cache.close()
 
 
-def run_synthesis(cfg: SynthesisConfig, **kwargs: Any) -> dict:
+def run_synthesis(cfg: SynthesisConfig) -> dict:
     """One run over ``cfg.output_dir``, holding its lock: OutputDirInUse, before any model
     is made, when another run holds it."""
     with output_dir_lock(cfg.output_dir):
-        synthesis = Synthesis(cfg, **kwargs)
+        synthesis = Synthesis(cfg)
         try:
             return synthesis.run()
         finally:

@@ -94,7 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json and not args.dry_run:
         parser.error("--json goes with --dry_run")
     from cupid.synthesis.api import synthesis_config, synthesize
-    from cupid.synthesis.outputs import OutputDirInUse
     from cupid.utils.command_line import print_error
     from cupid.utils.errors import CupidError, Interrupted
 
@@ -107,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             return dry_run.main(synthesis_config(**arguments), args.rate_limit, as_json=args.json)
         result = synthesize(**arguments)
     except (Interrupted, CupidError) as exc:
-        return print_error(exc, f"{exc.output_dir} is in use by {exc.who()}: nothing was asked; wait for it to end "
-                                f"(then rerun to resume), or give another --output_dir"
-                           if isinstance(exc, OutputDirInUse) else None)
+        return print_error(exc)
     print_summary(result.summary)
     print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **result.summary["counts"]}))
     return 1 if result.failures else 0

@@ -59,12 +59,9 @@ class CriticalPathFirst:
     on a tie the earlier stage goes first."""
 
     def __init__(self, chain: Sequence[tuple[str, int]]) -> None:
-        self._index = {stage: i for i, (stage, _) in enumerate(chain)}
-        self._ahead: dict[str, int] = {}
-        total = 0
-        for stage, calls in reversed(chain):
-            total += calls
-            self._ahead[stage] = total
+        stages, calls = zip(*chain)
+        self._index = {stage: i for i, stage in enumerate(stages)}
+        self._ahead = dict(zip(reversed(stages), itertools.accumulate(reversed(calls))))  # this stage's and later
 
     def key(self, stage: str, calls_made: int = 0) -> tuple[int, int]:
         return (calls_made - self._ahead[stage], self._index[stage])
@@ -203,12 +200,11 @@ class Progress:
             bar.close()
 
 
-def run_batched(synthesis: Any, runner: Any) -> int:
+def run_batched(synthesis: Any, runner: Any) -> None:
     """Batch mode of a ``synthesis.pipeline.Synthesis``: passes and rounds
-    (utils/models/batch.py ``run_in_rounds``) until no synthesizer call waits; returns the
-    number of rounds. A pass defers each task whose
-    synthesizer call misses the cache ("waiting": no failure, no attempt recorded); a
-    round answers them, and the next pass takes each persona one stage on.
+    (utils/models/batch.py ``run_in_rounds``) until no synthesizer call waits. A pass defers
+    each task whose synthesizer call misses the cache ("waiting": no failure, no attempt
+    recorded); a round answers them, and the next pass takes each persona one stage on.
 
     The stage counts of the summary are this invocation's: what each pass produced, and
     what already existed when the first pass looked (a later pass skips what an earlier
@@ -221,10 +217,10 @@ def run_batched(synthesis: Any, runner: Any) -> int:
         passes += 1
         synthesis.run_pass()
         if first_skipped is None:
-            first_skipped = {stage: stats.skipped for stage, stats in synthesis.stats.items()}
+            first_skipped = {stage: stats["skipped"] for stage, stats in synthesis.stats.items()}
         else:
             for stage, stats in synthesis.stats.items():
-                stats.skipped = first_skipped.get(stage, 0)
+                stats["skipped"] = first_skipped.get(stage, 0)
         if runner.pending and not runner.closed:
             waiting = ", ".join(f"{stage} {n}" for stage, n in synthesis.waiting.items())
             log.info("batch pass %d: %d call(s) wait for batch round %d (tasks waiting: %s)",
@@ -232,5 +228,5 @@ def run_batched(synthesis: Any, runner: Any) -> int:
 
     # Each round takes a persona at least one stage (or one re-ask) on.
     max_rounds = max(MAX_ROUNDS, 3 * synthesis.cfg.max_attempts + 2)
-    return run_in_rounds(one_pass, runner, [synthesis.models["synthesizer"]],
-                         max_rounds=max_rounds, finish_online=True)
+    run_in_rounds(one_pass, runner, [synthesis.models["synthesizer"]], max_rounds=max_rounds,
+                  finish_online=True)

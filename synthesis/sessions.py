@@ -132,7 +132,7 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
         raise ParseError(f"expected {n} scenarios, got {len(items)}")
     pair = [find_factor(journey.main_factor, factors), find_factor(journey.contrastive_factor, factors)]
 
-    parsed = []
+    parsed, chosen = [], []  # the sessions, and the factor each names
     for i, item in enumerate(items, start=1):
         where = f"scenario {i}"
         item = mapping(item, where)
@@ -147,10 +147,11 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
         if factor is None:
             raise ParseError(f"{where}: context factor {factor_name!r} is not in the list "
                              f"of context factors")
+        chosen.append(factor)
         parsed.append({
             "index": i,
             "role": journey.roles[i - 1],
-            "factor": factor,
+            "context_factor": factor["context_factor"],
             "contextual_preference": text_field(item, PREFERENCE, where),
             "task_type": task_type,
             "story": text_field(item, "story", where),
@@ -163,7 +164,7 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
         })
 
     # Which of the pair the model made A: the factor of the first A session.
-    first_a = parsed[journey.positions(A)[0] - 1]["factor"]
+    first_a = chosen[journey.positions(A)[0] - 1]
     if first_a not in pair:
         raise ParseError(
             f"scenario {journey.positions(A)[0]} must use context factor A, one of "
@@ -174,9 +175,9 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
     wanted = {A: factor_a, A_CHANGED: factor_a, FINAL: factor_a, B: factor_b}
     changed_preference = None
     warnings: list[str] = []
-    for session in parsed:
+    for session, factor in zip(parsed, chosen):
         where = f"scenario {session['index']}"
-        role, factor = session["role"], session["factor"]
+        role = session["role"]
         if role == OTHER:
             if factor is factor_a or factor is factor_b:
                 raise ParseError(
@@ -213,13 +214,8 @@ def validate_sessions(raw: str, journey: Journey, factors: list[dict], taxonomy:
         session["request"] = session["request_sent"].strip()
         warnings.extend(f"{where}: {note}" for note in notes)
 
-    sessions = []
-    for session in parsed:
-        factor = session.pop("factor")
-        sessions.append({"index": session.pop("index"), "role": session.pop("role"),
-                         "context_factor": factor["context_factor"], **session})
     return {
-        "sessions": sessions,
+        "sessions": parsed,
         "current_factor": factor_a["context_factor"],
         "contrastive_factor": factor_b["context_factor"],
         "original_preference": factor_a["contextual_preference"],

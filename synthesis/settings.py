@@ -67,9 +67,7 @@ def model_label(spec: str) -> str:
 
 def shaping_settings(cfg: "SynthesisConfig") -> dict:
     values = {k: getattr(cfg, k) for k in SHAPING_SETTINGS}
-    for key in ("model", "user_model", "assistant_model", "decomposer_model"):
-        values[key] = model_label(values[key])
-    return values
+    return {k: model_label(v) if k.endswith("model") else v for k, v in values.items()}
 
 
 # How the release's utils/generation.py sends an OpenAI model's request: single-turn calls

@@ -1,8 +1,9 @@
-"""summary.json of a synthesis run: counts, regenerations, failures, usage (calls answered in
-batches priced at the batch price), wall time."""
+"""summary.json of a synthesis run: counts, each stage's artifacts (``done`` in this
+invocation, ``skipped`` as they already existed), regenerations, failures, usage (calls
+answered in batches priced at the batch price), wall time."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from cupid.synthesis.instances import INSTANCE_TYPES
@@ -11,13 +12,6 @@ from cupid.utils.io import atomic_write_json, read_json
 
 if TYPE_CHECKING:
     from cupid.synthesis.pipeline import Synthesis
-
-
-@dataclass
-class StageStats:
-    """A stage's artifacts in summary.json's "stages"."""
-    done: int = 0        # artifacts produced in this invocation
-    skipped: int = 0     # artifacts that already existed
 
 
 def write_summary(run: "Synthesis", wall_time: float, stopped: str | None = None) -> dict:
@@ -37,12 +31,10 @@ def write_summary(run: "Synthesis", wall_time: float, stopped: str | None = None
         for stage in ("factors", "sessions"):
             path = run.artifact(pid, f"{stage}.json")
             if path.exists():
-                regenerations[stage] += read_json(path).get("attempts", 1) - 1
-        sessions_path = run.artifact(pid, "sessions.json")
-        if sessions_path.exists():
-            counts["sessions"] += len(read_json(sessions_path)["sessions"])
-        dialogue_dir = run.persona_dir(pid) / "dialogues"
-        for path in sorted(dialogue_dir.glob("*.json")) if dialogue_dir.is_dir() else []:
+                document = read_json(path)
+                regenerations[stage] += document.get("attempts", 1) - 1
+                counts["sessions"] += len(document.get("sessions", ()))
+        for path in sorted((run.persona_dir(pid) / "dialogues").glob("*.json")):
             dialogue = read_json(path)
             counts["dialogues"] += 1
             counts["dialogues_satisfied"] += int(dialogue["satisfied"])
@@ -63,7 +55,7 @@ def write_summary(run: "Synthesis", wall_time: float, stopped: str | None = None
         "mean_dialogue_turns": round(sum(turns) / len(turns), 2) if turns else None,
         "regenerations": {**regenerations, "in_failed_generations": failed_attempts,
                           "total": sum(regenerations.values()) + failed_attempts},
-        "stages": {name: asdict(s) for name, s in run.stats.items()},
+        "stages": {name: dict(s) for name, s in run.stats.items()},
         "failures": [asdict(f) for f in run.failure_log.failures.values()],
         "usage": usage,
         "wall_time_s": round(wall_time, 3),

@@ -13,8 +13,6 @@ from pathlib import Path
 import yaml
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
-TAXONOMY_FILE = DATA_DIR / "taxonomy.yaml"
-OCCUPATIONS_FILE = DATA_DIR / "occupations.txt"
 BUNDLED_SEEDS_FILE = DATA_DIR / "persona_seeds.jsonl"
 
 
@@ -41,8 +39,8 @@ class Taxonomy:
 
 
 @functools.lru_cache(maxsize=None)
-def load_taxonomy(path: str | Path = TAXONOMY_FILE) -> Taxonomy:
-    data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+def load_taxonomy() -> Taxonomy:
+    data = yaml.safe_load((DATA_DIR / "taxonomy.yaml").read_text(encoding="utf-8"))
     attributes = []
     for name, spec in data["persona_attributes"].items():
         levels = spec.get("levels")
@@ -59,8 +57,9 @@ def load_taxonomy(path: str | Path = TAXONOMY_FILE) -> Taxonomy:
 
 
 @functools.lru_cache(maxsize=None)
-def load_occupations(path: str | Path = OCCUPATIONS_FILE) -> tuple[str, ...]:
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+def load_occupations() -> tuple[str, ...]:
+    path = DATA_DIR / "occupations.txt"
+    lines = path.read_text(encoding="utf-8").splitlines()
     tokens = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
     if len(set(tokens)) != len(tokens):
         raise ValueError(f"{path}: duplicate occupation tokens")

@@ -33,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from cupid import config
 from cupid.evaluation.steps import decompose
@@ -42,8 +42,8 @@ from cupid.synthesis import extract_fragments
 from cupid.synthesis.validation_plan import (EntryResult, conclude, known_checklists, plan_checks,
                                              session_at)
 from cupid.utils.dataset import Instance
-from cupid.utils.errors import BadInput, Interrupted, SetupError
-from cupid.utils.io import FileLock, atomic_write_json, check_writable, read_json
+from cupid.utils.errors import BadInput, Interrupted
+from cupid.utils.io import atomic_write_json, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer
 from cupid.utils.models.errors import ModelCallFailed
 from cupid.utils.models.model import Model
@@ -107,26 +107,22 @@ class AnswerStore:
             first_variant = (record or {}).get("next_variant", 0)
             try:
                 answer = ask.answer(self.model, first_variant=first_variant)
+                status, output, reason = "done", answer.value, None
             except (UnusableAnswer, ModelCallFailed) as exc:
                 answer = exc.answer or Answer(next_variant=first_variant)
+                status, output = "failed", None
                 reason = (f"unparseable answer: {exc.reason}" if isinstance(exc, UnusableAnswer)
                           else f"{type(exc).__name__}: {exc.reason}")
-                self._write(path, answer, "failed", None, reason)
-                self.asked_now.add(str(path))
                 with self._guard:
                     self.failed_now += 1
                 log.warning("%s %s failed: %s", kind, path.stem, reason)
-                return None, reason
-            self._write(path, answer, "done", answer.value, None)
+            atomic_write_json(path, {"status": status, "model": self.model.name, "output": output,
+                                     "raw": redact(answer.raws), "error": redact(reason), "attempts": answer.attempts,
+                                     "next_variant": answer.next_variant, "usage": answer.usage,
+                                     "sent": answer.sent or None, "latency_s": answer.latency_s,
+                                     "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())})
             self.asked_now.add(str(path))
-            return answer.value, None
-
-    def _write(self, path: Path, answer: Answer, status: str, output: Any, error: str | None) -> None:
-        atomic_write_json(path, {"status": status, "model": self.model.name, "output": output,
-                                 "raw": redact(answer.raws), "error": redact(error), "attempts": answer.attempts,
-                                 "next_variant": answer.next_variant, "usage": answer.usage,
-                                 "sent": answer.sent or None, "latency_s": answer.latency_s,
-                                 "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())})
+            return output, reason
 
 
 class Validation:
@@ -185,9 +181,8 @@ class Validation:
                     self.row(instance)
             run_in_rounds(lambda: list(iter_with_progress(deferred_ok, self.instances, n_workers=n_workers,
                                                           show=False)), runner, [self.model])
-        rows = {}
-        for instance, row in iter_with_progress(self.row, self.instances, n_workers=n_workers, desc="validation"):
-            rows[instance.instance_id] = row
+        rows = {instance.instance_id: row for instance, row in
+                iter_with_progress(self.row, self.instances, n_workers=n_workers, desc="validation")}
         return [rows[i.instance_id] for i in self.instances]
 
 
@@ -202,7 +197,8 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     an annotation file), ``SetupError`` (a missing key, an output directory in use),
     ``StorageError``, ``Interrupted``; a failed extraction is counted in ``failed``."""
     from cupid.evaluation.data import InstanceSource
-    from cupid.synthesis.api import LoggingState, setup_logging
+    from cupid.synthesis.api import run_logging
+    from cupid.synthesis.outputs import output_dir_lock
     from cupid.utils.models.cache import CACHE_DIR, ResponseCache
     from cupid.utils.forecast import parse_limits
     from cupid.utils.models.pacing import set_user_limits
@@ -218,41 +214,37 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     source.validate()
     instances = list(source)
     out = Path(output_dir)
-    state, saved_cache = LoggingState(), getattr(model, "cache", None)
+    saved_cache = getattr(model, "cache", None)
     try:
-        setup_logging(log_file)
-        reset_cancel()
-        set_user_limits(limits)
-        validator = resolve_model(model, role="evaluator", timeout=timeout, max_retries=max_retries)
-        check_models([validator])
-        check_writable(out)  # before any call: a read-only or full directory costs nothing
-        lock = FileLock(out / LOCK)
-        if not lock.acquire(blocking=False):
-            raise SetupError(f"{out}: in use by another validation; wait for it to end or give another output_dir")
-        cache = None if no_cache else ResponseCache(out / CACHE_DIR)
-        validator.cache = cache
-        started = time.perf_counter()
-        try:
-            with SignalGuard():
-                work = Validation(instances, Path(data_dir), out, validator)
+        with run_logging(log_file):
+            reset_cancel()
+            set_user_limits(limits)
+            validator = resolve_model(model, role="evaluator", timeout=timeout, max_retries=max_retries)
+            check_models([validator])
+            # Checked writable before any call: a read-only or full directory costs nothing.
+            with output_dir_lock(out, LOCK, "validation"):
+                cache = None if no_cache else ResponseCache(out / CACHE_DIR)
+                validator.cache = cache
+                started = time.perf_counter()
                 try:
-                    rows = work.run(n_workers, batch)
-                except KeyboardInterrupt as exc:
-                    cancel_all()  # the calls in flight end now
-                    raise Interrupted(f"{stop_cause(exc)}: every answer received is kept in {out / 'answers'}; "
-                                      f"rerun the same command to resume.", stop_status(exc)) from None
-            from cupid.synthesis.validation_outputs import write_outputs
+                    with SignalGuard():
+                        work = Validation(instances, Path(data_dir), out, validator)
+                        try:
+                            rows = work.run(n_workers, batch)
+                        except KeyboardInterrupt as exc:
+                            cancel_all()  # the calls in flight end now
+                            raise Interrupted(f"{stop_cause(exc)}: every answer received is kept in {out / 'answers'}; "
+                                              f"rerun the same command to resume.", stop_status(exc)) from None
+                    from cupid.synthesis.validation_outputs import write_outputs
 
-            summary, verified = write_outputs(out, source, instances, rows, validator, annotations=annotations,
-                                              tasks_per_page=tasks_per_page,
-                                              wall_time_s=time.perf_counter() - started,
-                                              failed_now=work.store.failed_now)
-        finally:
-            if cache is not None:
-                cache.close()
-            lock.release()
+                    summary, verified = write_outputs(out, source, instances, rows, validator, annotations=annotations,
+                                                      tasks_per_page=tasks_per_page,
+                                                      wall_time_s=time.perf_counter() - started,
+                                                      failed_now=work.store.failed_now)
+                finally:
+                    if cache is not None:
+                        cache.close()
     finally:
-        state.restore()
         if isinstance(model, Model):  # a caller's model leaves with the cache it came with
             model.cache = saved_cache
     return ValidationResult(rows=rows, verified=verified, summary=summary, output_dir=out,

@@ -81,13 +81,11 @@ def known_checklists(data_dir: Path, instances: Iterable[Instance]) -> dict[tupl
     checklist, and a synthesis output's checklists.json files (which win: they are the ones
     the dialogues were simulated with)."""
     book: dict[tuple[str, str], tuple[list[str], str]] = {}
-    personas: set[str] = set()
     for instance in instances:
         book.setdefault((instance.persona_id, instance.current_contextual_preference.strip()),
                         (list(instance.current_checklist), "instance"))
-        personas.add(instance.persona_id)
-    for persona_id in sorted(personas) if data_dir.is_dir() else ():
-        path = data_dir / "personas" / persona_id / "checklists.json"
+    for persona_id in sorted({persona_id for persona_id, _ in book}):
+        path = data_dir / "personas" / persona_id / "checklists.json"  # none when data_dir is a file
         if path.is_file():
             for preference, checklist in read_json(path).items():
                 if isinstance(checklist, list) and checklist:

@@ -4,6 +4,7 @@ command reports what stopped it."""
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from typing import Callable, NoReturn
@@ -23,17 +24,16 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def print_error(exc: BaseException, message: str | None = None) -> int:
+def print_error(exc: BaseException) -> int:
     """What stopped a command, on stderr, and its exit status: an ``Interrupted``'s message,
-    else ``error:`` and the CupidError's message (or ``message``) and notes, keys redacted."""
+    else ``error:`` and the CupidError's message and notes, keys redacted."""
     from cupid.utils.errors import Interrupted
     from cupid.utils.redact import redact
 
     if isinstance(exc, Interrupted):
         print(f"\n{exc.message}", file=sys.stderr)
     else:
-        print(redact("\n".join([f"error: {message or exc}", *getattr(exc, "__notes__", ())])), file=sys.stderr,
-              flush=True)
+        print(redact("\n".join([f"error: {exc}", *getattr(exc, "__notes__", ())])), file=sys.stderr, flush=True)
     return exc.exit_code
 
 
@@ -48,7 +48,8 @@ def run_console(main: Callable[[], int]) -> NoReturn:
         sys.exit(stop_status(exc))
 
 
-def _number(kind: type, text: str, check: Callable[[float], bool], need: str):
+def _number(kind: type, check: Callable[[float], bool], need: str, text: str):
+    """``text`` as a ``kind`` for which ``check`` holds, else a flag error saying ``need``."""
     try:
         value = kind(text)
     except (TypeError, ValueError):
@@ -58,20 +59,12 @@ def _number(kind: type, text: str, check: Callable[[float], bool], need: str):
     return value
 
 
-def positive_int(text: str) -> int:
-    return _number(int, text, lambda v: v >= 1, "a whole number of at least 1")
-
-
-def non_negative_int(text: str) -> int:
-    return _number(int, text, lambda v: v >= 0, "a whole number of at least 0")
-
-
-def positive_float(text: str) -> float:
-    return _number(float, text, lambda v: v > 0 and v != float("inf"), "a number above 0")
-
-
-def _temperature(text: str) -> float:
-    return _number(float, text, lambda v: 0 <= v <= 2, "a temperature between 0 and 2")
+positive_int = functools.partial(_number, int, lambda v: v >= 1, "a whole number of at least 1")
+non_negative_int = functools.partial(_number, int, lambda v: v >= 0, "a whole number of at least 0")
+positive_float = functools.partial(_number, float, lambda v: v > 0 and v != float("inf"), "a number above 0")
+_temperature = functools.partial(_number, float, lambda v: 0 <= v <= 2, "a temperature between 0 and 2")
+# -1 is Gemini's "dynamic" budget; each provider's adapter checks its own range.
+_thinking_budget = functools.partial(_number, int, lambda v: v >= -1, "a whole number of tokens (-1: dynamic, Gemini)")
 
 
 def known_reasoning_efforts() -> tuple[str, ...]:
@@ -95,11 +88,6 @@ def _reasoning_effort(text: str) -> str:
         print(f"warning: reasoning_effort={text} is not one the openai SDK names ({', '.join(known)}); "
               f"it is sent as given, for the provider to accept or refuse", file=sys.stderr, flush=True)
     return text
-
-
-def _thinking_budget(text: str) -> int:
-    # -1 is Gemini's "dynamic" budget; each provider's adapter checks its own range.
-    return _number(int, text, lambda v: v >= -1, "a whole number of tokens (-1: dynamic, Gemini)")
 
 
 # Generation parameters a user may set per role (the Request fields the adapters translate;

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from cupid.utils.errors import BadInput
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 INSTANCE_TYPES = ("consistent", "contrastive", "changing")
@@ -50,23 +50,11 @@ class Instance:
 
     def to_row(self) -> dict:
         """The instance in the dataset's schema (what synthesis writes, what we load)."""
-        row = {
-            "instance_id": self.instance_id,
-            "persona_id": self.persona_id,
-            "instance_type": self.instance_type,
-            "current_request": self.current_request,
-            "current_context_factor": self.current_context_factor,
-            "current_contextual_preference": self.current_contextual_preference,
-            "current_checklist": list(self.current_checklist),
-            "prior_interactions": [
-                {"context_factor": s.context_factor,
-                 "contextual_preference": s.contextual_preference,
-                 "dialogue": [{"role": t.role, "content": t.content} for t in s.dialogue]}
-                for s in self.prior_interactions
-            ],
-        }
-        row.update(self.extra)
-        return row
+        row = {name: getattr(self, name) for name in COLUMNS[:6]}
+        row["current_checklist"] = list(self.current_checklist)
+        row["prior_interactions"] = [{**asdict(s), "dialogue": [asdict(t) for t in s.dialogue]}
+                                     for s in self.prior_interactions]
+        return {**row, **self.extra}
 
     def relevant_positions(self) -> list[int]:
         """1-based positions of the prior sessions whose preference equals the current one
@@ -81,6 +69,10 @@ class Instance:
         canonical = json.dumps(self.to_row(), sort_keys=True, ensure_ascii=False,
                                separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
+# The schema's columns, in order: Instance's fields but the two of our own.
+COLUMNS = tuple(f.name for f in fields(Instance) if f.name not in ("source", "extra"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -115,9 +107,9 @@ def _fail(where: str, field_path: str, problem: str) -> DataValidationError:
 
 
 def _text(row: dict, key: str, where: str, prefix: str = "") -> str:
-    if key not in row or row[key] is None:
+    value = row.get(key)
+    if value is None:
         raise _fail(where, prefix + key, "missing")
-    value = row[key]
     if not isinstance(value, str):
         raise _fail(where, prefix + key, f"expected a string, got {type(value).__name__}")
     if not value.strip():
@@ -126,12 +118,15 @@ def _text(row: dict, key: str, where: str, prefix: str = "") -> str:
 
 
 def _list(value: Any, where: str, field_path: str) -> list:
-    # Parquet and datasets may hand back tuples or numpy arrays for list columns.
+    """A non-empty list (Parquet and datasets may hand back tuples or numpy arrays)."""
     if value is None:
         raise _fail(where, field_path, "missing")
     if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__iter__"):
         raise _fail(where, field_path, f"expected a list, got {type(value).__name__}")
-    return list(value)
+    items = list(value)
+    if not items:
+        raise _fail(where, field_path, "empty")
+    return items
 
 
 def parse_instance(row: Any, where: str) -> Instance:
@@ -151,22 +146,16 @@ def parse_instance(row: Any, where: str) -> Instance:
     factor = _text(row, "current_context_factor", where)
     preference = _text(row, "current_contextual_preference", where)
     checklist = _list(row.get("current_checklist"), where, "current_checklist")
-    if not checklist:
-        raise _fail(where, "current_checklist", "empty")
     for i, item in enumerate(checklist):
         if not isinstance(item, str) or not item.strip():
             raise _fail(where, f"current_checklist[{i}]", "expected a non-empty string")
     sessions_raw = _list(row.get("prior_interactions"), where, "prior_interactions")
-    if not sessions_raw:
-        raise _fail(where, "prior_interactions", "empty")
     sessions = []
     for s, session in enumerate(sessions_raw):
         prefix = f"prior_interactions[{s}]."
         if not isinstance(session, dict):
             raise _fail(where, f"prior_interactions[{s}]", "expected an object")
         dialogue_raw = _list(session.get("dialogue"), where, prefix + "dialogue")
-        if not dialogue_raw:
-            raise _fail(where, prefix + "dialogue", "empty")
         turns = []
         for t, turn in enumerate(dialogue_raw):
             tprefix = f"{prefix}dialogue[{t}]."
@@ -186,9 +175,6 @@ def parse_instance(row: Any, where: str) -> Instance:
             contextual_preference=_text(session, "contextual_preference", where, prefix),
             dialogue=tuple(turns),
         ))
-    known = {"instance_id", "persona_id", "instance_type", "current_request",
-             "current_context_factor", "current_contextual_preference", "current_checklist",
-             "prior_interactions"}
     explicit_id = row.get("instance_id")
     if explicit_id is not None and not isinstance(explicit_id, str):
         raise _fail(where, "instance_id", "expected a string")
@@ -203,7 +189,7 @@ def parse_instance(row: Any, where: str) -> Instance:
         current_checklist=tuple(checklist),
         prior_interactions=tuple(sessions),
         source=where,
-        extra={k: v for k, v in row.items() if k not in known and _jsonable(v)},
+        extra={k: v for k, v in row.items() if k not in COLUMNS and _jsonable(v)},
     )
 
 

@@ -151,7 +151,7 @@ def recorded_reasoning(directory: str | Path) -> dict[str, float]:
     directory = Path(directory)
     from_steps: dict[str, list[int]] = {}
     from_usage: dict[str, list[int]] = {}
-    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+    for path in sorted(directory.glob("*.json")):
         try:
             record = read_json(path)
         except (OSError, ValueError):
@@ -260,7 +260,6 @@ def print_forecast(result: dict, header: list[str], rendered: str, assumptions: 
                    as_json: bool, out=None) -> None:
     """The table, then how tokens were counted, what was rendered (``rendered``) and what
     the rest assumes; with ``as_json`` the same as one JSON object on the last line."""
-    notes = [f"how: {TOKEN_COUNTING}.", f"{rendered}, assuming:"] + [f"  - {a}" for a in assumptions]
     out = sys.stdout if out is None else out
     for line in header:
         print(line, file=out)
@@ -289,7 +288,7 @@ def print_forecast(result: dict, header: list[str], rendered: str, assumptions: 
     if any(v["time_s"] is None for v in result["roles"].values()):
         print("time: unknown without --rate_limit [MODEL=]tpm=N,rpm=N (a run learns the provider's "
               "limits from its response headers, which a dry run does not ask for)", file=out)
-    for note in notes:
+    for note in [f"how: {TOKEN_COUNTING}.", f"{rendered}, assuming:", *(f"  - {a}" for a in assumptions)]:
         print(note, file=out)
     if as_json:
         print(json.dumps(result, sort_keys=False), file=out)

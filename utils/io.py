@@ -71,8 +71,7 @@ def check_writable(directory: str | Path) -> None:
                            NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)))
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=f".write-check.{_HOST}~{os.getpid()}.", suffix=".tmp",
-                                     dir=directory)
+        fd, probe = tempfile.mkstemp(prefix=temporary_prefix(directory / "write-check"), suffix=".tmp", dir=directory)
     except OSError as exc:
         raise StorageError(directory, "write in the directory", exc) from exc
     try:
@@ -132,8 +131,6 @@ def atomic_write_text(path: str | Path, text: str | Iterable[str], encoding: str
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=path.parent)
-    except StorageError:
-        raise
     except OSError as exc:
         raise StorageError(path, "write", exc) from exc
     try:
@@ -190,12 +187,8 @@ def _pid_alive(pid: int) -> bool:
 def clean_orphan_tmp(directory: str | Path, recursive: bool = True) -> list[Path]:
     """Delete the temporary files that killed writers left under ``directory``: those of
     this host whose process is gone, and any older than ORPHAN_AGE_S. Returns them."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
     removed = []
-    pattern = "**/.*.tmp" if recursive else ".*.tmp"
-    for tmp in directory.glob(pattern):
+    for tmp in Path(directory).glob("**/.*.tmp" if recursive else ".*.tmp"):  # none in a missing directory
         if not tmp.is_file():
             continue
         orphan = False

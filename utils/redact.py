@@ -27,7 +27,6 @@ _MIN_LENGTH = 6
 
 _lock = threading.Lock()
 _registered: set[str] = set()
-_pattern_cache: tuple[tuple[str, ...], re.Pattern | None] = ((), None)
 
 
 def register_secret(value: str | None) -> None:
@@ -75,20 +74,11 @@ def known_secrets() -> tuple[str, ...]:
     return tuple(sorted(values, key=lambda v: (-len(v), v)))
 
 
-def _pattern() -> re.Pattern | None:
-    global _pattern_cache
-    secrets = known_secrets()
-    cached_for, pattern = _pattern_cache
-    if secrets != cached_for:
-        pattern = re.compile("|".join(re.escape(s) for s in secrets)) if secrets else None
-        _pattern_cache = (secrets, pattern)
-    return pattern
-
-
 def redact(value: Any) -> Any:
     """``value`` with every known key replaced; strings, lists, tuples and dicts (values)
-    are walked, anything else is returned as it is."""
-    return _walk(value, _pattern())
+    are walked, anything else is returned as it is. (``re`` caches the compiled pattern.)"""
+    secrets = known_secrets()
+    return _walk(value, re.compile("|".join(map(re.escape, secrets))) if secrets else None)
 
 
 def _walk(value: Any, pattern: re.Pattern | None) -> Any:

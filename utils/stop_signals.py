@@ -19,8 +19,7 @@ def second_interrupt(signum, frame) -> None:  # noqa: ARG001 - signal handler si
 
 
 class StopSignal(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised in the main thread as Ctrl-C raises KeyboardInterrupt, so
-    that every path that stops cleanly on Ctrl-C does so on these too."""
+    """SIGTERM or SIGHUP, raised in the main thread as Ctrl-C raises KeyboardInterrupt."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -51,9 +50,9 @@ class SignalGuard:
 
     Python lets only the main thread set handlers: a run started from another thread gets
     none (the caller's handlers stay) and ``active`` is False. A signal ignored when the run
-    starts (SIGHUP under nohup) stays ignored. ``deferring()`` turns a
-    signal into a note (``received``) while files that finish a run are written, and
-    ``second_ends_process()`` makes any further signal end the process at once."""
+    starts (SIGHUP under nohup) stays ignored. ``deferring()`` turns a signal into a note
+    (``received``) while files that finish a run are written, and ``second_ends_process()``
+    makes any further signal end the process at once."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -61,19 +60,16 @@ class SignalGuard:
         self.active = False
         self.received: int | None = None
         self._previous: dict[int, object] = {}
-        self._depth = 0
 
     def __enter__(self) -> "SignalGuard":
-        self._depth += 1
-        if self._depth == 1 and threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is threading.main_thread():
             self._previous = {s: signal.getsignal(s) for s in self.SIGNALS}
             self.active = True
             self.raising()
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self._depth -= 1
-        if self._depth == 0 and self.active:
+        if self.active:
             for signum, handler in self._previous.items():
                 # None: a handler not set from Python, which cannot be put back; the default.
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)

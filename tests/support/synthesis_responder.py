@@ -18,7 +18,7 @@ from collections import Counter
 
 import yaml
 
-from cupid.synthesis.dialogues import ASSISTANT_PROMPT, MESSAGE_HEADER
+from cupid.synthesis.dialogues import ASSISTANT_PROMPT, MESSAGE_HEADER, dialogue_steps
 from cupid.utils.prompts import load_prompt
 
 _TASKS = ["Writing & editing", "Planning", "Communicating", "Problem solving", "Learning"]
@@ -252,3 +252,13 @@ class ScriptedSynthesis:
         turn = sum(1 for m in req["messages"] if m["role"] == "assistant") + 1
         return (f"Reply {turn}: here is a draft that addresses your request. It has three parts. "
                 f"Let me know what to change.")
+
+
+def simulate_dialogue(*args, **kwargs) -> dict:
+    """``dialogue_steps`` run to its end, as the pipeline's tasks run it: the dialogue artifact."""
+    steps = dialogue_steps(*args, **kwargs)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            return finished.value

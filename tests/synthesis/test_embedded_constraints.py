@@ -10,8 +10,7 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from cupid.synthesis.dialogues import (ENDING_USER_SIMULATOR_GRAMMAR, USER_SIMULATOR_GRAMMAR, opening_turn,
-                                       simulate_dialogue)
+from cupid.synthesis.dialogues import ENDING_USER_SIMULATOR_GRAMMAR, USER_SIMULATOR_GRAMMAR, opening_turn
 from cupid.synthesis.documents import generate_validated
 from cupid.synthesis.factors import EMBEDDED_PAIR, embedded_factors_schema, factors_schema, validate_factors
 from cupid.synthesis.journey import make_journey
@@ -19,6 +18,7 @@ from cupid.synthesis.personas import persona_batch_schema, validate_persona_batc
 from cupid.synthesis.sessions import embedded_sessions_schema, validate_sessions
 from cupid.synthesis.taxonomy import load_taxonomy
 from cupid.utils.models.model import Completion, Model
+from synthesis_responder import simulate_dialogue
 
 TAX = load_taxonomy()
 # Printable text: the grammar leaves out quotes, backslashes and control characters; a model

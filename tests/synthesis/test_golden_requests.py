@@ -22,12 +22,11 @@ if __name__ == "__main__":  # run as a script: this checkout's code, not an inst
     sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1] / "support")]
 
 from cupid.synthesis import personas as P  # noqa: E402
-from cupid.synthesis.dialogues import simulate_dialogue
 from cupid.synthesis.factors import generate_factors
 from cupid.synthesis.journey import make_journey
-from cupid.synthesis.personas import PARAMS as PERSONA_PARAMS, SEED
+from cupid.synthesis.personas import SEED
 from cupid.evaluation.steps.decompose import PARAMS as DECOMPOSER_PARAMS
-from synthesis_responder import ScriptedSynthesis, stage_of
+from synthesis_responder import ScriptedSynthesis, simulate_dialogue, stage_of
 from cupid.synthesis.sessions import generate_sessions
 from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE, load_occupations, load_taxonomy
 from repo_paths import GOLDEN_DIR
@@ -54,8 +53,7 @@ def rendered_requests(server) -> dict:
     assistant = resolve_model(ASSISTANT, max_retries=0)
     seeds = P.read_seed_file(BUNDLED_SEEDS_FILE)
     templates = P.make_templates(seeds, 4, load_occupations(), TAX, SEED)
-    described = P.describe_personas(model, templates, TAX, max_attempts=1,
-                                    params=PERSONA_PARAMS).value
+    described = P.describe_personas(model, templates, TAX, max_attempts=1).value
     description = described[0]["description"]
     factors = generate_factors(model, description, 8, TAX, max_attempts=1).value["factors"]
     journey = make_journey(random.Random(f"{SEED}:journey:golden"), 13,

@@ -55,7 +55,7 @@ def test_synthesized_instances_are_evaluated_offline(tmp_path):
 @pytest.mark.slow(minutes=1)
 def test_the_embedded_user_simulator_answers_in_the_layout_its_parser_reads():
     pytest.importorskip("llama_cpp", reason="the embedded model runs on llama-cpp-python")
-    from cupid.synthesis.dialogues import simulate_dialogue
+    from synthesis_responder import simulate_dialogue
     from cupid.utils.models.registry import resolve_model
 
     model = resolve_model(EMBEDDED)

@@ -19,6 +19,7 @@ from cupid.synthesis import run as cli
 from cupid.synthesis.dialogues import ASSISTANT_PROMPT
 from cupid.utils.prompts import load_prompt
 from cupid.synthesis.personas import SeedSourceError
+from cupid.synthesis import personas as P
 from cupid.synthesis.pipeline import SettingsMismatch, SynthesisConfig, run_synthesis
 from synthesis_responder import ScriptedSynthesis, stage_of
 from cupid.utils.io import read_json
@@ -207,7 +208,7 @@ def test_other_settings_in_the_same_directory_are_refused(fake_server, tmp_path)
 # ---------------------------------------------------------------------------------------
 # Seeds: the hub by default, never loaded when templates exist
 # ---------------------------------------------------------------------------------------
-def test_hub_is_tried_first_and_not_loaded_again_on_resume(fake_server, tmp_path):
+def test_hub_is_tried_first_and_not_loaded_again_on_resume(fake_server, tmp_path, monkeypatch):
     fake_server.responder = ScriptedSynthesis()
     out = tmp_path / "data"
     tried = []
@@ -216,19 +217,19 @@ def test_hub_is_tried_first_and_not_loaded_again_on_resume(fake_server, tmp_path
         tried.append(1)
         raise SeedSourceError("could not load proj-persona/PersonaHub (instruction): offline")
 
-    summary = run_synthesis(make_config(fake_server, out, n_personas=1, persona_seeds=None),
-                            hub_loader=unreachable_hub)
+    monkeypatch.setattr(P, "load_hub_seeds", unreachable_hub)
+    summary = run_synthesis(make_config(fake_server, out, n_personas=1, persona_seeds=None))
     assert tried == [1] and "hub unreachable" in summary["seed_source"]
 
     def must_not_be_called():
         raise AssertionError("the hub was loaded although the templates exist")
 
-    again = run_synthesis(make_config(fake_server, out, n_personas=1, persona_seeds=None),
-                          hub_loader=must_not_be_called)
+    monkeypatch.setattr(P, "load_hub_seeds", must_not_be_called)
+    again = run_synthesis(make_config(fake_server, out, n_personas=1, persona_seeds=None))
     assert again["counts"]["instances"] == 3
 
 
-def test_existing_personas_go_on_while_the_hub_loads(fake_server, tmp_path):
+def test_existing_personas_go_on_while_the_hub_loads(fake_server, tmp_path, monkeypatch):
     out = tmp_path / "data"
     fake_server.responder = ScriptedSynthesis(always_invalid={"user_simulator": "Session 3:"})
     first = run_synthesis(make_config(fake_server, out, n_personas=1, n_workers=1))
@@ -251,8 +252,8 @@ def test_existing_personas_go_on_while_the_hub_loads(fake_server, tmp_path):
         return read_seed_file(BUNDLED_SEEDS_FILE)
 
     fake_server.responder = responder
-    summary = run_synthesis(make_config(fake_server, out, n_personas=2, n_workers=2, persona_seeds=None),
-                            hub_loader=slow_hub)
+    monkeypatch.setattr(P, "load_hub_seeds", slow_hub)
+    summary = run_synthesis(make_config(fake_server, out, n_personas=2, n_workers=2, persona_seeds=None))
     assert summary["counts"]["instances"] == 6 and summary["failures"] == []
     assert summary["seed_source"].startswith("bundled:") and "hub:proj-persona" in summary["seed_source"]
     assert asked_at and min(asked_at) < loaded_at[0]  # persona 1 went on during the load

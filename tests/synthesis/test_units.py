@@ -112,20 +112,22 @@ def test_seed_file_formats(tmp_path):
         P.read_seed_file(tmp_path / "missing.txt")
 
 
-def test_hub_is_the_default_and_falls_back_to_the_bundled_list(caplog):
+def test_hub_is_the_default_and_falls_back_to_the_bundled_list(caplog, monkeypatch):
     calls = []
 
     def hub():
         calls.append(1)
         return ["A teacher from the hub."]
 
-    seeds, source = P.load_seeds(None, hub)
+    monkeypatch.setattr(P, "load_hub_seeds", hub)
+    seeds, source = P.load_seeds(None)
     assert calls and seeds == ["A teacher from the hub."] and source.startswith("hub:proj-persona/PersonaHub")
 
     def unreachable():
         raise P.SeedSourceError("could not load proj-persona/PersonaHub (instruction): offline")
 
-    seeds, source = P.load_seeds(None, unreachable)
+    monkeypatch.setattr(P, "load_hub_seeds", unreachable)
+    seeds, source = P.load_seeds(None)
     assert source.startswith("bundled:") and "hub unreachable" in source
     assert seeds == P.read_seed_file(BUNDLED_SEEDS_FILE)
     assert "Falling back to the bundled seed list" in caplog.text
