@@ -123,7 +123,7 @@ def plot_prf_bars(data, path: Path) -> None:
                        fontsize=8)
     ax.set_ylabel("%")
     ax.set_ylim(*F1_LIMITS)
-    ax.set_title("Inference: P / R / F1 per model (95% persona-clustered bootstrap CI)")
+    ax.set_title("Inference: P / R / F1 per model\n(95% persona-clustered bootstrap CI)", fontsize=10)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", alpha=0.3)
     _save(plt, fig, path)
