@@ -15,8 +15,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
-import orjson
-
 from cupid.evaluation import steps
 from cupid.evaluation.metrics import read_generation, read_inference
 from cupid.evaluation.settings import SETTINGS
@@ -156,7 +154,7 @@ def load_runs(root: str | Path, ignored: list[str] | None = None, keep_raw: bool
             if not is_instance_file(path):
                 continue
             try:
-                data = _read_instance_file(path)
+                data = read_json(path)
             except (OSError, ValueError) as exc:
                 run.warnings.append(f"{path}: unreadable, left out ({exc})")
                 continue
@@ -177,15 +175,6 @@ def load_runs(root: str | Path, ignored: list[str] | None = None, keep_raw: bool
             run.warnings.append(f"{anonymous} instance file(s) name no persona_id: each is a persona of its own "
                                 f"in the intervals, which are too narrow if they share another's sessions")
     return sorted(runs.values(), key=lambda r: (r.model, setting_order(r.setting)))
-
-
-def _read_instance_file(path: Path) -> Any:
-    """orjson reads a paper-scale report's 124 MiB of instance files in two thirds of the standard
-    library's time; what it rejects (NaN, say) is read by read_json, or named by its error."""
-    try:
-        return orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError:
-        return read_json(path)
 
 
 def _drop_first_try_raw(data: dict) -> None:
