@@ -166,7 +166,8 @@ def atomic_write_text(path: str | Path, text: str | Iterable[str], encoding: str
 def atomic_write_json(path: str | Path, data: Any) -> None:
     """``data`` as indented JSON. An instance file is written again after every step, so its
     encoder is orjson (json.dumps with an indent runs in pure Python: a third of a run's CPU);
-    what orjson refuses (an integer beyond 64 bits) goes through json."""
+    what orjson refuses (an integer beyond 64 bits) goes through json. A float NaN or infinity,
+    which json would write as non-standard JSON, is written as null."""
     try:
         text = orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode("utf-8")
     except orjson.JSONEncodeError:
