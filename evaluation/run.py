@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", choices=TASKS, default="inference",
                    help="inference: infer the preference; generation: answer the request; both")
     p.add_argument("--setting", type=setting_argument, default="default", metavar="STRATEGY",
-                   help="what the model is shown of the prior sessions: default (all 8); oracle (only the "
+                   help="what the model is shown of the prior sessions: default (all 8); none (no session); oracle (only the "
                         "sessions with the current preference); summary (Figure 23's summaries); "
                         "oracle_preference (generation given the true preference); recent:k=N (the last N); "
                         "bm25:k=N or dense:k=N (the N closest to the request, oldest first); your own: "

@@ -34,6 +34,14 @@ class Default:
         return instance.prior_interactions
 
 
+class NoHistory:
+    """No prior session: the same model without the user's history, the baseline every other
+    strategy is measured against."""
+
+    def select(self, instance: Instance) -> Sequence[Session]:
+        return ()
+
+
 class Oracle:
     """Only the sessions whose preference is the current one."""
 
@@ -59,7 +67,7 @@ class OraclePreference:
         return ()
 
 
-BUILT_IN = {"default": Default, "oracle": Oracle, "summary": Summary, "oracle_preference": OraclePreference,
+BUILT_IN = {"default": Default, "none": NoHistory, "oracle": Oracle, "summary": Summary, "oracle_preference": OraclePreference,
             "recent": Recent, "bm25": BM25, "dense": Dense}
 
 

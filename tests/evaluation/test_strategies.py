@@ -120,6 +120,19 @@ def test_bm25_shows_the_three_best_sessions_oldest_first_with_their_recall(serve
     assert selection["by_instance_type"]["contrastive"]["recall"] == 0.5
 
 
+def test_none_shows_no_session_and_answers_from_the_request_alone(server, data_file, tmp_path):
+    base = tmp_path / "res"
+    assert run_module.main(cli(server, data_file, base, "--setting", "none", "--task", "both")) == 0
+    for plan in PLANS:
+        assert shown_sessions(server, plan, "infer") == [[]]
+        assert shown_sessions(server, plan, "generate") == [[]]
+    infer = next(r["messages"][-1]["content"] for r in server.requests if server.cupid.kind(r) == "infer")
+    assert "### Session" not in infer and "#### User" not in infer
+    selection = results(base, "none")["session_selection"]
+    assert selection["sessions_shown"] == 0 and selection["recall"] == 0
+    assert json.loads((base / "test-model" / "none" / "run.json").read_text())["setting"] == "none"
+
+
 def test_default_shows_all_sessions_and_reports_the_recall_of_showing_everything(server, data_file, tmp_path):
     base = tmp_path / "res"
     assert run_module.main(cli(server, data_file, base)) == 0
