@@ -47,10 +47,10 @@ def test_the_input_is_the_request_the_infer_step_renders(data):
 def test_skipped_and_failed_contexts_are_kept_unscored_with_their_reason(data, tmp_path):
     (tmp_path / "strategy.py").write_text(
         "class Picky:\n"
-        "    def select(self, instance):\n"
-        "        if instance.persona_id == 'p2':\n"
-        "            raise RuntimeError('no index for p2')\n"
-        "        return instance.prior_interactions\n")
+        "    def render(self, instance):\n"
+        "        if 'case C' in instance.current_request or 'case D' in instance.current_request:\n"
+        "            raise RuntimeError('no index for this request')\n"
+        "        return 'No history.'\n")
     responder = CupidResponder(clustered_plans())
 
     def run(setting: str):
@@ -65,8 +65,8 @@ def test_skipped_and_failed_contexts_are_kept_unscored_with_their_reason(data, t
     assert explanations["p3__changing"] == "skipped: no prior session has the current preference"
     assert oracle.results.scores[0].scored_samples == 5
     failed = {s.id: s.scores["checklist_match"].explanation for s in picky.samples if s.metadata["context_error"]}
-    assert failed == {"p2__changing": "context failed: RuntimeError: no index for p2",
-                      "p2__consistent": "context failed: RuntimeError: no index for p2"}
+    assert failed == {"p2__changing": "context failed: RuntimeError: no index for this request",
+                      "p2__consistent": "context failed: RuntimeError: no index for this request"}
     assert picky.results.scores[0].scored_samples == 4
     assert responder.calls["infer"] == 5 + 4  # nothing was sent for the others
 

@@ -40,10 +40,10 @@ def data(tmp_path, plans):
     return write_clustered_data(tmp_path / "data.jsonl", plans)
 
 
-def cupid_eval(server, data: Path, results: Path, setting: str = "default", task: str = "both") -> dict:
+def cupid_eval(server, data: Path, results: Path, setting: str = "default", task: str = "both", *extra) -> dict:
     """cupid-eval's results.json for the run, against the loopback server."""
     code = run_module.main(["--model", MODEL, "--evaluator", GRADER, "--data", str(data), "--task", task,
-                            "--setting", setting, "--results_dir", str(results), "--n_workers", "2"])
+                            "--setting", setting, "--results_dir", str(results), "--n_workers", "2", *extra])
     assert code == 0
     (path,) = results.rglob("results.json")  # the run directory is the setting's
     return json.loads(path.read_text())
@@ -106,6 +106,28 @@ def test_the_inspect_command_sends_cupid_evals_requests_and_gives_its_numbers(fa
             for label in plan.precision_labels) / len(plan.precision_labels))
     judged = next(s for s in read_eval_log(logs["cupid/generation"].location).samples if s.id == sample.id)
     assert judged.scores["judge_score"].value == plan.judge_score
+
+
+def test_prefmatcher_matches_as_in_cupid_eval(fake_llm_env, plans, data, tmp_path, monkeypatch):
+    """-T prefmatcher=true: the matches go to the matcher role (inspect's vLLM provider here)
+    with PrefMatcher's prompt, as cupid-eval --use_matcher sends them."""
+    server = fake_llm_env
+    server.responder = CupidResponder(plans)
+    results = cupid_eval(server, data, tmp_path / "results", "default", "inference",
+                         "--use_matcher", "--matcher_url", server.openai_base_url)
+    ours = [r["body"] for r in server.requests]
+    monkeypatch.setenv("VLLM_BASE_URL", server.openai_base_url)
+    monkeypatch.setenv("VLLM_API_KEY", "EMPTY")
+    (log,) = inspect_eval("cupid/inference", model=f"openai/{MODEL}",
+                          model_roles={"grader": f"openai/{GRADER}", "matcher": f"vllm/{config.PREFMATCHER_MODEL}"},
+                          task_args={"data_dir": str(data), "prefmatcher": True}, log_dir=str(tmp_path / "logs"),
+                          display="none")
+    theirs = [r["body"] for r in server.requests[len(ours):]]
+    assert len(ours) == len(theirs) == 24
+    assert sorted(map(canonical, ours)) == sorted(map(canonical, theirs))
+    assert server.responder.calls["match_prefmatcher"] == 24 and server.responder.calls["match"] == 0
+    assert_same_numbers(results, metrics_of(log), None)
+    assert log.eval.metadata["matcher"] == f"vllm/{config.PREFMATCHER_MODEL}"
 
 
 def scripted_eval(tasks: list[str], responder: CupidResponder, tmp_path: Path, **task_args) -> dict:
