@@ -8,13 +8,18 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
+import subprocess
+import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from inspect_runs import (canonical, clustered_plans, require_inspect, run_inspect, scripted_model,
-                          write_clustered_data)
+from browser import Browser, find_chromium
+from inspect_runs import (canonical, clustered_plans, inspect_command, require_inspect, run_inspect,
+                          scripted_model, write_clustered_data)
 
 require_inspect()
 
@@ -192,3 +197,41 @@ def test_an_unparseable_answer_is_asked_again_then_left_unscored_with_its_step(p
     sample_score = read_eval_log(logs[0].location).samples[0].scores["checklist_match"]
     assert math.isnan(sample_score.value)
     assert sample_score.explanation.startswith("match_precision failed: unparseable answer: ")
+
+
+@pytest.mark.slow
+def test_inspect_view_shows_the_inferred_preference_its_matches_and_score(plans, data, tmp_path):
+    if find_chromium() is None and os.environ.get("CUPID_REQUIRE_BROWSER") != "1":
+        pytest.skip("chromium is not installed (.ci/run installs it)")
+    responder = CupidResponder(plans)
+    log = scripted_eval(["cupid/inference"], responder, tmp_path, data_dir=str(data))["cupid/inference"]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    view = subprocess.Popen([inspect_command(), "view", "--log-dir", str(tmp_path / "logs"), "--host", "127.0.0.1",
+                             "--port", str(port)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and view.poll() is None, "inspect view did not start"
+                time.sleep(0.5)
+        plan = plans[0]
+        page = (f"http://127.0.0.1:{port}/#/logs/{Path(log.location).name}/samples/sample/p1__consistent/1/scoring")
+        with Browser(timeout=120) as browser:
+            browser.send("Page.navigate", {"url": page}, session=True)
+            last_match = f"{plan.truth_checklist[-1]} — {plan.recall_labels[-1]}"
+            browser.wait_for(f"document.body && document.body.innerText.includes({json.dumps(last_match)})")
+            text = browser.evaluate("document.body.innerText")
+    finally:
+        view.terminate()
+        view.wait(timeout=30)
+    assert plan.inferred in text
+    for entry, label in [*zip(plan.inferred_checklist, plan.precision_labels),
+                         *zip(plan.truth_checklist, plan.recall_labels)]:
+        assert f"{entry} — {label}" in text
+    assert plan.precision_labels == ["Fully Covered", "Partially Covered"]  # precision 0.75
+    assert "precision" in text and "0.75" in text and "recall" in text and "f1" in text
