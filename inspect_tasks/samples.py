@@ -28,6 +28,14 @@ class Data:
     instances: dict[str, Instance]  # by sample id, for the solver and the scorer
     source: dict                     # where the data came from (its fingerprint, commit)
 
+    def instance(self, sample_id: str | int) -> Instance:
+        return self.instances[str(sample_id)]
+
+    def _repr_params_(self) -> dict:
+        """What inspect logs of the solver's and scorer's argument: the data's source, not
+        every instance's sessions (tens of megabytes of 756 instances in the log's header)."""
+        return self.source
+
 
 def request_of(task: str, instance: Instance, setting: Setting, history: str | None = None) -> Ask:
     """The evaluated model's request for ``task``: the history the setting shows, or

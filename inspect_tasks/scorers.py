@@ -22,6 +22,7 @@ from cupid.evaluation.pipeline import Shown, StepAsker, generation_chain, infere
 from cupid.evaluation.steps.ask import Ask
 from cupid.inspect_tasks.metrics import CLUSTER, macro, micro, micro_stderr
 from cupid.inspect_tasks.requests import Unparsed, answer
+from cupid.inspect_tasks.samples import Data
 from cupid.utils.dataset import Instance
 
 # What the solver leaves in the sample's store.
@@ -35,6 +36,10 @@ class Graders:
     and judges (the evaluator's role); it matches too, unless PrefMatcher does (its role)."""
     grader: Model
     matcher: Model | None = None  # PrefMatcher, with its own prompt
+
+    def _repr_params_(self) -> dict:
+        """What inspect logs of the scorer's argument: the models' names."""
+        return {"grader": str(self.grader), "matcher": str(self.matcher or self.grader)}
 
     def model_for(self, step: steps.Step) -> tuple[Model, str]:
         if step.role == "matcher" and self.matcher is not None:
@@ -89,7 +94,7 @@ def labelled(results: list[dict]) -> str:
 
 
 @scorer(metrics=[micro(), micro_stderr(CLUSTER), macro()])
-def checklist_match(instances: dict[str, Instance], graders: Graders) -> Scorer:
+def checklist_match(data: Data, graders: Graders) -> Scorer:
     """The inferred preference decomposed into a checklist, matched against the true
     preference (precision) and the true checklist against the inference (recall)."""
 
@@ -99,7 +104,7 @@ def checklist_match(instances: dict[str, Instance], graders: Graders) -> Scorer:
             return Score.unscored(reason=problem.split(":")[0], explanation=problem)
         inferred = state.store.get(ANSWERED)
         asker = GraderSteps({steps.INFER.name: inferred}, graders)
-        counts = await run_chain(inference_chain, instances[str(state.sample_id)], asker,
+        counts = await run_chain(inference_chain, data.instance(state.sample_id), asker,
                                  Shown(prefmatcher=graders.matcher is not None))
         if isinstance(counts, Score):
             return counts
@@ -121,7 +126,7 @@ def checklist_match(instances: dict[str, Instance], graders: Graders) -> Scorer:
 
 
 @scorer(metrics=[mean(), stderr(cluster=CLUSTER)])
-def judge_score(instances: dict[str, Instance], graders: Graders) -> Scorer:
+def judge_score(data: Data, graders: Graders) -> Scorer:
     """The grader's 1-10 score of the response against the true preference and its checklist."""
 
     async def score(state: TaskState, target: Target) -> Score:
@@ -130,7 +135,7 @@ def judge_score(instances: dict[str, Instance], graders: Graders) -> Scorer:
             return Score.unscored(reason=problem.split(":")[0], explanation=problem)
         response = state.store.get(ANSWERED)
         asker = GraderSteps({steps.GENERATE.name: response}, graders)
-        value = await run_chain(generation_chain, instances[str(state.sample_id)], asker, Shown())
+        value = await run_chain(generation_chain, data.instance(state.sample_id), asker, Shown())
         if isinstance(value, Score):
             return value
         judged = asker.asked[steps.JUDGE.name]

@@ -28,7 +28,7 @@ PREFMATCHER = f"vllm/{config.PREFMATCHER_MODEL}"
 
 
 @solver
-def respond(task_name: str, setting: Setting, instances: dict) -> Solver:
+def respond(task_name: str, setting: Setting, data: samples.Data) -> Solver:
     """The evaluated model's step: the sample's input (the summary setting: the request from
     the summaries, which the model writes first), asked again while the answer does not
     parse, as cupid-eval asks; the parsed answer goes in the store for the scorer."""
@@ -37,7 +37,7 @@ def respond(task_name: str, setting: Setting, instances: dict) -> Solver:
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         if state.metadata.get("skipped") or state.metadata.get("context_error"):
             return state
-        instance = instances[str(state.sample_id)]
+        instance = data.instance(state.sample_id)
         if setting.summaries and not setting.preference_given:
             try:
                 written = [(await answer(get_model(), summarize.ask(session), None))["summaries"][0]
@@ -82,8 +82,8 @@ def cupid_task(task_name: str, *, data_dir: str | None, revision: str | None, li
     graders = Graders(get_model(role="grader", default=grader or DEFAULT_GRADER),
                       get_model(role="matcher", default=PREFMATCHER) if prefmatcher else None)
     score = checklist_match if task_name == "inference" else judge_score
-    return Task(dataset=data.dataset, solver=respond(task_name, chosen, data.instances),
-                scorer=score(data.instances, graders), config=evaluated_config(),
+    return Task(dataset=data.dataset, solver=respond(task_name, chosen, data),
+                scorer=score(data, graders), config=evaluated_config(),
                 metadata={"setting": chosen.name, "data": data.source, "grader": str(graders.grader),
                           "matcher": str(graders.matcher or graders.grader)})
 

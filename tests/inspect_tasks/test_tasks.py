@@ -93,6 +93,10 @@ def test_the_inspect_command_sends_cupid_evals_requests_and_gives_its_numbers(fa
 
     logs = {log.eval.task: log for log in map(read_eval_log, list_eval_logs(str(tmp_path / "logs")))}
     assert set(logs) == {"cupid/inference", "cupid/generation"}
+    # The solver's and scorer's arguments are logged as the data's source, not its sessions.
+    header = read_eval_log(logs["cupid/inference"].location, header_only=True)
+    assert "Session 1 request" not in header.model_dump_json()
+    assert header.plan.steps[0].params["data"]["fingerprint"] == header.eval.metadata["data"]["fingerprint"]
     assert_same_numbers(results, metrics_of(logs["cupid/inference"]), metrics_of(logs["cupid/generation"]))
 
     # What inspect view shows of a sample: the inferred preference, each checklist match, the score.
