@@ -79,14 +79,17 @@ def read_labels(paths) -> list[dict]:
 
 def _read_file(path: Path, seen: dict) -> list[dict]:
     try:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix.lower() == ".csv":
-            rows = list(csv.DictReader(text.splitlines()))
-        elif path.suffix.lower() == ".jsonl":
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
-            rows = json.loads(text)
-    except (OSError, ValueError) as exc:
+        # As files are read: a BOM (a spreadsheet's "CSV UTF-8") is no part of the first
+        # column's name; only a record's end ends a CSV row and only "\n" a JSON line (a
+        # newline, U+2028 or U+0085 inside a text is the text's).
+        with path.open(encoding="utf-8-sig", newline="") as file:
+            if path.suffix.lower() == ".csv":
+                rows = list(csv.DictReader(file))
+            elif path.suffix.lower() == ".jsonl":
+                rows = [json.loads(line) for line in file.read().split("\n") if line.strip()]
+            else:
+                rows = json.loads(file.read())
+    except (OSError, ValueError, csv.Error) as exc:
         raise BadInput(f"{path}: cannot read the labels ({exc})") from None
     if not isinstance(rows, list) or not rows:
         raise BadInput(f"{path}: no rows (expected one per pair and annotator, columns {', '.join(COLUMNS)})")
@@ -140,7 +143,14 @@ def majority(rows: list[dict]) -> dict[str, dict]:
 
 
 def annotator_alpha(rows: list[dict]) -> float | None:
-    """Krippendorff's alpha (ordinal) among the annotators over every entry."""
+    """Krippendorff's alpha (ordinal) among the annotators over every entry; None where it is
+    undefined (``alpha_undefined`` says why)."""
+    return _alpha(annotator_matrix(rows))
+
+
+def annotator_matrix(rows: list[dict]):
+    """Annotators x entries, each label's rank in LABELS, NaN where an annotator did not label
+    the pair."""
     import numpy as np
 
     units = sorted({(r["pair_id"], i) for r in rows for i in range(len(r["labels"]))})
@@ -150,15 +160,26 @@ def annotator_alpha(rows: list[dict]) -> float | None:
     for row in rows:
         for i, label in enumerate(row["labels"]):
             data[annotators.index(row["annotator"]), column[(row["pair_id"], i)]] = LABELS.index(label)
-    return _alpha(data)
+    return data
+
+
+def alpha_undefined(data) -> str | None:
+    """Why alpha has no value on ``data`` (coders x units), or None when it has one."""
+    import numpy as np
+
+    if len(data) < 2:
+        return "one annotator: there is no agreement among annotators to measure"
+    if not (np.sum(~np.isnan(data), axis=0) >= 2).any():
+        return "no entry was labelled by two annotators (their files share no pair)"
+    if len(set(data[~np.isnan(data)].tolist())) < 2:
+        return "every label is the same: there is no disagreement to expect"
+    return None
 
 
 def _alpha(data) -> float | None:
-    """None where alpha is undefined (a single value in all the data: no disagreement to expect)."""
     import krippendorff
-    import numpy as np
 
-    if len(set(data[~np.isnan(data)].tolist())) < 2:
+    if alpha_undefined(data) is not None:
         return None
     return float(krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal"))
 
@@ -206,7 +227,7 @@ def agreement(labels_paths, results_dir: str | Path) -> dict:
             "annotators": len({r["annotator"] for r in rows}), "pairs": len(pairs), "entries": entries,
             "entries_with_majority": kept,
             "pairs_without_majority": sum(all(label is None for label in e["majority"]) for e in pairs.values()),
-            "annotator_alpha": annotator_alpha(rows),
+            "annotator_alpha": annotator_alpha(rows), "annotator_alpha_undefined": alpha_undefined(annotator_matrix(rows)),
             "scorers": {scorer: scorer_agreement(pairs, labelled)
                         for scorer, labelled in sorted(scorer_pairs(results_dir).items())}}
 
@@ -221,7 +242,8 @@ def markdown(result: dict) -> str:
              f"preference-checklist pairs, {result['entries']} entries, {result['entries_with_majority']} with a "
              f"majority label (chosen by more than half of the entry's annotators; the others are dropped, "
              f"and {result['pairs_without_majority']} pair(s) left with none); Krippendorff's alpha among the annotators "
-             f"(ordinal): {_fmt(result['annotator_alpha'])}. Scorers: the runs under `{result['results_dir']}`, on the "
+             f"(ordinal): {_fmt(result['annotator_alpha'])}"
+             f"{f' ({why})' if (why := result.get('annotator_alpha_undefined')) else ''}. Scorers: the runs under `{result['results_dir']}`, on the "
              f"entries they labelled too. Paper, {PAPER}.", "",
              md_table(["Scorer", "Pairs", "Entries", "Accuracy", *(f"Acc. {label}" for label in reversed(LABELS)),
                        "Cohen's κ", "α with majority"],
