@@ -22,6 +22,7 @@ from pathlib import Path
 
 from cupid.evaluation.report.format import md_table
 from cupid.evaluation.report.results import load_runs
+from cupid.utils.csv_file import read_cell
 from cupid.utils.errors import BadInput
 
 LABELS = ("Not Covered", "Partially Covered", "Fully Covered")  # ordered: the ordinal alpha's scale
@@ -83,8 +84,9 @@ def _read_file(path: Path, seen: dict) -> list[dict]:
         # column's name; only a record's end ends a CSV row and only "\n" a JSON line (a
         # newline, U+2028 or U+0085 inside a text is the text's).
         with path.open(encoding="utf-8-sig", newline="") as file:
-            if path.suffix.lower() == ".csv":
-                rows = list(csv.DictReader(file))
+            if path.suffix.lower() == ".csv":  # its cells written by utils/csv_file.py's rule
+                rows = [{k: read_cell(v) if isinstance(v, str) else v for k, v in row.items()}
+                        for row in csv.DictReader(file)]
             elif path.suffix.lower() == ".jsonl":
                 rows = [json.loads(line) for line in file.read().split("\n") if line.strip()]
             else:
