@@ -142,11 +142,13 @@ def write_pages(directory: Path, tasks: list[dict], per_page: int) -> list[Path]
 # ---------------------------------------------------------------------------------------
 def read_annotations(paths: Sequence[str | Path], tasks: dict[str, dict]) -> list[dict]:
     """Each file as ``{"annotator", "labels": {(task, entry): label}, "realism": {task: 1-5}}``;
-    BadInput names the file and field of anything else."""
-    out = []
+    BadInput names the file and field of anything else. One annotator may answer several
+    pages (files), but a task once: the same annotator id on one task in two files is refused,
+    as cupid-match-agreement refuses one annotator twice on a pair."""
+    out, answered = [], {}
     for path in map(Path, paths):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
         except (OSError, ValueError) as exc:
             raise BadInput(f"{path}: not a readable JSON file of annotations ({exc})") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("tasks"), dict):
@@ -157,13 +159,25 @@ def read_annotations(paths: Sequence[str | Path], tasks: dict[str, dict]) -> lis
             task = tasks.get(key)
             if task is None:
                 raise BadInput(f"{path}: field 'tasks.{key}': not a task of this validation's pages")
-            entries = (answer or {}).get("entries") or {}
+            if answer is None:
+                continue
+            if not isinstance(answer, dict):
+                raise BadInput(f"{path}: field 'tasks.{key}': expected an object of 'entries' (and 'realism'), "
+                               f"got {type(answer).__name__}")
+            first = answered.setdefault((annotator, key), path)
+            if first != path:
+                raise BadInput(f"{path}: field 'tasks.{key}': annotator {annotator!r} answered this task in {first} "
+                               f"already; give each annotator's answers once (or the other annotator's own id)")
+            entries = answer.get("entries") or {}
+            if not isinstance(entries, dict):
+                raise BadInput(f"{path}: field 'tasks.{key}.entries': expected an object of entry number -> label, "
+                               f"got {type(entries).__name__}")
             for index, label in entries.items():
                 if label not in LABELS or not any(str(e["index"]) == str(index) for e in task["entries"]):
                     raise BadInput(f"{path}: field 'tasks.{key}.entries.{index}': {label!r} is not "
                                    f"{' or '.join(LABELS)} of an entry of the task")
                 labels[(key, int(index))] = label
-            if (answer or {}).get("realism") is not None:
+            if answer.get("realism") is not None:
                 value = answer["realism"]
                 if task["kind"] != "request" or isinstance(value, bool) or value not in range(1, 6):
                     raise BadInput(f"{path}: field 'tasks.{key}.realism': {value!r} is not a rating 1-5 of a request")

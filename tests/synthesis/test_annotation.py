@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -149,3 +150,36 @@ def test_a_bad_annotation_file_names_its_field(validated, tmp_path):
     with pytest.raises(BadInput, match="not a task of this validation"):
         validate(validated["root"] / "data", output_dir=validated["out"], model=validated["model"],
                  tasks_per_page=3, annotations=[unknown])
+
+
+@pytest.mark.parametrize("answer, field, shape", [
+    (["expressed"], r"'tasks\.t\w+'", "expected an object of 'entries'"),
+    ({"entries": ["expressed"]}, r"'tasks\.t\w+\.entries'", "expected an object of entry number"),
+])
+def test_a_list_where_an_answer_or_its_entries_belong_is_named(validated, tmp_path, capsys, answer, field, shape):
+    """Once an AttributeError traceback; now one line naming the file and field (exit 2)."""
+    bad = write(tmp_path / "list.json", "L", {validated["tasks"][0]["id"]: answer})
+    args = ["--data_dir", str(validated["root"] / "data"), "--output_dir", str(validated["out"]), "--model",
+            validated["model"], "--tasks_per_page", "3", "--annotations", str(bad)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and re.search(rf"^error: .*list\.json: field {field}: {shape}", err, re.M)
+
+
+def test_one_annotator_id_answers_a_task_once_across_files(validated, tmp_path):
+    """The same id on the same task in two files (two people who typed one id, or one file
+    sent twice with other labels) was folded into one annotator, the later file winning: it
+    is refused, naming both files. One annotator's answers to other tasks in another file
+    (another page) are theirs."""
+    first, other = validated["tasks"][0], validated["tasks"][1]
+    a = write(tmp_path / "a.json", "A", {first["id"]: {"entries": {"1": "expressed"}}})
+    again = write(tmp_path / "again.json", "A", {first["id"]: {"entries": {"1": "not expressed"}}})
+    b = write(tmp_path / "b.json", "B", {first["id"]: {"entries": {"1": "not expressed"}}})
+    with pytest.raises(BadInput, match=rf"again\.json: field 'tasks\.{first['id']}': annotator 'A' answered "
+                                       rf"this task in .*a\.json already"):
+        validate(validated["root"] / "data", output_dir=validated["out"], model=validated["model"],
+                 tasks_per_page=3, annotations=[a, b, again])
+    page_two = write(tmp_path / "page2.json", "A", {other["id"]: {"entries": {"1": "expressed"}}})
+    out = validate(validated["root"] / "data", output_dir=validated["out"], model=validated["model"],
+                   tasks_per_page=3, annotations=[a, b, page_two])
+    assert out.summary["human"]["annotators"] == 2 and out.summary["human"]["entries_annotated"] == 2
