@@ -130,6 +130,31 @@ def test_a_failed_extraction_is_counted_never_not_expressed_and_a_rerun_asks_it(
     assert server.validator.calls["extract"] == asked + 2  # nothing left to ask
 
 
+def test_verified_holds_exactly_this_runs_verified_instances(server, tmp_path):
+    """verified/ is what users evaluate next: a run over other data, or with --limit, into
+    the directory of an earlier run left that run's files in it (summary: verified 3;
+    verified/: 9 files). It is written anew and swapped in whole, with nothing left beside."""
+    data, out = vd.build(tmp_path / "data"), tmp_path / "out"
+    assert main(args(server, data, out)) == 0
+    assert verified(out) == ALL - vd.PLANTED
+    other = tmp_path / "other"
+    shutil.copytree(data / "personas", other / "personas")
+    (other / "instances").mkdir()
+    for path in sorted((data / "instances").glob("good__*.json")):
+        row = json.loads(path.read_text())
+        (other / "instances" / f"x{path.name}").write_text(json.dumps({**row, "instance_id": f"x{row['instance_id']}"}))
+    assert main(args(server, other, out)) == 0
+    assert verified(out) == {"xgood__consistent", "xgood__contrastive", "xgood__changing"}
+    assert json.loads((out / "summary.json").read_text())["counts"]["verified"] == 3
+    assert main(args(server, data, out, "--limit", "2")) == 0  # gap__changing, gap__consistent: neither passes
+    assert json.loads((out / "summary.json").read_text())["counts"]["verified"] == 0 and verified(out) == set()
+    (out / ".verified.otherhost~4242.new").mkdir()  # a run killed mid-swap left its copy
+    (out / ".verified.otherhost~4242.new" / "gap__changing.json").write_text("{}")
+    assert main(args(server, data, out, "--limit", "5")) == 0
+    assert verified(out) == {r for r, row in rows(out).items() if row["verified"]} == {"good__changing", "good__consistent"}
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".verified")) == []
+
+
 def test_benchmark_files_without_metadata(server, tmp_path):
     """The benchmark's rows record no contrasting or earlier preference: the earlier one is
     read from the sessions, its checklist from the instance it is current in; the
