@@ -36,7 +36,8 @@ def _read_text(path: Path) -> str:
 def _rows_from_file(path: Path) -> Iterator[tuple[Any, str]]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        for number, line in enumerate(_read_text(path).splitlines(), start=1):
+        # Only "\n" ends a JSON line: str.splitlines would also cut at a U+2028 or U+0085 in a text.
+        for number, line in enumerate(_read_text(path).split("\n"), start=1):
             if not line.strip():
                 continue
             try:

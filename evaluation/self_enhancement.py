@@ -60,7 +60,7 @@ def read_profiles(path: str | Path) -> dict[str, dict]:
         path = path.parent / PERSONAS_FILE if path.name == "instances" else path / PERSONAS_FILE
     try:
         text = path.read_text(encoding="utf-8")
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl" \
+        rows = [json.loads(line) for line in text.split("\n") if line.strip()] if path.suffix == ".jsonl" \
             else json.loads(text)
     except (OSError, ValueError) as exc:
         raise BadInput(f"persona_profiles: {path}: cannot read it ({exc})") from None
