@@ -211,6 +211,21 @@ def test_extraction_parse_and_kept_fragments():
         ["keep it short"], ["I keep it short", "be brief", " "])
 
 
+def test_a_fragment_trimmed_or_quoted_by_the_validator_is_found_before_it_is_dropped():
+    """GPT-4o quotes what it copies, curls its quotes and elides with '...': such a fragment
+    stands in the user's message and is kept; a paraphrase, pieces out of order or the
+    assistant's words are still dropped (and shown to the annotators, annotation.py)."""
+    session = Session("f", "p", (Turn("user", "I really don\u2019t want   \"jargon\" in the summary; keep it under "
+                                               "200 words, please."), Turn("assistant", "Sure, no jargon at all.")))
+    kept, dropped = extract_fragments.kept_fragments(
+        ["\u201cI really don't want jargon\u201d", "'keep it under 200 words'", "keep it ... 200 words",
+         "the summary\u2026please", "I really [...] want", "I want no jargon", "200 words ... keep it",
+         "no jargon at all", "...", "\" \""], session)
+    assert kept == ["\u201cI really don't want jargon\u201d", "'keep it under 200 words'", "keep it ... 200 words",
+                    "the summary\u2026please", "I really [...] want"]
+    assert dropped == ["I want no jargon", "200 words ... keep it", "no jargon at all", "...", "\" \""]
+
+
 def test_bad_arguments_and_data_are_refused_before_any_call(server, tmp_path):
     with pytest.raises(BadInput, match="n_workers"):
         validate(tmp_path, n_workers=0)
