@@ -265,7 +265,10 @@ def print_summary(summary: dict, out=None) -> None:
              f"extractions failed {c['extractions_failed']} (rerun to ask them again)"]
     if "human" in summary:
         h = summary["human"]
+        rules = h["revision_rules"]
         lines.append(f"annotations: {h['annotators']} annotators, alpha {h['alpha_entries']} (entries), "
                      f"LLM-human agreement {pct(h['llm_human_agreement_pct'])} on {h['entries_annotated']} "
-                     f"entries; instances to revise: {len(h['to_revise'])}")
+                     f"entries; instances to revise: {rules['section_3_2']['instances']} by §3.2's rule (expressed "
+                     f"if marked by at least one annotator), {rules['appendix_e']['instances']} by Appendix E's "
+                     f"(revised where at least one annotator marked an entry not expressed)")
     print("\n".join(lines), file=out or sys.stderr)
