@@ -280,4 +280,26 @@ def test_alpha_among_annotators_is_undefined_and_said_so_where_no_two_rated_one_
     result = json.loads((out / "match_agreement.json").read_text())
     assert result["annotator_alpha"] is None and why in result["annotator_alpha_undefined"]
     assert result["scorers"]["judge"]["entries"] == 5
-    assert f"(ordinal): — ({why}" in (out / "match_agreement.md").read_text()
+    assert f"ordinal —, nominal — ({why}" in (out / "match_agreement.md").read_text()
+
+
+def test_alpha_is_given_at_both_levels_and_its_level_is_stated_as_our_choice(worked, tmp_path):
+    """The paper states no level of measurement: ordinal is ours, nominal stands beside it."""
+    labels, results, rows = worked
+    by_hand = np.array([[2, 2, 0, 1, 2], [2, 1, 0, 2, 0], [1, 0, 0, 0, 1]], dtype=float)
+    result = A.agreement(labels, results)
+    assert result["annotator_alpha"] == pytest.approx(krippendorff.alpha(reliability_data=by_hand,
+                                                                          level_of_measurement="ordinal"))
+    assert result["annotator_alpha_nominal"] == pytest.approx(krippendorff.alpha(reliability_data=by_hand,
+                                                                                  level_of_measurement="nominal"))
+    assert result["annotator_alpha_nominal"] != pytest.approx(result["annotator_alpha"])
+    # judge+pm against the majority (F, N) on a and c: it said (P, F).
+    codes = np.array([[2, 0], [1, 2]], dtype=float)
+    pm = result["scorers"]["judge+pm"]
+    assert pm["alpha_with_majority"] == pytest.approx(krippendorff.alpha(reliability_data=codes,
+                                                                         level_of_measurement="ordinal"))
+    assert pm["alpha_with_majority_nominal"] == pytest.approx(krippendorff.alpha(reliability_data=codes,
+                                                                                 level_of_measurement="nominal"))
+    text = A.markdown(result)
+    assert "level of measurement is our choice, the paper states none" in text
+    assert "| α with majority (ordinal) | α (nominal) |" in text
