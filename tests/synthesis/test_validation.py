@@ -156,9 +156,11 @@ def test_verified_holds_exactly_this_runs_verified_instances(server, tmp_path):
 
 
 def test_benchmark_files_without_metadata(server, tmp_path):
-    """The benchmark's rows record no contrasting or earlier preference: the earlier one is
-    read from the sessions, its checklist from the instance it is current in; the
-    contrasting one is left unchecked and the row says so."""
+    """The benchmark's rows record no contrasting or earlier preference, nor any checklist but
+    the current one: the earlier preference is read from the sessions, its checklist from the
+    instance it is current in; the contrasting one from the series as B.5 builds it (the
+    contrastive instance's sessions absent from the consistent one), its checklist decomposed
+    by the validator. It was left unchecked, and the invented-fragment instance passed."""
     data = vd.build(tmp_path / "synth")
     plain = tmp_path / "plain"
     plain.mkdir()
@@ -169,13 +171,39 @@ def test_benchmark_files_without_metadata(server, tmp_path):
     out = tmp_path / "out"
     result = validate(plain, output_dir=out, model=f"vllm:validator@{server.openai_base_url}", n_workers=2)
     got = {r["instance_id"]: r for r in result.rows}
-    assert [n for n in got["good__contrastive"]["notes"] if "contrasting" in n]
-    assert not [e for e in got["good__contrastive"]["entries"] if e["preference_role"] == "contrasting"]
+    contrasting = [e for e in got["good__contrastive"]["entries"] if e["preference_role"] == "contrasting"]
+    assert {e["preference"] for e in contrasting} == {vd.preference("good", "B")}
+    assert [e["verdict"] for e in contrasting] == ["expressed"] * 3
+    notes = got["good__contrastive"]["notes"]
+    assert [n for n in notes if "read from the series as B.5 builds it" in n]
+    assert [n for n in notes if "its checklist decomposed by the validator" in n]
+    assert server.validator.calls["decompose"] == len(vd.PERSONAS)  # B's checklist, once per persona
     earlier = [e for e in got["gap__changing"]["entries"] if e["preference_role"] == "earlier"]
     assert [e["verdict"] for e in earlier] == ["expressed", "not expressed", "expressed"]
-    # Without the contrasting check the invented-fragment instance passes: what the data
-    # does not record cannot be validated.
-    assert {r["instance_id"] for r in result.verified} == ALL - vd.PLANTED | {"invents__contrastive"}
+    assert {r["instance_id"] for r in result.verified} == ALL - vd.PLANTED
+
+    # Without its series' consistent instance, the contrasting preference cannot be told apart.
+    (plain / "invents__consistent.json").unlink()
+    lone = validate(plain, output_dir=tmp_path / "lone", model=f"vllm:validator@{server.openai_base_url}")
+    row = next(r for r in lone.rows if r["instance_id"] == "invents__contrastive")
+    assert not [e for e in row["entries"] if e["preference_role"] == "contrasting"]
+    assert [n for n in row["notes"] if "no consistent instance" in n and "left unchecked" in n]
+
+
+def test_limit_still_reads_the_series_of_the_whole_data(server, tmp_path):
+    data = vd.build(tmp_path / "synth")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for path in (data / "instances").glob("*.json"):
+        row = json.loads(path.read_text())
+        row.pop("metadata")
+        (plain / path.name).write_text(json.dumps(row))
+    # The files in name order: gap__changing, gap__consistent, gap__contrastive, good__changing.
+    (plain / "gap__consistent.json").rename(plain / "zz__consistent.json")
+    result = validate(plain, output_dir=tmp_path / "out", model=f"vllm:validator@{server.openai_base_url}", limit=2)
+    row = next(r for r in result.rows if r["instance_id"] == "gap__contrastive")
+    assert {e["preference"] for e in row["entries"] if e["preference_role"] == "contrasting"} == {
+        vd.preference("gap", "B")}
 
 
 def test_dry_run_counts_the_calls_and_sends_nothing(server, tmp_path, capsys):
