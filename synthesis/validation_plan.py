@@ -10,8 +10,9 @@ A synthesis output records the contrasting and earlier preferences (each instanc
 ``metadata``) and every preference's checklist (``personas/<id>/checklists.json``). The
 benchmark's own rows record neither: the earlier preference of a changing instance is read
 from its sessions (the current factor's sessions of another preference), its checklist from
-the instance whose current preference it is; the contrasting one cannot be told from the
-others and is left unchecked, which the row says.
+the instance whose current preference it is; the contrasting one from the series, as B.5
+builds it: the contrastive instance's sessions absent from the consistent one
+(``recovered_contrast``); the row says so, or why it was left unchecked.
 """
 from __future__ import annotations
 
