@@ -5,13 +5,18 @@ stores one, and ``HF_HUB_OFFLINE=1`` runs read it (docs/data.md).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
 import logging
 import os
 import re
+import socket
+import threading
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +41,8 @@ def _read_text(path: Path) -> str:
 def _rows_from_file(path: Path) -> Iterator[tuple[Any, str]]:
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        for number, line in enumerate(_read_text(path).splitlines(), start=1):
+        # Only "\n" ends a JSON line: str.splitlines would also cut at a U+2028 or U+0085 in a text.
+        for number, line in enumerate(_read_text(path).split("\n"), start=1):
             if not line.strip():
                 continue
             try:
@@ -111,13 +117,14 @@ def load_hub_split(dataset: str, split: str, revision: str | None = None) -> Hub
     today. Offline (``HF_HUB_OFFLINE=1``) it is the copy prepared by an earlier load."""
     from datasets import load_dataset
 
-    _check_hub_reachable(dataset, split)
+    _check_hub_answers(dataset, split, revision)
     quiet = [logging.getLogger(n) for n in ("huggingface_hub", "datasets", "fsspec")]
     levels = [logger.level for logger in quiet]
     for logger in quiet:  # their retry warnings would bury the one line that matters
         logger.setLevel(logging.ERROR)
     try:
-        rows = load_dataset(dataset, split=split, revision=revision)
+        with _still_loading(f"{dataset}[{split}]"):
+            rows = load_dataset(dataset, split=split, revision=revision)
     except Exception as exc:  # the hub libraries raise many types; each is a setup error
         raise DataValidationError(f"{dataset}[{split}]: {_hub_error(exc, dataset, split, revision)}") from exc
     finally:
@@ -183,31 +190,102 @@ def _rows_from_hub(hub: HubSplit, name: str) -> Iterator[tuple[Any, str]]:
             number += 1
 
 
-def _check_hub_reachable(dataset: str, split: str) -> None:
-    """One short request to the hub, unless it is switched off: an unreachable hub is named
-    at once instead of after the hub library's own minute of retries."""
-    if hub_offline():
-        return
+PROBE_TIMEOUT = 10.0   # seconds the hub has to answer the probe of the dataset's API
+STILL_LOADING_EVERY = 30.0
+
+
+def hub_endpoint() -> str:
     from huggingface_hub import constants
 
-    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT  # as the environment has it now
+    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")  # as the environment has it now
+
+
+def _check_hub_answers(dataset: str, split: str, revision: str | None) -> None:
+    """One short request for the dataset's page of the hub's API, unless the hub is switched
+    off: an unreachable hub, one failing on its side (HTTP 5xx), one answering what is not
+    its JSON, or one that accepts the connection and never answers, is named at once, with
+    what it answered, instead of after the hub libraries' minutes of retries. Its refusals
+    (4xx: no such dataset, revision, access) are left to ``datasets`` to name."""
+    if hub_offline():
+        return
+    from huggingface_hub import get_token
+
+    endpoint = hub_endpoint()
+    url = (f"{endpoint}/api/datasets/{urllib.parse.quote(dataset, safe='/')}/revision/"
+           f"{urllib.parse.quote(revision or 'main', safe='')}")
+    token = get_token()
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    where = f"{dataset}[{split}]: the Hugging Face hub at {endpoint}"
     try:
-        with urllib.request.urlopen(endpoint, timeout=10):
-            pass
-    except urllib.error.HTTPError:
-        return  # it answered
+        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT) as response:
+            body = response.read(4_000_000)
+    except urllib.error.HTTPError as exc:
+        if exc.code < 500:
+            return  # a refusal: datasets names it (not found, gated, no such revision)
+        raise DataValidationError(
+            f"{where} answered HTTP {exc.code} ({exc.reason}) when asked for the dataset; the hub is failing on its "
+            f"side: try again later, pass --data_dir with local files, or set HF_HUB_OFFLINE=1 to use a copy "
+            f"already downloaded") from exc
+    except (TimeoutError, socket.timeout) as exc:
+        raise DataValidationError(f"{where} accepted the connection but sent no answer within {PROBE_TIMEOUT:g} s "
+                                  f"when asked for the dataset; {_NO_HUB}") from exc
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, (TimeoutError, socket.timeout)):
+            raise DataValidationError(f"{where} sent no answer within {PROBE_TIMEOUT:g} s when asked for the "
+                                      f"dataset; {_NO_HUB}") from exc
+        raise DataValidationError(f"{where} is unreachable ({reason}); {_NO_HUB}") from exc
+    try:
+        json.loads(body)
+    except ValueError:
         raise DataValidationError(
-            f"{dataset}[{split}]: the Hugging Face hub at {endpoint} is unreachable ({reason}); "
-            f"connect, pass --data_dir with local files (e.g. data/sample), or set "
-            f"HF_HUB_OFFLINE=1 to use a copy already downloaded") from exc
+            f"{where} answered HTTP 200 with what is not the hub's JSON ({len(body)} bytes starting "
+            f"{body[:24]!r}) when asked for the dataset; is HF_ENDPOINT a Hugging Face hub? {_NO_HUB}") from None
+
+
+_NO_HUB = ("connect, pass --data_dir with local files (e.g. data/sample), or set HF_HUB_OFFLINE=1 to use a copy "
+           "already downloaded")
+
+
+@contextlib.contextmanager
+def _still_loading(name: str):
+    """A line every STILL_LOADING_EVERY seconds while the hub libraries load ``name``: they
+    retry a silent hub for minutes, and a run must not hang with nothing said."""
+    started, done = time.monotonic(), threading.Event()
+
+    def say() -> None:
+        while not done.wait(STILL_LOADING_EVERY):
+            logging.getLogger("cupid.data").warning(
+                "%s: still loading from the hub at %s (%.0f s so far: it has not answered, or is slow); "
+                "Ctrl-C stops, --data_dir reads local files", name, hub_endpoint(), time.monotonic() - started)
+
+    watcher = threading.Thread(target=say, name="cupid-hub-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+def _hub_status(causes: list[BaseException]) -> int | None:
+    """The HTTP status the hub answered, from the first error in the chain that carries one."""
+    for cause in causes:
+        status = getattr(getattr(cause, "response", None), "status_code", None)
+        if isinstance(status, int):
+            return status
+    return None
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    """``text`` on one line, cut at a word's end (never in a word) when longer than ``limit``."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def _hub_error(exc: BaseException, dataset: str, split: str, revision: str | None = None) -> str:
     """One line for why the hub could not give the split, and what to do."""
     causes, cause = [], exc
-    while cause is not None and len(causes) < 20:
+    while cause is not None and len(causes) < 100:  # the retries of one request chain a dozen each
         causes.append(cause)
         cause = cause.__cause__ or cause.__context__
     names = {type(c).__name__ for c in causes}
@@ -225,16 +303,30 @@ def _hub_error(exc: BaseException, dataset: str, split: str, revision: str | Non
             return ("gated on the hub and no token was sent: accept its conditions on the dataset's "
                     "page, then log in (`hf auth login`) or set HF_TOKEN")
         return "gated on the hub and this token has not been granted access: ask for it on the dataset's page"
+    status = _hub_status(causes)
+    if status is not None and status >= 500:
+        return (f"the Hugging Face hub at {hub_endpoint()} answered HTTP {status} while the split was loaded; it is "
+                f"failing on its side: try again later, or pass --data_dir with local files")
     if "DatasetNotFound" in name or "doesn't exist on the Hub" in text or "RepositoryNotFound" in name:
         return "no such dataset on the Hugging Face hub (or it is private); pass --dataset, or --data_dir for local files"
     if "split" in text.lower() and isinstance(exc, (ValueError, KeyError)):
-        return f"no split {split!r} ({text[:200]}); pass --split"
+        return f"no split {split!r} ({_clip(text)}); pass --split"
+    # A body begun and cut (httpx: "peer closed connection without sending complete message body
+    # (received 100 bytes, ...)"), not a connection closed before any answer.
+    cut = any(marker in str(c) for c in causes for marker in ("complete message body", "Consistency check failed")) \
+        or "IncompleteRead" in names
     broken = names & {"ConnectError", "RemoteProtocolError", "ReadError", "TimeoutException", "ReadTimeout",
                       "ConnectTimeout", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError"}
-    if broken or "Consistency check failed" in text:
+    if cut:
         return (f"the hub stopped answering during the download ({', '.join(sorted(broken)) or name}); "
                 f"nothing was kept as data: run again to resume it, or pass --data_dir with local files")
-    return f"cannot be loaded ({name}: {text[:200]})"
+    if broken:
+        return (f"the Hugging Face hub at {hub_endpoint()} stopped answering before the split was loaded "
+                f"({', '.join(sorted(broken))}); nothing was kept as data: run again, or pass --data_dir with "
+                f"local files")
+    # The hub libraries' own words, without the local path they tried first (the name read as a directory).
+    text = re.sub(r"Couldn't find any data file at \S+?\. ", "", text)
+    return f"cannot be loaded ({name}: {_clip(text)})"
 
 
 class InstanceSource:

@@ -60,7 +60,7 @@ def read_profiles(path: str | Path) -> dict[str, dict]:
         path = path.parent / PERSONAS_FILE if path.name == "instances" else path / PERSONAS_FILE
     try:
         text = path.read_text(encoding="utf-8")
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()] if path.suffix == ".jsonl" \
+        rows = [json.loads(line) for line in text.split("\n") if line.strip()] if path.suffix == ".jsonl" \
             else json.loads(text)
     except (OSError, ValueError) as exc:
         raise BadInput(f"persona_profiles: {path}: cannot read it ({exc})") from None
@@ -228,8 +228,18 @@ def run(plan: Plan) -> int:
             print(f"=== evaluating {plan.models[spec][0]} on the data set by {plan.models[dataset][0]} ===",
                   file=sys.stderr, flush=True)
             done = evaluate(**plan.evaluation_arguments(spec, dataset, data))
-            status = max(status, 1 if done.failed else 0)
+            if done.failed:
+                status = 1
+                print(failed_line(plan.models[spec][0], plan.models[dataset][0], done), file=sys.stderr)
     return status
+
+
+def failed_line(model: str, maker: str, done) -> str:
+    """One line for an evaluation whose instances failed: which, how many, at which step, why."""
+    by_step = done.results["counts"]["failures_by_step"]
+    why = "; ".join(f"{step}: {reason} ({n})" for step, reasons in by_step.items() for reason, n in reasons.items())
+    return (f"FAILED {model} on the data set by {maker}: {done.failed} instance{'s' * (done.failed != 1)} failed "
+            f"(rerun to ask them again); {why}")
 
 
 def write_matrix(plan: Plan) -> list[Path]:

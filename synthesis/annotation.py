@@ -1,16 +1,17 @@
 """The human half of the validation (§3.2, Appendix E, Figure 11): annotation pages, and the
 annotators' answers folded back in.
 
-A task is one preference of one persona's series with the user's messages the validator
-extracted for each checklist entry, or the current request with the current checklist (and
-a 1-5 realism rating); the three instances of a persona share their tasks, as the paper's
-four tasks per series. ``write_pages`` writes one self-contained page per batch of tasks
-(annotation/batch-NN.html, in the report's style); the annotator marks each entry
-"expressed" or "not expressed", rates the request, and saves a JSON file of the answers
-(a download: no server). ``fold`` reads those files: an entry counts as expressed when at
-least one annotator marks it so (§3.2); it reports Krippendorff's alpha between annotators
-(the ``krippendorff`` package), the validator's agreement with the humans, the requests'
-realism, and the instances to revise.
+A persona's series has the paper's four tasks: one per preference checked on its sessions,
+with the user's messages the validator extracted for each checklist entry (and, marked, the
+fragments it gave that are not in them), and one for the current request, with the entries of
+every current preference checked against it and a 1-5 realism rating, asked once.
+``write_pages`` writes one self-contained page per batch of tasks (annotation/batch-NN.html,
+in the report's style); the annotator marks each entry "expressed" or "not expressed", rates
+the request, and saves a JSON file of the answers (a download: no server). ``fold`` reads
+those files: an entry counts as expressed when at least one annotator marks it so (§3.2); it
+reports Krippendorff's alpha between annotators (the ``krippendorff`` package), the
+validator's agreement with the humans, the requests' realism, and the instances to revise by
+§3.2's reading and by Appendix E's.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Sequence
 
 from cupid.synthesis.validation_plan import (CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST,
                                              conclude)
+from cupid.utils.dataset import INSTANCE_TYPES
 from cupid.utils.errors import BadInput, SetupError
 from cupid.utils.html_page import annotation_page, esc, radios
 from cupid.utils.io import atomic_write_text
@@ -29,8 +31,14 @@ FORMAT = "cupid-annotation/1"
 LABELS = (EXPRESSED, NOT_EXPRESSED)
 
 
-def task_key(persona_id: str, kind: str, preference: str) -> str:
-    return "t" + hashlib.sha256(json.dumps([persona_id, kind, preference.strip()]).encode()).hexdigest()[:10]
+TYPE_ORDER = {kind: k for k, kind in enumerate(INSTANCE_TYPES)}
+ROLE_ORDER = {CURRENT: 0, CONTRASTING: 1, EARLIER: 2, REQUEST: 3}
+NOT_VERBATIM = "not found verbatim in the user's messages"
+
+
+def task_key(persona_id: str, kind: str, subject: str) -> str:
+    """A task's id: its persona, its kind, and its subject (a preference, or a request)."""
+    return "t" + hashlib.sha256(json.dumps([persona_id, kind, subject.strip()]).encode()).hexdigest()[:10]
 
 
 def _kind(entry: dict) -> str:
@@ -38,28 +46,50 @@ def _kind(entry: dict) -> str:
 
 
 def annotation_tasks(rows: list[dict], requests: dict[str, str]) -> list[dict]:
-    """The distinct tasks of the rows (``requests``: instance id -> current request)."""
+    """The distinct tasks of the rows (``requests``: instance id -> current request), the
+    paper's four per series: one per preference whose sessions are checked (the current,
+    contrasting and changed ones: the three instances share them), and one per current
+    request, asking each entry of every current preference checked against it (a changing
+    instance's differs from the others') and its realism once. A task's ``entries`` are
+    numbered by ``key`` (an entry's ``index`` is its place in its preference's checklist);
+    each lists the fragments the validator found in the user's messages and, apart, those
+    it gave that were not found there (``not_verbatim``)."""
     tasks: dict[str, dict] = {}
-    for row in rows:
+    for row in sorted(rows, key=lambda r: (r["persona_id"], TYPE_ORDER.get(r["instance_type"], len(TYPE_ORDER)))):
         for entry in row["entries"]:
             if entry.get("index") is None:
                 continue  # its checklist could not be had: nothing to show
-            key = task_key(row["persona_id"], _kind(entry), entry["preference"])
-            task = tasks.setdefault(key, {"id": key, "persona_id": row["persona_id"], "kind": _kind(entry),
-                                          "preference": entry["preference"], "role": entry["preference_role"],
-                                          "request": requests[row["instance_id"]] if _kind(entry) == "request" else None,
+            kind, preference = _kind(entry), entry["preference"].strip()
+            request = requests[row["instance_id"]] if kind == "request" else None
+            key = task_key(row["persona_id"], kind, request if kind == "request" else preference)
+            task = tasks.setdefault(key, {"id": key, "persona_id": row["persona_id"], "kind": kind,
+                                          "role": entry["preference_role"], "preferences": [], "request": request,
                                           "entries": {}, "instances": []})
+            if ROLE_ORDER[entry["preference_role"]] < ROLE_ORDER[task["role"]]:
+                task["role"] = entry["preference_role"]
+            if preference not in task["preferences"]:
+                task["preferences"].append(preference)
             if row["instance_id"] not in task["instances"]:
                 task["instances"].append(row["instance_id"])
-            shown = task["entries"].setdefault(entry["index"], {"index": entry["index"], "entry": entry["entry"],
-                                                                "messages": []})
+            shown = task["entries"].setdefault((preference, entry["index"]), {
+                "preference": preference, "index": entry["index"], "entry": entry["entry"], "messages": [],
+                "not_verbatim": []})
             for fragment in entry["fragments"]:
                 if fragment["text"] not in shown["messages"]:
                     shown["messages"].append(fragment["text"])
+            for fragment in entry.get("dropped_fragments") or []:
+                if fragment["text"] not in shown["messages"] + shown["not_verbatim"]:
+                    shown["not_verbatim"].append(fragment["text"])
     for task in tasks.values():
-        task["entries"] = [task["entries"][i] for i in sorted(task["entries"])]
-    order = {CURRENT: 0, CONTRASTING: 1, EARLIER: 2, REQUEST: 3}
-    return sorted(tasks.values(), key=lambda t: (t["persona_id"], order[t["role"]], t["id"]))
+        ordered = sorted(task["entries"].values(), key=lambda e: (task["preferences"].index(e["preference"]), e["index"]))
+        task["entries"] = [{"key": k, **e} for k, e in enumerate(ordered, start=1)]
+    return sorted(tasks.values(), key=lambda t: (t["persona_id"], ROLE_ORDER[t["role"]], t["id"]))
+
+
+def units_of(tasks: list[dict]) -> dict[tuple[str, str, str, int], tuple[str, int]]:
+    """(instance id, kind, preference, index) -> the (task id, entry key) that asks it."""
+    return {(instance_id, t["kind"], e["preference"], e["index"]): (t["id"], e["key"])
+            for t in tasks for instance_id in t["instances"] for e in t["entries"]}
 
 
 # ---------------------------------------------------------------------------------------
@@ -85,7 +115,7 @@ INTRO = {
 STYLE = """<style>
 .task .entry { display: grid; grid-template-columns: 1fr 1fr; gap: 14px; }
 .task .entry label { display: block; margin: 3px 0; } .task .msgs li { margin: 4px 0; }
-.realism label { display: inline-block; }
+.realism label { display: inline-block; } .task .msgs li.not-verbatim { opacity: 0.8; font-style: italic; }
 </style>
 """
 
@@ -98,11 +128,13 @@ def _task_html(task: dict, number: int, total: int) -> str:
     for e in task["entries"]:
         right = ""
         if kind == "messages":
-            items = "".join(f"<li class='text'>{esc(m)}</li>" for m in e["messages"]) or \
+            items = "".join(f"<li class='text'>{esc(m)}</li>" for m in e["messages"]) + "".join(
+                f"<li class='text not-verbatim'>{esc(m)} <span class='muted'>({NOT_VERBATIM})</span></li>"
+                for m in e.get("not_verbatim", ())) or \
                 "<li class='muted'>(no message was extracted for this sub-preference)</li>"
             right = f"<h3>User's Messages</h3><ul class='msgs'>{items}</ul>"
-        options = radios(f'{task["id"]}-{e["index"]}', ((EXPRESSED, YES[kind]), (NOT_EXPRESSED, NO[kind])))
-        entries.append(f'<div class="entry" data-entry="{e["index"]}"><div><h3>Sub-Preference {e["index"]}</h3>'
+        options = radios(f'{task["id"]}-{e["key"]}', ((EXPRESSED, YES[kind]), (NOT_EXPRESSED, NO[kind])))
+        entries.append(f'<div class="entry" data-entry="{e["key"]}"><div><h3>Sub-Preference {e["key"]}</h3>'
                        f'<p>{esc(e["entry"])}</p><fieldset><legend class="muted">Select one:</legend>'
                        f'{options}</fieldset></div><div>{right}</div></div>')
     realism = ""
@@ -141,12 +173,14 @@ def write_pages(directory: Path, tasks: list[dict], per_page: int) -> list[Path]
 # The answers, folded in
 # ---------------------------------------------------------------------------------------
 def read_annotations(paths: Sequence[str | Path], tasks: dict[str, dict]) -> list[dict]:
-    """Each file as ``{"annotator", "labels": {(task, entry): label}, "realism": {task: 1-5}}``;
-    BadInput names the file and field of anything else."""
-    out = []
+    """Each file as ``{"annotator", "labels": {(task, entry key): label}, "realism": {task: 1-5}}``;
+    BadInput names the file and field of anything else. One annotator may answer several
+    pages (files), but a task once: the same annotator id on one task in two files is refused,
+    as cupid-match-agreement refuses one annotator twice on a pair."""
+    out, answered = [], {}
     for path in map(Path, paths):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
         except (OSError, ValueError) as exc:
             raise BadInput(f"{path}: not a readable JSON file of annotations ({exc})") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("tasks"), dict):
@@ -157,13 +191,25 @@ def read_annotations(paths: Sequence[str | Path], tasks: dict[str, dict]) -> lis
             task = tasks.get(key)
             if task is None:
                 raise BadInput(f"{path}: field 'tasks.{key}': not a task of this validation's pages")
-            entries = (answer or {}).get("entries") or {}
+            if answer is None:
+                continue
+            if not isinstance(answer, dict):
+                raise BadInput(f"{path}: field 'tasks.{key}': expected an object of 'entries' (and 'realism'), "
+                               f"got {type(answer).__name__}")
+            first = answered.setdefault((annotator, key), path)
+            if first != path:
+                raise BadInput(f"{path}: field 'tasks.{key}': annotator {annotator!r} answered this task in {first} "
+                               f"already; give each annotator's answers once (or the other annotator's own id)")
+            entries = answer.get("entries") or {}
+            if not isinstance(entries, dict):
+                raise BadInput(f"{path}: field 'tasks.{key}.entries': expected an object of entry number -> label, "
+                               f"got {type(entries).__name__}")
             for index, label in entries.items():
-                if label not in LABELS or not any(str(e["index"]) == str(index) for e in task["entries"]):
+                if label not in LABELS or not any(str(e["key"]) == str(index) for e in task["entries"]):
                     raise BadInput(f"{path}: field 'tasks.{key}.entries.{index}': {label!r} is not "
                                    f"{' or '.join(LABELS)} of an entry of the task")
                 labels[(key, int(index))] = label
-            if (answer or {}).get("realism") is not None:
+            if answer.get("realism") is not None:
                 value = answer["realism"]
                 if task["kind"] != "request" or isinstance(value, bool) or value not in range(1, 6):
                     raise BadInput(f"{path}: field 'tasks.{key}.realism': {value!r} is not a rating 1-5 of a request")
@@ -190,10 +236,30 @@ def _alpha(data: list[list], level: str) -> tuple[float | None, str | None]:
         return None, str(exc)
 
 
+REVISION_RULES = {
+    "section_3_2": "§3.2: an entry is expressed if marked so by at least one annotator; revise an instance that "
+                   "leaves not solvable or not challenging",
+    "appendix_e": "Appendix E: revise where at least one annotator marked an entry not expressed in the messages "
+                  "(or expressed in the current request)",
+}
+
+
+def _reason(entry: dict) -> str:
+    kind = "not challenging" if entry["preference_role"] == REQUEST else "not solvable"
+    return f"{kind}: {entry['preference_role']} entry {entry['index']}"
+
+
+def _bad(entry: dict) -> str:
+    """The label that makes an entry count against its instance."""
+    return EXPRESSED if entry["preference_role"] == REQUEST else NOT_EXPRESSED
+
+
 def fold(rows: list[dict], tasks: list[dict], annotations: list[dict]) -> dict:
     """Set each annotated entry's verdict to the humans' (expressed when at least one
     annotator marks it so; a "not expressed" over sessions whose extraction failed stays
-    "failed"), conclude every row again, and return the human summary."""
+    "failed"), conclude every row again, and return the human summary, with the instances
+    to revise by both of the paper's readings (``REVISION_RULES``): §3.2's verdicts decide
+    verified/; Appendix E's rule, stricter where annotators split, is reported beside."""
     coders = sorted({a["annotator"] for a in annotations})
     votes: dict[tuple[str, int], dict[str, str]] = {}
     for a in annotations:
@@ -208,12 +274,14 @@ def fold(rows: list[dict], tasks: list[dict], annotations: list[dict]) -> dict:
         by_coder[a["annotator"]].update(a["realism"])
     alpha_realism, _ = _alpha([[by_coder[c].get(u) for u in realism_units] for c in coders], "ordinal")
     ratings = [v for c in coders for v in by_coder[c].values()]
-    llm, human, to_revise = [], [], []
+    asked = units_of(tasks)
+    llm, human = [], []
+    revise: dict[str, list] = {rule: [] for rule in REVISION_RULES}
     for row in rows:
         for entry in row["entries"]:
             if entry.get("index") is None:
                 continue
-            unit = (task_key(row["persona_id"], _kind(entry), entry["preference"]), entry["index"])
+            unit = asked.get((row["instance_id"], _kind(entry), entry["preference"].strip(), entry["index"]))
             if unit not in votes:
                 continue
             verdict = EXPRESSED if EXPRESSED in votes[unit].values() else NOT_EXPRESSED
@@ -226,10 +294,13 @@ def fold(rows: list[dict], tasks: list[dict], annotations: list[dict]) -> dict:
         row["solvable"], row["challenging"] = conclude(row["entries"])
         row["verified"] = bool(row["solvable"] and row["challenging"])
         if row["solvable"] is False or row["challenging"] is False:
-            to_revise.append({"instance_id": row["instance_id"], "reasons": sorted(
-                {("not solvable: " if e["preference_role"] != REQUEST else "not challenging: ")
-                 + f"{e['preference_role']} entry {e['index']}"
-                 for e in row["entries"] if e["verdict"] == (EXPRESSED if e["preference_role"] == REQUEST else NOT_EXPRESSED)})})
+            revise["section_3_2"].append({"instance_id": row["instance_id"], "reasons": sorted(
+                {_reason(e) for e in row["entries"] if e["verdict"] == _bad(e)})})
+        # Appendix E: any annotator's label against the entry; the validator's verdict where none was asked.
+        flagged = {_reason(e) for e in row["entries"] if e.get("index") is not None and (
+            _bad(e) in e["human"]["labels"].values() if "human" in e else e["verdict"] == _bad(e))}
+        if flagged:
+            revise["appendix_e"].append({"instance_id": row["instance_id"], "reasons": sorted(flagged)})
     agree = sum(a == b for a, b in zip(llm, human))
     alpha_llm, _ = _alpha([llm, human], "nominal")
     mean = sum(ratings) / len(ratings) if ratings else None
@@ -240,4 +311,8 @@ def fold(rows: list[dict], tasks: list[dict], annotations: list[dict]) -> dict:
             "realism": {"mean": None if mean is None else round(mean, 3), "sd": None if sd is None else round(sd, 3),
                         "n": len(ratings)},
             "llm_human_agreement_pct": round(100 * agree / len(llm), 2) if llm else None,
-            "alpha_llm_human": alpha_llm, "llm_human_pairs": len(llm), "to_revise": to_revise}
+            "alpha_llm_human": alpha_llm, "llm_human_pairs": len(llm), "to_revise": revise["section_3_2"],
+            "revision_rules": {rule: {"rule": text, "instances": len(revise[rule]),
+                                      "pct": round(100 * len(revise[rule]) / len(rows), 2) if rows else None,
+                                      "to_revise": revise[rule]}
+                               for rule, text in REVISION_RULES.items()}}

@@ -5,8 +5,9 @@ evaluator role's parameters (the paper's was gpt-4o-2024-11-20 at temperature 0)
 has no validation: the prompt is the paper's (prompts/validation/extract_fragments.yaml).
 
 The model's fragments are what it says; ``kept_fragments`` keeps only those that stand in
-the dialogue's user messages (whitespace and case aside), so that an invented fragment, or
-one copied from the assistant's turns, never makes an entry expressed.
+the dialogue's user messages (case, whitespace, quotation marks and ellipses aside), so that
+an invented fragment, or one copied from the assistant's turns, never makes an entry
+expressed.
 """
 from __future__ import annotations
 
@@ -111,16 +112,37 @@ def check(output: dict) -> str | None:
     return None
 
 
+QUOTES = "\"'`\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a"
+ELLIPSIS = re.compile(r"\s*(?:\.\s*\.\s*\.|\u2026|\[\s*(?:\.\s*\.\s*\.|\u2026)\s*\])\s*")
+
+
 def _squash(text: str) -> str:
-    return " ".join(text.split()).casefold()
+    """Case, runs of whitespace and quotation marks (straight or curly) aside."""
+    return " ".join(text.translate({ord(q): None for q in QUOTES}).split()).casefold()
+
+
+def found_in(fragment: str, message: str) -> bool:
+    """Whether ``fragment`` stands in ``message`` (both squashed), an ellipsis in it standing
+    for words left out: its pieces in order."""
+    at = 0
+    for piece in (_squash(p) for p in ELLIPSIS.split(fragment)):
+        if piece:
+            at = message.find(piece, at)
+            if at < 0:
+                return False
+            at += len(piece)
+    return True
 
 
 def kept_fragments(fragments: Sequence[str], session: Session) -> tuple[list[str], list[str]]:
     """(kept, dropped): a fragment is kept when it stands in one of the dialogue's user
-    messages, whitespace and case aside; any other (invented, or the assistant's) is dropped."""
+    messages, case, whitespace and quotation marks aside and an ellipsis standing for words
+    left out (the validator trims and quotes what it copies); any other (invented,
+    paraphrased, or the assistant's) is dropped: the annotators see it marked "not found
+    verbatim" (annotation.py), but it never makes an entry expressed."""
     user_messages = [_squash(turn.content) for turn in session.dialogue if turn.role == "user"]
     kept, dropped = [], []
     for fragment in fragments:
-        wanted = _squash(fragment)
-        (kept if wanted and any(wanted in message for message in user_messages) else dropped).append(fragment)
+        wanted = bool(_squash(ELLIPSIS.sub(" ", fragment)))
+        (kept if wanted and any(found_in(fragment, message) for message in user_messages) else dropped).append(fragment)
     return kept, dropped

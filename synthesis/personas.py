@@ -50,14 +50,22 @@ def read_seed_file(path: str | Path) -> list[str]:
     if not path.is_file():
         raise SeedSourceError(f"{path}: no such persona seed file")
     text = path.read_text(encoding="utf-8")
+    # Only "\n" ends a line: str.splitlines would also cut at a U+2028 or U+0085 inside a seed.
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
     if path.suffix.lower() == ".jsonl":
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        rows = []
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise SeedSourceError(f"{path}: line {number} is not valid JSON ({exc.msg})") from None
     elif path.suffix.lower() == ".json":
         rows = json.loads(text)
         if not isinstance(rows, list):
             raise SeedSourceError(f"{path}: expected a JSON list of seed descriptions")
     else:
-        rows = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+        rows = [line for line in lines if line.strip() and not line.startswith("#")]
     seeds = []
     for number, row in enumerate(rows, start=1):
         if isinstance(row, dict):

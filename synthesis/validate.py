@@ -76,7 +76,7 @@ def forecast(args) -> dict:
     from cupid.evaluation.data import InstanceSource
     from cupid.evaluation.steps import decompose
     from cupid.synthesis import extract_fragments
-    from cupid.synthesis.validation import AnswerStore
+    from cupid.synthesis.validation import AnswerStore, series_of
     from cupid.synthesis.validation_plan import known_checklists, plan_checks, session_at
     from cupid.utils.forecast import RenderOnly, filler, parse_limits, render, role_forecast, summary
     from cupid.utils.models.registry import resolve_model
@@ -88,8 +88,9 @@ def forecast(args) -> dict:
     store, stand_in = AnswerStore(Path(args.output_dir) / "answers", model), RenderOnly(model)
     role, seen = role_forecast("validator", model), set()
     book = known_checklists(Path(args.data_dir), instances)
+    series = series_of(source, instances)
     for instance in instances:
-        for check in plan_checks(instance)[0]:
+        for check in plan_checks(instance, series.get(instance.persona_id))[0]:
             known = book.get((instance.persona_id, check.preference.strip()))
             checklist = known[0] if known else [f"Does the response {filler(12, 'check')}?"] * 3
             asks = [] if known else [("checklists", decompose.ask(check.preference), 80)]

@@ -39,8 +39,8 @@ from cupid import config
 from cupid.evaluation.steps import decompose
 from cupid.evaluation.steps.ask import Ask
 from cupid.synthesis import extract_fragments
-from cupid.synthesis.validation_plan import (EntryResult, conclude, known_checklists, plan_checks,
-                                             session_at)
+from cupid.synthesis.validation_plan import (EntryResult, conclude, consistent_instances, known_checklists,
+                                             plan_checks, session_at)
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import BadInput, Interrupted
 from cupid.utils.io import atomic_write_json, read_json
@@ -126,10 +126,12 @@ class AnswerStore:
 
 
 class Validation:
-    def __init__(self, instances: list[Instance], data_dir: Path, out: Path, model: Model) -> None:
+    def __init__(self, instances: list[Instance], data_dir: Path, out: Path, model: Model,
+                 series: dict[str, Instance]) -> None:
         self.instances, self.out, self.model = instances, out, model
         self.store = AnswerStore(out / "answers", model)
         self.checklists = known_checklists(data_dir, instances)
+        self.series = series  # each persona's consistent instance, of the whole data
 
     def checklist(self, instance: Instance, preference: str) -> tuple[list[str] | None, str]:
         """The preference's checklist and where it came from; decomposed by the validator
@@ -141,7 +143,7 @@ class Validation:
         return (output["checklist"], "decomposed") if output else (None, f"decomposition failed: {error}")
 
     def row(self, instance: Instance) -> dict:
-        checks, unchecked = plan_checks(instance)
+        checks, unchecked = plan_checks(instance, self.series.get(instance.persona_id))
         entries, notes = [], list(unchecked)
         for check in checks:
             checklist, source = self.checklist(instance, check.preference)
@@ -228,7 +230,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
                 started = time.perf_counter()
                 try:
                     with SignalGuard():
-                        work = Validation(instances, Path(data_dir), out, validator)
+                        work = Validation(instances, Path(data_dir), out, validator, series_of(source, instances))
                         try:
                             rows = work.run(n_workers, batch)
                         except KeyboardInterrupt as exc:
@@ -251,6 +253,15 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
                             failed=work.store.failed_now)
 
 
+def series_of(source, instances: list[Instance]) -> dict[str, Instance]:
+    """Each persona's consistent instance, from the whole data (``--limit`` may leave it out)."""
+    from cupid.evaluation.data import InstanceSource
+
+    if source.limit is None or source.limit >= (source.total or 0):
+        return consistent_instances(instances)
+    return consistent_instances(InstanceSource(data_path=source.data_path))
+
+
 def print_summary(summary: dict, out=None) -> None:
     pct = lambda v: "n/a" if v is None else f"{v:.1f}%"  # noqa: E731
     c = summary["counts"]
@@ -265,7 +276,10 @@ def print_summary(summary: dict, out=None) -> None:
              f"extractions failed {c['extractions_failed']} (rerun to ask them again)"]
     if "human" in summary:
         h = summary["human"]
+        rules = h["revision_rules"]
         lines.append(f"annotations: {h['annotators']} annotators, alpha {h['alpha_entries']} (entries), "
                      f"LLM-human agreement {pct(h['llm_human_agreement_pct'])} on {h['entries_annotated']} "
-                     f"entries; instances to revise: {len(h['to_revise'])}")
+                     f"entries; instances to revise: {rules['section_3_2']['instances']} by §3.2's rule (expressed "
+                     f"if marked by at least one annotator), {rules['appendix_e']['instances']} by Appendix E's "
+                     f"(revised where at least one annotator marked an entry not expressed)")
     print("\n".join(lines), file=out or sys.stderr)

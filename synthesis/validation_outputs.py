@@ -2,16 +2,19 @@
 and summary.json (validation.py's module docstring shows the directory)."""
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import shutil
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
-import time
 from cupid.synthesis import annotation
 from cupid.synthesis.validation_plan import EXPRESSED, FAILED, REQUEST
 from cupid.utils.dataset import Instance
-from cupid.utils.io import atomic_write_json, atomic_write_text
+from cupid.utils.io import atomic_write_json, atomic_write_text, temporary_prefix
 from cupid.utils.models.model import Model
 from cupid.utils.prompts import load_prompt
 
@@ -50,19 +53,45 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def write_verified(directory: Path, instances: list[Instance], rows: list[dict]) -> list[dict]:
-    """verified/<instance_id>.json for each instance that passed (the row as the data had
-    it), and no file for any other (a rerun may have revoked one)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """verified/: exactly this run's instances that passed (each row as the data had it),
+    written into a fresh directory beside it and swapped in whole (``swap_in``), so no file
+    of an earlier run (other data, a revoked verdict, instances past ``--limit``) is left in
+    it and a reader never sees it half written."""
     passed = {r["instance_id"] for r in rows if r["verified"]}
-    verified = []
-    for instance in instances:
-        path = directory / f"{instance.instance_id}.json"
-        if instance.instance_id in passed:
-            verified.append(instance.to_row())
-            atomic_write_json(path, verified[-1])
-        else:
-            path.unlink(missing_ok=True)
+    for stale in directory.parent.glob(f".{directory.name}.*"):  # of a run killed mid-swap
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = directory.with_name(temporary_prefix(directory) + "new")
+    staging.mkdir(parents=True)
+    verified = [instance.to_row() for instance in instances if instance.instance_id in passed]
+    for row, instance in zip(verified, (i for i in instances if i.instance_id in passed)):
+        atomic_write_json(staging / f"{instance.instance_id}.json", row)
+    swap_in(staging, directory)
     return verified
+
+
+def swap_in(staging: Path, directory: Path) -> None:
+    """``staging`` becomes ``directory``: on Linux in one step (renameat2's RENAME_EXCHANGE
+    swaps the two, then the old one is removed); elsewhere the old one is renamed aside first,
+    so for an instant there is no ``directory``, never a mix of the two."""
+    if directory.exists() and _exchange(staging, directory):
+        shutil.rmtree(staging)
+        return
+    if directory.exists():
+        aside = staging.with_name(staging.name.removesuffix("new") + "old")
+        directory.rename(aside)
+        staging.rename(directory)
+        shutil.rmtree(aside)
+    else:
+        staging.rename(directory)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # not glibc 2.28+
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def write_outputs(out: Path, source, instances: list[Instance], rows: list[dict], validator: Model, *,

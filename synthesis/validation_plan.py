@@ -10,8 +10,9 @@ A synthesis output records the contrasting and earlier preferences (each instanc
 ``metadata``) and every preference's checklist (``personas/<id>/checklists.json``). The
 benchmark's own rows record neither: the earlier preference of a changing instance is read
 from its sessions (the current factor's sessions of another preference), its checklist from
-the instance whose current preference it is; the contrasting one cannot be told from the
-others and is left unchecked, which the row says.
+the instance whose current preference it is; the contrasting one from the series, as B.5
+builds it: the contrastive instance's sessions absent from the consistent one
+(``recovered_contrast``); the row says so, or why it was left unchecked.
 """
 from __future__ import annotations
 
@@ -45,18 +46,49 @@ def positions_of(instance: Instance, preference: str) -> tuple[int, ...]:
                  if _same(s.contextual_preference, preference))
 
 
-def plan_checks(instance: Instance) -> tuple[list[Check], list[str]]:
-    """The instance's checks and what could not be checked (one line each)."""
+def _session_key(session: Session) -> tuple:
+    return (session.context_factor.strip(), session.contextual_preference.strip(),
+            tuple((t.role, t.content) for t in session.dialogue))
+
+
+def recovered_contrast(instance: Instance, consistent: Instance | None) -> tuple[str | None, str]:
+    """A contrastive instance's contrasting preference read from its series, as B.5 builds
+    the two: the consistent instance drops the contrastive factor's two sessions, the
+    contrastive one keeps them and drops two others instead, so its sessions absent from the
+    consistent instance are the contrastive factor's. (preference, how it was found), or
+    (None, why not)."""
+    if consistent is None:
+        return None, "the series has no consistent instance in the data to tell its sessions apart"
+    theirs = {_session_key(s) for s in consistent.prior_interactions}
+    added = [s for s in instance.prior_interactions if _session_key(s) not in theirs]
+    preferences = {s.contextual_preference.strip() for s in added}
+    if len(preferences) != 1 or _same(added[0].context_factor, instance.current_context_factor):
+        return None, (f"the sessions absent from the consistent instance hold {len(preferences)} preferences, "
+                      f"not one of another factor")
+    return preferences.pop(), "read from the series as B.5 builds it (the sessions absent from the consistent instance)"
+
+
+def consistent_instances(instances: Iterable[Instance]) -> dict[str, Instance]:
+    """Each persona's consistent instance."""
+    return {i.persona_id: i for i in instances if i.instance_type == "consistent"}
+
+
+def plan_checks(instance: Instance, consistent: Instance | None = None) -> tuple[list[Check], list[str]]:
+    """The instance's checks and what could not be checked, or was read from the series (one
+    line each). ``consistent``: the series' consistent instance, from which a contrastive
+    instance's contrasting preference is recovered where the data does not record it."""
     meta = instance.extra.get("metadata") if isinstance(instance.extra.get("metadata"), dict) else {}
     current = instance.current_contextual_preference
     checks = [Check(CURRENT, current, positions_of(instance, current))]
     unchecked = []
     if instance.instance_type == "contrastive":
         contrast = meta.get("contrastive_preference")
-        if isinstance(contrast, str) and contrast.strip():
+        if not (isinstance(contrast, str) and contrast.strip()):
+            contrast, how = recovered_contrast(instance, consistent)
+            unchecked.append(f"contrasting preference: not recorded in the data (no metadata.contrastive_preference); "
+                             f"{how}" + ("" if contrast else ", so it is left unchecked"))
+        if contrast:
             checks.append(Check(CONTRASTING, contrast, positions_of(instance, contrast)))
-        else:
-            unchecked.append("contrasting preference: not recorded in the data (no metadata.contrastive_preference)")
     elif instance.instance_type == "changing":
         earlier = meta.get("original_preference")
         if not (isinstance(earlier, str) and earlier.strip()):

@@ -106,6 +106,33 @@ def _fail(where: str, field_path: str, problem: str) -> DataValidationError:
     return DataValidationError(f"{where}: field '{field_path}': {problem}")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unicode(value: str, where: str, field_path: str) -> str:
+    """``value``, unless it holds a lone surrogate (JSON's ``"\\ud800"`` escape read alone): not
+    text, which no UTF-8 file or request can carry."""
+    if not value.isascii():
+        found = _SURROGATE.search(value)
+        if found:
+            raise _fail(where, field_path, f"holds a lone surrogate {found.group()!r} at character "
+                                           f"{found.start()}, which is not text; fix the file's escape there")
+    return value
+
+
+def _strings_unicode(value: Any, where: str, field_path: str) -> None:
+    """Every text inside ``value`` (the row's columns of its own: keys too) by ``_unicode``."""
+    if isinstance(value, str):
+        _unicode(value, where, field_path)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _strings_unicode(str(key), where, field_path)
+            _strings_unicode(item, where, f"{field_path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _strings_unicode(item, where, f"{field_path}[{i}]")
+
+
 def _text(row: dict, key: str, where: str, prefix: str = "") -> str:
     value = row.get(key)
     if value is None:
@@ -114,7 +141,7 @@ def _text(row: dict, key: str, where: str, prefix: str = "") -> str:
         raise _fail(where, prefix + key, f"expected a string, got {type(value).__name__}")
     if not value.strip():
         raise _fail(where, prefix + key, "empty")
-    return value
+    return _unicode(value, where, prefix + key)
 
 
 def _list(value: Any, where: str, field_path: str) -> list:
@@ -149,6 +176,7 @@ def parse_instance(row: Any, where: str) -> Instance:
     for i, item in enumerate(checklist):
         if not isinstance(item, str) or not item.strip():
             raise _fail(where, f"current_checklist[{i}]", "expected a non-empty string")
+        _unicode(item, where, f"current_checklist[{i}]")
     sessions_raw = _list(row.get("prior_interactions"), where, "prior_interactions")
     sessions = []
     for s, session in enumerate(sessions_raw):
@@ -169,7 +197,7 @@ def parse_instance(row: Any, where: str) -> Instance:
                 raise _fail(where, tprefix + "content",
                             "missing" if content is None else
                             f"expected a string, got {type(content).__name__}")
-            turns.append(Turn(role, content))
+            turns.append(Turn(role, _unicode(content, where, tprefix + "content")))
         sessions.append(Session(
             context_factor=_text(session, "context_factor", where, prefix),
             contextual_preference=_text(session, "contextual_preference", where, prefix),
@@ -178,6 +206,11 @@ def parse_instance(row: Any, where: str) -> Instance:
     explicit_id = row.get("instance_id")
     if explicit_id is not None and not isinstance(explicit_id, str):
         raise _fail(where, "instance_id", "expected a string")
+    extra = {k: v for k, v in row.items() if k not in COLUMNS and _jsonable(v)}
+    _unicode(explicit_id or "", where, "instance_id")
+    for key, value in extra.items():
+        _unicode(key, where, "(a column's name)")
+        _strings_unicode(value, where, key)
     instance_id = safe_name(explicit_id) if explicit_id else make_instance_id(persona_id, instance_type)
     return Instance(
         instance_id=instance_id,
@@ -189,7 +222,7 @@ def parse_instance(row: Any, where: str) -> Instance:
         current_checklist=tuple(checklist),
         prior_interactions=tuple(sessions),
         source=where,
-        extra={k: v for k, v in row.items() if k not in COLUMNS and _jsonable(v)},
+        extra=extra,
     )
 
 

@@ -35,8 +35,11 @@ def esc(text: Any) -> str:
 
 
 def script_json(value: Any) -> str:
-    """JSON safe inside a <script> element (no '</' can close it)."""
-    return orjson.dumps(value).decode("utf-8").replace("</", "<\\/").replace("<!--", "<\\!--")
+    """JSON for a ``<script type="application/json">`` element that the page reads with
+    ``JSON.parse``: every ``<``, ``>`` and ``&`` written as a JSON escape (``\\u003c``...), so
+    no ``</script>`` or ``<!--`` in a text can end or change the element, and what the script
+    parses is still JSON."""
+    return orjson.dumps(value).decode("utf-8").replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def byte_text(data: bytes) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 
 from cupid.evaluation.report.match_agreement import LABELS, Pair, scorer_pairs
+from cupid.utils.csv_file import INERT_STARTS
 from cupid.utils.html_page import annotation_page, esc, radios, script_json
 from cupid.utils.io import atomic_write_text
 
@@ -84,7 +85,8 @@ def write_page(pairs: list[Pair], path: str | Path, title: str = "Preference-che
             f'with <b>Download CSV</b> or <b>Download JSON</b>, and send the file back. <button id="review" '
             f'type="button">Review the tasks</button></p></section>'
             f'<script type="application/json" id="pairs">{script_json(data)}</script>')
-    meta = {"page": f"match-{page_id}", "entry": "checklist entry", "file_prefix": "match_labels_"}
+    meta = {"page": f"match-{page_id}", "entry": "checklist entry", "file_prefix": "match_labels_",
+            "csv_inert_starts": "".join(INERT_STARTS)}  # the CSV download's rule: utils/csv_file.py's
     downloads = {"download-csv": ("csv", "Download CSV"), "download-json": ("json", "Download JSON")}
     path = Path(path)
     atomic_write_text(path, annotation_page(title, header, [intro, *map(_pair_html, pairs)], meta, downloads,

@@ -26,6 +26,7 @@ from cupid.evaluation.report.results import Run
 from cupid.evaluation.store import InstanceRecord, instance_file_name, now
 from cupid.utils.errors import BadInput
 from cupid.utils.io import FileLock, atomic_write_json, move_aside, read_json
+from cupid.utils.prompts import load_prompt
 
 DIRECTORY = "error_types"
 SAMPLE = "sample.json"
@@ -184,7 +185,8 @@ def classify(results_dir: str | Path, *, evaluator: str, f1_below: float = F1_BE
 
 def _record(path: Path, run: Run, instance_id: str, scorer: str, f1: float, inferred: str) -> InstanceRecord:
     """A drawn instance's file, read back or begun; a classification of another inferred
-    preference (the instance was evaluated again) is dropped."""
+    preference (the instance was evaluated again), or made with another version of the
+    prompt, is dropped."""
     data = {}
     if path.is_file():
         try:
@@ -194,6 +196,11 @@ def _record(path: Path, run: Run, instance_id: str, scorer: str, f1: float, infe
                   file=sys.stderr)
     if data.get("inferred_preference") != inferred:
         data = {}
+    version = load_prompt(steps.ERROR_TYPE.module.PROMPT).version
+    for evaluation in (data.get("evaluations") or {}).values():  # classified with another prompt: asked afresh
+        found = (evaluation.get("steps") or {}) if isinstance(evaluation, dict) else {}
+        if (found.get(steps.ERROR_TYPE.name) or {}).get("prompt_version") not in (None, version):
+            del found[steps.ERROR_TYPE.name]
     data.update({"instance_id": instance_id, "persona_id": run.instances[instance_id].get("persona_id"),
                  "instance_type": run.instance_type(instance_id), "model": run.model, "setting": run.setting,
                  "scorer": scorer, "f1": f1, "inferred_preference": inferred})

@@ -7,18 +7,16 @@ JSON Lines and Parquet keep the list columns (checklists, labels) as lists; CSV,
 no lists, holds them as JSON text. Every format loads with ``datasets.load_dataset``
 ("json", "parquet", "csv").
 
-CSV files are opened by spreadsheets, which run a cell that starts with ``=``, ``+``, ``-`` or
-``@`` (or a tab or carriage return before one) as a formula: a model's answer reading
-``=HYPERLINK(...)`` would. Such a text cell is written with a leading ``'`` (OWASP, "CSV
-Injection"), which the spreadsheet shows as text; JSON Lines and Parquet keep the text as it is.
+A CSV is written by utils/csv_file.py's rule, as every CSV of the project: a text cell a
+spreadsheet would run as a formula (a model's answer reading ``=HYPERLINK(...)``) gets a
+leading ``'``; JSON Lines and Parquet keep the text as it is.
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 
+from cupid.utils.csv_file import csv_text
 from cupid.utils.io import atomic_write_text, temporary_prefix
 
 FORMATS = {".jsonl": "jsonl", ".parquet": "parquet", ".csv": "csv"}
@@ -45,7 +43,7 @@ def write_samples(rows: list[dict], path: str | Path) -> Path:
     if kind == "jsonl":
         atomic_write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
     elif kind == "csv":
-        atomic_write_text(path, _csv_text(rows))
+        atomic_write_text(path, csv_text(columns(rows), rows))
     else:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -57,26 +55,6 @@ def write_samples(rows: list[dict], path: str | Path) -> Path:
         pq.write_table(table, tmp)
         tmp.replace(path)
     return path
-
-
-def _csv_text(rows: list[dict]) -> str:
-    buffer = io.StringIO()
-    names = columns(rows)
-    # CRLF, as RFC 4180 says: a cell holding a lone CR is then quoted too, not read as a row break.
-    writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\r\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: inert_cell(json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v)
-                         for k, v in row.items()})
-    return buffer.getvalue()
-
-
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def inert_cell(value):
-    """A text cell a spreadsheet would run as a formula, prefixed with ``'`` (numbers kept)."""
-    return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
 
 def _arrow_schema(rows: list[dict], names: list[str]):

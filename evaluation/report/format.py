@@ -2,10 +2,9 @@
 markdown tables and CSV cells, and the report's fixed names (groups, column titles)."""
 from __future__ import annotations
 
-import csv
-import io
 from typing import Any, Callable
 
+from cupid.utils.csv_file import csv_text
 from cupid.utils.dataset import INSTANCE_TYPES
 from cupid.evaluation.report.statistics import Correlation, Estimate
 from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
@@ -96,10 +95,7 @@ def csv_value(value: Any) -> Any:
 
 
 def render_csv(rows: list[dict], build_id: str = "") -> str:
-    """report.csv; every row names the build that wrote it (report.md and report.html too)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: csv_value(row.get(k)) for k in CSV_COLUMNS} | {"build_id": build_id})
-    return buffer.getvalue()
+    """report.csv (utils/csv_file.py's rule); every row names the build that wrote it (report.md and
+    report.html too)."""
+    return csv_text(CSV_COLUMNS, ({k: csv_value(row.get(k)) for k in CSV_COLUMNS} | {"build_id": build_id}
+                                  for row in rows))

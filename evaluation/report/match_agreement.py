@@ -8,7 +8,8 @@ entries without one are dropped, as A.1 drops them); Krippendorff's alpha among 
 annotators; and for each scorer, on the entries both it and the majority labelled: accuracy,
 accuracy per majority label, Cohen's kappa, the confusion matrix (scikit-learn) and
 Krippendorff's alpha with the majority (the paper's 0.769 for GPT-4o, 0.748 for
-PrefMatcher-7B). A scorer's labels are found by the pair's content (the preference and the
+PrefMatcher-7B). Every alpha is ordinal, our choice (the paper states no level), with the
+nominal one beside. A scorer's labels are found by the pair's content (the preference and the
 checklist's entries), in the match_precision and match_recall steps of its instance files.
 """
 from __future__ import annotations
@@ -22,12 +23,15 @@ from pathlib import Path
 
 from cupid.evaluation.report.format import md_table
 from cupid.evaluation.report.results import load_runs
+from cupid.utils.csv_file import read_cell
 from cupid.utils.errors import BadInput
 
 LABELS = ("Not Covered", "Partially Covered", "Fully Covered")  # ordered: the ordinal alpha's scale
 MATCH_STEPS = ("match_precision", "match_recall")
 COLUMNS = ("pair_id", "annotator", "preference", "checklist", "labels")
 PAPER = "Appendix A.1: annotators' alpha 0.467; with their majority, GPT-4o 0.769 and PrefMatcher-7B 0.748"
+LEVELS_NOTE = ("Alpha's level of measurement is our choice, the paper states none: ordinal (Not < Partially < Fully "
+               "Covered), with nominal (the labels as unordered categories) beside.")
 
 
 @dataclass(frozen=True)
@@ -79,14 +83,18 @@ def read_labels(paths) -> list[dict]:
 
 def _read_file(path: Path, seen: dict) -> list[dict]:
     try:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix.lower() == ".csv":
-            rows = list(csv.DictReader(text.splitlines()))
-        elif path.suffix.lower() == ".jsonl":
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
-            rows = json.loads(text)
-    except (OSError, ValueError) as exc:
+        # As files are read: a BOM (a spreadsheet's "CSV UTF-8") is no part of the first
+        # column's name; only a record's end ends a CSV row and only "\n" a JSON line (a
+        # newline, U+2028 or U+0085 inside a text is the text's).
+        with path.open(encoding="utf-8-sig", newline="") as file:
+            if path.suffix.lower() == ".csv":  # its cells written by utils/csv_file.py's rule
+                rows = [{k: read_cell(v) if isinstance(v, str) else v for k, v in row.items()}
+                        for row in csv.DictReader(file)]
+            elif path.suffix.lower() == ".jsonl":
+                rows = [json.loads(line) for line in file.read().split("\n") if line.strip()]
+            else:
+                rows = json.loads(file.read())
+    except (OSError, ValueError, csv.Error) as exc:
         raise BadInput(f"{path}: cannot read the labels ({exc})") from None
     if not isinstance(rows, list) or not rows:
         raise BadInput(f"{path}: no rows (expected one per pair and annotator, columns {', '.join(COLUMNS)})")
@@ -139,8 +147,15 @@ def majority(rows: list[dict]) -> dict[str, dict]:
     return pairs
 
 
-def annotator_alpha(rows: list[dict]) -> float | None:
-    """Krippendorff's alpha (ordinal) among the annotators over every entry."""
+def annotator_alpha(rows: list[dict], level: str = "ordinal") -> float | None:
+    """Krippendorff's alpha among the annotators over every entry, at ``level`` ("ordinal" or "nominal"); None
+    where it is undefined (``alpha_undefined`` says why)."""
+    return _alpha(annotator_matrix(rows), level)
+
+
+def annotator_matrix(rows: list[dict]):
+    """Annotators x entries, each label's rank in LABELS, NaN where an annotator did not label
+    the pair."""
     import numpy as np
 
     units = sorted({(r["pair_id"], i) for r in rows for i in range(len(r["labels"]))})
@@ -150,17 +165,28 @@ def annotator_alpha(rows: list[dict]) -> float | None:
     for row in rows:
         for i, label in enumerate(row["labels"]):
             data[annotators.index(row["annotator"]), column[(row["pair_id"], i)]] = LABELS.index(label)
-    return _alpha(data)
+    return data
 
 
-def _alpha(data) -> float | None:
-    """None where alpha is undefined (a single value in all the data: no disagreement to expect)."""
-    import krippendorff
+def alpha_undefined(data) -> str | None:
+    """Why alpha has no value on ``data`` (coders x units), or None when it has one."""
     import numpy as np
 
+    if len(data) < 2:
+        return "one annotator: there is no agreement among annotators to measure"
+    if not (np.sum(~np.isnan(data), axis=0) >= 2).any():
+        return "no entry was labelled by two annotators (their files share no pair)"
     if len(set(data[~np.isnan(data)].tolist())) < 2:
+        return "every label is the same: there is no disagreement to expect"
+    return None
+
+
+def _alpha(data, level: str) -> float | None:
+    import krippendorff
+
+    if alpha_undefined(data) is not None:
         return None
-    return float(krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal"))
+    return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
 
 
 def scorer_agreement(pairs: dict[str, dict], labelled: dict[str, Pair]) -> dict:
@@ -190,7 +216,7 @@ def scorer_agreement(pairs: dict[str, dict], labelled: dict[str, Pair]) -> dict:
     return {**result, "accuracy": float(np.trace(matrix) / matrix.sum()), "accuracy_per_label": per_label,
             "label_counts": {label: int(matrix[i].sum()) for i, label in enumerate(LABELS)},
             "cohen_kappa": None if kappa is None or np.isnan(kappa) else float(kappa),
-            "alpha_with_majority": _alpha(codes),
+            "alpha_with_majority": _alpha(codes, "ordinal"), "alpha_with_majority_nominal": _alpha(codes, "nominal"),
             "confusion": {"labels": list(LABELS), "rows_majority_columns_scorer": matrix.tolist()}}
 
 
@@ -206,7 +232,9 @@ def agreement(labels_paths, results_dir: str | Path) -> dict:
             "annotators": len({r["annotator"] for r in rows}), "pairs": len(pairs), "entries": entries,
             "entries_with_majority": kept,
             "pairs_without_majority": sum(all(label is None for label in e["majority"]) for e in pairs.values()),
-            "annotator_alpha": annotator_alpha(rows),
+            "alpha_levels": LEVELS_NOTE, "annotator_alpha": annotator_alpha(rows),
+            "annotator_alpha_nominal": annotator_alpha(rows, "nominal"),
+            "annotator_alpha_undefined": alpha_undefined(annotator_matrix(rows)),
             "scorers": {scorer: scorer_agreement(pairs, labelled)
                         for scorer, labelled in sorted(scorer_pairs(results_dir).items())}}
 
@@ -220,15 +248,17 @@ def markdown(result: dict) -> str:
              f"Human labels: {', '.join(f'`{p}`' for p in result['labels_files'])}: {result['annotators']} annotators, {result['pairs']} "
              f"preference-checklist pairs, {result['entries']} entries, {result['entries_with_majority']} with a "
              f"majority label (chosen by more than half of the entry's annotators; the others are dropped, "
-             f"and {result['pairs_without_majority']} pair(s) left with none); Krippendorff's alpha among the annotators "
-             f"(ordinal): {_fmt(result['annotator_alpha'])}. Scorers: the runs under `{result['results_dir']}`, on the "
-             f"entries they labelled too. Paper, {PAPER}.", "",
+             f"and {result['pairs_without_majority']} pair(s) left with none); Krippendorff's alpha among the annotators: "
+             f"ordinal {_fmt(result['annotator_alpha'])}, nominal {_fmt(result['annotator_alpha_nominal'])}"
+             f"{f' ({why})' if (why := result.get('annotator_alpha_undefined')) else ''}. {LEVELS_NOTE} "
+             f"Scorers: the runs under `{result['results_dir']}`, on the entries they labelled too. Paper, {PAPER}.", "",
              md_table(["Scorer", "Pairs", "Entries", "Accuracy", *(f"Acc. {label}" for label in reversed(LABELS)),
-                       "Cohen's κ", "α with majority"],
+                       "Cohen's κ", "α with majority (ordinal)", "α (nominal)"],
                       [[f"`{scorer}`", str(s["pairs"]), str(s["entries"]), _fmt(s.get("accuracy")),
                         *(f"{_fmt((s.get('accuracy_per_label') or {}).get(label))} "
                           f"(n={(s.get('label_counts') or {}).get(label, 0)})" for label in reversed(LABELS)),
-                        _fmt(s.get("cohen_kappa")), _fmt(s.get("alpha_with_majority"))]
+                        _fmt(s.get("cohen_kappa")), _fmt(s.get("alpha_with_majority")),
+                        _fmt(s.get("alpha_with_majority_nominal"))]
                        for scorer, s in result["scorers"].items()]), ""]
     for scorer, s in result["scorers"].items():
         if "confusion" not in s:

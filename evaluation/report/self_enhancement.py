@@ -44,14 +44,20 @@ def matrix(models: list[Side], datasets: list[DataSet], *, n_bootstrap: int = DE
         for model in models:
             run = an.run(model.label, "default") if an else None
             f1 = score = None
+            failed = {}
             if run is not None:
                 inf, gen = an.primary_scorer("inference"), an.primary_scorer("generation")
                 if inf and run.has_task("inference", inf):
                     f1 = an.cell(run, inf, "all").micro["f1"]
+                    failed["f1"] = an.outcome(run, inf, "inference").failed_by_step()
                 if gen and run.has_task("generation", gen):
                     score = an.cell(run, gen, "all").score
+                    failed["score"] = an.outcome(run, gen, "generation").failed_by_step()
             cells.append({"model": model.label, "data": data.label, "same_family": model.family == data.family,
-                          "f1": _as_dict(f1), "score": _as_dict(score), "instances": data.instances})
+                          "f1": _as_dict(f1), "score": _as_dict(score), "instances": data.instances,
+                          # per value, the instances whose steps failed and at which step
+                          "failed": {key: {"instances": sum(steps.values()), "steps": dict(steps)}
+                                     for key, steps in failed.items() if steps}})
     return {"models": [{"label": m.label, "family": m.family} for m in models],
             "datasets": [{"label": d.label, "family": d.family, "instances": d.instances,
                           "results_dir": str(d.results_dir)} for d in datasets],
@@ -62,12 +68,14 @@ def _as_dict(estimate: Estimate | None) -> dict | None:
     return None if estimate is None or estimate.value is None else asdict(estimate)
 
 
-def cell_text(value: dict | None, scale: float, digits: int) -> str:
+def cell_text(value: dict | None, scale: float, digits: int, failed: dict | None = None) -> str:
+    """The value with its interval and n, and the instances that failed and where."""
+    where = f"{failed['instances']} failed at {', '.join(failed['steps'])}" if failed else ""
     if value is None:
-        return "—"
+        return f"— ({where})" if where else "—"
     low, high = value["low"], value["high"]
     interval = "" if low is None else f" [{scale * low:.{digits}f}, {scale * high:.{digits}f}]"
-    return f"{scale * value['value']:.{digits}f}{interval} (n={value['n']})"
+    return f"{scale * value['value']:.{digits}f}{interval} (n={value['n']}{f'; {where}' if where else ''})"
 
 
 def markdown(data: dict, png_name: str | None) -> str:
@@ -86,7 +94,7 @@ def markdown(data: dict, png_name: str | None) -> str:
             row = [f"{model['label']} ({model['family']})"]
             for label in labels:
                 cell = next(c for c in data["cells"] if c["model"] == model["label"] and c["data"] == label)
-                text = cell_text(cell[key], scale, digits)
+                text = cell_text(cell[key], scale, digits, cell.get("failed", {}).get(key))
                 row.append(f"**{text}**" if cell["same_family"] else text)
             rows.append(row)
         header = [f"{task}: model ↓, data by →"] + [f"{d['label']} ({d['family']}, {d['instances']} inst.)"

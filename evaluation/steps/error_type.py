@@ -23,9 +23,16 @@ type ::= ''' + " | ".join(f'"{t}"' for t in TYPES) + "\n" + LINE_RULE)
 
 
 def format_sessions(sessions: Sequence[Session]) -> str:
-    """Each earlier session as the data labels it: its context and the preference it reveals."""
-    return "\n\n".join(f"### Session {i}\n\nContext: {s.context_factor}\n\nPreference revealed: "
-                       f"{s.contextual_preference}" for i, s in enumerate(sessions, start=1))
+    """Each earlier session as the evaluated model saw it, its dialogue (the session log's
+    layout: ``#### User`` / ``#### AI Assistant``), under the data's labels of it: its context
+    and the preference it reveals. A type is judged on what the dialogues hold ("Hallucination":
+    no clear evidence), the labels say which context each belongs to."""
+    return "\n\n---\n\n".join(f"### Session {i}\n\nContext: {s.context_factor}\n\nPreference revealed: "
+                                f"{s.contextual_preference}\n\n{_dialogue(s)}" for i, s in enumerate(sessions, start=1))
+
+
+def _dialogue(session: Session) -> str:
+    return "\n\n".join(f"#### {'User' if t.role == 'user' else 'AI Assistant'}\n\n{t.content}" for t in session.dialogue)
 
 
 def ask(sessions: Sequence[Session], context: str, request: str, true_preference: str,

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -71,6 +72,44 @@ def test_bad_rows_name_file_row_and_field(rows, tmp_path, mutate, field):
         load_instances(data_path=path)
     message = str(info.value)
     assert str(path) in message and "row 2" in message and f"'{field}'" in message
+
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda r: r.update(current_request="\ud800 plan it"), "current_request"),
+    (lambda r: r["current_checklist"].append("Is it \udfff?"), "current_checklist[2]"),
+    (lambda r: r["prior_interactions"][0]["dialogue"][1].update(content="ok \udc80"),
+     "prior_interactions[0].dialogue[1].content"),
+    (lambda r: r.update(metadata={"notes": ["fine", "\ud83d half an emoji"]}), "metadata.notes[1]"),
+    (lambda r: r.update(instance_id="id-\ud800"), "instance_id"),
+])
+def test_a_lone_surrogate_is_named_not_a_traceback(rows, tmp_path, mutate, field, capsys):
+    """A JSON file may hold "\\ud800" alone, which reads as a str no UTF-8 can encode: the
+    data's fingerprint raised UnicodeEncodeError (cupid-eval and cupid-validate)."""
+    from cupid.evaluation.run import main as eval_main
+    from cupid.synthesis.validate import main as validate_main
+
+    bad = json.loads(json.dumps(rows[1]))
+    mutate(bad)
+    path = tmp_path / "data.jsonl"
+    path.write_text(json.dumps(rows[0]) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(DataValidationError, match=rf"data.jsonl: row 2: field '{re.escape(field)}': holds a lone surrogate"):
+        load_instances(data_path=path)
+    assert eval_main(["--model", "embedded", "--data_dir", str(path), "--dry_run"]) == 2
+    assert validate_main(["--data_dir", str(path), "--output_dir", str(tmp_path / "v"), "--dry_run"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("holds a lone surrogate") == 2
+
+
+def test_a_json_line_keeps_the_line_separators_inside_its_texts(rows, tmp_path):
+    """Only "\\n" ends a JSON line: U+2028, U+2029, U+0085 and a form feed written raw inside
+    a text (json.dumps(..., ensure_ascii=False) writes them so) are the text's."""
+    odd = json.loads(json.dumps(rows[0]))
+    odd["current_request"] = "first\u2028second\u2029third\u0085fourth\x0cfifth"
+    path = tmp_path / "data.jsonl"
+    path.write_text(json.dumps(odd, ensure_ascii=False) + "\n" + json.dumps(rows[1], ensure_ascii=False) + "\n",
+                    encoding="utf-8")
+    [first, _] = load_instances(data_path=path)
+    assert first.current_request == odd["current_request"]
 
 
 def test_unreadable_sources_are_clear(tmp_path):

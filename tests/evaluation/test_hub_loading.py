@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -297,3 +299,53 @@ def test_download_only_stores_the_copy_that_runs_offline(hub, rows, hf_home, tmp
     assert offline["data"]["fingerprint"] == fingerprint and offline["data"]["commit"] == hub.old
     refused = cli(environment(hub, hf_home), "--download_only", "--data_dir", str(tmp_path))
     assert refused.returncode == 2 and "--download_only" in refused.stderr
+
+
+@pytest.mark.parametrize("how, files_only, says", [
+    ("500", False, "answered HTTP 500 (Internal Server Error) when asked for the dataset; the hub is failing on its side"),
+    ("garbage", False, "answered HTTP 200 with what is not the hub's JSON (720 bytes starting"),
+    ("hang", False, "accepted the connection but sent no answer within 10 s when asked for the dataset"),
+    ("500", True, "answered HTTP 500 while the split was loaded; it is failing on its side"),
+])
+def test_a_failing_hub_is_named_with_what_it_answered_within_a_minute(hub, hf_home, how, files_only, says):
+    """A hub answering 500 or garbage was 'cannot be loaded (FileNotFoundError: Couldn't find
+    any data file at <the working directory>/kixlab/CUPID ...', cut mid-word, never saying
+    HTTP 500; one that answers '/' but never its API took 398 s and 7 tries, then said
+    'stopped answering during the download' though no download had started."""
+    hub.break_api(how, files_only=files_only)
+    started = time.monotonic()
+    [answer] = load(environment(hub, hf_home), [CUPID, "test", None])
+    elapsed = time.monotonic() - started
+    error = answer["error"]
+    assert error.startswith(f"{CUPID}[test]: the Hugging Face hub at {hub.base_url} ") and says in error, error
+    assert str(ROOT) not in error and "during the download" not in error and "\n" not in error
+    assert elapsed < 60, elapsed
+    assert prepared_copies(hf_home) == []
+
+
+STILL_LOADING = """
+import sys
+from cupid.evaluation import data
+data.STILL_LOADING_EVERY = 1.0
+source = data.InstanceSource(dataset=sys.argv[1])
+try:
+    source.validate()
+except data.DataValidationError as exc:
+    print(exc)
+"""
+
+
+def test_a_hub_silent_on_its_files_is_reported_while_it_is_waited_for(hub, hf_home):
+    """The API answers, the files never do: the hub libraries retry for minutes (403 s here);
+    a line every STILL_LOADING_EVERY seconds says what is waited for, and the error, once the
+    hub is gone, does not claim a download that never started."""
+    hub.break_api("hang", files_only=True)
+    proc = subprocess.Popen([sys.executable, "-c", STILL_LOADING, CUPID], env=environment(hub, hf_home), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(8)
+    hub.stop()
+    out, err = proc.communicate(timeout=300)
+    assert re.search(rf"{re.escape(CUPID)}\[test\]: still loading from the hub at {re.escape(hub.base_url)} "
+                     r"\(\d s so far", err), err[-2000:]
+    assert out.startswith(f"{CUPID}[test]: the Hugging Face hub at {hub.base_url} stopped answering before the "
+                          f"split was loaded ("), out

@@ -250,3 +250,33 @@ def test_existing_data_stands_for_a_models_data_set_with_only_the_experiments_pe
     assert sum(v["calls"] for k, v in forecast["roles"].items() if k.startswith("evaluation")) == 2 * 12 * 6
     assert command.main(argv(server, inputs, out, "--existing_data", f"nobody={original}", "--dry_run")) == 2
     assert "existing_data: nobody is not one of --models" in capsys.readouterr().err
+
+
+class FailingInference(Responder):
+    """beta's inference on alpha's data answers nothing readable, every time."""
+
+    def __call__(self, req: dict) -> str:
+        user = req["messages"][-1]["content"]
+        if req["model"].endswith("beta") and "madebyalpha" in user and CupidResponder(plans=[]).kind(req) == "infer":
+            with self.lock:
+                self.calls["evaluation"] += 1
+            return "I would rather not say."
+        return super().__call__(req)
+
+
+def test_a_failed_cell_is_named_with_its_step_and_reason(inputs, tmp_path, capsys):
+    """The cell whose evaluation failed said "—" with exit 1 and nothing about which
+    evaluation failed or why: a line names the model, the data set, the step and the reason,
+    and the matrix's cell says it too."""
+    out = tmp_path / "se"
+    with FakeLLMServer(responder=FailingInference()) as server:
+        assert command.main(argv(server, inputs, out, "--no_figures")) == 1
+    err = capsys.readouterr().err
+    line = next(l for l in err.splitlines() if l.startswith("FAILED"))
+    assert re.fullmatch(r"FAILED orgb/beta on the data set by orga/alpha: 6 instances failed \(rerun to ask them "
+                        r"again\); infer: unparseable answer: .+ \(6\)", line), line
+    cell = cells(out)[("orgb/beta", "orga/alpha")]
+    assert cell["f1"] is None and cell["failed"]["f1"] == {"instances": 6, "steps": {"infer": 6}}
+    assert cells(out)[("orga/alpha", "orga/alpha")]["failed"] == {}
+    text = (out / "self_enhancement.md").read_text()
+    assert "| — (6 failed at infer) |" in text.split("## Judge score")[0]

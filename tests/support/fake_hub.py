@@ -25,7 +25,10 @@ reads it (``file_download.get_hf_file_metadata``, ``utils.hf_raise_for_status``,
 ``FakeHub().add_dataset(repo_id, files)`` commits files (``{path: bytes}``) on ``main`` and
 returns the commit; ``gate(repo_id)``; ``cut_downloads_after(n)`` makes the next download
 from ``/cdn/`` send ``n`` bytes of the body and the server then stop, as a hub lost
-mid-download; ``requests`` lists ``(method, path)`` received. ``start()``/``stop()``, or use
+mid-download; ``break_api(how)`` answers every request but ``/`` (``files_only``: every
+request for a file) with an HTTP 500 error page (``"500"``), a 200 whose body is not the
+hub's (``"garbage"``), or nothing at all until the hub stops (``"hang"``); ``requests``
+lists ``(method, path)`` received. ``start()``/``stop()``, or use
 it as a context manager; ``start()`` after ``stop()`` serves again on the same port.
 """
 from __future__ import annotations
@@ -75,6 +78,9 @@ class FakeHub:
         self.repos: dict[str, _Repo] = {}
         self.requests: list[tuple[str, str]] = []
         self._cut_after: int | None = None
+        self.broken: str | None = None
+        self.broken_files_only = False
+        self._released = threading.Event()  # set by stop(): a hanging answer ends
         self._lock = threading.Lock()
         self._servers: list[ThreadingHTTPServer] = []
         self.port = self.cdn_port = 0
@@ -97,6 +103,11 @@ class FakeHub:
 
     def cut_downloads_after(self, n_bytes: int) -> None:
         self._cut_after = n_bytes
+
+    def break_api(self, how: str | None, files_only: bool = False) -> None:
+        """``files_only``: the API answers as it should; the files (``resolve``, the CDN) do not."""
+        assert how in (None, "500", "garbage", "hang"), how
+        self.broken, self.broken_files_only = how, files_only
 
     def _commit(self, repo: _Repo, revision: str) -> str | None:
         if revision in repo.branches:
@@ -133,6 +144,7 @@ class FakeHub:
 
         # The CDN on a port of its own: another origin, as the hub's is, so the client
         # stops at the hub's redirect and reads the file's metadata there.
+        self._released.clear()
         for attribute in ("port", "cdn_port"):
             server = ThreadingHTTPServer(("127.0.0.1", getattr(self, attribute)), Handler)
             server.daemon_threads = True
@@ -142,6 +154,7 @@ class FakeHub:
         return self
 
     def stop(self) -> None:
+        self._released.set()
         servers, self._servers = self._servers, []
         for server in servers:
             server.shutdown()
@@ -207,6 +220,19 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, None, "The dataset viewer has not processed this dataset.", method)
         if raw_path in ("", "/"):
             return self._send(200, b"fake hub", content_type="text/plain", method=method)
+        broken = self.fake.broken if not self.fake.broken_files_only or "/resolve/" in raw_path \
+            or raw_path.startswith("/cdn/") else None
+        if broken == "500":
+            return self._send(500, b"<html><head><title>500 Internal Server Error</title></head><body><h1>Internal "
+                              b"Server Error</h1><p>The server encountered an unexpected condition.</p></body></html>",
+                              content_type="text/html", method=method)
+        if broken == "garbage":
+            return self._send(200, b"\x00\x9c<<not the hub>> " * 40, content_type="application/octet-stream",
+                              method=method)
+        if broken == "hang":
+            self.fake._released.wait()
+            self.close_connection = True
+            return
         if raw_path.startswith("/cdn/"):
             return self._cdn(raw_path[len("/cdn/"):], method)
         parts = [urllib.parse.unquote(p) for p in raw_path.strip("/").split("/")]

@@ -79,7 +79,8 @@ def build(root: Path) -> Path:
 
 class Validator:
     """Figure 20's answers: each entry's phrase where the dialogue holds it (in the user's
-    or the assistant's words), lower-cased, plus the planted inventions. ``fail_sessions``:
+    or the assistant's words), lower-cased, plus the planted inventions; and a preference's
+    checklist where the decomposer is asked for it. ``fail_sessions``:
     dialogues (a text they contain) answered with no JSON at all."""
 
     def __init__(self) -> None:
@@ -89,6 +90,11 @@ class Validator:
 
     def __call__(self, req: dict) -> str:
         system, user = req["system"], req["messages"][-1]["content"]
+        if "creating an evaluation checklist from the preference" in system:  # the decomposer: data without checklists
+            persona, pref = re.search(r"Responses about (\S+) for (\S+) must", user).group(2, 1)
+            with self._lock:
+                self.calls["decompose"] += 1
+            return "```json\n" + json.dumps({"checklist": checklist(persona, pref)}) + "\n```"
         if "Evaluation Checklist" not in system:
             raise AssertionError(f"not Figure 20's prompt: {system[:80]}")
         entries = re.findall(r"^\d+\. (.+)$", system.split("**Evaluation Checklist**")[1].split("## **Instructions**")[0], re.M)

@@ -553,3 +553,16 @@ def test_build_instances_rows_load_with_the_evaluation_parser(tmp_path):
     assert sorted(i.instance_id for i in loaded) == sorted(r["instance_id"] for r in rows)
     assert {i.instance_id: i.extra["metadata"]["session_indices"] for i in loaded} == \
         {r["instance_id"]: r["metadata"]["session_indices"] for r in rows}
+
+
+def test_a_seed_file_line_ends_at_a_newline_only_and_a_bad_line_is_named(tmp_path):
+    seeds = tmp_path / "seeds.jsonl"
+    seeds.write_text('{"persona": "A nurse\u2028on nights\u0085and weekends."}\n{"persona": "A pilot."}\r\n',
+                     encoding="utf-8")
+    assert P.read_seed_file(seeds) == ["A nurse\u2028on nights\u0085and weekends.", "A pilot."]
+    text = tmp_path / "seeds.txt"
+    text.write_text("A nurse\u2028on nights.\n# a comment\nA pilot.\n", encoding="utf-8")
+    assert P.read_seed_file(text) == ["A nurse\u2028on nights.", "A pilot."]
+    seeds.write_text('{"persona": "A nurse."}\n{"persona": \n', encoding="utf-8")
+    with pytest.raises(P.SeedSourceError, match=r"seeds.jsonl: line 2 is not valid JSON"):
+        P.read_seed_file(seeds)

@@ -130,10 +130,37 @@ def test_a_failed_extraction_is_counted_never_not_expressed_and_a_rerun_asks_it(
     assert server.validator.calls["extract"] == asked + 2  # nothing left to ask
 
 
+def test_verified_holds_exactly_this_runs_verified_instances(server, tmp_path):
+    """verified/ is what users evaluate next: a run over other data, or with --limit, into
+    the directory of an earlier run left that run's files in it (summary: verified 3;
+    verified/: 9 files). It is written anew and swapped in whole, with nothing left beside."""
+    data, out = vd.build(tmp_path / "data"), tmp_path / "out"
+    assert main(args(server, data, out)) == 0
+    assert verified(out) == ALL - vd.PLANTED
+    other = tmp_path / "other"
+    shutil.copytree(data / "personas", other / "personas")
+    (other / "instances").mkdir()
+    for path in sorted((data / "instances").glob("good__*.json")):
+        row = json.loads(path.read_text())
+        (other / "instances" / f"x{path.name}").write_text(json.dumps({**row, "instance_id": f"x{row['instance_id']}"}))
+    assert main(args(server, other, out)) == 0
+    assert verified(out) == {"xgood__consistent", "xgood__contrastive", "xgood__changing"}
+    assert json.loads((out / "summary.json").read_text())["counts"]["verified"] == 3
+    assert main(args(server, data, out, "--limit", "2")) == 0  # gap__changing, gap__consistent: neither passes
+    assert json.loads((out / "summary.json").read_text())["counts"]["verified"] == 0 and verified(out) == set()
+    (out / ".verified.otherhost~4242.new").mkdir()  # a run killed mid-swap left its copy
+    (out / ".verified.otherhost~4242.new" / "gap__changing.json").write_text("{}")
+    assert main(args(server, data, out, "--limit", "5")) == 0
+    assert verified(out) == {r for r, row in rows(out).items() if row["verified"]} == {"good__changing", "good__consistent"}
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".verified")) == []
+
+
 def test_benchmark_files_without_metadata(server, tmp_path):
-    """The benchmark's rows record no contrasting or earlier preference: the earlier one is
-    read from the sessions, its checklist from the instance it is current in; the
-    contrasting one is left unchecked and the row says so."""
+    """The benchmark's rows record no contrasting or earlier preference, nor any checklist but
+    the current one: the earlier preference is read from the sessions, its checklist from the
+    instance it is current in; the contrasting one from the series as B.5 builds it (the
+    contrastive instance's sessions absent from the consistent one), its checklist decomposed
+    by the validator. It was left unchecked, and the invented-fragment instance passed."""
     data = vd.build(tmp_path / "synth")
     plain = tmp_path / "plain"
     plain.mkdir()
@@ -144,13 +171,39 @@ def test_benchmark_files_without_metadata(server, tmp_path):
     out = tmp_path / "out"
     result = validate(plain, output_dir=out, model=f"vllm:validator@{server.openai_base_url}", n_workers=2)
     got = {r["instance_id"]: r for r in result.rows}
-    assert [n for n in got["good__contrastive"]["notes"] if "contrasting" in n]
-    assert not [e for e in got["good__contrastive"]["entries"] if e["preference_role"] == "contrasting"]
+    contrasting = [e for e in got["good__contrastive"]["entries"] if e["preference_role"] == "contrasting"]
+    assert {e["preference"] for e in contrasting} == {vd.preference("good", "B")}
+    assert [e["verdict"] for e in contrasting] == ["expressed"] * 3
+    notes = got["good__contrastive"]["notes"]
+    assert [n for n in notes if "read from the series as B.5 builds it" in n]
+    assert [n for n in notes if "its checklist decomposed by the validator" in n]
+    assert server.validator.calls["decompose"] == len(vd.PERSONAS)  # B's checklist, once per persona
     earlier = [e for e in got["gap__changing"]["entries"] if e["preference_role"] == "earlier"]
     assert [e["verdict"] for e in earlier] == ["expressed", "not expressed", "expressed"]
-    # Without the contrasting check the invented-fragment instance passes: what the data
-    # does not record cannot be validated.
-    assert {r["instance_id"] for r in result.verified} == ALL - vd.PLANTED | {"invents__contrastive"}
+    assert {r["instance_id"] for r in result.verified} == ALL - vd.PLANTED
+
+    # Without its series' consistent instance, the contrasting preference cannot be told apart.
+    (plain / "invents__consistent.json").unlink()
+    lone = validate(plain, output_dir=tmp_path / "lone", model=f"vllm:validator@{server.openai_base_url}")
+    row = next(r for r in lone.rows if r["instance_id"] == "invents__contrastive")
+    assert not [e for e in row["entries"] if e["preference_role"] == "contrasting"]
+    assert [n for n in row["notes"] if "no consistent instance" in n and "left unchecked" in n]
+
+
+def test_limit_still_reads_the_series_of_the_whole_data(server, tmp_path):
+    data = vd.build(tmp_path / "synth")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for path in (data / "instances").glob("*.json"):
+        row = json.loads(path.read_text())
+        row.pop("metadata")
+        (plain / path.name).write_text(json.dumps(row))
+    # The files in name order: gap__changing, gap__consistent, gap__contrastive, good__changing.
+    (plain / "gap__consistent.json").rename(plain / "zz__consistent.json")
+    result = validate(plain, output_dir=tmp_path / "out", model=f"vllm:validator@{server.openai_base_url}", limit=2)
+    row = next(r for r in result.rows if r["instance_id"] == "gap__contrastive")
+    assert {e["preference"] for e in row["entries"] if e["preference_role"] == "contrasting"} == {
+        vd.preference("gap", "B")}
 
 
 def test_dry_run_counts_the_calls_and_sends_nothing(server, tmp_path, capsys):
@@ -184,6 +237,21 @@ def test_extraction_parse_and_kept_fragments():
     session = Session("f", "p", (Turn("user", "Please\n keep it   SHORT, thanks."), Turn("assistant", "I keep it short.")))
     assert extract_fragments.kept_fragments(["keep it short", "I keep it short", "be brief", " "], session) == (
         ["keep it short"], ["I keep it short", "be brief", " "])
+
+
+def test_a_fragment_trimmed_or_quoted_by_the_validator_is_found_before_it_is_dropped():
+    """GPT-4o quotes what it copies, curls its quotes and elides with '...': such a fragment
+    stands in the user's message and is kept; a paraphrase, pieces out of order or the
+    assistant's words are still dropped (and shown to the annotators, annotation.py)."""
+    session = Session("f", "p", (Turn("user", "I really don\u2019t want   \"jargon\" in the summary; keep it under "
+                                               "200 words, please."), Turn("assistant", "Sure, no jargon at all.")))
+    kept, dropped = extract_fragments.kept_fragments(
+        ["\u201cI really don't want jargon\u201d", "'keep it under 200 words'", "keep it ... 200 words",
+         "the summary\u2026please", "I really [...] want", "I want no jargon", "200 words ... keep it",
+         "no jargon at all", "...", "\" \""], session)
+    assert kept == ["\u201cI really don't want jargon\u201d", "'keep it under 200 words'", "keep it ... 200 words",
+                    "the summary\u2026please", "I really [...] want"]
+    assert dropped == ["I want no jargon", "200 words ... keep it", "no jargon at all", "...", "\" \""]
 
 
 def test_bad_arguments_and_data_are_refused_before_any_call(server, tmp_path):

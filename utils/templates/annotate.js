@@ -51,19 +51,24 @@
     }).filter(Boolean);
   }
 
+  // utils/csv_file.py's rule: a text a spreadsheet would run as a formula gets a leading "'".
   function csvCell(value) {
     var text = typeof value === "string" ? value : JSON.stringify(value);
+    if (text && (meta.csv_inert_starts || "").indexOf(text.charAt(0)) >= 0) text = "'" + text;
     return /[",\r\n]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
+  }
+
+  function csvText(records, columns) {
+    return [columns.join(",")].concat(records.map(function (record) {
+      return columns.map(function (c) { return csvCell(record[c]); }).join(",");
+    })).join("\r\n") + "\r\n";
   }
 
   var EXPORTS = {
     answers: function () { return [JSON.stringify(answers(), null, 1), "application/json", ".json"]; },
     json: function () { return [JSON.stringify(rows(), null, 2) + "\n", "application/json", ".json"]; },
     csv: function () {
-      var columns = ["pair_id", "annotator", "preference", "checklist", "labels"];
-      return [[columns.join(",")].concat(rows().map(function (row) {
-        return columns.map(function (c) { return csvCell(row[c]); }).join(",");
-      })).join("\r\n") + "\r\n", "text/csv", ".csv"];
+      return [csvText(rows(), ["pair_id", "annotator", "preference", "checklist", "labels"]), "text/csv", ".csv"];
     }
   };
 
@@ -126,5 +131,5 @@
   annotator.addEventListener("input", function () { keep(); update(); });
   restore();
   show(current);
-  window.cupidAnnotation = {answers: answers, rows: rows, ready: true};
+  window.cupidAnnotation = {answers: answers, rows: rows, csv: csvText, ready: true};
 })();

@@ -128,6 +128,25 @@ def test_a_rerun_asks_only_the_failed_ones_and_counts_them_done(classified, tmp_
     assert "| DeepSeek-R1 | 7 / 9 | 7 | 7 | 0 | 0 | 2 (29% " in md
 
 
+def test_a_classification_made_with_another_prompt_is_asked_afresh(classified, tmp_path):
+    """The prompt changed (the sessions' dialogues shown, not their labels alone): a done
+    classification recorded under another prompt version is not mixed into Table 2."""
+    results = tmp_path / "results"
+    shutil.copytree(classified["results"], results)
+    path = results / DEEPSEEK_DIR / "error_types" / "p1__contrastive.json"
+    data = read_json(path)
+    step_of(data)["prompt_version"] = "an-older-prompt"
+    path.write_text(json.dumps(data))
+    responder = Responder()
+    for key in FAILED_KEYS:
+        responder.classifier[key] = "### Analysis\n\nUnsupported.\n\n### Error Type\n\nHallucination"
+    code, asked, _ = classify(results, responder=responder)
+    assert code == 0
+    inferred = {r["messages"][-1]["content"].split("## Inferred Preference")[1].split("---")[0].strip() for r in asked}
+    assert "The user (p1, contrastive) wants a generic tidy note." in inferred
+    assert step_of(case(results, DEEPSEEK_DIR, "p1__contrastive"))["prompt_version"] != "an-older-prompt"
+
+
 def test_the_cap_and_seed_make_the_same_draw_every_time(evaluated, tmp_path):
     results = tmp_path / "results"
     shutil.copytree(evaluated[0], results)

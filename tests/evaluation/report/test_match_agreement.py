@@ -199,3 +199,107 @@ def test_an_annotator_clicks_through_the_page_and_downloads_the_labels(results, 
     assert got["accuracy"] == pytest.approx(sum(n for (h, m), n in confusion.items() if h == m) / got["entries"])
     assert got["confusion"]["rows_majority_columns_scorer"] == [[confusion[(h, m)] for m in A.LABELS] for h in A.LABELS]
     assert "Krippendorff's alpha among the annotators" in (out / "match_agreement.md").read_text()
+
+
+AWKWARD = {  # texts a preference or an entry may hold, each once broke the page or the CSV
+    "comment": ("keep HTML comments (<!-- like this -->) out", ["no </script> tags?", "plain & simple?"]),
+    "lines": ("two\nlines, a\u2028separator and\u0085a next-line", ["=HYPERLINK(\"x\")?", "-5 degrees?"]),
+    "quotes": ("'quoted' \"twice\", with a comma", ["@mention?", "+1?"]),
+}
+
+
+def test_texts_that_hold_markup_newlines_and_formulas_download_and_score_the_same(browser, tmp_path):
+    """The page's embedded pairs are JSON whatever their text (a '<!--' once made both
+    Download buttons throw), and the CSV and the JSON it saves read back to the same rows."""
+    runs = tmp_path / "res"
+    for n, (preference, checklist) in enumerate(AWKWARD.values()):
+        atomic_write_json(runs / f"m{n}" / "run.json", {"model": f"m{n}", "setting": "default"})
+        atomic_write_json(runs / f"m{n}" / "i1__consistent.json", {"instance_id": "i1__consistent", "persona_id": "i1",
+                          "evaluations": {"judge": {"steps": {"match_precision": match_record(preference, checklist,
+                                                                                             [F, N])}}}})
+    page = tmp_path / "awkward.html"
+    assert command.main(["page", str(runs), "--output", str(page)]) == 0
+    downloads = browser.allow_downloads(tmp_path / "downloads")
+    browser.open(page)
+    browser.wait_for("window.cupidAnnotation && window.cupidAnnotation.ready")
+    browser.type_into("#annotator", "ann awkward")
+    truth = {A.pair_id(p, c): (F, P) for p, c in AWKWARD.values()}
+    assert annotate(browser, truth) == 3
+    browser.click("#download-csv")
+    browser.click("#download-json")
+    as_csv = browser.wait_for_file(downloads / "match_labels_ann_awkward.csv")
+    as_json = browser.wait_for_file(downloads / "match_labels_ann_awkward.json")
+    assert browser.errors == []
+    rows = A.read_labels(as_json)
+    assert {(r["preference"], tuple(r["checklist"])) for r in rows} == {(p, tuple(c)) for p, c in AWKWARD.values()}
+    assert A.read_labels(as_csv) == rows
+    assert A.agreement([as_csv], runs) == {**A.agreement([as_json], runs), "labels_files": [str(as_csv)]}
+
+
+@pytest.mark.parametrize("bom", [False, True])
+def test_a_csv_is_read_as_a_file_is_so_csv_and_json_of_the_same_labels_score_the_same(worked, tmp_path, bom):
+    """Line breaks inside a quoted cell (CRLF, LF, a lone CR, U+2028, U+0085) belong to the
+    text, and a spreadsheet's byte-order mark is no part of the first column's name."""
+    _, results, rows = worked
+    rows = [{**r, "checklist": [f"{e}\r\nline\u2028sep\u0085next\rcr" if e in ("a", "x") else e for e in r["checklist"]]}
+            for r in rows]
+    write_run(results, "m", {"judge": ([F, F, N], [P, P])})
+    as_json = tmp_path / "labels.json"
+    as_json.write_text(json.dumps(rows, ensure_ascii=False), encoding="utf-8")
+    as_jsonl = tmp_path / "labels.jsonl"
+    as_jsonl.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    as_csv = tmp_path / "labels.csv"
+    with as_csv.open("w", encoding="utf-8-sig" if bom else "utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=A.COLUMNS, lineterminator="\r\n")
+        writer.writeheader()
+        writer.writerows({**r, "checklist": json.dumps(r["checklist"], ensure_ascii=False),
+                          "labels": json.dumps(r["labels"])} for r in rows)
+    assert A.read_labels(as_csv) == A.read_labels(as_json) == A.read_labels(as_jsonl)
+    assert A.read_labels(as_csv)[0]["checklist"][0] == "a\r\nline\u2028sep\u0085next\rcr"
+    from_json, from_csv = A.agreement(as_json, results), A.agreement(as_csv, results)
+    assert (from_csv["pairs"], from_csv["entries"]) == (from_json["pairs"], from_json["entries"]) == (2, 5)
+    assert from_csv["scorers"] == from_json["scorers"]
+
+
+@pytest.mark.parametrize("files, why", [
+    ({"one.json": label_rows("p1", {"u1": [F, P, N]}) + label_rows("p2", {"u1": [F, N]})}, "one annotator"),
+    ({"a.json": label_rows("p1", {"u1": [F, P, N]}), "b.json": label_rows("p2", {"u2": [F, N]})},
+     "no entry was labelled by two annotators"),
+])
+def test_alpha_among_annotators_is_undefined_and_said_so_where_no_two_rated_one_entry(tmp_path, files, why):
+    """One annotator, or two whose files share no pair: the majority and each scorer's
+    agreement are still computed; alpha among the annotators has no value, and the reason is
+    written where the value would be."""
+    write_run(tmp_path / "res", "m", {"judge": ([F, F, N], [P, P])})
+    paths = []
+    for name, rows in files.items():
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(rows))
+    out = tmp_path / "out"
+    assert command.main(["score", str(tmp_path / "res"), "--labels", *map(str, paths), "--output", str(out)]) == 0
+    result = json.loads((out / "match_agreement.json").read_text())
+    assert result["annotator_alpha"] is None and why in result["annotator_alpha_undefined"]
+    assert result["scorers"]["judge"]["entries"] == 5
+    assert f"ordinal —, nominal — ({why}" in (out / "match_agreement.md").read_text()
+
+
+def test_alpha_is_given_at_both_levels_and_its_level_is_stated_as_our_choice(worked, tmp_path):
+    """The paper states no level of measurement: ordinal is ours, nominal stands beside it."""
+    labels, results, rows = worked
+    by_hand = np.array([[2, 2, 0, 1, 2], [2, 1, 0, 2, 0], [1, 0, 0, 0, 1]], dtype=float)
+    result = A.agreement(labels, results)
+    assert result["annotator_alpha"] == pytest.approx(krippendorff.alpha(reliability_data=by_hand,
+                                                                          level_of_measurement="ordinal"))
+    assert result["annotator_alpha_nominal"] == pytest.approx(krippendorff.alpha(reliability_data=by_hand,
+                                                                                  level_of_measurement="nominal"))
+    assert result["annotator_alpha_nominal"] != pytest.approx(result["annotator_alpha"])
+    # judge+pm against the majority (F, N) on a and c: it said (P, F).
+    codes = np.array([[2, 0], [1, 2]], dtype=float)
+    pm = result["scorers"]["judge+pm"]
+    assert pm["alpha_with_majority"] == pytest.approx(krippendorff.alpha(reliability_data=codes,
+                                                                         level_of_measurement="ordinal"))
+    assert pm["alpha_with_majority_nominal"] == pytest.approx(krippendorff.alpha(reliability_data=codes,
+                                                                                 level_of_measurement="nominal"))
+    text = A.markdown(result)
+    assert "level of measurement is our choice, the paper states none" in text
+    assert "| α with majority (ordinal) | α (nominal) |" in text

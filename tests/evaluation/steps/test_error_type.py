@@ -1,5 +1,5 @@
-"""The error-type step (Table 2): its request carries the data's session labels and the two
-preferences, its answer is read to exactly one of the four types, and its row in STEPS
+"""The error-type step (Table 2): its request carries each session's dialogue under the data's
+labels and the two preferences, its answer is read to exactly one of the four types, and its row in STEPS
 enters no task's result (the evaluation never asks it, its failure fails no instance)."""
 from __future__ import annotations
 
@@ -47,14 +47,19 @@ def test_a_stored_type_outside_the_four_is_refused():
     assert "not an object" in steps.ERROR_TYPE.check(["Vagueness"])
 
 
-def test_the_request_shows_each_sessions_context_and_preference_and_both_preferences():
-    sessions = [Session(f"Factor {i}", f"Preference {i}.", (Turn("user", "hi"), Turn("assistant", "hello")))
+def test_the_request_shows_each_sessions_dialogue_under_its_labels_and_both_preferences():
+    """The type is judged on the evidence the model had: each session's dialogue (the labels
+    alone once stood for it, so "Hallucination", no clear evidence, was judged without it)."""
+    sessions = [Session(f"Factor {i}", f"Preference {i}.", (Turn("user", f"hi {i}"), Turn("assistant", f"hello {i}"),
+                                                             Turn("user", f"shorter, please {i}")))
                 for i in (1, 2)]
     system, user = error_type.ask(sessions, "Factor 2", "Plan the trip.", "TRUE PREF", "INFERRED PREF").render()
-    assert "### Session 2\n\nContext: Factor 2\n\nPreference revealed: Preference 2." in user
+    assert ("### Session 2\n\nContext: Factor 2\n\nPreference revealed: Preference 2.\n\n#### User\n\nhi 2\n\n"
+            "#### AI Assistant\n\nhello 2\n\n#### User\n\nshorter, please 2\n\n---") in user
+    assert "shorter, please 1\n\n---\n\n### Session 2" in user
     assert "## Current Request\n\nContext: Factor 2\n\nPlan the trip." in user
     assert user.index("TRUE PREF") < user.index("INFERRED PREF")
-    assert "hello" not in user  # the labels, not the dialogues
+    assert "then its dialogue" in system
     for kind in error_type.TYPES:  # the four definitions, Table 2's words
         assert f"{kind}: The model" in system
 
