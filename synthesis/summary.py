@@ -4,18 +4,14 @@ answered in batches priced at the batch price), wall time."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING
 
 from cupid.synthesis.instances import INSTANCE_TYPES
 from cupid.synthesis.settings import shaping_settings
 from cupid.utils.io import atomic_write_json, read_json
 
-if TYPE_CHECKING:
-    from cupid.synthesis.pipeline import Synthesis
 
-
-def write_summary(run: "Synthesis", wall_time: float, stopped: str | None = None) -> dict:
-    """summary.json of ``run``; ``stopped``: why a run was stopped before its end."""
+def write_summary(run, wall_time: float, stopped: str | None = None) -> dict:
+    """summary.json of ``run`` (a synthesis/pipeline.py ``Synthesis``, which calls this); ``stopped``: why a run was stopped before its end."""
     counts = {"personas_requested": len(run.personas), "personas_complete": 0,
               "personas_failed": len(run.failure_log.failures), "sessions": 0, "dialogues": 0,
               "dialogues_satisfied": 0, "instances": 0}

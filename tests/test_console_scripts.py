@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {"cupid-eval": "evaluation.run", "cupid-synth": "synthesis.run",
            "cupid-report": "evaluation.report", "cupid-synth-report": "synthesis.report",
-           "cupid-self-enhancement": "evaluation.self_enhancement", "cupid-match-agreement": "evaluation.match_agreement",
+           "cupid-self-enhancement": "studies.self_enhancement", "cupid-match-agreement": "evaluation.match_agreement",
            "cupid-validate": "synthesis.validate"}
 
 

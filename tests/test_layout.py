@@ -3,7 +3,10 @@ evaluation/ and synthesis only its steps (the checklist step both pipelines use)
 loader (the validation reads what the evaluation reads), every
 shared module imports on its own (no import cycle, whichever is imported first), a step's
 stored name is spelled only in its module, the table of steps and the release's reading,
-and the model layer's extension point re-exports exactly its names."""
+and the model layer's extension point re-exports exactly its names. The import graph, read
+as the imports are written (any depth, ``TYPE_CHECKING`` blocks and relative imports included),
+has no circle, and its arrows point down the layers: utils, evaluation, synthesis, the studies
+that compose both."""
 from __future__ import annotations
 
 import ast
@@ -37,6 +40,106 @@ def test_synthesis_and_utils_import_nothing_from_evaluation_but_its_steps():
                  for folder in ("synthesis", "utils") for path in sorted((ROOT / folder).rglob("*.py"))
                  for name in sorted(imported_modules(path)) if not allowed(folder, name)]
     assert offenders == []
+
+
+PRODUCT_FOLDERS = ("utils", "evaluation", "synthesis", "inspect_tasks", "studies")
+# A module may import its own layer's modules and those of the layers below it.
+LAYERS = {"config": 0, "utils": 0, "evaluation": 1, "synthesis": 2, "inspect_tasks": 2, "studies": 3}
+
+
+def product_modules(root: Path = ROOT) -> dict[str, Path]:
+    modules = {"cupid.config": root / "config.py"}
+    for folder in PRODUCT_FOLDERS:
+        for path in (root / folder).rglob("*.py"):
+            parts = ["cupid", *path.relative_to(root).with_suffix("").parts]
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Every product module -> the product modules it imports anywhere in its text."""
+    modules = product_modules(root)
+    graph = {}
+    for name, path in modules.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                wanted = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[:len(package) - node.level + 1] + [node.module or ""]).strip(".") \
+                    if node.level else node.module
+                # ``from package import module`` imports the module, not only the package
+                wanted = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                          for alias in node.names]
+            else:
+                continue
+            for target in wanted:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The graph's strongly connected components of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def layer(module: str) -> int:
+    return LAYERS[module.split(".")[1]]
+
+
+def test_the_import_graph_has_no_circle():
+    assert import_circles(import_graph()) == []
+
+
+def test_imports_point_down_the_layers():
+    upward = [f"{source} imports {target}" for source, targets in sorted(import_graph().items())
+              for target in sorted(targets) if layer(target) > layer(source)]
+    assert upward == []
+
+
+def test_the_graph_reader_sees_circles_and_upward_arrows_however_they_are_written(tmp_path):
+    for folder in PRODUCT_FOLDERS:
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "config.py").write_text("")
+    (tmp_path / "evaluation" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cupid.evaluation.b import B\n")
+    (tmp_path / "evaluation" / "b.py").write_text("def f():\n    from . import a\n")
+    (tmp_path / "evaluation" / "c.py").write_text("from ..synthesis import stage\n")
+    (tmp_path / "synthesis" / "stage.py").write_text("import cupid.utils\n")
+    graph = import_graph(tmp_path)
+    assert import_circles(graph) == [["cupid.evaluation.a", "cupid.evaluation.b"]]
+    assert graph["cupid.evaluation.c"] == {"cupid.synthesis.stage"}
+    assert layer("cupid.evaluation.c") < layer("cupid.synthesis.stage")
 
 
 SHARED_MODULES = ["cupid.utils.models.registry", "cupid.utils.models.model", "cupid.utils.models.errors",

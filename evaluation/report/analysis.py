@@ -14,7 +14,7 @@ from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
 from cupid.evaluation.report.published import PAPER_MODELS, lookup, paper_model_name, scorer_kind
 from cupid.evaluation.report.results import Outcome, Run, load_runs, outcome
-from cupid.evaluation.report.strategies import selection_estimates
+from cupid.evaluation.report.selection import selection_estimates
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Callable
 from cupid import config
 from cupid.utils.models.asking import Answer, ask_until_usable
 from cupid.utils.answers import ParseError
+from cupid.evaluation.steps.layouts import few_shot_block
 from cupid.utils.prompts import load_prompt
 
 # What a value given by reference stands for.
@@ -74,8 +75,6 @@ def rebuild_request(sent: dict, session_log: str | None = None) -> dict:
     """The request a step record describes: ``{"system_prompt", "messages", "temperature",
     "max_tokens"}``. ``session_log`` is the instance's log as the run showed it. Raises
     ValueError when the prompt file or a referenced value is not the one the run used."""
-    from cupid.evaluation.steps.match import few_shot_block
-
     prompt = load_prompt(sent["prompt"])
     if prompt.version != sent["prompt_version"]:
         raise ValueError(f"{sent['prompt']}: the prompt file changed since this step ran "

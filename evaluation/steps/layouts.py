@@ -4,9 +4,15 @@ prompts were written for them and the published numbers were measured with them.
 """
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Iterable
 
+from cupid.evaluation.release import LABEL_SCORES
 from cupid.utils.dataset import Session
+from cupid.utils.prompts import load_prompt
+
+MATCHER_PROMPT = "evaluation/preference_matcher"
 
 
 def format_session_log(sessions: Iterable[Session]) -> str:
@@ -39,3 +45,18 @@ def format_checklist_bullets(checklist: Iterable[str]) -> str:
 LINE_RULE = r'''
 line ::= [^\n#] [^\n]{0,400} "\n"
 '''
+
+
+@lru_cache(maxsize=None)
+def few_shot_block() -> str:
+    """The matcher's few-shot block: per example its preference and, as the expected output,
+    a ```json block of its labelled checklist, then a ``---`` line."""
+    label_of = {score: label for label, score in LABEL_SCORES.items()}
+    blocks = []
+    for example in load_prompt(MATCHER_PROMPT).data["examples"]:
+        results = {"results": [
+            {"index": i, "entry": entry, "label": label_of[score]}
+            for i, (entry, score) in enumerate(example["checklist"].items(), start=1)]}
+        blocks.append(f"#### Preference\n\n{example['preference']}\n\n#### Output\n\n```json\n"
+                      f"{json.dumps(results, indent=2)}\n```\n\n---\n\n")
+    return "".join(blocks).strip()

@@ -10,15 +10,13 @@ the few-shot block rendered from the prompt file's examples, the matcher's param
 """
 from __future__ import annotations
 
-import json
 import re
-from functools import lru_cache
 from typing import Any, Sequence
 
 from cupid.evaluation import release
 from cupid.evaluation.release import LABEL_SCORES
 from cupid.evaluation.steps.ask import PROMPT_EXAMPLES, Ask
-from cupid.evaluation.steps.layouts import format_checklist
+from cupid.evaluation.steps.layouts import few_shot_block, format_checklist
 from cupid.utils.answers import ParseError, extract_json
 from cupid.utils.prompts import load_prompt
 
@@ -36,21 +34,6 @@ def ask(preference: str, checklist: Sequence[str], *, prefmatcher: bool = False)
                    json_schema=schema(len(checklist)))
     return Ask(PROMPT, {**values, "examples": few_shot_block()}, lambda text: parse(text, checklist),
                refs={"examples": PROMPT_EXAMPLES}, json_schema=schema(len(checklist)))
-
-
-@lru_cache(maxsize=None)
-def few_shot_block() -> str:
-    """The matcher's few-shot block: per example its preference and, as the expected output,
-    a ```json block of its labelled checklist, then a ``---`` line."""
-    label_of = {score: label for label, score in LABEL_SCORES.items()}
-    blocks = []
-    for example in load_prompt(PROMPT).data["examples"]:
-        results = {"results": [
-            {"index": i, "entry": entry, "label": label_of[score]}
-            for i, (entry, score) in enumerate(example["checklist"].items(), start=1)]}
-        blocks.append(f"#### Preference\n\n{example['preference']}\n\n#### Output\n\n```json\n"
-                      f"{json.dumps(results, indent=2)}\n```\n\n---\n\n")
-    return "".join(blocks).strip()
 
 
 def normalize_label(label: Any) -> str:

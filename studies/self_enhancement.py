@@ -1,4 +1,4 @@
-"""``cupid-self-enhancement`` (``python -m cupid.evaluation.self_enhancement``): the paper's
+"""``cupid-self-enhancement`` (``python -m cupid.studies.self_enhancement``): the paper's
 check for self-enhancement bias (§F.5, Figure 10). Each model synthesizes a small data set on
 the same personas, every model is evaluated on every data set, and the matrix of inference F1
 and judge score frames the cells where a model meets data of its own family.
@@ -268,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     from cupid.utils.command_line import Parser, positive_int, program_name
 
     d = SynthesisConfig()
-    p = Parser(prog=program_name("python -m cupid.evaluation.self_enhancement"),
+    p = Parser(prog=program_name("python -m cupid.studies.self_enhancement"),
                description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--models", nargs="+", required=True,
                    help="models that each synthesize a data set and are each evaluated on every one")
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         plan = Plan(args, choose_personas(args))
         if args.dry_run:
-            from cupid.evaluation.self_enhancement_dry_run import dry_run
+            from cupid.studies.self_enhancement_dry_run import dry_run
 
             return dry_run(plan, args.json)
         plan.out.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from cupid_responder import CupidResponder, _section
 from fake_llm_server import FakeLLMServer
 from fixtures_results import build_results_dir
 from synthesis_responder import ScriptedSynthesis, stage_of
-from cupid.evaluation import self_enhancement as command
+from cupid.studies import self_enhancement as command
 
 MODELS = ("alpha", "beta")
 # Scripted outcomes (see Responder): a model on its own data matches every entry and is
