@@ -243,3 +243,15 @@ def test_every_test_folder_is_a_package_mirroring_a_product_folder():
         mirrored = ROOT / folder.relative_to(TESTS)
         assert mirrored.is_dir(), f"{folder.relative_to(ROOT)} mirrors no folder of the product"
     assert (TESTS / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("command", ["evaluation.run", "synthesis.run", "studies.self_enhancement"])
+def test_an_uninstalled_checkout_says_in_one_line_what_to_run(command):
+    """``python -m evaluation.run`` from a checkout whose package is not installed (``-S``: no
+    site-packages, so no installed ``cupid``): one line naming the install, no traceback."""
+    result = subprocess.run([sys.executable, "-S", "-m", command, "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "is not installed" in result.stderr and "pip install -r requirements.txt" in result.stderr
+
