@@ -107,7 +107,7 @@ def forecast(args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from cupid.synthesis.validation import print_summary, validate
+    from cupid.synthesis.validation import validate
     from cupid.utils.command_line import print_error
     from cupid.utils.errors import CupidError, Interrupted
     from cupid.utils.forecast import print_forecast
@@ -125,6 +125,29 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(result.summary)
     print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **result.summary["counts"]}))
     return 1 if result.summary["counts"]["instances_unknown"] else 0
+
+
+def print_summary(summary: dict, out=None) -> None:
+    pct = lambda v: "n/a" if v is None else f"{v:.1f}%"  # noqa: E731
+    c = summary["counts"]
+    lines = [f"{c['instances']} instances: solvable {pct(summary['solvable_pct'])} ({c['solvable']}; "
+             f"{c['solvable_unknown']} unknown), challenging {pct(summary['challenging_pct'])} "
+             f"({c['challenging']}; {c['challenging_unknown']} unknown); verified {c['verified']}",
+             f"entries expressed {pct(summary['entries_expressed_pct'])} of {c['entries']} "
+             f"({c['entries_failed']} failed); request entries stated {c['request_entries_stated']} of "
+             f"{c['request_entries']}; fragments dropped (not in the user's messages) {c['fragments_dropped']}",
+             "implicitness ratings (1 explicit .. 7 implicit): " + ", ".join(
+                 f"{k}: {v}" for k, v in summary["rating_distribution"].items()),
+             f"extractions failed {c['extractions_failed']} (rerun to ask them again)"]
+    if "human" in summary:
+        h = summary["human"]
+        rules = h["revision_rules"]
+        lines.append(f"annotations: {h['annotators']} annotators, alpha {h['alpha_entries']} (entries), "
+                     f"LLM-human agreement {pct(h['llm_human_agreement_pct'])} on {h['entries_annotated']} "
+                     f"entries; instances to revise: {rules['section_3_2']['instances']} by §3.2's rule (expressed "
+                     f"if marked by at least one annotator), {rules['appendix_e']['instances']} by Appendix E's "
+                     f"(revised where at least one annotator marked an entry not expressed)")
+    print("\n".join(lines), file=out or sys.stderr)
 
 
 def console() -> None:

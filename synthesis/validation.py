@@ -28,7 +28,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -260,26 +259,3 @@ def series_of(source, instances: list[Instance]) -> dict[str, Instance]:
     if source.limit is None or source.limit >= (source.total or 0):
         return consistent_instances(instances)
     return consistent_instances(InstanceSource(data_path=source.data_path))
-
-
-def print_summary(summary: dict, out=None) -> None:
-    pct = lambda v: "n/a" if v is None else f"{v:.1f}%"  # noqa: E731
-    c = summary["counts"]
-    lines = [f"{c['instances']} instances: solvable {pct(summary['solvable_pct'])} ({c['solvable']}; "
-             f"{c['solvable_unknown']} unknown), challenging {pct(summary['challenging_pct'])} "
-             f"({c['challenging']}; {c['challenging_unknown']} unknown); verified {c['verified']}",
-             f"entries expressed {pct(summary['entries_expressed_pct'])} of {c['entries']} "
-             f"({c['entries_failed']} failed); request entries stated {c['request_entries_stated']} of "
-             f"{c['request_entries']}; fragments dropped (not in the user's messages) {c['fragments_dropped']}",
-             "implicitness ratings (1 explicit .. 7 implicit): " + ", ".join(
-                 f"{k}: {v}" for k, v in summary["rating_distribution"].items()),
-             f"extractions failed {c['extractions_failed']} (rerun to ask them again)"]
-    if "human" in summary:
-        h = summary["human"]
-        rules = h["revision_rules"]
-        lines.append(f"annotations: {h['annotators']} annotators, alpha {h['alpha_entries']} (entries), "
-                     f"LLM-human agreement {pct(h['llm_human_agreement_pct'])} on {h['entries_annotated']} "
-                     f"entries; instances to revise: {rules['section_3_2']['instances']} by §3.2's rule (expressed "
-                     f"if marked by at least one annotator), {rules['appendix_e']['instances']} by Appendix E's "
-                     f"(revised where at least one annotator marked an entry not expressed)")
-    print("\n".join(lines), file=out or sys.stderr)
