@@ -24,7 +24,8 @@ import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Generator
 
 from cupid.utils.models.batch import BatchDeferred, runner_for
@@ -32,12 +33,11 @@ from cupid.utils.models.cache import CACHE_DIR, ResponseCache
 from cupid.utils.models.registry import check_models
 from cupid.utils.models.retry import cancel_all, reset_cancel
 from cupid.synthesis import personas as persona_stage
+from cupid.synthesis import stages as stage_table
 from cupid.synthesis.dialogues import dialogue_steps
-from cupid.synthesis.factors import generate_factors
 from cupid.synthesis.instances import INSTANCE_TYPES, persona_instances
-from cupid.synthesis.journey import FINAL, persona_journey
+from cupid.synthesis.journey import FINAL
 from cupid.synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner, run_batched
-from cupid.synthesis.sessions import generate_sessions
 from cupid.synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
                                 model_label, stage_models)
 from cupid.synthesis.outputs import (BATCHES_FILE, Failure, FailureLog, OutputDir, OutputDirInUse,
@@ -57,7 +57,6 @@ __all__ = ["OutputDirInUse", "SettingsError", "SettingsMismatch", "Synthesis", "
 log = logging.getLogger(__name__)
 
 
-STAGES = ("templates", "descriptions", "factors", "sessions", "checklists", "dialogues", "instances")
 # Dialogues in flight per worker (synthesis/scheduler.py): enough that they end the run
 # together, few enough that personas keep being completed during a long run.
 DIALOGUES_PER_WORKER = 4
@@ -94,9 +93,8 @@ class Synthesis(OutputDir):
         self.personas: list[dict] = []
         self.waiting: Counter = Counter()  # tasks of this pass waiting for a batch round
         self._description_batches: dict[str, tuple[str, ...]] = {}  # persona id -> its batch
-        # The most calls one task of each stage makes in sequence (a dialogue: max_turns
-        # assistant replies and max_turns - 1 user-simulator messages).
-        self.priorities = CriticalPathFirst(list(zip(STAGES, (0, 1, 1, 1, 1, 2 * cfg.max_turns - 1, 0))))
+        # The most calls one task of each stage makes in sequence (synthesis/stages.py).
+        self.priorities = CriticalPathFirst([(row.name, row.weight(cfg)) for row in stage_table.STAGES])
 
     def _count(self, stage: str, done: int = 0, skipped: int = 0) -> None:
         with self._lock:
@@ -178,7 +176,7 @@ class Synthesis(OutputDir):
             self._submit("descriptions", self.task_describe, batch)
         for persona in personas:
             if persona.get("description"):
-                self._submit("factors", self.task_factors, persona)
+                self.after("descriptions", persona)
 
     def _generate(self, stage: str, persona_ids: list[str], generate: Callable[..., Answer]) -> Answer | None:
         """``generate``'s answer, continuing an earlier run's failed attempts at ``stage``;
@@ -203,46 +201,51 @@ class Synthesis(OutputDir):
             self.update_personas(self.personas)
         self._count("descriptions", done=len(batch))
         for persona in batch:
-            self._submit("factors", self.task_factors, persona)
+            self.after("descriptions", persona)
 
-    # -- Stages 3 and 4 write one artifact each: generate, or skip what exists ------------
-    def _generate_artifact(self, persona: dict, stage: str, generate: Callable[..., Answer],
-                           document: Callable[[Answer], dict]) -> bool:
-        """Stage ``stage``'s artifact of a persona: skipped when it exists, else generated
-        and written. False when it failed."""
-        path = self.artifact(persona["persona_id"], f"{stage}.json")
-        if path.exists():
-            self._count(stage, skipped=1)
+    # -- The table's hand-offs, and its persona stages (stages.py) --------------------------
+    def has_artifact(self, name: str, persona: dict) -> bool:
+        """Whether ``name``'s work for ``persona`` is on disk (what a stage waiting on it reads)."""
+        if name == "templates":
             return True
-        generated = self._generate(stage, [persona["persona_id"]], generate)
-        if generated is None:
-            return False
-        atomic_write_json(path, {**document(generated), "attempts": generated.attempts})
-        self._count(stage, done=1)
-        return True
+        if name == "descriptions":
+            return bool(persona.get("description"))
+        return self.artifact(persona["persona_id"], f"{name}.json").exists()
 
-    # -- Stage 3: context factors (Figure 17) ----------------------------------------------
-    def task_factors(self, persona: dict) -> None:
-        def generate(**attempts: Any) -> Answer:
-            return generate_factors(self.models["synthesizer"], persona["description"],
-                                    self.cfg.n_factors, self.taxonomy, **attempts)
-        if self._generate_artifact(persona, "factors", generate, lambda g: g.value):
-            self._submit("sessions", self.task_sessions, persona)
+    def after(self, name: str, persona: dict) -> None:
+        """``name`` is done for ``persona``: start each stage that reads it once all it reads is
+        there. The dialogues and instances are started by the checklists as they come."""
+        starters = {"checklists": self.after_sessions}
+        for row in stage_table.waiting_on(name):
+            start = (partial(self._submit, row.name, self.task_persona_stage, row) if row.persona_stage
+                     else starters.get(row.name))
+            if start is None or not all(self.has_artifact(i, persona) for i in row.inputs
+                                        if stage_table.stage(i).persona_stage or i == "descriptions"):
+                continue
+            with self._lock:  # once a pass: a stage with two inputs hears of both
+                if (row.name, persona["persona_id"]) in self._started:
+                    continue
+                self._started.add((row.name, persona["persona_id"]))
+            start(persona)
 
-    # -- Stage 4: sessions (Figure 18) from the journey template ---------------------------
-    def task_sessions(self, persona: dict) -> None:
+    def task_persona_stage(self, row: stage_table.Stage, persona: dict) -> None:
+        """A persona stage's artifact: skipped when it exists, else generated and written."""
         pid = persona["persona_id"]
-        journey = None
-
-        def generate(**attempts: Any) -> Answer:
-            nonlocal journey
-            factors = read_json(self.artifact(pid, "factors.json"))["factors"]
-            journey = persona_journey(self.cfg.seed, pid, self.cfg.n_sessions, factors)
-            return generate_sessions(self.models["synthesizer"], persona["description"], factors,
-                                     journey, self.taxonomy, **attempts)
-        if self._generate_artifact(persona, "sessions", generate,
-                                   lambda g: {"journey": asdict(journey), **g.value}):
-            self.after_sessions(persona)
+        path = self.artifact(pid, f"{row.name}.json")
+        if path.exists():
+            self._count(row.name, skipped=1)
+        else:
+            hooks = row.hooks()
+            inputs = {i: read_json(self.artifact(pid, f"{i}.json")) for i in row.inputs
+                      if stage_table.stage(i).persona_stage}
+            generated = self._generate(row.name, [pid], lambda **attempts: hooks.request(
+                self.models[row.roles[0]], persona, inputs, self.cfg, self.taxonomy, **attempts))
+            if generated is None:
+                return
+            atomic_write_json(path, {**hooks.document(generated, persona, inputs, self.cfg),
+                                     "attempts": generated.attempts})
+            self._count(row.name, done=1)
+        self.after(row.name, persona)
 
     # -- Stage 5: a checklist per distinct session preference ------------------------------
     def after_sessions(self, persona: dict) -> None:
@@ -387,10 +390,11 @@ class Synthesis(OutputDir):
         """The task graph over what is on disk, until no task is left (batch mode runs
         several passes: scheduler.run_batched)."""
         self.waiting.clear()
+        self._started: set[tuple[str, str]] = set()  # (stage, persona id) started in this pass
         self.runner = TaskRunner(self.cfg.n_workers,
                                  windows={"dialogues": DIALOGUES_PER_WORKER * self.cfg.n_workers},
                                  on_error=self._stop_on_refused_write)
-        self.progress = Progress(STAGES, self.cfg.show_progress)
+        self.progress = Progress(stage_table.names(), self.cfg.show_progress)
         try:
             self.plan(list(self.personas))
             if self.templates_missing:  # made in the first pass (no model call)
