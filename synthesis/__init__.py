@@ -13,7 +13,7 @@ if __name__ == "synthesis":  # imported from an uninstalled checkout, as ``pytho
 import importlib
 
 
-_ENGINES = {"synthesize": "api", "SynthesisResult": "api", "validate": "validation", "ValidationResult": "validation"}
+_ENGINES = {"synthesize": "api", "SynthesisResult": "api", "validate": "validation.engine", "ValidationResult": "validation.engine"}
 
 
 def __getattr__(name: str):

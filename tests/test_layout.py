@@ -261,7 +261,7 @@ def test_an_uninstalled_checkout_says_in_one_line_what_to_run(command):
 PRINTING_MODULES = {
     "cupid.evaluation.console", "cupid.evaluation.run", "cupid.evaluation.dry_run", "cupid.evaluation.match_agreement",
     "cupid.evaluation.report.command", "cupid.studies.self_enhancement", "cupid.synthesis.run", "cupid.synthesis.report",
-    "cupid.synthesis.validate", "cupid.utils.command_line", "cupid.utils.forecast",
+    "cupid.synthesis.validation.cli", "cupid.utils.command_line", "cupid.utils.forecast",
     "cupid.utils.io",  # the log file's own handler, when the log cannot be written: no event can carry that
 }
 

@@ -1,13 +1,13 @@
-"""The validation's engine (§3.2, Appendix E): ``from cupid.synthesis.validation import validate``.
+"""The validation's engine (§3.2, Appendix E): ``from cupid.synthesis import validate``.
 
-    from cupid.synthesis.validation import validate
+    from cupid.synthesis import validate
 
     out = validate("synthetic_data", output_dir="validated", n_workers=4)
     out.summary["solvable_pct"], len(out.verified), out.output_dir / "verified"
 
 For every instance of a data directory (a synthesis output or the benchmark's files) and
 each of its relevant preferences (validation_plan.py), the validator extracts per checklist
-entry the user's fragments that express it (extract_fragments.py, Figure 20), on each session
+entry the user's fragments that express it (fragments.py, Figure 20), on each session
 of that preference and, for the challenging check, on the current request alone. Output
 directory::
 
@@ -37,8 +37,8 @@ from typing import Sequence
 from cupid import config
 from cupid.evaluation.steps import decompose
 from cupid.evaluation.steps.ask import Ask
-from cupid.synthesis import extract_fragments
-from cupid.synthesis.validation_plan import (EntryResult, conclude, consistent_instances, known_checklists,
+from cupid.synthesis.validation import fragments
+from cupid.synthesis.validation.plan import (EntryResult, conclude, consistent_instances, known_checklists,
                                              plan_checks, session_at)
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import BadInput, Interrupted
@@ -155,13 +155,13 @@ class Validation:
                        for i, text in enumerate(checklist, start=1)]
             for position in check.positions:
                 session = session_at(instance, position)
-                output, error = self.store.get("extractions", extract_fragments.ask(checklist, session),
-                                               extract_fragments.check)
+                output, error = self.store.get("extractions", fragments.ask(checklist, session),
+                                               fragments.check)
                 if output is None:
                     notes.append(f"{check.role} preference, {'the request' if position == 0 else f'session {position}'}: "
                                  f"{error}")
                 for result, item in zip(results, (output or {}).get("items") or [None] * len(results)):
-                    kept, dropped = extract_fragments.kept_fragments(item["fragments"], session) if item else ([], [])
+                    kept, dropped = fragments.kept_fragments(item["fragments"], session) if item else ([], [])
                     result.add(position, item, kept, dropped)
             entries += [r.to_dict() for r in results]
             if source == "decomposed":
@@ -236,7 +236,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
                             cancel_all()  # the calls in flight end now
                             raise Interrupted(f"{stop_cause(exc)}: every answer received is kept in {out / 'answers'}; "
                                               f"rerun the same command to resume.", stop_status(exc)) from None
-                    from cupid.synthesis.validation_outputs import write_outputs
+                    from cupid.synthesis.validation.files import write_outputs
 
                     summary, verified = write_outputs(out, source, instances, rows, validator, annotations=annotations,
                                                       tasks_per_page=tasks_per_page,
