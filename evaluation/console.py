@@ -1,17 +1,12 @@
-"""What ``python -m evaluation.run`` prints: the summary table of results.json at the end of
-a run (scores per instance type, counts, failures, usage and cost), a sweep's table, and
-``ProgressLog``'s line every K instances with counts, rate and ETA, for runs under nohup,
-SLURM or CI where no progress bar is drawn."""
+"""What ``cupid-eval`` prints: the summary table of results.json at the end of
+a run (scores per instance type, counts, failures, usage and cost) and a sweep's table. The
+progress lines off a terminal are utils/progress.py's."""
 from __future__ import annotations
 
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import TextIO
 
 from cupid import config
-from cupid.utils import events
 
 
 def _fmt(value, digits: int = 3, missing: str = "  -  ") -> str:
@@ -127,78 +122,3 @@ def print_sweep_table(rows: list[tuple[dict, dict | None, int]]) -> None:
               f"{_fmt(inf.get('recall'), 3, '-'):>7}{_fmt(inf.get('f1'), 3, '-'):>7}"
               f"{_fmt(gen.get('average_score'), 2, '-'):>7}{counts['evaluated']:>6}{counts['failed']:>7}"
               f"{_fmt(cost, 4, '-'):>9}{code:>5}")
-
-
-class ProgressLog:
-    """A line every ``every`` instances (and at the end): done of total, failed, rate, ETA;
-    with ``heartbeat_s``, also a line whenever that long passed without one, so a slow run
-    (the embedded model takes minutes per instance) shows it is alive from the start.
-
-    The rate counts only instances run in this invocation (those found done go by at once),
-    and there is no ETA until as many instances as run at once (``workers``) have finished:
-    before that, completions say nothing of the throughput of a full pipeline."""
-
-    def __init__(self, total: int, every: int, label: str, out: TextIO | None = None,
-                 clock=time.monotonic, workers: int = 1, heartbeat_s: float | None = None) -> None:
-        self.total, self.every, self.label = total, max(1, every), label
-        self.workers = max(1, workers)
-        self.out = out  # None: the lines are events (utils/events.py), which the command prints
-        self._clock = clock
-        self._started = clock()
-        self._last_line = self._started
-        self._lock = threading.Lock()
-        self.done = 0
-        self.failed = 0
-        self.found_done = 0
-        self._stop = threading.Event()
-        self._heartbeat = None
-        if heartbeat_s:
-            self._heartbeat = threading.Thread(target=self._beat, args=(heartbeat_s,),
-                                               name="cupid-progress", daemon=True)
-            self._heartbeat.start()
-
-    def add(self, failed: bool, found_done: bool = False) -> None:
-        with self._lock:
-            self.done += 1
-            self.failed += int(failed)
-            self.found_done += int(found_done)
-            if self.done % self.every == 0 or self.done == self.total:
-                self._print()
-
-    def _print(self) -> None:
-        self._last_line = self._clock()
-        if self.out is None:
-            events.progress(self.line())
-        else:
-            print(self.line(), file=self.out, flush=True)
-
-    def _beat(self, interval: float) -> None:
-        while not self._stop.wait(interval / 4):
-            with self._lock:
-                if self._clock() - self._last_line >= interval and self.done < self.total:
-                    self._print()
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._heartbeat is not None:
-            self._heartbeat.join()
-
-    def line(self) -> str:
-        elapsed = max(1e-9, self._clock() - self._started)
-        ran = self.done - self.found_done
-        left = self.total - self.done
-        found = f", {self.found_done} found done" if self.found_done else ""
-        head = (f"progress {self.label}: {self.done}/{self.total} instances "
-                f"({100 * self.done / max(1, self.total):.0f}%), {self.failed} failed{found}")
-        if ran == 0:
-            return f"{head}, elapsed {_clock_text(elapsed)}" + (", nothing left to run" if not left else "")
-        rate = ran / elapsed
-        first_wave = min(self.workers, ran + left)
-        eta = (_clock_text(left / rate) if ran >= first_wave
-               else f"after the first {first_wave} finish")
-        return f"{head}, {rate * 60:.1f}/min, elapsed {_clock_text(elapsed)}, ETA {eta}"
-
-
-def _clock_text(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

@@ -20,7 +20,7 @@ from cupid import config
 from cupid.evaluation import steps
 from cupid.evaluation.aggregate import (InstanceOutcome, aggregate_records, invocation_counts, progress_postfix,
                                         record_problems, recorded_usage)
-from cupid.evaluation.console import ProgressLog
+from cupid.utils.progress import HEARTBEAT_S, ProgressLog
 from cupid.evaluation.context_check import check_context
 from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
 from cupid.evaluation.run_spec import RunSpec
@@ -187,7 +187,7 @@ class Invocation:
         label = f"{self.models['model'].name} [{spec.setting_.name}]"
         every = spec.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
         progress = ProgressLog(n_selected, every, label, workers=spec.n_workers,
-                               heartbeat_s=None if sys.stderr.isatty() else 60.0) if every else None
+                               heartbeat_s=None if sys.stderr.isatty() else HEARTBEAT_S) if every else None
         outcomes: dict[str, InstanceOutcome] = {}
 
         def tally(instance, outcome: InstanceOutcome) -> None:

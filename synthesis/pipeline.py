@@ -86,6 +86,9 @@ class Synthesis(FanOutStages, OutputDir):
             stats = self.stats.setdefault(stage, Counter(done=0, skipped=0))
             stats["done"] += done
             stats["skipped"] += skipped
+        progress = getattr(self, "progress", None)
+        if skipped and progress is not None:
+            progress.found_done(stage, skipped)
 
     # =====================================================================================
     # Stage 1: persona templates

@@ -12,7 +12,7 @@ import pytest
 
 from cupid.evaluation.console import print_summary
 from cupid.evaluation.store import run_dir_for
-from cupid.evaluation.console import ProgressLog
+from cupid.utils.progress import ProgressLog
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Sequence
 
 from cupid import config
+from cupid.utils.progress import HEARTBEAT_S, ProgressLog
 from cupid.evaluation.steps import decompose
 from cupid.evaluation.steps.ask import Ask
 from cupid.synthesis.validation import fragments
@@ -182,8 +184,19 @@ class Validation:
                     self.row(instance)
             run_in_rounds(lambda: list(iter_with_progress(deferred_ok, self.instances, n_workers=n_workers,
                                                           show=False)), runner, [self.model])
-        rows = {instance.instance_id: row for instance, row in
-                iter_with_progress(self.row, self.instances, n_workers=n_workers, desc="validation")}
+        # Off a terminal (SLURM, CI, nohup) no bar is drawn: lines at a bounded interval instead.
+        lines = None if sys.stderr.isatty() else ProgressLog(
+            len(self.instances), max(1, len(self.instances) // 20), f"validation [{self.model.name}]",
+            workers=n_workers, heartbeat_s=HEARTBEAT_S)
+        rows = {}
+        try:
+            for instance, row in iter_with_progress(self.row, self.instances, n_workers=n_workers, desc="validation"):
+                rows[instance.instance_id] = row
+                if lines is not None:  # "failed": a verdict left unknown by a failed extraction
+                    lines.add(failed=row["solvable"] is None or row["challenging"] is None)
+        finally:
+            if lines is not None:
+                lines.close()
         return [rows[i.instance_id] for i in self.instances]
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from cupid_responder import CupidResponder, two_instance_plans, write_two_instance_data
 from cupid.evaluation import run as run_module
-from cupid.evaluation.console import ProgressLog
+from cupid.utils.progress import ProgressLog
 from cupid.evaluation.shards import parse_shard, shard_of
 from fake_llm_server import FakeLLMServer
 from tests.evaluation.test_run import assert_expected, cli, read_results

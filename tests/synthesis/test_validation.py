@@ -315,3 +315,16 @@ def test_the_documented_import_is_the_engine_even_after_the_command_module_is_im
 
     with pytest.raises(BadInput, match="n_workers"):
         documented(tmp_path, n_workers=0)
+
+
+def test_off_a_terminal_the_validation_prints_progress_lines(server, tmp_path, capsys, monkeypatch):
+    """cupid-validate under nohup or SLURM: a line per few instances and at least every
+    HEARTBEAT_S, with count, rate and ETA, as cupid-eval prints them."""
+    from cupid.synthesis.validation import engine
+
+    monkeypatch.setattr(engine, "HEARTBEAT_S", 0.2)
+    data, out = vd.build(tmp_path / "data"), tmp_path / "out"
+    assert main(args(server, data, out)) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("progress validation [")]
+    total = len(ALL)
+    assert lines and f"{total}/{total} instances (100%)" in lines[-1] and "/min" in lines[-1]
