@@ -20,7 +20,8 @@ def _fmt(value, digits: int = 3, missing: str = "  -  ") -> str:
 def print_summary(results: dict, path: Path | None = None, out=None) -> None:
     out = out or sys.stdout
     s = results["settings"]
-    print(f"\nCUPID · model {s['model']} · setting {s['setting']} · task {s['task']} · "
+    labels = " (uses labels)" if s.get("uses_labels") else ""
+    print(f"\nCUPID · model {s['model']} · setting {s['setting']}{labels} · task {s['task']} · "
           f"scorer {s['scorer']}", file=out)
     rows = [("all instances", results)] + list(results["by_instance_type"].items())
     print(f"{'':18}{'P':>7}{'R':>7}{'F1':>7}{'judge':>8}{'n_inf':>7}{'n_gen':>7}", file=out)

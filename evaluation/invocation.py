@@ -117,6 +117,10 @@ class Invocation:
                     "prompt_versions": {name: load_prompt(name).version for name in prompts}}
         if setting.spec:  # a user's strategy, loadable from any directory
             manifest["setting_spec"] = setting.spec
+        if setting.identity:  # what a user's strategy is: its class, parameters, source's hash
+            manifest["setting_identity"] = setting.identity
+        # A strategy that reads the labels (the oracle's) is no blind strategy: marked apart.
+        manifest["setting_uses_labels"] = setting.uses_labels
         if isinstance(spec.model, str) and spec.model != model.name:
             # How the user named it (a file, a module, a prefix), for commands that rerun it;
             # a server URL's password is masked, as everywhere else on disk.
@@ -149,6 +153,10 @@ class Invocation:
                 exc.add_note(f"nothing was run, nothing in {run_dir} was changed")
             raise
         warn_about_run_dir(run_dir, self.survey, endpoint_change(existing, self.models["model"]))
+        if existing is None and self.spec.setting_.identity:
+            note = other_identities(run_dir, self.spec.setting_)
+            if note:
+                print(note, file=sys.stderr)
         clean_orphan_tmp(self.run_dir)
         print(f"{self.run_dir}: {len(self.survey.done)} of {len(self.instances)} instances already done, "
               f"{len(self.instances) - len(self.survey.done)} to run", file=sys.stderr)
@@ -298,7 +306,7 @@ class Invocation:
         matcher = models.get("matcher", models["evaluator"])
         results["settings"] = {
             "model": models["model"].label, "setting": self.spec.setting_.name, "task": results.pop("tasks"),
-            "invocation_task": self.spec.task,
+            "invocation_task": self.spec.task, "uses_labels": self.spec.setting_.uses_labels,
             "evaluator": models["evaluator"].label, "matcher": matcher.label,
             "generation_overrides": {role: dict(m.overrides) for role, m in models.items() if m.overrides},
             "scorer": pipeline.scorer, "data_source": self.data_source,
@@ -337,3 +345,33 @@ def endpoint_change(manifest: dict | None, model) -> str | None:
         return None
     return (f"{model.name} was answered by {before or 'the provider default'} in the last "
             f"invocation, now by {current or 'the provider default'}")
+
+
+def other_identities(run_dir: Path, setting) -> str | None:
+    """For a user's strategy's new run directory: the runs beside it of a strategy of the same
+    name and class with another identity, and why they are not resumed (its source or its
+    parameters differ: an edited file, or another file of the same name)."""
+    from cupid.utils.io import read_json
+
+    mine = setting.identity
+    notes = []
+    for sibling in sorted(run_dir.parent.glob("*/run.json")):
+        try:
+            manifest = read_json(sibling)
+        except (OSError, ValueError):
+            continue
+        theirs = manifest.get("setting_identity") if isinstance(manifest, dict) else None
+        if not isinstance(theirs, dict) or theirs.get("class") != mine["class"] \
+                or theirs.get("hash") == mine["hash"]:
+            continue
+        spec = str(manifest.get("setting_spec") or "").partition(":")[0]
+        if theirs.get("source_sha256") != mine["source_sha256"]:
+            why = ("its source changed since" if spec and spec == str(setting.spec or "").partition(":")[0]
+                   else "another source of the same name ran")
+        else:
+            why = "other parameters ran"
+        notes.append(f"{sibling.parent.name} ({why} there)")
+    if not notes:
+        return None
+    return (f"note: {setting.name} is a new run in {run_dir}, not resumed from " + "; ".join(notes)
+            + ": a strategy's run is keyed by its class, parameters and source (docs/strategies.md)")

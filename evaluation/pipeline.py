@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 from cupid.evaluation import steps
 from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
 from cupid.evaluation.metrics import InferenceCounts
-from cupid.evaluation.session_recall import shown_record
+from cupid.evaluation.session_recall import recorded_selection, shown_record
 from cupid.evaluation.settings import Setting
 from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
 from cupid.evaluation.steps.ask import Ask
@@ -184,13 +184,15 @@ class Pipeline:
             record = self.store.load(instance, self.setting.name, self.models["evaluated"].name)
             outcome.already_done = self.is_finished(record.data)
             record.ensure_scorer(self.scorer, self.models["evaluator"].label, self.models["matcher"].label)
-            outcome.skip_reason = self.setting.skip_reason(instance)
+            asker = InstanceSteps(self, record)
+            # A finished instance's strategy is not asked again: its file says what it did.
+            outcome.skip_reason = record.data.get("skipped") if outcome.already_done \
+                else self._skip_reason(instance, record, asker)
             if outcome.skip_reason:
                 outcome.status = "skipped"
                 record.set_field("skipped", outcome.skip_reason)
             else:
-                asker = InstanceSteps(self, record)
-                shown = self._shown(instance, record, asker)
+                shown = None if asker.failures else self._shown(instance, record, asker)
                 if shown is not None:
                     tasks = [t for t in ("inference", "generation") if self.task in (t, "both")]
                     # The last chain runs beside, in the chain pool; the first in this thread.
@@ -229,6 +231,20 @@ class Pipeline:
             outcome.generation_score = result
             record.set_field("generation", {"score": result}, self.scorer)
 
+    def _skip_reason(self, instance: Instance, record: InstanceRecord, asker: "InstanceSteps") -> str | None:
+        """The strategy's reason to skip the instance; its error is the instance's failure."""
+        try:
+            return self.setting.skip_reason(instance)
+        except Exception as exc:  # the strategy's own code (a user's) raised
+            self._strategy_failed(record, asker, exc)
+            return None
+
+    @staticmethod
+    def _strategy_failed(record: InstanceRecord, asker: "InstanceSteps", exc: Exception) -> None:
+        reason = redact(f"{type(exc).__name__}: {exc}")
+        record.set_field("shown", {"positions": None, "history_tokens": None, "error": reason})
+        asker.failures.append(("context", reason))
+
     def _shown(self, instance: Instance, record: InstanceRecord, asker: "InstanceSteps") -> Shown | None:
         """What the chains show, with the sessions the strategy kept recorded in the instance
         file (session_recall.py); None when the strategy or the summaries it needs failed
@@ -236,13 +252,17 @@ class Pipeline:
         if self.setting.preference_given:
             record.save()
             return Shown(preference_given=True, prefmatcher=self.prefmatcher)
-        try:
-            context = self.setting.context(instance)
-        except Exception as exc:  # the strategy's own code (a user's) raised
-            reason = redact(f"{type(exc).__name__}: {exc}")
-            record.set_field("shown", {"positions": None, "history_tokens": None, "error": reason})
-            asker.failures.append(("context", reason))
-            return None
+        kept = recorded_selection(record.data, len(instance.prior_interactions))
+        if kept is not None and (kept[1] is not None or not callable(getattr(self.setting.strategy, "render", None))):
+            # What the strategy returned for this instance before (its run directory is its
+            # identity's): shown again as it was, the strategy not asked again.
+            context = self.setting.recorded_context(instance, *kept)
+        else:
+            try:
+                context = self.setting.context(instance)
+            except Exception as exc:  # the strategy's own code (a user's) raised
+                self._strategy_failed(record, asker, exc)
+                return None
         record.set_field("shown", shown_record(context, self.setting.summaries))
         if not self.setting.summaries:
             return Shown(context.text, prefmatcher=self.prefmatcher)

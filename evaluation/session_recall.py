@@ -15,10 +15,29 @@ from cupid.utils.dataset import INSTANCE_TYPES
 
 def shown_record(context: Context, summaries: bool) -> dict:
     """The instance file's ``shown``: the 1-based positions shown (None when the strategy
-    only rendered text) and the history text's size (None when summaries are shown instead),
-    estimated as the file's ``history.history_tokens`` is, 4 characters a token."""
-    return {"positions": None if context.positions is None else list(context.positions),
-            "history_tokens": None if summaries else max(1, round(len(context.text) / 4))}
+    only rendered text), the history text's size (None when summaries are shown instead),
+    estimated as the file's ``history.history_tokens`` is, 4 characters a token, and the
+    text a strategy rendered (``text``), so that a resumed instance shows what it showed."""
+    record = {"positions": None if context.positions is None else list(context.positions),
+              "history_tokens": None if summaries else max(1, round(len(context.text) / 4))}
+    if context.rendered:
+        record["text"] = context.text
+    return record
+
+
+def recorded_selection(record: dict, n_sessions: int) -> tuple[list[int] | None, str | None] | None:
+    """What an instance file records its strategy returned, (positions, rendered text), when
+    it can be shown again as it was; None when it records none, or a failure."""
+    shown = record.get("shown")
+    if not isinstance(shown, dict) or shown.get("error") or "positions" not in shown:
+        return None
+    positions, text = shown.get("positions"), shown.get("text")
+    if positions is None and not isinstance(text, str):
+        return None  # rendered text not kept (an older file): the strategy is asked again
+    if positions is not None and not (isinstance(positions, list) and all(
+            isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= n_sessions for p in positions)):
+        return None
+    return positions, text if isinstance(text, str) else None
 
 
 def instance_selection(record: dict) -> dict | None:

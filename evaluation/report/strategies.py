@@ -38,7 +38,8 @@ def strategies_section(an: "Analysis") -> str | None:
              "estimates the history text shown (4 characters a token); \"model input tokens\" are the "
              "evaluated model's prompt tokens per instance as its provider counted them (infer, generate, "
              "summarize). Brackets: 95% intervals resampling personas. A strategy that only renders "
-             "text names no sessions (—).", "", "### What each strategy kept", ""]
+             "text names no sessions (—). \"(uses labels)\": a strategy that read the instances' labels "
+             "(the oracle's relevant sessions, the true preference), not a blind one.", "", "### What each strategy kept", ""]
     header = ["Models", "Strategy", "Sessions shown", "Session recall"] + \
              [f"Recall {g}" for g in ("consistent", "contrastive", "changing")] + \
              ["Session precision", "History tokens", "Instances"]
@@ -50,7 +51,7 @@ def strategies_section(an: "Analysis") -> str | None:
             by_type = [fmt_ci(an.cell(run, (run.scorers or [""])[0], g).selection["recall"], fmt_pct)
                        if run.ids(g) else "—" for g in ("consistent", "contrastive", "changing")]
             shown = "—" if s["sessions_shown"].value is None else f"{s['sessions_shown'].value:.1f}"
-            row = (f"`{run.setting}`", shown, fmt_ci(s["recall"], fmt_pct), *by_type,
+            row = (_strategy_cell(run), shown, fmt_ci(s["recall"], fmt_pct), *by_type,
                    fmt_ci(s["precision"], fmt_pct), _tokens(s["history_tokens"].value), str(cell.instance_files))
             rows.setdefault(row, []).append(an.label(model))
     parts += [md_table(header, [[", ".join(names), *row] for row, names in rows.items()]), ""]
@@ -67,7 +68,7 @@ def strategies_section(an: "Analysis") -> str | None:
         floor, ceiling = an.run(model, "default"), an.run(model, "oracle")
         for run in _runs_of(an, model):
             f1, score, selection = _estimates(an, run)
-            rows.append([an.label(model), f"`{run.setting}`", fmt_ci(selection["recall"], fmt_pct), fmt_ci(f1, fmt_pct),
+            rows.append([an.label(model), _strategy_cell(run), fmt_ci(selection["recall"], fmt_pct), fmt_ci(f1, fmt_pct),
                          _paired(an, run, floor, inf_scorer, "inference"),
                          _paired(an, run, ceiling, inf_scorer, "inference"), fmt_ci(score, fmt_score),
                          _paired(an, run, floor, gen_scorer, "generation"),
@@ -84,6 +85,11 @@ def _estimates(an: "Analysis", run: Run) -> tuple[S.Estimate | None, S.Estimate 
     gen = an.cell(run, gen_scorer, "all") if gen_scorer in run.scorers else None
     return (inf.micro["f1"] if inf and inf.inference else None, gen.score if gen and gen.generation else None,
             an.cell(run, (run.scorers or [""])[0], "all").selection)
+
+
+def _strategy_cell(run: Run) -> str:
+    """A strategy's name, marked when it read the instances' labels."""
+    return f"`{run.setting}`" + (" (uses labels)" if run.uses_labels else "")
 
 
 def _tokens(value: float | None) -> str:
