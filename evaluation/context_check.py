@@ -57,6 +57,9 @@ class RequestRecorder(AnswerlessAsker):
             self(steps.SUMMARIZE, summarize.ask(session))
         return []
 
+    def strategy_failed(self, instance: Instance, exc: Exception) -> None:
+        """The strategy raised on ``instance``: it sends nothing, and the run records the failure."""
+
 
 def run_requests(instance: Instance, *, task: str, setting: Setting,
                  use_matcher: bool) -> list[tuple[str, steps.Step, Ask]]:

@@ -183,7 +183,11 @@ class InstanceEstimator(AnswerlessAsker):
 
     def add(self, instance: Instance) -> bool:
         """False when the setting skips the instance (oracle, no relevant session)."""
-        if self.setting.skip_reason(instance):
+        try:
+            skipped = self.setting.skip_reason(instance)
+        except Exception as exc:  # the strategy's own code (a user's) raised
+            self.strategy_failed(instance, exc)
+        if skipped:
             return False
         self.instance, self.record = instance, self._record(instance)
         if self.record.get("skipped"):

@@ -25,6 +25,7 @@ from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
 from cupid.evaluation.store import InstanceRecord, RunStore, now, step_record
 from cupid.utils.dataset import Instance, Session
+from cupid.utils.errors import BadInput
 from cupid.utils.executor import iter_with_progress
 from cupid.utils.io import StorageError, atomic_write_json, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer
@@ -105,13 +106,17 @@ class AnswerlessAsker(StepAsker):
     they walk an instance's chains one call after the other, with stand-in answers."""
 
     def walk(self, instance: Instance, task: str, setting: Setting, prefmatcher: bool) -> None:
-        if setting.preference_given:
+        try:
+            context = None if setting.preference_given else setting.context(instance)
+        except Exception as exc:  # the strategy's own code (a user's) raised: a run fails the instance
+            return self.strategy_failed(instance, exc)
+        if context is None:
             shown = Shown(preference_given=True, prefmatcher=prefmatcher)
         elif setting.summaries:
-            summaries = self.summaries(setting.context(instance).sessions)
+            summaries = self.summaries(context.sessions)
             shown = Shown(summarize.history(summaries), from_summaries=True, prefmatcher=prefmatcher)
         else:
-            shown = Shown(setting.context(instance).text, prefmatcher=prefmatcher)
+            shown = Shown(context.text, prefmatcher=prefmatcher)
         for name, chain in CHAINS.items():
             if task in (name, "both"):
                 chain(instance, shown, self)
@@ -119,6 +124,12 @@ class AnswerlessAsker(StepAsker):
     def summaries(self, sessions: Sequence[Session]) -> list[dict]:
         """Stand-ins of the sessions' summaries (the summary setting)."""
         raise NotImplementedError
+
+    def strategy_failed(self, instance: Instance, exc: Exception) -> None:
+        """The strategy raised on ``instance`` (a run records it as the instance's failure):
+        by default BadInput, one line naming the instance and the error."""
+        raise BadInput(f"instance {instance.instance_id}: the context strategy raised (a run fails the instance): "
+                       f"{type(exc).__name__}: {exc}") from exc
 
 
 def needed_steps(task: str, setting: Setting) -> list[steps.Step]:

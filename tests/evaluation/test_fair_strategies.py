@@ -264,3 +264,17 @@ def test_what_a_strategy_returned_is_kept_and_not_asked_again_on_a_resume(name, 
     record = json.loads((run_dir_for(base, "test-model", setting_named(f"{path}:{name}").name)
                          / "persona-a__consistent.json").read_text())
     assert record["shown"].get("text") == (f"NOTES: {PLANS[0].request}" if name == "Notes" else None)
+
+
+def test_the_dry_run_names_a_blind_strategy_reading_a_label_in_one_line(data_file, tmp_path, capsys):
+    path = strategy_file(tmp_path, """
+        class Peek:
+            def select(self, instance):
+                return [s for s in instance.prior_interactions if s.context_factor]
+    """)
+    code = run_module.main(["--model", "gpt-4o-mini", "--data", str(data_file), "--results_dir", str(tmp_path / "res"),
+                            "--setting", f"{path}:Peek", "--dry_run"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "the context strategy raised (a run fails the instance): LabelHidden: setting mine.py:Peek@" in err
+    assert "read instance.prior_interactions[0].context_factor" in err
