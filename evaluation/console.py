@@ -77,6 +77,12 @@ def print_summary(results: dict, path: Path | None = None, out=None) -> None:
               + (f" ({usage['cached_prompt_tokens']} prompt tokens cached)"
                  if usage.get("cached_prompt_tokens") else "")
               + (f" · ~${cost:.4f}" if cost is not None else ""), file=out)
+    memory = results.get("memory_cost")
+    if memory:
+        cost = memory.get("estimated_cost_usd")
+        print(f"memory cost (the strategy's own LLM, {memory['model']}): {memory['calls']} calls recorded for "
+              f"{memory['instances']} instances · {memory['prompt_tokens']}+{memory['completion_tokens']} tokens"
+              + (f" · ~${cost:.4f}" if cost is not None else "") + ", apart from the evaluated model's", file=out)
     embedded = sorted({s[role] for role in ("model", "evaluator") if str(s.get(role) or "")
                        .startswith(config.EMBEDDED_MODEL)})
     if embedded:

@@ -19,7 +19,7 @@ from typing import Iterable
 
 from cupid.evaluation import steps
 from cupid.evaluation.pipeline import AnswerlessAsker
-from cupid.evaluation.settings import Setting
+from cupid.evaluation.settings import Context, Setting
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.utils.dataset import Instance
@@ -56,6 +56,13 @@ class RequestRecorder(AnswerlessAsker):
         for session in sessions:
             self(steps.SUMMARIZE, summarize.ask(session))
         return []
+
+    def context(self, instance: Instance, setting: Setting) -> Context:
+        """An LLM-backed strategy is not asked before the run (its calls are paid, and it may
+        keep what it is answered): its infer and generate requests are checked without history."""
+        if setting.uses_model:
+            return Context("", (), ())
+        return setting.context(instance)
 
     def strategy_failed(self, instance: Instance, exc: Exception) -> None:
         """The strategy raised on ``instance``: it sends nothing, and the run records the failure."""

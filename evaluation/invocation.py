@@ -25,6 +25,7 @@ from cupid.evaluation.context_check import check_context
 from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.store import BATCHES, RunConflictError, RunStore, Survey, now, run_dir_for
+from cupid.evaluation.strategy_model import StrategyModel, memory_cost
 from cupid.utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from cupid.utils.errors import Interrupted
 from cupid.utils.executor import iter_with_progress, stop_workers, worker_threads
@@ -105,6 +106,8 @@ class Invocation:
         check_context({"evaluated": self.models["model"], "evaluator": self.models["evaluator"],
                        "matcher": self.models.get("matcher")}, self.instances, task=spec.task,
                       setting=spec.setting_)
+        if spec.setting_.uses_model:
+            spec.setting_.give_model(StrategyModel(self.models["strategy"]))
 
     # -- 3. the run directory: settings, data and every instance file checked first -------
     def manifest(self) -> dict:
@@ -303,10 +306,13 @@ class Invocation:
             "recorded": recorded_usage(store.iter_records()),
         }
         results["this_invocation"] = this_invocation
+        if "strategy" in models:  # an LLM-backed strategy's own calls, apart from the evaluated model's
+            results["memory_cost"] = memory_cost(store.iter_records(), models["strategy"].name)
         matcher = models.get("matcher", models["evaluator"])
         results["settings"] = {
             "model": models["model"].label, "setting": self.spec.setting_.name, "task": results.pop("tasks"),
             "invocation_task": self.spec.task, "uses_labels": self.spec.setting_.uses_labels,
+            **({"strategy_model": models["strategy"].label} if "strategy" in models else {}),
             "evaluator": models["evaluator"].label, "matcher": matcher.label,
             "generation_overrides": {role: dict(m.overrides) for role, m in models.items() if m.overrides},
             "scorer": pipeline.scorer, "data_source": self.data_source,

@@ -19,7 +19,7 @@ from cupid.evaluation import steps
 from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
 from cupid.evaluation.metrics import InferenceCounts
 from cupid.evaluation.session_recall import recorded_selection, shown_record
-from cupid.evaluation.settings import Setting
+from cupid.evaluation.settings import Context, Setting
 from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
@@ -107,7 +107,7 @@ class AnswerlessAsker(StepAsker):
 
     def walk(self, instance: Instance, task: str, setting: Setting, prefmatcher: bool) -> None:
         try:
-            context = None if setting.preference_given else setting.context(instance)
+            context = None if setting.preference_given else self.context(instance, setting)
         except Exception as exc:  # the strategy's own code (a user's) raised: a run fails the instance
             return self.strategy_failed(instance, exc)
         if context is None:
@@ -124,6 +124,10 @@ class AnswerlessAsker(StepAsker):
     def summaries(self, sessions: Sequence[Session]) -> list[dict]:
         """Stand-ins of the sessions' summaries (the summary setting)."""
         raise NotImplementedError
+
+    def context(self, instance: Instance, setting: Setting) -> Context:
+        """What the strategy shows of ``instance`` (its own ``context``)."""
+        return setting.context(instance)
 
     def strategy_failed(self, instance: Instance, exc: Exception) -> None:
         """The strategy raised on ``instance`` (a run records it as the instance's failure):

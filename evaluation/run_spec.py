@@ -4,6 +4,7 @@ ValueError) naming the argument, before anything runs."""
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
@@ -18,6 +19,7 @@ from cupid.utils.command_line import generation_params, non_negative_int, positi
 from cupid.utils.errors import BadInput
 from cupid.utils.models.pacing import parse_rate_limit
 from cupid.utils.models.model import Model
+from cupid.utils.models.usage import UsageTracker
 
 
 @dataclass
@@ -32,6 +34,7 @@ class RunSpec:
     shard: tuple[int, int] | None = None
     task: str = "inference"
     setting: Any = "default"          # a name (settings.py) or a strategy object
+    strategy_model: str | Model | None = None  # the LLM an LLM-backed strategy asks; None: the evaluator
     results_dir: str = "results"
     n_workers: int = 4
     use_matcher: bool = False
@@ -50,8 +53,10 @@ class RunSpec:
     exclude_filtered: bool = False     # results read from a filtered or refused answer left out
 
     def __post_init__(self) -> None:
-        for name in ("model", "evaluator"):
+        for name in ("model", "evaluator", "strategy_model"):
             value = getattr(self, name)
+            if name == "strategy_model" and value is None:
+                continue
             if not isinstance(value, Model) and not (isinstance(value, str) and value.strip()):
                 raise BadInput(f"{name}: expected a model name or a Model instance, got {value!r}")
         checks = {"limit": positive_int, "n_workers": positive_int, "timeout": positive_float,
@@ -96,13 +101,18 @@ class RunSpec:
                            "local data (data, --data, --data_dir)")
         if self.task not in self.setting_.tasks:
             raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
+        if self.strategy_model is not None and not self.setting_.uses_model:
+            raise BadInput(f"strategy_model: setting {self.setting_.name} asks no LLM (a strategy asks one with "
+                           f"uses_model = True, docs/strategies.md)")
         if self.matcher_args and not self.use_matcher:
             raise BadInput("matcher_args needs use_matcher")
         if self.batch and self.no_cache:
             raise BadInput("batch keeps the batches' answers in the cache; drop no_cache")
 
     def resolve_models(self) -> dict[str, Model]:
-        """Each role's model: "model", "evaluator", and "matcher" with ``use_matcher``."""
+        """Each role's model: "model", "evaluator", "strategy" for a strategy that asks an LLM
+        (``strategy_model``, else the evaluator's, as a model of its own), and "matcher" with
+        ``use_matcher``."""
         from cupid.utils.models.registry import resolve_model
 
         # A role's overrides: the seed for every role, then the role's own *_args (which win);
@@ -113,6 +123,12 @@ class RunSpec:
                                          **common),
                   "evaluator": resolve_model(self.evaluator, role="evaluator",
                                              overrides={**seed, **(self.evaluator_args or {})}, **common)}
+        if self.setting_.uses_model:  # its own Model object: its usage is counted apart
+            chosen = self.strategy_model if self.strategy_model is not None else self.evaluator
+            if isinstance(chosen, Model) and any(chosen is m for m in models.values()):
+                chosen = copy.copy(chosen)
+                chosen.usage = UsageTracker()
+            models["strategy"] = resolve_model(chosen, role="strategy", overrides=seed, **common)
         if self.use_matcher:
             models["matcher"] = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{self.matcher_url}", role="matcher",
                                               overrides={**seed, **(self.matcher_args or {})}, **common)

@@ -22,12 +22,15 @@ def shown_record(context: Context, summaries: bool) -> dict:
               "history_tokens": None if summaries else max(1, round(len(context.text) / 4))}
     if context.rendered:
         record["text"] = context.text
+    if context.model_usage is not None:  # an LLM-backed strategy's calls for this instance
+        record["model_usage"] = context.model_usage
     return record
 
 
-def recorded_selection(record: dict, n_sessions: int) -> tuple[list[int] | None, str | None] | None:
-    """What an instance file records its strategy returned, (positions, rendered text), when
-    it can be shown again as it was; None when it records none, or a failure."""
+def recorded_selection(record: dict, n_sessions: int) -> tuple[list[int] | None, str | None, dict | None] | None:
+    """What an instance file records its strategy returned, (positions, rendered text, the
+    usage of its LLM calls), when it can be shown again as it was; None when it records
+    none, or a failure."""
     shown = record.get("shown")
     if not isinstance(shown, dict) or shown.get("error") or "positions" not in shown:
         return None
@@ -37,7 +40,8 @@ def recorded_selection(record: dict, n_sessions: int) -> tuple[list[int] | None,
     if positions is not None and not (isinstance(positions, list) and all(
             isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= n_sessions for p in positions)):
         return None
-    return positions, text if isinstance(text, str) else None
+    usage = shown.get("model_usage")
+    return positions, text if isinstance(text, str) else None, usage if isinstance(usage, dict) else None
 
 
 def instance_selection(record: dict) -> dict | None:

@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 from cupid.evaluation.retrieval import BM25, Dense, Recent
 from cupid.evaluation.steps.layouts import format_session_log
+from cupid.evaluation.strategy_model import ForecastingModel, counting
 from cupid.evaluation.strategy_view import unchanged, view_of
 from cupid.utils.dataset import Instance, Session
 from cupid.utils.errors import BadInput
@@ -94,6 +95,7 @@ class Context:
     sessions: tuple[Session, ...] | None
     positions: tuple[int, ...] | None
     rendered: bool = False
+    model_usage: dict | None = None  # an LLM-backed strategy's calls for it (strategy_model.py)
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,20 @@ class Setting:
     def tasks(self) -> tuple[str, ...]:
         return tuple(getattr(self.strategy, "tasks", TASKS))
 
+    @property
+    def uses_model(self) -> bool:
+        """Whether the strategy asks an LLM (``uses_model = True``): the harness gives it one
+        as ``strategy.model`` (strategy_model.py)."""
+        return bool(getattr(self.strategy, "uses_model", False))
+
+    def give_model(self, model: Any) -> None:
+        """The LLM the strategy asks (a ``StrategyModel``), given before it is called."""
+        try:
+            self.strategy.model = model
+        except AttributeError as exc:
+            raise BadInput(f"setting {self.name}: uses_model is set but its model cannot be given to it "
+                           f"({exc})") from None
+
     def view(self, instance: Instance) -> Any:
         """What the strategy is given of ``instance`` (strategy_view.py)."""
         return view_of(instance, self.name, self.uses_labels)
@@ -144,32 +160,40 @@ class Setting:
         """What the strategy shows of ``instance``: the sessions it selected, read from the
         instance by position, or the text it rendered."""
         fingerprint = instance.fingerprint()
-        kept = self._kept.get(fingerprint)
+        model = getattr(self.strategy, "model", None) if self.uses_model else None
+        if self.uses_model and model is None:
+            raise RuntimeError(f"setting {self.name}: uses_model is set but no model was given to it")
+        # What the strategy returned is kept per instance, unless its answers were stand-ins.
+        keep = self.identity is not None and not isinstance(model, ForecastingModel)
+        kept = self._kept.get(fingerprint) if keep else None
         if kept is not None:
             return self.recorded_context(instance, *kept)
         view = self.view(instance)
         select, render = (getattr(self.strategy, name, None) for name in ("select", "render"))
         positions = text = None
-        if callable(select):
-            positions = self._positions(instance, view, tuple(select(view)))
-        if callable(render):
-            text = render(view)
-            if not isinstance(text, str):
-                raise TypeError(f"setting {self.name}: render() returned a {type(text).__name__}, not a str")
+        with counting() as spent:
+            if callable(select):
+                positions = self._positions(instance, view, tuple(select(view)))
+            if callable(render):
+                text = render(view)
+                if not isinstance(text, str):
+                    raise TypeError(f"setting {self.name}: render() returned a {type(text).__name__}, not a str")
         unchanged(instance, fingerprint, self.name)
-        if self.identity is not None:
-            self._kept[fingerprint] = (positions, text)
-        return self.recorded_context(instance, positions, text)
+        usage = dict(spent) if self.uses_model else None
+        if keep:
+            self._kept[fingerprint] = (positions, text, usage)
+        return self.recorded_context(instance, positions, text, usage)
 
     @staticmethod
-    def recorded_context(instance: Instance, positions: Sequence[int] | None, text: str | None) -> Context:
+    def recorded_context(instance: Instance, positions: Sequence[int] | None, text: str | None,
+                         model_usage: dict | None = None) -> Context:
         """The context of the given 1-based positions (None: the strategy named none) and
         rendered text (None: the session log of those sessions), from the instance's data."""
         sessions = None if positions is None else tuple(instance.prior_interactions[p - 1] for p in positions)
         rendered = text is not None
         if text is None:
             text = format_session_log(sessions or ())
-        return Context(text, sessions, None if positions is None else tuple(positions), rendered)
+        return Context(text, sessions, None if positions is None else tuple(positions), rendered, model_usage)
 
     def _positions(self, instance: Instance, view: Any, sessions: tuple) -> tuple[int, ...]:
         prior = view.prior_interactions
