@@ -87,6 +87,42 @@ def _estimates(an: "Analysis", run: Run) -> tuple[S.Estimate | None, S.Estimate 
             an.cell(run, (run.scorers or [""])[0], "all").selection)
 
 
+def memory_cost_section(an: "Analysis") -> str | None:
+    """report.md's "Memory cost": the calls an LLM-backed strategy made to its own model
+    (the instance files' ``shown.model_usage``), apart from the evaluated model's; None when
+    no run has any."""
+    from cupid.evaluation.strategy_model import add_usage
+    from cupid.utils.models.usage import cost_of
+
+    rows = []
+    for run in an.runs:
+        total: dict = {}
+        instances = 0
+        for data in run.instances.values():
+            usage = (data.get("shown") or {}).get("model_usage") if isinstance(data.get("shown"), dict) else None
+            if isinstance(usage, dict):
+                instances += 1
+                add_usage(total, usage)
+        if not instances:
+            continue
+        models = sorted({str((r.get("settings") or {}).get("strategy_model")) for r in run.results
+                         if (r.get("settings") or {}).get("strategy_model")})
+        model = models[-1] if models else None
+        cost = cost_of(model, total) if model else None
+        rows.append([an.label(run.model), _strategy_cell(run), ", ".join(f"`{m}`" for m in models) or "—",
+                     str(instances), str(total["calls"]), _tokens(total["prompt_tokens"]),
+                     _tokens(total["completion_tokens"]), "—" if cost is None else f"${cost:,.4f}",
+                     _tokens((total["prompt_tokens"] + total["completion_tokens"]) / instances)])
+    if not rows:
+        return None
+    return "\n".join(["## Memory cost", "",
+                      "The calls an LLM-backed strategy made to its own model (docs/strategies.md), apart from "
+                      "the evaluated model's and the evaluator's: as recorded in the instance files, so a call two "
+                      "instances share (the second answered from the cache) counts for both.", "",
+                      md_table(["Model", "Strategy", "Strategy model", "Instances", "Calls", "Input tokens",
+                                "Output tokens", "Estimated cost", "Tokens / instance"], rows)])
+
+
 def _strategy_cell(run: Run) -> str:
     """A strategy's name, marked when it read the instances' labels."""
     return f"`{run.setting}`" + (" (uses labels)" if run.uses_labels else "")

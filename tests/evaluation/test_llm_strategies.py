@@ -97,6 +97,16 @@ def test_an_llm_backed_strategy_asks_its_own_model_cached_and_counted_apart(serv
     record = json.loads((run_dir / "persona-a__consistent.json").read_text())
     assert record["shown"]["model_usage"]["calls"] == 2 and record["shown"]["text"].startswith("- NOTE")
     assert "memory cost (the strategy's own LLM, note-model): 4 calls recorded for 2 instances" in out
+    # The report's "Memory cost": the same calls and tokens, apart from the steps'.
+    from cupid.evaluation import report as R
+
+    assert R.main([str(base), "--n_bootstrap", "20", "--no_figures", "--no_html"]) == 0
+    report = (base / "report.md").read_text()
+    section = report.split("## Memory cost", 1)[1].split("\n## ", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("| test-model"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1].startswith("`memory.py:Notes@") and cells[2] == "`note-model`"
+    assert cells[3:7] == ["2", "4", f"{memory['prompt_tokens']:,}", f"{memory['completion_tokens']:,}"]
 
     # A finished run again: nothing asked. Its instance files gone (a run killed before it
     # wrote them): the strategy asked again, its calls answered by the cache, none sent.
