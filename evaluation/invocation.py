@@ -115,6 +115,8 @@ class Invocation:
         setting = spec.setting_
         prompts = steps.prompts_of(spec.task, summaries=setting.summaries,
                                    preference_given=setting.preference_given, prefmatcher=spec.use_matcher)
+        if setting.identity is None:  # a built-in strategy's own prompts (memory)
+            prompts = [*prompts, *getattr(setting.strategy, "prompts", ())]
         manifest = {"model": model.label, "setting": setting.name, "data_source": self.data_source,
                     "data": self.instances.describe(),
                     "prompt_versions": {name: load_prompt(name).version for name in prompts}}

@@ -29,6 +29,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from cupid.evaluation.memory import Memory
 from cupid.evaluation.retrieval import BM25, Dense, Recent
 from cupid.evaluation.steps.layouts import format_session_log
 from cupid.evaluation.strategy_model import ForecastingModel, counting
@@ -83,7 +84,7 @@ class OraclePreference:
 
 
 BUILT_IN = {"default": Default, "none": NoHistory, "oracle": Oracle, "summary": Summary, "oracle_preference": OraclePreference,
-            "recent": Recent, "bm25": BM25, "dense": Dense}
+            "recent": Recent, "bm25": BM25, "dense": Dense, "memory": Memory}
 
 
 @dataclass(frozen=True)

@@ -183,3 +183,69 @@ def test_the_documented_memory_example_runs(server, data_file, tmp_path):
     results = json.loads((run_dir_for(base, "test-model", setting_named(setting).name) / "results.json").read_text())
     assert results["memory_cost"]["calls"] >= 2
     shutil.rmtree(base)
+
+
+# ---------------------------------------------------------------------------------------
+# The memory baseline (evaluation/memory.py; prompts/memory/)
+# ---------------------------------------------------------------------------------------
+def memory_server():
+    """The loopback server: each session's notes name it; the recall picks the notes of
+    sessions 2 and 8 (of A) or 7 (of B), numbered as the notes were listed."""
+    cupid = CupidResponder(PLANS)
+
+    def respond(req: dict) -> str:
+        user = req["messages"][-1]["content"]
+        if "keep a memory of a user" in req["system"]:
+            session = re.search(r"Session (\d+) request of (persona-\w)", user)
+            number, persona = session.group(1), session.group(2)
+            if number == "3":
+                return "- none"
+            return f"- In situation {persona}/{number}: wants tidy answers.\n- In situation {persona}/{number}: wants dates."
+        if "recall a user's memory" in req["system"]:
+            listed = re.findall(r"^(\d+)\. In situation persona-\w/(\d+):", user, re.M)
+            wanted = {"2", "8"} if "Hollis" in user.split("## New Request", 1)[1] else {"7"}
+            return ", ".join(n for n, session in listed if session in wanted) + ", 99"
+        return cupid(req)
+
+    return cupid, respond
+
+
+def test_the_memory_baseline_writes_notes_per_session_recalls_them_and_reports_its_recall_and_cost(data_file, tmp_path,
+                                                                                                   capsys):
+    from cupid.evaluation.memory import parse_notes, parse_recall
+
+    assert parse_notes("Sure:\n- In a: b\n* In c: d\n3. In e: f\n- none\nthe end") == ["In a: b", "In c: d", "In e: f"]
+    assert parse_recall("7, 3, 7, 0, 12 and 2", n_notes=10, k=3) == [7, 3, 2]
+    cupid, respond = memory_server()
+    base = tmp_path / "res"
+    with FakeLLMServer(responder=respond) as server:
+        server.cupid = cupid
+        args = cli(server, data_file, base, "--setting", "memory:k=3", "--task", "both")
+        assert run_module.main(args) == 0
+        out = capsys.readouterr().out
+        extract = [r for r in server.requests if "keep a memory of a user" in r["system"]]
+        recall = [r for r in server.requests if "recall a user's memory" in r["system"]]
+        assert len(extract) == 16 and len(recall) == 2  # every session once; one recall per instance
+        assert {r["model"] for r in extract + recall} == {"test-evaluator"}
+        infer = [r["messages"][-1]["content"] for r in server.requests
+                 if r not in extract + recall and server.cupid.kind(r) == "infer"]
+        a = next(t for t in infer if PLANS[0].request in t)
+        # At most k=3 notes, oldest first: session 2's two, then session 8's first.
+        assert "- In situation persona-a/2: wants tidy answers.\n- In situation persona-a/2: wants dates.\n" \
+               "- In situation persona-a/8: wants tidy answers." in a
+        assert "Session 2 request of persona" not in a
+        run_dir = base / "test-model" / "memory_k=3"
+        manifest = json.loads((run_dir / "run.json").read_text())
+        assert {"memory/extract_notes", "memory/recall_notes"} <= set(manifest["prompt_versions"])
+        assert manifest["setting_uses_labels"] is False
+        results = json.loads((run_dir / "results.json").read_text())
+        # The sessions its notes came from: A 2 and 8 (relevant 1, 8), B 7 (relevant 7, 8).
+        record = json.loads((run_dir / "persona-a__consistent.json").read_text())
+        assert record["shown"]["positions"] == [2, 8]
+        assert results["session_selection"]["recall"] == pytest.approx((0.5 + 0.5) / 2)
+        memory = results["memory_cost"]
+        assert (memory["calls"], memory["instances"]) == (18, 2) and memory["prompt_tokens"] > 0
+        assert "memory cost (the strategy's own LLM, test-evaluator): 18 calls" in out
+        # Done: a rerun asks nothing of anyone.
+        calls = len(server.requests)
+        assert run_module.main(args) == 0 and len(server.requests) == calls
