@@ -249,3 +249,45 @@ def test_the_memory_baseline_writes_notes_per_session_recalls_them_and_reports_i
         # Done: a rerun asks nothing of anyone.
         calls = len(server.requests)
         assert run_module.main(args) == 0 and len(server.requests) == calls
+
+
+@pytest.mark.slow
+def test_the_memory_baseline_killed_with_sigkill_resumes_without_asking_a_finished_call_again(data_file, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from repo_paths import ROOT
+
+    cupid, respond = memory_server()
+    with FakeLLMServer(responder=respond, latency=0.15) as server:
+        server.cupid = cupid
+        base = tmp_path / "res"
+        args = cli(server, data_file, base, "--setting", "memory:k=3")
+        args[args.index("--n_workers") + 1] = "1"
+
+        def memory_calls() -> list[str]:
+            return [r["system"] + "\n" + r["messages"][-1]["content"] for r in list(server.requests)
+                    if "memory of a user" in r["system"] or "recall a user's memory" in r["system"]]
+
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen([sys.executable, "-m", "cupid.evaluation.run", *args], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while len(memory_calls()) < 6 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        before = memory_calls()
+        assert 6 <= len(before) < 18
+        assert run_module.main(args) == 0
+        after = memory_calls()[len(before):]
+        # Every call answered before the kill is replayed from the cache; only the one in
+        # flight when it came (n_workers 1: at most one) is asked again.
+        assert len(set(before[:-1]) & set(after)) == 0
+        assert len(before) + len(after) <= 18 + 1
+        assert sorted(set(before + after)) == sorted(set(memory_calls())) and len(set(memory_calls())) == 18
+        results = json.loads((base / "test-model" / "memory_k=3" / "results.json").read_text())
+        assert results["counts"]["evaluated"] == 2 and results["memory_cost"]["calls"] == 18
