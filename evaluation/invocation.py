@@ -174,7 +174,9 @@ class Invocation:
         batched = {i.instance_id for i in todo}
         runner = BatchRunner(self.run_dir / BATCHES)
         try:
-            run_batch_rounds(self.pipeline, todo, runner, list(self.models.values()), n_workers=self.spec.n_workers)
+            # An LLM-backed strategy's calls are asked online (its code waits for each answer).
+            batched_models = [m for role, m in self.models.items() if role != "strategy"]
+            run_batch_rounds(self.pipeline, todo, runner, batched_models, n_workers=self.spec.n_workers)
         except KeyboardInterrupt as exc:
             self.signals.second_ends_process()
             stop_workers(pipeline, grace=3.0)

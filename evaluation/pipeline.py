@@ -38,6 +38,10 @@ from cupid.utils.redact import redact
 
 log = logging.getLogger("cupid.evaluation")
 
+# What stops an instance's work without failing it: raised through, whoever's code it came
+# through (a step's, or an LLM-backed strategy's).
+STOPS = (ModelConfigurationError, RunCancelled, StorageError, BatchDeferred)
+
 
 def scorer_name(evaluator: Model, matcher: Model) -> str:
     """The evaluator's label, with the matcher's when another model matches; a label carries
@@ -223,7 +227,7 @@ class Pipeline:
                     outcome.release = release_outcomes_of_record(record.data, self.scorer)
                 if outcome.release:
                     record.set_field("release", outcome.release, self.scorer)
-        except (ModelConfigurationError, RunCancelled, StorageError, BatchDeferred):
+        except STOPS:
             raise
         except Exception as exc:
             if CANCEL.is_set():  # the run is stopping and its pools are shut: left for a rerun
@@ -250,6 +254,8 @@ class Pipeline:
         """The strategy's reason to skip the instance; its error is the instance's failure."""
         try:
             return self.setting.skip_reason(instance)
+        except STOPS:
+            raise
         except Exception as exc:  # the strategy's own code (a user's) raised
             self._strategy_failed(record, asker, exc)
             return None
@@ -275,6 +281,8 @@ class Pipeline:
         else:
             try:
                 context = self.setting.context(instance)
+            except STOPS:  # an LLM-backed strategy's model refused its key, the run is stopping...
+                raise
             except Exception as exc:  # the strategy's own code (a user's) raised
                 self._strategy_failed(record, asker, exc)
                 return None
