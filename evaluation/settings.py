@@ -107,7 +107,7 @@ class Setting:
     name: str
     strategy: Any
     spec: str | None = None
-    identity: dict | None = None
+    identity: dict | None = field(default=None, compare=False)  # its hash ends the name, which compares
     # A user's strategy's selection per instance (by fingerprint): called once per process.
     _kept: dict = field(default_factory=dict, repr=False, compare=False)
 
