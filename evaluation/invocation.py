@@ -103,9 +103,10 @@ class Invocation:
             model.usage = UsageTracker()  # this run's calls only, in its results.json
         check_models(list(self.models.values()))
         # The servers' stated contexts against the longest requests, before any paid call.
+        run_dir = run_dir_for(spec.results_dir, self.models["model"].label, spec.setting_.name)
         check_context({"evaluated": self.models["model"], "evaluator": self.models["evaluator"],
                        "matcher": self.models.get("matcher")}, self.instances, task=spec.task,
-                      setting=spec.setting_)
+                      setting=spec.setting_, recorded=partial(recorded_context, run_dir, spec.setting_))
         if spec.setting_.uses_model:
             spec.setting_.give_model(StrategyModel(self.models["strategy"]))
 
@@ -328,6 +329,26 @@ class Invocation:
         with store.run_lock():
             store.write_results(results, pipeline.scorer)
         return results
+
+
+def recorded_context(run_dir: Path, setting, instance) -> "Context | None":
+    """What the run directory's file of ``instance`` says its strategy showed (None when it
+    says nothing usable): the context check does not ask a strategy again for it."""
+    from cupid.evaluation.session_recall import recorded_selection
+    from cupid.evaluation.store import instance_file_name
+    from cupid.utils.io import read_json
+
+    path = run_dir / instance_file_name(instance.instance_id)
+    try:
+        data = read_json(path) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("fingerprint") != instance.fingerprint():
+        return None
+    kept = recorded_selection(data, len(instance.prior_interactions))
+    if kept is None or (kept[1] is None and callable(getattr(setting.strategy, "render", None))):
+        return None
+    return setting.recorded_context(instance, *kept)
 
 
 def warn_about_run_dir(run_dir: Path, survey: Survey, changed_server: str | None) -> None:

@@ -278,3 +278,24 @@ def test_the_dry_run_names_a_blind_strategy_reading_a_label_in_one_line(data_fil
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "the context strategy raised (a run fails the instance): LabelHidden: setting mine.py:Peek@" in err
     assert "read instance.prior_interactions[0].context_factor" in err
+
+
+def test_a_served_models_context_check_does_not_ask_a_strategy_again_for_what_the_run_kept(server, data_file, tmp_path):
+    """Against a server that states its context (vLLM), the check before the run renders each
+    instance's requests: a strategy is asked once per instance in the first run (the check and
+    the run share its answer), and not at all when the run directory keeps what it returned."""
+    server.serve_as_vllm({"test-model": 1_000_000, "test-evaluator": 1_000_000})
+    base, path = tmp_path / "res", strategy_file(tmp_path, """
+        import pathlib
+
+        class Counted:
+            def select(self, instance):
+                with pathlib.Path(__file__).with_name("calls.log").open("a") as log:
+                    log.write("select\\n")
+                return instance.prior_interactions[-2:]
+    """)
+    log = tmp_path / "calls.log"
+    assert run_module.main(cli(server, data_file, base, "--setting", f"{path}:Counted")) == 0
+    assert len(log.read_text().splitlines()) == 2
+    assert run_module.main(cli(server, data_file, base, "--setting", f"{path}:Counted")) == 0
+    assert len(log.read_text().splitlines()) == 2
