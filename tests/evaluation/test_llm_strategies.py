@@ -249,6 +249,19 @@ def test_the_memory_baseline_writes_notes_per_session_recalls_them_and_reports_i
         # Done: a rerun asks nothing of anyone.
         calls = len(server.requests)
         assert run_module.main(args) == 0 and len(server.requests) == calls
+        # The report: its session recall beside the default setting's, its memory cost apart.
+        assert run_module.main(cli(server, data_file, base, "--task", "both")) == 0
+    from cupid.evaluation import report as R
+
+    assert R.main([str(base), "--n_bootstrap", "20", "--no_figures", "--no_html"]) == 0
+    report = (base / "report.md").read_text()
+    kept = report.split("### What each strategy kept", 1)[1].split("###", 1)[0]
+    row = next(line for line in kept.splitlines() if "`memory:k=3`" in line)
+    assert row.split(" | ")[2:4] == ["1.5", "50.0 [50.0, 50.0]"]  # sessions shown, session recall (%)
+    assert "(uses labels)" not in row
+    memory_row = next(line for line in report.split("## Memory cost", 1)[1].splitlines()
+                      if line.startswith("| test-model"))
+    assert [c.strip() for c in memory_row.strip("|").split("|")][1:5] == ["`memory:k=3`", "`test-evaluator`", "2", "18"]
 
 
 @pytest.mark.slow
