@@ -24,6 +24,8 @@ from cupid.utils.prompts import load_prompt
 EXTRACT, RECALL = "memory/extract_notes", "memory/recall_notes"
 MAX_NOTES = 5           # notes written per session, at most
 MAX_NOTE_CHARS = 300    # a note's length, at most (a rambling answer is cut)
+NOTES_MAX_TOKENS = 256  # an extraction's answer, at most: five notes of a sentence each
+RECALL_MAX_TOKENS = 32  # a recall's answer, at most: a few numbers
 _NOTE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(.*\S)\s*$")
 
 
@@ -49,7 +51,7 @@ def parse_recall(answer: str, n_notes: int, k: int) -> list[int]:
 class Memory:
     """An LLM memory of the user's preferences: notes written per session, recalled per request."""
     uses_model = True
-    answer_tokens = 60            # the dry run's stand-in answer: a few short notes, or a few numbers
+    answer_tokens = 100           # the dry run's stand-in answer (a recall's is capped at RECALL_MAX_TOKENS)
     prompts = (EXTRACT, RECALL)   # recorded in run.json's prompt_versions
 
     def __init__(self, k: int = 5):
@@ -70,7 +72,7 @@ class Memory:
         with self._lock(conversation):
             if conversation not in self._notes:
                 system, user = load_prompt(EXTRACT).render(conversation=conversation, max_notes=MAX_NOTES)
-                self._notes[conversation] = parse_notes(self.model(system, user))
+                self._notes[conversation] = parse_notes(self.model(system, user, max_tokens=NOTES_MAX_TOKENS))
             return self._notes[conversation]
 
     def recall(self, instance) -> list[tuple[int, str]]:
@@ -88,7 +90,8 @@ class Memory:
                     numbered = "\n".join(f"{i}. {note}" for i, (_, note) in enumerate(written, start=1))
                     system, user = load_prompt(RECALL).render(notes=numbered, request=instance.current_request,
                                                               k=self.k)
-                    picked = parse_recall(self.model(system, user), len(written), self.k)
+                    answer = self.model(system, user, max_tokens=RECALL_MAX_TOKENS)
+                    picked = parse_recall(answer, len(written), self.k)
                 self._recalled[key] = [written[i - 1] for i in sorted(picked)]
             return self._recalled[key]
 

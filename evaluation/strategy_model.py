@@ -9,7 +9,8 @@ replays what was paid for), paced, retried, its tokens counted in the strategy m
 own usage ("strategy" in results.json's usage) and, per instance, in the instance file's
 ``shown.model_usage``; results.json's ``memory_cost`` sums them apart from the evaluated
 model's. The dry run gives it ``ForecastingModel``, which sends nothing and answers a
-stand-in of ``answer_tokens`` tokens (the strategy's attribute, else ANSWER_TOKENS).
+stand-in of ``answer_tokens`` tokens (the strategy's attribute, else ANSWER_TOKENS; at most
+the call's max_tokens): a few numbered "- " lines, as a list of notes.
 """
 from __future__ import annotations
 
@@ -84,8 +85,12 @@ class ForecastingModel(StrategyModel):
         from cupid.utils.forecast import filler, render
 
         request = render(lambda: self._model.generate(system_prompt, messages, **options))
-        self._record(request, self._answer_tokens)
-        return filler(self._answer_tokens, "memory")
+        tokens = min(self._answer_tokens, int(request.max_tokens or self._answer_tokens))
+        self._record(request, tokens)
+        # A few "- " lines of about 20 tokens (a list of notes, as a memory writes them), and
+        # numbers a reader may pick: "1, 2, 3" reads as such.
+        lines = [f"- {n}. {filler(18, 'memory')}" for n in range(1, max(1, tokens // 20) + 1)]
+        return "\n".join(lines)
 
 
 def add_usage(total: dict, usage: dict | None) -> None:
