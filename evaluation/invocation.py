@@ -334,7 +334,7 @@ class Invocation:
 def recorded_context(run_dir: Path, setting, instance) -> "Context | None":
     """What the run directory's file of ``instance`` says its strategy showed (None when it
     says nothing usable): the context check does not ask a strategy again for it."""
-    from cupid.evaluation.session_recall import recorded_selection
+    from cupid.evaluation.session_recall import kept_context
     from cupid.evaluation.store import instance_file_name
     from cupid.utils.io import read_json
 
@@ -345,10 +345,7 @@ def recorded_context(run_dir: Path, setting, instance) -> "Context | None":
         return None
     if not isinstance(data, dict) or data.get("fingerprint") != instance.fingerprint():
         return None
-    kept = recorded_selection(data, len(instance.prior_interactions))
-    if kept is None or (kept[1] is None and callable(getattr(setting.strategy, "render", None))):
-        return None
-    return setting.recorded_context(instance, *kept)
+    return kept_context(setting, instance, data)
 
 
 def warn_about_run_dir(run_dir: Path, survey: Survey, changed_server: str | None) -> None:

@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 from cupid.evaluation import steps
 from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
 from cupid.evaluation.metrics import InferenceCounts
-from cupid.evaluation.session_recall import recorded_selection, shown_record
+from cupid.evaluation.session_recall import kept_context, shown_record
 from cupid.evaluation.settings import Context, Setting
 from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
 from cupid.evaluation.steps.ask import Ask
@@ -273,12 +273,9 @@ class Pipeline:
         if self.setting.preference_given:
             record.save()
             return Shown(preference_given=True, prefmatcher=self.prefmatcher)
-        kept = recorded_selection(record.data, len(instance.prior_interactions))
-        if kept is not None and (kept[1] is not None or not callable(getattr(self.setting.strategy, "render", None))):
-            # What the strategy returned for this instance before (its run directory is its
-            # identity's): shown again as it was, the strategy not asked again.
-            context = self.setting.recorded_context(instance, *kept)
-        else:
+        # What the strategy returned for this instance before: shown again, not asked again.
+        context = kept_context(self.setting, instance, record.data)
+        if context is None:
             try:
                 context = self.setting.context(instance)
             except STOPS:  # an LLM-backed strategy's model refused its key, the run is stopping...

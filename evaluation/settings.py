@@ -27,6 +27,7 @@ import inspect
 import json
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 from cupid.evaluation.memory import Memory
@@ -254,8 +255,8 @@ def setting_named(value: Any) -> Setting:
     strategy = _checked(strategy, text)
     if head in BUILT_IN:
         return Setting(name + suffix, strategy, spec)
-    identity = strategy_identity(found if isinstance(found, type) or callable(found) and not _is_strategy(found)
-                                 else type(found), params)
+    made = isinstance(found, type) or callable(found) and not _is_strategy(found)
+    identity = strategy_identity(found if made else type(found), params if made else _simple_attributes(found))
     return Setting(f"{name}{suffix}@{identity['hash']}", strategy, spec, identity)
 
 
@@ -266,7 +267,7 @@ def strategy_identity(code: Any, parameters: dict) -> dict:
     digest = getattr(module, "__cupid_source_sha256__", None)
     if digest is None:
         try:
-            digest = hashlib.sha256(open(inspect.getsourcefile(code) or "", "rb").read()).hexdigest()
+            digest = hashlib.sha256(Path(inspect.getsourcefile(code) or "").read_bytes()).hexdigest()
         except (OSError, TypeError):
             try:  # a class defined where no file holds it: its own source, if Python kept it
                 digest = hashlib.sha256(inspect.getsource(code).encode("utf-8")).hexdigest()
@@ -280,10 +281,10 @@ def strategy_identity(code: Any, parameters: dict) -> dict:
 
 def _simple_attributes(strategy: Any) -> dict:
     """A strategy object's parameters, as far as they can be told: its public attributes that
-    are numbers, strings, booleans or None (a model it holds is not one)."""
+    are numbers, strings, booleans or None (not ``model``, which the harness gives it)."""
     simple = (str, int, float, bool, type(None))
     return {k: v for k, v in sorted(getattr(strategy, "__dict__", {}).items())
-            if not k.startswith("_") and isinstance(v, simple)}
+            if not k.startswith("_") and k != "model" and isinstance(v, simple)}
 
 
 def _is_strategy(found: Any) -> bool:
