@@ -166,8 +166,10 @@ def strategies_figure_data(an: "Analysis") -> "FigureData":
     order = ["default"] + [s for s in settings if s not in ("default", "oracle", "oracle_preference")] + \
             [s for s in ("oracle", "oracle_preference") if s in settings]
     fig.payload = {"settings": order, "series": series}
+    labelled = [s for s in order if any(r.uses_labels for r in an.runs if r.setting == s and r.model in models)]
     fig.caption = (f"Each point a model under a strategy, with its 95% interval resampling personas (F1: scorer "
                    f"`{inf_scorer}`, micro; judge: `{gen_scorer}`). The default setting (all sessions) is the "
                    f"floor and the oracle (only the relevant sessions) the ceiling; session recall is what the "
-                   f"strategy kept, whatever the model made of it. The paired differences are in the table above.")
+                   f"strategy kept, whatever the model made of it. The paired differences are in the table above."
+                   + (f" Uses labels (not blind): {', '.join(f'`{s}`' for s in labelled)}." if labelled else ""))
     return fig
