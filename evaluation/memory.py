@@ -30,13 +30,23 @@ _NOTE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(.*\S)\s*$")
 
 
 def parse_notes(answer: str) -> list[str]:
-    """The notes of an extraction answer: its "- " (or numbered) lines, "none" left out."""
-    notes = []
+    """The notes of an extraction answer: its "- " (or numbered) lines, "none" left out; an
+    answer with no such line and more than "none" is one note, its first line."""
+    notes, listed = [], False
     for line in answer.splitlines():
         found = _NOTE.match(line)
-        if found and found.group(1).strip(" .").lower() not in ("none", "no preference", "n/a"):
-            notes.append(found.group(1)[:MAX_NOTE_CHARS])
+        if found:
+            listed = True
+            if not _none(found.group(1)):
+                notes.append(found.group(1)[:MAX_NOTE_CHARS])
+    if not listed:
+        first = next((line.strip() for line in answer.splitlines() if line.strip(" #\t")), "")
+        notes = [] if not first or _none(first) else [first[:MAX_NOTE_CHARS]]
     return notes[:MAX_NOTES]
+
+
+def _none(text: str) -> bool:
+    return text.strip(" .\"'").lower() in ("none", "no preference", "n/a", "")
 
 
 def parse_recall(answer: str, n_notes: int, k: int) -> list[int]:

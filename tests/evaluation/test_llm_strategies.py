@@ -215,6 +215,8 @@ def test_the_memory_baseline_writes_notes_per_session_recalls_them_and_reports_i
     from cupid.evaluation.memory import parse_notes, parse_recall
 
     assert parse_notes("Sure:\n- In a: b\n* In c: d\n3. In e: f\n- none\nthe end") == ["In a: b", "In c: d", "In e: f"]
+    assert parse_notes("\nIn a: the user wants b.\nMore words.") == ["In a: the user wants b."]  # no list: one note
+    assert parse_notes("None.") == [] and parse_notes("- none") == [] and parse_notes("") == []
     assert parse_recall("7, 3, 7, 0, 12 and 2", n_notes=10, k=3) == [7, 3, 2]
     cupid, respond = memory_server()
     base = tmp_path / "res"
