@@ -128,7 +128,8 @@ def print_sweep_table(rows: list[tuple[dict, dict | None, int]]) -> None:
             continue
         inf, gen, counts = results.get("inference") or {}, results.get("generation") or {}, results["counts"]
         costs = [u.get("estimated_cost_usd") for u in results["usage"]["recorded"].values()]
-        cost = sum(c for c in costs if c is not None) if costs else None
+        costs += [results["memory_cost"].get("estimated_cost_usd")] if results.get("memory_cost") else []
+        cost = sum(c for c in costs if c is not None) if costs else None  # a strategy's own calls too
         print(f"{results['settings']['model']:40}{run['setting']:18}{_fmt(inf.get('precision'), 3, '-'):>7}"
               f"{_fmt(inf.get('recall'), 3, '-'):>7}{_fmt(inf.get('f1'), 3, '-'):>7}"
               f"{_fmt(gen.get('average_score'), 2, '-'):>7}{counts['evaluated']:>6}{counts['failed']:>7}"
