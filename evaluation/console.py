@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cupid import config
+from cupid.utils import events
 
 
 def _fmt(value, digits: int = 3, missing: str = "  -  ") -> str:
@@ -149,7 +150,7 @@ class ProgressLog:
                  clock=time.monotonic, workers: int = 1, heartbeat_s: float | None = None) -> None:
         self.total, self.every, self.label = total, max(1, every), label
         self.workers = max(1, workers)
-        self.out = out or sys.stderr
+        self.out = out  # None: the lines are events (utils/events.py), which the command prints
         self._clock = clock
         self._started = clock()
         self._last_line = self._started
@@ -174,7 +175,10 @@ class ProgressLog:
 
     def _print(self) -> None:
         self._last_line = self._clock()
-        print(self.line(), file=self.out, flush=True)
+        if self.out is None:
+            events.progress(self.line())
+        else:
+            print(self.line(), file=self.out, flush=True)
 
     def _beat(self, interval: float) -> None:
         while not self._stop.wait(interval / 4):

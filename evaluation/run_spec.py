@@ -19,7 +19,6 @@ from cupid.utils.command_line import generation_params, non_negative_int, positi
 from cupid.utils.errors import BadInput
 from cupid.utils.models.pacing import parse_rate_limit
 from cupid.utils.models.model import Model
-from cupid.utils.models.usage import UsageTracker
 
 
 @dataclass
@@ -118,17 +117,17 @@ class RunSpec:
         # A role's overrides: the seed for every role, then the role's own *_args (which win);
         # none when the user chose none: the benchmark's parameters.
         seed = {} if self.seed is None else {"seed": self.seed}
+        # A caller's Model object is copied, not rewritten: the run sets its overrides, cache and
+        # usage on the copy (clients and weights are shared, not duplicated).
+        own = lambda value: copy.copy(value) if isinstance(value, Model) else value  # noqa: E731
         common = {"timeout": self.timeout, "max_retries": self.max_retries}
-        models = {"model": resolve_model(self.model, role="evaluated", overrides={**seed, **(self.model_args or {})},
+        models = {"model": resolve_model(own(self.model), role="evaluated", overrides={**seed, **(self.model_args or {})},
                                          **common),
-                  "evaluator": resolve_model(self.evaluator, role="evaluator",
+                  "evaluator": resolve_model(own(self.evaluator), role="evaluator",
                                              overrides={**seed, **(self.evaluator_args or {})}, **common)}
-        if self.setting_.uses_model:  # its own Model object: its usage is counted apart
+        if self.setting_.uses_model:  # a Model object of its own (a copy): its usage is counted apart
             chosen = self.strategy_model if self.strategy_model is not None else self.evaluator
-            if isinstance(chosen, Model) and any(chosen is m for m in models.values()):
-                chosen = copy.copy(chosen)
-                chosen.usage = UsageTracker()
-            models["strategy"] = resolve_model(chosen, role="strategy", overrides=seed, **common)
+            models["strategy"] = resolve_model(own(chosen), role="strategy", overrides=seed, **common)
         if self.use_matcher:
             models["matcher"] = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{self.matcher_url}", role="matcher",
                                               overrides={**seed, **(self.matcher_args or {})}, **common)
