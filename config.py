@@ -62,6 +62,7 @@ ROLE_PARAMS: dict[str, dict] = {
                   "system_role": "developer", "max_tokens_field": "max_completion_tokens"},
     "matcher": {"temperature": 0, "max_tokens": 8192},            # PrefMatcher-7B (vLLM)
     "synthesizer": {"temperature": 0.7, "max_tokens": 8192},      # App. B.1-B.3
+    "strategy": {"temperature": 0, "max_tokens": 8192},           # an LLM-backed context strategy's model
 }
 # The decomposer's own limit (synthesis/modules/preference_decomposer.py in the release),
 # asked by the decompose step whatever model runs it.

@@ -60,7 +60,8 @@ class EvaluationResult:
 def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVALUATOR, data: Any = None,
              dataset: str = config.HF_DATASET, split: str = config.HF_SPLIT, revision: str | None = None,
              limit: int | None = None, shard: str | None = None, task: str = "inference",
-             setting: Any = "default", results_dir: str | Path = "results", n_workers: int = 4,
+             setting: Any = "default", strategy_model: str | Model | None = None,
+             results_dir: str | Path = "results", n_workers: int = 4,
              use_matcher: bool = False, matcher_url: str = config.PREFMATCHER_BASE_URL,
              model_args: dict | None = None, evaluator_args: dict | None = None,
              matcher_args: dict | None = None, seed: int | None = None,
@@ -77,7 +78,8 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     ``data``: a file or directory in the dataset's schema (``"data/sample"``), a list of rows,
     a ``datasets.Dataset``, or None for the hub dataset (``dataset``, ``split``, ``revision``).
     ``setting``: a context strategy's name (``"oracle"``, ``"recent:k=2"``, ``"bm25:k=3"``,
-    ``"path/file.py:Class"``) or a strategy object (docs/strategies.md).
+    ``"path/file.py:Class"``) or a strategy object (docs/strategies.md). ``strategy_model``:
+    the LLM given to a strategy that asks one (``uses_model``), by default the evaluator's.
     ``shard``: ``"I/N"``, the instances whose id hashes to I. ``*_args``: a role's generation
     overrides (``{"temperature": 0.2}``), which name its run. ``exclude_filtered``: results.json's
     numbers leave out the results read from a filtered or refused answer (counted either way).

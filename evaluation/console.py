@@ -16,7 +16,8 @@ def _fmt(value, digits: int = 3, missing: str = "  -  ") -> str:
 def print_summary(results: dict, path: Path | None = None, out=None) -> None:
     out = out or sys.stdout
     s = results["settings"]
-    print(f"\nCUPID · model {s['model']} · setting {s['setting']} · task {s['task']} · "
+    labels = " (uses labels)" if s.get("uses_labels") else ""
+    print(f"\nCUPID · model {s['model']} · setting {s['setting']}{labels} · task {s['task']} · "
           f"scorer {s['scorer']}", file=out)
     rows = [("all instances", results)] + list(results["by_instance_type"].items())
     print(f"{'':18}{'P':>7}{'R':>7}{'F1':>7}{'judge':>8}{'n_inf':>7}{'n_gen':>7}", file=out)
@@ -72,6 +73,12 @@ def print_summary(results: dict, path: Path | None = None, out=None) -> None:
               + (f" ({usage['cached_prompt_tokens']} prompt tokens cached)"
                  if usage.get("cached_prompt_tokens") else "")
               + (f" · ~${cost:.4f}" if cost is not None else ""), file=out)
+    memory = results.get("memory_cost")
+    if memory:
+        cost = memory.get("estimated_cost_usd")
+        print(f"memory cost (the strategy's own LLM, {memory['model']}): {memory['calls']} calls recorded for "
+              f"{memory['instances']} instances · {memory['prompt_tokens']}+{memory['completion_tokens']} tokens"
+              + (f" · ~${cost:.4f}" if cost is not None else "") + ", apart from the evaluated model's", file=out)
     embedded = sorted({s[role] for role in ("model", "evaluator") if str(s.get(role) or "")
                        .startswith(config.EMBEDDED_MODEL)})
     if embedded:
@@ -117,7 +124,8 @@ def print_sweep_table(rows: list[tuple[dict, dict | None, int]]) -> None:
             continue
         inf, gen, counts = results.get("inference") or {}, results.get("generation") or {}, results["counts"]
         costs = [u.get("estimated_cost_usd") for u in results["usage"]["recorded"].values()]
-        cost = sum(c for c in costs if c is not None) if costs else None
+        costs += [results["memory_cost"].get("estimated_cost_usd")] if results.get("memory_cost") else []
+        cost = sum(c for c in costs if c is not None) if costs else None  # a strategy's own calls too
         print(f"{results['settings']['model']:40}{run['setting']:18}{_fmt(inf.get('precision'), 3, '-'):>7}"
               f"{_fmt(inf.get('recall'), 3, '-'):>7}{_fmt(inf.get('f1'), 3, '-'):>7}"
               f"{_fmt(gen.get('average_score'), 2, '-'):>7}{counts['evaluated']:>6}{counts['failed']:>7}"

@@ -23,7 +23,9 @@ from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
+from cupid.evaluation.session_recall import recorded_selection
 from cupid.evaluation.store import RunStore, run_dir_for, step_record
+from cupid.evaluation.strategy_model import ANSWER_TOKENS, ForecastingModel
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import CupidError
 from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
@@ -52,6 +54,8 @@ ASSUMPTIONS = (
     f"session's preference), after a {SUMMARY_ANALYSIS_TOKENS}-token analysis",
     "every answer parses at the first attempt (no re-asks)",
 )
+STRATEGY_ASSUMPTION = (f"an LLM-backed strategy's model answers each of its calls with its answer_tokens "
+                       f"(default {ANSWER_TOKENS}) tokens; its calls answered in the response cache are counted too")
 
 
 @dataclass
@@ -87,7 +91,6 @@ def main(runs: list[dict], *, as_json: bool) -> int:
                        **summary(list(f.roles.values()), limits), "context_vs_default": c}
                       for f, c in zip(forecasts, contexts)]
     result["token_counting"] = TOKEN_COUNTING
-    result["assumptions"] = list(ASSUMPTIONS)
     header = ["dry run: no request sent, nothing written"]
     for f, c in zip(forecasts, contexts):
         header.append(f"  {f.model} [{f.setting}] -> {f.run_dir}: {f.instances} instances"
@@ -95,9 +98,11 @@ def main(runs: list[dict], *, as_json: bool) -> int:
                       + (f", {f.steps_done} steps already done (not counted)" if f.steps_done else ""))
         if c is not None:
             header.append(context_line(c))
+    assumptions = ASSUMPTIONS + ((STRATEGY_ASSUMPTION,) if any(s.setting_.uses_model for s in specs) else ())
+    result["assumptions"] = list(assumptions)
     print_forecast(result, header, "rendered by the steps' code from the data: infer, generate (summary "
                    "setting: summarize); the other steps are rendered with stand-in answers",
-                   ASSUMPTIONS, as_json=as_json)
+                   assumptions, as_json=as_json)
     return 0
 
 
@@ -120,7 +125,8 @@ def context_vs_default(spec: RunSpec, forecast: RunForecast, defaults: dict[str,
         return None
     mine = forecast if forecast.steps_done == 0 else forecast_run(spec, fresh=True)
     if forecast.model not in defaults:
-        defaults[forecast.model] = forecast_run(dataclasses.replace(spec, setting="default"), fresh=True)
+        default = dataclasses.replace(spec, setting="default", strategy_model=None)
+        defaults[forecast.model] = forecast_run(default, fresh=True)
     out = {}
     for key, f in (("", mine), ("default_", defaults[forecast.model])):
         model = f.roles["model"]
@@ -161,6 +167,10 @@ def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
     estimator = InstanceEstimator(spec, {"evaluated": RenderOnly(model), "evaluator": RenderOnly(evaluator),
                                          "matcher": RenderOnly(matcher)},
                                   scorer_name(evaluator, matcher), RunStore(run_dir, {}), forecast, fresh)
+    if spec.setting_.uses_model:  # an LLM-backed strategy's calls: rendered, answered with stand-ins
+        forecast.roles["strategy"] = role_forecast("strategy", models["strategy"], recorded=recorded)
+        answer_tokens = int(getattr(spec.setting_.strategy, "answer_tokens", ANSWER_TOKENS))
+        spec.setting_.give_model(ForecastingModel(models["strategy"], estimator.count_strategy, answer_tokens))
     for instance in instances:
         forecast.instances += 1
         if not estimator.add(instance):
@@ -180,13 +190,18 @@ class InstanceEstimator(AnswerlessAsker):
         self.summarized: set[str] = set()
         self.instance: Instance | None = None
         self.record: dict = {}
+        self.strategy_asked = True  # whether the run would ask the strategy for this instance
 
     def add(self, instance: Instance) -> bool:
         """False when the setting skips the instance (oracle, no relevant session)."""
-        if self.setting.skip_reason(instance):
-            return False
         self.instance, self.record = instance, self._record(instance)
-        if self.record.get("skipped"):
+        # A finished instance, or one whose file keeps what the strategy returned: not asked.
+        self.strategy_asked = recorded_selection(self.record, len(instance.prior_interactions)) is None
+        try:
+            skipped = self.setting.skip_reason(instance)
+        except Exception as exc:  # the strategy's own code (a user's) raised
+            self.strategy_failed(instance, exc)
+        if skipped or self.record.get("skipped"):
             return False
         self.walk(instance, self.spec.task, self.setting, self.spec.use_matcher)
         return True
@@ -200,6 +215,11 @@ class InstanceEstimator(AnswerlessAsker):
         except (OSError, ValueError):
             return {}  # unreadable: the run would evaluate it afresh
         return data if isinstance(data, dict) and data.get("fingerprint") in (None, instance.fingerprint()) else {}
+
+    def count_strategy(self, request, output_tokens: int) -> None:
+        """One call of an LLM-backed strategy (strategy_model.py's ``ForecastingModel``)."""
+        if self.strategy_asked:
+            self.forecast.roles["strategy"].add_request("strategy", request, output_tokens)
 
     def done(self, step: steps.Step) -> bool:
         finished = step_record(self.record, step, self.scorer).get("status") == "done"

@@ -25,6 +25,7 @@ from cupid.evaluation.context_check import check_context
 from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.store import BATCHES, RunConflictError, RunStore, Survey, now, run_dir_for
+from cupid.evaluation.strategy_model import StrategyModel, memory_cost
 from cupid.utils import events
 from cupid.utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from cupid.utils.errors import Interrupted
@@ -103,9 +104,12 @@ class Invocation:
             model.usage = UsageTracker()  # this run's calls only, in its results.json
         check_models(list(self.models.values()))
         # The servers' stated contexts against the longest requests, before any paid call.
+        run_dir = run_dir_for(spec.results_dir, self.models["model"].label, spec.setting_.name)
         check_context({"evaluated": self.models["model"], "evaluator": self.models["evaluator"],
                        "matcher": self.models.get("matcher")}, self.instances, task=spec.task,
-                      setting=spec.setting_)
+                      setting=spec.setting_, recorded=partial(recorded_context, run_dir, spec.setting_))
+        if spec.setting_.uses_model:
+            spec.setting_.give_model(StrategyModel(self.models["strategy"]))
 
     # -- 3. the run directory: settings, data and every instance file checked first -------
     def manifest(self) -> dict:
@@ -113,11 +117,17 @@ class Invocation:
         setting = spec.setting_
         prompts = steps.prompts_of(spec.task, summaries=setting.summaries,
                                    preference_given=setting.preference_given, prefmatcher=spec.use_matcher)
+        if setting.identity is None:  # a built-in strategy's own prompts (memory)
+            prompts = [*prompts, *getattr(setting.strategy, "prompts", ())]
         manifest = {"model": model.label, "setting": setting.name, "data_source": self.data_source,
                     "data": self.instances.describe(),
                     "prompt_versions": {name: load_prompt(name).version for name in prompts}}
         if setting.spec:  # a user's strategy, loadable from any directory
             manifest["setting_spec"] = setting.spec
+        if setting.identity:  # what a user's strategy is: its class, parameters, source's hash
+            manifest["setting_identity"] = setting.identity
+        # A strategy that reads the labels (the oracle's) is no blind strategy: marked apart.
+        manifest["setting_uses_labels"] = setting.uses_labels
         if isinstance(spec.model, str) and spec.model != model.name:
             # How the user named it (a file, a module, a prefix), for commands that rerun it;
             # a server URL's password is masked, as everywhere else on disk.
@@ -150,6 +160,10 @@ class Invocation:
                 exc.add_note(f"nothing was run, nothing in {run_dir} was changed")
             raise
         warn_about_run_dir(run_dir, self.survey, endpoint_change(existing, self.models["model"]))
+        if existing is None and self.spec.setting_.identity:
+            note = other_identities(run_dir, self.spec.setting_)
+            if note:
+                events.note(note)
         clean_orphan_tmp(self.run_dir)
         events.note(f"{self.run_dir}: {len(self.survey.done)} of {len(self.instances)} instances already done, "
                     f"{len(self.instances) - len(self.survey.done)} to run")
@@ -162,7 +176,9 @@ class Invocation:
         batched = {i.instance_id for i in todo}
         runner = BatchRunner(self.run_dir / BATCHES)
         try:
-            run_batch_rounds(self.pipeline, todo, runner, list(self.models.values()), n_workers=self.spec.n_workers)
+            # An LLM-backed strategy's calls are asked online (its code waits for each answer).
+            batched_models = [m for role, m in self.models.items() if role != "strategy"]
+            run_batch_rounds(self.pipeline, todo, runner, batched_models, n_workers=self.spec.n_workers)
         except KeyboardInterrupt as exc:
             self.signals.second_ends_process()
             stop_workers(pipeline, grace=3.0)
@@ -296,10 +312,13 @@ class Invocation:
             "recorded": recorded_usage(store.iter_records()),
         }
         results["this_invocation"] = this_invocation
+        if "strategy" in models:  # an LLM-backed strategy's own calls, apart from the evaluated model's
+            results["memory_cost"] = memory_cost(store.iter_records(), models["strategy"].name)
         matcher = models.get("matcher", models["evaluator"])
         results["settings"] = {
             "model": models["model"].label, "setting": self.spec.setting_.name, "task": results.pop("tasks"),
-            "invocation_task": self.spec.task,
+            "invocation_task": self.spec.task, "uses_labels": self.spec.setting_.uses_labels,
+            **({"strategy_model": models["strategy"].label} if "strategy" in models else {}),
             "evaluator": models["evaluator"].label, "matcher": matcher.label,
             "generation_overrides": {role: dict(m.overrides) for role, m in models.items() if m.overrides},
             "scorer": pipeline.scorer, "data_source": self.data_source,
@@ -311,6 +330,23 @@ class Invocation:
         with store.run_lock():
             store.write_results(results, pipeline.scorer)
         return results
+
+
+def recorded_context(run_dir: Path, setting, instance) -> "Context | None":
+    """What the run directory's file of ``instance`` says its strategy showed (None when it
+    says nothing usable): the context check does not ask a strategy again for it."""
+    from cupid.evaluation.session_recall import kept_context
+    from cupid.evaluation.store import instance_file_name
+    from cupid.utils.io import read_json
+
+    path = run_dir / instance_file_name(instance.instance_id)
+    try:
+        data = read_json(path) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("fingerprint") != instance.fingerprint():
+        return None
+    return kept_context(setting, instance, data)
 
 
 def warn_about_run_dir(run_dir: Path, survey: Survey, changed_server: str | None) -> None:
@@ -335,3 +371,33 @@ def endpoint_change(manifest: dict | None, model) -> str | None:
         return None
     return (f"{model.name} was answered by {before or 'the provider default'} in the last "
             f"invocation, now by {current or 'the provider default'}")
+
+
+def other_identities(run_dir: Path, setting) -> str | None:
+    """For a user's strategy's new run directory: the runs beside it of a strategy of the same
+    name and class with another identity, and why they are not resumed (its source or its
+    parameters differ: an edited file, or another file of the same name)."""
+    from cupid.utils.io import read_json
+
+    mine = setting.identity
+    notes = []
+    for sibling in sorted(run_dir.parent.glob("*/run.json")):
+        try:
+            manifest = read_json(sibling)
+        except (OSError, ValueError):
+            continue
+        theirs = manifest.get("setting_identity") if isinstance(manifest, dict) else None
+        if not isinstance(theirs, dict) or theirs.get("class") != mine["class"] \
+                or theirs.get("hash") == mine["hash"]:
+            continue
+        spec = str(manifest.get("setting_spec") or "").partition(":")[0]
+        if theirs.get("source_sha256") != mine["source_sha256"]:
+            why = ("its source changed since" if spec and spec == str(setting.spec or "").partition(":")[0]
+                   else "another source of the same name ran")
+        else:
+            why = "other parameters ran"
+        notes.append(f"{sibling.parent.name} ({why} there)")
+    if not notes:
+        return None
+    return (f"{setting.name} is a new run in {run_dir}, not resumed from " + "; ".join(notes)
+            + ": a strategy's run is keyed by its class, parameters and source (docs/strategies.md)")

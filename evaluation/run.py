@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "bm25:k=N or dense:k=N (the N closest to the request, oldest first); your own: "
                         "path/file.py:Class, package.module:Class or a cupid.strategies entry point "
                         "(docs/strategies.md). Each setting has its own results directory")
+    p.add_argument("--strategy_model", default=None, metavar="MODEL",
+                   help="the LLM a strategy that asks one (uses_model) is given, named as --model is; "
+                        "default: the evaluator. Its calls are cached and counted apart (memory cost)")
     p.add_argument("--results_dir", default="results",
                    help="results go to RESULTS_DIR/<model>/ (and /<setting>/ for other settings)")
     source = p.add_argument_group("data (default: the Hugging Face dataset)")

@@ -33,6 +33,7 @@ class RunSpec:
     shard: tuple[int, int] | None = None
     task: str = "inference"
     setting: Any = "default"          # a name (settings.py) or a strategy object
+    strategy_model: str | Model | None = None  # the LLM an LLM-backed strategy asks; None: the evaluator
     results_dir: str = "results"
     n_workers: int = 4
     use_matcher: bool = False
@@ -51,8 +52,10 @@ class RunSpec:
     exclude_filtered: bool = False     # results read from a filtered or refused answer left out
 
     def __post_init__(self) -> None:
-        for name in ("model", "evaluator"):
+        for name in ("model", "evaluator", "strategy_model"):
             value = getattr(self, name)
+            if name == "strategy_model" and value is None:
+                continue
             if not isinstance(value, Model) and not (isinstance(value, str) and value.strip()):
                 raise BadInput(f"{name}: expected a model name or a Model instance, got {value!r}")
         checks = {"limit": positive_int, "n_workers": positive_int, "timeout": positive_float,
@@ -97,13 +100,18 @@ class RunSpec:
                            "local data (data, --data, --data_dir)")
         if self.task not in self.setting_.tasks:
             raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
+        if self.strategy_model is not None and not self.setting_.uses_model:
+            raise BadInput(f"strategy_model: setting {self.setting_.name} asks no LLM (a strategy asks one with "
+                           f"uses_model = True, docs/strategies.md)")
         if self.matcher_args and not self.use_matcher:
             raise BadInput("matcher_args needs use_matcher")
         if self.batch and self.no_cache:
             raise BadInput("batch keeps the batches' answers in the cache; drop no_cache")
 
     def resolve_models(self) -> dict[str, Model]:
-        """Each role's model: "model", "evaluator", and "matcher" with ``use_matcher``."""
+        """Each role's model: "model", "evaluator", "strategy" for a strategy that asks an LLM
+        (``strategy_model``, else the evaluator's, as a model of its own), and "matcher" with
+        ``use_matcher``."""
         from cupid.utils.models.registry import resolve_model
 
         # A role's overrides: the seed for every role, then the role's own *_args (which win);
@@ -117,6 +125,9 @@ class RunSpec:
                                          **common),
                   "evaluator": resolve_model(own(self.evaluator), role="evaluator",
                                              overrides={**seed, **(self.evaluator_args or {})}, **common)}
+        if self.setting_.uses_model:  # a Model object of its own (a copy): its usage is counted apart
+            chosen = self.strategy_model if self.strategy_model is not None else self.evaluator
+            models["strategy"] = resolve_model(own(chosen), role="strategy", overrides=seed, **common)
         if self.use_matcher:
             models["matcher"] = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{self.matcher_url}", role="matcher",
                                               overrides={**seed, **(self.matcher_args or {})}, **common)

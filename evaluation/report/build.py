@@ -20,7 +20,7 @@ from cupid.evaluation.report.gaps import Gap, find_gaps, gaps_markdown
 from cupid.evaluation.report.html_report import write_html_report
 from cupid.evaluation.report.published import paper_model_name, scorer_kind
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
-from cupid.evaluation.report.strategies import strategies_figure_data, strategies_section
+from cupid.evaluation.report.strategies import memory_cost_section, strategies_figure_data, strategies_section
 from cupid.evaluation.report.tables import (coverage_section, differences_section, generation_table,
                                       inference_table)
 from cupid.utils.cycle_collection import paused_cycle_collection
@@ -180,5 +180,8 @@ def _markdown(an: Analysis, gaps: list[Gap], results_dir: Path, build_id: str) -
     strategies = strategies_section(an)
     if strategies:
         md += [strategies, ""]
+    memory = memory_cost_section(an)
+    if memory:
+        md += [memory, ""]
     md += [differences_section(an), ""]
     return md

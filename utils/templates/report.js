@@ -155,7 +155,10 @@
     console.error(err);
     where.replaceChildren(el("p", { class: "warning", text: "Could not show this view: " + (err && err.message || err) }));
   }
-  function runLabel(r) { const run = IDX.runs[r]; return run.label + (run.setting === "default" ? "" : " · " + run.setting); }
+  function runLabel(r) {
+    const run = IDX.runs[r];
+    return run.label + (run.setting === "default" ? "" : " · " + run.setting) + (run.uses_labels ? " (uses labels)" : "");
+  }
   function show(view) {
     for (const v of document.querySelectorAll("main > .view")) v.hidden = v.id !== "view-" + view;
     for (const a of document.querySelectorAll("header.top nav a"))

@@ -176,8 +176,9 @@ def test_markdown_counts_failures_and_missing(built):
     md = built["md"]
     assert "| GPT-4o | default | gpt-4o-2024-11-20 | inference | 9 | 9 | 7 | 1 | 1 | 0 | infer: 1 |" in md
     assert "| GPT-4o | default | gpt-4o-2024-11-20 | generation | 9 | 9 | 8 | 1 | 0 | 0 | generate: 1 |" in md
-    # The oracle instance without a relevant session is skipped, not failed or missing.
-    assert "| GPT-4o | oracle | gpt-4o-2024-11-20 | inference | 9 | — | 8 | 0 | 0 | 1 | — |" in md
+    # The oracle instance without a relevant session is skipped, not failed or missing; the
+    # oracle reads the labels, and says so (a run.json from before the mark: by its name).
+    assert "| GPT-4o | oracle (uses labels) | gpt-4o-2024-11-20 | inference | 9 | — | 8 | 0 | 0 | 1 | — |" in md
     assert "`infer` failed on 1 instance(s): ModelCallFailed: 500" in md
     assert "left out" in md
 
@@ -185,7 +186,8 @@ def test_markdown_counts_failures_and_missing(built):
 def test_markdown_paired_differences(built):
     md = built["md"]
     # oracle preference (10 everywhere) minus default (mean 6 over the 8 paired instances)
-    assert "| GPT-4o oracle_preference | GPT-4o default | judge score | 8 | 10.00 | 6.00 | 4.00 [" in md
+    assert ("| GPT-4o oracle_preference (uses labels) | GPT-4o default | judge score | 8 | 10.00 | 6.00 | 4.00 ["
+            in md)
     # Claude minus DeepSeek-R1 is a constant per-instance shift: zero-width interval.
     assert "| DeepSeek-R1 | Claude 3.7 Sonnet | judge score | 9 | 7.00 | 9.00 | -2.00 [-2.00, -2.00] |" in md
 
