@@ -24,6 +24,9 @@ from cupid.utils.prompts import load_prompt
 PROMPT = "synthesis/user_simulator"
 # As the release sends it (UserSimulator's constructor).
 PARAMS = {"temperature": 0.3, "max_tokens": 8192}
+# How the release's utils/generation.py sends a chat to an OpenAI model (generate_chat): the
+# system prompt as a "system" message, with max_completion_tokens; other adapters ignore these.
+OPENAI_WIRE = {"system_role": "system", "max_tokens_field": "max_completion_tokens"}
 # An answer that cannot be parsed is asked again with the same request, this many times in
 # all (UserSimulator.N_RETRIES).
 TRIES = 3

@@ -1,0 +1,361 @@
+"""The interactive task (``--task interaction``): how many rounds of feedback the benchmark's
+user simulator still gives the evaluated model before it is satisfied.
+
+Per instance, one dialogue:
+
+* round 1: the evaluated model answers the generation task's request, byte for byte (the
+  release's ``response_generator`` prompt with what the context strategy shows, or the
+  oracle-preference prompt), at the evaluated model's parameters;
+* the user simulator (evaluation/steps/user_simulator.py, the release's Figure 19 verbatim,
+  at its parameters) is given the instance's current context factor, preference and checklist
+  and a persona description; it scores the reply 1-10, says CONTINUE or END and writes its
+  indirect feedback;
+* the model answers that feedback in the same chat (its system prompt, the first request, its
+  replies and the feedback so far), and so on, up to ``max_rounds`` replies, each scored.
+
+A dialogue is *satisfied* at the round whose reply the simulator ended the dialogue on (END),
+and *unsatisfied* when its ``max_rounds``-th reply was scored without END.
+
+Each dialogue is a JSON file (``interaction_<simulator>_r<max_rounds>/<instance>.json`` in the
+setting's run directory), rewritten atomically after every reply and every simulator answer,
+so that a rerun after a kill -9 resumes at the call that was in flight and never repeats a
+finished round. A call that failed for good, or a simulator answer still unparseable after the
+release's three tries, marks the dialogue failed (with its reason and raw answers): counted,
+never scored; the next invocation asks that call afresh (new variants, past the cached ones)
+and goes on from there. The measures are in interaction_measures.py.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cupid import config
+from cupid.evaluation.interaction_measures import MANIFEST, dialogue_records, measures
+from cupid.evaluation.settings import Setting
+from cupid.evaluation.steps import generate, user_simulator
+from cupid.evaluation.steps.ask import Ask
+from cupid.evaluation.store import instance_file_name, now, run_dir_for
+from cupid.utils.answers import ParseError
+from cupid.utils.dataset import Instance, safe_name
+from cupid.utils.errors import BadInput, Interrupted, SetupError
+from cupid.utils.executor import iter_with_progress
+from cupid.utils.io import FileLock, atomic_write_json, read_json
+from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
+from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError
+from cupid.utils.models.model import Model
+from cupid.utils.models.retry import cancel_all
+from cupid.utils.redact import redact
+from cupid.utils.stop_signals import stop_cause, stop_status
+
+log = logging.getLogger("cupid.evaluation")
+
+DEFAULT_SIMULATOR = config.DEFAULT_EVALUATOR   # GPT-4o, as Appendix B.4's user simulator
+# The benchmark's dialogues take 6.38 messages on average (§3.3: the request, then reply and
+# feedback in turn, the last message the user's END), about 3.2 replies of Llama-3.1-8B
+# (Appendix B.4's deliberately weak assistant) before the simulator was satisfied. Eight
+# replies leave room for 2.5 times that, for models weaker than the one synthesis used, while
+# bounding a dialogue's cost at half of synthesis's own cap (--max_turns 16).
+DEFAULT_MAX_ROUNDS = 8
+# The simulator's prompt opens with the persona's profile. Data that carries none (the hub's
+# rows have no persona description) gets this stand-in: a departure from the release, whose
+# simulator always played a described persona (docs/interaction.md).
+NEUTRAL_PERSONA = ("A person who uses a conversational AI assistant for everyday tasks and "
+                   "wants each request completed well.")
+LOCKS = ".locks"
+FINISHED = ("satisfied", "unsatisfied")
+
+
+def persona_description(instance: Instance) -> tuple[str, str]:
+    """(description, where it came from): the data's own (a top-level ``persona_description``
+    column, or ``metadata.persona_description`` / ``metadata.persona.description``), else the
+    neutral stand-in."""
+    extra = instance.extra or {}
+    metadata = extra.get("metadata") if isinstance(extra.get("metadata"), dict) else {}
+    persona = metadata.get("persona") if isinstance(metadata.get("persona"), dict) else {}
+    for where, value in (("persona_description", extra.get("persona_description")),
+                         ("metadata.persona_description", metadata.get("persona_description")),
+                         ("metadata.persona.description", persona.get("description"))):
+        if isinstance(value, str) and value.strip():
+            return value, where
+    return NEUTRAL_PERSONA, "stand-in"
+
+
+def first_ask(instance: Instance, setting: Setting) -> Ask:
+    """Round 1's request: the generation task's, as the pipeline builds it."""
+    if setting.preference_given:
+        return generate.ask_given_preference(instance.current_contextual_preference, instance.current_request)
+    return generate.ask(setting.context(instance).text, instance.current_request)
+
+
+def interaction_dir(results_dir: str | Path, model_label: str, setting: str, simulator_label: str,
+                    max_rounds: int) -> Path:
+    """Where a setting's dialogues go, beside its other results (run_dir_for)."""
+    return run_dir_for(results_dir, model_label, setting) / f"interaction_{safe_name(simulator_label)}_r{max_rounds}"
+
+
+@dataclass
+class DialogueOutcome:
+    instance_id: str
+    status: str                   # satisfied, unsatisfied, failed, skipped, busy
+    already_done: bool = False
+    reason: str | None = None
+
+
+@dataclass
+class Interaction:
+    """One invocation of the interactive task over one setting's dialogues."""
+    model: Model
+    simulator: Model
+    setting: Setting
+    max_rounds: int
+    directory: Path
+    dialogues: list = field(default_factory=list)  # this invocation's outcomes
+
+    # -- one dialogue -----------------------------------------------------------------------
+    def path(self, instance: Instance) -> Path:
+        return self.directory / instance_file_name(instance.instance_id)
+
+    def run(self, instance: Instance) -> DialogueOutcome:
+        lock = FileLock(self.directory / LOCKS / f"{instance_file_name(instance.instance_id)}.lock")
+        if not lock.acquire(blocking=False):
+            return DialogueOutcome(instance.instance_id, "busy")
+        try:
+            return self._run(instance)
+        finally:
+            lock.release()
+
+    def _run(self, instance: Instance) -> DialogueOutcome:
+        path = self.path(instance)
+        record = read_json(path) if path.exists() else None
+        if record is not None and record.get("fingerprint") != instance.fingerprint():
+            raise SetupError(f"{path} holds a dialogue of other content for instance {instance.instance_id}; "
+                             f"use another --results_dir, or move the file away to evaluate it afresh")
+        if record is not None and record.get("status") in (*FINISHED, "skipped"):
+            return DialogueOutcome(instance.instance_id, record["status"], already_done=True)
+        if record is None:
+            description, source = persona_description(instance)
+            record = {"instance_id": instance.instance_id, "persona_id": instance.persona_id,
+                      "instance_type": instance.instance_type, "fingerprint": instance.fingerprint(),
+                      "model": self.model.label, "simulator": self.simulator.label,
+                      "setting": self.setting.name, "max_rounds": self.max_rounds,
+                      "persona_description": description, "persona_source": source,
+                      "status": "running", "rounds": [], "failures": [], "started_at": now()}
+        skip = self.setting.skip_reason(instance)
+        if skip:
+            record.update(status="skipped", skipped=skip)
+            atomic_write_json(path, record)
+            return DialogueOutcome(instance.instance_id, "skipped", reason=skip)
+        first_variant = 0
+        if record["status"] == "failed":  # asked afresh from the call that failed, past its variants
+            first_variant = record["failure"].get("next_variant", 0)
+            record["failures"].append(record.pop("failure"))
+            record["status"] = "running"
+        try:
+            ask = first_ask(instance, self.setting)
+        except Exception as exc:  # the strategy's own code (a user's) raised
+            return self._failed(path, record, "context", 1, redact(f"{type(exc).__name__}: {exc}"), Answer())
+        system, user_prompt = ask.render()
+        model_chat = [{"role": "user", "content": user_prompt}]
+        sim_system = user_simulator.system_prompt(record["persona_description"], instance.current_context_factor,
+                                                  instance.current_contextual_preference, instance.current_checklist)
+        sim_chat = [{"role": "assistant", "content": user_simulator.opening_turn(instance.current_request.strip())}]
+        for turn in record["rounds"]:  # the chats so far, rebuilt from the file
+            model_chat.append({"role": "assistant", "content": turn["reply"]})
+            sim_chat.append({"role": "user", "content": turn["reply"]})
+            if turn.get("simulator"):
+                sim_chat.append({"role": "assistant", "content": turn["simulator"]["raw"]})
+                if not turn["simulator"]["ended"]:
+                    model_chat.append({"role": "user", "content": turn["simulator"]["feedback"]})
+        while True:
+            rounds = record["rounds"]
+            last = rounds[-1] if rounds else None
+            if last is not None and last.get("simulator") and last["simulator"]["ended"]:
+                record["status"] = "satisfied"
+                break
+            if last is not None and last.get("simulator") and len(rounds) >= self.max_rounds:
+                record["status"] = "unsatisfied"
+                break
+            number = len(rounds) + (last is None or bool(last.get("simulator")))
+            try:
+                if last is None or last.get("simulator"):
+                    answer = self._reply(ask, system, model_chat, number, first_variant)
+                    turn = {"round": number, "reply": answer.value["response"], **_call(answer)}
+                    if number == 1:
+                        turn["sent"] = answer.sent
+                    rounds.append(turn)
+                    model_chat.append({"role": "assistant", "content": turn["reply"]})
+                    sim_chat.append({"role": "user", "content": turn["reply"]})
+                else:
+                    answer = user_simulator.ask(self.simulator, sim_system, sim_chat, first_variant=first_variant)
+                    feedback, ended, score = answer.value
+                    last["simulator"] = {"score": score, "ended": ended, "feedback": feedback,
+                                         "raw": answer.raw, **_call(answer)}
+                    sim_chat.append({"role": "assistant", "content": answer.raw})
+                    if not ended:
+                        model_chat.append({"role": "user", "content": feedback})
+            except (UnusableAnswer, ModelCallFailed) as exc:
+                who = "reply" if last is None or last.get("simulator") else "simulator"
+                reason = (f"unparseable answer: {exc.reason}" if isinstance(exc, UnusableAnswer)
+                          else f"{type(exc).__name__}: {exc.reason}")
+                return self._failed(path, record, who, number, reason, exc.answer or Answer(next_variant=first_variant))
+            first_variant = 0
+            atomic_write_json(path, record)  # after every call: a kill loses at most the one in flight
+        record["finished_at"] = now()
+        atomic_write_json(path, record)
+        return DialogueOutcome(instance.instance_id, record["status"])
+
+    def _reply(self, ask: Ask, system: str, chat: list[dict], number: int, first_variant: int) -> Answer:
+        """The evaluated model's reply: round 1 is the generation step's request (its re-asks
+        too); later rounds continue the chat, read and re-asked as the generation step's."""
+        if number == 1:
+            return ask.answer(self.model, first_variant=first_variant)
+        return ask_until_usable(self.model, system, list(chat), generate.parse, tries=config.MAX_PARSE_RETRIES + 1,
+                                invalid=(ParseError,), first_variant=first_variant)
+
+    def _failed(self, path: Path, record: dict, who: str, number: int, reason: str, answer: Answer) -> DialogueOutcome:
+        record["status"] = "failed"
+        record["failure"] = {"at": who, "round": number, "reason": reason, "raw": answer.raws,
+                             "usage": answer.usage, "next_variant": answer.next_variant, "at_time": now()}
+        atomic_write_json(path, record)
+        log.warning("%s: dialogue failed at round %d (%s): %s", record["instance_id"], number, who, reason)
+        return DialogueOutcome(record["instance_id"], "failed", reason=reason)
+
+
+def _call(answer: Answer) -> dict:
+    """What a turn keeps of its call besides its value."""
+    kept = {"attempts": answer.attempts, "usage": answer.usage, "latency_s": answer.latency_s}
+    if answer.attempts > 1:
+        kept["unusable"] = answer.raws[:-1]
+    return kept
+
+
+# ---------------------------------------------------------------------------------------
+# One invocation (evaluate(task="interaction"))
+# ---------------------------------------------------------------------------------------
+def unsupported(spec) -> str | None:
+    """Why the interactive task cannot run with these arguments yet (None: it can)."""
+    if spec.batch:
+        return "--batch is not supported with --task interaction yet (each round depends on the last)"
+    if spec.use_matcher:
+        return "--use_matcher does not apply to --task interaction (no checklist is matched)"
+    if spec.setting_.summaries:
+        return f"setting {spec.setting_.name} (session summaries) is not supported with --task interaction yet"
+    if spec.exclude_filtered:
+        return "--exclude_filtered is not supported with --task interaction yet"
+    return None
+
+
+def run_interaction(spec, signals=None) -> tuple[dict, Path]:
+    """Every selected instance's dialogue, then results.json with the measures; returns
+    (results, directory). Raises as evaluate() does."""
+    from cupid.utils.models.cache import CACHE_DIR, ResponseCache
+    from cupid.utils.models.registry import check_models, resolve_model
+    from cupid.utils.models.usage import UsageTracker
+
+    problem = unsupported(spec)
+    if problem:
+        raise BadInput(problem)
+    source, instances = spec.instances()
+    models = spec.resolve_models()
+    model = models["model"]
+    simulator = resolve_model(spec.simulator, timeout=spec.timeout, max_retries=spec.max_retries,
+                              **user_simulator.PARAMS)
+    if simulator.provider == "openai":  # the release's chat requests to OpenAI (as synthesis sends them)
+        simulator = resolve_model(spec.simulator, timeout=spec.timeout, max_retries=spec.max_retries,
+                                  **user_simulator.PARAMS, **user_simulator.OPENAI_WIRE)
+    for m in (model, simulator):
+        m.usage = UsageTracker()
+    check_models([model, simulator])
+    directory = interaction_dir(spec.results_dir, model.label, spec.setting_.name, simulator.label, spec.max_rounds)
+    manifest = {"task": "interaction", "model": model.label, "simulator": simulator.label,
+                "setting": spec.setting_.name, "max_rounds": spec.max_rounds, "data_source": source.name}
+    directory.mkdir(parents=True, exist_ok=True)
+    manifest_path = directory / MANIFEST
+    if manifest_path.exists():
+        existing = read_json(manifest_path)
+        differs = [k for k, v in manifest.items() if k != "invocations" and existing.get(k) != v]
+        if differs:
+            raise SetupError(f"{directory} holds dialogues made with other {', '.join(differs)}; use another "
+                             f"--results_dir")
+        manifest["invocations"] = existing.get("invocations", [])
+    cache = None if spec.no_cache else ResponseCache(Path(spec.results_dir).resolve() / CACHE_DIR)
+    model.cache = simulator.cache = cache
+    run = Interaction(model, simulator, spec.setting_, spec.max_rounds, directory)
+    started, started_at = time.perf_counter(), now()
+    outcomes: dict[str, DialogueOutcome] = {}
+    stop: BaseException | None = None
+    try:
+        for instance, outcome in iter_with_progress(run.run, instances, n_workers=spec.n_workers,
+                                                    desc=f"{model.name} [{spec.setting_.name}] interaction"):
+            outcomes[instance.instance_id] = outcome
+    except KeyboardInterrupt as exc:
+        cancel_all()
+        stop = Interrupted(f"{stop_cause(exc)}: every finished round is saved in {directory}; rerun the same "
+                           f"command to resume.", stop_status(exc))
+    except ModelConfigurationError as exc:
+        stop = exc
+    finally:
+        if cache is not None:
+            cache.close()
+    this = {"started": started_at, "wall_time_s": round(time.perf_counter() - started, 2),
+            "selected": len(instances), "found_done": sum(o.already_done for o in outcomes.values()),
+            "ran": sum(not o.already_done and o.status != "busy" for o in outcomes.values()),
+            "ran_failed": sum(o.status == "failed" for o in outcomes.values()),
+            "busy": sum(o.status == "busy" for o in outcomes.values()),
+            "interrupted": isinstance(stop, Interrupted)}
+    manifest.setdefault("invocations", []).append(this)
+    atomic_write_json(manifest_path, manifest)
+    ids = {i.instance_id for i in instances}
+    results = measures(directory, ids, spec.max_rounds, baseline=baseline_dir(spec, model, simulator))
+    results["settings"] = {k: manifest[k] for k in ("model", "simulator", "setting", "max_rounds", "data_source")}
+    results["settings"].update(task="interaction", simulator_parameters=dict(user_simulator.PARAMS),
+                               persona_sources=_persona_sources(directory, ids))
+    results["usage"] = {"this_invocation": {role: {"model": m.name, **m.usage.snapshot(m.name)}
+                                            for role, m in (("model", model), ("simulator", simulator))}}
+    results["this_invocation"] = this
+    atomic_write_json(directory / "results.json", results)
+    if stop is not None:
+        if isinstance(stop, Interrupted):
+            stop.results, stop.results_path = results, directory / "results.json"
+        raise stop
+    return results, directory
+
+
+def baseline_dir(spec, model: Model, simulator: Model) -> Path | None:
+    """The `none` strategy's dialogues of the same model, simulator and cap (the rounds-saved
+    baseline), when this run is not itself that one."""
+    if spec.setting_.name == "none":
+        return None
+    return interaction_dir(spec.results_dir, model.label, "none", simulator.label, spec.max_rounds)
+
+
+def _persona_sources(directory: Path, ids: set[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in dialogue_records(directory, ids):
+        counts[record.get("persona_source", "?")] = counts.get(record.get("persona_source", "?"), 0) + 1
+    return counts
+
+
+def print_interaction_summary(results: dict, path: Path | None = None, out=None) -> None:
+    out = out or sys.stdout
+    s, c = results["settings"], results["counts"]
+    print(f"\nCUPID interaction · model {s['model']} · setting {s['setting']} · simulator {s['simulator']} · "
+          f"max_rounds {s['max_rounds']}", file=out)
+    rts = results["rounds_to_satisfaction"]
+    print(f"dialogues: {c['selected']} · satisfied {c['satisfied']} · unsatisfied {c['unsatisfied']} "
+          f"(counted at {s['max_rounds']} rounds) · FAILED {c['failed']} · skipped {c['skipped']}"
+          + (f" · unfinished {c['unfinished']}" if c.get("unfinished") else ""), file=out)
+    if rts["value"] is not None:
+        print(f"rounds to satisfaction: {rts['value']:.2f} [{rts['low']:.2f}, {rts['high']:.2f}] (n={rts['n']})",
+              file=out)
+    saved = results.get("rounds_saved_vs_none")
+    if saved and saved.get("difference") is not None:
+        print(f"feedback rounds saved vs none: {saved['difference']:+.2f} [{saved['low']:+.2f}, "
+              f"{saved['high']:+.2f}] (paired n={saved['n']})", file=out)
+    curve = " ".join(f"{p['value']:.2f}" if p["value"] is not None else "-" for p in results["satisfied_by_round"])
+    print(f"satisfied by round 1..{s['max_rounds']}: {curve}", file=out)
+    if path is not None:
+        print(f"results: {path}", file=out)
