@@ -63,7 +63,8 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
              timeout: float = config.REQUEST_TIMEOUT, max_retries: int = config.MAX_RETRIES,
              no_cache: bool = False, batch: bool = False, rate_limit: Sequence[str] = (),
              progress_every: int = 0, log_file: str | None = None,
-             exclude_filtered: bool = False) -> EvaluationResult:
+             exclude_filtered: bool = False, simulator: str | Model = config.DEFAULT_SIMULATOR,
+             max_rounds: int = config.DEFAULT_MAX_ROUNDS) -> EvaluationResult:
     """Evaluate ``model`` on CUPID into ``RESULTS_DIR/<model>[/<setting>]`` and return its
     results; calling it again with the same arguments resumes.
 
@@ -76,6 +77,9 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     ``shard``: ``"I/N"``, the instances whose id hashes to I. ``*_args``: a role's generation
     overrides (``{"temperature": 0.2}``), which name its run. ``exclude_filtered``: results.json's
     numbers leave out the results read from a filtered or refused answer (counted either way).
+    ``task="interaction"``: a dialogue per instance with the release's user simulator
+    (``simulator``, at its parameters) for up to ``max_rounds`` replies (docs/interaction.md);
+    its results.json (the measures) is in the returned ``run_dir``.
     The rest as ``cupid-eval --help``.
 
     Raises ``BadInput`` (a ValueError) for a bad argument or bad data, ``SetupError`` when
@@ -91,6 +95,12 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     with process_state_kept(spec.log_file, [m for m in (model, evaluator) if isinstance(m, Model)]):
         reset_cancel()
         with SignalGuard() as signals:  # SIGTERM and SIGHUP stop the run as Ctrl-C does
+            if spec.task == "interaction":
+                from cupid.evaluation.interaction import run_interaction
+
+                results, run_dir = run_interaction(spec)
+                return EvaluationResult(results=results, run_dir=run_dir,
+                                        failed=results["this_invocation"]["ran_failed"])
             invocation = Invocation(spec, signals)
             results = invocation.run()
     return EvaluationResult(results=results, run_dir=invocation.run_dir, failed=results["this_invocation"]["ran_failed"])

@@ -52,13 +52,6 @@ from cupid.utils.stop_signals import stop_cause, stop_status
 
 log = logging.getLogger("cupid.evaluation")
 
-DEFAULT_SIMULATOR = config.DEFAULT_EVALUATOR   # GPT-4o, as Appendix B.4's user simulator
-# The benchmark's dialogues take 6.38 messages on average (§3.3: the request, then reply and
-# feedback in turn, the last message the user's END), about 3.2 replies of Llama-3.1-8B
-# (Appendix B.4's deliberately weak assistant) before the simulator was satisfied. Eight
-# replies leave room for 2.5 times that, for models weaker than the one synthesis used, while
-# bounding a dialogue's cost at half of synthesis's own cap (--max_turns 16).
-DEFAULT_MAX_ROUNDS = 8
 # The simulator's prompt opens with the persona's profile. Data that carries none (the hub's
 # rows have no persona description) gets this stand-in: a departure from the release, whose
 # simulator always played a described persona (docs/interaction.md).

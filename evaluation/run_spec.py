@@ -20,6 +20,10 @@ from cupid.utils.models.pacing import parse_rate_limit
 from cupid.utils.models.model import Model
 
 
+# The tasks of a run: the benchmark's (settings.TASKS) and the interactive one (interaction.py).
+EVALUATION_TASKS = (*TASKS, "interaction")
+
+
 @dataclass
 class RunSpec:
     model: str | Model
@@ -48,13 +52,15 @@ class RunSpec:
     progress_every: int = 0
     log_file: str | None = None
     exclude_filtered: bool = False     # results read from a filtered or refused answer left out
+    simulator: str | Model = config.DEFAULT_SIMULATOR  # --task interaction: the user simulator's model
+    max_rounds: int = config.DEFAULT_MAX_ROUNDS                # --task interaction: the evaluated model's replies at most
 
     def __post_init__(self) -> None:
-        for name in ("model", "evaluator"):
+        for name in ("model", "evaluator", "simulator"):
             value = getattr(self, name)
             if not isinstance(value, Model) and not (isinstance(value, str) and value.strip()):
                 raise BadInput(f"{name}: expected a model name or a Model instance, got {value!r}")
-        checks = {"limit": positive_int, "n_workers": positive_int, "timeout": positive_float,
+        checks = {"limit": positive_int, "n_workers": positive_int, "max_rounds": positive_int, "timeout": positive_float,
                   "max_retries": non_negative_int, "progress_every": non_negative_int, "seed": non_negative_int}
         for name, check in checks.items():
             value = getattr(self, name)
@@ -71,8 +77,8 @@ class RunSpec:
                 setattr(self, name, value := str(value))
             if value is not None and not isinstance(value, str):
                 raise BadInput(f"{name}: expected a string, got {value!r}")
-        if self.task not in TASKS:
-            raise BadInput(f"task: expected one of {', '.join(TASKS)}, got {self.task!r}")
+        if self.task not in EVALUATION_TASKS:
+            raise BadInput(f"task: expected one of {', '.join(EVALUATION_TASKS)}, got {self.task!r}")
         self.setting_: Setting = setting_named(self.setting)  # BadInput naming what is wrong
         if self.shard is not None and not isinstance(self.shard, tuple):
             self.shard = _checked("shard", parse_shard, str(self.shard))
@@ -94,7 +100,10 @@ class RunSpec:
         if self.revision is not None and self.data is not None:
             raise BadInput("revision: selects a version of the hub dataset; it does not apply to "
                            "local data (data, --data, --data_dir)")
-        if self.task not in self.setting_.tasks:
+        if self.task == "interaction":  # its first round is the generation task's request
+            if "generation" not in self.setting_.tasks:
+                raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
+        elif self.task not in self.setting_.tasks:
             raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
         if self.matcher_args and not self.use_matcher:
             raise BadInput("matcher_args needs use_matcher")

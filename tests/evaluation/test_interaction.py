@@ -1,0 +1,236 @@
+"""--task interaction against the loopback server: the evaluated model and the user simulator
+are scripted so that each dialogue ends at a known round, with the prior sessions shown
+(default) and without them (none), so rounds to satisfaction and rounds saved are computed
+by hand."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cupid.evaluation import run as run_module
+from cupid.evaluation.steps import user_simulator
+from cupid.evaluation.steps.ask import rebuild_request
+from cupid_responder import InstancePlan, make_row
+from fake_llm_server import FakeLLMServer
+from repo_paths import ROOT
+
+pytestmark = pytest.mark.usefixtures("fast_retries")  # tests/evaluation/conftest.py
+
+MAX_ROUNDS = 4
+# (persona, type, preference): the round the simulator ends on, with and without the history
+# (None: never, so the dialogue stops unsatisfied at MAX_ROUNDS).
+PLAN = {
+    ("persona-a", "consistent", "Grant reports must quote the funder's criteria verbatim."): (1, 3),
+    ("persona-a", "contrastive", "Emails to the board must open with the decision asked for."): (2, 4),
+    ("persona-b", "consistent", "Recipes must list metric weights before volumes."): (3, None),
+}
+HISTORY_MARK, NO_HISTORY_MARK = "WITH-HISTORY", "NO-HISTORY"
+
+
+def rows() -> list[dict]:
+    out = []
+    for (persona, kind, preference), _ in PLAN.items():
+        plan = InstancePlan(request=f"Request of {persona} ({kind}).", truth=preference,
+                            truth_checklist=[f"Does it follow: {preference}", "Is it short?"],
+                            inferred="", inferred_checklist=[], precision_labels=[], recall_labels=[])
+        out.append(make_row(persona, kind, plan))
+    return out
+
+
+def simulator_answer(score: int, ended: bool, message: str) -> str:
+    return (f"#### Evaluation of AI Assistant's Response\n\n1. **Item**: assessed.\n\n#### Evaluation Score\n\n"
+            f"{score}\n\n#### Continue or End?\n\n{'END' if ended else 'CONTINUE'}\n\n#### Selected Checklist "
+            f"Items\n\n- 1. Item\n\n#### Thinking\n\nThinking.\n\n#### Your Message\n\n{message}")
+
+
+class Responder:
+    """The evaluated model replies '<mark> reply N' (the mark says whether its first request
+    showed the sessions); the simulator ends on the plan's round for that mark, scoring 10,
+    and otherwise scores 3 + round. ``garbled``: preferences whose simulator never answers in
+    the layout."""
+
+    def __init__(self, garbled: tuple[str, ...] = ()):
+        self.garbled = garbled
+
+    def __call__(self, req: dict) -> str:
+        messages = req["messages"]
+        if "Your Persona Profile" in req["system"]:
+            (persona, kind, preference), ends = next(item for item in PLAN.items() if item[0][2] in req["system"])
+            if preference in self.garbled:
+                return "I am not sure what to say."
+            replies = [m for m in messages if m["role"] == "user"]
+            round_number = len(replies)
+            end = ends[0] if replies[-1]["content"].startswith(HISTORY_MARK) else ends[1]
+            ended = end == round_number
+            return simulator_answer(10 if ended else 3 + round_number, ended, f"Feedback {round_number} for {kind}.")
+        mark = HISTORY_MARK if "Session 1 request of" in messages[0]["content"] else NO_HISTORY_MARK
+        return f"{mark} reply {sum(m['role'] == 'assistant' for m in messages) + 1}"
+
+
+@pytest.fixture
+def data_file(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows()))
+    return path
+
+
+def cli(server, data_file, results_dir, *extra):
+    return ["--model", f"vllm:test-model@{server.openai_base_url}", "--task", "interaction",
+            "--simulator", f"vllm:test-sim@{server.openai_base_url}",
+            "--evaluator", f"vllm:test-evaluator@{server.openai_base_url}",
+            "--data", str(data_file), "--results_dir", str(results_dir), "--max_rounds", str(MAX_ROUNDS),
+            "--n_workers", "2", "--max_retries", "2", "--timeout", "5", *extra]
+
+
+def dialogue_dir(results_dir, setting: str) -> Path:
+    base = Path(results_dir) / "test-model"
+    return (base if setting == "default" else base / setting) / f"interaction_test-sim_r{MAX_ROUNDS}"
+
+
+def results_of(results_dir, setting: str) -> dict:
+    return json.loads((dialogue_dir(results_dir, setting) / "results.json").read_text())
+
+
+def test_rounds_to_satisfaction_and_rounds_saved_by_hand(data_file, tmp_path, capsys):
+    with FakeLLMServer(responder=Responder()) as server:
+        base = tmp_path / "res"
+        assert run_module.main(cli(server, data_file, base, "--setting", "none")) == 0
+        assert run_module.main(cli(server, data_file, base)) == 0
+    none, default = results_of(base, "none"), results_of(base, "default")
+    assert none["counts"] == {"selected": 3, "satisfied": 2, "unsatisfied": 1, "failed": 0, "skipped": 0,
+                              "unfinished": 0}
+    assert default["counts"]["satisfied"] == 3
+    # none: 3, 4 and the cap 4 (censored); default: 1, 2, 3.
+    assert none["rounds_to_satisfaction"]["value"] == pytest.approx(11 / 3)
+    assert none["rounds_to_satisfaction"]["censored"] == 1
+    assert default["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
+    assert default["feedback_rounds"]["value"] == pytest.approx(1.0)
+    assert [p["value"] for p in default["satisfied_by_round"]] == pytest.approx([1 / 3, 2 / 3, 1, 1])
+    assert [p["value"] for p in none["satisfied_by_round"]] == pytest.approx([0, 0, 1 / 3, 2 / 3])
+    # Scores: 10 on the ending round (kept after it), else 3 + round.
+    assert [p["value"] for p in default["score_by_round"]] == pytest.approx([6, 25 / 3, 10, 10])
+    saved = default["rounds_saved_vs_none"]
+    assert saved["difference"] == pytest.approx(11 / 3 - 2) and saved["n"] == 3
+    assert saved["low"] <= saved["difference"] <= saved["high"]
+    assert none["rounds_saved_vs_none"] is None
+    assert default["by_instance_type"]["contrastive"]["rounds_to_satisfaction"]["value"] == 2
+    assert default["settings"]["simulator"] == "test-sim" and default["settings"]["max_rounds"] == MAX_ROUNDS
+    assert default["settings"]["persona_sources"] == {"stand-in": 3}
+    # The dialogue reads turn by turn: reply, score, feedback, the next reply answering it.
+    record = json.loads((dialogue_dir(base, "default") / "persona-b__consistent.json").read_text())
+    assert [t["reply"] for t in record["rounds"]] == [f"{HISTORY_MARK} reply {n}" for n in (1, 2, 3)]
+    assert [t["simulator"]["score"] for t in record["rounds"]] == [4, 5, 10]
+    assert record["rounds"][0]["simulator"]["feedback"] == "Feedback 1 for consistent."
+    assert "rounds to satisfaction: 2.00" in capsys.readouterr().out
+
+
+def test_first_round_is_the_generation_request_byte_for_byte(data_file, tmp_path):
+    """Round 1 sends what --task generation sends the evaluated model; later rounds continue
+    that chat with the simulator's feedback, and the simulator gets the release's request."""
+    with FakeLLMServer(responder=Responder()) as server:
+        assert run_module.main(cli(server, data_file, tmp_path / "gen")[:2] + [
+            "--evaluator", f"vllm:test-evaluator@{server.openai_base_url}", "--task", "generation",
+            "--data", str(data_file), "--results_dir", str(tmp_path / "gen"), "--no_cache"]) in (0, 1)
+        generation = [r["body"] for r in server.requests if r["model"] == "test-model"]
+        count = len(server.requests)
+        assert run_module.main(cli(server, data_file, tmp_path / "int", "--no_cache")) == 0
+        sent = server.requests[count:]
+    firsts = [r["body"] for r in sent if r["model"] == "test-model" and len(r["messages"]) == 1]
+    assert len(generation) == 3
+    canonical = sorted(json.dumps(b, sort_keys=True) for b in generation)
+    assert sorted(json.dumps(b, sort_keys=True) for b in firsts) == canonical
+    # The recorded first request rebuilds to the same bytes.
+    record = json.loads((dialogue_dir(tmp_path / "int", "default") / "persona-a__consistent.json").read_text())
+    log = next(r for r in sent if r["model"] == "test-model" and len(r["messages"]) == 1
+               and "persona-a (consistent)" in r["messages"][0]["content"])
+    from cupid.evaluation.data import InstanceSource
+    from cupid.evaluation.settings import setting_named
+
+    instance = next(i for i in InstanceSource(data_path=str(data_file)) if i.instance_id == "persona-a__consistent")
+    rebuilt = rebuild_request(record["rounds"][0]["sent"], setting_named("default").context(instance).text)
+    assert rebuilt["messages"] == log["messages"] and rebuilt["system_prompt"] == log["system"]
+    # The simulator: the release's system prompt, its opening turn, then the reply as a user turn.
+    sim = next(r for r in sent if r["model"] == "test-sim" and "persona-a (consistent)" in r["messages"][0]["content"])
+    assert sim["system"] == user_simulator.system_prompt(
+        record["persona_description"], "Factor 1", instance.current_contextual_preference,
+        instance.current_checklist)
+    assert sim["messages"] == [{"role": "assistant", "content": user_simulator.opening_turn(instance.current_request)},
+                               {"role": "user", "content": f"{HISTORY_MARK} reply 1"}]
+    assert sim["body"]["temperature"] == 0.3 and sim["body"]["max_tokens"] == 8192
+    # Round 2 of persona-a contrastive continues the chat with the feedback.
+    second = next(r for r in sent if r["model"] == "test-model" and len(r["messages"]) == 3
+                  and "persona-a (contrastive)" in r["messages"][0]["content"])
+    assert second["messages"][1:] == [{"role": "assistant", "content": f"{HISTORY_MARK} reply 1"},
+                                      {"role": "user", "content": "Feedback 1 for contrastive."}]
+
+
+def test_unparseable_simulator_answer_fails_the_dialogue_and_is_counted(data_file, tmp_path, capsys):
+    garbled = "Recipes must list metric weights before volumes."
+    with FakeLLMServer(responder=Responder(garbled=(garbled,))) as server:
+        base = tmp_path / "res"
+        assert run_module.main(cli(server, data_file, base)) == 1
+        asked = [r for r in server.requests if r["model"] == "test-sim" and garbled in r["system"]]
+    # Asked as the release asks it: the same request, three times in all.
+    assert len(asked) == user_simulator.TRIES
+    assert len({json.dumps(r["messages"]) for r in asked}) == 1
+    results = results_of(base, "default")
+    assert results["counts"]["failed"] == 1 and results["counts"]["satisfied"] == 2
+    assert results["failures"][0]["instance_id"] == "persona-b__consistent"
+    assert results["failures"][0]["at"] == "simulator" and "unparseable" in results["failures"][0]["reason"]
+    assert results["rounds_to_satisfaction"]["n"] == 2  # never scored
+    assert "persona-b__consistent" not in {d["instance_id"] for d in results["dialogues"]}
+    assert "FAILED 1" in capsys.readouterr().out
+    # A rerun asks that call afresh and, answered, finishes the dialogue.
+    with FakeLLMServer(responder=Responder()) as server:
+        assert run_module.main(cli(server, data_file, base)) == 0
+        assert [r["model"] for r in server.requests] == ["test-sim", "test-model", "test-sim", "test-model", "test-sim"]
+    assert results_of(base, "default")["counts"]["failed"] == 0
+
+
+def test_kill_minus_9_between_rounds_resumes_without_repeating_a_round(data_file, tmp_path):
+    with FakeLLMServer(responder=Responder(), latency=0.3) as server:
+        base = tmp_path / "res"
+        args = cli(server, data_file, base, "--no_cache")
+        args[args.index("--n_workers") + 1] = "1"
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen([sys.executable, "-m", "cupid.evaluation.run", *args], cwd=ROOT, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        directory = dialogue_dir(base, "default")
+
+        def recorded_calls() -> int:
+            calls = 0
+            for path in directory.glob("persona-*.json"):
+                record = json.loads(path.read_text())  # atomic writes: never half a file
+                calls += sum(1 + bool(t.get("simulator")) for t in record["rounds"])
+            return calls
+
+        deadline = time.time() + 60
+        while recorded_calls() < 3 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        before = recorded_calls()
+        assert 3 <= before < 12
+        calls_before = len(server.requests)
+        assert calls_before - before <= 1  # at most the call in flight was lost
+        assert run_module.main(args) == 0
+        # 12 calls in all (2 + 4 + 6): only those not recorded before the kill were asked.
+        assert len(server.requests) - calls_before == 12 - before
+    assert recorded_calls() == 12
+    assert results_of(base, "default")["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("flag, message", [("--batch", "--batch is not supported"),
+                                           ("--dry_run", "does not forecast --task interaction")])
+def test_unsupported_combinations_are_refused(data_file, tmp_path, capsys, flag, message):
+    with FakeLLMServer(responder=Responder()) as server:
+        assert run_module.main(cli(server, data_file, tmp_path / "res", flag)) == 2
+        assert not server.requests
+    assert message in capsys.readouterr().err
