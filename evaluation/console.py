@@ -119,6 +119,12 @@ def print_sweep_table(rows: list[tuple[dict, dict | None, int]]) -> None:
         if results is None:
             print(f"{str(run['model']):40}{run['setting']:18}{'(not run)':>55}{code:>5}")
             continue
+        if results.get("task") == "interaction":  # its own measures (evaluation/interaction.py)
+            rounds, counts = results["rounds_to_satisfaction"], results["counts"]
+            print(f"{results['settings']['model']:40}{run['setting']:18}"
+                  f"{'rounds to satisfaction ' + _fmt(rounds['value'], 2, '-'):>35}"
+                  f"{counts['satisfied'] + counts['unsatisfied']:>6}{counts['failed']:>7}{'-':>9}{code:>5}")
+            continue
         inf, gen, counts = results.get("inference") or {}, results.get("generation") or {}, results["counts"]
         costs = [u.get("estimated_cost_usd") for u in results["usage"]["recorded"].values()]
         cost = sum(c for c in costs if c is not None) if costs else None

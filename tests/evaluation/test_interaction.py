@@ -234,3 +234,15 @@ def test_unsupported_combinations_are_refused(data_file, tmp_path, capsys, flag,
         assert run_module.main(cli(server, data_file, tmp_path / "res", flag)) == 2
         assert not server.requests
     assert message in capsys.readouterr().err
+
+
+def test_a_sweep_runs_none_then_default_and_tables_their_rounds(data_file, tmp_path, capsys):
+    with FakeLLMServer(responder=Responder()) as server:
+        sweep = tmp_path / "sweep.yaml"
+        sweep.write_text(f"models: [vllm:test-model@{server.openai_base_url}]\nsettings: [none, default]\n")
+        args = cli(server, data_file, tmp_path / "res")
+        args[0:2] = ["--sweep", str(sweep)]
+        assert run_module.main(args) == 0
+    out = capsys.readouterr().out
+    assert "rounds to satisfaction 3.67" in out and "rounds to satisfaction 2.00" in out
+    assert results_of(tmp_path / "res", "default")["rounds_saved_vs_none"]["difference"] == pytest.approx(5 / 3)
