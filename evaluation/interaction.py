@@ -34,7 +34,7 @@ from pathlib import Path
 
 from cupid import config
 from cupid.evaluation.interaction_measures import MANIFEST, dialogue_records, measures
-from cupid.evaluation.settings import Setting
+from cupid.evaluation.settings import Context, Setting
 from cupid.evaluation.steps import generate, user_simulator
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.store import instance_file_name, now, run_dir_for
@@ -76,11 +76,12 @@ def persona_description(instance: Instance) -> tuple[str, str]:
     return NEUTRAL_PERSONA, "stand-in"
 
 
-def first_ask(instance: Instance, setting: Setting) -> Ask:
-    """Round 1's request: the generation task's, as the pipeline builds it."""
+def first_ask(instance: Instance, setting: Setting, context: Context | None = None) -> Ask:
+    """Round 1's request: the generation task's, as the pipeline builds it (``context``: the
+    strategy's, when already taken)."""
     if setting.preference_given:
         return generate.ask_given_preference(instance.current_contextual_preference, instance.current_request)
-    return generate.ask(setting.context(instance).text, instance.current_request)
+    return generate.ask((context or setting.context(instance)).text, instance.current_request)
 
 
 def interaction_dir(results_dir: str | Path, model_label: str, setting: str, simulator_label: str,
@@ -135,6 +136,11 @@ class Interaction:
                       "model": self.model.label, "simulator": self.simulator.label,
                       "setting": self.setting.name, "max_rounds": self.max_rounds,
                       "persona_description": description, "persona_source": source,
+                      # What the simulator holds, beside the dialogue for a reader (report's page).
+                      "current_request": instance.current_request,
+                      "current_context_factor": instance.current_context_factor,
+                      "current_contextual_preference": instance.current_contextual_preference,
+                      "current_checklist": list(instance.current_checklist),
                       "status": "running", "rounds": [], "failures": [], "started_at": now()}
         skip = self.setting.skip_reason(instance)
         if skip:
@@ -147,9 +153,12 @@ class Interaction:
             record["failures"].append(record.pop("failure"))
             record["status"] = "running"
         try:
-            ask = first_ask(instance, self.setting)
+            context = None if self.setting.preference_given else self.setting.context(instance)
         except Exception as exc:  # the strategy's own code (a user's) raised
             return self._failed(path, record, "context", 1, redact(f"{type(exc).__name__}: {exc}"), Answer())
+        ask = first_ask(instance, self.setting, context)
+        if context is not None:  # the 1-based positions of the sessions shown (None: a rendered text)
+            record["shown_positions"] = None if context.positions is None else list(context.positions)
         system, user_prompt = ask.render()
         model_chat = [{"role": "user", "content": user_prompt}]
         sim_system = user_simulator.system_prompt(record["persona_description"], instance.current_context_factor,
@@ -350,5 +359,13 @@ def print_interaction_summary(results: dict, path: Path | None = None, out=None)
               f"{saved['high']:+.2f}] (paired n={saved['n']})", file=out)
     curve = " ".join(f"{p['value']:.2f}" if p["value"] is not None else "-" for p in results["satisfied_by_round"])
     print(f"satisfied by round 1..{s['max_rounds']}: {curve}", file=out)
+    for role, usage in (results.get("usage") or {}).get("this_invocation", {}).items():
+        print(f"{role} {usage.get('model')}: {usage.get('calls', 0)} calls · {usage.get('prompt_tokens', 0)} "
+              f"prompt + {usage.get('completion_tokens', 0)} completion tokens", file=out)
+    embedded = sorted({s[role] for role in ("model", "simulator") if str(s.get(role) or "")
+                       .startswith(config.EMBEDDED_MODEL)})
+    if embedded:
+        print(f"note: {' and '.join(embedded)} is the embedded 135M offline model: these numbers "
+              f"exercise the harness end to end and mean nothing about the benchmark", file=out)
     if path is not None:
         print(f"results: {path}", file=out)
