@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         return write_failed(exc, args.output or args.results_dir, "the results are untouched (the "
                             "report only reads them): make room, or give a writable --output, and "
                             "run the report again")
-    for path in [files.markdown, files.csv, *files.exports, *files.figures, *([files.html] if files.html else [])]:
+    for path in [files.markdown, *([files.csv] if files.csv else []), *files.exports, *files.figures,
+                 *([files.html] if files.html else [])]:
         print(f"wrote {path}")
     for note in files.analysis.ignored:
         print(f"note: {note}")

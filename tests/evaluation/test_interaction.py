@@ -246,3 +246,39 @@ def test_a_sweep_runs_none_then_default_and_tables_their_rounds(data_file, tmp_p
     out = capsys.readouterr().out
     assert "rounds to satisfaction 3.67" in out and "rounds to satisfaction 2.00" in out
     assert results_of(tmp_path / "res", "default")["rounds_saved_vs_none"]["difference"] == pytest.approx(5 / 3)
+
+
+def test_the_report_shows_rounds_saved_the_curve_and_each_dialogue_turn_by_turn(data_file, tmp_path, capsys):
+    from cupid.evaluation.report import command as report_command
+
+    base = tmp_path / "res"
+    with FakeLLMServer(responder=Responder()) as server:
+        assert run_module.main(cli(server, data_file, base, "--setting", "none")) == 0
+        assert run_module.main(cli(server, data_file, base)) == 0
+        # A generation run beside them: the report holds both.
+        assert run_module.main(cli(server, data_file, base)[:2] + [
+            "--evaluator", f"vllm:test-evaluator@{server.openai_base_url}", "--task", "generation",
+            "--data", str(data_file), "--results_dir", str(base)]) in (0, 1)
+    assert report_command.main([str(base), "--no_figures"]) == 0
+    md = (base / "report.md").read_text()
+    section = md[md.index("## Interaction"):]
+    default_row = next(line for line in section.splitlines() if line.startswith("| test-model | default |"))
+    assert "| 3/3 | 0 | 2.00 [" in default_row and "+1.67 [" in default_row and "(n=3)" in default_row
+    none_row = next(line for line in section.splitlines() if line.startswith("| test-model | none |"))
+    assert "| 2/3 | 0 | 3.67 [" in none_row
+    assert "| all | 0.33 [" in section
+    assert "## Generation" in md  # the other tasks' report is still there
+    html = (base / "interaction.html").read_text()
+    assert html.count("<details>") == 6
+    turn = html[html.index("persona-b__consistent (consistent): satisfied, 3 rounds"):]
+    assert turn.index(f"Model, round 1</b><pre>{HISTORY_MARK} reply 1") < turn.index("Simulator: score 4, CONTINUE") \
+        < turn.index("Feedback 1 for consistent.") < turn.index("Model, round 2") < turn.index("score 10, END")
+    # Interactive runs alone are reported too.
+    alone = tmp_path / "alone"
+    (alone / "test-model").mkdir(parents=True)
+    import shutil
+
+    shutil.copytree(dialogue_dir(base, "default"), alone / "test-model" / dialogue_dir(base, "default").name)
+    assert report_command.main([str(alone), "--no_figures"]) == 0
+    assert "| test-model | default |" in (alone / "report.md").read_text()
+    assert (alone / "interaction.html").exists()

@@ -1,0 +1,125 @@
+"""The report's part on ``--task interaction``: report.md's section (rounds to satisfaction,
+rounds saved against ``none``, the satisfied-by-round curve, each with its persona-clustered
+interval, recomputed from the dialogue files) and interaction.html, every dialogue readable
+turn by turn beside what the simulator held."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cupid.evaluation.interaction_measures import MANIFEST, dialogue_records, measures
+from cupid.evaluation.report.format import md_table
+from cupid.utils.html_page import esc, page
+from cupid.utils.io import atomic_write_text, read_json
+
+PAGE = "interaction.html"
+
+
+@dataclass
+class InteractionRun:
+    directory: Path
+    manifest: dict
+    results: dict      # measures(), recomputed
+
+
+def find_runs(results_dir: Path) -> list[InteractionRun]:
+    """Every interactive run under ``results_dir``, its measures recomputed (rounds saved
+    against the ``none`` run of the same model, simulator and cap, when there is one)."""
+    found = []
+    for path in sorted(Path(results_dir).rglob(MANIFEST)):
+        manifest = read_json(path)
+        if isinstance(manifest, dict) and manifest.get("task") == "interaction":
+            found.append((path.parent, manifest))
+    key = lambda m: (m.get("model"), m.get("simulator"), m.get("max_rounds"))  # noqa: E731
+    nones = {key(m): d for d, m in found if m.get("setting") == "none"}
+    runs = []
+    for directory, manifest in found:
+        ids = {r["instance_id"] for r in dialogue_records(directory)}
+        baseline = None if manifest.get("setting") == "none" else nones.get(key(manifest))
+        runs.append(InteractionRun(directory, manifest, measures(directory, ids, manifest["max_rounds"], baseline)))
+    return runs
+
+
+def _ci(estimate: dict | None, digits: int = 2, sign: str = "") -> str:
+    if not estimate or estimate.get("value", estimate.get("difference")) is None:
+        return "—"
+    value = estimate.get("value", estimate.get("difference"))
+    return f"{value:{sign}.{digits}f} [{estimate['low']:{sign}.{digits}f}, {estimate['high']:{sign}.{digits}f}]"
+
+
+def section(runs: list[InteractionRun], results_dir: Path) -> str:
+    """report.md's section."""
+    lines = ["## Interaction (`--task interaction`)", "",
+             "Not the paper's protocol (docs/interaction.md): per instance, the model answers the generation "
+             "request, then the release's user simulator (Figure 19) scores each reply 1-10 and gives feedback "
+             "until it says END or the cap. **Rounds** = the round whose reply drew END; an unsatisfied dialogue "
+             "counts at the cap (a lower bound). **Saved** = rounds under `none` minus rounds here, paired by "
+             "instance. The simulator holds the answer: its leniency is its model's, so compare runs under the "
+             "same simulator only. Brackets: 95% bootstrap intervals clustered by persona. Failed dialogues are "
+             f"counted, never scored. Each dialogue, turn by turn: {PAGE}.", ""]
+    rows = []
+    for run in runs:
+        m, r, c = run.manifest, run.results, run.results["counts"]
+        saved = r.get("rounds_saved_vs_none")
+        rows.append([m["model"], m["setting"], m["simulator"], str(m["max_rounds"]),
+                     f"{c['satisfied']}/{c['satisfied'] + c['unsatisfied']}", str(c["failed"]),
+                     _ci(r["rounds_to_satisfaction"]), _ci(r["feedback_rounds"]),
+                     (_ci(saved, sign="+") + f" (n={saved['n']})") if saved and saved.get("difference") is not None
+                     else "—", str(run.directory.relative_to(results_dir))])
+    lines += [md_table(["Model", "Setting", "Simulator", "Cap", "Satisfied", "Failed", "Rounds",
+                        "Feedback rounds", "Saved vs none", "Directory"], rows), ""]
+    for run in runs:
+        m, r = run.manifest, run.results
+        lines += [f"### Satisfied by round — {m['model']} · {m['setting']} · simulator {m['simulator']}", ""]
+        cap = m["max_rounds"]
+        header = ["", *(str(i) for i in range(1, cap + 1))]
+        body = [["all", *(_ci(p) for p in r["satisfied_by_round"])],
+                ["score", *(_ci(p) for p in r["score_by_round"])]]
+        for kind, block in r["by_instance_type"].items():
+            body.append([kind, *(_ci(p) for p in block["satisfied_by_round"])])
+        lines += [md_table(header, body), ""]
+    return "\n".join(lines)
+
+
+def write_page(runs: list[InteractionRun], output: Path) -> Path:
+    """interaction.html: each run's dialogues, turn by turn."""
+    parts = ["<h1>CUPID interaction dialogues</h1>",
+             "<p>Each dialogue: what the user simulator held (the current context factor, preference and "
+             "checklist, and the persona it played), then the request, each reply, and the simulator's score, "
+             "decision and feedback. Not the paper's protocol; see docs/interaction.md.</p>"]
+    for run in runs:
+        m = run.manifest
+        parts.append(f"<h2>{esc(m['model'])} · setting {esc(m['setting'])} · simulator {esc(m['simulator'])} · "
+                     f"cap {esc(m['max_rounds'])}</h2>")
+        for record in dialogue_records(run.directory):
+            parts.append(_dialogue_html(record))
+    path = output / PAGE
+    atomic_write_text(path, page("CUPID interaction dialogues", "\n".join(parts)))
+    return path
+
+
+def _dialogue_html(record: dict) -> str:
+    status = record.get("status")
+    rounds = record.get("rounds") or []
+    head = (f"{esc(record['instance_id'])} ({esc(record.get('instance_type'))}): {esc(status)}, "
+            f"{len(rounds)} round{'s' if len(rounds) != 1 else ''}")
+    checklist = "".join(f"<li>{esc(item)}</li>" for item in record.get("current_checklist") or [])
+    shown = record.get("shown_positions")
+    held = (f"<p><b>Context factor</b>: {esc(record.get('current_context_factor'))}<br>"
+            f"<b>Preference</b>: {esc(record.get('current_contextual_preference'))}<br>"
+            f"<b>Persona</b> ({esc(record.get('persona_source'))}): {esc(record.get('persona_description'))}<br>"
+            f"<b>Prior sessions shown</b>: {esc('—' if shown is None else ', '.join(map(str, shown)) or 'none')}</p>"
+            f"<ol>{checklist}</ol>")
+    turns = [f"<div class='turn user'><b>User (request)</b><pre>{esc(record.get('current_request'))}</pre></div>"]
+    for turn in rounds:
+        turns.append(f"<div class='turn model'><b>Model, round {turn['round']}</b><pre>{esc(turn['reply'])}</pre></div>")
+        sim = turn.get("simulator")
+        if sim:
+            verdict = "END (satisfied)" if sim["ended"] else "CONTINUE"
+            turns.append(f"<div class='turn user'><b>Simulator: score {esc(sim['score'])}, {verdict}</b>"
+                         f"<pre>{esc(sim['feedback'])}</pre></div>")
+    failure = record.get("failure")
+    if status == "failed" and failure:
+        turns.append(f"<p><b>Failed</b> at round {esc(failure.get('round'))} ({esc(failure.get('at'))}): "
+                     f"{esc(failure.get('reason'))}</p>")
+    return f"<details><summary>{head}</summary>{held}{''.join(turns)}</details>"
