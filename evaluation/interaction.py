@@ -22,7 +22,7 @@ so that a rerun after a kill -9 resumes at the call that was in flight and never
 finished round. A call that failed for good, or a simulator answer still unparseable after the
 release's three tries, marks the dialogue failed (with its reason and raw answers): counted,
 never scored; the next invocation asks that call afresh (new variants, past the cached ones)
-and goes on from there. The measures are in interaction_measures.py.
+and goes on from there. The measures are in report/interaction_measures.py.
 """
 from __future__ import annotations
 
@@ -33,14 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cupid import config
-from cupid.evaluation.interaction_measures import MANIFEST, dialogue_records, measures
+from cupid.evaluation.report.interaction_measures import MANIFEST, dialogue_records, measures
 from cupid.evaluation.settings import Context, Setting
 from cupid.evaluation.steps import generate, user_simulator
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.store import instance_file_name, now, run_dir_for
 from cupid.utils.answers import ParseError
 from cupid.utils.dataset import Instance, safe_name
-from cupid.utils.errors import BadInput, Interrupted, SetupError
+from cupid.utils.errors import Interrupted, SetupError
 from cupid.utils.executor import iter_with_progress
 from cupid.utils.io import FileLock, atomic_write_json, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
@@ -237,37 +237,17 @@ def _call(answer: Answer) -> dict:
 # ---------------------------------------------------------------------------------------
 # One invocation (evaluate(task="interaction"))
 # ---------------------------------------------------------------------------------------
-def unsupported(spec) -> str | None:
-    """Why the interactive task cannot run with these arguments yet (None: it can)."""
-    if spec.batch:
-        return "--batch is not supported with --task interaction yet (each round depends on the last)"
-    if spec.use_matcher:
-        return "--use_matcher does not apply to --task interaction (no checklist is matched)"
-    if spec.setting_.summaries:
-        return f"setting {spec.setting_.name} (session summaries) is not supported with --task interaction yet"
-    if spec.exclude_filtered:
-        return "--exclude_filtered is not supported with --task interaction yet"
-    return None
-
-
 def run_interaction(spec, signals=None) -> tuple[dict, Path]:
     """Every selected instance's dialogue, then results.json with the measures; returns
     (results, directory). Raises as evaluate() does."""
     from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-    from cupid.utils.models.registry import check_models, resolve_model
+    from cupid.utils.models.registry import check_models
     from cupid.utils.models.usage import UsageTracker
 
-    problem = unsupported(spec)
-    if problem:
-        raise BadInput(problem)
     source, instances = spec.instances()
     models = spec.resolve_models()
     model = models["model"]
-    simulator = resolve_model(spec.simulator, timeout=spec.timeout, max_retries=spec.max_retries,
-                              **user_simulator.PARAMS)
-    if simulator.provider == "openai":  # the release's chat requests to OpenAI (as synthesis sends them)
-        simulator = resolve_model(spec.simulator, timeout=spec.timeout, max_retries=spec.max_retries,
-                                  **user_simulator.PARAMS, **user_simulator.OPENAI_WIRE)
+    simulator = resolve_simulator(spec)
     for m in (model, simulator):
         m.usage = UsageTracker()
     check_models([model, simulator])
@@ -324,6 +304,19 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
             stop.results, stop.results_path = results, directory / "results.json"
         raise stop
     return results, directory
+
+
+def resolve_simulator(spec) -> Model:
+    """The simulator's model at the release's parameters (to OpenAI, as the release sends a chat)."""
+    from cupid.utils.models.registry import resolve_model
+
+    seed = {} if spec.seed is None else {"seed": spec.seed}
+    simulator = resolve_model(spec.simulator, overrides=seed, timeout=spec.timeout, max_retries=spec.max_retries,
+                              **user_simulator.PARAMS)
+    if simulator.provider == "openai":  # OpenAI's own API, not a compatible server
+        simulator = resolve_model(spec.simulator, overrides=seed, timeout=spec.timeout,
+                                  max_retries=spec.max_retries, **user_simulator.PARAMS, **user_simulator.OPENAI_WIRE)
+    return simulator
 
 
 def baseline_dir(spec, model: Model, simulator: Model) -> Path | None:

@@ -160,10 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.dry_run and any(run["task"] == "interaction" for run in runs):
-        print("error: --dry_run does not forecast --task interaction yet (the number of rounds "
-              "depends on the simulator's answers)", file=sys.stderr)
-        return 2
     if args.dry_run:
         from cupid.evaluation import dry_run
 

@@ -103,12 +103,27 @@ class RunSpec:
         if self.task == "interaction":  # its first round is the generation task's request
             if "generation" not in self.setting_.tasks:
                 raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
+            problem = self.interaction_unsupported()
+            if problem:
+                raise BadInput(problem)
         elif self.task not in self.setting_.tasks:
             raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
         if self.matcher_args and not self.use_matcher:
             raise BadInput("matcher_args needs use_matcher")
         if self.batch and self.no_cache:
             raise BadInput("batch keeps the batches' answers in the cache; drop no_cache")
+
+    def interaction_unsupported(self) -> str | None:
+        """Why --task interaction cannot run with these arguments yet (None: it can)."""
+        if self.batch:
+            return "batch: not supported with task interaction yet (each round depends on the last)"
+        if self.use_matcher:
+            return "use_matcher: does not apply to task interaction (no checklist is matched)"
+        if self.setting_.summaries:
+            return f"setting {self.setting_.name}: session summaries are not supported with task interaction yet"
+        if self.exclude_filtered:
+            return "exclude_filtered: not supported with task interaction yet"
+        return None
 
     def resolve_models(self) -> dict[str, Model]:
         """Each role's model: "model", "evaluator", and "matcher" with ``use_matcher``."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cupid.evaluation.interaction_measures import MANIFEST, dialogue_records, measures
+from cupid.evaluation.report.interaction_measures import MANIFEST, dialogue_records, measures
 from cupid.evaluation.report.format import md_table
 from cupid.utils.html_page import esc, page
 from cupid.utils.io import atomic_write_text, read_json

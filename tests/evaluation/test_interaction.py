@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from cupid.evaluation import run as run_module
+from cupid.evaluation import evaluate, run as run_module
 from cupid.evaluation.steps import user_simulator
 from cupid.evaluation.steps.ask import rebuild_request
 from cupid_responder import InstancePlan, make_row
 from fake_llm_server import FakeLLMServer
 from repo_paths import ROOT
+from cupid.utils.errors import BadInput
 
 pytestmark = pytest.mark.usefixtures("fast_retries")  # tests/evaluation/conftest.py
 
@@ -227,13 +228,22 @@ def test_kill_minus_9_between_rounds_resumes_without_repeating_a_round(data_file
     assert results_of(base, "default")["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
 
 
-@pytest.mark.parametrize("flag, message", [("--batch", "--batch is not supported"),
-                                           ("--dry_run", "does not forecast --task interaction")])
-def test_unsupported_combinations_are_refused(data_file, tmp_path, capsys, flag, message):
+@pytest.mark.parametrize("flags, message", [
+    (["--batch"], "batch: not supported with task interaction yet"),
+    (["--batch", "--dry_run"], "batch: not supported with task interaction yet"),
+    (["--use_matcher"], "use_matcher: does not apply to task interaction"),
+    (["--setting", "summary"], "setting summary: session summaries are not supported"),
+    (["--exclude_filtered"], "exclude_filtered: not supported")])
+def test_unsupported_combinations_are_refused(data_file, tmp_path, capsys, flags, message):
     with FakeLLMServer(responder=Responder()) as server:
-        assert run_module.main(cli(server, data_file, tmp_path / "res", flag)) == 2
+        assert run_module.main(cli(server, data_file, tmp_path / "res", *flags)) == 2
         assert not server.requests
     assert message in capsys.readouterr().err
+    with pytest.raises(BadInput, match=message):
+        evaluate("test-model", task="interaction", data=str(data_file), results_dir=str(tmp_path / "api"),
+                 **{"batch": {"batch": True}, "use_matcher": {"use_matcher": True},
+                    "setting": {"setting": "summary"}, "exclude_filtered": {"exclude_filtered": True}}[
+                     flags[0].lstrip("-").split()[0] if flags[0] != "--setting" else "setting"])
 
 
 def test_a_sweep_runs_none_then_default_and_tables_their_rounds(data_file, tmp_path, capsys):
@@ -282,3 +292,46 @@ def test_the_report_shows_rounds_saved_the_curve_and_each_dialogue_turn_by_turn(
     assert report_command.main([str(alone), "--no_figures"]) == 0
     assert "| test-model | default |" in (alone / "report.md").read_text()
     assert (alone / "interaction.html").exists()
+
+
+def test_the_dry_run_forecasts_the_calls_and_tokens_of_a_dialogue(tmp_path, capsys):
+    """Sessions of two replies forecast two rounds; with the simulator ending there, the
+    forecast's calls are the run's and its input tokens within 25% of what was sent (counted
+    alike, about four characters a token)."""
+    from cupid.evaluation.dry_run import typical_response
+    from cupid.evaluation.data import InstanceSource
+    from cupid.utils.models.tokens import estimate_tokens
+
+    data = []
+    for row in rows():
+        for session in row["prior_interactions"]:
+            session["dialogue"][2:2] = [{"role": "user", "content": "Make it shorter, please."},
+                                        {"role": "assistant", "content": "Answer, shorter."}]
+        data.append(row)
+    data_file = tmp_path / "data.jsonl"
+    data_file.write_text("".join(json.dumps(row) + "\n" for row in data))
+    replies = {i.current_request: typical_response(i) for i in InstanceSource(data_path=str(data_file))}
+
+    def responder(req):
+        request = next(r for r in replies if r in (req["messages"][0]["content"]))
+        if "Your Persona Profile" in req["system"]:
+            round_number = sum(m["role"] == "user" for m in req["messages"])
+            return simulator_answer(10 if round_number == 2 else 5, round_number == 2, "Make it shorter, please.")
+        return replies[request]
+
+    with FakeLLMServer(responder=responder) as server:
+        args = cli(server, data_file, tmp_path / "res")
+        assert run_module.main(args + ["--dry_run", "--json"]) == 0
+        forecast = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert not server.requests
+        assert run_module.main(args) == 0
+        sent = server.requests
+    roles = {r["role"]: r for r in forecast["runs"][0]["roles"]} if isinstance(forecast["runs"][0].get("roles"), list) \
+        else forecast["runs"][0]["roles"]
+    for role, model in (("model", "test-model"), ("simulator", "test-sim")):
+        calls = [r for r in sent if r["model"] == model]
+        assert roles[role]["calls"] == len(calls) == 6
+        actual = sum(estimate_tokens(r["system"]) + sum(estimate_tokens(m["content"]) for m in r["messages"])
+                     for r in calls)
+        assert abs(roles[role]["input_tokens"] - actual) <= 0.25 * actual, (role, roles[role]["input_tokens"], actual)
+    assert any("as many replies as the instance's prior sessions" in a for a in forecast["assumptions"])
