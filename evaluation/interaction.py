@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from cupid import config
@@ -42,11 +42,11 @@ from cupid.utils.answers import ParseError
 from cupid.utils.dataset import Instance, safe_name
 from cupid.utils.errors import Interrupted, SetupError
 from cupid.utils.executor import iter_with_progress
-from cupid.utils.io import FileLock, atomic_write_json, read_json
+from cupid.utils.io import FileLock, StorageError, atomic_write_json, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
-from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError
+from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError, RunCancelled
 from cupid.utils.models.model import Model
-from cupid.utils.models.retry import cancel_all
+from cupid.utils.models.retry import CANCEL, cancel_all
 from cupid.utils.redact import redact
 from cupid.utils.stop_signals import stop_cause, stop_status
 
@@ -106,7 +106,6 @@ class Interaction:
     setting: Setting
     max_rounds: int
     directory: Path
-    dialogues: list = field(default_factory=list)  # this invocation's outcomes
 
     # -- one dialogue -----------------------------------------------------------------------
     def path(self, instance: Instance) -> Path:
@@ -118,6 +117,16 @@ class Interaction:
             return DialogueOutcome(instance.instance_id, "busy")
         try:
             return self._run(instance)
+        except (SetupError, RunCancelled, StorageError):
+            raise
+        except Exception as exc:  # unexpected: recorded as the dialogue's failure, never lost
+            if CANCEL.is_set():
+                raise RunCancelled(f"{instance.instance_id}: the run is stopping") from exc
+            log.exception("%s: unexpected error", instance.instance_id)
+            path = self.path(instance)
+            record = read_json(path) if path.exists() else {"instance_id": instance.instance_id, "rounds": []}
+            return self._failed(path, record, "internal", len(record.get("rounds") or []) + 1,
+                                redact(f"{type(exc).__name__}: {exc}"), Answer())
         finally:
             lock.release()
 
@@ -296,7 +305,8 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
     results["settings"].update(task="interaction", simulator_parameters=dict(user_simulator.PARAMS),
                                persona_sources=_persona_sources(directory, ids))
     results["usage"] = {"this_invocation": {role: {"model": m.name, **m.usage.snapshot(m.name)}
-                                            for role, m in (("model", model), ("simulator", simulator))}}
+                                            for role, m in (("model", model), ("simulator", simulator))},
+                        "recorded": recorded_usage(directory, ids, model.name, simulator.name)}
     results["this_invocation"] = this
     atomic_write_json(directory / "results.json", results)
     if stop is not None:
@@ -317,6 +327,24 @@ def resolve_simulator(spec) -> Model:
         simulator = resolve_model(spec.simulator, overrides=seed, timeout=spec.timeout,
                                   max_retries=spec.max_retries, **user_simulator.PARAMS, **user_simulator.OPENAI_WIRE)
     return simulator
+
+
+def recorded_usage(directory: Path, ids: set[str], model_name: str, simulator_name: str) -> dict:
+    """The tokens every invocation's calls cost, from the dialogue files (failed calls too),
+    per role, with the estimated cost at the catalog's price."""
+    from cupid.utils.models.usage import cost_of
+
+    totals = {"model": {}, "simulator": {}}
+    for record in dialogue_records(directory, ids):
+        parts = [("model", t.get("usage")) for t in record.get("rounds") or []]
+        parts += [("simulator", (t.get("simulator") or {}).get("usage")) for t in record.get("rounds") or []]
+        for failure in [*record.get("failures", []), *([record["failure"]] if record.get("failure") else [])]:
+            parts.append(("simulator" if failure.get("at") == "simulator" else "model", failure.get("usage")))
+        for role, usage in parts:
+            for name, tokens in (usage or {}).items():
+                totals[role][name] = totals[role].get(name, 0) + tokens
+    return {role: {"model": name, **usage, "estimated_cost_usd": cost_of(name, usage)}
+            for (role, usage), name in zip(totals.items(), (model_name, simulator_name))}
 
 
 def baseline_dir(spec, model: Model, simulator: Model) -> Path | None:

@@ -104,7 +104,12 @@ def test_rounds_to_satisfaction_and_rounds_saved_by_hand(data_file, tmp_path, ca
         base = tmp_path / "res"
         assert run_module.main(cli(server, data_file, base, "--setting", "none")) == 0
         assert run_module.main(cli(server, data_file, base)) == 0
+        billed = {model: server.billed_totals(model) for model in ("test-model", "test-sim")}
     none, default = results_of(base, "none"), results_of(base, "default")
+    # Every token billed is in the dialogue files' usage (the two runs together).
+    for role, model in (("model", "test-model"), ("simulator", "test-sim")):
+        for kind in ("prompt_tokens", "completion_tokens"):
+            assert none["usage"]["recorded"][role][kind] + default["usage"]["recorded"][role][kind] == billed[model][kind]
     assert none["counts"] == {"selected": 3, "satisfied": 2, "unsatisfied": 1, "failed": 0, "skipped": 0,
                               "unfinished": 0}
     assert default["counts"]["satisfied"] == 3
@@ -335,3 +340,16 @@ def test_the_dry_run_forecasts_the_calls_and_tokens_of_a_dialogue(tmp_path, caps
                      for r in calls)
         assert abs(roles[role]["input_tokens"] - actual) <= 0.25 * actual, (role, roles[role]["input_tokens"], actual)
     assert any("as many replies as the instance's prior sessions" in a for a in forecast["assumptions"])
+
+
+def test_a_strategy_that_raises_fails_its_dialogue_counted_not_scored(data_file, tmp_path):
+    strategy = tmp_path / "broken.py"
+    strategy.write_text("class Broken:\n    def select(self, instance):\n"
+                        "        if instance.persona_id == 'persona-b':\n            raise RuntimeError('no index')\n"
+                        "        return instance.prior_interactions\n")
+    with FakeLLMServer(responder=Responder()) as server:
+        assert run_module.main(cli(server, data_file, tmp_path / "res", "--setting", f"{strategy}:Broken")) == 1
+    results = json.loads(next((tmp_path / "res").rglob("results.json")).read_text())
+    assert results["counts"]["failed"] == 1 and results["counts"]["satisfied"] == 2
+    assert results["failures"] == [{"instance_id": "persona-b__consistent", "at": "context", "round": 1,
+                                    "reason": "RuntimeError: no index"}]
