@@ -304,7 +304,7 @@ def forecast_interaction(spec: RunSpec, fresh: bool = False) -> RunForecast:
     model, simulator = spec.resolve_models()["model"], resolve_simulator(spec)
     directory = interaction_dir(spec.results_dir, model.label, spec.setting_.name, simulator.label, spec.max_rounds)
     forecast = RunForecast(model.label, spec.setting_.name, str(directory))
-    forecast.roles = {"model": role_forecast("model", model, False), "simulator": role_forecast("simulator", simulator, False)}
+    forecast.roles = {"model": role_forecast("model", model), "simulator": role_forecast("simulator", simulator)}
     as_model, as_simulator = RenderOnly(model), RenderOnly(simulator)
     for instance in instances:
         forecast.instances += 1

@@ -37,13 +37,14 @@ from cupid.evaluation.report.interaction_measures import MANIFEST, dialogue_reco
 from cupid.evaluation.settings import Context, Setting
 from cupid.evaluation.steps import generate, user_simulator
 from cupid.evaluation.steps.ask import Ask
-from cupid.evaluation.store import instance_file_name, now, run_dir_for
+from cupid.evaluation.store import BATCHES, instance_file_name, now, run_dir_for
 from cupid.utils.answers import ParseError
 from cupid.utils.dataset import Instance, safe_name
 from cupid.utils.errors import Interrupted, SetupError
 from cupid.utils.executor import iter_with_progress
 from cupid.utils.io import FileLock, StorageError, atomic_write_json, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
+from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
 from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError, RunCancelled
 from cupid.utils.models.model import Model
 from cupid.utils.models.retry import CANCEL, cancel_all
@@ -117,7 +118,7 @@ class Interaction:
             return DialogueOutcome(instance.instance_id, "busy")
         try:
             return self._run(instance)
-        except (SetupError, RunCancelled, StorageError):
+        except (SetupError, RunCancelled, StorageError, BatchDeferred):
             raise
         except Exception as exc:  # unexpected: recorded as the dialogue's failure, never lost
             if CANCEL.is_set():
@@ -278,25 +279,34 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
     started, started_at = time.perf_counter(), now()
     outcomes: dict[str, DialogueOutcome] = {}
     stop: BaseException | None = None
+    found = {r["instance_id"] for r in dialogue_records(directory, {i.instance_id for i in instances})
+             if r.get("status") in (*FINISHED, "skipped")}
+    runner = None
     try:
+        if spec.batch:
+            runner = batch_rounds(run, [i for i in instances if i.instance_id not in found], spec.n_workers,
+                                  directory)
         for instance, outcome in iter_with_progress(run.run, instances, n_workers=spec.n_workers,
                                                     desc=f"{model.name} [{spec.setting_.name}] interaction"):
             outcomes[instance.instance_id] = outcome
     except KeyboardInterrupt as exc:
         cancel_all()
-        stop = Interrupted(f"{stop_cause(exc)}: every finished round is saved in {directory}; rerun the same "
-                           f"command to resume.", stop_status(exc))
+        stop = Interrupted(f"{stop_cause(exc)}: every finished round is saved in {directory}"
+                           + (" and every submitted batch is listed in its batches.json" if spec.batch else "")
+                           + "; rerun the same command to resume.", stop_status(exc))
     except ModelConfigurationError as exc:
         stop = exc
     finally:
         if cache is not None:
             cache.close()
     this = {"started": started_at, "wall_time_s": round(time.perf_counter() - started, 2),
-            "selected": len(instances), "found_done": sum(o.already_done for o in outcomes.values()),
-            "ran": sum(not o.already_done and o.status != "busy" for o in outcomes.values()),
+            "selected": len(instances), "found_done": len(found),
+            "ran": sum(i not in found and o.status != "busy" for i, o in outcomes.items()),
             "ran_failed": sum(o.status == "failed" for o in outcomes.values()),
             "busy": sum(o.status == "busy" for o in outcomes.values()),
             "interrupted": isinstance(stop, Interrupted)}
+    if runner is not None:
+        this["batch"] = runner.counts()
     manifest.setdefault("invocations", []).append(this)
     atomic_write_json(manifest_path, manifest)
     ids = {i.instance_id for i in instances}
@@ -314,6 +324,27 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
             stop.results, stop.results_path = results, directory / "results.json"
         raise stop
     return results, directory
+
+
+def batch_rounds(run: Interaction, todo: list[Instance], n_workers: int, directory: Path) -> BatchRunner:
+    """``--batch``: passes over the unfinished dialogues, each taking every dialogue to its
+    next call not yet answered, which goes into the round's batch (one round of all dialogues
+    a batch: a reply, then the simulator's answer, ...), until no call is deferred or the
+    rounds run out (the rest is asked online by the ordinary pass after them)."""
+    runner = BatchRunner(directory / BATCHES)
+
+    def one(instance: Instance) -> DialogueOutcome:
+        try:
+            return run.run(instance)
+        except BatchDeferred:
+            return DialogueOutcome(instance.instance_id, "deferred")
+
+    def one_pass() -> None:
+        list(iter_with_progress(one, todo, n_workers=n_workers, show=False))
+
+    # Two calls a round, and a re-ask now and then.
+    run_in_rounds(one_pass, runner, [run.model, run.simulator], max_rounds=2 * run.max_rounds + 4)
+    return runner
 
 
 def resolve_simulator(spec) -> Model:

@@ -115,8 +115,6 @@ class RunSpec:
 
     def interaction_unsupported(self) -> str | None:
         """Why --task interaction cannot run with these arguments yet (None: it can)."""
-        if self.batch:
-            return "batch: not supported with task interaction yet (each round depends on the last)"
         if self.use_matcher:
             return "use_matcher: does not apply to task interaction (no checklist is matched)"
         if self.setting_.summaries:

@@ -118,8 +118,9 @@ def rounds_saved(summaries: list[dict], baseline: Path | None, ids: set[str], ma
 def dialogue_records(directory: Path, ids: set[str] | None = None):
     """The dialogue files of a directory (those of ``ids`` only, when given)."""
     for path in sorted(directory.glob("*.json")):
-        if path.name in (MANIFEST, "results.json"):
+        if path.name in (MANIFEST, "results.json", "batches.json"):
             continue
         record = read_json(path)
-        if isinstance(record, dict) and (ids is None or record.get("instance_id") in ids):
+        if isinstance(record, dict) and isinstance(record.get("rounds"), list) and \
+                (ids is None or record.get("instance_id") in ids):
             yield record

@@ -233,22 +233,19 @@ def test_kill_minus_9_between_rounds_resumes_without_repeating_a_round(data_file
     assert results_of(base, "default")["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--batch"], "batch: not supported with task interaction yet"),
-    (["--batch", "--dry_run"], "batch: not supported with task interaction yet"),
-    (["--use_matcher"], "use_matcher: does not apply to task interaction"),
-    (["--setting", "summary"], "setting summary: session summaries are not supported"),
-    (["--exclude_filtered"], "exclude_filtered: not supported")])
-def test_unsupported_combinations_are_refused(data_file, tmp_path, capsys, flags, message):
+@pytest.mark.parametrize("flags, message, argument", [
+    (["--use_matcher"], "use_matcher: does not apply to task interaction", {"use_matcher": True}),
+    (["--setting", "summary"], "setting summary: session summaries are not supported", {"setting": "summary"}),
+    (["--exclude_filtered"], "exclude_filtered: not supported", {"exclude_filtered": True}),
+    (["--exclude_filtered", "--dry_run"], "exclude_filtered: not supported", {"exclude_filtered": True})])
+def test_unsupported_combinations_are_refused(data_file, tmp_path, capsys, flags, message, argument):
     with FakeLLMServer(responder=Responder()) as server:
         assert run_module.main(cli(server, data_file, tmp_path / "res", *flags)) == 2
         assert not server.requests
     assert message in capsys.readouterr().err
     with pytest.raises(BadInput, match=message):
-        evaluate("test-model", task="interaction", data=str(data_file), results_dir=str(tmp_path / "api"),
-                 **{"batch": {"batch": True}, "use_matcher": {"use_matcher": True},
-                    "setting": {"setting": "summary"}, "exclude_filtered": {"exclude_filtered": True}}[
-                     flags[0].lstrip("-").split()[0] if flags[0] != "--setting" else "setting"])
+        evaluate("test-model", task="interaction", data=str(data_file), results_dir=str(tmp_path / "api"), **argument)
+    assert not (tmp_path / "res").exists() and not (tmp_path / "api").exists()
 
 
 def test_a_sweep_runs_none_then_default_and_tables_their_rounds(data_file, tmp_path, capsys):
@@ -353,3 +350,35 @@ def test_a_strategy_that_raises_fails_its_dialogue_counted_not_scored(data_file,
     assert results["counts"]["failed"] == 1 and results["counts"]["satisfied"] == 2
     assert results["failures"] == [{"instance_id": "persona-b__consistent", "at": "context", "round": 1,
                                     "reason": "RuntimeError: no index"}]
+
+
+def test_batch_runs_one_call_of_every_dialogue_a_round_with_the_online_numbers(fake_llm_env, data_file, tmp_path,
+                                                                                monkeypatch):
+    """--batch through the openai SDK's batch API against the loopback server: round r holds
+    every unfinished dialogue's next call; the measures are the online run's."""
+    from cupid import config
+
+    monkeypatch.setattr(config, "BATCH_POLL_INTERVAL", 0.05)
+    fake_llm_env.responder = Responder()
+
+    def args(results_dir, *extra):
+        return ["--model", "gpt-4o-mini", "--task", "interaction", "--data", str(data_file), "--results_dir",
+                str(results_dir), "--max_rounds", str(MAX_ROUNDS), "--n_workers", "2", "--max_retries", "2",
+                "--timeout", "5", *extra]
+
+    assert run_module.main(args(tmp_path / "online")) == 0
+    count = len(fake_llm_env.requests)
+    assert run_module.main(args(tmp_path / "batch", "--batch")) == 0
+    sent = fake_llm_env.requests[count:]
+    assert sent and all(r["path"] == "batch" for r in sent)
+    directory = Path("gpt-4o-mini") / "interaction_gpt-4o-2024-11-20_r4"
+    online = json.loads((tmp_path / "online" / directory / "results.json").read_text())
+    batch = json.loads((tmp_path / "batch" / directory / "results.json").read_text())
+    for key in ("counts", "rounds_to_satisfaction", "satisfied_by_round", "score_by_round", "dialogues"):
+        assert batch[key] == online[key], key
+    assert batch["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
+    # Rounds: replies 1, simulator, replies 2 (two dialogues left), ... persona-b's third answer last.
+    state = json.loads((tmp_path / "batch" / directory / "batches.json").read_text())
+    assert [len(b["items"]) for b in sorted(state["batches"], key=lambda b: b["round"])] == [3, 3, 2, 2, 1, 1]
+    assert batch["this_invocation"]["batch"]["rounds"] == 6
+    assert batch["usage"]["this_invocation"]["simulator"]["batch_calls"] == 6
