@@ -67,10 +67,11 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         if not an.runs:  # interactive runs only: their section and page
             output.mkdir(parents=True, exist_ok=True)
             md_path = output / "report.md"
+            drawn = interaction.write_figure(interactive, output) if figures else None
             atomic_write_text(md_path, f"# CUPID evaluation report\n\nResults: `{results_dir}`\n\n"
-                                       + interaction.section(interactive, results_dir) + "\n")
+                                       + interaction.section(interactive, results_dir, drawn) + "\n")
             page = interaction.write_page(interactive, output) if html else None
-            return ReportFiles(md_path, None, [], an, [], [], "", page)
+            return ReportFiles(md_path, None, [drawn] if drawn else [], an, [], [], "", page)
         gaps = find_gaps(an, results_dir)
         output.mkdir(parents=True, exist_ok=True)
         # Its time and a random tail ("20261123T101500Z-3f9a1c").
@@ -84,7 +85,9 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         cases = case_rows(an)
         exports = [write_samples(cases, output / f"error_types.{kind}") for kind in ("csv", "jsonl")] if cases else []
         if interactive:
-            md += [interaction.section(interactive, results_dir), ""]
+            drawn = interaction.write_figure(interactive, output) if figures else None
+            written += [drawn] if drawn else []
+            md += [interaction.section(interactive, results_dir, drawn), ""]
         atomic_write_text(md_path, "\n".join(md + figure_lines).rstrip() + "\n")
         if interactive and html:
             interaction.write_page(interactive, output)

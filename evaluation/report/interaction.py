@@ -13,6 +13,7 @@ from cupid.utils.html_page import esc, page
 from cupid.utils.io import atomic_write_text, read_json
 
 PAGE = "interaction.html"
+FIGURE = "fig_interaction.png"
 
 
 @dataclass
@@ -47,8 +48,8 @@ def _ci(estimate: dict | None, digits: int = 2, sign: str = "") -> str:
     return f"{value:{sign}.{digits}f} [{estimate['low']:{sign}.{digits}f}, {estimate['high']:{sign}.{digits}f}]"
 
 
-def section(runs: list[InteractionRun], results_dir: Path) -> str:
-    """report.md's section."""
+def section(runs: list[InteractionRun], results_dir: Path, figure: Path | None = None) -> str:
+    """report.md's section (``figure``: the curve's drawing, when drawn)."""
     lines = ["## Interaction (`--task interaction`)", "",
              "Not the paper's protocol (docs/interaction.md): per instance, the model answers the generation "
              "request, then the release's user simulator (Figure 19) scores each reply 1-10 and gives feedback "
@@ -68,6 +69,10 @@ def section(runs: list[InteractionRun], results_dir: Path) -> str:
                      else "—", str(run.directory.relative_to(results_dir))])
     lines += [md_table(["Model", "Setting", "Simulator", "Cap", "Satisfied", "Failed", "Rounds",
                         "Feedback rounds", "Saved vs none", "Directory"], rows), ""]
+    if figure is not None:
+        lines += [f"![Satisfied by round]({figure.name})", "",
+                  "Satisfied by round: the share of dialogues the simulator ended by each round, with its 95% "
+                  "interval (personas resampled) as a band; one panel per simulator.", ""]
     for run in runs:
         m, r = run.manifest, run.results
         lines += [f"### Satisfied by round — {m['model']} · {m['setting']} · simulator {m['simulator']}", ""]
@@ -123,3 +128,38 @@ def _dialogue_html(record: dict) -> str:
         turns.append(f"<p><b>Failed</b> at round {esc(failure.get('round'))} ({esc(failure.get('at'))}): "
                      f"{esc(failure.get('reason'))}</p>")
     return f"<details><summary>{head}</summary>{held}{''.join(turns)}</details>"
+
+
+def write_figure(runs: list[InteractionRun], output: Path) -> Path | None:
+    """fig_interaction.png: the satisfied-by-round curve of each run, with its 95% interval
+    (personas resampled) as a band; one panel per simulator (runs under different simulators are
+    not comparable). None without matplotlib."""
+    try:
+        from cupid.evaluation.report.figures import _save, pyplot
+
+        plt = pyplot()
+    except ImportError:
+        return None
+    simulators = sorted({r.manifest["simulator"] for r in runs})
+    fig, axes = plt.subplots(1, len(simulators), figsize=(5.5 * len(simulators), 4.2), squeeze=False)
+    for ax, simulator in zip(axes[0], simulators):
+        for i, run in enumerate(r for r in runs if r.manifest["simulator"] == simulator):
+            curve = [p for p in run.results["satisfied_by_round"] if p["value"] is not None]
+            if not curve:
+                continue
+            x = [p["round"] for p in curve]
+            label = f"{run.manifest['model']} · {run.manifest['setting']} (n={curve[0]['n']})"
+            ax.plot(x, [100 * p["value"] for p in curve], marker="o", color=f"C{i}", label=label)
+            ax.fill_between(x, [100 * p["low"] for p in curve], [100 * p["high"] for p in curve],
+                            color=f"C{i}", alpha=0.15)
+        cap = max(r.manifest["max_rounds"] for r in runs if r.manifest["simulator"] == simulator)
+        ax.set_xticks(range(1, cap + 1))
+        ax.set_xlabel("round (the model's reply)")
+        ax.set_ylabel("satisfied by this round (%)")
+        ax.set_ylim(-3, 103)
+        ax.set_title(f"simulator {simulator}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    path = output / FIGURE
+    _save(plt, fig, path)
+    return path

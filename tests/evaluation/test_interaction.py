@@ -271,8 +271,11 @@ def test_the_report_shows_rounds_saved_the_curve_and_each_dialogue_turn_by_turn(
         assert run_module.main(cli(server, data_file, base)[:2] + [
             "--evaluator", f"vllm:test-evaluator@{server.openai_base_url}", "--task", "generation",
             "--data", str(data_file), "--results_dir", str(base)]) in (0, 1)
-    assert report_command.main([str(base), "--no_figures"]) == 0
+    assert report_command.main([str(base)]) == 0
+    assert "wrote " + str(base / "fig_interaction.png") in capsys.readouterr().out
+    assert (base / "fig_interaction.png").read_bytes()[:4] == b"\x89PNG"
     md = (base / "report.md").read_text()
+    assert "![Satisfied by round](fig_interaction.png)" in md
     section = md[md.index("## Interaction"):]
     default_row = next(line for line in section.splitlines() if line.startswith("| test-model | default |"))
     assert "| 3/3 | 0 | 2.00 [" in default_row and "+1.67 [" in default_row and "(n=3)" in default_row
