@@ -266,13 +266,15 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
                 "setting": spec.setting_.name, "max_rounds": spec.max_rounds, "data_source": source.name}
     directory.mkdir(parents=True, exist_ok=True)
     manifest_path = directory / MANIFEST
-    if manifest_path.exists():
-        existing = read_json(manifest_path)
-        differs = [k for k, v in manifest.items() if k != "invocations" and existing.get(k) != v]
-        if differs:
-            raise SetupError(f"{directory} holds dialogues made with other {', '.join(differs)}; use another "
-                             f"--results_dir")
-        manifest["invocations"] = existing.get("invocations", [])
+    with FileLock(directory / LOCKS / "run.lock"):  # shards may share the directory
+        if manifest_path.exists():
+            existing = read_json(manifest_path)
+            differs = [k for k, v in manifest.items() if existing.get(k) != v]
+            if differs:
+                raise SetupError(f"{directory} holds dialogues made with other {', '.join(differs)}; use another "
+                                 f"--results_dir")
+            manifest["invocations"] = existing.get("invocations", [])
+        atomic_write_json(manifest_path, {**manifest, "invocations": manifest.get("invocations", [])})
     cache = None if spec.no_cache else ResponseCache(Path(spec.results_dir).resolve() / CACHE_DIR)
     model.cache = simulator.cache = cache
     run = Interaction(model, simulator, spec.setting_, spec.max_rounds, directory)
@@ -307,9 +309,13 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
             "interrupted": isinstance(stop, Interrupted)}
     if runner is not None:
         this["batch"] = runner.counts()
-    manifest.setdefault("invocations", []).append(this)
-    atomic_write_json(manifest_path, manifest)
-    ids = {i.instance_id for i in instances}
+    with FileLock(directory / LOCKS / "run.lock"):
+        manifest = read_json(manifest_path)
+        manifest["invocations"].append(this)
+        atomic_write_json(manifest_path, manifest)
+    # Every dialogue of the directory (another shard's or an earlier --limit's too), as results.json
+    # aggregates every instance file of a run directory.
+    ids = {i.instance_id for i in instances} | {r["instance_id"] for r in dialogue_records(directory)}
     results = measures(directory, ids, spec.max_rounds, baseline=baseline_dir(spec, model, simulator))
     results["settings"] = {k: manifest[k] for k in ("model", "simulator", "setting", "max_rounds", "data_source")}
     results["settings"].update(task="interaction", simulator_parameters=dict(user_simulator.PARAMS),

@@ -385,3 +385,17 @@ def test_batch_runs_one_call_of_every_dialogue_a_round_with_the_online_numbers(f
     assert [len(b["items"]) for b in sorted(state["batches"], key=lambda b: b["round"])] == [3, 3, 2, 2, 1, 1]
     assert batch["this_invocation"]["batch"]["rounds"] == 6
     assert batch["usage"]["this_invocation"]["simulator"]["batch_calls"] == 6
+
+
+def test_shards_share_the_directory_and_its_results_cover_both(data_file, tmp_path):
+    with FakeLLMServer(responder=Responder()) as server:
+        base = tmp_path / "res"
+        assert run_module.main(cli(server, data_file, base, "--shard", "1/2")) == 0
+        first = results_of(base, "default")["counts"]
+        assert run_module.main(cli(server, data_file, base, "--shard", "2/2")) == 0
+        assert len(server.requests) == 12  # each dialogue once: 2 + 4 + 6 calls
+    assert 0 < first["satisfied"] < 3
+    results = results_of(base, "default")
+    assert results["counts"]["satisfied"] == 3 and results["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
+    manifest = json.loads((dialogue_dir(base, "default") / "interaction_run.json").read_text())
+    assert [i["ran"] for i in manifest["invocations"]] == [first["satisfied"], 3 - first["satisfied"]]
