@@ -137,8 +137,14 @@ class Interaction:
         if record is not None and record.get("fingerprint") != instance.fingerprint():
             raise SetupError(f"{path} holds a dialogue of other content for instance {instance.instance_id}; "
                              f"use another --results_dir, or move the file away to evaluate it afresh")
+        if record is not None and record.get("status") in FINISHED and damaged(record):
+            log.warning("%s: %s; asked again from there", path, damaged(record))
+            heal(record)
         if record is not None and record.get("status") in (*FINISHED, "skipped"):
             return DialogueOutcome(instance.instance_id, record["status"], already_done=True)
+        if record is not None and damaged(record):
+            log.warning("%s: %s; asked again from there", path, damaged(record))
+            heal(record)
         if record is None:
             description, source = persona_description(instance)
             record = {"instance_id": instance.instance_id, "persona_id": instance.persona_id,
@@ -234,6 +240,54 @@ class Interaction:
         atomic_write_json(path, record)
         log.warning("%s: dialogue failed at round %d (%s): %s", record["instance_id"], number, who, reason)
         return DialogueOutcome(record["instance_id"], "failed", reason=reason)
+
+
+def _turn_problem(turn) -> tuple[str, str] | None:
+    """(part, problem) of a stored round that cannot be used: its reply or its simulator turn."""
+    if not isinstance(turn, dict) or not isinstance(turn.get("reply"), str) or not turn["reply"].strip():
+        return "reply", "the reply is not a non-empty string"
+    simulator = turn.get("simulator")
+    if simulator is not None:
+        problem = user_simulator.check(simulator) if isinstance(simulator, dict) else "not an object"
+        if problem is None and not isinstance(simulator.get("raw"), str):
+            problem = "raw is not a string"
+        if problem:
+            return "simulator", problem
+    return None
+
+
+def damaged(record: dict) -> str | None:
+    """What is wrong with a dialogue file's rounds (None: usable), first problem only."""
+    rounds = record.get("rounds")
+    if not isinstance(rounds, list):
+        return "its rounds are not a list"
+    for number, turn in enumerate(rounds, start=1):
+        found = _turn_problem(turn)
+        if found:
+            return f"round {number}: {found[0]}: {found[1]}"
+        if turn.get("simulator") is None and number < len(rounds):
+            return f"round {number}: no simulator answer before a later round"
+    if record.get("status") == "satisfied" and not (rounds and (rounds[-1].get("simulator") or {}).get("ended")):
+        return "satisfied, but its last round did not end the dialogue"
+    return None
+
+
+def heal(record: dict) -> None:
+    """Drop a dialogue's rounds from its first unusable part on: they are asked again (the
+    response cache replays the answers once paid for, so a damaged file heals without a call)."""
+    rounds = record["rounds"] if isinstance(record.get("rounds"), list) else []
+    kept = []
+    for number, turn in enumerate(rounds, start=1):
+        found = _turn_problem(turn)
+        if found and found[0] == "reply":
+            break
+        if found:
+            kept.append({k: v for k, v in turn.items() if k != "simulator"})
+            break
+        kept.append(turn)
+        if turn.get("simulator") is None:
+            break
+    record["rounds"], record["status"] = kept, "running"
 
 
 def _call(answer: Answer) -> dict:

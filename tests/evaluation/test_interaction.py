@@ -399,3 +399,21 @@ def test_shards_share_the_directory_and_its_results_cover_both(data_file, tmp_pa
     assert results["counts"]["satisfied"] == 3 and results["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
     manifest = json.loads((dialogue_dir(base, "default") / "interaction_run.json").read_text())
     assert [i["ran"] for i in manifest["invocations"]] == [first["satisfied"], 3 - first["satisfied"]]
+
+
+def test_a_damaged_dialogue_file_is_asked_again_from_the_damage_and_heals_from_the_cache(data_file, tmp_path):
+    with FakeLLMServer(responder=Responder()) as server:
+        base = tmp_path / "res"
+        assert run_module.main(cli(server, data_file, base)) == 0
+        path = dialogue_dir(base, "default") / "persona-b__consistent.json"
+        good = json.loads(path.read_text())
+        record = json.loads(path.read_text())
+        record["rounds"][1]["simulator"]["score"] = "five"
+        path.write_text(json.dumps(record))
+        count = len(server.requests)
+        assert run_module.main(cli(server, data_file, base)) == 0
+        assert len(server.requests) == count  # the cache replayed rounds 2 and 3
+    healed = json.loads(path.read_text())
+    assert [t["simulator"]["score"] for t in healed["rounds"]] == [4, 5, 10]
+    assert [t["reply"] for t in healed["rounds"]] == [t["reply"] for t in good["rounds"]]
+    assert results_of(base, "default")["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
