@@ -96,7 +96,7 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
         reset_cancel()
         with SignalGuard() as signals:  # SIGTERM and SIGHUP stop the run as Ctrl-C does
             if spec.task == "interaction":
-                from cupid.evaluation.interaction import run_interaction
+                from cupid.evaluation.interaction_run import run_interaction
 
                 results, run_dir = run_interaction(spec)
                 return EvaluationResult(results=results, run_dir=run_dir,

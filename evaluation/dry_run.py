@@ -296,7 +296,8 @@ def expected_rounds(instance: Instance, max_rounds: int) -> int:
 def forecast_interaction(spec: RunSpec, fresh: bool = False) -> RunForecast:
     """Each dialogue's calls, rendered by evaluation/interaction.py's own requests with
     stand-in replies and simulator answers, round after round as the chats grow."""
-    from cupid.evaluation.interaction import first_ask, interaction_dir, persona_description, resolve_simulator
+    from cupid.evaluation.interaction import first_ask, interaction_dir, persona_description
+    from cupid.evaluation.interaction_run import resolve_simulator
     from cupid.evaluation.steps import generate, user_simulator
     from cupid.utils.models.asking import ask_until_usable
 

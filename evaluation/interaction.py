@@ -22,34 +22,30 @@ so that a rerun after a kill -9 resumes at the call that was in flight and never
 finished round. A call that failed for good, or a simulator answer still unparseable after the
 release's three tries, marks the dialogue failed (with its reason and raw answers): counted,
 never scored; the next invocation asks that call afresh (new variants, past the cached ones)
-and goes on from there. The measures are in report/interaction_measures.py.
+and goes on from there. One invocation (the dialogues, results.json) is interaction_run.py;
+the measures are in report/interaction_measures.py.
 """
 from __future__ import annotations
 
 import logging
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from cupid import config
-from cupid.evaluation.report.interaction_measures import MANIFEST, dialogue_records, measures
 from cupid.evaluation.settings import Context, Setting
 from cupid.evaluation.steps import generate, user_simulator
 from cupid.evaluation.steps.ask import Ask
-from cupid.evaluation.store import BATCHES, instance_file_name, now, run_dir_for
+from cupid.evaluation.store import instance_file_name, now, run_dir_for
 from cupid.utils.answers import ParseError
 from cupid.utils.dataset import Instance, safe_name
-from cupid.utils.errors import Interrupted, SetupError
-from cupid.utils.executor import iter_with_progress
+from cupid.utils.errors import SetupError
 from cupid.utils.io import FileLock, StorageError, atomic_write_json, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
-from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
-from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError, RunCancelled
+from cupid.utils.models.batch import BatchDeferred
+from cupid.utils.models.errors import ModelCallFailed, RunCancelled
 from cupid.utils.models.model import Model
-from cupid.utils.models.retry import CANCEL, cancel_all
+from cupid.utils.models.retry import CANCEL
 from cupid.utils.redact import redact
-from cupid.utils.stop_signals import stop_cause, stop_status
 
 log = logging.getLogger("cupid.evaluation")
 
@@ -296,188 +292,3 @@ def _call(answer: Answer) -> dict:
     if answer.attempts > 1:
         kept["unusable"] = answer.raws[:-1]
     return kept
-
-
-# ---------------------------------------------------------------------------------------
-# One invocation (evaluate(task="interaction"))
-# ---------------------------------------------------------------------------------------
-def run_interaction(spec, signals=None) -> tuple[dict, Path]:
-    """Every selected instance's dialogue, then results.json with the measures; returns
-    (results, directory). Raises as evaluate() does."""
-    from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-    from cupid.utils.models.registry import check_models
-    from cupid.utils.models.usage import UsageTracker
-
-    source, instances = spec.instances()
-    models = spec.resolve_models()
-    model = models["model"]
-    simulator = resolve_simulator(spec)
-    for m in (model, simulator):
-        m.usage = UsageTracker()
-    check_models([model, simulator])
-    directory = interaction_dir(spec.results_dir, model.label, spec.setting_.name, simulator.label, spec.max_rounds)
-    manifest = {"task": "interaction", "model": model.label, "simulator": simulator.label,
-                "setting": spec.setting_.name, "max_rounds": spec.max_rounds, "data_source": source.name}
-    directory.mkdir(parents=True, exist_ok=True)
-    manifest_path = directory / MANIFEST
-    with FileLock(directory / LOCKS / "run.lock"):  # shards may share the directory
-        if manifest_path.exists():
-            existing = read_json(manifest_path)
-            differs = [k for k, v in manifest.items() if existing.get(k) != v]
-            if differs:
-                raise SetupError(f"{directory} holds dialogues made with other {', '.join(differs)}; use another "
-                                 f"--results_dir")
-            manifest["invocations"] = existing.get("invocations", [])
-        atomic_write_json(manifest_path, {**manifest, "invocations": manifest.get("invocations", [])})
-    cache = None if spec.no_cache else ResponseCache(Path(spec.results_dir).resolve() / CACHE_DIR)
-    model.cache = simulator.cache = cache
-    run = Interaction(model, simulator, spec.setting_, spec.max_rounds, directory)
-    started, started_at = time.perf_counter(), now()
-    outcomes: dict[str, DialogueOutcome] = {}
-    stop: BaseException | None = None
-    found = {r["instance_id"] for r in dialogue_records(directory, {i.instance_id for i in instances})
-             if r.get("status") in (*FINISHED, "skipped")}
-    runner = None
-    try:
-        if spec.batch:
-            runner = batch_rounds(run, [i for i in instances if i.instance_id not in found], spec.n_workers,
-                                  directory)
-        for instance, outcome in iter_with_progress(run.run, instances, n_workers=spec.n_workers,
-                                                    desc=f"{model.name} [{spec.setting_.name}] interaction"):
-            outcomes[instance.instance_id] = outcome
-    except KeyboardInterrupt as exc:
-        cancel_all()
-        stop = Interrupted(f"{stop_cause(exc)}: every finished round is saved in {directory}"
-                           + (" and every submitted batch is listed in its batches.json" if spec.batch else "")
-                           + "; rerun the same command to resume.", stop_status(exc))
-    except ModelConfigurationError as exc:
-        stop = exc
-    finally:
-        if cache is not None:
-            cache.close()
-    this = {"started": started_at, "wall_time_s": round(time.perf_counter() - started, 2),
-            "selected": len(instances), "found_done": len(found),
-            "ran": sum(i not in found and o.status != "busy" for i, o in outcomes.items()),
-            "ran_failed": sum(o.status == "failed" for o in outcomes.values()),
-            "busy": sum(o.status == "busy" for o in outcomes.values()),
-            "interrupted": isinstance(stop, Interrupted)}
-    if runner is not None:
-        this["batch"] = runner.counts()
-    with FileLock(directory / LOCKS / "run.lock"):
-        manifest = read_json(manifest_path)
-        manifest["invocations"].append(this)
-        atomic_write_json(manifest_path, manifest)
-    # Every dialogue of the directory (another shard's or an earlier --limit's too), as results.json
-    # aggregates every instance file of a run directory.
-    ids = {i.instance_id for i in instances} | {r["instance_id"] for r in dialogue_records(directory)}
-    results = measures(directory, ids, spec.max_rounds, baseline=baseline_dir(spec, model, simulator))
-    results["settings"] = {k: manifest[k] for k in ("model", "simulator", "setting", "max_rounds", "data_source")}
-    results["settings"].update(task="interaction", simulator_parameters=dict(user_simulator.PARAMS),
-                               persona_sources=_persona_sources(directory, ids))
-    results["usage"] = {"this_invocation": {role: {"model": m.name, **m.usage.snapshot(m.name)}
-                                            for role, m in (("model", model), ("simulator", simulator))},
-                        "recorded": recorded_usage(directory, ids, model.name, simulator.name)}
-    results["this_invocation"] = this
-    atomic_write_json(directory / "results.json", results)
-    if stop is not None:
-        if isinstance(stop, Interrupted):
-            stop.results, stop.results_path = results, directory / "results.json"
-        raise stop
-    return results, directory
-
-
-def batch_rounds(run: Interaction, todo: list[Instance], n_workers: int, directory: Path) -> BatchRunner:
-    """``--batch``: passes over the unfinished dialogues, each taking every dialogue to its
-    next call not yet answered, which goes into the round's batch (one round of all dialogues
-    a batch: a reply, then the simulator's answer, ...), until no call is deferred or the
-    rounds run out (the rest is asked online by the ordinary pass after them)."""
-    runner = BatchRunner(directory / BATCHES)
-
-    def one(instance: Instance) -> DialogueOutcome:
-        try:
-            return run.run(instance)
-        except BatchDeferred:
-            return DialogueOutcome(instance.instance_id, "deferred")
-
-    def one_pass() -> None:
-        list(iter_with_progress(one, todo, n_workers=n_workers, show=False))
-
-    # Two calls a round, and a re-ask now and then.
-    run_in_rounds(one_pass, runner, [run.model, run.simulator], max_rounds=2 * run.max_rounds + 4)
-    return runner
-
-
-def resolve_simulator(spec) -> Model:
-    """The simulator's model at the release's parameters (to OpenAI, as the release sends a chat)."""
-    from cupid.utils.models.registry import resolve_model
-
-    seed = {} if spec.seed is None else {"seed": spec.seed}
-    simulator = resolve_model(spec.simulator, overrides=seed, timeout=spec.timeout, max_retries=spec.max_retries,
-                              **user_simulator.PARAMS)
-    if simulator.provider == "openai":  # OpenAI's own API, not a compatible server
-        simulator = resolve_model(spec.simulator, overrides=seed, timeout=spec.timeout,
-                                  max_retries=spec.max_retries, **user_simulator.PARAMS, **user_simulator.OPENAI_WIRE)
-    return simulator
-
-
-def recorded_usage(directory: Path, ids: set[str], model_name: str, simulator_name: str) -> dict:
-    """The tokens every invocation's calls cost, from the dialogue files (failed calls too),
-    per role, with the estimated cost at the catalog's price."""
-    from cupid.utils.models.usage import cost_of
-
-    totals = {"model": {}, "simulator": {}}
-    for record in dialogue_records(directory, ids):
-        parts = [("model", t.get("usage")) for t in record.get("rounds") or []]
-        parts += [("simulator", (t.get("simulator") or {}).get("usage")) for t in record.get("rounds") or []]
-        for failure in [*record.get("failures", []), *([record["failure"]] if record.get("failure") else [])]:
-            parts.append(("simulator" if failure.get("at") == "simulator" else "model", failure.get("usage")))
-        for role, usage in parts:
-            for name, tokens in (usage or {}).items():
-                totals[role][name] = totals[role].get(name, 0) + tokens
-    return {role: {"model": name, **usage, "estimated_cost_usd": cost_of(name, usage)}
-            for (role, usage), name in zip(totals.items(), (model_name, simulator_name))}
-
-
-def baseline_dir(spec, model: Model, simulator: Model) -> Path | None:
-    """The `none` strategy's dialogues of the same model, simulator and cap (the rounds-saved
-    baseline), when this run is not itself that one."""
-    if spec.setting_.name == "none":
-        return None
-    return interaction_dir(spec.results_dir, model.label, "none", simulator.label, spec.max_rounds)
-
-
-def _persona_sources(directory: Path, ids: set[str]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for record in dialogue_records(directory, ids):
-        counts[record.get("persona_source", "?")] = counts.get(record.get("persona_source", "?"), 0) + 1
-    return counts
-
-
-def print_interaction_summary(results: dict, path: Path | None = None, out=None) -> None:
-    out = out or sys.stdout
-    s, c = results["settings"], results["counts"]
-    print(f"\nCUPID interaction · model {s['model']} · setting {s['setting']} · simulator {s['simulator']} · "
-          f"max_rounds {s['max_rounds']}", file=out)
-    rts = results["rounds_to_satisfaction"]
-    print(f"dialogues: {c['selected']} · satisfied {c['satisfied']} · unsatisfied {c['unsatisfied']} "
-          f"(counted at {s['max_rounds']} rounds) · FAILED {c['failed']} · skipped {c['skipped']}"
-          + (f" · unfinished {c['unfinished']}" if c.get("unfinished") else ""), file=out)
-    if rts["value"] is not None:
-        print(f"rounds to satisfaction: {rts['value']:.2f} [{rts['low']:.2f}, {rts['high']:.2f}] (n={rts['n']})",
-              file=out)
-    saved = results.get("rounds_saved_vs_none")
-    if saved and saved.get("difference") is not None:
-        print(f"feedback rounds saved vs none: {saved['difference']:+.2f} [{saved['low']:+.2f}, "
-              f"{saved['high']:+.2f}] (paired n={saved['n']})", file=out)
-    curve = " ".join(f"{p['value']:.2f}" if p["value"] is not None else "-" for p in results["satisfied_by_round"])
-    print(f"satisfied by round 1..{s['max_rounds']}: {curve}", file=out)
-    for role, usage in (results.get("usage") or {}).get("this_invocation", {}).items():
-        print(f"{role} {usage.get('model')}: {usage.get('calls', 0)} calls · {usage.get('prompt_tokens', 0)} "
-              f"prompt + {usage.get('completion_tokens', 0)} completion tokens", file=out)
-    embedded = sorted({s[role] for role in ("model", "simulator") if str(s.get(role) or "")
-                       .startswith(config.EMBEDDED_MODEL)})
-    if embedded:
-        print(f"note: {' and '.join(embedded)} is the embedded 135M offline model: these numbers "
-              f"exercise the harness end to end and mean nothing about the benchmark", file=out)
-    if path is not None:
-        print(f"results: {path}", file=out)

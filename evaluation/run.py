@@ -221,7 +221,7 @@ def run_one(arguments: dict) -> tuple[int, dict | None]:
 def show(results: dict, path) -> None:
     """The summary of a run's results (the interactive task's its own)."""
     if results.get("task") == "interaction":
-        from cupid.evaluation.interaction import print_interaction_summary
+        from cupid.evaluation.interaction_run import print_interaction_summary
 
         print_interaction_summary(results, path)
     else:
