@@ -70,7 +70,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
             drawn = interaction.write_figure(interactive, output) if figures else None
             atomic_write_text(md_path, f"# CUPID evaluation report\n\nResults: `{results_dir}`\n\n"
                                        + interaction.section(interactive, results_dir, drawn) + "\n")
-            page = interaction.write_page(interactive, output) if html else None
+            page = interaction.write_page(interactive, output, data_paths) if html else None
             return ReportFiles(md_path, None, [drawn] if drawn else [], an, [], [], "", page)
         gaps = find_gaps(an, results_dir)
         output.mkdir(parents=True, exist_ok=True)
@@ -90,7 +90,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
             md += [interaction.section(interactive, results_dir, drawn), ""]
         atomic_write_text(md_path, "\n".join(md + figure_lines).rstrip() + "\n")
         if interactive and html:
-            interaction.write_page(interactive, output)
+            interaction.write_page(interactive, output, data_paths)
         page = write_html_report(an, output, data_paths=data_paths, build_id=build_id,
                                  drawing=drawing) if html else None
         for future in drawing:  # raises what failed in the drawing

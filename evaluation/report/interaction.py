@@ -86,24 +86,65 @@ def section(runs: list[InteractionRun], results_dir: Path, figure: Path | None =
     return "\n".join(lines)
 
 
-def write_page(runs: list[InteractionRun], output: Path) -> Path:
-    """interaction.html: each run's dialogues, turn by turn."""
+def _instances(runs: list[InteractionRun], data_paths) -> tuple[dict, list[str]]:
+    """The dialogues' instances, for the sessions they were shown: from ``data_paths`` (the
+    report's --data) or each run's local data; the hub's is not loaded here."""
+    from cupid.evaluation.data import InstanceSource
+    from cupid.utils.dataset import DataValidationError
+
+    wanted = {r["instance_id"] for run in runs for r in dialogue_records(run.directory)}
+    paths = list(data_paths or []) or sorted({run.manifest.get("data_source") for run in runs
+                                              if run.manifest.get("data_source")
+                                              and Path(run.manifest["data_source"]).exists()})
+    found, notes = {}, []
+    for path in paths:
+        try:
+            for instance in InstanceSource(data_path=path):
+                if instance.instance_id in wanted:
+                    found.setdefault(instance.instance_id, instance)
+        except (DataValidationError, OSError, ValueError) as exc:
+            notes.append(f"data {path}: not read ({exc})")
+    if wanted - set(found):
+        notes.append(f"{len(wanted - set(found))} of {len(wanted)} dialogues' instances not found in "
+                     f"{', '.join(map(str, paths)) or 'any local data (give --data)'}: their sessions are not shown")
+    return found, notes
+
+
+def write_page(runs: list[InteractionRun], output: Path, data_paths=None) -> Path:
+    """interaction.html: each run's dialogues, turn by turn, beside the sessions shown."""
+    instances, notes = _instances(runs, data_paths)
     parts = ["<h1>CUPID interaction dialogues</h1>",
              "<p>Each dialogue: what the user simulator held (the current context factor, preference and "
              "checklist, and the persona it played), then the request, each reply, and the simulator's score, "
              "decision and feedback. Not the paper's protocol; see docs/interaction.md.</p>"]
+    parts += [f"<p class='note'>{esc(note)}</p>" for note in notes]
     for run in runs:
         m = run.manifest
         parts.append(f"<h2>{esc(m['model'])} · setting {esc(m['setting'])} · simulator {esc(m['simulator'])} · "
                      f"cap {esc(m['max_rounds'])}</h2>")
         for record in dialogue_records(run.directory):
-            parts.append(_dialogue_html(record))
+            parts.append(_dialogue_html(record, instances.get(record["instance_id"])))
     path = output / PAGE
     atomic_write_text(path, page("CUPID interaction dialogues", "\n".join(parts)))
     return path
 
 
-def _dialogue_html(record: dict) -> str:
+def _sessions_html(record: dict, instance) -> str:
+    """The prior sessions the model was shown, each folded."""
+    shown = record.get("shown_positions")
+    if instance is None or not shown:
+        return ""
+    blocks = []
+    for position in shown:
+        session = instance.prior_interactions[position - 1]
+        turns = "".join(f"<div class='turn {'user' if t.role == 'user' else 'model'}'><b>{esc(t.role)}</b>"
+                        f"<pre>{esc(t.content)}</pre></div>" for t in session.dialogue)
+        blocks.append(f"<details><summary>Session {position}: {esc(session.context_factor)} — "
+                      f"{esc(session.contextual_preference)}</summary>{turns}</details>")
+    return f"<details><summary>The {len(shown)} prior sessions shown</summary>{''.join(blocks)}</details>"
+
+
+def _dialogue_html(record: dict, instance=None) -> str:
     status = record.get("status")
     rounds = record.get("rounds") or []
     head = (f"{esc(record['instance_id'])} ({esc(record.get('instance_type'))}): {esc(status)}, "
@@ -127,7 +168,7 @@ def _dialogue_html(record: dict) -> str:
     if status == "failed" and failure:
         turns.append(f"<p><b>Failed</b> at round {esc(failure.get('round'))} ({esc(failure.get('at'))}): "
                      f"{esc(failure.get('reason'))}</p>")
-    return f"<details><summary>{head}</summary>{held}{''.join(turns)}</details>"
+    return f"<details><summary>{head}</summary>{held}{_sessions_html(record, instance)}{''.join(turns)}</details>"
 
 
 def write_figure(runs: list[InteractionRun], output: Path) -> Path | None:

@@ -284,7 +284,10 @@ def test_the_report_shows_rounds_saved_the_curve_and_each_dialogue_turn_by_turn(
     assert "| all | 0.33 [" in section
     assert "## Generation" in md  # the other tasks' report is still there
     html = (base / "interaction.html").read_text()
-    assert html.count("<details>") == 6
+    assert html.count("<details><summary>persona-") == 6
+    # Beside each dialogue of the default setting, the sessions it was shown (none under none).
+    assert html.count("The 3 prior sessions shown") == 3
+    assert "Session 1 request of persona-b (consistent)." in html
     turn = html[html.index("persona-b__consistent (consistent): satisfied, 3 rounds"):]
     assert turn.index(f"Model, round 1</b><pre>{HISTORY_MARK} reply 1") < turn.index("Simulator: score 4, CONTINUE") \
         < turn.index("Feedback 1 for consistent.") < turn.index("Model, round 2") < turn.index("score 10, END")
@@ -417,3 +420,14 @@ def test_a_damaged_dialogue_file_is_asked_again_from_the_damage_and_heals_from_t
     assert [t["simulator"]["score"] for t in healed["rounds"]] == [4, 5, 10]
     assert [t["reply"] for t in healed["rounds"]] == [t["reply"] for t in good["rounds"]]
     assert results_of(base, "default")["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
+
+
+def test_evaluate_runs_the_interactive_task_from_python(data_file, tmp_path):
+    with FakeLLMServer(responder=Responder()) as server:
+        url = server.openai_base_url
+        run = evaluate(f"vllm:test-model@{url}", task="interaction", simulator=f"vllm:test-sim@{url}",
+                       evaluator=f"vllm:test-evaluator@{url}", data=str(data_file), max_rounds=MAX_ROUNDS,
+                       results_dir=str(tmp_path / "res"), setting="none", max_retries=1, timeout=5)
+    assert run.run_dir == dialogue_dir(tmp_path / "res", "none") and run.failed == 0
+    assert run.results["rounds_to_satisfaction"]["value"] == pytest.approx(11 / 3)
+    assert json.loads((run.run_dir / "results.json").read_text())["counts"] == run.results["counts"]
