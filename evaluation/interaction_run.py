@@ -4,12 +4,15 @@ results.json with the measures (evaluation/report/interaction_measures.py), and 
 ``cupid-eval`` prints."""
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
 
 from cupid import config
-from cupid.evaluation.interaction import FINISHED, LOCKS, DialogueOutcome, Interaction, interaction_dir
+from cupid.evaluation.context_check import check_context
+from cupid.evaluation.interaction import (FINISHED, LOCKS, DialogueOutcome, Interaction, interaction_dir,
+                                          persona_description)
 from cupid.evaluation.report.interaction_measures import MANIFEST, dialogue_records, measures
 from cupid.evaluation.steps import user_simulator
 from cupid.evaluation.store import BATCHES, now
@@ -20,6 +23,7 @@ from cupid.utils.io import FileLock, atomic_write_json, read_json
 from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
 from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.model import Model
+from cupid.utils.models.tokens import MAX_CHARS_PER_TOKEN
 from cupid.utils.models.retry import cancel_all
 from cupid.utils.stop_signals import stop_cause, stop_status
 
@@ -38,6 +42,9 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
     for m in (model, simulator):
         m.usage = UsageTracker()
     check_models([model, simulator])
+    check_simulator_context(simulator, instances)
+    # Round 1's request against a served model's stated context (later rounds are longer).
+    check_context({"evaluated": model}, instances, task="generation", setting=spec.setting_)
     directory = interaction_dir(spec.results_dir, model.label, spec.setting_.name, simulator.label, spec.max_rounds)
     manifest = {"task": "interaction", "model": model.label, "simulator": simulator.label,
                 "setting": spec.setting_.name, "max_rounds": spec.max_rounds, "data_source": source.name}
@@ -107,6 +114,26 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
             stop.results, stop.results_path = results, directory / "results.json"
         raise stop
     return results, directory
+
+
+def check_simulator_context(simulator: Model, instances) -> None:
+    """Raise ModelConfigurationError when a served simulator's stated context cannot hold its
+    first request (system prompt, opening turn, and a reply, left empty) plus its max_tokens
+    (8192, the release's): every call of every dialogue would be refused."""
+    limit = getattr(simulator, "max_model_len", None)
+    if not limit:
+        return
+    longest = max((len(user_simulator.system_prompt(persona_description(i)[0], i.current_context_factor,
+                                                    i.current_contextual_preference, i.current_checklist))
+                   + len(user_simulator.opening_turn(i.current_request.strip())) for i in instances), default=0)
+    tokens = math.floor(longest / MAX_CHARS_PER_TOKEN)
+    max_tokens = simulator.overrides.get("max_tokens", user_simulator.PARAMS["max_tokens"])
+    if tokens + max_tokens > limit:
+        raise ModelConfigurationError(
+            f"{simulator.name} (simulator): the server's max_model_len {limit} cannot hold the simulator's first "
+            f"request: at least {tokens} prompt tokens (estimated from its length) + max_tokens {max_tokens} = "
+            f"{tokens + max_tokens}, and every later request is longer; restart vLLM with --max-model-len "
+            f"{1 << (tokens + max_tokens - 1).bit_length()} or more")
 
 
 def batch_rounds(run: Interaction, todo: list[Instance], n_workers: int, directory: Path) -> BatchRunner:

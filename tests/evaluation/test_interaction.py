@@ -431,3 +431,12 @@ def test_evaluate_runs_the_interactive_task_from_python(data_file, tmp_path):
     assert run.run_dir == dialogue_dir(tmp_path / "res", "none") and run.failed == 0
     assert run.results["rounds_to_satisfaction"]["value"] == pytest.approx(11 / 3)
     assert json.loads((run.run_dir / "results.json").read_text())["counts"] == run.results["counts"]
+
+
+def test_a_served_simulator_too_short_for_its_requests_is_refused_before_any_call(data_file, tmp_path, capsys):
+    with FakeLLMServer(responder=Responder()) as server:
+        server.serve_as_vllm({"test-model": 32768, "test-sim": 8192})
+        assert run_module.main(cli(server, data_file, tmp_path / "res")) == 2
+        assert not server.requests  # no chat call
+    err = capsys.readouterr().err
+    assert "test-sim (simulator): the server's max_model_len 8192 cannot hold" in err and "max_tokens 8192" in err
