@@ -204,3 +204,30 @@ def write_figure(runs: list[InteractionRun], output: Path) -> Path | None:
     path = output / FIGURE
     _save(plt, fig, path)
     return path
+
+
+def sample_rows(results_dir: Path) -> list[dict]:
+    """One row per dialogue of every interactive run (cupid-report --export's interaction
+    file): its run, instance, outcome, rounds and scores, the last reply, a failure's reason."""
+    rows = []
+    for path in sorted(Path(results_dir).rglob(MANIFEST)):
+        manifest = read_json(path)
+        if not isinstance(manifest, dict) or manifest.get("task") != "interaction":
+            continue
+        cap = manifest["max_rounds"]
+        for record in dialogue_records(path.parent):
+            rounds = record.get("rounds") or []
+            status = record.get("status")
+            scores = [(t.get("simulator") or {}).get("score") for t in rounds]
+            rows.append({
+                "model": manifest["model"], "setting": manifest["setting"], "simulator": manifest["simulator"],
+                "max_rounds": cap, "instance_id": record["instance_id"], "persona_id": record.get("persona_id"),
+                "instance_type": record.get("instance_type"), "status": status,
+                "satisfied": status == "satisfied" if status in ("satisfied", "unsatisfied") else None,
+                "rounds_to_satisfaction": (len(rounds) if status == "satisfied" else cap)
+                if status in ("satisfied", "unsatisfied") else None,
+                "rounds": len(rounds), "scores": " ".join("-" if x is None else str(x) for x in scores),
+                "final_reply": rounds[-1]["reply"] if rounds else None,
+                "failure": (record.get("failure") or {}).get("reason") if status == "failed" else None,
+                "persona_source": record.get("persona_source")})
+    return rows

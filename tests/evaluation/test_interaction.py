@@ -291,6 +291,15 @@ def test_the_report_shows_rounds_saved_the_curve_and_each_dialogue_turn_by_turn(
     turn = html[html.index("persona-b__consistent (consistent): satisfied, 3 rounds"):]
     assert turn.index(f"Model, round 1</b><pre>{HISTORY_MARK} reply 1") < turn.index("Simulator: score 4, CONTINUE") \
         < turn.index("Feedback 1 for consistent.") < turn.index("Model, round 2") < turn.index("score 10, END")
+    # --export: the dialogues in a file of their own beside the samples.
+    assert report_command.main([str(base), "--export", str(tmp_path / "out" / "samples.csv")]) == 0
+    import csv
+
+    with open(tmp_path / "out" / "samples.interaction.csv", newline="") as handle:
+        exported = list(csv.DictReader(row for row in handle if not row.startswith("#")))
+    assert len(exported) == 6 and (tmp_path / "out" / "samples.csv").exists()
+    row = next(r for r in exported if r["instance_id"] == "persona-b__consistent" and r["setting"] == "none")
+    assert (row["status"], row["rounds_to_satisfaction"], row["scores"]) == ("unsatisfied", "4", "4 5 6 7")
     # Interactive runs alone are reported too.
     alone = tmp_path / "alone"
     (alone / "test-model").mkdir(parents=True)
