@@ -449,3 +449,21 @@ def test_a_served_simulator_too_short_for_its_requests_is_refused_before_any_cal
         assert not server.requests  # no chat call
     err = capsys.readouterr().err
     assert "test-sim (simulator): the server's max_model_len 8192 cannot hold" in err and "max_tokens 8192" in err
+
+
+@pytest.mark.parametrize("model, simulator", [("claude-3-5-sonnet-20241022", "gemini-2.0-flash"),
+                                              ("gemini-2.0-flash", "claude-3-5-sonnet-20241022")])
+def test_the_chat_goes_through_the_anthropic_and_google_sdks(fake_llm_env, data_file, tmp_path, model, simulator):
+    """Each provider's adapter sends the dialogue as a chat (roles kept, the system prompt
+    apart): the scripted rounds come out as with the OpenAI-compatible server."""
+    fake_llm_env.responder = Responder()
+    assert run_module.main(["--model", model, "--simulator", simulator, "--task", "interaction", "--data",
+                            str(data_file), "--results_dir", str(tmp_path / "res"), "--max_rounds", str(MAX_ROUNDS),
+                            "--max_retries", "1", "--timeout", "5"]) == 0
+    results = json.loads(next((tmp_path / "res").rglob("results.json")).read_text())
+    assert results["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
+    apis = {r["model"]: r["api"] for r in fake_llm_env.requests}
+    assert apis == {model: "anthropic" if model.startswith("claude") else "google",
+                    simulator: "anthropic" if simulator.startswith("claude") else "google"}
+    third = next(r for r in fake_llm_env.requests if r["model"] == model and len(r["messages"]) == 5)
+    assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user", "assistant", "user"]
