@@ -48,6 +48,10 @@ def _ci(estimate: dict | None, digits: int = 2, sign: str = "") -> str:
     return f"{value:{sign}.{digits}f} [{estimate['low']:{sign}.{digits}f}, {estimate['high']:{sign}.{digits}f}]"
 
 
+def _saved(saved: dict | None) -> str:
+    return (_ci(saved, sign="+") + f" (n={saved['n']})") if saved and saved.get("difference") is not None else "—"
+
+
 def section(runs: list[InteractionRun], results_dir: Path, figure: Path | None = None) -> str:
     """report.md's section (``figure``: the curve's drawing, when drawn)."""
     lines = ["## Interaction (`--task interaction`)", "",
@@ -65,8 +69,7 @@ def section(runs: list[InteractionRun], results_dir: Path, figure: Path | None =
         rows.append([m["model"], m["setting"], m["simulator"], str(m["max_rounds"]),
                      f"{c['satisfied']}/{c['satisfied'] + c['unsatisfied']}", str(c["failed"]),
                      _ci(r["rounds_to_satisfaction"]), _ci(r["feedback_rounds"]),
-                     (_ci(saved, sign="+") + f" (n={saved['n']})") if saved and saved.get("difference") is not None
-                     else "—", str(run.directory.relative_to(results_dir))])
+                     _saved(saved), str(run.directory.relative_to(results_dir))])
     lines += [md_table(["Model", "Setting", "Simulator", "Cap", "Satisfied", "Failed", "Rounds",
                         "Feedback rounds", "Saved vs none", "Directory"], rows), ""]
     if figure is not None:
@@ -83,6 +86,10 @@ def section(runs: list[InteractionRun], results_dir: Path, figure: Path | None =
         for kind, block in r["by_instance_type"].items():
             body.append([kind, *(_ci(p) for p in block["satisfied_by_round"])])
         lines += [md_table(header, body), ""]
+        by_type = [[kind, _ci(block["rounds_to_satisfaction"]), _saved(block.get("rounds_saved_vs_none"))]
+                   for kind, block in r["by_instance_type"].items()]
+        if by_type:
+            lines += [md_table(["Instance type", "Rounds", "Saved vs none"], by_type), ""]
     return "\n".join(lines)
 
 

@@ -91,6 +91,10 @@ def measures(directory: Path, ids: set[str], max_rounds: int, baseline: Path | N
     results["by_instance_type"] = {kind: block([s for s in summaries if s["instance_type"] == kind], max_rounds)
                                    for kind in sorted({s["instance_type"] for s in summaries})}
     results["rounds_saved_vs_none"] = rounds_saved(summaries, baseline, ids, max_rounds)
+    for kind, part in results["by_instance_type"].items():
+        part["rounds_saved_vs_none"] = rounds_saved([s for s in summaries if s["instance_type"] == kind], baseline,
+                                                    {s["instance_id"] for s in summaries if s["instance_type"] == kind},
+                                                    max_rounds)
     results["dialogues"] = [{k: s[k] for k in ("instance_id", "instance_type", "satisfied", "rounds", "scores")}
                             for s in summaries]
     return results

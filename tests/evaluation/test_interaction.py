@@ -127,6 +127,9 @@ def test_rounds_to_satisfaction_and_rounds_saved_by_hand(data_file, tmp_path, ca
     assert saved["low"] <= saved["difference"] <= saved["high"]
     assert none["rounds_saved_vs_none"] is None
     assert default["by_instance_type"]["contrastive"]["rounds_to_satisfaction"]["value"] == 2
+    # Per type, paired: consistent (3 - 1 and 4 - 3) / 2, contrastive 4 - 2.
+    assert default["by_instance_type"]["consistent"]["rounds_saved_vs_none"]["difference"] == pytest.approx(1.5)
+    assert default["by_instance_type"]["contrastive"]["rounds_saved_vs_none"]["difference"] == pytest.approx(2.0)
     assert default["settings"]["simulator"] == "test-sim" and default["settings"]["max_rounds"] == MAX_ROUNDS
     assert default["settings"]["persona_sources"] == {"stand-in": 3}
     # The dialogue reads turn by turn: reply, score, feedback, the next reply answering it.
@@ -282,6 +285,7 @@ def test_the_report_shows_rounds_saved_the_curve_and_each_dialogue_turn_by_turn(
     none_row = next(line for line in section.splitlines() if line.startswith("| test-model | none |"))
     assert "| 2/3 | 0 | 3.67 [" in none_row
     assert "| all | 0.33 [" in section
+    assert "| consistent | 2.00 [1.00, 3.00] | +1.50 [" in section
     assert "## Generation" in md  # the other tasks' report is still there
     html = (base / "interaction.html").read_text()
     assert html.count("<details><summary>persona-") == 6
