@@ -64,7 +64,7 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
              no_cache: bool = False, batch: bool = False, rate_limit: Sequence[str] = (),
              progress_every: int = 0, log_file: str | None = None,
              exclude_filtered: bool = False, simulator: str | Model = config.DEFAULT_SIMULATOR,
-             max_rounds: int = config.DEFAULT_MAX_ROUNDS) -> EvaluationResult:
+             max_rounds: int = config.DEFAULT_MAX_ROUNDS, judge_final: bool = False) -> EvaluationResult:
     """Evaluate ``model`` on CUPID into ``RESULTS_DIR/<model>[/<setting>]`` and return its
     results; calling it again with the same arguments resumes.
 
@@ -79,7 +79,8 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     numbers leave out the results read from a filtered or refused answer (counted either way).
     ``task="interaction"``: a dialogue per instance with the release's user simulator
     (``simulator``, at its parameters) for up to ``max_rounds`` replies (docs/interaction.md);
-    its results.json (the measures) is in the returned ``run_dir``.
+    its results.json (the measures) is in the returned ``run_dir``; ``judge_final``: the
+    evaluator also judges each dialogue's last reply (Figure 16's judge).
     The rest as ``cupid-eval --help``.
 
     Raises ``BadInput`` (a ValueError) for a bad argument or bad data, ``SetupError`` when

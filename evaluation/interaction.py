@@ -33,7 +33,7 @@ from pathlib import Path
 
 from cupid import config
 from cupid.evaluation.settings import Context, Setting
-from cupid.evaluation.steps import generate, user_simulator
+from cupid.evaluation.steps import generate, judge, user_simulator
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.store import instance_file_name, now, run_dir_for
 from cupid.utils.answers import ParseError
@@ -103,6 +103,7 @@ class Interaction:
     setting: Setting
     max_rounds: int
     directory: Path
+    judge_model: Model | None = None  # --judge_final: the evaluator, judging each finished dialogue's last reply
 
     # -- one dialogue -----------------------------------------------------------------------
     def path(self, instance: Instance) -> Path:
@@ -137,6 +138,8 @@ class Interaction:
             log.warning("%s: %s; asked again from there", path, damaged(record))
             heal(record)
         if record is not None and record.get("status") in (*FINISHED, "skipped"):
+            if record["status"] in FINISHED and self._needs_judge(record):
+                self._judge_final(path, record, instance)
             return DialogueOutcome(instance.instance_id, record["status"], already_done=True)
         if record is not None and damaged(record):
             log.warning("%s: %s; asked again from there", path, damaged(record))
@@ -219,7 +222,34 @@ class Interaction:
             atomic_write_json(path, record)  # after every call: a kill loses at most the one in flight
         record["finished_at"] = now()
         atomic_write_json(path, record)
+        if self._needs_judge(record):
+            self._judge_final(path, record, instance)
         return DialogueOutcome(instance.instance_id, record["status"])
+
+    def _needs_judge(self, record: dict) -> bool:
+        done = (record.get("final_judge") or {}).get(self.judge_model.label) if self.judge_model is not None else None
+        return self.judge_model is not None and not (done and done.get("status") == "done"
+                                               and judge.score_problem(done.get("score")) is None)
+
+    def _judge_final(self, path: Path, record: dict, instance: Instance) -> None:
+        """The judge step (Figure 16, the generation task's, at the evaluator's parameters) on
+        the dialogue's last reply, recorded under the judge's label; a failure is recorded and
+        counted (the dialogue stays finished), and asked afresh by the next invocation."""
+        earlier = (record.get("final_judge") or {}).get(self.judge_model.label) or {}
+        step = judge.ask(instance.current_contextual_preference, instance.current_checklist,
+                         instance.current_request, record["rounds"][-1]["reply"])
+        try:
+            answer = step.answer(self.judge_model, first_variant=earlier.get("next_variant", 0))
+            entry = {"status": "done", "score": answer.value["score"], "raw": answer.raws, "usage": answer.usage,
+                     "round": len(record["rounds"])}
+        except (UnusableAnswer, ModelCallFailed) as exc:
+            answer = exc.answer or Answer()
+            entry = {"status": "failed", "error": (f"unparseable answer: {exc.reason}" if isinstance(exc, UnusableAnswer)
+                                                   else f"{type(exc).__name__}: {exc.reason}"),
+                     "raw": answer.raws, "usage": answer.usage, "next_variant": answer.next_variant}
+            log.warning("%s: the final reply's judge failed: %s", record["instance_id"], entry["error"])
+        record.setdefault("final_judge", {})[self.judge_model.label] = entry
+        atomic_write_json(path, record)
 
     def _reply(self, ask: Ask, system: str, chat: list[dict], number: int, first_variant: int) -> Answer:
         """The evaluated model's reply: round 1 is the generation step's request (its re-asks

@@ -39,9 +39,11 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
     models = spec.resolve_models()
     model = models["model"]
     simulator = resolve_simulator(spec)
-    for m in (model, simulator):
+    judge_model = models["evaluator"] if spec.judge_final else None
+    used = [m for m in (model, simulator, judge_model) if m is not None]
+    for m in used:
         m.usage = UsageTracker()
-    check_models([model, simulator])
+    check_models(used)
     check_simulator_context(simulator, instances)
     # Round 1's request against a served model's stated context (later rounds are longer).
     check_context({"evaluated": model}, instances, task="generation", setting=spec.setting_)
@@ -60,8 +62,9 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
             manifest["invocations"] = existing.get("invocations", [])
         atomic_write_json(manifest_path, {**manifest, "invocations": manifest.get("invocations", [])})
     cache = None if spec.no_cache else ResponseCache(Path(spec.results_dir).resolve() / CACHE_DIR)
-    model.cache = simulator.cache = cache
-    run = Interaction(model, simulator, spec.setting_, spec.max_rounds, directory)
+    for m in used:
+        m.cache = cache
+    run = Interaction(model, simulator, spec.setting_, spec.max_rounds, directory, judge_model)
     started, started_at = time.perf_counter(), now()
     outcomes: dict[str, DialogueOutcome] = {}
     stop: BaseException | None = None
@@ -100,13 +103,15 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
     # Every dialogue of the directory (another shard's or an earlier --limit's too), as results.json
     # aggregates every instance file of a run directory.
     ids = {i.instance_id for i in instances} | {r["instance_id"] for r in dialogue_records(directory)}
-    results = measures(directory, ids, spec.max_rounds, baseline=baseline_dir(spec, model, simulator))
+    results = measures(directory, ids, spec.max_rounds, baseline=baseline_dir(spec, model, simulator),
+                       judge=judge_model.label if judge_model is not None else None)
     results["settings"] = {k: manifest[k] for k in ("model", "simulator", "setting", "max_rounds", "data_source")}
     results["settings"].update(task="interaction", simulator_parameters=dict(user_simulator.PARAMS),
                                persona_sources=_persona_sources(directory, ids))
     results["usage"] = {"this_invocation": {role: {"model": m.name, **m.usage.snapshot(m.name)}
-                                            for role, m in (("model", model), ("simulator", simulator))},
-                        "recorded": recorded_usage(directory, ids, model.name, simulator.name)}
+                                            for role, m in (("model", model), ("simulator", simulator),
+                                                            ("judge", judge_model)) if m is not None},
+                        "recorded": recorded_usage(directory, ids, model.name, simulator.name, judge_model)}
     results["this_invocation"] = this
     atomic_write_json(directory / "results.json", results)
     if stop is not None:
@@ -152,8 +157,9 @@ def batch_rounds(run: Interaction, todo: list[Instance], n_workers: int, directo
     def one_pass() -> None:
         list(iter_with_progress(one, todo, n_workers=n_workers, show=False))
 
-    # Two calls a round, and a re-ask now and then.
-    run_in_rounds(one_pass, runner, [run.model, run.simulator], max_rounds=2 * run.max_rounds + 4)
+    # Two calls a round, a re-ask now and then, and the final reply's judge.
+    models = [m for m in (run.model, run.simulator, run.judge_model) if m is not None]
+    run_in_rounds(one_pass, runner, models, max_rounds=2 * run.max_rounds + 5)
     return runner
 
 
@@ -170,22 +176,28 @@ def resolve_simulator(spec) -> Model:
     return simulator
 
 
-def recorded_usage(directory: Path, ids: set[str], model_name: str, simulator_name: str) -> dict:
+def recorded_usage(directory: Path, ids: set[str], model_name: str, simulator_name: str,
+                   judge_model: Model | None = None) -> dict:
     """The tokens every invocation's calls cost, from the dialogue files (failed calls too),
     per role, with the estimated cost at the catalog's price."""
     from cupid.utils.models.usage import cost_of
 
-    totals = {"model": {}, "simulator": {}}
+    names = {"model": model_name, "simulator": simulator_name}
+    if judge_model is not None:
+        names["judge"] = judge_model.name
+    totals: dict[str, dict] = {role: {} for role in names}
     for record in dialogue_records(directory, ids):
         parts = [("model", t.get("usage")) for t in record.get("rounds") or []]
         parts += [("simulator", (t.get("simulator") or {}).get("usage")) for t in record.get("rounds") or []]
         for failure in [*record.get("failures", []), *([record["failure"]] if record.get("failure") else [])]:
             parts.append(("simulator" if failure.get("at") == "simulator" else "model", failure.get("usage")))
+        if judge_model is not None:
+            parts.append(("judge", ((record.get("final_judge") or {}).get(judge_model.label) or {}).get("usage")))
         for role, usage in parts:
             for name, tokens in (usage or {}).items():
                 totals[role][name] = totals[role].get(name, 0) + tokens
-    return {role: {"model": name, **usage, "estimated_cost_usd": cost_of(name, usage)}
-            for (role, usage), name in zip(totals.items(), (model_name, simulator_name))}
+    return {role: {"model": names[role], **usage, "estimated_cost_usd": cost_of(names[role], usage)}
+            for role, usage in totals.items()}
 
 
 def baseline_dir(spec, model: Model, simulator: Model) -> Path | None:
@@ -219,6 +231,11 @@ def print_interaction_summary(results: dict, path: Path | None = None, out=None)
     if saved and saved.get("difference") is not None:
         print(f"feedback rounds saved vs none: {saved['difference']:+.2f} [{saved['low']:+.2f}, "
               f"{saved['high']:+.2f}] (paired n={saved['n']})", file=out)
+    judged = results.get("final_judge")
+    if judged and judged.get("value") is not None:
+        print(f"judge score of the last reply ({judged['scorer']}): {judged['value']:.2f} [{judged['low']:.2f}, "
+              f"{judged['high']:.2f}] (n={judged['n']}" + (f", {judged['failed']} FAILED" if judged["failed"] else "")
+              + ")", file=out)
     curve = " ".join(f"{p['value']:.2f}" if p["value"] is not None else "-" for p in results["satisfied_by_round"])
     print(f"satisfied by round 1..{s['max_rounds']}: {curve}", file=out)
     for role, usage in (results.get("usage") or {}).get("this_invocation", {}).items():

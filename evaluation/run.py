@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_rounds", type=positive_int, default=config.DEFAULT_MAX_ROUNDS,
                    help="with --task interaction: the evaluated model's replies at most, each scored by "
                         "the simulator (an unsatisfied dialogue counts at this cap)")
+    p.add_argument("--judge_final", action="store_true",
+                   help="with --task interaction: the evaluator also judges each finished dialogue's last "
+                        "reply (Figure 16's judge, as the generation task judges its response)")
     p.add_argument("--setting", type=setting_argument, default="default", metavar="STRATEGY",
                    help="what the model is shown of the prior sessions: default (all 8); none (no session); oracle (only the "
                         "sessions with the current preference); summary (Figure 23's summaries); "

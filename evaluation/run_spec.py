@@ -54,6 +54,7 @@ class RunSpec:
     exclude_filtered: bool = False     # results read from a filtered or refused answer left out
     simulator: str | Model = config.DEFAULT_SIMULATOR  # --task interaction: the user simulator's model
     max_rounds: int = config.DEFAULT_MAX_ROUNDS                # --task interaction: the evaluated model's replies at most
+    judge_final: bool = False          # --task interaction: the evaluator judges each dialogue's last reply
 
     def __post_init__(self) -> None:
         for name in ("model", "evaluator", "simulator"):
@@ -68,7 +69,7 @@ class RunSpec:
                 if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                     raise BadInput(f"{name}: expected a number, got {value!r}")
                 setattr(self, name, _checked(name, check, str(value)))
-        for name in ("use_matcher", "no_cache", "batch", "exclude_filtered"):
+        for name in ("use_matcher", "no_cache", "batch", "exclude_filtered", "judge_final"):
             if not isinstance(getattr(self, name), bool):
                 raise BadInput(f"{name}: expected true or false, got {getattr(self, name)!r}")
         for name in ("dataset", "split", "revision", "results_dir", "matcher_url", "log_file", "data"):
@@ -108,6 +109,8 @@ class RunSpec:
                 raise BadInput(problem)
         elif self.task not in self.setting_.tasks:
             raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
+        if self.judge_final and self.task != "interaction":
+            raise BadInput("judge_final applies to task interaction only (the generation task judges its response)")
         if self.matcher_args and not self.use_matcher:
             raise BadInput("matcher_args needs use_matcher")
         if self.batch and self.no_cache:

@@ -37,7 +37,9 @@ def find_runs(results_dir: Path) -> list[InteractionRun]:
     for directory, manifest in found:
         ids = {r["instance_id"] for r in dialogue_records(directory)}
         baseline = None if manifest.get("setting") == "none" else nones.get(key(manifest))
-        runs.append(InteractionRun(directory, manifest, measures(directory, ids, manifest["max_rounds"], baseline)))
+        judges = sorted({label for r in dialogue_records(directory) for label in (r.get("final_judge") or {})})
+        runs.append(InteractionRun(directory, manifest, measures(directory, ids, manifest["max_rounds"], baseline,
+                                                                 judge=judges[0] if len(judges) == 1 else None)))
     return runs
 
 
@@ -50,6 +52,13 @@ def _ci(estimate: dict | None, digits: int = 2, sign: str = "") -> str:
 
 def _saved(saved: dict | None) -> str:
     return (_ci(saved, sign="+") + f" (n={saved['n']})") if saved and saved.get("difference") is not None else "—"
+
+
+def _judged(judged: dict | None) -> str:
+    """The judge's score of the last replies (--judge_final), with its judge."""
+    if not judged or judged.get("value") is None:
+        return "—"
+    return f"{_ci(judged)} `{judged['scorer']}`" + (f" ({judged['failed']} failed)" if judged["failed"] else "")
 
 
 def section(runs: list[InteractionRun], results_dir: Path, figure: Path | None = None) -> str:
@@ -69,9 +78,9 @@ def section(runs: list[InteractionRun], results_dir: Path, figure: Path | None =
         rows.append([m["model"], m["setting"], m["simulator"], str(m["max_rounds"]),
                      f"{c['satisfied']}/{c['satisfied'] + c['unsatisfied']}", str(c["failed"]),
                      _ci(r["rounds_to_satisfaction"]), _ci(r["feedback_rounds"]),
-                     _saved(saved), str(run.directory.relative_to(results_dir))])
+                     _saved(saved), _judged(r.get("final_judge")), str(run.directory.relative_to(results_dir))])
     lines += [md_table(["Model", "Setting", "Simulator", "Cap", "Satisfied", "Failed", "Rounds",
-                        "Feedback rounds", "Saved vs none", "Directory"], rows), ""]
+                        "Feedback rounds", "Saved vs none", "Judge, last reply", "Directory"], rows), ""]
     if figure is not None:
         lines += [f"![Satisfied by round]({figure.name})", "",
                   "Satisfied by round: the share of dialogues the simulator ended by each round, with its 95% "

@@ -15,6 +15,8 @@ listed, never scored.
 * ``score_by_round``: the simulator's mean 1-10 score at round r; a dialogue that ended earlier
   keeps its last score (a satisfied user stays satisfied), so every round averages over the
   same dialogues; a round whose answer held no number (the release reads none) is left out.
+* ``final_judge`` (``--judge_final``): the judge's 1-10 score (Figure 16, the generation task's
+  judge) of each finished dialogue's last reply.
 * ``rounds_saved_vs_none``: rounds to satisfaction under the ``none`` strategy (no prior
   session, the same model, simulator and cap) minus this strategy's, paired by instance, with
   a paired bootstrap over personas; present when the ``none`` run's dialogues exist.
@@ -71,8 +73,24 @@ def block(summaries: list[dict], max_rounds: int) -> dict:
             "satisfied_by_round": curve, "score_by_round": scores}
 
 
-def measures(directory: Path, ids: set[str], max_rounds: int, baseline: Path | None = None) -> dict:
-    """results.json's content for the dialogues of ``ids`` in ``directory``."""
+def final_judge(records: list[dict], scorer: str) -> dict:
+    """The judge's score (1-10, Figure 16) of the finished dialogues' last replies, under
+    ``scorer`` (the judge's label); the failed judge calls are counted, not scored."""
+    scores, personas, failed = [], [], 0
+    for record in records:
+        entry = (record.get("final_judge") or {}).get(scorer) or {}
+        if entry.get("status") == "done":
+            scores.append(float(entry["score"]))
+            personas.append(record["persona_id"])
+        elif entry.get("status") == "failed":
+            failed += 1
+    return {"scorer": scorer, **_estimate(scores, personas), "failed": failed}
+
+
+def measures(directory: Path, ids: set[str], max_rounds: int, baseline: Path | None = None,
+             judge: str | None = None) -> dict:
+    """results.json's content for the dialogues of ``ids`` in ``directory`` (``judge``: the
+    label whose scores of the last replies are read, with --judge_final)."""
     records = list(dialogue_records(directory, ids))
     counts = {"selected": len(ids), "satisfied": 0, "unsatisfied": 0, "failed": 0, "skipped": 0}
     failures = []
@@ -95,6 +113,11 @@ def measures(directory: Path, ids: set[str], max_rounds: int, baseline: Path | N
         part["rounds_saved_vs_none"] = rounds_saved([s for s in summaries if s["instance_type"] == kind], baseline,
                                                     {s["instance_id"] for s in summaries if s["instance_type"] == kind},
                                                     max_rounds)
+    if judge is not None:
+        finished = [r for r in records if r.get("status") in ("satisfied", "unsatisfied")]
+        results["final_judge"] = final_judge(finished, judge)
+        for kind, part in results["by_instance_type"].items():
+            part["final_judge"] = final_judge([r for r in finished if r.get("instance_type") == kind], judge)
     results["dialogues"] = [{k: s[k] for k in ("instance_id", "instance_type", "satisfied", "rounds", "scores")}
                             for s in summaries]
     return results

@@ -471,3 +471,39 @@ def test_the_chat_goes_through_the_anthropic_and_google_sdks(fake_llm_env, data_
                     simulator: "anthropic" if simulator.startswith("claude") else "google"}
     third = next(r for r in fake_llm_env.requests if r["model"] == model and len(r["messages"]) == 5)
     assert [m["role"] for m in third["messages"]] == ["user", "assistant", "user", "assistant", "user"]
+
+
+
+def test_judge_final_scores_each_finished_dialogues_last_reply(data_file, tmp_path, capsys):
+    """--judge_final: the evaluator judges the last reply with the generation task's judge
+    request; a rerun judges dialogues finished before without asking them again."""
+    from cupid.evaluation.steps import judge
+
+    def responder(req):
+        if "### Evaluation Score" in req["system"] + "".join(m["content"] for m in req["messages"]) \
+                and req["model"] == "test-evaluator":
+            reply = req["messages"][0]["content"]
+            score = 9 if f"{HISTORY_MARK} reply" in reply else 4
+            return f"### Evaluation of AI Assistant's Response\n\nFine.\n\n### Evaluation Label\n\nGood\n\n" \
+                   f"### Evaluation Score\n\n{score}\n"
+        return Responder()(req)
+
+    with FakeLLMServer(responder=responder) as server:
+        base = tmp_path / "res"
+        assert run_module.main(cli(server, data_file, base)) == 0
+        assert not [r for r in server.requests if r["model"] == "test-evaluator"]
+        assert run_module.main(cli(server, data_file, base, "--judge_final")) == 0
+        judged = [r for r in server.requests if r["model"] == "test-evaluator"]
+        assert len(judged) == 3 and all(r["model"] != "test-model" for r in server.requests[-3:])
+    results = results_of(base, "default")
+    assert results["final_judge"]["value"] == pytest.approx(9.0) and results["final_judge"]["n"] == 3
+    assert results["final_judge"]["scorer"] == "test-evaluator"
+    # The judge's request is the generation task's, given the dialogue's last reply.
+    record = json.loads((dialogue_dir(base, "default") / "persona-b__consistent.json").read_text())
+    from cupid.evaluation.data import InstanceSource
+
+    instance = next(i for i in InstanceSource(data_path=str(data_file)) if i.instance_id == "persona-b__consistent")
+    system, user = judge.ask(instance.current_contextual_preference, instance.current_checklist,
+                             instance.current_request, record["rounds"][-1]["reply"]).render()
+    assert any(r["system"] == system and r["messages"] == [{"role": "user", "content": user}] for r in judged)
+    assert "judge score of the last reply (test-evaluator): 9.00" in capsys.readouterr().out
