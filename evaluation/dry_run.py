@@ -302,11 +302,14 @@ def forecast_interaction(spec: RunSpec, fresh: bool = False) -> RunForecast:
     from cupid.utils.models.asking import ask_until_usable
 
     _, instances = spec.instances()
-    model, simulator = spec.resolve_models()["model"], resolve_simulator(spec)
+    models = spec.resolve_models()
+    model, simulator = models["model"], resolve_simulator(spec)
     directory = interaction_dir(spec.results_dir, model.label, spec.setting_.name, simulator.label, spec.max_rounds)
     forecast = RunForecast(model.label, spec.setting_.name, str(directory))
     forecast.roles = {"model": role_forecast("model", model), "simulator": role_forecast("simulator", simulator)}
-    as_model, as_simulator = RenderOnly(model), RenderOnly(simulator)
+    if spec.judge_final:
+        forecast.roles["evaluator"] = role_forecast("evaluator", models["evaluator"])
+    as_model, as_simulator, as_judge = RenderOnly(model), RenderOnly(simulator), RenderOnly(models["evaluator"])
     for instance in instances:
         forecast.instances += 1
         if spec.setting_.skip_reason(instance):
@@ -340,6 +343,10 @@ def forecast_interaction(spec: RunSpec, fresh: bool = False) -> RunForecast:
             forecast.roles["simulator"].add_request("simulator", request, estimate_tokens(answer))
             sim_chat.append({"role": "assistant", "content": answer})
             chat.append({"role": "user", "content": feedback})
+        if spec.judge_final:  # the last reply, judged as the generation task's response
+            step = steps.judge.ask(instance.current_contextual_preference, checklist, instance.current_request, reply)
+            forecast.roles["evaluator"].add_request("judge", render(lambda: step.answer(as_judge)),
+                                                    JUDGE_FIXED_TOKENS + JUDGE_TOKENS_PER_ENTRY * len(checklist))
     return forecast
 
 

@@ -356,6 +356,11 @@ def test_the_dry_run_forecasts_the_calls_and_tokens_of_a_dialogue(tmp_path, caps
                      for r in calls)
         assert abs(roles[role]["input_tokens"] - actual) <= 0.25 * actual, (role, roles[role]["input_tokens"], actual)
     assert any("as many replies as the instance's prior sessions" in a for a in forecast["assumptions"])
+    with FakeLLMServer(responder=responder) as server:
+        assert run_module.main(cli(server, data_file, tmp_path / "fresh", "--dry_run", "--json", "--judge_final")) == 0
+    judged = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["runs"][0]["roles"]
+    judged = {r["role"]: r for r in judged} if isinstance(judged, list) else judged
+    assert judged["evaluator"]["calls"] == 3 and judged["simulator"]["calls"] == 6
 
 
 def test_a_strategy_that_raises_fails_its_dialogue_counted_not_scored(data_file, tmp_path):
