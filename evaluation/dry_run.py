@@ -345,7 +345,7 @@ def forecast_interaction(spec: RunSpec, fresh: bool = False) -> RunForecast:
             chat.append({"role": "user", "content": feedback})
         if spec.judge_final:  # the last reply, judged as the generation task's response
             step = steps.judge.ask(instance.current_contextual_preference, checklist, instance.current_request, reply)
-            forecast.roles["evaluator"].add_request("judge", render(lambda: step.answer(as_judge)),
+            forecast.roles["evaluator"].add_request(steps.JUDGE.name, render(lambda: step.answer(as_judge)),
                                                     JUDGE_FIXED_TOKENS + JUDGE_TOKENS_PER_ENTRY * len(checklist))
     return forecast
 

@@ -110,7 +110,7 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
                                persona_sources=_persona_sources(directory, ids))
     results["usage"] = {"this_invocation": {role: {"model": m.name, **m.usage.snapshot(m.name)}
                                             for role, m in (("model", model), ("simulator", simulator),
-                                                            ("judge", judge_model)) if m is not None},
+                                                            ("final_judge", judge_model)) if m is not None},
                         "recorded": recorded_usage(directory, ids, model.name, simulator.name, judge_model)}
     results["this_invocation"] = this
     atomic_write_json(directory / "results.json", results)
@@ -184,7 +184,7 @@ def recorded_usage(directory: Path, ids: set[str], model_name: str, simulator_na
 
     names = {"model": model_name, "simulator": simulator_name}
     if judge_model is not None:
-        names["judge"] = judge_model.name
+        names["final_judge"] = judge_model.name
     totals: dict[str, dict] = {role: {} for role in names}
     for record in dialogue_records(directory, ids):
         parts = [("model", t.get("usage")) for t in record.get("rounds") or []]
@@ -192,7 +192,7 @@ def recorded_usage(directory: Path, ids: set[str], model_name: str, simulator_na
         for failure in [*record.get("failures", []), *([record["failure"]] if record.get("failure") else [])]:
             parts.append(("simulator" if failure.get("at") == "simulator" else "model", failure.get("usage")))
         if judge_model is not None:
-            parts.append(("judge", ((record.get("final_judge") or {}).get(judge_model.label) or {}).get("usage")))
+            parts.append(("final_judge", ((record.get("final_judge") or {}).get(judge_model.label) or {}).get("usage")))
         for role, usage in parts:
             for name, tokens in (usage or {}).items():
                 totals[role][name] = totals[role].get(name, 0) + tokens
