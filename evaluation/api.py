@@ -93,7 +93,7 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     from cupid.evaluation.invocation import Invocation
 
     spec = RunSpec(**{**arguments, "data": data_path(data, results_dir)})
-    with process_state_kept(spec.log_file, [m for m in (model, evaluator) if isinstance(m, Model)]):
+    with process_state_kept(spec.log_file, [m for m in (model, evaluator, simulator) if isinstance(m, Model)]):
         reset_cancel()
         with SignalGuard() as signals:  # SIGTERM and SIGHUP stop the run as Ctrl-C does
             if spec.task == "interaction":
