@@ -70,7 +70,7 @@ def section(runs: list[InteractionRun], results_dir: Path, figure: Path | None =
              "counts at the cap (a lower bound). **Saved** = rounds under `none` minus rounds here, paired by "
              "instance. The simulator holds the answer: its leniency is its model's, so compare runs under the "
              "same simulator only. Brackets: 95% bootstrap intervals clustered by persona. Failed dialogues are "
-             f"counted, never scored. Each dialogue, turn by turn: {PAGE}.", ""]
+             f"counted, never scored. Each dialogue, turn by turn: [{PAGE}]({PAGE}).", ""]
     rows = []
     for run in runs:
         m, r, c = run.manifest, run.results, run.results["counts"]

@@ -512,3 +512,20 @@ def test_judge_final_scores_each_finished_dialogues_last_reply(data_file, tmp_pa
                              instance.current_request, record["rounds"][-1]["reply"]).render()
     assert any(r["system"] == system and r["messages"] == [{"role": "user", "content": user}] for r in judged)
     assert "judge score of the last reply (test-evaluator): 9.00" in capsys.readouterr().out
+
+
+@pytest.mark.slow(minutes=1)
+def test_the_embedded_model_holds_a_dialogue_offline(tmp_path):
+    """The embedded model as model and simulator on data/sample: its chat goes through
+    llama.cpp's chat template, the simulator's answer follows the release's layout (its
+    grammar), and the dialogue is recorded turn by turn."""
+    pytest.importorskip("llama_cpp", reason="the embedded model runs on llama-cpp-python")
+    run = evaluate("smollm2-135m", task="interaction", simulator="smollm2-135m", evaluator="smollm2-135m",
+                   data="data/sample", limit=1, max_rounds=1, results_dir=str(tmp_path), n_workers=1)
+    assert run.failed == 0
+    record = json.loads(next(p for p in run.run_dir.glob("*.json")
+                             if p.name not in ("results.json", "interaction_run.json")).read_text())
+    assert record["status"] in ("satisfied", "unsatisfied") and len(record["rounds"]) == 1
+    turn = record["rounds"][0]
+    assert turn["reply"].strip() and 1 <= turn["simulator"]["score"] <= 10 and turn["simulator"]["feedback"]
+    assert run.results["counts"]["satisfied"] + run.results["counts"]["unsatisfied"] == 1
