@@ -39,7 +39,7 @@ from cupid.evaluation.store import instance_file_name, now, run_dir_for
 from cupid.utils.answers import ParseError
 from cupid.utils.dataset import Instance, safe_name
 from cupid.utils.errors import SetupError
-from cupid.utils.io import FileLock, StorageError, atomic_write_json, read_json
+from cupid.utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
 from cupid.utils.models.batch import BatchDeferred
 from cupid.utils.models.errors import ModelCallFailed, RunCancelled
@@ -122,15 +122,48 @@ class Interaction:
                 raise RunCancelled(f"{instance.instance_id}: the run is stopping") from exc
             log.exception("%s: unexpected error", instance.instance_id)
             path = self.path(instance)
-            record = read_json(path) if path.exists() else {"instance_id": instance.instance_id, "rounds": []}
-            return self._failed(path, record, "internal", len(record.get("rounds") or []) + 1,
+            record = self._read(path) or self._new_record(instance)
+            if not isinstance(record.get("rounds"), list):
+                record = self._new_record(instance)
+            return self._failed(path, record, "internal", len(record["rounds"]) + 1,
                                 redact(f"{type(exc).__name__}: {exc}"), Answer())
         finally:
             lock.release()
 
+    def _read(self, path: Path) -> dict | None:
+        """The dialogue file, or None when there is none; one that is not a JSON object is
+        moved aside (kept for inspection) and the dialogue begun afresh."""
+        if not path.exists():
+            return None
+        try:
+            record = read_json(path)
+        except ValueError as exc:
+            record, reason = None, str(exc)
+        else:
+            reason = None if isinstance(record, dict) else "not a JSON object"
+        if reason is not None:
+            target = move_aside(path)
+            log.warning("%s: %s; moved to %s, the dialogue is begun afresh", path, reason, target.name)
+            return None
+        return record
+
+    def _new_record(self, instance: Instance) -> dict:
+        description, source = persona_description(instance)
+        return {"instance_id": instance.instance_id, "persona_id": instance.persona_id,
+                "instance_type": instance.instance_type, "fingerprint": instance.fingerprint(),
+                "model": self.model.label, "simulator": self.simulator.label,
+                "setting": self.setting.name, "max_rounds": self.max_rounds,
+                "persona_description": description, "persona_source": source,
+                # What the simulator holds, beside the dialogue for a reader (report's page).
+                "current_request": instance.current_request,
+                "current_context_factor": instance.current_context_factor,
+                "current_contextual_preference": instance.current_contextual_preference,
+                "current_checklist": list(instance.current_checklist),
+                "status": "running", "rounds": [], "failures": [], "started_at": now()}
+
     def _run(self, instance: Instance) -> DialogueOutcome:
         path = self.path(instance)
-        record = read_json(path) if path.exists() else None
+        record = self._read(path)
         if record is not None and record.get("fingerprint") != instance.fingerprint():
             raise SetupError(f"{path} holds a dialogue of other content for instance {instance.instance_id}; "
                              f"use another --results_dir, or move the file away to evaluate it afresh")
@@ -145,18 +178,7 @@ class Interaction:
             log.warning("%s: %s; asked again from there", path, damaged(record))
             heal(record)
         if record is None:
-            description, source = persona_description(instance)
-            record = {"instance_id": instance.instance_id, "persona_id": instance.persona_id,
-                      "instance_type": instance.instance_type, "fingerprint": instance.fingerprint(),
-                      "model": self.model.label, "simulator": self.simulator.label,
-                      "setting": self.setting.name, "max_rounds": self.max_rounds,
-                      "persona_description": description, "persona_source": source,
-                      # What the simulator holds, beside the dialogue for a reader (report's page).
-                      "current_request": instance.current_request,
-                      "current_context_factor": instance.current_context_factor,
-                      "current_contextual_preference": instance.current_contextual_preference,
-                      "current_checklist": list(instance.current_checklist),
-                      "status": "running", "rounds": [], "failures": [], "started_at": now()}
+            record = self._new_record(instance)
         skip = self.setting.skip_reason(instance)
         if skip:
             record.update(status="skipped", skipped=skip)
@@ -165,7 +187,7 @@ class Interaction:
         first_variant = 0
         if record["status"] == "failed":  # asked afresh from the call that failed, past its variants
             first_variant = record["failure"].get("next_variant", 0)
-            record["failures"].append(record.pop("failure"))
+            record.setdefault("failures", []).append(record.pop("failure"))
             record["status"] = "running"
         try:
             context = None if self.setting.preference_given else self.setting.context(instance)

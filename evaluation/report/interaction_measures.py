@@ -143,11 +143,15 @@ def rounds_saved(summaries: list[dict], baseline: Path | None, ids: set[str], ma
 
 
 def dialogue_records(directory: Path, ids: set[str] | None = None):
-    """The dialogue files of a directory (those of ``ids`` only, when given)."""
+    """The dialogue files of a directory (those of ``ids`` only, when given); a file that is
+    not JSON is left out."""
     for path in sorted(directory.glob("*.json")):
         if path.name in (MANIFEST, "results.json", "batches.json"):
             continue
-        record = read_json(path)
+        try:
+            record = read_json(path)
+        except ValueError:  # unreadable: the next run of its dialogue moves it aside and begins afresh
+            continue
         if isinstance(record, dict) and isinstance(record.get("rounds"), list) and \
                 (ids is None or record.get("instance_id") in ids):
             yield record

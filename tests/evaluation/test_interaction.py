@@ -529,3 +529,18 @@ def test_the_embedded_model_holds_a_dialogue_offline(tmp_path):
     turn = record["rounds"][0]
     assert turn["reply"].strip() and 1 <= turn["simulator"]["score"] <= 10 and turn["simulator"]["feedback"]
     assert run.results["counts"]["satisfied"] + run.results["counts"]["unsatisfied"] == 1
+
+
+
+def test_a_dialogue_file_that_is_not_json_is_moved_aside_and_begun_afresh(data_file, tmp_path):
+    with FakeLLMServer(responder=Responder()) as server:
+        base = tmp_path / "res"
+        assert run_module.main(cli(server, data_file, base)) == 0
+        path = dialogue_dir(base, "default") / "persona-a__contrastive.json"
+        path.write_text('{"instance_id": "persona-a__contr')  # cut mid-write by something else
+        count = len(server.requests)
+        assert run_module.main(cli(server, data_file, base)) == 0
+        assert len(server.requests) == count  # begun afresh from the cache
+    assert len(list(path.parent.glob("persona-a__contrastive.json.corrupt-*"))) == 1
+    assert json.loads(path.read_text())["status"] == "satisfied"
+    assert results_of(base, "default")["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
