@@ -41,7 +41,12 @@ class EvaluationResult:
 
     @cached_property
     def samples(self) -> list[dict]:
-        """One dict per (scorer, instance): the rows ``cupid-report --export`` writes."""
+        """One dict per (scorer, instance): the rows ``cupid-report --export`` writes; for
+        ``task="interaction"``, one per dialogue (its FILE.interaction export's rows)."""
+        if self.results.get("task") == "interaction":
+            from cupid.evaluation.report.interaction import sample_rows as dialogue_rows
+
+            return dialogue_rows(self.run_dir)
         from cupid.evaluation.samples import sample_rows
 
         return sample_rows(self.run_dir)

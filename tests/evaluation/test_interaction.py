@@ -449,6 +449,9 @@ def test_evaluate_runs_the_interactive_task_from_python(data_file, tmp_path):
     assert run.run_dir == dialogue_dir(tmp_path / "res", "none") and run.failed == 0
     assert run.results["rounds_to_satisfaction"]["value"] == pytest.approx(11 / 3)
     assert json.loads((run.run_dir / "results.json").read_text())["counts"] == run.results["counts"]
+    assert sorted((r["instance_id"], r["rounds_to_satisfaction"]) for r in run.samples) == [
+        ("persona-a__consistent", 3), ("persona-a__contrastive", 4), ("persona-b__consistent", 4)]
+    assert len(run.to_pandas()) == 3
 
 
 def test_a_served_simulator_too_short_for_its_requests_is_refused_before_any_call(data_file, tmp_path, capsys):
