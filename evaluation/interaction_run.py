@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from cupid import config
+from cupid.evaluation.console import ProgressLog
 from cupid.evaluation.context_check import check_context
 from cupid.evaluation.interaction import (FINISHED, LOCKS, DialogueOutcome, Interaction, interaction_dir,
                                           persona_description)
@@ -75,9 +76,18 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
         if spec.batch:
             runner = batch_rounds(run, [i for i in instances if i.instance_id not in found], spec.n_workers,
                                   directory)
-        for instance, outcome in iter_with_progress(run.run, instances, n_workers=spec.n_workers,
-                                                    desc=f"{model.name} [{spec.setting_.name}] interaction"):
-            outcomes[instance.instance_id] = outcome
+        label = f"{model.name} [{spec.setting_.name}] interaction"
+        every = spec.progress_every or (0 if sys.stderr.isatty() else max(1, len(instances) // 20))
+        progress = ProgressLog(len(instances), every, label, workers=spec.n_workers,
+                               heartbeat_s=None if sys.stderr.isatty() else 60.0) if every else None
+        try:
+            for instance, outcome in iter_with_progress(run.run, instances, n_workers=spec.n_workers, desc=label):
+                outcomes[instance.instance_id] = outcome
+                if progress is not None and outcome.status != "busy":
+                    progress.add(outcome.status == "failed", found_done=instance.instance_id in found)
+        finally:
+            if progress is not None:
+                progress.close()
     except KeyboardInterrupt as exc:
         cancel_all()
         stop = Interrupted(f"{stop_cause(exc)}: every finished round is saved in {directory}"

@@ -137,7 +137,9 @@ def test_rounds_to_satisfaction_and_rounds_saved_by_hand(data_file, tmp_path, ca
     assert [t["reply"] for t in record["rounds"]] == [f"{HISTORY_MARK} reply {n}" for n in (1, 2, 3)]
     assert [t["simulator"]["score"] for t in record["rounds"]] == [4, 5, 10]
     assert record["rounds"][0]["simulator"]["feedback"] == "Feedback 1 for consistent."
-    assert "rounds to satisfaction: 2.00" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "rounds to satisfaction: 2.00" in captured.out
+    assert "progress test-model [default] interaction: 3/3 instances (100%), 0 failed" in captured.err
 
 
 def test_first_round_is_the_generation_request_byte_for_byte(data_file, tmp_path):
