@@ -19,8 +19,8 @@ from cupid.evaluation.steps import user_simulator
 from cupid.evaluation.store import BATCHES, now
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import Interrupted, SetupError
-from cupid.utils.executor import iter_with_progress
-from cupid.utils.io import FileLock, atomic_write_json, read_json
+from cupid.utils.executor import iter_with_progress, worker_threads
+from cupid.utils.io import FileLock, StorageError, atomic_write_json, read_json
 from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
 from cupid.utils.models.errors import ModelConfigurationError
 from cupid.utils.models.model import Model
@@ -51,17 +51,21 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
     directory = interaction_dir(spec.results_dir, model.label, spec.setting_.name, simulator.label, spec.max_rounds)
     manifest = {"task": "interaction", "model": model.label, "simulator": simulator.label,
                 "setting": spec.setting_.name, "max_rounds": spec.max_rounds, "data_source": source.name}
-    directory.mkdir(parents=True, exist_ok=True)
     manifest_path = directory / MANIFEST
-    with FileLock(directory / LOCKS / "run.lock"):  # shards may share the directory
-        if manifest_path.exists():
-            existing = read_json(manifest_path)
-            differs = [k for k, v in manifest.items() if existing.get(k) != v]
-            if differs:
-                raise SetupError(f"{directory} holds dialogues made with other {', '.join(differs)}; use another "
-                                 f"--results_dir")
-            manifest["invocations"] = existing.get("invocations", [])
-        atomic_write_json(manifest_path, {**manifest, "invocations": manifest.get("invocations", [])})
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with FileLock(directory / LOCKS / "run.lock"):  # shards may share the directory
+            if manifest_path.exists():
+                existing = read_json(manifest_path)
+                differs = [k for k, v in manifest.items() if existing.get(k) != v]
+                if differs:
+                    raise SetupError(f"{directory} holds dialogues made with other {', '.join(differs)}; use "
+                                     f"another --results_dir")
+                manifest["invocations"] = existing.get("invocations", [])
+            atomic_write_json(manifest_path, {**manifest, "invocations": manifest.get("invocations", [])})
+    except StorageError as exc:
+        exc.add_note("nothing was run")
+        raise
     cache = None if spec.no_cache else ResponseCache(Path(spec.results_dir).resolve() / CACHE_DIR)
     for m in used:
         m.cache = cache
@@ -89,15 +93,49 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
             if progress is not None:
                 progress.close()
     except KeyboardInterrupt as exc:
-        cancel_all()
+        stop_calls()
         stop = Interrupted(f"{stop_cause(exc)}: every finished round is saved in {directory}"
                            + (" and every submitted batch is listed in its batches.json" if spec.batch else "")
                            + "; rerun the same command to resume.", stop_status(exc))
     except ModelConfigurationError as exc:
+        stop_calls()
+        stop = exc
+    except StorageError as exc:  # the disk refused a write: every call saved before it is safe
+        stop_calls()
+        exc.add_note(f"safe: every round saved before the failure is in {directory}; make room (or make the "
+                     f"directory writable) and rerun the same command to go on without asking finished rounds "
+                     f"again.")
         stop = exc
     finally:
         if cache is not None:
             cache.close()
+    try:
+        results = _finish(spec, directory, manifest_path, instances, found, outcomes, stop, started, started_at,
+                          runner, model, simulator, judge_model)
+    except StorageError:
+        if isinstance(stop, StorageError):
+            raise stop from None
+        raise
+    if stop is not None:
+        if isinstance(stop, Interrupted):
+            stop.results, stop.results_path = results, directory / "results.json"
+        raise stop
+    return results, directory
+
+
+def stop_calls(grace: float = 3.0) -> None:
+    """Tell every model call in flight to stop and give the dialogues' threads ``grace``
+    seconds to return (one blocked in a hung request is left to its timeout)."""
+    cancel_all()
+    deadline = time.monotonic() + grace
+    for thread in worker_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _finish(spec, directory: Path, manifest_path: Path, instances, found: set[str], outcomes: dict,
+            stop: BaseException | None, started: float, started_at: str, runner, model: Model, simulator: Model,
+            judge_model: Model | None) -> dict:
+    """The invocation's record in interaction_run.json, and results.json (its content returned)."""
     this = {"started": started_at, "wall_time_s": round(time.perf_counter() - started, 2),
             "selected": len(instances), "found_done": len(found),
             "ran": sum(i not in found and o.status != "busy" for i, o in outcomes.items()),
@@ -124,11 +162,7 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
                         "recorded": recorded_usage(directory, ids, model.name, simulator.name, judge_model)}
     results["this_invocation"] = this
     atomic_write_json(directory / "results.json", results)
-    if stop is not None:
-        if isinstance(stop, Interrupted):
-            stop.results, stop.results_path = results, directory / "results.json"
-        raise stop
-    return results, directory
+    return results
 
 
 def check_simulator_context(simulator: Model, instances) -> None:

@@ -549,3 +549,27 @@ def test_a_dialogue_file_that_is_not_json_is_moved_aside_and_begun_afresh(data_f
     assert len(list(path.parent.glob("persona-a__contrastive.json.corrupt-*"))) == 1
     assert json.loads(path.read_text())["status"] == "satisfied"
     assert results_of(base, "default")["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
+
+
+def test_a_disk_that_refuses_a_write_mid_dialogue_is_one_line_and_a_rerun_goes_on(data_file, tmp_path, monkeypatch,
+                                                                                     capsys):
+    import errno
+
+    from file_system_faults import assert_one_line_error, refuse_atomic_writes
+    from cupid.utils.io import STORAGE_EXIT
+
+    base = tmp_path / "res"
+    with FakeLLMServer(responder=Responder()) as server:
+        # interaction_run.json and four calls' saves succeed, then the disk is full.
+        state = refuse_atomic_writes(monkeypatch, errno.ENOSPC, base / "test-model", lambda writes: writes > 5)
+        args = cli(server, data_file, base)
+        args[args.index("--n_workers") + 1] = "1"
+        assert run_module.main(args) == STORAGE_EXIT
+        err = capsys.readouterr().err
+        assert_one_line_error(err, dialogue_dir(base, "default"), "disk full (ENOSPC)")
+        assert "safe:" in err
+        assert len(server.requests) < 12
+        state["on"] = False
+        assert run_module.main(args) == 0
+        assert len(server.requests) == 12  # every answer already paid for came from the cache
+    assert results_of(base, "default")["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
