@@ -59,7 +59,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         # The report never shows the raw answer of a step done at its first attempt.
         an = Analysis(results_dir, n_bootstrap=n_bootstrap, seed=seed, n_length_bins=n_length_bins,
                       min_bin_size=min_bin_size, keep_raw=False, exclude_filtered=exclude_filtered)
-        interactive = interaction.find_runs(results_dir)
+        interactive = interaction.find_runs(results_dir, n_bootstrap, seed)
         if not an.runs and not interactive:
             notes = f" ({'; '.join(an.ignored)})" if an.ignored else ""
             raise FileNotFoundError(f"{results_dir}: no evaluation run directories (no run.json of an "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cupid.evaluation.report.interaction_measures import MANIFEST, dialogue_records, measures
 from cupid.evaluation.report.format import md_table
+from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
 from cupid.utils.html_page import esc, page
 from cupid.utils.io import atomic_write_text, read_json
 
@@ -23,7 +24,7 @@ class InteractionRun:
     results: dict      # measures(), recomputed
 
 
-def find_runs(results_dir: Path) -> list[InteractionRun]:
+def find_runs(results_dir: Path, n_bootstrap: int = DEFAULT_N_BOOTSTRAP, seed: int = 0) -> list[InteractionRun]:
     """Every interactive run under ``results_dir``, its measures recomputed (rounds saved
     against the ``none`` run of the same model, simulator and cap, when there is one)."""
     found = []
@@ -39,7 +40,8 @@ def find_runs(results_dir: Path) -> list[InteractionRun]:
         baseline = None if manifest.get("setting") == "none" else nones.get(key(manifest))
         judges = sorted({label for r in dialogue_records(directory) for label in (r.get("final_judge") or {})})
         runs.append(InteractionRun(directory, manifest, measures(directory, ids, manifest["max_rounds"], baseline,
-                                                                 judge=judges[0] if len(judges) == 1 else None)))
+                                                                 judge=judges[0] if len(judges) == 1 else None,
+                                                                 n_bootstrap=n_bootstrap, seed=seed)))
     return runs
 
 
@@ -69,7 +71,8 @@ def section(runs: list[InteractionRun], results_dir: Path, figure: Path | None =
              "until it says END or the cap. **Rounds** = the round whose reply drew END; an unsatisfied dialogue "
              "counts at the cap (a lower bound). **Saved** = rounds under `none` minus rounds here, paired by "
              "instance. The simulator holds the answer: its leniency is its model's, so compare runs under the "
-             "same simulator only. Brackets: 95% bootstrap intervals clustered by persona. Failed dialogues are "
+             "same simulator only. Brackets: 95% bootstrap intervals clustered by persona (the report's resamples "
+             "and seed). Failed dialogues are "
              f"counted, never scored. Each dialogue, turn by turn: [{PAGE}]({PAGE}).", ""]
     rows = []
     for run in runs:

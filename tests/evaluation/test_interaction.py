@@ -297,6 +297,12 @@ def test_the_report_shows_rounds_saved_the_curve_and_each_dialogue_turn_by_turn(
     turn = html[html.index("persona-b__consistent (consistent): satisfied, 3 rounds"):]
     assert turn.index(f"Model, round 1</b><pre>{HISTORY_MARK} reply 1") < turn.index("Simulator: score 4, CONTINUE") \
         < turn.index("Feedback 1 for consistent.") < turn.index("Model, round 2") < turn.index("score 10, END")
+    # The report's resampling reaches the interactive measures: one resample, one point.
+    assert report_command.main([str(base), "--no_figures", "--no_html", "--n_bootstrap", "1"]) == 0
+    md = (base / "report.md").read_text()
+    row = next(line for line in md[md.index("## Interaction"):].splitlines() if line.startswith("| test-model | default |"))
+    low, high = row.split("| 2.00 [")[1].split("]")[0].split(", ")
+    assert low == high
     # --export: the dialogues in a file of their own beside the samples.
     assert report_command.main([str(base), "--export", str(tmp_path / "out" / "samples.csv")]) == 0
     import csv
