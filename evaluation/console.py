@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cupid import config
+from cupid.utils import events
 
 
 def _fmt(value, digits: int = 3, missing: str = "  -  ") -> str:
@@ -147,7 +148,7 @@ class ProgressLog:
                  clock=time.monotonic, workers: int = 1, heartbeat_s: float | None = None) -> None:
         self.total, self.every, self.label = total, max(1, every), label
         self.workers = max(1, workers)
-        self.out = out or sys.stderr
+        self.out = out  # None: the lines are events (utils/events.py), which the command prints
         self._clock = clock
         self._started = clock()
         self._last_line = self._started
@@ -172,7 +173,10 @@ class ProgressLog:
 
     def _print(self) -> None:
         self._last_line = self._clock()
-        print(self.line(), file=self.out, flush=True)
+        if self.out is None:
+            events.progress(self.line())
+        else:
+            print(self.line(), file=self.out, flush=True)
 
     def _beat(self, interval: float) -> None:
         while not self._stop.wait(interval / 4):
@@ -204,3 +208,38 @@ class ProgressLog:
 def _clock_text(seconds: float) -> str:
     seconds = int(round(seconds))
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def print_interaction_summary(results: dict, path: Path | None = None, out=None) -> None:
+    out = out or sys.stdout
+    s, c = results["settings"], results["counts"]
+    print(f"\nCUPID interaction · model {s['model']} · setting {s['setting']} · simulator {s['simulator']} · "
+          f"max_rounds {s['max_rounds']}", file=out)
+    rts = results["rounds_to_satisfaction"]
+    print(f"dialogues: {c['selected']} · satisfied {c['satisfied']} · unsatisfied {c['unsatisfied']} "
+          f"(counted at {s['max_rounds']} rounds) · FAILED {c['failed']} · skipped {c['skipped']}"
+          + (f" · unfinished {c['unfinished']}" if c.get("unfinished") else ""), file=out)
+    if rts["value"] is not None:
+        print(f"rounds to satisfaction: {rts['value']:.2f} [{rts['low']:.2f}, {rts['high']:.2f}] (n={rts['n']})",
+              file=out)
+    saved = results.get("rounds_saved_vs_none")
+    if saved and saved.get("difference") is not None:
+        print(f"feedback rounds saved vs none: {saved['difference']:+.2f} [{saved['low']:+.2f}, "
+              f"{saved['high']:+.2f}] (paired n={saved['n']})", file=out)
+    judged = results.get("final_judge")
+    if judged and judged.get("value") is not None:
+        print(f"judge score of the last reply ({judged['scorer']}): {judged['value']:.2f} [{judged['low']:.2f}, "
+              f"{judged['high']:.2f}] (n={judged['n']}" + (f", {judged['failed']} FAILED" if judged["failed"] else "")
+              + ")", file=out)
+    curve = " ".join(f"{p['value']:.2f}" if p["value"] is not None else "-" for p in results["satisfied_by_round"])
+    print(f"satisfied by round 1..{s['max_rounds']}: {curve}", file=out)
+    for role, usage in (results.get("usage") or {}).get("this_invocation", {}).items():
+        print(f"{role} {usage.get('model')}: {usage.get('calls', 0)} calls · {usage.get('prompt_tokens', 0)} "
+              f"prompt + {usage.get('completion_tokens', 0)} completion tokens", file=out)
+    embedded = sorted({s[role] for role in ("model", "simulator") if str(s.get(role) or "")
+                       .startswith(config.EMBEDDED_MODEL)})
+    if embedded:
+        print(f"note: {' and '.join(embedded)} is the embedded 135M offline model: these numbers "
+              f"exercise the harness end to end and mean nothing about the benchmark", file=out)
+    if path is not None:
+        print(f"results: {path}", file=out)

@@ -37,6 +37,7 @@ from cupid.evaluation.steps import generate, judge, user_simulator
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.store import instance_file_name, now, run_dir_for
 from cupid.utils.answers import ParseError
+from cupid.utils import events
 from cupid.utils.dataset import Instance, safe_name
 from cupid.utils.errors import SetupError
 from cupid.utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
@@ -143,7 +144,7 @@ class Interaction:
             reason = None if isinstance(record, dict) else "not a JSON object"
         if reason is not None:
             target = move_aside(path)
-            log.warning("%s: %s; moved to %s, the dialogue is begun afresh", path, reason, target.name)
+            events.warning(f"{path}: {reason}; moved to {target.name}, the dialogue is begun afresh")
             return None
         return record
 
@@ -168,14 +169,14 @@ class Interaction:
             raise SetupError(f"{path} holds a dialogue of other content for instance {instance.instance_id}; "
                              f"use another --results_dir, or move the file away to evaluate it afresh")
         if record is not None and record.get("status") in FINISHED and damaged(record):
-            log.warning("%s: %s; asked again from there", path, damaged(record))
+            events.warning(f"{path}: {damaged(record)}; asked again from there")
             heal(record)
         if record is not None and record.get("status") in (*FINISHED, "skipped"):
             if record["status"] in FINISHED and self._needs_judge(record):
                 self._judge_final(path, record, instance)
             return DialogueOutcome(instance.instance_id, record["status"], already_done=True)
         if record is not None and damaged(record):
-            log.warning("%s: %s; asked again from there", path, damaged(record))
+            events.warning(f"{path}: {damaged(record)}; asked again from there")
             heal(record)
         if record is None:
             record = self._new_record(instance)

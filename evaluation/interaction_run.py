@@ -4,12 +4,12 @@ results.json with the measures (evaluation/report/interaction_measures.py), and 
 ``cupid-eval`` prints."""
 from __future__ import annotations
 
+import copy
 import math
 import sys
 import time
 from pathlib import Path
 
-from cupid import config
 from cupid.evaluation.console import ProgressLog
 from cupid.evaluation.context_check import check_context
 from cupid.evaluation.interaction import (FINISHED, LOCKS, DialogueOutcome, Interaction, interaction_dir,
@@ -17,6 +17,7 @@ from cupid.evaluation.interaction import (FINISHED, LOCKS, DialogueOutcome, Inte
 from cupid.evaluation.report.interaction_measures import MANIFEST, dialogue_records, measures
 from cupid.evaluation.steps import user_simulator
 from cupid.evaluation.store import BATCHES, now
+from cupid.utils import events
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import Interrupted, SetupError
 from cupid.utils.executor import iter_with_progress, worker_threads
@@ -75,6 +76,8 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
     stop: BaseException | None = None
     found = {r["instance_id"] for r in dialogue_records(directory, {i.instance_id for i in instances})
              if r.get("status") in (*FINISHED, "skipped")}
+    events.note(f"{directory}: {len(found)} of {len(instances)} dialogues already finished, "
+                f"{len(instances) - len(found)} to run")
     runner = None
     try:
         if spec.batch:
@@ -212,9 +215,11 @@ def resolve_simulator(spec) -> Model:
     from cupid.utils.models.registry import resolve_model
 
     seed = {} if spec.seed is None else {"seed": spec.seed}
-    simulator = resolve_model(spec.simulator, overrides=seed, timeout=spec.timeout, max_retries=spec.max_retries,
+    # A caller's Model object is copied, not rewritten (as RunSpec.resolve_models does).
+    own = lambda: copy.copy(spec.simulator) if isinstance(spec.simulator, Model) else spec.simulator  # noqa: E731
+    simulator = resolve_model(own(), overrides=seed, timeout=spec.timeout, max_retries=spec.max_retries,
                               **user_simulator.PARAMS)
-    if simulator.provider == "openai":  # OpenAI's own API, not a compatible server
+    if simulator.provider == "openai" and not isinstance(spec.simulator, Model):  # OpenAI's own API
         simulator = resolve_model(spec.simulator, overrides=seed, timeout=spec.timeout,
                                   max_retries=spec.max_retries, **user_simulator.PARAMS, **user_simulator.OPENAI_WIRE)
     return simulator
@@ -257,38 +262,3 @@ def _persona_sources(directory: Path, ids: set[str]) -> dict[str, int]:
     for record in dialogue_records(directory, ids):
         counts[record.get("persona_source", "?")] = counts.get(record.get("persona_source", "?"), 0) + 1
     return counts
-
-
-def print_interaction_summary(results: dict, path: Path | None = None, out=None) -> None:
-    out = out or sys.stdout
-    s, c = results["settings"], results["counts"]
-    print(f"\nCUPID interaction · model {s['model']} · setting {s['setting']} · simulator {s['simulator']} · "
-          f"max_rounds {s['max_rounds']}", file=out)
-    rts = results["rounds_to_satisfaction"]
-    print(f"dialogues: {c['selected']} · satisfied {c['satisfied']} · unsatisfied {c['unsatisfied']} "
-          f"(counted at {s['max_rounds']} rounds) · FAILED {c['failed']} · skipped {c['skipped']}"
-          + (f" · unfinished {c['unfinished']}" if c.get("unfinished") else ""), file=out)
-    if rts["value"] is not None:
-        print(f"rounds to satisfaction: {rts['value']:.2f} [{rts['low']:.2f}, {rts['high']:.2f}] (n={rts['n']})",
-              file=out)
-    saved = results.get("rounds_saved_vs_none")
-    if saved and saved.get("difference") is not None:
-        print(f"feedback rounds saved vs none: {saved['difference']:+.2f} [{saved['low']:+.2f}, "
-              f"{saved['high']:+.2f}] (paired n={saved['n']})", file=out)
-    judged = results.get("final_judge")
-    if judged and judged.get("value") is not None:
-        print(f"judge score of the last reply ({judged['scorer']}): {judged['value']:.2f} [{judged['low']:.2f}, "
-              f"{judged['high']:.2f}] (n={judged['n']}" + (f", {judged['failed']} FAILED" if judged["failed"] else "")
-              + ")", file=out)
-    curve = " ".join(f"{p['value']:.2f}" if p["value"] is not None else "-" for p in results["satisfied_by_round"])
-    print(f"satisfied by round 1..{s['max_rounds']}: {curve}", file=out)
-    for role, usage in (results.get("usage") or {}).get("this_invocation", {}).items():
-        print(f"{role} {usage.get('model')}: {usage.get('calls', 0)} calls · {usage.get('prompt_tokens', 0)} "
-              f"prompt + {usage.get('completion_tokens', 0)} completion tokens", file=out)
-    embedded = sorted({s[role] for role in ("model", "simulator") if str(s.get(role) or "")
-                       .startswith(config.EMBEDDED_MODEL)})
-    if embedded:
-        print(f"note: {' and '.join(embedded)} is the embedded 135M offline model: these numbers "
-              f"exercise the harness end to end and mean nothing about the benchmark", file=out)
-    if path is not None:
-        print(f"results: {path}", file=out)

@@ -25,6 +25,7 @@ from cupid.evaluation.context_check import check_context
 from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.store import BATCHES, RunConflictError, RunStore, Survey, now, run_dir_for
+from cupid.utils import events
 from cupid.utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from cupid.utils.errors import Interrupted
 from cupid.utils.executor import iter_with_progress, stop_workers, worker_threads
@@ -88,8 +89,8 @@ class Invocation:
         except DataValidationError as exc:
             raise DataValidationError(f"bad data: {exc}") from None
         for warning in source.warnings:
-            print(f"warning: {source.name}: {warning} (the dataset's instances have "
-                  f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)", file=sys.stderr)
+            events.warning(f"{source.name}: {warning} (the dataset's instances have "
+                           f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)")
         # The data's name is the same for every shard, so shards share a run directory.
         self.data_source = source.name
 
@@ -150,8 +151,8 @@ class Invocation:
             raise
         warn_about_run_dir(run_dir, self.survey, endpoint_change(existing, self.models["model"]))
         clean_orphan_tmp(self.run_dir)
-        print(f"{self.run_dir}: {len(self.survey.done)} of {len(self.instances)} instances already done, "
-              f"{len(self.instances) - len(self.survey.done)} to run", file=sys.stderr)
+        events.note(f"{self.run_dir}: {len(self.survey.done)} of {len(self.instances)} instances already done, "
+                    f"{len(self.instances) - len(self.survey.done)} to run")
         return pipeline
 
     # -- 4. batch: the instances to run go through the batch rounds first -----------------
@@ -214,7 +215,7 @@ class Invocation:
                         busy.remove(instance)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (utils/stop_signals.py)
             self.signals.second_ends_process()
-            print(f"\n{stop_cause(exc)}: stopping (a second signal ends the process at once)", file=sys.stderr)
+            events.note(f"\n{stop_cause(exc)}: stopping (a second signal ends the process at once)")
             stop_workers(pipeline, grace=3.0)
             stop = Interrupted(
                 f"{stop_cause(exc)}: {sum(o.status != 'busy' for o in outcomes.values())} of {n_selected} "
@@ -314,16 +315,13 @@ class Invocation:
 
 def warn_about_run_dir(run_dir: Path, survey: Survey, changed_server: str | None) -> None:
     if changed_server and survey.done:
-        print(redact(f"warning: {run_dir}: {changed_server}; the {len(survey.done)} instances "
-                     f"already done there are kept, not asked again (use another --results_dir "
-                     f"to evaluate this server afresh)"), file=sys.stderr)
+        events.warning(f"{run_dir}: {changed_server}; the {len(survey.done)} instances already done there "
+                       f"are kept, not asked again (use another --results_dir to evaluate this server afresh)")
     for path, problems in survey.invalid:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        print(redact(f"warning: {path}: {problems[0]}{more}; its steps are run again, the "
-                     f"values are not aggregated"), file=sys.stderr)
+        events.warning(f"{path}: {problems[0]}{more}; its steps are run again, the values are not aggregated")
     for path, target, reason in survey.moved_aside:
-        print(redact(f"warning: {path}: {reason}; moved to {target.name}, the instance is "
-                     f"evaluated afresh"), file=sys.stderr)
+        events.warning(f"{path}: {reason}; moved to {target.name}, the instance is evaluated afresh")
 
 
 def endpoint_change(manifest: dict | None, model) -> str | None:

@@ -17,7 +17,7 @@ import re
 import sys
 
 from cupid import config
-from cupid.evaluation.console import print_summary, print_sweep_table
+from cupid.evaluation.console import print_interaction_summary, print_summary, print_sweep_table
 from cupid.evaluation.run_spec import EVALUATION_TASKS
 from cupid.utils.command_line import (Parser, generation_params, non_negative_int, positive_float, positive_int,
                                       print_error, program_name)
@@ -224,8 +224,6 @@ def run_one(arguments: dict) -> tuple[int, dict | None]:
 def show(results: dict, path) -> None:
     """The summary of a run's results (the interactive task's its own)."""
     if results.get("task") == "interaction":
-        from cupid.evaluation.interaction_run import print_interaction_summary
-
         print_interaction_summary(results, path)
     else:
         print_summary(results, path)

@@ -4,6 +4,7 @@ ValueError) naming the argument, before anything runs."""
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
@@ -133,10 +134,13 @@ class RunSpec:
         # A role's overrides: the seed for every role, then the role's own *_args (which win);
         # none when the user chose none: the benchmark's parameters.
         seed = {} if self.seed is None else {"seed": self.seed}
+        # A caller's Model object is copied, not rewritten: the run sets its overrides, cache and
+        # usage on the copy (clients and weights are shared, not duplicated).
+        own = lambda value: copy.copy(value) if isinstance(value, Model) else value  # noqa: E731
         common = {"timeout": self.timeout, "max_retries": self.max_retries}
-        models = {"model": resolve_model(self.model, role="evaluated", overrides={**seed, **(self.model_args or {})},
+        models = {"model": resolve_model(own(self.model), role="evaluated", overrides={**seed, **(self.model_args or {})},
                                          **common),
-                  "evaluator": resolve_model(self.evaluator, role="evaluator",
+                  "evaluator": resolve_model(own(self.evaluator), role="evaluator",
                                              overrides={**seed, **(self.evaluator_args or {})}, **common)}
         if self.use_matcher:
             models["matcher"] = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{self.matcher_url}", role="matcher",

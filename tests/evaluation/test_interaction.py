@@ -579,3 +579,21 @@ def test_a_disk_that_refuses_a_write_mid_dialogue_is_one_line_and_a_rerun_goes_o
         assert run_module.main(args) == 0
         assert len(server.requests) == 12  # every answer already paid for came from the cache
     assert results_of(base, "default")["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
+
+
+def test_model_objects_as_model_and_simulator_are_used_as_they_are_and_left_unchanged(data_file, tmp_path):
+    """A caller's Model objects (complete(request) over the whole chat): the run works on
+    copies; the objects' cache and usage are as they were."""
+    from cupid.utils.models.model import Completion, Model
+
+    class Scripted(Model):
+        def complete(self, request):
+            return Completion(text=Responder()({"system": request.system_prompt, "messages": list(request.messages)}))
+
+    model, simulator = Scripted("my-model"), Scripted("my-sim")
+    before = [(m.cache, m.usage) for m in (model, simulator)]
+    run = evaluate(model, simulator=simulator, task="interaction", data=str(data_file), max_rounds=MAX_ROUNDS,
+                   results_dir=str(tmp_path / "res"))
+    assert run.results["rounds_to_satisfaction"]["value"] == pytest.approx(2.0)
+    assert run.results["settings"]["simulator"] == "my-sim"
+    assert [(m.cache, m.usage) for m in (model, simulator)] == before

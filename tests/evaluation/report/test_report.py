@@ -423,3 +423,56 @@ def test_a_killed_builds_temporaries_are_removed_by_the_next_build(tmp_path):
     finally:
         alive.kill()
         alive.wait()
+
+
+@pytest.mark.slow
+def test_the_reports_suggested_commands_run_as_printed_from_another_directory(tmp_path):
+    """What "cannot show yet" suggests is a command line that runs from anywhere: the installed
+    console scripts, the data as an absolute path (a served PrefMatcher's command as a dry run:
+    none is served here; OTHER_MODEL is the one placeholder, for a model not run yet)."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from cupid.evaluation import evaluate
+    from repo_paths import ROOT
+
+    results = tmp_path / "results"
+    evaluate("scripted", evaluator="scripted", data=str(ROOT / "data" / "sample"), limit=2, task="both",
+             results_dir=results)
+    md = R.build_report(results, n_bootstrap=20, figures=False).markdown.read_text()
+    gaps = md.split("## What this report cannot show yet", 1)[1].split("\n## ", 1)[0]
+    commands = [line.strip() for line in gaps.splitlines() if line.startswith("  cupid-")]
+    assert len(commands) >= 5 and all("python -m" not in c for c in commands)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "evaluation").mkdir(parents=True)  # a research directory with its own evaluation/
+    (elsewhere / "evaluation" / "__init__.py").write_text("")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    ran = 0
+    for command in commands:
+        if "OTHER_MODEL" in command:
+            continue
+        argv = shlex.split(command) + (["--dry_run"] if "--use_matcher" in command else [])
+        result = subprocess.run(argv, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
+        ran += 1
+    assert ran >= 4
+
+
+def test_a_model_object_is_suggested_as_a_python_call_not_a_command(tmp_path):
+    """A Model object handed to evaluate() has no name the command line resolves: its missing
+    settings are suggested as the evaluate() call, not as ``cupid-eval --model my-echo``."""
+    from cupid.evaluation.report.gaps import command, run_command
+    from cupid.evaluation.report.results import Run
+
+    run = Run("my-echo", "default")
+    run.manifests.append({"model": "my-echo", "data_source": "/data/sample",
+                          "invocations": [{"endpoints": {"model": {"model": "my-echo", "provider": "custom"}}}]})
+    line = command(run_command(run, "scripted"), tmp_path, setting="oracle", task="both")
+    assert "cupid-eval" not in line and "evaluate(model, " in line
+    assert "setting='oracle'" in line and "task='both'" in line and "evaluator='scripted'" in line
+    assert "data='/data/sample'" in line
+    # A registered or hosted model keeps its command line.
+    run.manifests[0]["invocations"][0]["endpoints"]["model"]["provider"] = "openai"
+    assert command(run_command(run, None), tmp_path).startswith("cupid-eval --model my-echo")

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from cupid.synthesis.validation_plan import (CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST,
+from cupid.synthesis.validation.plan import (CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST,
                                              conclude)
 from cupid.utils.dataset import INSTANCE_TYPES
 from cupid.utils.errors import BadInput, SetupError
