@@ -234,8 +234,10 @@ def print_interaction_summary(results: dict, path: Path | None = None, out=None)
     curve = " ".join(f"{p['value']:.2f}" if p["value"] is not None else "-" for p in results["satisfied_by_round"])
     print(f"satisfied by round 1..{s['max_rounds']}: {curve}", file=out)
     for role, usage in (results.get("usage") or {}).get("this_invocation", {}).items():
-        print(f"{role} {usage.get('model')}: {usage.get('calls', 0)} calls · {usage.get('prompt_tokens', 0)} "
-              f"prompt + {usage.get('completion_tokens', 0)} completion tokens", file=out)
+        print(f"{role} {usage.get('model')}: {usage.get('calls', 0)} calls"
+              + (f" ({usage['cache_hits']} more answered from the cache)" if usage.get("cache_hits") else "")
+              + f" · {usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} completion tokens",
+              file=out)
     embedded = sorted({s[role] for role in ("model", "simulator") if str(s.get(role) or "")
                        .startswith(config.EMBEDDED_MODEL)})
     if embedded:
