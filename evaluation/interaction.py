@@ -326,7 +326,7 @@ def heal(record: dict) -> None:
     response cache replays the answers once paid for, so a damaged file heals without a call)."""
     rounds = record["rounds"] if isinstance(record.get("rounds"), list) else []
     kept = []
-    for number, turn in enumerate(rounds, start=1):
+    for turn in rounds:
         found = _turn_problem(turn)
         if found and found[0] == "reply":
             break
