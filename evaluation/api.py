@@ -45,7 +45,12 @@ class EvaluationResult:
 
     @cached_property
     def samples(self) -> list[dict]:
-        """One dict per (scorer, instance): the rows ``cupid-report --export`` writes."""
+        """One dict per (scorer, instance): the rows ``cupid-report --export`` writes; for
+        ``task="interaction"``, one per dialogue (its FILE.interaction export's rows)."""
+        if self.results.get("task") == "interaction":
+            from cupid.evaluation.report.interaction import sample_rows as dialogue_rows
+
+            return dialogue_rows(self.run_dir)
         from cupid.evaluation.samples import sample_rows
 
         return sample_rows(self.run_dir)
@@ -68,7 +73,9 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
              timeout: float = config.REQUEST_TIMEOUT, max_retries: int = config.MAX_RETRIES,
              no_cache: bool = False, batch: bool = False, rate_limit: Sequence[str] = (),
              progress_every: int = 0, log_file: str | None = None,
-             exclude_filtered: bool = False, on_event: Callable[[Event], Any] | None = None) -> EvaluationResult:
+             exclude_filtered: bool = False, on_event: Callable[[Event], Any] | None = None,
+             simulator: str | Model = config.DEFAULT_SIMULATOR, max_rounds: int = config.DEFAULT_MAX_ROUNDS,
+             judge_final: bool = False) -> EvaluationResult:
     """Evaluate ``model`` on CUPID into ``RESULTS_DIR/<model>[/<setting>]`` and return its
     results; calling it again with the same arguments resumes.
 
@@ -84,7 +91,12 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     overrides (``{"temperature": 0.2}``), which name its run. ``exclude_filtered``: results.json's
     numbers leave out the results read from a filtered or refused answer (counted either way).
     ``on_event``: a callable given each note, warning and progress line as an ``Event``
-    (utils/events.py) instead of their line on stderr. The rest as ``cupid-eval --help``.
+    (utils/events.py) instead of their line on stderr.
+    ``task="interaction"``: a dialogue per instance with the release's user simulator
+    (``simulator``, at its parameters) for up to ``max_rounds`` replies (docs/interaction.md);
+    its results.json (the measures) is in the returned ``run_dir``; ``judge_final``: the
+    evaluator also judges each dialogue's last reply (Figure 16's judge).
+    The rest as ``cupid-eval --help``.
 
     Raises ``BadInput`` (a ValueError) for a bad argument or bad data, ``SetupError`` when
     the run cannot start (a missing key, an unreachable server, a run directory made with other
@@ -100,6 +112,12 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     with process_state_kept(spec.log_file, on_event):
         reset_cancel()
         with SignalGuard() as signals:  # SIGTERM and SIGHUP stop the run as Ctrl-C does
+            if spec.task == "interaction":
+                from cupid.evaluation.interaction_run import run_interaction
+
+                results, run_dir = run_interaction(spec)
+                return EvaluationResult(results=results, run_dir=run_dir,
+                                        failed=results["this_invocation"]["ran_failed"])
             invocation = Invocation(spec, signals)
             results = invocation.run()
     return EvaluationResult(results=results, run_dir=invocation.run_dir, failed=results["this_invocation"]["ran_failed"])

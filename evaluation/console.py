@@ -122,6 +122,12 @@ def print_sweep_table(rows: list[tuple[dict, dict | None, int]]) -> None:
         if results is None:
             print(f"{str(run['model']):40}{run['setting']:18}{'(not run)':>55}{code:>5}")
             continue
+        if results.get("task") == "interaction":  # its own measures (evaluation/interaction.py)
+            rounds, counts = results["rounds_to_satisfaction"], results["counts"]
+            print(f"{results['settings']['model']:40}{run['setting']:18}"
+                  f"{'rounds to satisfaction ' + _fmt(rounds['value'], 2, '-'):>35}"
+                  f"{counts['satisfied'] + counts['unsatisfied']:>6}{counts['failed']:>7}{'-':>9}{code:>5}")
+            continue
         inf, gen, counts = results.get("inference") or {}, results.get("generation") or {}, results["counts"]
         costs = [u.get("estimated_cost_usd") for u in results["usage"]["recorded"].values()]
         costs += [results["memory_cost"].get("estimated_cost_usd")] if results.get("memory_cost") else []
@@ -130,3 +136,40 @@ def print_sweep_table(rows: list[tuple[dict, dict | None, int]]) -> None:
               f"{_fmt(inf.get('recall'), 3, '-'):>7}{_fmt(inf.get('f1'), 3, '-'):>7}"
               f"{_fmt(gen.get('average_score'), 2, '-'):>7}{counts['evaluated']:>6}{counts['failed']:>7}"
               f"{_fmt(cost, 4, '-'):>9}{code:>5}")
+
+
+def print_interaction_summary(results: dict, path: Path | None = None, out=None) -> None:
+    out = out or sys.stdout
+    s, c = results["settings"], results["counts"]
+    print(f"\nCUPID interaction · model {s['model']} · setting {s['setting']} · simulator {s['simulator']} · "
+          f"max_rounds {s['max_rounds']}", file=out)
+    rts = results["rounds_to_satisfaction"]
+    print(f"dialogues: {c['selected']} · satisfied {c['satisfied']} · unsatisfied {c['unsatisfied']} "
+          f"(counted at {s['max_rounds']} rounds) · FAILED {c['failed']} · skipped {c['skipped']}"
+          + (f" · unfinished {c['unfinished']}" if c.get("unfinished") else ""), file=out)
+    if rts["value"] is not None:
+        print(f"rounds to satisfaction: {rts['value']:.2f} [{rts['low']:.2f}, {rts['high']:.2f}] (n={rts['n']})",
+              file=out)
+    saved = results.get("rounds_saved_vs_none")
+    if saved and saved.get("difference") is not None:
+        print(f"feedback rounds saved vs none: {saved['difference']:+.2f} [{saved['low']:+.2f}, "
+              f"{saved['high']:+.2f}] (paired n={saved['n']})", file=out)
+    judged = results.get("final_judge")
+    if judged and judged.get("value") is not None:
+        print(f"judge score of the last reply ({judged['scorer']}): {judged['value']:.2f} [{judged['low']:.2f}, "
+              f"{judged['high']:.2f}] (n={judged['n']}" + (f", {judged['failed']} FAILED" if judged["failed"] else "")
+              + ")", file=out)
+    curve = " ".join(f"{p['value']:.2f}" if p["value"] is not None else "-" for p in results["satisfied_by_round"])
+    print(f"satisfied by round 1..{s['max_rounds']}: {curve}", file=out)
+    for role, usage in (results.get("usage") or {}).get("this_invocation", {}).items():
+        print(f"{role} {usage.get('model')}: {usage.get('calls', 0)} calls"
+              + (f" ({usage['cache_hits']} more answered from the cache)" if usage.get("cache_hits") else "")
+              + f" · {usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} completion tokens",
+              file=out)
+    embedded = sorted({s[role] for role in ("model", "simulator") if str(s.get(role) or "")
+                       .startswith(config.EMBEDDED_MODEL)})
+    if embedded:
+        print(f"note: {' and '.join(embedded)} is the embedded 135M offline model: these numbers "
+              f"exercise the harness end to end and mean nothing about the benchmark", file=out)
+    if path is not None:
+        print(f"results: {path}", file=out)

@@ -24,7 +24,7 @@ from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
 from cupid.evaluation.session_recall import recorded_selection
-from cupid.evaluation.store import RunStore, run_dir_for, step_record
+from cupid.evaluation.store import RunStore, instance_file_name, run_dir_for, step_record
 from cupid.evaluation.strategy_model import ANSWER_TOKENS, ForecastingModel
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import CupidError
@@ -56,6 +56,18 @@ ASSUMPTIONS = (
 )
 STRATEGY_ASSUMPTION = (f"an LLM-backed strategy's model answers each of its calls with its answer_tokens "
                        f"(default {ANSWER_TOKENS}) tokens; its calls answered in the response cache are counted too")
+# --task interaction: how many rounds a dialogue takes, and the simulator's answers.
+SIMULATOR_FIXED_TOKENS = 150         # its headings, selected items and thinking
+SIMULATOR_TOKENS_PER_ENTRY = 60      # its evaluation of one checklist entry
+INTERACTION_ASSUMPTIONS = (
+    "interaction: a dialogue takes as many replies as the instance's prior sessions took on average "
+    "(their assistant turns: synthesis's simulator ended each when satisfied), at least 1 and at most "
+    "--max_rounds; every reply is scored by the simulator",
+    "interaction: every reply is as long as a generated response (above); the simulator writes "
+    f"{SIMULATOR_TOKENS_PER_ENTRY} tokens per checklist entry plus {SIMULATOR_FIXED_TOKENS}, and its "
+    "feedback is as long as the median later user turn of the instance's sessions",
+    "interaction: a dialogue begun in the run directory is forecast whole; a finished one costs nothing",
+)
 
 
 @dataclass
@@ -98,7 +110,8 @@ def main(runs: list[dict], *, as_json: bool) -> int:
                       + (f", {f.steps_done} steps already done (not counted)" if f.steps_done else ""))
         if c is not None:
             header.append(context_line(c))
-    assumptions = ASSUMPTIONS + ((STRATEGY_ASSUMPTION,) if any(s.setting_.uses_model for s in specs) else ())
+    assumptions = (ASSUMPTIONS + ((STRATEGY_ASSUMPTION,) if any(s.setting_.uses_model for s in specs) else ())
+                   + (INTERACTION_ASSUMPTIONS if any(s.task == "interaction" for s in specs) else ()))
     result["assumptions"] = list(assumptions)
     print_forecast(result, header, "rendered by the steps' code from the data: infer, generate (summary "
                    "setting: summarize); the other steps are rendered with stand-in answers",
@@ -153,6 +166,8 @@ def context_line(c: dict) -> str:
 
 def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
     """``fresh``: as a run into an empty directory would (nothing done yet)."""
+    if spec.task == "interaction":
+        return forecast_interaction(spec, fresh)
     _, instances = spec.instances()
     models = spec.resolve_models()
     model, evaluator = models["model"], models["evaluator"]
@@ -286,3 +301,78 @@ def typical_response(instance: Instance) -> str:
 
 def _fenced(value: dict) -> str:
     return "```json\n" + json.dumps(value, indent=2) + "\n```"
+
+
+# ---------------------------------------------------------------------------------------
+# --task interaction
+# ---------------------------------------------------------------------------------------
+def expected_rounds(instance: Instance, max_rounds: int) -> int:
+    """The replies a dialogue is forecast to take (INTERACTION_ASSUMPTIONS)."""
+    replies = [sum(t.role != "user" for t in s.dialogue) for s in instance.prior_interactions]
+    mean = sum(replies) / len(replies) if replies else 1
+    return max(1, min(max_rounds, round(mean)))
+
+
+def forecast_interaction(spec: RunSpec, fresh: bool = False) -> RunForecast:
+    """Each dialogue's calls, rendered by evaluation/interaction.py's own requests with
+    stand-in replies and simulator answers, round after round as the chats grow."""
+    from cupid.evaluation.interaction import first_ask, interaction_dir, persona_description
+    from cupid.evaluation.interaction_run import resolve_simulator
+    from cupid.evaluation.steps import generate, user_simulator
+    from cupid.utils.models.asking import ask_until_usable
+
+    _, instances = spec.instances()
+    models = spec.resolve_models()
+    model, simulator = models["model"], resolve_simulator(spec)
+    directory = interaction_dir(spec.results_dir, model.label, spec.setting_.name, simulator.label, spec.max_rounds)
+    forecast = RunForecast(model.label, spec.setting_.name, str(directory))
+    forecast.roles = {"model": role_forecast("model", model), "simulator": role_forecast("simulator", simulator)}
+    if spec.judge_final:
+        forecast.roles["evaluator"] = role_forecast("evaluator", models["evaluator"])
+    as_model, as_simulator, as_judge = RenderOnly(model), RenderOnly(simulator), RenderOnly(models["evaluator"])
+    for instance in instances:
+        forecast.instances += 1
+        if spec.setting_.skip_reason(instance):
+            forecast.skipped += 1
+            continue
+        path = directory / instance_file_name(instance.instance_id)
+        if not fresh and path.is_file():
+            try:
+                record = read_json(path)
+            except (OSError, ValueError):
+                record = {}
+            if record.get("status") in ("satisfied", "unsatisfied", "skipped"):
+                forecast.steps_done += len(record.get("rounds") or [])
+                continue
+        ask = first_ask(instance, spec.setting_)
+        system, user_prompt = ask.render()
+        chat = [{"role": "user", "content": user_prompt}]
+        checklist = list(instance.current_checklist)
+        sim_system = user_simulator.system_prompt(persona_description(instance)[0], instance.current_context_factor,
+                                                  instance.current_contextual_preference, checklist)
+        sim_chat = [{"role": "assistant", "content": user_simulator.opening_turn(instance.current_request.strip())}]
+        reply, feedback = typical_response(instance), typical_feedback(instance)
+        answer = filler(SIMULATOR_FIXED_TOKENS + SIMULATOR_TOKENS_PER_ENTRY * len(checklist), "evaluation") + feedback
+        for number in range(1, expected_rounds(instance, spec.max_rounds) + 1):
+            request = render(lambda: ask.answer(as_model)) if number == 1 else render(
+                lambda: ask_until_usable(as_model, system, chat, generate.parse, tries=1))
+            forecast.roles["model"].add_request("reply", request, estimate_tokens(reply))
+            chat.append({"role": "assistant", "content": reply})
+            sim_chat.append({"role": "user", "content": reply})
+            request = render(lambda: user_simulator.ask(as_simulator, sim_system, sim_chat))
+            forecast.roles["simulator"].add_request("simulator", request, estimate_tokens(answer))
+            sim_chat.append({"role": "assistant", "content": answer})
+            chat.append({"role": "user", "content": feedback})
+        if spec.judge_final:  # the last reply, judged as the generation task's response
+            step = steps.judge.ask(instance.current_contextual_preference, checklist, instance.current_request, reply)
+            forecast.roles["evaluator"].add_request(steps.JUDGE.name, render(lambda: step.answer(as_judge)),
+                                                    JUDGE_FIXED_TOKENS + JUDGE_TOKENS_PER_ENTRY * len(checklist))
+    return forecast
+
+
+def typical_feedback(instance: Instance) -> str:
+    """The stand-in of the simulator's feedback: the median-length user turn after the first
+    of the instance's sessions."""
+    turns = sorted((t.content for s in instance.prior_interactions for t in s.dialogue[1:] if t.role == "user"),
+                   key=len)
+    return turns[len(turns) // 2] if turns else filler(40, "feedback")

@@ -21,6 +21,10 @@ from cupid.utils.models.pacing import parse_rate_limit
 from cupid.utils.models.model import Model
 
 
+# The tasks of a run: the benchmark's (settings.TASKS) and the interactive one (interaction.py).
+EVALUATION_TASKS = (*TASKS, "interaction")
+
+
 @dataclass
 class RunSpec:
     model: str | Model
@@ -50,15 +54,18 @@ class RunSpec:
     progress_every: int = 0
     log_file: str | None = None
     exclude_filtered: bool = False     # results read from a filtered or refused answer left out
+    simulator: str | Model = config.DEFAULT_SIMULATOR  # --task interaction: the user simulator's model
+    max_rounds: int = config.DEFAULT_MAX_ROUNDS                # --task interaction: the evaluated model's replies at most
+    judge_final: bool = False          # --task interaction: the evaluator judges each dialogue's last reply
 
     def __post_init__(self) -> None:
-        for name in ("model", "evaluator", "strategy_model"):
+        for name in ("model", "evaluator", "simulator", "strategy_model"):
             value = getattr(self, name)
             if name == "strategy_model" and value is None:
                 continue
             if not isinstance(value, Model) and not (isinstance(value, str) and value.strip()):
                 raise BadInput(f"{name}: expected a model name or a Model instance, got {value!r}")
-        checks = {"limit": positive_int, "n_workers": positive_int, "timeout": positive_float,
+        checks = {"limit": positive_int, "n_workers": positive_int, "max_rounds": positive_int, "timeout": positive_float,
                   "max_retries": non_negative_int, "progress_every": non_negative_int, "seed": non_negative_int}
         for name, check in checks.items():
             value = getattr(self, name)
@@ -66,7 +73,7 @@ class RunSpec:
                 if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                     raise BadInput(f"{name}: expected a number, got {value!r}")
                 setattr(self, name, _checked(name, check, str(value)))
-        for name in ("use_matcher", "no_cache", "batch", "exclude_filtered"):
+        for name in ("use_matcher", "no_cache", "batch", "exclude_filtered", "judge_final"):
             if not isinstance(getattr(self, name), bool):
                 raise BadInput(f"{name}: expected true or false, got {getattr(self, name)!r}")
         for name in ("dataset", "split", "revision", "results_dir", "matcher_url", "log_file", "data"):
@@ -75,8 +82,8 @@ class RunSpec:
                 setattr(self, name, value := str(value))
             if value is not None and not isinstance(value, str):
                 raise BadInput(f"{name}: expected a string, got {value!r}")
-        if self.task not in TASKS:
-            raise BadInput(f"task: expected one of {', '.join(TASKS)}, got {self.task!r}")
+        if self.task not in EVALUATION_TASKS:
+            raise BadInput(f"task: expected one of {', '.join(EVALUATION_TASKS)}, got {self.task!r}")
         self.setting_: Setting = setting_named(self.setting)  # BadInput naming what is wrong
         if self.shard is not None and not isinstance(self.shard, tuple):
             self.shard = _checked("shard", parse_shard, str(self.shard))
@@ -98,15 +105,35 @@ class RunSpec:
         if self.revision is not None and self.data is not None:
             raise BadInput("revision: selects a version of the hub dataset; it does not apply to "
                            "local data (data, --data, --data_dir)")
-        if self.task not in self.setting_.tasks:
+        if self.task == "interaction":  # its first round is the generation task's request
+            if "generation" not in self.setting_.tasks:
+                raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
+            problem = self.interaction_unsupported()
+            if problem:
+                raise BadInput(problem)
+        elif self.task not in self.setting_.tasks:
             raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
         if self.strategy_model is not None and not self.setting_.uses_model:
             raise BadInput(f"strategy_model: setting {self.setting_.name} asks no LLM (a strategy asks one with "
                            f"uses_model = True, docs/strategies.md)")
+        if self.judge_final and self.task != "interaction":
+            raise BadInput("judge_final applies to task interaction only (the generation task judges its response)")
         if self.matcher_args and not self.use_matcher:
             raise BadInput("matcher_args needs use_matcher")
         if self.batch and self.no_cache:
             raise BadInput("batch keeps the batches' answers in the cache; drop no_cache")
+
+    def interaction_unsupported(self) -> str | None:
+        """Why --task interaction cannot run with these arguments yet (None: it can)."""
+        if self.use_matcher:
+            return "use_matcher: does not apply to task interaction (no checklist is matched)"
+        if self.setting_.summaries:
+            return f"setting {self.setting_.name}: session summaries are not supported with task interaction yet"
+        if self.setting_.uses_model:
+            return f"setting {self.setting_.name}: a strategy that asks an LLM is not supported with task interaction yet"
+        if self.exclude_filtered:
+            return "exclude_filtered: not supported with task interaction yet"
+        return None
 
     def resolve_models(self) -> dict[str, Model]:
         """Each role's model: "model", "evaluator", "strategy" for a strategy that asks an LLM

@@ -137,6 +137,9 @@ class FanOutStages:
         else:
             try:
                 rows = persona_instances(self, pid, self.cfg.seed, {
+                    # The profile the user simulator played (Figure 19), which --task
+                    # interaction gives its simulator in turn.
+                    "persona_description": persona["description"],
                     "synthesizer": model_label(self.cfg.model),
                     "user_simulator": model_label(self.cfg.user_model),
                     "assistant_simulator": model_label(self.cfg.assistant_model)})
