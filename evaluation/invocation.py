@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 
 from cupid import config
-from cupid.evaluation import steps
+from cupid.evaluation import settings, steps
 from cupid.evaluation.aggregate import (InstanceOutcome, aggregate_records, invocation_counts, progress_postfix,
                                         record_problems, recorded_usage)
 from cupid.utils.progress import HEARTBEAT_S, ProgressLog
@@ -332,7 +332,7 @@ class Invocation:
         return results
 
 
-def recorded_context(run_dir: Path, setting, instance) -> "Context | None":
+def recorded_context(run_dir: Path, setting, instance) -> "settings.Context | None":
     """What the run directory's file of ``instance`` says its strategy showed (None when it
     says nothing usable): the context check does not ask a strategy again for it."""
     from cupid.evaluation.session_recall import kept_context
