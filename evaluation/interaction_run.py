@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from cupid.evaluation.console import ProgressLog
+from cupid.utils.progress import HEARTBEAT_S, ProgressLog
 from cupid.evaluation.context_check import check_context
 from cupid.evaluation.interaction import (FINISHED, LOCKS, DialogueOutcome, Interaction, interaction_dir,
                                           persona_description)
@@ -86,7 +86,7 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
         label = f"{model.name} [{spec.setting_.name}] interaction"
         every = spec.progress_every or (0 if sys.stderr.isatty() else max(1, len(instances) // 20))
         progress = ProgressLog(len(instances), every, label, workers=spec.n_workers,
-                               heartbeat_s=None if sys.stderr.isatty() else 60.0) if every else None
+                               heartbeat_s=None if sys.stderr.isatty() else HEARTBEAT_S) if every else None
         try:
             for instance, outcome in iter_with_progress(run.run, instances, n_workers=spec.n_workers, desc=label):
                 outcomes[instance.instance_id] = outcome

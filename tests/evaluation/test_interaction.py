@@ -374,7 +374,8 @@ def test_the_dry_run_forecasts_the_calls_and_tokens_of_a_dialogue(tmp_path, caps
 def test_a_strategy_that_raises_fails_its_dialogue_counted_not_scored(data_file, tmp_path):
     strategy = tmp_path / "broken.py"
     strategy.write_text("class Broken:\n    def select(self, instance):\n"
-                        "        if instance.persona_id == 'persona-b':\n            raise RuntimeError('no index')\n"
+                        "        if 'persona-b' in instance.prior_interactions[0].dialogue[0].content:\n"
+                        "            raise RuntimeError('no index')\n"
                         "        return instance.prior_interactions\n")
     with FakeLLMServer(responder=Responder()) as server:
         assert run_module.main(cli(server, data_file, tmp_path / "res", "--setting", f"{strategy}:Broken")) == 1
