@@ -17,16 +17,18 @@ import sys
 from dataclasses import dataclass, field
 from statistics import median
 
-from cupid.evaluation import steps
+from cupid import config
+from cupid.evaluation import paper_shape, steps
 from cupid.evaluation.pipeline import AnswerlessAsker, scorer_name
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
 from cupid.evaluation.session_recall import recorded_selection
+from cupid.evaluation.shards import ShardedInstances
 from cupid.evaluation.store import RunStore, instance_file_name, run_dir_for, step_record
 from cupid.evaluation.strategy_model import ANSWER_TOKENS, ForecastingModel
-from cupid.utils.dataset import Instance
+from cupid.utils.dataset import DataValidationError, Instance
 from cupid.utils.errors import CupidError
 from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
                                   recorded_reasoning, render, role_forecast, summary)
@@ -79,6 +81,7 @@ class RunForecast:
     skipped: int = 0          # oracle setting: no relevant session
     steps_done: int = 0       # already finished in the run directory: cost nothing
     roles: dict[str, RoleForecast] = field(default_factory=dict)
+    data_note: str | None = None  # the data forecast on, when it is not the run's own
 
 
 def main(runs: list[dict], *, as_json: bool) -> int:
@@ -100,7 +103,8 @@ def main(runs: list[dict], *, as_json: bool) -> int:
     result = {"dry_run": True, **summary(list(roles.values()), limits)}
     result["runs"] = [{"model": f.model, "setting": f.setting, "run_dir": f.run_dir,
                        "instances": f.instances, "skipped": f.skipped, "steps_already_done": f.steps_done,
-                       **summary(list(f.roles.values()), limits), "context_vs_default": c}
+                       **summary(list(f.roles.values()), limits), "context_vs_default": c,
+                       **({"data": paper_shape.NAME, "data_note": f.data_note} if f.data_note else {})}
                       for f, c in zip(forecasts, contexts)]
     result["token_counting"] = TOKEN_COUNTING
     header = ["dry run: no request sent, nothing written"]
@@ -108,6 +112,8 @@ def main(runs: list[dict], *, as_json: bool) -> int:
         header.append(f"  {f.model} [{f.setting}] -> {f.run_dir}: {f.instances} instances"
                       + (f", {f.skipped} skipped (no relevant session)" if f.skipped else "")
                       + (f", {f.steps_done} steps already done (not counted)" if f.steps_done else ""))
+        if f.data_note:
+            header.append(f"    {f.data_note}")
         if c is not None:
             header.append(context_line(c))
     assumptions = (ASSUMPTIONS + ((STRATEGY_ASSUMPTION,) if any(s.setting_.uses_model for s in specs) else ())
@@ -164,16 +170,31 @@ def context_line(c: dict) -> str:
     return tokens
 
 
+def run_instances(spec: RunSpec) -> tuple[object, str | None]:
+    """The run's instances, and None; or, when the hub dataset cannot be read (no network and no
+    stored copy), the paper's shape of it (paper_shape.py) and a note saying so."""
+    try:
+        return spec.instances()[1], None
+    except DataValidationError as exc:
+        if spec.data is not None or spec.dataset != config.HF_DATASET:
+            raise
+        reason = str(exc).split("; ")[0]
+        source = paper_shape.ShapeSource(limit=spec.limit)
+        instances = ShardedInstances(source, *spec.shard) if spec.shard else source
+        return instances, (f"forecast on {paper_shape.NAME}, {len(source)} instances of its statistics' "
+                           f"lengths, not on its data: the hub could not be read ({reason})")
+
+
 def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
     """``fresh``: as a run into an empty directory would (nothing done yet)."""
     if spec.task == "interaction":
         return forecast_interaction(spec, fresh)
-    _, instances = spec.instances()
+    instances, shape_note = run_instances(spec)
     models = spec.resolve_models()
     model, evaluator = models["model"], models["evaluator"]
     matcher = models.get("matcher", evaluator)
     run_dir = run_dir_for(spec.results_dir, model.label, spec.setting_.name)
-    forecast = RunForecast(model.label, spec.setting_.name, str(run_dir))
+    forecast = RunForecast(model.label, spec.setting_.name, str(run_dir), data_note=shape_note)
     recorded = recorded_reasoning(run_dir)  # reasoning tokens an earlier run there recorded
     forecast.roles = {"model": role_forecast("model", model, recorded=recorded),
                       "evaluator": role_forecast("evaluator", evaluator, recorded=recorded)}
@@ -321,7 +342,7 @@ def forecast_interaction(spec: RunSpec, fresh: bool = False) -> RunForecast:
     from cupid.evaluation.steps import generate, user_simulator
     from cupid.utils.models.asking import ask_until_usable
 
-    _, instances = spec.instances()
+    instances, shape_note = run_instances(spec)
     models = spec.resolve_models()
     model, simulator = models["model"], resolve_simulator(spec)
     directory = interaction_dir(spec.results_dir, model.label, spec.setting_.name, simulator.label, spec.max_rounds)
