@@ -162,7 +162,8 @@ class RunSpec:
 
     def instances(self) -> tuple[InstanceSource, Any]:
         """The data, validated in full, and the instances the run selects (its shard's)."""
-        source = InstanceSource(data_path=self.data, dataset=None if self.data else self.dataset,
+        data = bundled_path(str(self.data)) if self.data else self.data  # a dry run's path too
+        source = InstanceSource(data_path=data, dataset=None if self.data else self.dataset,
                                 split=self.split, limit=self.limit, revision=self.revision)
         source.validate()
         return source, ShardedInstances(source, *self.shard) if self.shard else source

@@ -209,3 +209,15 @@ def test_offline_the_dry_run_prices_the_paper_scale_study_on_the_benchmarks_shap
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{}\n")
     assert eval_run.main(["--model", "gpt-4o-2024-11-20", "--dry_run", "--data", str(bad)]) == 2
+
+
+def test_an_in_process_model_is_said_to_run_at_this_machines_speed_not_at_rate_limits(capsys):
+    assert eval_run.main(["--model", "smollm2-135m", "--evaluator", "scripted", "--data_dir", "data/sample",
+                          "--dry_run"]) == 0
+    out = capsys.readouterr().out
+    assert "time: scripted, smollm2-135m answer in this process" in out
+    assert "unknown without --rate_limit" not in out
+    assert eval_run.main(["--model", "smollm2-135m", "--evaluator", "gpt-4o-2024-11-20", "--data_dir",
+                          "data/sample", "--dry_run"]) == 0
+    out = capsys.readouterr().out
+    assert "unknown without --rate_limit" in out and "time: smollm2-135m answers in this process" in out
