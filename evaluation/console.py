@@ -32,6 +32,8 @@ def print_summary(results: dict, path: Path | None = None, out=None) -> None:
         m = results["inference_macro"]
         print(f"macro (per-instance mean): P {_fmt(m['precision'])}  R {_fmt(m['recall'])}  "
               f"F1 {_fmt(m['f1'])}", file=out)
+    print("(P, R, F1: micro-pooled over every checklist entry, as the release's results.json; judge: the "
+          "mean 1-10 score; n_inf, n_gen: instances scored in inference, generation)", file=out)
     c = results["counts"]
     print(f"instances in the run directory: {c['instances']} · evaluated {c['evaluated']} · "
           f"FAILED {c['failed']} · skipped {c['skipped']}"

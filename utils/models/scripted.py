@@ -18,9 +18,14 @@ import re
 from functools import partial
 from typing import Any
 
+from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.model import Model, register_model
 from cupid.utils.models.request import Completion, Request, Usage
 from cupid.utils.models.tokens import estimate_tokens
+
+# Free: it runs in this process and writes its answers itself (catalog.py looks the price up).
+CATALOG = dated_table("scripted", date="2026-12-02", sources="free: answers written in this process, no model",
+                      models={"scripted": ModelFacts(0.0, 0.0, None)})
 
 FREE_TEXT = "This is the scripted model's answer: it follows the layout asked for and says nothing."
 LINE_WORDS = "cripted line of text."  # after an opening "S": "Scripted line of text."

@@ -276,7 +276,7 @@
       class: cls, "data-key": key, onclick: key === "req" ? null : () => {
         state.dir = state.sort === key ? -state.dir : 1; state.sort = key; state.page = 0; renderTable(); } }, title)));
     view.replaceChildren(el("h1", null, "Instances ", el("span", { class: "muted", id: "count" })),
-      el("p", { class: "muted" }, "One row per model, setting and instance; metrics under the chosen scorer. Sorted worst first by default; click a header to sort, a row to open it."),
+      el("p", { class: "muted" }, "One row per model, setting and instance; metrics under the chosen scorer. Sorted worst first by default; click a header to sort, a row to open it. Cost: the instance's calls at the dated prices (an in-process model is free: $0.00000); \u201c+?\u201d marks a row with calls of a model that has no price (hover for which), whose cost is not in the figure."),
       controls, el("div", { class: "table-wrap" }, el("table", { class: "grid", id: "instances-table" }, el("thead", null, head), el("tbody"))),
       el("div", { class: "pager", id: "pager" }));
     built = true;
