@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from cupid.evaluation import steps
-from cupid.evaluation.pipeline import AnswerlessAsker
+from cupid.evaluation.chains import AnswerlessAsker
 from cupid.evaluation.settings import Context, Setting
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask

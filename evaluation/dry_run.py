@@ -19,7 +19,7 @@ from statistics import median
 
 from cupid import config
 from cupid.evaluation import paper_shape, steps
-from cupid.evaluation.pipeline import AnswerlessAsker, scorer_name
+from cupid.evaluation.chains import AnswerlessAsker, scorer_name
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask

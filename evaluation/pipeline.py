@@ -1,150 +1,37 @@
-"""One instance through the benchmark: its two chains (infer → decompose → match both ways;
-generate → judge, with the summaries first in the summary setting), and the batch-mode pass.
-
-The chains are written once, against a ``StepAsker``: the pipeline's (``InstanceSteps``)
-reads a step back from the instance's file when it is done there, else asks its model and
-records the answer at once; the dry run and the context check pass their own askers, which
-render the same requests with stand-in answers. A failed step is recorded with its reason and
-raw answers and makes the instance count as failed; nothing is scored 0 in its place.
+"""One instance through the benchmark: its two chains (evaluation/chains.py; the summaries
+first in the summary setting) asked through ``InstanceSteps``, which reads a step back from the
+instance's file when it is done there, else asks its model and records the answer at once; and
+the batch-mode pass. A failed step is recorded with its reason and raw answers and makes the
+instance count as failed; nothing is scored 0 in its place.
 """
 from __future__ import annotations
 
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from cupid.evaluation import steps
+from cupid.evaluation.chains import CHAINS, STOPS, Shown, StepAsker, needed_steps, scorer_name
 from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
-from cupid.evaluation.metrics import InferenceCounts
 from cupid.evaluation.session_recall import kept_context, shown_record
-from cupid.evaluation.settings import Context, Setting
-from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
+from cupid.evaluation.settings import Setting
+from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
 from cupid.evaluation.store import InstanceRecord, RunStore, now, step_record
 from cupid.utils.dataset import Instance, Session
-from cupid.utils.errors import BadInput
 from cupid.utils.executor import iter_with_progress
-from cupid.utils.io import StorageError, atomic_write_json, read_json
+from cupid.utils.io import atomic_write_json, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer
 from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
-from cupid.utils.models.errors import AnswerWithheld, ModelCallFailed, ModelConfigurationError, RunCancelled
+from cupid.utils.models.errors import AnswerWithheld, ModelCallFailed, RunCancelled
 from cupid.utils.models.model import Model
 from cupid.utils.models.retry import CANCEL, cancel_all
 from cupid.utils.prompts import load_prompt
 from cupid.utils.redact import redact
 
 log = logging.getLogger("cupid.evaluation")
-
-# What stops an instance's work without failing it: raised through, whoever's code it came
-# through (a step's, or an LLM-backed strategy's).
-STOPS = (ModelConfigurationError, RunCancelled, StorageError, BatchDeferred)
-
-
-def scorer_name(evaluator: Model, matcher: Model) -> str:
-    """The evaluator's label, with the matcher's when another model matches; a label carries
-    the user's generation overrides, so overridden scores never mix with the default ones."""
-    return evaluator.label if matcher is evaluator else f"{evaluator.label}+{matcher.label}"
-
-
-# ---------------------------------------------------------------------------------------
-# The chains
-# ---------------------------------------------------------------------------------------
-class StepAsker:
-    """What the chains ask a step through: ``asker(step, ask)`` is the step's output, or None
-    when it failed (recorded by the asker); ``together(*calls)`` the calls' results, side by
-    side where the asker can (here one after the other)."""
-
-    def together(self, *calls: Callable[[], dict | None]) -> list[dict | None]:
-        return [call() for call in calls]
-
-
-@dataclass(frozen=True)
-class Shown:
-    """What the chains show the model beside the instance's request."""
-    history: str = ""               # the session log, or the summaries
-    from_summaries: bool = False
-    preference_given: bool = False  # oracle_preference: the true preference, no sessions
-    prefmatcher: bool = False       # PrefMatcher matches (its own prompt)
-
-
-def inference_chain(instance: Instance, shown: Shown, ask: StepAsker) -> InferenceCounts | None:
-    """Infer, decompose the inference, match both ways: the instance's pooled counts."""
-    truth = instance.current_contextual_preference
-    inferred = ask(steps.INFER, infer.ask(shown.history, instance.current_request,
-                                          from_summaries=shown.from_summaries))
-    if inferred is None:
-        return None
-    checklist = ask(steps.DECOMPOSE, decompose.ask(inferred["preference"]))
-    if checklist is None:
-        return None
-    precision, recall = ask.together(
-        lambda: ask(steps.MATCH_PRECISION, match.ask(truth, checklist["checklist"],
-                                                     prefmatcher=shown.prefmatcher)),
-        lambda: ask(steps.MATCH_RECALL, match.ask(inferred["preference"], instance.current_checklist,
-                                                  prefmatcher=shown.prefmatcher)))
-    if precision is None or recall is None:
-        return None
-    return InferenceCounts.from_scores([r["score"] for r in precision["results"]],
-                                       [r["score"] for r in recall["results"]])
-
-
-def generation_chain(instance: Instance, shown: Shown, ask: StepAsker) -> float | None:
-    """Generate a response, judge it: the instance's judge score."""
-    truth, request = instance.current_contextual_preference, instance.current_request
-    response = ask(steps.GENERATE, generate.ask_given_preference(truth, request) if shown.preference_given
-                   else generate.ask(shown.history, request, from_summaries=shown.from_summaries))
-    if response is None:
-        return None
-    judged = ask(steps.JUDGE, judge.ask(truth, instance.current_checklist, request, response["response"]))
-    return None if judged is None else judged["score"]
-
-
-CHAINS = {"inference": inference_chain, "generation": generation_chain}
-
-
-class AnswerlessAsker(StepAsker):
-    """The base of the ``StepAsker``s that send nothing (the dry run's, the context check's):
-    they walk an instance's chains one call after the other, with stand-in answers."""
-
-    def walk(self, instance: Instance, task: str, setting: Setting, prefmatcher: bool) -> None:
-        try:
-            context = None if setting.preference_given else self.context(instance, setting)
-        except Exception as exc:  # the strategy's own code (a user's) raised: a run fails the instance
-            return self.strategy_failed(instance, exc)
-        if context is None:
-            shown = Shown(preference_given=True, prefmatcher=prefmatcher)
-        elif setting.summaries:
-            summaries = self.summaries(context.sessions)
-            shown = Shown(summarize.history(summaries), from_summaries=True, prefmatcher=prefmatcher)
-        else:
-            shown = Shown(context.text, prefmatcher=prefmatcher)
-        for name, chain in CHAINS.items():
-            if task in (name, "both"):
-                chain(instance, shown, self)
-
-    def summaries(self, sessions: Sequence[Session]) -> list[dict]:
-        """Stand-ins of the sessions' summaries (the summary setting)."""
-        raise NotImplementedError
-
-    def context(self, instance: Instance, setting: Setting) -> Context:
-        """What the strategy shows of ``instance`` (its own ``context``)."""
-        return setting.context(instance)
-
-    def strategy_failed(self, instance: Instance, exc: Exception) -> None:
-        """The strategy raised on ``instance`` (a run records it as the instance's failure):
-        by default BadInput, one line naming the instance and the error."""
-        raise BadInput(f"instance {instance.instance_id}: the context strategy raised (a run fails the instance): "
-                       f"{type(exc).__name__}: {exc}") from exc
-
-
-def needed_steps(task: str, setting: Setting) -> list[steps.Step]:
-    """The steps a task and setting need for an instance."""
-    return [step for step in steps.STEPS if (step is not steps.SUMMARIZE or setting.summaries)
-            and any(t in step.tasks for t in (("inference", "generation") if task == "both" else (task,)))]
-
 
 # ---------------------------------------------------------------------------------------
 # The pipeline

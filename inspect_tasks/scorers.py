@@ -18,7 +18,7 @@ from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState
 
 from cupid.evaluation import steps
-from cupid.evaluation.pipeline import Shown, StepAsker, generation_chain, inference_chain
+from cupid.evaluation.chains import Shown, StepAsker, generation_chain, inference_chain
 from cupid.evaluation.steps.ask import Ask
 from cupid.inspect_tasks.metrics import CLUSTER, macro, micro, micro_stderr
 from cupid.inspect_tasks.requests import Unparsed, answer

@@ -325,8 +325,8 @@ def test_a_failing_hub_is_named_with_what_it_answered_within_a_minute(hub, hf_ho
 
 STILL_LOADING = """
 import sys
-from cupid.evaluation import data
-data.STILL_LOADING_EVERY = 1.0
+from cupid.evaluation import data, hub
+hub.STILL_LOADING_EVERY = 1.0
 source = data.InstanceSource(dataset=sys.argv[1])
 try:
     source.validate()

@@ -33,17 +33,9 @@ from cupid.utils.models.adaptations import ADAPTATIONS
 from cupid.utils.models.cache import ResponseCache
 from cupid.utils.models.catalog import context_window_of
 from cupid.utils.models.endings import ending_of, is_withheld
-from cupid.utils.models.errors import (
-    AnswerWithheld,
-    AuthenticationFailed,
-    ContextWindowExceeded,
-    ModelCallFailed,
-    ModelConfigurationError,
-    ModelError,
-    PermanentModelError,
-    RunCancelled,
-    TransientModelError,
-)
+from cupid.utils.models.errors import (AnswerWithheld, AuthenticationFailed, ContextWindowExceeded, ModelCallFailed,
+                                       ModelConfigurationError, ModelError, PermanentModelError, RunCancelled,
+                                       TransientModelError)
 from cupid.utils.models.request import Completion, Message, Request, Usage, validate_messages
 from cupid.utils.models.retry import CANCEL, backoff_delay, classify_error, headers_of, retry_after_of, status_code
 from cupid.utils.models.tokens import lower_bound_tokens

@@ -7,7 +7,7 @@ import pytest
 
 from cupid.evaluation import steps
 from cupid.evaluation.aggregate import problems_by_task
-from cupid.evaluation.pipeline import needed_steps
+from cupid.evaluation.chains import needed_steps
 from cupid.evaluation.settings import SETTINGS
 from cupid.evaluation.steps import error_type
 from cupid.utils.answers import ParseError
