@@ -276,3 +276,10 @@ def test_only_the_commands_print():
     printing = {name for name, path in product_modules().items() if print_calls(path)}
     assert printing - PRINTING_MODULES == set(), "an engine prints: emit an event (utils/events.py) instead"
     assert PRINTING_MODULES - printing == set(), "a module listed as printing no longer prints: drop it"
+
+
+def test_no_product_file_holds_two_jobs_past_400_lines():
+    """Past about 400 lines a file holds two jobs (the house's rule): split it by job."""
+    long = {name: n for name, path in product_modules().items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}
