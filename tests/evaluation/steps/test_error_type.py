@@ -73,3 +73,27 @@ def test_the_row_enters_no_task_so_evaluation_never_asks_it():
     # A damaged stored classification is no problem of the instance's results.
     record = {"steps": {}, "evaluations": {"s": {"steps": {"error_type": {"status": "done", "output": {"type": "x"}}}}}}
     assert problems_by_task(record, "s") == {"inference": [], "generation": []}
+
+
+@pytest.mark.parametrize("section, kind", [
+    ("### Error Type\n\nVagueness\n\nNot Hallucination: session 2 supports the inference.", "Vagueness"),
+    ("### Error Type\n\n\n  Incorrect Context  \nIt is close to Shallow Inference, but uses session 4.",
+     "Incorrect Context"),
+    ("**Error Type**\nShallow Inference\n(Vagueness would need a generic preference.)", "Shallow Inference"),
+])
+def test_the_type_is_read_from_the_first_line_of_its_section_only(section, kind):
+    """The explanation under the type may name other types; only the first non-empty line
+    counts (read over the whole section, these would name two types and be refused)."""
+    assert error_type.parse(ANALYSIS + section)["type"] == kind
+
+
+def test_the_analysis_stops_at_the_error_type_header():
+    out = error_type.parse("### Analysis\n\nFirst reason.\nSecond reason.\n**Error Type:** Hallucination")
+    assert out == {"type": "Hallucination", "analysis": "First reason.\nSecond reason."}
+    assert error_type.parse("### Error Type\n\nVagueness")["analysis"] == ""
+
+
+def test_the_grammar_names_the_four_types():
+    for kind in error_type.TYPES:
+        assert f'"{kind}"' in error_type.GRAMMAR
+    assert error_type.GRAMMAR.startswith('root ::= "### Analysis\\n\\n"')
