@@ -1,0 +1,206 @@
+"""The annotation's tasks, files and fold (synthesis/annotation.py) on hand-made validation
+rows, in process (tests/synthesis/test_annotation.py runs the same through cupid-validate and a
+browser): the tasks asked, an entry expressed when one annotator marks it so, a human "not
+expressed" never overriding a failed extraction, alpha, realism, agreement and both revision
+rules worked by hand."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cupid.synthesis import annotation as A
+from cupid.synthesis.validation_plan import CONTRASTING, CURRENT, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST
+from cupid.utils.errors import BadInput
+
+E, N = EXPRESSED, NOT_EXPRESSED
+
+
+def entry(role, preference, index, verdict, fragments=(), dropped=(), failed=None):
+    out = {"preference_role": role, "preference": preference, "index": index, "entry": f"{preference} entry {index}?",
+           "verdict": verdict, "fragments": [{"session": 1, "text": t} for t in fragments],
+           "dropped_fragments": [{"session": 1, "text": t} for t in dropped], "rating": None}
+    if failed:
+        out["failed_sessions"] = failed
+    return out
+
+
+def row(instance_id, kind, entries, persona="p1"):
+    return {"instance_id": instance_id, "persona_id": persona, "instance_type": kind, "solvable": None,
+            "challenging": None, "verified": False, "entries": entries, "notes": []}
+
+
+@pytest.fixture
+def rows():
+    """p1: consistent and contrastive share current preference "Short." and the request
+    task; contrastive also checks "Long." (contrasting). Entry 1 of "Short." failed for the
+    validator; entry 2 it found expressed; "Long." entry 1 it found not expressed."""
+    short = [entry(CURRENT, "Short.", 1, FAILED, failed=[2], dropped=["said briefly"]),
+             entry(CURRENT, "Short.", 2, E, fragments=["keep it brief"])]
+    request = [entry(REQUEST, "Short.", 1, N), entry(REQUEST, "Short.", 2, N)]
+    return [row("p1-consistent", "consistent", [*short, *request]),
+            row("p1-contrastive", "contrastive", [*[dict(e) for e in short],
+                                                  entry(CONTRASTING, "Long. ", 1, N, fragments=[]),
+                                                  *[dict(e) for e in request]]),
+            # its checklist could not be had: an entry without an index, never asked
+            row("p1-changing", "changing", [{**entry(CURRENT, "Other.", 1, FAILED), "index": None, "entry": None}])]
+
+
+REQUESTS = {"p1-consistent": "Write the memo.", "p1-contrastive": "Write the memo.", "p1-changing": "Plan a trip."}
+
+
+def by_kind(tasks):
+    return {(t["kind"], tuple(t["preferences"])): t for t in tasks}
+
+
+def test_the_tasks_one_per_preference_and_one_per_request(rows):
+    tasks = A.annotation_tasks(rows, REQUESTS)
+    found = by_kind(tasks)
+    assert set(found) == {("messages", ("Short.",)), ("messages", ("Long.",)), ("request", ("Short.",))}
+    short, long_, request = found[("messages", ("Short.",))], found[("messages", ("Long.",))], found[("request", ("Short.",))]
+    assert [t["id"] for t in tasks] == [short["id"], long_["id"], request["id"]]   # current, contrasting, request
+    assert short["instances"] == ["p1-consistent", "p1-contrastive"] and long_["instances"] == ["p1-contrastive"]
+    assert short["role"] == CURRENT and long_["role"] == CONTRASTING and request["role"] == REQUEST
+    assert request["request"] == "Write the memo." and short["request"] is None
+    assert [(e["key"], e["index"]) for e in short["entries"]] == [(1, 1), (2, 2)]
+    assert short["entries"][0]["messages"] == [] and short["entries"][0]["not_verbatim"] == ["said briefly"]
+    assert short["entries"][1]["messages"] == ["keep it brief"] and short["entries"][1]["not_verbatim"] == []
+    assert short["id"] == A.task_key("p1", "messages", " Short. ") and short["id"].startswith("t")
+    assert len(short["id"]) == 11
+    assert A.units_of(tasks)[("p1-contrastive", "messages", "Short.", 2)] == (short["id"], 2)
+    assert A.units_of(tasks)[("p1-consistent", "request", "Short.", 1)] == (request["id"], 1)
+
+
+def annotations(tasks, by_annotator):
+    """{annotator: {(kind, preference, entry key): label, ("realism", request task): n}}."""
+    found = by_kind(tasks)
+    out = []
+    for who, marks in by_annotator.items():
+        labels, realism = {}, {}
+        for (kind, preference, key), label in marks.items():
+            if kind == "realism":
+                realism[found[("request", (preference,))]["id"]] = label
+            else:
+                labels[(found[(kind, (preference,))]["id"], key)] = label
+        out.append({"annotator": who, "file": f"{who}.json", "labels": labels, "realism": realism})
+    return out
+
+
+def test_one_expressed_mark_decides_and_a_not_expressed_over_a_failed_extraction_stays_failed(rows):
+    tasks = A.annotation_tasks(rows, REQUESTS)
+    marks = {"ann1": {("messages", "Short.", 1): N, ("messages", "Short.", 2): N, ("messages", "Long.", 1): E,
+                      ("request", "Short.", 1): N, ("request", "Short.", 2): N, ("realism", "Short.", 0): 4},
+             "ann2": {("messages", "Short.", 1): N, ("messages", "Short.", 2): E, ("messages", "Long.", 1): N,
+                      ("request", "Short.", 1): N, ("request", "Short.", 2): E, ("realism", "Short.", 0): 2}}
+    human = A.fold(rows, tasks, annotations(tasks, marks))
+    consistent, contrastive, changing = rows
+    first = consistent["entries"][0]
+    # both annotators say "not expressed", but the validator's extraction of a session failed:
+    # the entry stays failed (the session nobody saw may express it), the instance unknown
+    assert first["verdict"] == FAILED and first["llm_verdict"] == FAILED
+    assert first["human"] == {"labels": {"ann1": N, "ann2": N}, "verdict": N}
+    assert consistent["entries"][1]["verdict"] == E                      # one of two marked it: expressed
+    assert consistent["entries"][3]["verdict"] == E                      # request entry 2 stated (ann2)
+    assert (consistent["solvable"], consistent["challenging"], consistent["verified"]) == (None, False, False)
+    assert contrastive["entries"][2]["verdict"] == E and contrastive["entries"][2]["llm_verdict"] == N
+    assert (contrastive["solvable"], contrastive["challenging"]) == (None, False)
+    assert "human" not in changing["entries"][0]
+    # validator vs humans, on the entries the validator decided: 3 per instance x 2 instances minus
+    # the failed ones: consistent (E/E, N/N, N/E), contrastive (E/E, N/E, N/N, N/E)
+    assert human["llm_human_pairs"] == 7
+    assert human["llm_human_agreement_pct"] == round(100 * 4 / 7, 2)
+    assert human["annotators"] == 2 and human["entries_annotated"] == 5
+    assert human["realism"] == {"mean": 3.0, "sd": round(2 ** 0.5, 3), "n": 2}
+    assert human["files"] == ["ann1.json", "ann2.json"]
+    # nominal alpha of ann1 (0 0 1 0 0) and ann2 (0 1 0 0 1) over five units, by hand:
+    # D_o = 6/10 of the pairs disagree... computed with krippendorff itself on the same matrix
+    import krippendorff
+    expected = krippendorff.alpha(reliability_data=[[0, 0, 1, 0, 0], [0, 1, 0, 0, 1]], level_of_measurement="nominal")
+    assert human["alpha_entries"] == round(float(expected), 4) and human["alpha_entries_note"] is None
+
+
+def test_both_revision_rules_are_worked_out_each_named(rows):
+    tasks = A.annotation_tasks(rows, REQUESTS)
+    marks = {"ann1": {("messages", "Short.", 2): N, ("messages", "Long.", 1): N, ("request", "Short.", 1): N},
+             "ann2": {("messages", "Short.", 2): E, ("messages", "Long.", 1): N, ("request", "Short.", 1): N}}
+    human = A.fold(rows, tasks, annotations(tasks, marks))
+    rules = human["revision_rules"]
+    assert set(rules) == {"section_3_2", "appendix_e"}
+    assert rules["section_3_2"]["rule"] == A.REVISION_RULES["section_3_2"]
+    # §3.2: the contrastive instance is not solvable ("Long." entry 1: both say not expressed)
+    assert rules["section_3_2"]["to_revise"] == [{"instance_id": "p1-contrastive",
+                                                 "reasons": ["not solvable: contrasting entry 1"]}]
+    assert human["to_revise"] == rules["section_3_2"]["to_revise"]
+    assert rules["section_3_2"]["instances"] == 1 and rules["section_3_2"]["pct"] == round(100 / 3, 2)
+    # Appendix E: any annotator's "not expressed" (ann1 on "Short." entry 2) flags both instances
+    assert rules["appendix_e"]["to_revise"] == [
+        {"instance_id": "p1-consistent", "reasons": ["not solvable: current entry 2"]},
+        {"instance_id": "p1-contrastive", "reasons": ["not solvable: contrasting entry 1", "not solvable: current entry 2"]}]
+    assert rules["appendix_e"]["instances"] == 2
+
+
+def test_a_human_expressed_over_a_failed_extraction_decides_it(rows):
+    tasks = A.annotation_tasks(rows, REQUESTS)
+    marks = {"ann1": {("messages", "Short.", 1): E, ("messages", "Long.", 1): E}}
+    human = A.fold(rows, tasks, annotations(tasks, marks))
+    assert rows[0]["entries"][0]["verdict"] == E
+    assert (rows[0]["solvable"], rows[0]["challenging"], rows[0]["verified"]) == (True, True, True)
+    assert rows[1]["verified"] is True
+    assert human["alpha_entries"] is None and human["alpha_entries_note"] == "no unit rated by two coders"
+    assert human["llm_human_pairs"] == 1 and human["llm_human_agreement_pct"] == 0.0
+    assert human["realism"] == {"mean": None, "sd": None, "n": 0}
+    assert human["revision_rules"]["section_3_2"]["instances"] == 0
+
+
+def write(path, annotator, answers, fmt=A.FORMAT):
+    path.write_text(json.dumps({"format": fmt, "annotator": annotator, "tasks": answers}), encoding="utf-8")
+    return path
+
+
+def test_annotation_files_are_read_and_bad_ones_named(rows, tmp_path):
+    tasks = {t["id"]: t for t in A.annotation_tasks(rows, REQUESTS)}
+    found = by_kind(tasks.values())
+    short, request = found[("messages", ("Short.",))]["id"], found[("request", ("Short.",))]["id"]
+    good = write(tmp_path / "a.json", " ann1 ", {short: {"entries": {"1": N, "2": E}}, request: {"entries": {"1": N},
+                                                                                              "realism": 5}})
+    blank = write(tmp_path / "b.json", "", {short: None})
+    out = A.read_annotations([good, blank], tasks)
+    assert out[0] == {"annotator": "ann1", "file": str(good), "labels": {(short, 1): N, (short, 2): E, (request, 1): N},
+                      "realism": {request: 5}}
+    assert out[1]["annotator"] == "b" and out[1]["labels"] == {}
+    cases = [
+        ({"tX": {}}, "field 'tasks.tX': not a task"),
+        ({short: ["x"]}, f"field 'tasks.{short}': expected an object"),
+        ({short: {"entries": [N]}}, f"field 'tasks.{short}.entries': expected an object"),
+        ({short: {"entries": {"1": "maybe"}}}, f"field 'tasks.{short}.entries.1': 'maybe' is not"),
+        ({short: {"entries": {"9": N}}}, f"field 'tasks.{short}.entries.9'"),
+        ({short: {"realism": 3}}, f"field 'tasks.{short}.realism': 3 is not a rating"),
+        ({request: {"realism": 6}}, f"field 'tasks.{request}.realism': 6"),
+        ({request: {"realism": True}}, f"field 'tasks.{request}.realism': True"),
+    ]
+    for answers, message in cases:
+        with pytest.raises(BadInput, match=message.replace(".", r"\.").replace("'", "'")):
+            A.read_annotations([write(tmp_path / "bad.json", "x", answers)], tasks)
+    with pytest.raises(BadInput, match="not an annotation file"):
+        A.read_annotations([write(tmp_path / "f.json", "x", {}, fmt="other/1")], tasks)
+    (tmp_path / "broken.json").write_text("{", encoding="utf-8")
+    with pytest.raises(BadInput, match="broken.json: not a readable JSON file"):
+        A.read_annotations([tmp_path / "broken.json"], tasks)
+    # one annotator id, one task, in two files: refused with both files named
+    again = write(tmp_path / "c.json", "ann1", {short: {"entries": {"1": E}}})
+    with pytest.raises(BadInput, match=f"annotator 'ann1' answered this task in {good} already"):
+        A.read_annotations([good, again], tasks)
+
+
+def test_pages_hold_every_task_and_its_fragments_marked(rows, tmp_path):
+    tasks = A.annotation_tasks(rows, REQUESTS)
+    paths = A.write_pages(tmp_path, tasks, per_page=2)
+    assert [p.name for p in paths] == ["batch-01.html", "batch-02.html"]
+    first, second = (p.read_text(encoding="utf-8") for p in paths)
+    assert "Task 1 of 2" in first and "Task 2 of 2" in first and "Task 1 of 1" in second
+    assert f"said briefly <span class='muted'>({A.NOT_VERBATIM})</span>" in first
+    assert "<li class='text'>keep it brief</li>" in first
+    assert "(no message was extracted for this sub-preference)" in first     # "Long." entry 1
+    assert "How realistic is it" in second and "How realistic is it" not in first
+    assert "<h3>User's Request</h3>" in second and "Write the memo." in second
+    assert json.loads((tmp_path / "tasks.json").read_text(encoding="utf-8")) == tasks
