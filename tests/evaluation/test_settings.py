@@ -1,0 +1,138 @@
+"""Context strategies (evaluation/settings.py) in process: what each built-in shows, the
+positions a selection is recorded under, rendered text, the canonical names, typed
+parameters, and every refusal named (tests/evaluation/test_strategies.py runs them through
+cupid-eval)."""
+from __future__ import annotations
+
+import pytest
+
+from cupid.evaluation import settings as S
+from cupid.evaluation.settings import Setting, setting_named
+from cupid.evaluation.steps.layouts import format_session_log
+from cupid.utils.dataset import Instance, Session, Turn
+from cupid.utils.errors import BadInput
+
+
+def session(k: int, preference: str) -> Session:
+    return Session(f"Factor {k}", preference, (Turn("user", f"message {k}"), Turn("assistant", f"reply {k}")))
+
+
+SESSIONS = (session(1, "Short."), session(2, "Long."), session(3, "Short."), session(4, "Tables."))
+
+
+def instance(sessions=SESSIONS, current="Short.") -> Instance:
+    return Instance("i1", "p1", "consistent", "Write it.", "Factor 1", current, ("Is it short?",), tuple(sessions))
+
+
+def test_the_paper_settings_and_what_each_shows():
+    i = instance()
+    assert list(S.SETTINGS) == ["default", "oracle", "summary", "oracle_preference"]
+    default = S.SETTINGS["default"].context(i)
+    assert default == S.Context(format_session_log(SESSIONS), SESSIONS, (1, 2, 3, 4))
+    oracle = S.SETTINGS["oracle"].context(i)
+    assert oracle.sessions == (SESSIONS[0], SESSIONS[2]) and oracle.positions == (1, 3)
+    assert S.SETTINGS["oracle"].skip_reason(i) is None
+    assert S.SETTINGS["oracle"].skip_reason(instance(current="Other.")) == "no prior session has the current preference"
+    assert S.SETTINGS["default"].skip_reason(instance(current="Other.")) is None
+    assert setting_named("none").context(i) == S.Context(format_session_log(()), (), ())
+    summary, given = S.SETTINGS["summary"], S.SETTINGS["oracle_preference"]
+    assert (summary.summaries, summary.preference_given, summary.tasks) == (True, False, S.TASKS)
+    assert (given.summaries, given.preference_given, given.tasks) == (False, True, ("generation",))
+    assert given.context(i).positions == ()
+    assert S.SETTINGS["default"].summaries is False and S.SETTINGS["default"].preference_given is False
+    assert S.TASKS == ("inference", "generation", "both")
+
+
+def test_positions_follow_the_selection_order_and_equal_sessions_are_found():
+    class Reversed:
+        def select(self, inst):
+            return list(reversed(inst.prior_interactions))
+
+    class Copies:  # equal sessions that are not the same objects
+        def select(self, inst):
+            return [Session(s.context_factor, s.contextual_preference, s.dialogue) for s in inst.prior_interactions[2:]]
+
+    assert setting_named(Reversed()).context(instance()).positions == (4, 3, 2, 1)
+    assert setting_named(Copies()).context(instance()).positions == (3, 4)
+
+
+def test_a_foreign_session_is_refused_naming_the_setting_and_instance():
+    class Foreign:
+        name = "foreign"
+
+        def select(self, inst):
+            return [session(9, "Invented.")]
+
+    with pytest.raises(ValueError, match=r"setting foreign: select\(\) returned a Session that is not one of instance "
+                                         r"i1's prior sessions"):
+        setting_named(Foreign()).context(instance())
+
+
+def test_render_gives_the_text_and_select_the_sessions_it_drew_on():
+    class Notes:
+        def render(self, inst):
+            return "notes about the user"
+
+    class Both(Notes):
+        def select(self, inst):
+            return inst.prior_interactions[1:2]
+
+    class Bad:
+        name = "bad"
+
+        def render(self, inst):
+            return ["not", "text"]
+
+    assert setting_named(Notes()).context(instance()) == S.Context("notes about the user", None, None)
+    assert setting_named(Both()).context(instance()) == S.Context("notes about the user", (SESSIONS[1],), (2,))
+    with pytest.raises(TypeError, match="setting bad: render\\(\\) returned a list, not a str"):
+        setting_named(Bad()).context(instance())
+
+
+def test_a_strategy_object_is_named_by_its_name_or_class():
+    class Plain:
+        def select(self, inst):
+            return ()
+
+    named = type("Named", (), {"name": "my-memory", "select": lambda self, inst: ()})()
+    assert setting_named(named).name == "my-memory"
+    assert setting_named(Plain()).name == f"{__name__}:{Plain.__qualname__}"
+    same = Setting("x", Plain())
+    assert setting_named(same) is same
+    with pytest.raises(BadInput, match="setting .*: a strategy needs select\\(instance\\) or render\\(instance\\); "
+                                       "object has neither"):
+        setting_named(object())
+
+
+@pytest.mark.parametrize("text, name, k", [
+    ("recent:k=2", "recent:k=2", 2), (" bm25:k=03 ", "bm25:k=3", 3), ("recent:k=10", "recent:k=10", 10)])
+def test_built_in_retrievers_take_k_and_are_named_canonically(text, name, k):
+    found = setting_named(text)
+    assert found.name == name and found.strategy.k == k and found.spec is None
+
+
+def test_parameters_are_typed_and_sorted():
+    assert S._split_parameters("x:b=2,a=true") == ("x", {"b": 2, "a": True})
+    assert S._split_parameters("x") == ("x", {})
+    assert S._split_parameters("path/f.py:Class") == ("path/f.py:Class", {})
+    assert S._split_parameters("m:Cls:k=1.5, name = memo ,flag=FALSE") == ("m:Cls", {"k": 1.5, "name": "memo",
+                                                                                    "flag": False})
+    assert [S._typed(v) for v in ("7", "-2", "0.25", "True", "false", "org/name", "1e3")] == \
+        [7, -2, 0.25, True, False, "org/name", 1000.0]
+    assert isinstance(S._typed("7"), int) and isinstance(S._typed("7.0"), float)
+    for bad in ("x:k=1,=2", "x:k=1,2bad=3", "x:k=1,novalue"):
+        with pytest.raises(BadInput, match="expected key=value parameters after the name"):
+            S._split_parameters(bad)
+    with pytest.raises(BadInput, match="expected key=value parameters after recent:, e.g. recent:k=2"):
+        S._split_parameters("recent:k")
+
+
+def test_refusals_name_the_setting():
+    with pytest.raises(BadInput, match="setting recent:k=0: k: expected a whole number"):
+        setting_named("recent:k=0")
+    with pytest.raises(BadInput, match=r"unknown 'recnt' \(did you mean 'recent'\?\)\. Built in: default, none, oracle"):
+        setting_named("recnt")
+    with pytest.raises(BadInput, match=r"unknown 'zzzz'\. Built in"):
+        setting_named("zzzz")
+    with pytest.raises(BadInput, match="setting default:k=2: "):
+        setting_named("default:k=2")
