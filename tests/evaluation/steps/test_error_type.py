@@ -97,3 +97,30 @@ def test_the_grammar_names_the_four_types():
     for kind in error_type.TYPES:
         assert f'"{kind}"' in error_type.GRAMMAR
     assert error_type.GRAMMAR.startswith('root ::= "### Analysis\\n\\n"')
+
+
+def test_the_ask_reads_its_answer_with_parse_and_constrains_it_with_the_grammar():
+    asked = error_type.ask([], "Factor", "Request.", "TRUE", "INFERRED")
+    assert asked.prompt == error_type.PROMPT == "evaluation/error_type"
+    assert asked.parse is error_type.parse and asked.answer_grammar == error_type.GRAMMAR
+    assert asked.values == {"sessions": "", "context": "Factor", "request": "Request.", "true_preference": "TRUE",
+                            "inferred_preference": "INFERRED"}
+
+
+TYPE_LIST = "Incorrect Context, Shallow Inference, Vagueness, Hallucination"
+
+
+def test_the_refusals_say_exactly_what_is_wrong():
+    with pytest.raises(ParseError) as info:
+        error_type.parse("Shallow Inference.")
+    assert str(info.value) == "no 'Error Type' section"
+    with pytest.raises(ParseError) as info:
+        error_type.parse(ANALYSIS + "### Error Type\n\n  \n")
+    assert str(info.value) == f"the 'Error Type' line '' names none of the types {TYPE_LIST}"
+    long = "x" * 79 + "yz and more words after it"
+    with pytest.raises(ParseError) as info:
+        error_type.parse(ANALYSIS + f"### Error Type\n\n{long}")
+    assert str(info.value) == f"the 'Error Type' line {long[:80]!r} names none of the types {TYPE_LIST}"
+    assert error_type.check({"type": "Off Topic"}) == f"type 'Off Topic' is not one of {TYPE_LIST}"
+    assert error_type.check({"analysis": ""}) == f"type None is not one of {TYPE_LIST}"
+    assert error_type.check({"type": "Vagueness"}) is None
