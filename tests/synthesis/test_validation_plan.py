@@ -179,3 +179,33 @@ def test_known_checklists_prefer_the_synthesis_files(tmp_path):
     assert book[("p1", "Tables.")] == (["A table?"], "synthesis")
     assert ("p1", "Empty.") not in book
     assert known_checklists(tmp_path / "none", [a]) == {("p1", "Short answers."): (["Is it short?"], "instance")}
+
+
+def test_a_recorded_earlier_preference_wins_over_the_sessions_reading():
+    sessions = [s("Work", "Bullets."), s("Work", "Tables."), s("Work", "Short answers.")]
+    checks, unchecked = plan_checks(inst("changing", sessions, metadata={"original_preference": "Tables."}))
+    assert checks[1] == Check(EARLIER, "Tables.", (2,)) and unchecked == []
+
+
+def test_the_reason_a_contrasting_preference_is_left_unchecked_is_said_whole():
+    contrastive = inst("contrastive", [s("Work", "Short answers.")])
+    assert recovered_contrast(contrastive, None) == (
+        None, "the series has no consistent instance in the data to tell its sessions apart")
+    assert plan_checks(contrastive)[1] == [
+        "contrasting preference: not recorded in the data (no metadata.contrastive_preference); the series has no "
+        "consistent instance in the data to tell its sessions apart, so it is left unchecked"]
+
+
+def test_session_at_counts_from_one():
+    i = inst("consistent", [s("Work", "A.", "first"), s("Work", "B.", "second"), s("Work", "C.", "third")])
+    assert [session_at(i, k).dialogue[0].content for k in (1, 2, 3)] == ["first", "second", "third"]
+
+
+def test_fragments_of_every_session_are_kept_together():
+    r = EntryResult(CURRENT, "Pref.", 1, "Q?")
+    r.add(1, {"rating": 5}, ["a"], ["x"])
+    r.add(2, {"rating": 2}, ["b", "c"], ["y"])
+    d = r.to_dict()
+    assert d["fragments"] == [{"session": 1, "text": "a"}, {"session": 2, "text": "b"}, {"session": 2, "text": "c"}]
+    assert d["dropped_fragments"] == [{"session": 1, "text": "x"}, {"session": 2, "text": "y"}]
+    assert d["rating"] == 2 and d["ratings"] == {"1": 5, "2": 2}
