@@ -117,14 +117,14 @@ NEW = {
     "synthesis/annotation.py": ["tests/synthesis/test_annotation_units.py"],
     "evaluation/steps/error_type.py": ["tests/evaluation/steps/test_error_type.py"],
     "evaluation/report/error_types.py": ["tests/evaluation/report/test_error_type_draw.py"],
-    "evaluation/report/statistics.py": ["tests/evaluation/report/test_statistics.py",
+    "evaluation/report/statistics.py": ["tests/evaluation/report/test_analysis.py",
                                         "tests/evaluation/report/test_clustered_intervals.py"],
     "evaluation/report/self_enhancement.py": ["tests/evaluation/report/test_self_enhancement_matrix.py"],
-    "evaluation/report/match_agreement.py": ["tests/evaluation/report/test_match_agreement_units.py"],
+    "evaluation/report/match_agreement.py": ["tests/evaluation/report/test_match_agreement.py"],
     "studies/self_enhancement.py": ["tests/studies/test_self_enhancement_units.py"],
     "utils/models/endings.py": ["tests/utils/models/test_endings.py"],
     "evaluation/report/export.py": ["tests/evaluation/report/test_export.py"],
-    "utils/csv_file.py": ["tests/utils/test_csv_file.py"],
+    "utils/csv_file.py": ["tests/utils/test_csv_file.py", "tests/evaluation/report/test_export.py"],
 }
 MODULES = {**CORE, **NEW}
 GROUPS = {"core": list(CORE), "new": list(NEW), "all": list(MODULES)}
