@@ -136,3 +136,76 @@ def test_refusals_name_the_setting():
         setting_named("zzzz")
     with pytest.raises(BadInput, match="setting default:k=2: "):
         setting_named("default:k=2")
+
+
+STRATEGY_FILE = '''
+class Picks:
+    def __init__(self, k=1, label="x"):
+        self.k, self.label = k, label
+
+    def select(self, instance):
+        return instance.prior_interactions[:self.k]
+
+
+ready = Picks(2)
+'''
+
+
+def test_a_users_file_is_loaded_named_by_its_file_and_recorded_portably(tmp_path, monkeypatch):
+    (tmp_path / "mine.py").write_text(STRATEGY_FILE, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    found = setting_named("mine.py:Picks:k=3,label=memo")
+    assert found.name == "mine.py:Picks:k=3,label=memo"
+    assert found.spec == f"{(tmp_path / 'mine.py').resolve()}:Picks:k=3,label=memo"
+    assert (found.strategy.k, found.strategy.label) == (3, "memo")
+    assert found.context(instance()).positions == (1, 2, 3)
+    plain = setting_named("mine.py:Picks")
+    assert plain.name == "mine.py:Picks" and plain.spec == f"{(tmp_path / 'mine.py').resolve()}:Picks"
+    ready = setting_named("mine.py:ready")
+    assert ready.context(instance()).positions == (1, 2)
+    with pytest.raises(BadInput, match="setting mine.py:ready:k=1: mine.py:ready is an object, not a class: it takes no "
+                                       "parameters"):
+        setting_named("mine.py:ready:k=1")
+    with pytest.raises(BadInput, match="setting mine.py:Picks:depth=2: .*unexpected keyword argument 'depth'"):
+        setting_named("mine.py:Picks:depth=2")
+    with pytest.raises(BadInput, match="^setting absent.py:Picks: no such file absent.py"):
+        setting_named("absent.py:Picks")
+
+
+class FakeEntryPoint:
+    def __init__(self, name, target, value="pkg.mod:Thing"):
+        self.name, self.target, self.value = name, target, value
+
+    def load(self):
+        if isinstance(self.target, Exception):
+            raise self.target
+        return self.target
+
+
+def test_an_installed_entry_point_is_a_strategy_too(monkeypatch):
+    from cupid.utils.models import registry
+
+    class Memory:
+        def __init__(self, size=1):
+            self.size = size
+
+        def render(self, inst):
+            return f"memory of {self.size}"
+
+    points = {"memory": FakeEntryPoint("memory", Memory), "broken": FakeEntryPoint("broken", ImportError("no pkg"))}
+    asked = []
+    monkeypatch.setattr(registry, "_entry_points", lambda group: asked.append(group) or points)
+    found = setting_named("memory:size=4")
+    assert asked[0] == S.ENTRY_POINT_GROUP == "cupid.strategies"
+    assert found.name == "memory:size=4" and found.spec is None
+    assert found.context(instance()) == S.Context("memory of 4", None, None)
+    with pytest.raises(BadInput, match=r"^setting broken: the entry point pkg.mod:Thing failed to load: "
+                                       r"ImportError: no pkg$"):
+        setting_named("broken")
+    with pytest.raises(BadInput, match=r"unknown 'memroy' \(did you mean 'memory'\?\)\. .*installed cupid.strategies "
+                                       r"entry points: broken, memory$"):
+        setting_named("memroy")
+    monkeypatch.setattr(registry, "_entry_points", lambda group: {})
+    with pytest.raises(BadInput, match=r"\(recent, bm25 and dense take k=N\); your own: path/file.py:Class or "
+                                       r"package.module:Class; installed cupid.strategies entry points: none$"):
+        setting_named("zzzz")
