@@ -204,3 +204,57 @@ def test_pages_hold_every_task_and_its_fragments_marked(rows, tmp_path):
     assert "How realistic is it" in second and "How realistic is it" not in first
     assert "<h3>User's Request</h3>" in second and "Write the memo." in second
     assert json.loads((tmp_path / "tasks.json").read_text(encoding="utf-8")) == tasks
+
+
+def test_alpha_at_its_level_and_undefined_where_no_unit_has_two_coders():
+    import krippendorff
+
+    ratings = [[1, 2, 5, None, 4], [2, 2, 4, 3, None], [1, 3, 5, 3, 4]]
+    ordinal = krippendorff.alpha(reliability_data=[[float("nan") if v is None else v for v in r] for r in ratings],
+                                 level_of_measurement="ordinal")
+    interval = krippendorff.alpha(reliability_data=[[float("nan") if v is None else v for v in r] for r in ratings],
+                                  level_of_measurement="interval")
+    assert round(ordinal, 4) != round(interval, 4)
+    assert A._alpha(ratings, "ordinal") == (round(float(ordinal), 4), None)
+    assert A._alpha([[1, None], [None, 0]], "nominal") == (None, "no unit rated by two coders")
+    assert A._alpha([[1, 0, 1]], "nominal") == (None, "no unit rated by two coders")
+    assert A._alpha([], "nominal") == (None, "no unit rated by two coders")
+    # the only unit two coders rated, rated alike: no disagreement to expect, alpha undefined (not NaN,
+    # which summary.json could not hold as JSON)
+    assert A._alpha([[1, None], [1, 0]], "nominal") == (None, "every value rated by two coders is the same: "
+                                                              "no disagreement to expect")
+    value, note = A._alpha([[1, 1], [1, 1]], "nominal")       # no variation: krippendorff refuses
+    assert value is None and isinstance(note, str) and note
+
+
+def test_alpha_without_the_krippendorff_package_says_how_to_install_it(monkeypatch):
+    import sys
+
+    from cupid.utils.errors import SetupError
+
+    monkeypatch.setitem(sys.modules, "krippendorff", None)
+    with pytest.raises(SetupError) as info:
+        A._alpha([[1, 0], [0, 1]], "nominal")
+    assert str(info.value) == ("Krippendorff's alpha needs the krippendorff package: pip install "
+                               "'cupid-harness[analysis]'")
+
+
+def test_the_realism_alpha_is_ordinal_and_a_request_stated_is_not_challenging(rows):
+    import krippendorff
+
+    tasks = A.annotation_tasks(rows, REQUESTS)
+    request_task = by_kind(tasks)[("request", ("Short.",))]["id"]
+    other = {"id": "tOTHER", "kind": "request"}
+    annotations = [{"annotator": "a1", "file": "a1", "labels": {(request_task, 1): E},
+                    "realism": {request_task: 2, "tOTHER": 5, "tTHIRD": 3}},
+                   {"annotator": "a2", "file": "a2", "labels": {(request_task, 1): E},
+                    "realism": {request_task: 1, "tOTHER": 4, "tTHIRD": 5}}]
+    assert other["kind"] == "request"
+    human = A.fold(rows, tasks, annotations)
+    expected = krippendorff.alpha(reliability_data=[[2, 5, 3], [1, 4, 5]], level_of_measurement="ordinal")
+    assert human["alpha_realism"] == round(float(expected), 4)
+    assert human["realism"]["n"] == 6 and human["realism"]["mean"] == round(20 / 6, 3)
+    assert human["revision_rules"]["section_3_2"]["to_revise"] == [
+        {"instance_id": "p1-consistent", "reasons": ["not challenging: current request entry 1"]},
+        {"instance_id": "p1-contrastive", "reasons": ["not challenging: current request entry 1",
+                                                      "not solvable: contrasting entry 1"]}]
