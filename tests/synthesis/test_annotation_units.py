@@ -10,7 +10,7 @@ import json
 import pytest
 
 from cupid.synthesis import annotation as A
-from cupid.synthesis.validation_plan import CONTRASTING, CURRENT, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST
+from cupid.synthesis.validation_plan import CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST
 from cupid.utils.errors import BadInput
 
 E, N = EXPRESSED, NOT_EXPRESSED
@@ -258,3 +258,62 @@ def test_the_realism_alpha_is_ordinal_and_a_request_stated_is_not_challenging(ro
         {"instance_id": "p1-consistent", "reasons": ["not challenging: current request entry 1"]},
         {"instance_id": "p1-contrastive", "reasons": ["not challenging: current request entry 1",
                                                       "not solvable: contrasting entry 1"]}]
+
+
+def test_tasks_follow_the_series_order_whatever_the_rows_order():
+    """Rows in any order: a task's instances are listed consistent, contrastive, changing; its
+    role is the first of current, contrasting, earlier that asks it; an entry whose checklist
+    could not be had is skipped, not the rest of its row; two requests with one preference are
+    two tasks."""
+    changing = row("p1-changing", "changing", [
+        {**entry(CURRENT, "New.", 1, FAILED), "index": None, "entry": None},
+        entry(EARLIER, "Short.", 1, E, fragments=["brief"]), entry(CURRENT, "New.", 1, E, fragments=["new"]),
+        entry(REQUEST, "Short.", 1, N)])
+    consistent = row("p1-consistent", "consistent", [entry(CURRENT, "Short.", 1, E, fragments=["brief"]),
+                                                     entry(REQUEST, "Short.", 1, N)])
+    stray = row("p1-other", "unknown-kind", [entry(CURRENT, "Short.", 1, E)])
+    tasks = A.annotation_tasks([stray, changing, consistent], {"p1-changing": "Plan a trip.",
+                                                              "p1-consistent": "Write the memo.", "p1-other": "x"})
+    short = next(t for t in tasks if t["kind"] == "messages" and t["preferences"] == ["Short."])
+    assert short["instances"] == ["p1-consistent", "p1-changing", "p1-other"] and short["role"] == CURRENT
+    new = next(t for t in tasks if t["preferences"] == ["New."])
+    assert new["instances"] == ["p1-changing"] and new["entries"][0]["messages"] == ["new"]
+    requests = sorted((t["request"], t["instances"]) for t in tasks if t["kind"] == "request")
+    assert requests == [("Plan a trip.", ["p1-changing"]), ("Write the memo.", ["p1-consistent"])]
+    earlier_first = A.annotation_tasks([row("p2-changing", "changing", [entry(EARLIER, "Old.", 1, E)]),
+                                        row("p2-consistent", "consistent", [entry(CURRENT, "Old.", 1, E)])],
+                                       {"p2-changing": "r", "p2-consistent": "r"})
+    assert [t["role"] for t in earlier_first] == [CURRENT]
+    contrast_then_current = A.annotation_tasks([row("p3-a", "contrastive", [entry(CONTRASTING, "X.", 1, E)]),
+                                                row("p3-b", "contrastive", [entry(CURRENT, "X.", 1, E)])],
+                                               {"p3-a": "r", "p3-b": "r"})
+    assert [t["role"] for t in contrast_then_current] == [CURRENT]
+
+
+def test_a_page_asks_each_entry_and_the_requests_realism_by_name(rows):
+    import re
+
+    tasks = A.annotation_tasks(rows, REQUESTS)
+    found = by_kind(tasks)
+    messages, request = found[("messages", ("Short.",))], found[("request", ("Short.",))]
+    html = A.render_page("batch-07", [messages, request])
+    assert "None" not in html
+    radios = [(n, v, label.replace("&#x27;", "'")) for n, v, label in
+              re.findall(r'<input type="radio" name="([^"]+)" value="([^"]+)"> ([^<]+)</label>', html)]
+    mid, rid = messages["id"], request["id"]
+    assert radios == [
+        (f"{mid}-1", E, A.YES["messages"]), (f"{mid}-1", N, A.NO["messages"]),
+        (f"{mid}-2", E, A.YES["messages"]), (f"{mid}-2", N, A.NO["messages"]),
+        (f"{rid}-1", E, A.YES["request"]), (f"{rid}-1", N, A.NO["request"]),
+        (f"{rid}-2", E, A.YES["request"]), (f"{rid}-2", N, A.NO["request"]),
+        *[(f"{rid}-realism", str(k), str(k)) for k in range(1, 6)]]
+    for kind in ("messages", "request"):
+        title, intro = A.INTRO[kind]
+        assert f"<p><b>{title}</b></p><p class=\"muted\">{intro.replace(chr(39), '&#x27;')}</p>" in html
+    assert "<h3>Sub-Preference 1</h3><p>Short. entry 1?</p>" in html
+    assert '<section class="task box" data-task="' + mid + '" hidden><h2>Task 1 of 2</h2>' in html
+    assert html.count("How realistic is it for a user to ask this request") == 1
+    assert "<h3>User's Request</h3><p class=\"text\">Write the memo.</p></div><div class=\"entry\"" in html
+    assert "</div></div></section>" in html or "</fieldset></div></section>" in html
+    assert "CUPID validation · batch-07" in html and '"file_prefix":"annotations-batch-07-"' in html
+    assert f'"format":"{A.FORMAT}"' in html
