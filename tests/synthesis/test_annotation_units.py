@@ -149,6 +149,9 @@ def test_a_human_expressed_over_a_failed_extraction_decides_it(rows):
     assert human["alpha_entries"] is None and human["alpha_entries_note"] == "no unit rated by two coders"
     assert human["llm_human_pairs"] == 1 and human["llm_human_agreement_pct"] == 0.0
     assert human["realism"] == {"mean": None, "sd": None, "n": 0}
+    one = A.fold(rows, tasks, [{"annotator": "x", "file": "x", "labels": {}, "realism": {"tR": 4}}])
+    assert one["realism"] == {"mean": 4.0, "sd": None, "n": 1} and one["llm_human_agreement_pct"] is None
+    assert one["llm_human_pairs"] == 0 and one["alpha_llm_human"] is None
     assert human["revision_rules"]["section_3_2"]["instances"] == 0
 
 
@@ -254,6 +257,13 @@ def test_the_realism_alpha_is_ordinal_and_a_request_stated_is_not_challenging(ro
     expected = krippendorff.alpha(reliability_data=[[2, 5, 3], [1, 4, 5]], level_of_measurement="ordinal")
     assert human["alpha_realism"] == round(float(expected), 4)
     assert human["realism"]["n"] == 6 and human["realism"]["mean"] == round(20 / 6, 3)
+    mean = 20 / 6
+    sd = (sum((r - mean) ** 2 for r in (2, 5, 3, 1, 4, 5)) / 5) ** 0.5
+    assert human["realism"]["sd"] == round(sd, 3)
+    # the validator's verdicts of the two request entries asked: "not expressed", the humans' "expressed"
+    assert human["llm_human_pairs"] == 2 and human["llm_human_agreement_pct"] == 0.0
+    pairs = krippendorff.alpha(reliability_data=[[0, 0], [1, 1]], level_of_measurement="nominal")
+    assert human["alpha_llm_human"] == round(float(pairs), 4) == -0.5
     assert human["revision_rules"]["section_3_2"]["to_revise"] == [
         {"instance_id": "p1-consistent", "reasons": ["not challenging: current request entry 1"]},
         {"instance_id": "p1-contrastive", "reasons": ["not challenging: current request entry 1",
