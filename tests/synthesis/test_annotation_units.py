@@ -125,6 +125,7 @@ def test_both_revision_rules_are_worked_out_each_named(rows):
              "ann2": {("messages", "Short.", 2): E, ("messages", "Long.", 1): N, ("request", "Short.", 1): N}}
     human = A.fold(rows, tasks, annotations(tasks, marks))
     rules = human["revision_rules"]
+    assert (rows[1]["solvable"], rows[1]["challenging"], rows[1]["verified"]) == (False, True, False)
     assert set(rules) == {"section_3_2", "appendix_e"}
     assert rules["section_3_2"]["rule"] == A.REVISION_RULES["section_3_2"]
     # §3.2: the contrastive instance is not solvable ("Long." entry 1: both say not expressed)
