@@ -328,3 +328,51 @@ def test_a_page_asks_each_entry_and_the_requests_realism_by_name(rows):
     assert "</div></div></section>" in html or "</fieldset></div></section>" in html
     assert "CUPID validation · batch-07" in html and '"file_prefix":"annotations-batch-07-"' in html
     assert f'"format":"{A.FORMAT}"' in html
+
+
+def test_reading_files_details(rows, tmp_path):
+    tasks = {t["id"]: t for t in A.annotation_tasks(rows, REQUESTS)}
+    found = by_kind(tasks.values())
+    short, long_, request = (found[k]["id"] for k in (("messages", ("Short.",)), ("messages", ("Long.",)),
+                                                      ("request", ("Short.",))))
+    # a BOM (a text editor's "UTF-8 with BOM") is no part of the JSON; an unanswered task is skipped, not the rest
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps({"format": A.FORMAT, "annotator": "x", "tasks": {
+        short: None, long_: {"entries": {"1": E}}, request: {"realism": 1}}}).encode("utf-8"))
+    other = write(tmp_path / "other.json", "y", {long_: {"entries": {"1": N}}})   # another annotator, same task
+    first, second = A.read_annotations([bom, other], tasks)
+    assert first["labels"] == {(long_, 1): E} and first["realism"] == {request: 1}
+    assert second["labels"] == {(long_, 1): N}
+    with pytest.raises(BadInput) as info:
+        A.read_annotations([write(tmp_path / "l.json", "x", {short: ["x"]})], tasks)
+    assert str(info.value).endswith("expected an object of 'entries' (and 'realism'), got list")
+    with pytest.raises(BadInput) as info:
+        A.read_annotations([write(tmp_path / "e.json", "x", {short: {"entries": "all"}})], tasks)
+    assert str(info.value).endswith("expected an object of entry number -> label, got str")
+    with pytest.raises(BadInput) as info:
+        A.read_annotations([write(tmp_path / "m.json", "x", {short: {"entries": {"1": "yes"}}})], tasks)
+    assert str(info.value).endswith(f"'yes' is not {E} or {N} of an entry of the task")
+    with pytest.raises(BadInput, match="realism': 0 is not a rating 1-5"):
+        A.read_annotations([write(tmp_path / "r.json", "x", {request: {"realism": 0}})], tasks)
+
+
+def test_folding_again_keeps_the_validators_verdict_and_skips_entries_never_asked(rows):
+    rows[0]["entries"].insert(0, {**entry(CURRENT, "Gone.", 1, FAILED), "index": None, "entry": None})
+    tasks = A.annotation_tasks(rows, REQUESTS)
+    marks = annotations(tasks, {"a": {("messages", "Short.", 2): N}})
+    A.fold(rows, tasks, marks)
+    entry2 = rows[0]["entries"][2]
+    assert entry2["verdict"] == N and entry2["llm_verdict"] == E and entry2["human"]["verdict"] == N
+    A.fold(rows, tasks, annotations(tasks, {"a": {("messages", "Short.", 2): E}}))
+    assert entry2["verdict"] == E and entry2["llm_verdict"] == E     # still the validator's, not the first fold's
+    empty = A.fold([], [], [])
+    assert empty["revision_rules"]["section_3_2"]["pct"] is None and empty["annotators"] == 0
+
+
+def test_the_page_carries_its_style_and_its_save_button(rows):
+    html = A.render_page("b1", A.annotation_tasks(rows, REQUESTS))
+    assert A.STYLE in html
+    assert '<button type="button" id="save" data-download="answers">Save answers (JSON)</button>' in html
+    assert '"page":"b1"' in html and '"entry":"sub-preference"' in html
+    assert '<span class="brand">CUPID validation · b1</span>' in html
+    assert "<title>CUPID validation · b1</title>" in html
