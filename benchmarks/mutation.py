@@ -117,7 +117,7 @@ NEW = {
     "synthesis/annotation.py": ["tests/synthesis/test_annotation_units.py"],
     "evaluation/steps/error_type.py": ["tests/evaluation/steps/test_error_type.py"],
     "evaluation/report/error_types.py": ["tests/evaluation/report/test_error_type_draw.py"],
-    "evaluation/report/statistics.py": ["tests/evaluation/report/test_analysis.py",
+    "evaluation/report/statistics.py": ["tests/evaluation/report/test_statistics.py",
                                         "tests/evaluation/report/test_clustered_intervals.py"],
     "evaluation/report/self_enhancement.py": ["tests/evaluation/report/test_self_enhancement_matrix.py"],
     "evaluation/report/match_agreement.py": ["tests/evaluation/report/test_match_agreement.py"],
