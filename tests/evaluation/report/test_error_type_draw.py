@@ -119,3 +119,103 @@ def test_a_drawn_instances_file_is_kept_only_for_the_same_inference_and_prompt(t
     broken = error_types._record(path, run, "i1", "s", 0.1, "Short.")
     assert broken.data["evaluations"] == {}
     assert "unreadable" in capsys.readouterr().err and not path.exists()
+
+
+# ---------------------------------------------------------------------------------------
+# classify, in process: the fixture results, their instances' data, and a classifier of the
+# user's own code (no server)
+# ---------------------------------------------------------------------------------------
+CLASSIFIER = '''
+import json
+
+from cupid.utils.models.model import Model
+
+
+class Classifier(Model):
+    """Vagueness for every inference, except an unusable answer for p2's changing instance;
+    each request is logged to asked.jsonl in the working directory."""
+
+    def __call__(self, system_prompt, user_prompt):
+        with open("asked.jsonl", "a", encoding="utf-8") as log:
+            log.write(json.dumps(user_prompt) + "\\n")
+        if "Plan for p2 (changing)" in user_prompt:
+            return "I cannot tell."
+        return "### Analysis\\n\\nToo generic.\\n\\n### Error Type\\n\\nVagueness\\n"
+'''
+
+
+@pytest.fixture
+def classify_inputs(tmp_path, monkeypatch):
+    from cupid_responder import InstancePlan, make_row
+    from fixtures_results import PERSONAS, TYPES, build_results_dir
+
+    monkeypatch.chdir(tmp_path)
+    results = build_results_dir(tmp_path / "results")
+    rows = [make_row(p, t, InstancePlan(f"Plan for {p} ({t}).", f"Truth of {p}.", ["Is it so?"], "p", ["Q?"], [], []))
+            for p in PERSONAS for t in TYPES]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "classifier.py").write_text(CLASSIFIER, encoding="utf-8")
+    return results, tmp_path / "data.jsonl", "classifier.py:Classifier"
+
+
+def test_classify_draws_each_models_low_f1_inferences_and_records_each_type(classify_inputs):
+    from cupid.evaluation.report.analysis import Analysis
+
+    results, data, classifier = classify_inputs
+    an = Analysis(results, n_bootstrap=1)
+    scorer = an.primary_scorer("inference")
+    expected = {}
+    for model in an.models():
+        run = an.run(model, "default")
+        expected[run.model] = error_types.draw(an, run, scorer, f1_below=0.6, per_model=2, seed=5)
+    lines = error_types.classify(results, evaluator=classifier, f1_below=0.6, per_model=2, seed=5, n_workers=1,
+                                 data_paths=[data])
+    asked = [json.loads(line) for line in (results.parent / "asked.jsonl").read_text(encoding="utf-8").splitlines()]
+    drawn_total = sum(len(d[1]) for d in expected.values())
+    assert 0 < drawn_total and len(asked) >= 1
+    failed = sum("p2__changing" in d[1] for d in expected.values())
+    assert (drawn_total, failed) == (4, 1)       # GPT-4o's p2 changing among them: its classification fails
+    assert lines[-1] == (f"classified by {lines[-1].split()[2]} {drawn_total - failed} done, {failed} failed"
+                         + (" (rerun the same command to ask the failed ones again)" if failed else ""))
+    for run in an.runs:
+        if run.setting != "default" or run.model not in expected:
+            continue
+        eligible, drawn, f1 = expected[run.model]
+        directory = error_types.directory_of(run)
+        sample_file = json.loads((directory / error_types.SAMPLE).read_text(encoding="utf-8"))
+        assert (sample_file["eligible"], sample_file["drawn"], sample_file["f1_below"], sample_file["per_model"],
+                sample_file["seed"], sample_file["scorer"], sample_file["model"]) == (
+            eligible, drawn, 0.6, 2, 5, scorer, run.model)
+        assert f"{len(drawn)} of {len(eligible)} inferences with F1 below 60% drawn" in "\n".join(lines)
+        for instance_id in drawn:
+            record = json.loads((directory / f"{instance_id}.json").read_text(encoding="utf-8"))
+            step = record["evaluations"][sample_file["classifier"]]["steps"][steps.ERROR_TYPE.name]
+            assert record["f1"] == f1[instance_id] and record["inferred_preference"] == "p"
+            assert record["instance_id"] == instance_id and record["model"] == run.model
+            if instance_id == "p2__changing":
+                assert step["status"] == "failed" and "no 'Error Type' section" in step["error"]
+            else:
+                assert step["status"] == "done" and step["output"]["type"] == "Vagueness"
+        assert sorted(p.name for p in directory.iterdir()) == sorted([error_types.SAMPLE, ".lock"]
+                                                                     + [f"{i}.json" for i in drawn])
+    before = len(asked)
+    again = error_types.classify(results, evaluator=classifier, f1_below=0.6, per_model=2, seed=5, n_workers=1,
+                                 data_paths=[data])
+    assert again[-1].startswith(f"classified by {lines[-1].split()[2]} {drawn_total - failed} done, {failed} failed")
+    asked = [json.loads(line) for line in (results.parent / "asked.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert (len(asked) > before) == bool(failed)          # asked again: the failed ones only
+    assert all("Plan for p2 (changing)" in text for text in asked[before:])
+
+
+def test_classify_refuses_what_it_cannot_classify(classify_inputs, tmp_path):
+    from cupid.utils.errors import BadInput
+
+    results, data, classifier = classify_inputs
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BadInput, match="no default-setting inference results to classify"):
+        error_types.classify(tmp_path / "empty", evaluator=classifier)
+    other = tmp_path / "other.jsonl"
+    other.write_text("", encoding="utf-8")
+    with pytest.raises(BadInput, match=r"the data of \d+ drawn instance\(s\) \(e.g. p\d__\w+\) were not found; give "
+                                       r"the data the run evaluated with --data_dir"):
+        error_types.classify(results, evaluator=classifier, data_paths=[tmp_path / "absent.jsonl"])
