@@ -53,7 +53,7 @@ from cupid.utils.prompts import load_prompt  # noqa: E402
 
 def fake_run(*directories, instances=None):
     return SimpleNamespace(directories=list(directories), warnings=[], model="m", setting="default",
-                           instances=instances or {}, instance_type=lambda i: "consistent")
+                           instances=instances or {}, instance_type=lambda i: i.split("-")[-1])
 
 
 def sample(**over):
@@ -100,23 +100,26 @@ def test_the_inferred_preference_of_an_instance_file():
 
 
 def test_a_drawn_instances_file_is_kept_only_for_the_same_inference_and_prompt(tmp_path, capsys):
-    run = fake_run(tmp_path, instances={"i1": {"persona_id": "p1"}})
+    run = fake_run(tmp_path, instances={"i1-consistent": {"persona_id": "p1"}})
     path = tmp_path / "i1.json"
-    fresh = error_types._record(path, run, "i1", "s", 0.1, "Short.")
-    assert fresh.data == {"instance_id": "i1", "persona_id": "p1", "instance_type": "consistent", "model": "m",
+    fresh = error_types._record(path, run, "i1-consistent", "s", 0.1, "Short.")
+    assert fresh.path == path
+    assert fresh.data == {"instance_id": "i1-consistent", "persona_id": "p1", "instance_type": "consistent", "model": "m",
                           "setting": "default", "scorer": "s", "f1": 0.1, "inferred_preference": "Short.",
                           "evaluations": {}}
     version = load_prompt(steps.ERROR_TYPE.module.PROMPT).version
     kept_step = {"status": "done", "prompt_version": version, "output": {"type": "Vagueness"}}
     old_step = {"status": "done", "prompt_version": "older", "output": {"type": "Vagueness"}}
     path.write_text(json.dumps({**fresh.data, "evaluations": {"c": {"steps": {steps.ERROR_TYPE.name: kept_step}},
-                                                              "d": {"steps": {steps.ERROR_TYPE.name: old_step}}}}))
-    again = error_types._record(path, run, "i1", "s", 0.1, "Short.")
-    assert again.data["evaluations"] == {"c": {"steps": {steps.ERROR_TYPE.name: kept_step}}, "d": {"steps": {}}}
-    other = error_types._record(path, run, "i1", "s", 0.15, "Long.")     # evaluated again: another inference
+                                                              "d": {"steps": {steps.ERROR_TYPE.name: old_step}},
+                                                              "odd": ["not", "an", "object"]}}))
+    again = error_types._record(path, run, "i1-consistent", "s", 0.1, "Short.")
+    assert again.data["evaluations"] == {"c": {"steps": {steps.ERROR_TYPE.name: kept_step}}, "d": {"steps": {}},
+                                         "odd": ["not", "an", "object"]}
+    other = error_types._record(path, run, "i1-consistent", "s", 0.15, "Long.")     # evaluated again: another inference
     assert other.data["evaluations"] == {} and other.data["f1"] == 0.15
     path.write_text("{")
-    broken = error_types._record(path, run, "i1", "s", 0.1, "Short.")
+    broken = error_types._record(path, run, "i1-consistent", "s", 0.1, "Short.")
     assert broken.data["evaluations"] == {}
     assert "unreadable" in capsys.readouterr().err and not path.exists()
 
