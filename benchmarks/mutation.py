@@ -292,6 +292,27 @@ def self_check(work: Path, max_children: int) -> int:
     return 0 if ok else 1
 
 
+def markdown(report: dict[str, dict]) -> str:
+    """The figures as a table (caught = killed + timeout) and every mutant not caught, by module."""
+    lines = ["| Module | Made | Caught | Survived | Not reached | Caught % |", "|---|---|---|---|---|---|"]
+    for module, r in report.items():
+        lines.append(f"| `{module}` | {r['made']} | {r['caught']} | {r['survived']} | {r['no_tests']} | "
+                     f"{100 * r['caught'] / r['made'] if r['made'] else 0:.1f} |")
+    made, caught = sum(r["made"] for r in report.values()), sum(r["caught"] for r in report.values())
+    lines.append(f"| **all** | **{made}** | **{caught}** | **{sum(r['survived'] for r in report.values())}** | "
+                 f"**{sum(r['no_tests'] for r in report.values())}** | **{100 * caught / made if made else 0:.1f}** |")
+    lines.append("")
+    for module, r in report.items():
+        if r["survivors"]:
+            lines.append(f"`{module}`:")
+            lines.append("")
+            for name, s in r["survivors"].items():
+                short = name.rpartition(".")[2].replace("\u01c1", ".")
+                lines.append(f"- `{short}` ({s['status']}): `{s['line']}`")
+            lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", action="append", help="a module path (repeatable)")
@@ -303,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the scratch copies")
     p.add_argument("--self_check", action="store_true", help="run the self-check only")
     p.add_argument("--json", help="also write the per-module figures and the survivors to this file")
+    p.add_argument("--markdown", help="also write them as docs/testing.md's table and survivors' list")
     args = p.parse_args(argv)
     modules = (args.only or []) + (GROUPS[args.group] if args.group else [])
     modules = list(dict.fromkeys(modules or GROUPS["all"]))
@@ -334,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
                               "caught": caught, "survived": counts["survived"], "no_tests": counts["no tests"],
                               "other": other, "seconds": round(seconds),
                               "survivors": {n: {"status": s, "line": changed_line(diff_of(target, n))}
-                                            for n, s in sorted(survivors.items())} if args.list or args.json else {}}
+                                            for n, s in sorted(survivors.items())}
+                              if args.list or args.json or args.markdown else {}}
             if not args.keep:
                 shutil.rmtree(target, ignore_errors=True)
         made = sum(r["made"] for r in report.values())
@@ -347,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{s['status']:9} {name}\n          {s['line']}")
         if args.json:
             Path(args.json).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        if args.markdown:
+            Path(args.markdown).write_text(markdown(report), encoding="utf-8")
     finally:
         if args.keep:
             print(f"scratch copies kept in {work}")
