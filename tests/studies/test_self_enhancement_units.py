@@ -190,3 +190,148 @@ def test_a_failed_evaluation_is_one_line_with_its_steps_and_reasons():
         "infer: HTTP 500 (2); match_recall: unparseable answer (1)")
     one = SimpleNamespace(failed=1, results={"counts": {"failures_by_step": {"judge": {"timeout": 1}}}})
     assert "1 instance failed (rerun" in command.failed_line(GPT4O, CLAUDE, one)
+
+
+# ---------------------------------------------------------------------------------------
+# The run loop and the command, with both engines stood in for
+# ---------------------------------------------------------------------------------------
+class Engines:
+    """synthesize() and evaluate() as stand-ins: each call recorded; a synthesis writes one
+    instance per persona, and listed (model, data set) pairs fail."""
+
+    def __init__(self, failing_personas=(), failing_cells=()):
+        self.synthesized, self.evaluated = [], []
+        self.failing_personas, self.failing_cells = failing_personas, failing_cells
+
+    def synthesize(self, **kwargs):
+        self.synthesized.append(kwargs)
+        out = kwargs["output_dir"] / "instances"
+        out.mkdir(parents=True, exist_ok=True)
+        personas = json.loads((kwargs["output_dir"] / command.PERSONAS_FILE).read_text(encoding="utf-8"))["personas"]
+        for p in personas:
+            (out / f"{p['persona_id']}__consistent.json").write_text(json.dumps({"instance_id": p["persona_id"]}))
+        return SimpleNamespace(failures=[{"persona_id": p, "stage": "dialogues", "reason": "HTTP 500"}
+                                         for p in self.failing_personas])
+
+    def evaluate(self, **kwargs):
+        self.evaluated.append(kwargs)
+        failed = 2 if (kwargs["model"], kwargs["results_dir"].rsplit("/", 1)[-1]) in self.failing_cells else 0
+        return SimpleNamespace(failed=failed, results={"counts": {"failures_by_step": {"judge": {"timeout": failed}}}})
+
+
+@pytest.fixture
+def engines(monkeypatch):
+    from cupid.evaluation import api as evaluation_api
+    from cupid.synthesis import api as synthesis_api
+
+    made = Engines()
+    monkeypatch.setattr(synthesis_api, "synthesize", lambda **kw: made.synthesize(**kw))
+    monkeypatch.setattr(evaluation_api, "evaluate", lambda model, **kw: made.evaluate(model=model, **kw))
+    return made
+
+
+SPECS = ["vllm:orga/alpha@http://127.0.0.1:1/v1", "vllm:orgb/beta@http://127.0.0.1:1/v1"]
+
+
+def test_run_synthesizes_each_data_set_then_evaluates_every_model_on_every_one(tmp_path, engines, capsys):
+    plan = command.Plan(args(tmp_path, models=SPECS), [{"persona_id": "p1", "description": "P1.", "occupation": None}])
+    assert command.run(plan) == 0
+    assert [s["model"] for s in engines.synthesized] == SPECS
+    assert [s["output_dir"] for s in engines.synthesized] == [plan.data_dir(spec) for spec in SPECS]
+    assert all(s["rate_limit"] == [] for s in engines.synthesized)
+    assert [(e["model"], e["results_dir"]) for e in engines.evaluated] == [
+        (SPECS[0], str(plan.results_dir(SPECS[0]))), (SPECS[1], str(plan.results_dir(SPECS[0]))),
+        (SPECS[0], str(plan.results_dir(SPECS[1]))), (SPECS[1], str(plan.results_dir(SPECS[1])))]
+    assert engines.evaluated[0]["data"] == str(plan.data_dir(SPECS[0]))
+    err = capsys.readouterr().err
+    assert f"=== synthesizing 1 personas with orga/alpha into {plan.data_dir(SPECS[0])} ===" in err
+    assert "=== evaluating orgb/beta on the data set by orga/alpha ===" in err
+    assert "FAILED" not in err
+
+
+def test_run_names_each_failure_and_returns_1(tmp_path, engines, capsys):
+    from cupid.utils.dataset import safe_name
+
+    engines.failing_personas = ("p1",)
+    engines.failing_cells = {(SPECS[1], safe_name("orga/alpha"))}
+    plan = command.Plan(args(tmp_path, models=SPECS), [{"persona_id": "p1", "description": "P1.", "occupation": None}])
+    assert command.run(plan) == 1
+    err = capsys.readouterr().err
+    assert err.count("FAILED p1 at dialogues: HTTP 500") == 2
+    assert ("FAILED orgb/beta on the data set by orga/alpha: 2 instances failed (rerun to ask them again); "
+            "judge: timeout (2)") in err
+    assert err.count("FAILED orgb/beta") == 1
+
+
+def test_run_with_existing_data_synthesizes_nothing_for_that_model(tmp_path, engines, capsys):
+    sample = command.Path(command.__file__).resolve().parents[1] / "data" / "sample"
+    persona = "sample-02-noor-haddad"
+    plan = command.Plan(args(tmp_path, models=SPECS, existing_data=[("orgb/beta", str(sample))]),
+                        [{"persona_id": persona, "description": "N."}])
+    assert command.run(plan) == 0
+    assert [s["model"] for s in engines.synthesized] == [SPECS[0]]
+    from_existing = [e for e in engines.evaluated if e["results_dir"] == str(plan.results_dir(SPECS[1]))]
+    assert len(from_existing) == 2 and all(isinstance(e["data"], list) and len(e["data"]) == 3 for e in from_existing)
+
+
+def test_an_empty_data_set_leaves_its_column_empty_and_is_said(tmp_path, monkeypatch, capsys):
+    from cupid.synthesis import api as synthesis_api
+
+    monkeypatch.setattr(synthesis_api, "synthesize", lambda **kw: SimpleNamespace(failures=[]))
+    plan = command.Plan(args(tmp_path, models=SPECS[:1]), [{"persona_id": "p1", "description": "P1."}])
+    assert command.run(plan) == 1
+    assert "note: no instance in orga/alpha's data set; its column stays empty" in capsys.readouterr().err
+
+
+def test_the_command_pins_its_personas_and_writes_the_matrix(tmp_path, engines, capsys, monkeypatch):
+    profiles = profiles_file(tmp_path)
+    out = tmp_path / "out"
+    code = command.main(["--models", *SPECS, "--output_dir", str(out), "--personas", "p2", "p1",
+                         "--persona_profiles", str(profiles), "--no_figures", "--n_bootstrap", "20"])
+    assert code == 0
+    pinned = json.loads((out / command.PERSONAS_FILE).read_text(encoding="utf-8"))["personas"]
+    assert [p["persona_id"] for p in pinned] == ["p2", "p1"]
+    printed = capsys.readouterr().out
+    assert f"wrote {out / 'self_enhancement.json'}" in printed and "self_enhancement.png" not in printed
+    matrix = json.loads((out / "self_enhancement.json").read_text(encoding="utf-8"))
+    assert matrix["personas"] == pinned and matrix["n_bootstrap"] == 20
+    assert [(d["label"], d["instances"]) for d in matrix["datasets"]] == [("orga/alpha", 2), ("orgb/beta", 2)]
+    assert command.main(["--models", *SPECS, "--output_dir", str(out), "--personas", "p3",
+                         "--persona_profiles", str(profiles)]) == 2
+    assert "holds this experiment's personas" in capsys.readouterr().err
+    assert command.main(["--models", SPECS[0], "--output_dir", str(tmp_path / "o2")]) == 2
+
+
+def test_a_stop_between_the_engines_calls_says_how_to_resume(tmp_path, monkeypatch, capsys):
+    from cupid.synthesis import api as synthesis_api
+
+    def interrupted(**kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(synthesis_api, "synthesize", interrupted)
+    code = command.main(["--models", SPECS[0], "--output_dir", str(tmp_path / "o"), "--personas", "p1",
+                         "--persona_profiles", str(profiles_file(tmp_path))])
+    assert code == 130
+    assert "rerun the same command to resume" in capsys.readouterr().err
+
+
+def test_the_options_defaults_come_from_the_engines_settings(capsys):
+    from cupid import config
+    from cupid.synthesis.settings import SynthesisConfig
+
+    d = SynthesisConfig()
+    a = command.build_parser().parse_args(["--models", "m", "--output_dir", "o", "--family", "m=mine",
+                                           "--existing_data", "m=data/x", "--rate_limit", "tpm=1",
+                                           "--rate_limit", "m=rpm=2", "--no_figures", "--json", "--dry_run"])
+    assert (a.evaluator, a.assistant_model, a.n_factors, a.n_sessions, a.max_turns) == (
+        config.DEFAULT_EVALUATOR, d.assistant_model, d.n_factors, d.n_sessions, d.max_turns)
+    assert a.family == [("m", "mine")] and a.existing_data == [("m", "data/x")]
+    assert a.rate_limit == ["tpm=1", "m=rpm=2"] and a.no_figures and a.json and a.dry_run
+    assert (a.personas, a.from_results, a.persona_profiles, a.no_progress, a.batch) == (None, None, None, False, False)
+    for bad in (["--n_personas", "0"], ["--n_workers", "-1"], ["--n_bootstrap", "x"], ["--family", "nofamily"]):
+        with pytest.raises(SystemExit):
+            command.build_parser().parse_args(["--models", "m", "--output_dir", "o", *bad])
+    with pytest.raises(SystemExit):
+        command.build_parser().parse_args(["--output_dir", "o"])          # --models is required
+    capsys.readouterr()
+    assert command.build_parser().prog.endswith("self_enhancement") or "self-enhancement" in command.build_parser().prog
