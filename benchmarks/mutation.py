@@ -251,14 +251,38 @@ def run_module(module: str, tests: list[str], work: Path, sample: int | None,
     return found, time.perf_counter() - started, target
 
 
+def mutant_functions(target: Path, module: str) -> dict[str, str]:
+    """Each mutant's function and each original's (``..._orig``), as mutmut wrote them into
+    the mutated file, by mangled name."""
+    text = (target / "mutants" / "src" / PACKAGE / module).read_text(encoding="utf-8")
+    starts = [(m.start(), m.group(1)) for m in
+              re.finditer(r"^[ \t]*(?:async[ \t]+)?def (x\S+?__mutmut_(?:\d+|orig))\(", text, re.M)]
+    return {name: text[start:end] for (start, name), (end, _) in zip(starts, starts[1:] + [(len(text), "")])}
+
+
 def find_mutant(target: Path, module: str, pattern: re.Pattern) -> str | None:
     """The first mutant whose function, as mutmut wrote it into the mutated file, matches."""
-    text = (target / "mutants" / "src" / PACKAGE / module).read_text(encoding="utf-8")
-    starts = [(m.start(), m.group(1)) for m in re.finditer(r"^[ \t]*def (x\S+?__mutmut_\d+)\(", text, re.M)]
-    for (start, name), (end, _) in zip(starts, starts[1:] + [(len(text), "")]):
-        if pattern.search(text[start:end]):
+    for name, body in mutant_functions(target, module).items():
+        if not name.endswith("_orig") and pattern.search(body):
             return f"{module_name(module)}.{name}"
     return None
+
+
+def changed_lines(target: Path, module: str) -> dict[str, str]:
+    """Each mutant's changed line(s) against its original function (as ``mutmut show``
+    prints them, without a process per mutant)."""
+    import difflib
+
+    functions = mutant_functions(target, module)
+    out = {}
+    for name, body in functions.items():
+        if name.endswith("_orig"):
+            continue
+        original = functions.get(name.rpartition("__mutmut_")[0] + "__mutmut_orig", "")
+        new = [line for line in difflib.ndiff(original.splitlines()[1:], body.splitlines()[1:])
+               if line.startswith("+ ")]
+        out[f"{module_name(module)}.{name}"] = " | ".join(line[2:].strip() for line in new)[:160]
+    return out
 
 
 def self_check(work: Path, max_children: int) -> int:
@@ -352,12 +376,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{module:42}{len(found):>6}{counts['killed']:>8}{counts['survived']:>10}{counts['timeout']:>9}"
                   f"{counts['no tests']:>9}{other:>7}{share:>8.1f}%{seconds:>9.0f}", flush=True)
             survivors = {n: s for n, s in found.items() if s in NOT_KILLED}
+            lines = changed_lines(target, module) if survivors else {}
             report[module] = {"made": len(found), "killed": counts["killed"], "timeout": counts["timeout"],
                               "caught": caught, "survived": counts["survived"], "no_tests": counts["no tests"],
                               "other": other, "seconds": round(seconds),
-                              "survivors": {n: {"status": s, "line": changed_line(diff_of(target, n))}
-                                            for n, s in sorted(survivors.items())}
-                              if args.list or args.json or args.markdown else {}}
+                              "survivors": {n: {"status": s, "line": lines.get(n) or changed_line(diff_of(target, n))}
+                                            for n, s in sorted(survivors.items())}}
             if not args.keep:
                 shutil.rmtree(target, ignore_errors=True)
         made = sum(r["made"] for r in report.values())
