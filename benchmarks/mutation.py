@@ -337,6 +337,13 @@ def markdown(report: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def write_reports(args: argparse.Namespace, report: dict[str, dict]) -> None:
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(report), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", action="append", help="a module path (repeatable)")
@@ -384,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
                                             for n, s in sorted(survivors.items())}}
             if not args.keep:
                 shutil.rmtree(target, ignore_errors=True)
+            write_reports(args, report)  # after each module: a long run's figures so far
         made = sum(r["made"] for r in report.values())
         caught = sum(r["caught"] for r in report.values())
         print(f"{'total':42}{made:>6}{'':>8}{'':>10}{'':>9}{'':>9}{'':>7}"
@@ -392,10 +400,7 @@ def main(argv: list[str] | None = None) -> int:
             for module, r in report.items():
                 for name, s in r["survivors"].items():
                     print(f"{s['status']:9} {name}\n          {s['line']}")
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-        if args.markdown:
-            Path(args.markdown).write_text(markdown(report), encoding="utf-8")
+        write_reports(args, report)
     finally:
         if args.keep:
             print(f"scratch copies kept in {work}")
