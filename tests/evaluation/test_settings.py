@@ -194,7 +194,8 @@ def test_an_installed_entry_point_is_a_strategy_too(monkeypatch):
 
     points = {"memory": FakeEntryPoint("memory", Memory), "broken": FakeEntryPoint("broken", ImportError("no pkg"))}
     asked = []
-    monkeypatch.setattr(registry, "_entry_points", lambda group: asked.append(group) or points)
+    monkeypatch.setattr(registry, "_entry_points",
+                        lambda group: asked.append(group) or (points if group == "cupid.strategies" else {}))
     found = setting_named("memory:size=4")
     assert asked[0] == S.ENTRY_POINT_GROUP == "cupid.strategies"
     assert found.name == "memory:size=4" and found.spec is None
@@ -209,3 +210,77 @@ def test_an_installed_entry_point_is_a_strategy_too(monkeypatch):
     with pytest.raises(BadInput, match=r"\(recent, bm25 and dense take k=N\); your own: path/file.py:Class or "
                                        r"package.module:Class; installed cupid.strategies entry points: none$"):
         setting_named("zzzz")
+
+
+MORE_STRATEGIES = STRATEGY_FILE + '''
+
+def make(k=1):
+    return Picks(k, label="made")
+
+
+class Callable:
+    """A strategy object that is also callable: used as it is, never called."""
+
+    def __call__(self, **kwargs):
+        raise AssertionError("called")
+
+    def select(self, instance):
+        return instance.prior_interactions[-1:]
+
+
+callable_strategy = Callable()
+number = 5
+
+
+class Empty:
+    pass
+'''
+
+
+def test_what_a_file_names_a_class_a_factory_an_object_or_neither(tmp_path, monkeypatch):
+    nested = tmp_path / "sub" / "d:x"
+    nested.mkdir(parents=True)
+    (nested / "mine.py").write_text(MORE_STRATEGIES, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    made = setting_named("sub/d:x/mine.py:make:k=2")
+    assert made.name == "mine.py:make:k=2" and (made.strategy.k, made.strategy.label) == (2, "made")
+    used = setting_named("sub/d:x/mine.py:callable_strategy")
+    assert used.context(instance()).positions == (4,)
+    with pytest.raises(BadInput) as info:
+        setting_named("sub/d:x/mine.py:number")
+    assert str(info.value) == ("setting sub/d:x/mine.py:number: a strategy needs select(instance) or "
+                               "render(instance); int has neither")
+    with pytest.raises(BadInput) as info:
+        setting_named("sub/d:x/mine.py:Empty")
+    assert str(info.value) == ("setting sub/d:x/mine.py:Empty: a strategy needs select(instance) or "
+                               "render(instance); Empty has neither")
+    assert S._split_parameters("x:model=org=name") == ("x", {"model": "org=name"})
+
+
+def test_an_object_of_a_script_is_named_by_its_class_alone():
+    kind = type("Script", (), {"select": lambda self, inst: ()})
+    kind.__module__ = "__main__"
+    assert setting_named(kind()).name == "Script"
+    with pytest.raises(BadInput) as info:
+        setting_named(object())
+    assert str(info.value) == ("setting builtins:object: a strategy needs select(instance) or render(instance); "
+                               "object has neither")
+
+
+def test_a_selected_session_is_recorded_at_its_own_position_among_equal_ones():
+    same = session(1, "Short.")
+    sessions = (same, session(2, "Long."), Session(same.context_factor, same.contextual_preference, same.dialogue))
+
+    class Last:
+        def select(self, inst):
+            return [inst.prior_interactions[2]]
+
+    assert setting_named(Last()).context(instance(sessions)).positions == (3,)
+
+
+def test_render_is_given_the_instance():
+    class ById:
+        def render(self, inst):
+            return f"notes on {inst.instance_id}"
+
+    assert setting_named(ById()).context(instance()).text == "notes on i1"
