@@ -119,7 +119,7 @@ def fake_dense(monkeypatch):
     st = types.ModuleType("sentence_transformers")
 
     def sentence_transformer(name, device):
-        return made.setdefault(name, (device, WordEncoder()))[1]
+        return made.setdefault(("sentence-transformers", name), (device, WordEncoder()))[1]
 
     st.SentenceTransformer = sentence_transformer
     for module in (bundled, st):
@@ -144,7 +144,7 @@ def test_dense_keeps_the_sessions_whose_closest_user_turn_is_nearest(fake_dense)
     picked = dense.select(instance(sessions, "train the dog"))
     assert picked == [sessions[0], sessions[3]]
     device, encoder = fake_dense["bundled"]
-    assert device == "cpu"
+    assert device == "cpu" and list(fake_dense) == ["bundled"]     # the bundled model, not a model named so
     # one batch: the request, then each session's user turns (the whole text where it has none)
     assert encoder.batches == [["train the dog", "my dog barks", "file my tax", "dog and tree", "bake a cake",
                                 "dog dog"]]
@@ -157,7 +157,8 @@ def test_dense_with_a_model_of_its_own_and_without_the_extra(fake_dense, monkeyp
     dense = retrieval.Dense(1, model="org/encoder")
     sessions = [session(0, "cake"), session(1, "dog")]
     assert dense.select(instance(sessions, "dog")) == [sessions[1]]
-    assert fake_dense["org/encoder"][0] == "cpu" and "bundled" not in fake_dense
+    assert fake_dense[("sentence-transformers", "org/encoder")][0] == "cpu" and list(fake_dense) == [
+        ("sentence-transformers", "org/encoder")]
     import importlib.util
 
     real = importlib.util.find_spec
