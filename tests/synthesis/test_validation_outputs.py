@@ -5,6 +5,8 @@ instances (tests/synthesis/test_validation.py runs the same through cupid-valida
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -31,20 +33,21 @@ ROWS = [
                       entry(REQUEST, NOT_EXPRESSED)]),
     row(None, False, [entry(CURRENT, FAILED), entry(EARLIER, EXPRESSED, None, kept=1), entry(REQUEST, EXPRESSED)]),
     row(True, None, [entry(CURRENT, EXPRESSED, 1, kept=1), entry(REQUEST, FAILED)]),
+    row(False, True, [entry(CURRENT, NOT_EXPRESSED, 4), entry(REQUEST, NOT_EXPRESSED)]),   # a rating, not expressed
 ]
 
 
 def test_the_summary_worked_by_hand():
     s = V.summarize(ROWS)
     c = s["counts"]
-    assert c == {"instances": 4, "verified": 1, "solvable": 2, "solvable_unknown": 1, "challenging": 2,
-                 "challenging_unknown": 1, "instances_unknown": 2, "entries": 7, "entries_expressed": 5,
-                 "entries_failed": 1, "request_entries": 4, "request_entries_stated": 1, "fragments_kept": 6,
+    assert c == {"instances": 5, "verified": 1, "solvable": 2, "solvable_unknown": 1, "challenging": 3,
+                 "challenging_unknown": 1, "instances_unknown": 2, "entries": 8, "entries_expressed": 5,
+                 "entries_failed": 1, "request_entries": 5, "request_entries_stated": 1, "fragments_kept": 6,
                  "fragments_dropped": 3}
-    assert s["solvable_pct"] == round(100 * 2 / 3, 2) and s["challenging_pct"] == round(100 * 2 / 3, 2)
-    assert s["entries_expressed_pct"] == round(100 * 5 / 6, 2)
+    assert s["solvable_pct"] == 50.0 and s["challenging_pct"] == 75.0
+    assert s["entries_expressed_pct"] == round(100 * 5 / 7, 2)
     assert s["entries_by_preference"] == {"contrasting": {"entries": 1, "expressed_pct": 100.0},
-                                          "current": {"entries": 4, "expressed_pct": 75.0},
+                                          "current": {"entries": 5, "expressed_pct": 60.0},
                                           "earlier": {"entries": 1, "expressed_pct": 100.0}}
     # ratings of the expressed entries with one: 2, 7, 2, 1
     assert s["rating_distribution"] == {"1": 1, "2": 2, "3": 0, "4": 0, "5": 0, "6": 0, "7": 1}
@@ -99,15 +102,20 @@ def test_swap_in_replaces_the_directory_whole(tmp_path, monkeypatch, exchange):
     assert (tmp_path / "other").is_dir() and not fresh.exists()
 
 
-def test_exchange_swaps_two_directories_where_the_system_can(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
+def test_exchange_swaps_two_directories_where_the_system_can(tmp_path, monkeypatch):
+    import ctypes
+
+    if not hasattr(ctypes.CDLL(None), "renameat2"):
+        pytest.skip("renameat2 (glibc 2.28+, Linux) is not available here: swap_in renames aside instead")
+    monkeypatch.chdir(tmp_path)   # relative paths: renameat2 resolves them from the working directory
+    a, b = Path("a"), Path("b")
     a.mkdir()
     b.mkdir()
     (a / "from_a").write_text("", encoding="utf-8")
-    if not V._exchange(a, b):
-        pytest.skip("renameat2 (glibc 2.28+, Linux) is not available here: swap_in renames aside instead")
-    assert [p.name for p in b.iterdir()] == ["from_a"] and list(a.iterdir()) == []
-    assert V._exchange(a, tmp_path / "absent") is False
+    (b / "from_b").write_text("", encoding="utf-8")
+    assert V._exchange(a, b) is True
+    assert [p.name for p in b.iterdir()] == ["from_a"] and [p.name for p in a.iterdir()] == ["from_b"]
+    assert V._exchange(a, Path("absent")) is False
 
 
 def test_write_outputs_writes_every_file_and_the_summary_of_this_run(tmp_path):
@@ -139,3 +147,34 @@ def test_write_outputs_writes_every_file_and_the_summary_of_this_run(tmp_path):
     lines = (tmp_path / "validation.jsonl").read_text(encoding="utf-8").split("\n")
     assert [json.loads(line)["instance_id"] for line in lines[:-1]] == ["i0", "i1"] and lines[-1] == ""
     assert [p.name for p in (tmp_path / "verified").iterdir()] == ["i0.json"]
+
+
+def test_write_outputs_folds_the_annotations_in_and_keeps_the_validators_figures_beside(tmp_path):
+    from types import SimpleNamespace
+
+    validator = SimpleNamespace(label="v", name="v", usage=SimpleNamespace(snapshot=lambda name: {}))
+    source = SimpleNamespace(describe=lambda: {})
+    instances = [instance(0)]
+    rows = [{"instance_id": "i0", "persona_id": "p", "instance_type": "consistent", "solvable": False,
+             "challenging": True, "verified": False,
+             "entries": [{**entry(CURRENT, NOT_EXPRESSED), "preference": "p.", "index": 1, "entry": "Is it é?"},
+                         {**entry(REQUEST, NOT_EXPRESSED), "preference": "p.", "index": 1, "entry": "Is it é?"}]}]
+    tasks = __import__("cupid.synthesis.annotation", fromlist=["x"]).annotation_tasks(rows, {"i0": "r"})
+    messages = next(t["id"] for t in tasks if t["kind"] == "messages")
+    answers = tmp_path / "ann.json"
+    answers.write_text(json.dumps({"format": "cupid-annotation/1", "annotator": "a",
+                                   "tasks": {messages: {"entries": {"1": EXPRESSED}}}}), encoding="utf-8")
+    summary, verified = V.write_outputs(tmp_path, source, instances, rows, validator, annotations=[answers],
+                                        tasks_per_page=16, wall_time_s=0, failed_now=0)
+    assert summary["human"]["validator_alone"] == {"solvable_pct": 0.0, "challenging_pct": 100.0,
+                                                   "entries_expressed_pct": 0.0}
+    assert summary["solvable_pct"] == 100.0 and summary["entries_expressed_pct"] == 100.0   # the humans' verdict
+    assert [p.name for p in (tmp_path / "verified").iterdir()] == ["i0.json"] and verified
+    assert summary["human"]["annotators"] == 1 and summary["human"]["files"] == [str(answers)]
+    from cupid.utils.prompts import load_prompt
+
+    assert summary["prompt_version"] == load_prompt("validation/extract_fragments").version
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", summary["finished"])
+    assert "Is it é?" in (tmp_path / "validation.jsonl").read_text(encoding="utf-8")
+    tasks_written = json.loads((tmp_path / "annotation" / "tasks.json").read_text(encoding="utf-8"))
+    assert [t["request"] for t in tasks_written if t["kind"] == "request"] == ["r"]
