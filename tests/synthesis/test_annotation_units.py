@@ -376,3 +376,24 @@ def test_the_page_carries_its_style_and_its_save_button(rows):
     assert '"page":"b1"' in html and '"entry":"sub-preference"' in html
     assert '<span class="brand">CUPID validation · b1</span>' in html
     assert "<title>CUPID validation · b1</title>" in html
+
+
+def test_written_pages_and_tasks_file_as_they_are_read(rows, tmp_path):
+    rows[0]["entries"][1]["fragments"].append({"session": 2, "text": "short, café"})
+    rows[0]["entries"][0]["dropped_fragments"].append({"session": 2, "text": "tersely"})
+    tasks = A.annotation_tasks(rows, REQUESTS)
+    A.write_pages(tmp_path, tasks, per_page=16)
+    page = (tmp_path / "batch-01.html").read_text(encoding="utf-8")
+    assert "CUPID validation · batch-01" in page and '"page":"batch-01"' in page
+    assert "<li class='text'>keep it brief</li><li class='text'>short, café</li>" in page
+    assert (f"said briefly <span class='muted'>({A.NOT_VERBATIM})</span></li><li class='text not-verbatim'>tersely "
+            in page)
+    request = next(t for t in tasks if t["kind"] == "request")
+    section = page[page.index(f'data-task="{request["id"]}"'):]
+    section = section[:section.index("</section>")]
+    assert "<div></div></div>" in section and "User's Messages" not in section
+    messages = next(t for t in tasks if t["kind"] == "messages" and t["preferences"] == ["Short."])
+    section = page[page.index(f'data-task="{messages["id"]}"'):]
+    assert section[:section.index("</section>")].endswith("</ul></div></div>")
+    text = (tmp_path / "tasks.json").read_text(encoding="utf-8")
+    assert text.startswith('[\n {\n  "id": ') and "short, café" in text
