@@ -72,6 +72,7 @@ def test_a_runs_classifications_are_read_from_its_first_directory_that_has_them(
     (second / error_types.DIRECTORY / "a.json").write_text(json.dumps(record))
     assert error_types.directory_of(run) == second / error_types.DIRECTORY
     found = error_types.load(run)
+    assert found.run is run
     assert found.sample == {k: v for k, v in sample().items() if k != "extra"}
     assert list(found.cases) == ["a"]
     assert found.step("a") == {"status": "done", "output": {"type": "x"}}
@@ -194,6 +195,9 @@ def test_classify_draws_each_models_low_f1_inferences_and_records_each_type(clas
             record = json.loads((directory / f"{instance_id}.json").read_text(encoding="utf-8"))
             step = record["evaluations"][sample_file["classifier"]]["steps"][steps.ERROR_TYPE.name]
             assert record["f1"] == f1[instance_id] and record["inferred_preference"] == "p"
+            assert record["scorer"] == scorer
+            evaluation = record["evaluations"][sample_file["classifier"]]
+            assert evaluation["evaluator"] == evaluation["matcher"] == sample_file["classifier"]
             assert record["instance_id"] == instance_id and record["model"] == run.model
             if instance_id == "p2__changing":
                 assert step["status"] == "failed" and "no 'Error Type' section" in step["error"]
@@ -201,6 +205,9 @@ def test_classify_draws_each_models_low_f1_inferences_and_records_each_type(clas
                 assert step["status"] == "done" and step["output"]["type"] == "Vagueness"
         assert sorted(p.name for p in directory.iterdir()) == sorted([error_types.SAMPLE, ".lock"]
                                                                      + [f"{i}.json" for i in drawn])
+    p2_contrastive = next(text for text in asked if "Plan for p2 (contrastive)." in text)
+    assert "Context: Factor 1\n\nPlan for p2 (contrastive)." in p2_contrastive
+    assert "Truth of p2." in p2_contrastive and p2_contrastive.index("Truth of p2.") < p2_contrastive.rindex("\np\n")
     before = len(asked)
     again = error_types.classify(results, evaluator=classifier, f1_below=0.6, per_model=2, seed=5, n_workers=1,
                                  data_paths=[data])
@@ -222,3 +229,24 @@ def test_classify_refuses_what_it_cannot_classify(classify_inputs, tmp_path):
     with pytest.raises(BadInput, match=r"the data of \d+ drawn instance\(s\) \(e.g. p\d__\w+\) were not found; give "
                                        r"the data the run evaluated with --data_dir"):
         error_types.classify(results, evaluator=classifier, data_paths=[tmp_path / "absent.jsonl"])
+
+
+def test_a_run_being_classified_by_another_process_is_skipped_and_said(classify_inputs):
+    from cupid.evaluation.report.analysis import Analysis
+    from cupid.utils.io import FileLock
+
+    results, data, classifier = classify_inputs
+    an = Analysis(results, n_bootstrap=1)
+    run = an.run("gpt-4o-2024-08-06", "default")
+    directory = error_types.directory_of(run)
+    directory.mkdir(parents=True, exist_ok=True)
+    held = FileLock(directory / ".lock")
+    assert held.acquire(blocking=False)
+    try:
+        lines = error_types.classify(results, evaluator=classifier, f1_below=0.6, per_model=2, seed=5, n_workers=1,
+                                     data_paths=[data])
+    finally:
+        held.release()
+    assert f"{an.label(run.model)}: skipped, another process is classifying it ({directory})" in lines
+    assert not (directory / error_types.SAMPLE).exists()
+    assert any(line.endswith("inferences with F1 below 60% drawn") for line in lines)   # the other model's
