@@ -184,3 +184,20 @@ def test_one_blas_thread_limits_the_blas_pools():
         pools = [p for p in threadpool_info() if p.get("user_api") == "blas"]
         assert all(p["num_threads"] == 1 for p in pools)
     assert math.isclose(float(np.ones(3) @ np.ones(3)), 3.0)
+
+
+def test_the_defaults_seed_0_and_micro():
+    values, counts = [1, 5, 2, 8, 3], [C(1, 2, 1, 4), C(3, 3, 2, 2), C(0, 1, 0, 2)]
+    assert S.bootstrap(values) == S.bootstrap(values, "mean", seed=0, n_bootstrap=1000)
+    assert S.bootstrap_inference(counts) == S.bootstrap_inference(counts, "micro", seed=0, n_bootstrap=1000)
+    a, b = dict(enumerate(values)), {k: v + 1 for k, v in enumerate(values)}
+    assert S.paired_bootstrap(a, b) == S.paired_bootstrap(a, b, "mean", seed=0, n_bootstrap=1000)
+    assert S.paired_bootstrap(a, b).low != S.paired_bootstrap(a, {k: v + (k % 2) for k, v in a.items()}).low
+
+
+def test_keys_of_mixed_types_and_a_single_pair_or_item():
+    d = S.paired_bootstrap({1: 3.0, "a": 1.0}, {1: 1.0, "a": 1.0}, n_bootstrap=50)
+    assert d.n == 2 and d.difference == 1.0
+    one = S.paired_bootstrap({"x": 4}, {"x": 1}, n_bootstrap=20)
+    assert (one.n, one.difference, one.low, one.high, one.p_value) == (1, 3.0, 3.0, 3.0, 0.0)
+    assert [(b.low, b.keys) for b in S.equal_size_bins({"only": 2.5}, 3)] == [(2.5, ("only",))]
