@@ -397,3 +397,10 @@ def test_written_pages_and_tasks_file_as_they_are_read(rows, tmp_path):
     assert section[:section.index("</section>")].endswith("</ul></div></div>")
     text = (tmp_path / "tasks.json").read_text(encoding="utf-8")
     assert text.startswith('[\n {\n  "id": ') and "short, café" in text
+
+
+def test_only_a_request_task_shows_the_request(rows):
+    tasks = A.annotation_tasks(rows, REQUESTS)
+    messages = next(t for t in tasks if t["kind"] == "messages")
+    html = A._task_html(messages, 1, 1)
+    assert "User's Request" not in html and "<p class=\"text\">" not in html

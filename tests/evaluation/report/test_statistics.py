@@ -201,3 +201,11 @@ def test_keys_of_mixed_types_and_a_single_pair_or_item():
     one = S.paired_bootstrap({"x": 4}, {"x": 1}, n_bootstrap=20)
     assert (one.n, one.difference, one.low, one.high, one.p_value) == (1, 3.0, 3.0, 3.0, 0.0)
     assert [(b.low, b.keys) for b in S.equal_size_bins({"only": 2.5}, 3)] == [(2.5, ("only",))]
+
+
+def test_micro_f1_of_nothing_matched_is_zero_in_every_resample():
+    """Pooled precision and recall both 0 (nothing matched, both sides non-empty): F1 is 0,
+    not undefined and never 1."""
+    est = S.bootstrap_inference([C(0, 2, 0, 3), C(0, 1, 0, 1)], "micro", n_bootstrap=50)
+    assert est["f1"] == S.Estimate(0.0, 0.0, 0.0, 2)
+    assert est["precision"].value == 0.0 and est["recall"].value == 0.0
