@@ -24,6 +24,14 @@ HF_SPLIT = os.environ.get("CUPID_SPLIT", "test")
 # --- Models -----------------------------------------------------------------------------
 DEFAULT_EVALUATOR = "gpt-4o-2024-11-20"
 EMBEDDED_MODEL = "smollm2-135m"
+# --task interaction (evaluation/interaction.py): the user simulator's model, GPT-4o as in
+# Appendix B.4, and the evaluated model's replies at most. The benchmark's dialogues take 6.38
+# messages on average (§3.3: the request, then reply and feedback in turn, the user's END last),
+# about 3.2 replies of Llama-3.1-8B (B.4's deliberately weak assistant) before the simulator was
+# satisfied; 8 replies leave room for 2.5 times that, for models weaker than synthesis's, and
+# bound a dialogue's cost at half of synthesis's own cap (--max_turns 16).
+DEFAULT_SIMULATOR = DEFAULT_EVALUATOR
+DEFAULT_MAX_ROUNDS = 8
 
 # PrefMatcher-7B served by vLLM's OpenAI-compatible server (evaluation/serve_prefmatcher.sh).
 PREFMATCHER_MODEL = os.environ.get("CUPID_PREFMATCHER_MODEL", "kixlab/prefmatcher-7b")
@@ -62,6 +70,7 @@ ROLE_PARAMS: dict[str, dict] = {
                   "system_role": "developer", "max_tokens_field": "max_completion_tokens"},
     "matcher": {"temperature": 0, "max_tokens": 8192},            # PrefMatcher-7B (vLLM)
     "synthesizer": {"temperature": 0.7, "max_tokens": 8192},      # App. B.1-B.3
+    "strategy": {"temperature": 0, "max_tokens": 8192},           # an LLM-backed context strategy's model
 }
 # The decomposer's own limit (synthesis/modules/preference_decomposer.py in the release),
 # asked by the decompose step whatever model runs it.

@@ -1,14 +1,10 @@
-"""What ``python -m evaluation.run`` prints: the summary table of results.json at the end of
-a run (scores per instance type, counts, failures, usage and cost), a sweep's table, and
-``ProgressLog``'s line every K instances with counts, rate and ETA, for runs under nohup,
-SLURM or CI where no progress bar is drawn."""
+"""What ``cupid-eval`` prints: the summary table of results.json at the end of
+a run (scores per instance type, counts, failures, usage and cost) and a sweep's table. The
+progress lines off a terminal are utils/progress.py's."""
 from __future__ import annotations
 
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import TextIO
 
 from cupid import config
 
@@ -20,7 +16,8 @@ def _fmt(value, digits: int = 3, missing: str = "  -  ") -> str:
 def print_summary(results: dict, path: Path | None = None, out=None) -> None:
     out = out or sys.stdout
     s = results["settings"]
-    print(f"\nCUPID · model {s['model']} · setting {s['setting']} · task {s['task']} · "
+    labels = " (uses labels)" if s.get("uses_labels") else ""
+    print(f"\nCUPID · model {s['model']} · setting {s['setting']}{labels} · task {s['task']} · "
           f"scorer {s['scorer']}", file=out)
     rows = [("all instances", results)] + list(results["by_instance_type"].items())
     print(f"{'':18}{'P':>7}{'R':>7}{'F1':>7}{'judge':>8}{'n_inf':>7}{'n_gen':>7}", file=out)
@@ -35,6 +32,8 @@ def print_summary(results: dict, path: Path | None = None, out=None) -> None:
         m = results["inference_macro"]
         print(f"macro (per-instance mean): P {_fmt(m['precision'])}  R {_fmt(m['recall'])}  "
               f"F1 {_fmt(m['f1'])}", file=out)
+    print("(P, R, F1: micro-pooled over every checklist entry, as the release's results.json; judge: the "
+          "mean 1-10 score; n_inf, n_gen: instances scored in inference, generation)", file=out)
     c = results["counts"]
     print(f"instances in the run directory: {c['instances']} · evaluated {c['evaluated']} · "
           f"FAILED {c['failed']} · skipped {c['skipped']}"
@@ -76,6 +75,12 @@ def print_summary(results: dict, path: Path | None = None, out=None) -> None:
               + (f" ({usage['cached_prompt_tokens']} prompt tokens cached)"
                  if usage.get("cached_prompt_tokens") else "")
               + (f" · ~${cost:.4f}" if cost is not None else ""), file=out)
+    memory = results.get("memory_cost")
+    if memory:
+        cost = memory.get("estimated_cost_usd")
+        print(f"memory cost (the strategy's own LLM, {memory['model']}): {memory['calls']} calls recorded for "
+              f"{memory['instances']} instances · {memory['prompt_tokens']}+{memory['completion_tokens']} tokens"
+              + (f" · ~${cost:.4f}" if cost is not None else "") + ", apart from the evaluated model's", file=out)
     embedded = sorted({s[role] for role in ("model", "evaluator") if str(s.get(role) or "")
                        .startswith(config.EMBEDDED_MODEL)})
     if embedded:
@@ -119,82 +124,54 @@ def print_sweep_table(rows: list[tuple[dict, dict | None, int]]) -> None:
         if results is None:
             print(f"{str(run['model']):40}{run['setting']:18}{'(not run)':>55}{code:>5}")
             continue
+        if results.get("task") == "interaction":  # its own measures (evaluation/interaction.py)
+            rounds, counts = results["rounds_to_satisfaction"], results["counts"]
+            print(f"{results['settings']['model']:40}{run['setting']:18}"
+                  f"{'rounds to satisfaction ' + _fmt(rounds['value'], 2, '-'):>35}"
+                  f"{counts['satisfied'] + counts['unsatisfied']:>6}{counts['failed']:>7}{'-':>9}{code:>5}")
+            continue
         inf, gen, counts = results.get("inference") or {}, results.get("generation") or {}, results["counts"]
         costs = [u.get("estimated_cost_usd") for u in results["usage"]["recorded"].values()]
-        cost = sum(c for c in costs if c is not None) if costs else None
+        costs += [results["memory_cost"].get("estimated_cost_usd")] if results.get("memory_cost") else []
+        cost = sum(c for c in costs if c is not None) if costs else None  # a strategy's own calls too
         print(f"{results['settings']['model']:40}{run['setting']:18}{_fmt(inf.get('precision'), 3, '-'):>7}"
               f"{_fmt(inf.get('recall'), 3, '-'):>7}{_fmt(inf.get('f1'), 3, '-'):>7}"
               f"{_fmt(gen.get('average_score'), 2, '-'):>7}{counts['evaluated']:>6}{counts['failed']:>7}"
               f"{_fmt(cost, 4, '-'):>9}{code:>5}")
 
 
-class ProgressLog:
-    """A line every ``every`` instances (and at the end): done of total, failed, rate, ETA;
-    with ``heartbeat_s``, also a line whenever that long passed without one, so a slow run
-    (the embedded model takes minutes per instance) shows it is alive from the start.
-
-    The rate counts only instances run in this invocation (those found done go by at once),
-    and there is no ETA until as many instances as run at once (``workers``) have finished:
-    before that, completions say nothing of the throughput of a full pipeline."""
-
-    def __init__(self, total: int, every: int, label: str, out: TextIO | None = None,
-                 clock=time.monotonic, workers: int = 1, heartbeat_s: float | None = None) -> None:
-        self.total, self.every, self.label = total, max(1, every), label
-        self.workers = max(1, workers)
-        self.out = out or sys.stderr
-        self._clock = clock
-        self._started = clock()
-        self._last_line = self._started
-        self._lock = threading.Lock()
-        self.done = 0
-        self.failed = 0
-        self.found_done = 0
-        self._stop = threading.Event()
-        self._heartbeat = None
-        if heartbeat_s:
-            self._heartbeat = threading.Thread(target=self._beat, args=(heartbeat_s,),
-                                               name="cupid-progress", daemon=True)
-            self._heartbeat.start()
-
-    def add(self, failed: bool, found_done: bool = False) -> None:
-        with self._lock:
-            self.done += 1
-            self.failed += int(failed)
-            self.found_done += int(found_done)
-            if self.done % self.every == 0 or self.done == self.total:
-                self._print()
-
-    def _print(self) -> None:
-        self._last_line = self._clock()
-        print(self.line(), file=self.out, flush=True)
-
-    def _beat(self, interval: float) -> None:
-        while not self._stop.wait(interval / 4):
-            with self._lock:
-                if self._clock() - self._last_line >= interval and self.done < self.total:
-                    self._print()
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._heartbeat is not None:
-            self._heartbeat.join()
-
-    def line(self) -> str:
-        elapsed = max(1e-9, self._clock() - self._started)
-        ran = self.done - self.found_done
-        left = self.total - self.done
-        found = f", {self.found_done} found done" if self.found_done else ""
-        head = (f"progress {self.label}: {self.done}/{self.total} instances "
-                f"({100 * self.done / max(1, self.total):.0f}%), {self.failed} failed{found}")
-        if ran == 0:
-            return f"{head}, elapsed {_clock_text(elapsed)}" + (", nothing left to run" if not left else "")
-        rate = ran / elapsed
-        first_wave = min(self.workers, ran + left)
-        eta = (_clock_text(left / rate) if ran >= first_wave
-               else f"after the first {first_wave} finish")
-        return f"{head}, {rate * 60:.1f}/min, elapsed {_clock_text(elapsed)}, ETA {eta}"
-
-
-def _clock_text(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+def print_interaction_summary(results: dict, path: Path | None = None, out=None) -> None:
+    out = out or sys.stdout
+    s, c = results["settings"], results["counts"]
+    print(f"\nCUPID interaction · model {s['model']} · setting {s['setting']} · simulator {s['simulator']} · "
+          f"max_rounds {s['max_rounds']}", file=out)
+    rts = results["rounds_to_satisfaction"]
+    print(f"dialogues: {c['selected']} · satisfied {c['satisfied']} · unsatisfied {c['unsatisfied']} "
+          f"(counted at {s['max_rounds']} rounds) · FAILED {c['failed']} · skipped {c['skipped']}"
+          + (f" · unfinished {c['unfinished']}" if c.get("unfinished") else ""), file=out)
+    if rts["value"] is not None:
+        print(f"rounds to satisfaction: {rts['value']:.2f} [{rts['low']:.2f}, {rts['high']:.2f}] (n={rts['n']})",
+              file=out)
+    saved = results.get("rounds_saved_vs_none")
+    if saved and saved.get("difference") is not None:
+        print(f"feedback rounds saved vs none: {saved['difference']:+.2f} [{saved['low']:+.2f}, "
+              f"{saved['high']:+.2f}] (paired n={saved['n']})", file=out)
+    judged = results.get("final_judge")
+    if judged and judged.get("value") is not None:
+        print(f"judge score of the last reply ({judged['scorer']}): {judged['value']:.2f} [{judged['low']:.2f}, "
+              f"{judged['high']:.2f}] (n={judged['n']}" + (f", {judged['failed']} FAILED" if judged["failed"] else "")
+              + ")", file=out)
+    curve = " ".join(f"{p['value']:.2f}" if p["value"] is not None else "-" for p in results["satisfied_by_round"])
+    print(f"satisfied by round 1..{s['max_rounds']}: {curve}", file=out)
+    for role, usage in (results.get("usage") or {}).get("this_invocation", {}).items():
+        print(f"{role} {usage.get('model')}: {usage.get('calls', 0)} calls"
+              + (f" ({usage['cache_hits']} more answered from the cache)" if usage.get("cache_hits") else "")
+              + f" · {usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} completion tokens",
+              file=out)
+    embedded = sorted({s[role] for role in ("model", "simulator") if str(s.get(role) or "")
+                       .startswith(config.EMBEDDED_MODEL)})
+    if embedded:
+        print(f"note: {' and '.join(embedded)} is the embedded 135M offline model: these numbers "
+              f"exercise the harness end to end and mean nothing about the benchmark", file=out)
+    if path is not None:
+        print(f"results: {path}", file=out)

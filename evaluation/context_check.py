@@ -15,11 +15,11 @@ rendered without it: their figure is a floor of what will be sent.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 from cupid.evaluation import steps
 from cupid.evaluation.pipeline import AnswerlessAsker
-from cupid.evaluation.settings import Setting
+from cupid.evaluation.settings import Context, Setting
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.utils.dataset import Instance
@@ -43,8 +43,9 @@ class RequestRecorder(AnswerlessAsker):
     """A ``StepAsker`` (pipeline.py) that records the requests the chains would send, each
     with the role that receives it, and answers with blanks."""
 
-    def __init__(self, use_matcher: bool):
+    def __init__(self, use_matcher: bool, recorded: Callable[[Instance], Context | None] | None = None):
         self.use_matcher = use_matcher
+        self.recorded = recorded
         self.requests: list[tuple[str, steps.Step, Ask]] = []
 
     def __call__(self, step: steps.Step, ask: Ask) -> dict:
@@ -57,18 +58,32 @@ class RequestRecorder(AnswerlessAsker):
             self(steps.SUMMARIZE, summarize.ask(session))
         return []
 
+    def context(self, instance: Instance, setting: Setting) -> Context:
+        """An LLM-backed strategy is not asked before the run (its calls are paid, and it may
+        keep what it is answered): its infer and generate requests are checked without history."""
+        kept = self.recorded(instance) if self.recorded is not None else None
+        if kept is not None:  # what the run showed the instance before: the strategy is not asked again
+            return kept
+        if setting.uses_model:
+            return Context("", (), ())
+        return setting.context(instance)
 
-def run_requests(instance: Instance, *, task: str, setting: Setting,
-                 use_matcher: bool) -> list[tuple[str, steps.Step, Ask]]:
+    def strategy_failed(self, instance: Instance, exc: Exception) -> None:
+        """The strategy raised on ``instance``: it sends nothing, and the run records the failure."""
+
+
+def run_requests(instance: Instance, *, task: str, setting: Setting, use_matcher: bool,
+                 recorded: Callable[[Instance], Context | None] | None = None) -> list[tuple[str, steps.Step, Ask]]:
     """(role, step, request) of every request a run sends for ``instance``, an earlier step's
-    answer left empty (a summary setting's summaries too)."""
-    recorder = RequestRecorder(use_matcher)
+    answer left empty (a summary setting's summaries too). ``recorded``: what the run
+    directory says the strategy showed an instance, if anything."""
+    recorder = RequestRecorder(use_matcher, recorded)
     recorder.walk(instance, task, setting, use_matcher)
     return recorder.requests
 
 
 def check_context(models: dict[str, Model | None], instances: Iterable[Instance], *,
-                  task: str, setting: Setting) -> None:
+                  task: str, setting: Setting, recorded: Callable[[Instance], Context | None] | None = None) -> None:
     """Raise ModelConfigurationError (one line, naming the numbers and the fix) when a
     served model's stated context cannot hold the longest request the run sends it."""
     served = {role: m for role, m in models.items()
@@ -79,7 +94,8 @@ def check_context(models: dict[str, Model | None], instances: Iterable[Instance]
     use_matcher = models.get("matcher") is not None
     longest: dict[tuple[str, str], tuple[int, str, str, int | None, bool]] = {}
     for instance in instances:
-        for role, step, ask in run_requests(instance, task=task, setting=setting, use_matcher=use_matcher):
+        for role, step, ask in run_requests(instance, task=task, setting=setting, use_matcher=use_matcher,
+                                            recorded=recorded):
             if role not in served:
                 continue
             system_prompt, user_prompt = ask.render()

@@ -17,14 +17,18 @@ import sys
 from dataclasses import dataclass, field
 from statistics import median
 
-from cupid.evaluation import steps
+from cupid import config
+from cupid.evaluation import paper_shape, steps
 from cupid.evaluation.pipeline import AnswerlessAsker, scorer_name
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
-from cupid.evaluation.store import RunStore, run_dir_for, step_record
-from cupid.utils.dataset import Instance
+from cupid.evaluation.session_recall import recorded_selection
+from cupid.evaluation.shards import ShardedInstances
+from cupid.evaluation.store import RunStore, instance_file_name, run_dir_for, step_record
+from cupid.evaluation.strategy_model import ANSWER_TOKENS, ForecastingModel
+from cupid.utils.dataset import DataValidationError, Instance
 from cupid.utils.errors import CupidError
 from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
                                   recorded_reasoning, render, role_forecast, summary)
@@ -52,6 +56,20 @@ ASSUMPTIONS = (
     f"session's preference), after a {SUMMARY_ANALYSIS_TOKENS}-token analysis",
     "every answer parses at the first attempt (no re-asks)",
 )
+STRATEGY_ASSUMPTION = (f"an LLM-backed strategy's model answers each of its calls with its answer_tokens "
+                       f"(default {ANSWER_TOKENS}) tokens; its calls answered in the response cache are counted too")
+# --task interaction: how many rounds a dialogue takes, and the simulator's answers.
+SIMULATOR_FIXED_TOKENS = 150         # its headings, selected items and thinking
+SIMULATOR_TOKENS_PER_ENTRY = 60      # its evaluation of one checklist entry
+INTERACTION_ASSUMPTIONS = (
+    "interaction: a dialogue takes as many replies as the instance's prior sessions took on average "
+    "(their assistant turns: synthesis's simulator ended each when satisfied), at least 1 and at most "
+    "--max_rounds; every reply is scored by the simulator",
+    "interaction: every reply is as long as a generated response (above); the simulator writes "
+    f"{SIMULATOR_TOKENS_PER_ENTRY} tokens per checklist entry plus {SIMULATOR_FIXED_TOKENS}, and its "
+    "feedback is as long as the median later user turn of the instance's sessions",
+    "interaction: a dialogue begun in the run directory is forecast whole; a finished one costs nothing",
+)
 
 
 @dataclass
@@ -63,6 +81,7 @@ class RunForecast:
     skipped: int = 0          # oracle setting: no relevant session
     steps_done: int = 0       # already finished in the run directory: cost nothing
     roles: dict[str, RoleForecast] = field(default_factory=dict)
+    data_note: str | None = None  # the data forecast on, when it is not the run's own
 
 
 def main(runs: list[dict], *, as_json: bool) -> int:
@@ -84,20 +103,25 @@ def main(runs: list[dict], *, as_json: bool) -> int:
     result = {"dry_run": True, **summary(list(roles.values()), limits)}
     result["runs"] = [{"model": f.model, "setting": f.setting, "run_dir": f.run_dir,
                        "instances": f.instances, "skipped": f.skipped, "steps_already_done": f.steps_done,
-                       **summary(list(f.roles.values()), limits), "context_vs_default": c}
+                       **summary(list(f.roles.values()), limits), "context_vs_default": c,
+                       **({"data": paper_shape.NAME, "data_note": f.data_note} if f.data_note else {})}
                       for f, c in zip(forecasts, contexts)]
     result["token_counting"] = TOKEN_COUNTING
-    result["assumptions"] = list(ASSUMPTIONS)
     header = ["dry run: no request sent, nothing written"]
     for f, c in zip(forecasts, contexts):
         header.append(f"  {f.model} [{f.setting}] -> {f.run_dir}: {f.instances} instances"
                       + (f", {f.skipped} skipped (no relevant session)" if f.skipped else "")
                       + (f", {f.steps_done} steps already done (not counted)" if f.steps_done else ""))
+        if f.data_note:
+            header.append(f"    {f.data_note}")
         if c is not None:
             header.append(context_line(c))
+    assumptions = (ASSUMPTIONS + ((STRATEGY_ASSUMPTION,) if any(s.setting_.uses_model for s in specs) else ())
+                   + (INTERACTION_ASSUMPTIONS if any(s.task == "interaction" for s in specs) else ()))
+    result["assumptions"] = list(assumptions)
     print_forecast(result, header, "rendered by the steps' code from the data: infer, generate (summary "
                    "setting: summarize); the other steps are rendered with stand-in answers",
-                   ASSUMPTIONS, as_json=as_json)
+                   assumptions, as_json=as_json)
     return 0
 
 
@@ -120,7 +144,8 @@ def context_vs_default(spec: RunSpec, forecast: RunForecast, defaults: dict[str,
         return None
     mine = forecast if forecast.steps_done == 0 else forecast_run(spec, fresh=True)
     if forecast.model not in defaults:
-        defaults[forecast.model] = forecast_run(dataclasses.replace(spec, setting="default"), fresh=True)
+        default = dataclasses.replace(spec, setting="default", strategy_model=None)
+        defaults[forecast.model] = forecast_run(default, fresh=True)
     out = {}
     for key, f in (("", mine), ("default_", defaults[forecast.model])):
         model = f.roles["model"]
@@ -145,14 +170,31 @@ def context_line(c: dict) -> str:
     return tokens
 
 
+def run_instances(spec: RunSpec) -> tuple[object, str | None]:
+    """The run's instances, and None; or, when the hub dataset cannot be read (no network and no
+    stored copy), the paper's shape of it (paper_shape.py) and a note saying so."""
+    try:
+        return spec.instances()[1], None
+    except DataValidationError as exc:
+        if spec.data is not None or spec.dataset != config.HF_DATASET:
+            raise
+        reason = str(exc).split("; ")[0]
+        source = paper_shape.ShapeSource(limit=spec.limit)
+        instances = ShardedInstances(source, *spec.shard) if spec.shard else source
+        return instances, (f"forecast on {paper_shape.NAME}, {len(source)} instances of its statistics' "
+                           f"lengths, not on its data: the hub could not be read ({reason})")
+
+
 def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
     """``fresh``: as a run into an empty directory would (nothing done yet)."""
-    _, instances = spec.instances()
+    if spec.task == "interaction":
+        return forecast_interaction(spec, fresh)
+    instances, shape_note = run_instances(spec)
     models = spec.resolve_models()
     model, evaluator = models["model"], models["evaluator"]
     matcher = models.get("matcher", evaluator)
     run_dir = run_dir_for(spec.results_dir, model.label, spec.setting_.name)
-    forecast = RunForecast(model.label, spec.setting_.name, str(run_dir))
+    forecast = RunForecast(model.label, spec.setting_.name, str(run_dir), data_note=shape_note)
     recorded = recorded_reasoning(run_dir)  # reasoning tokens an earlier run there recorded
     forecast.roles = {"model": role_forecast("model", model, recorded=recorded),
                       "evaluator": role_forecast("evaluator", evaluator, recorded=recorded)}
@@ -161,6 +203,10 @@ def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
     estimator = InstanceEstimator(spec, {"evaluated": RenderOnly(model), "evaluator": RenderOnly(evaluator),
                                          "matcher": RenderOnly(matcher)},
                                   scorer_name(evaluator, matcher), RunStore(run_dir, {}), forecast, fresh)
+    if spec.setting_.uses_model:  # an LLM-backed strategy's calls: rendered, answered with stand-ins
+        forecast.roles["strategy"] = role_forecast("strategy", models["strategy"], recorded=recorded)
+        answer_tokens = int(getattr(spec.setting_.strategy, "answer_tokens", ANSWER_TOKENS))
+        spec.setting_.give_model(ForecastingModel(models["strategy"], estimator.count_strategy, answer_tokens))
     for instance in instances:
         forecast.instances += 1
         if not estimator.add(instance):
@@ -180,13 +226,18 @@ class InstanceEstimator(AnswerlessAsker):
         self.summarized: set[str] = set()
         self.instance: Instance | None = None
         self.record: dict = {}
+        self.strategy_asked = True  # whether the run would ask the strategy for this instance
 
     def add(self, instance: Instance) -> bool:
         """False when the setting skips the instance (oracle, no relevant session)."""
-        if self.setting.skip_reason(instance):
-            return False
         self.instance, self.record = instance, self._record(instance)
-        if self.record.get("skipped"):
+        # A finished instance, or one whose file keeps what the strategy returned: not asked.
+        self.strategy_asked = recorded_selection(self.record, len(instance.prior_interactions)) is None
+        try:
+            skipped = self.setting.skip_reason(instance)
+        except Exception as exc:  # the strategy's own code (a user's) raised
+            self.strategy_failed(instance, exc)
+        if skipped or self.record.get("skipped"):
             return False
         self.walk(instance, self.spec.task, self.setting, self.spec.use_matcher)
         return True
@@ -200,6 +251,11 @@ class InstanceEstimator(AnswerlessAsker):
         except (OSError, ValueError):
             return {}  # unreadable: the run would evaluate it afresh
         return data if isinstance(data, dict) and data.get("fingerprint") in (None, instance.fingerprint()) else {}
+
+    def count_strategy(self, request, output_tokens: int) -> None:
+        """One call of an LLM-backed strategy (strategy_model.py's ``ForecastingModel``)."""
+        if self.strategy_asked:
+            self.forecast.roles["strategy"].add_request("strategy", request, output_tokens)
 
     def done(self, step: steps.Step) -> bool:
         finished = step_record(self.record, step, self.scorer).get("status") == "done"
@@ -266,3 +322,78 @@ def typical_response(instance: Instance) -> str:
 
 def _fenced(value: dict) -> str:
     return "```json\n" + json.dumps(value, indent=2) + "\n```"
+
+
+# ---------------------------------------------------------------------------------------
+# --task interaction
+# ---------------------------------------------------------------------------------------
+def expected_rounds(instance: Instance, max_rounds: int) -> int:
+    """The replies a dialogue is forecast to take (INTERACTION_ASSUMPTIONS)."""
+    replies = [sum(t.role != "user" for t in s.dialogue) for s in instance.prior_interactions]
+    mean = sum(replies) / len(replies) if replies else 1
+    return max(1, min(max_rounds, round(mean)))
+
+
+def forecast_interaction(spec: RunSpec, fresh: bool = False) -> RunForecast:
+    """Each dialogue's calls, rendered by evaluation/interaction.py's own requests with
+    stand-in replies and simulator answers, round after round as the chats grow."""
+    from cupid.evaluation.interaction import first_ask, interaction_dir, persona_description
+    from cupid.evaluation.interaction_run import resolve_simulator
+    from cupid.evaluation.steps import generate, user_simulator
+    from cupid.utils.models.asking import ask_until_usable
+
+    instances, shape_note = run_instances(spec)
+    models = spec.resolve_models()
+    model, simulator = models["model"], resolve_simulator(spec)
+    directory = interaction_dir(spec.results_dir, model.label, spec.setting_.name, simulator.label, spec.max_rounds)
+    forecast = RunForecast(model.label, spec.setting_.name, str(directory))
+    forecast.roles = {"model": role_forecast("model", model), "simulator": role_forecast("simulator", simulator)}
+    if spec.judge_final:
+        forecast.roles["evaluator"] = role_forecast("evaluator", models["evaluator"])
+    as_model, as_simulator, as_judge = RenderOnly(model), RenderOnly(simulator), RenderOnly(models["evaluator"])
+    for instance in instances:
+        forecast.instances += 1
+        if spec.setting_.skip_reason(instance):
+            forecast.skipped += 1
+            continue
+        path = directory / instance_file_name(instance.instance_id)
+        if not fresh and path.is_file():
+            try:
+                record = read_json(path)
+            except (OSError, ValueError):
+                record = {}
+            if record.get("status") in ("satisfied", "unsatisfied", "skipped"):
+                forecast.steps_done += len(record.get("rounds") or [])
+                continue
+        ask = first_ask(instance, spec.setting_)
+        system, user_prompt = ask.render()
+        chat = [{"role": "user", "content": user_prompt}]
+        checklist = list(instance.current_checklist)
+        sim_system = user_simulator.system_prompt(persona_description(instance)[0], instance.current_context_factor,
+                                                  instance.current_contextual_preference, checklist)
+        sim_chat = [{"role": "assistant", "content": user_simulator.opening_turn(instance.current_request.strip())}]
+        reply, feedback = typical_response(instance), typical_feedback(instance)
+        answer = filler(SIMULATOR_FIXED_TOKENS + SIMULATOR_TOKENS_PER_ENTRY * len(checklist), "evaluation") + feedback
+        for number in range(1, expected_rounds(instance, spec.max_rounds) + 1):
+            request = render(lambda: ask.answer(as_model)) if number == 1 else render(
+                lambda: ask_until_usable(as_model, system, chat, generate.parse, tries=1))
+            forecast.roles["model"].add_request("reply", request, estimate_tokens(reply))
+            chat.append({"role": "assistant", "content": reply})
+            sim_chat.append({"role": "user", "content": reply})
+            request = render(lambda: user_simulator.ask(as_simulator, sim_system, sim_chat))
+            forecast.roles["simulator"].add_request("simulator", request, estimate_tokens(answer))
+            sim_chat.append({"role": "assistant", "content": answer})
+            chat.append({"role": "user", "content": feedback})
+        if spec.judge_final:  # the last reply, judged as the generation task's response
+            step = steps.judge.ask(instance.current_contextual_preference, checklist, instance.current_request, reply)
+            forecast.roles["evaluator"].add_request(steps.JUDGE.name, render(lambda: step.answer(as_judge)),
+                                                    JUDGE_FIXED_TOKENS + JUDGE_TOKENS_PER_ENTRY * len(checklist))
+    return forecast
+
+
+def typical_feedback(instance: Instance) -> str:
+    """The stand-in of the simulator's feedback: the median-length user turn after the first
+    of the instance's sessions."""
+    turns = sorted((t.content for s in instance.prior_interactions for t in s.dialogue[1:] if t.role == "user"),
+                   key=len)
+    return turns[len(turns) // 2] if turns else filler(40, "feedback")

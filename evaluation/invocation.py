@@ -17,14 +17,16 @@ from functools import partial
 from pathlib import Path
 
 from cupid import config
-from cupid.evaluation import steps
+from cupid.evaluation import settings, steps
 from cupid.evaluation.aggregate import (InstanceOutcome, aggregate_records, invocation_counts, progress_postfix,
                                         record_problems, recorded_usage)
-from cupid.evaluation.console import ProgressLog
+from cupid.utils.progress import HEARTBEAT_S, ProgressLog
 from cupid.evaluation.context_check import check_context
 from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.store import BATCHES, RunConflictError, RunStore, Survey, now, run_dir_for
+from cupid.evaluation.strategy_model import StrategyModel, memory_cost
+from cupid.utils import events
 from cupid.utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
 from cupid.utils.errors import Interrupted
 from cupid.utils.executor import iter_with_progress, stop_workers, worker_threads
@@ -88,8 +90,8 @@ class Invocation:
         except DataValidationError as exc:
             raise DataValidationError(f"bad data: {exc}") from None
         for warning in source.warnings:
-            print(f"warning: {source.name}: {warning} (the dataset's instances have "
-                  f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)", file=sys.stderr)
+            events.warning(f"{source.name}: {warning} (the dataset's instances have "
+                           f"{DATASET_PRIOR_SESSIONS} prior sessions, each opened by the user)")
         # The data's name is the same for every shard, so shards share a run directory.
         self.data_source = source.name
 
@@ -102,9 +104,12 @@ class Invocation:
             model.usage = UsageTracker()  # this run's calls only, in its results.json
         check_models(list(self.models.values()))
         # The servers' stated contexts against the longest requests, before any paid call.
+        run_dir = run_dir_for(spec.results_dir, self.models["model"].label, spec.setting_.name)
         check_context({"evaluated": self.models["model"], "evaluator": self.models["evaluator"],
                        "matcher": self.models.get("matcher")}, self.instances, task=spec.task,
-                      setting=spec.setting_)
+                      setting=spec.setting_, recorded=partial(recorded_context, run_dir, spec.setting_))
+        if spec.setting_.uses_model:
+            spec.setting_.give_model(StrategyModel(self.models["strategy"]))
 
     # -- 3. the run directory: settings, data and every instance file checked first -------
     def manifest(self) -> dict:
@@ -112,11 +117,17 @@ class Invocation:
         setting = spec.setting_
         prompts = steps.prompts_of(spec.task, summaries=setting.summaries,
                                    preference_given=setting.preference_given, prefmatcher=spec.use_matcher)
+        if setting.identity is None:  # a built-in strategy's own prompts (memory)
+            prompts = [*prompts, *getattr(setting.strategy, "prompts", ())]
         manifest = {"model": model.label, "setting": setting.name, "data_source": self.data_source,
                     "data": self.instances.describe(),
                     "prompt_versions": {name: load_prompt(name).version for name in prompts}}
         if setting.spec:  # a user's strategy, loadable from any directory
             manifest["setting_spec"] = setting.spec
+        if setting.identity:  # what a user's strategy is: its class, parameters, source's hash
+            manifest["setting_identity"] = setting.identity
+        # A strategy that reads the labels (the oracle's) is no blind strategy: marked apart.
+        manifest["setting_uses_labels"] = setting.uses_labels
         if isinstance(spec.model, str) and spec.model != model.name:
             # How the user named it (a file, a module, a prefix), for commands that rerun it;
             # a server URL's password is masked, as everywhere else on disk.
@@ -149,9 +160,13 @@ class Invocation:
                 exc.add_note(f"nothing was run, nothing in {run_dir} was changed")
             raise
         warn_about_run_dir(run_dir, self.survey, endpoint_change(existing, self.models["model"]))
+        if existing is None and self.spec.setting_.identity:
+            note = other_identities(run_dir, self.spec.setting_)
+            if note:
+                events.note(note)
         clean_orphan_tmp(self.run_dir)
-        print(f"{self.run_dir}: {len(self.survey.done)} of {len(self.instances)} instances already done, "
-              f"{len(self.instances) - len(self.survey.done)} to run", file=sys.stderr)
+        events.note(f"{self.run_dir}: {len(self.survey.done)} of {len(self.instances)} instances already done, "
+                    f"{len(self.instances) - len(self.survey.done)} to run")
         return pipeline
 
     # -- 4. batch: the instances to run go through the batch rounds first -----------------
@@ -161,7 +176,9 @@ class Invocation:
         batched = {i.instance_id for i in todo}
         runner = BatchRunner(self.run_dir / BATCHES)
         try:
-            run_batch_rounds(self.pipeline, todo, runner, list(self.models.values()), n_workers=self.spec.n_workers)
+            # An LLM-backed strategy's calls are asked online (its code waits for each answer).
+            batched_models = [m for role, m in self.models.items() if role != "strategy"]
+            run_batch_rounds(self.pipeline, todo, runner, batched_models, n_workers=self.spec.n_workers)
         except KeyboardInterrupt as exc:
             self.signals.second_ends_process()
             stop_workers(pipeline, grace=3.0)
@@ -186,7 +203,7 @@ class Invocation:
         label = f"{self.models['model'].name} [{spec.setting_.name}]"
         every = spec.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
         progress = ProgressLog(n_selected, every, label, workers=spec.n_workers,
-                               heartbeat_s=None if sys.stderr.isatty() else 60.0) if every else None
+                               heartbeat_s=None if sys.stderr.isatty() else HEARTBEAT_S) if every else None
         outcomes: dict[str, InstanceOutcome] = {}
 
         def tally(instance, outcome: InstanceOutcome) -> None:
@@ -214,7 +231,7 @@ class Invocation:
                         busy.remove(instance)
         except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (utils/stop_signals.py)
             self.signals.second_ends_process()
-            print(f"\n{stop_cause(exc)}: stopping (a second signal ends the process at once)", file=sys.stderr)
+            events.note(f"\n{stop_cause(exc)}: stopping (a second signal ends the process at once)")
             stop_workers(pipeline, grace=3.0)
             stop = Interrupted(
                 f"{stop_cause(exc)}: {sum(o.status != 'busy' for o in outcomes.values())} of {n_selected} "
@@ -295,10 +312,13 @@ class Invocation:
             "recorded": recorded_usage(store.iter_records()),
         }
         results["this_invocation"] = this_invocation
+        if "strategy" in models:  # an LLM-backed strategy's own calls, apart from the evaluated model's
+            results["memory_cost"] = memory_cost(store.iter_records(), models["strategy"].name)
         matcher = models.get("matcher", models["evaluator"])
         results["settings"] = {
             "model": models["model"].label, "setting": self.spec.setting_.name, "task": results.pop("tasks"),
-            "invocation_task": self.spec.task,
+            "invocation_task": self.spec.task, "uses_labels": self.spec.setting_.uses_labels,
+            **({"strategy_model": models["strategy"].label} if "strategy" in models else {}),
             "evaluator": models["evaluator"].label, "matcher": matcher.label,
             "generation_overrides": {role: dict(m.overrides) for role, m in models.items() if m.overrides},
             "scorer": pipeline.scorer, "data_source": self.data_source,
@@ -312,18 +332,32 @@ class Invocation:
         return results
 
 
+def recorded_context(run_dir: Path, setting, instance) -> "settings.Context | None":
+    """What the run directory's file of ``instance`` says its strategy showed (None when it
+    says nothing usable): the context check does not ask a strategy again for it."""
+    from cupid.evaluation.session_recall import kept_context
+    from cupid.evaluation.store import instance_file_name
+    from cupid.utils.io import read_json
+
+    path = run_dir / instance_file_name(instance.instance_id)
+    try:
+        data = read_json(path) if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("fingerprint") != instance.fingerprint():
+        return None
+    return kept_context(setting, instance, data)
+
+
 def warn_about_run_dir(run_dir: Path, survey: Survey, changed_server: str | None) -> None:
     if changed_server and survey.done:
-        print(redact(f"warning: {run_dir}: {changed_server}; the {len(survey.done)} instances "
-                     f"already done there are kept, not asked again (use another --results_dir "
-                     f"to evaluate this server afresh)"), file=sys.stderr)
+        events.warning(f"{run_dir}: {changed_server}; the {len(survey.done)} instances already done there "
+                       f"are kept, not asked again (use another --results_dir to evaluate this server afresh)")
     for path, problems in survey.invalid:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        print(redact(f"warning: {path}: {problems[0]}{more}; its steps are run again, the "
-                     f"values are not aggregated"), file=sys.stderr)
+        events.warning(f"{path}: {problems[0]}{more}; its steps are run again, the values are not aggregated")
     for path, target, reason in survey.moved_aside:
-        print(redact(f"warning: {path}: {reason}; moved to {target.name}, the instance is "
-                     f"evaluated afresh"), file=sys.stderr)
+        events.warning(f"{path}: {reason}; moved to {target.name}, the instance is evaluated afresh")
 
 
 def endpoint_change(manifest: dict | None, model) -> str | None:
@@ -337,3 +371,33 @@ def endpoint_change(manifest: dict | None, model) -> str | None:
         return None
     return (f"{model.name} was answered by {before or 'the provider default'} in the last "
             f"invocation, now by {current or 'the provider default'}")
+
+
+def other_identities(run_dir: Path, setting) -> str | None:
+    """For a user's strategy's new run directory: the runs beside it of a strategy of the same
+    name and class with another identity, and why they are not resumed (its source or its
+    parameters differ: an edited file, or another file of the same name)."""
+    from cupid.utils.io import read_json
+
+    mine = setting.identity
+    notes = []
+    for sibling in sorted(run_dir.parent.glob("*/run.json")):
+        try:
+            manifest = read_json(sibling)
+        except (OSError, ValueError):
+            continue
+        theirs = manifest.get("setting_identity") if isinstance(manifest, dict) else None
+        if not isinstance(theirs, dict) or theirs.get("class") != mine["class"] \
+                or theirs.get("hash") == mine["hash"]:
+            continue
+        spec = str(manifest.get("setting_spec") or "").partition(":")[0]
+        if theirs.get("source_sha256") != mine["source_sha256"]:
+            why = ("its source changed since" if spec and spec == str(setting.spec or "").partition(":")[0]
+                   else "another source of the same name ran")
+        else:
+            why = "other parameters ran"
+        notes.append(f"{sibling.parent.name} ({why} there)")
+    if not notes:
+        return None
+    return (f"{setting.name} is a new run in {run_dir}, not resumed from " + "; ".join(notes)
+            + ": a strategy's run is keyed by its class, parameters and source (docs/strategies.md)")

@@ -18,13 +18,14 @@ from typing import Callable, Iterable, Sequence
 from cupid.evaluation import steps
 from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
 from cupid.evaluation.metrics import InferenceCounts
-from cupid.evaluation.session_recall import shown_record
-from cupid.evaluation.settings import Setting
+from cupid.evaluation.session_recall import kept_context, shown_record
+from cupid.evaluation.settings import Context, Setting
 from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
 from cupid.evaluation.store import InstanceRecord, RunStore, now, step_record
 from cupid.utils.dataset import Instance, Session
+from cupid.utils.errors import BadInput
 from cupid.utils.executor import iter_with_progress
 from cupid.utils.io import StorageError, atomic_write_json, read_json
 from cupid.utils.models.asking import Answer, UnusableAnswer
@@ -36,6 +37,10 @@ from cupid.utils.prompts import load_prompt
 from cupid.utils.redact import redact
 
 log = logging.getLogger("cupid.evaluation")
+
+# What stops an instance's work without failing it: raised through, whoever's code it came
+# through (a step's, or an LLM-backed strategy's).
+STOPS = (ModelConfigurationError, RunCancelled, StorageError, BatchDeferred)
 
 
 def scorer_name(evaluator: Model, matcher: Model) -> str:
@@ -105,13 +110,17 @@ class AnswerlessAsker(StepAsker):
     they walk an instance's chains one call after the other, with stand-in answers."""
 
     def walk(self, instance: Instance, task: str, setting: Setting, prefmatcher: bool) -> None:
-        if setting.preference_given:
+        try:
+            context = None if setting.preference_given else self.context(instance, setting)
+        except Exception as exc:  # the strategy's own code (a user's) raised: a run fails the instance
+            return self.strategy_failed(instance, exc)
+        if context is None:
             shown = Shown(preference_given=True, prefmatcher=prefmatcher)
         elif setting.summaries:
-            summaries = self.summaries(setting.context(instance).sessions)
+            summaries = self.summaries(context.sessions)
             shown = Shown(summarize.history(summaries), from_summaries=True, prefmatcher=prefmatcher)
         else:
-            shown = Shown(setting.context(instance).text, prefmatcher=prefmatcher)
+            shown = Shown(context.text, prefmatcher=prefmatcher)
         for name, chain in CHAINS.items():
             if task in (name, "both"):
                 chain(instance, shown, self)
@@ -119,6 +128,16 @@ class AnswerlessAsker(StepAsker):
     def summaries(self, sessions: Sequence[Session]) -> list[dict]:
         """Stand-ins of the sessions' summaries (the summary setting)."""
         raise NotImplementedError
+
+    def context(self, instance: Instance, setting: Setting) -> Context:
+        """What the strategy shows of ``instance`` (its own ``context``)."""
+        return setting.context(instance)
+
+    def strategy_failed(self, instance: Instance, exc: Exception) -> None:
+        """The strategy raised on ``instance`` (a run records it as the instance's failure):
+        by default BadInput, one line naming the instance and the error."""
+        raise BadInput(f"instance {instance.instance_id}: the context strategy raised (a run fails the instance): "
+                       f"{type(exc).__name__}: {exc}") from exc
 
 
 def needed_steps(task: str, setting: Setting) -> list[steps.Step]:
@@ -184,13 +203,15 @@ class Pipeline:
             record = self.store.load(instance, self.setting.name, self.models["evaluated"].name)
             outcome.already_done = self.is_finished(record.data)
             record.ensure_scorer(self.scorer, self.models["evaluator"].label, self.models["matcher"].label)
-            outcome.skip_reason = self.setting.skip_reason(instance)
+            asker = InstanceSteps(self, record)
+            # A finished instance's strategy is not asked again: its file says what it did.
+            outcome.skip_reason = record.data.get("skipped") if outcome.already_done \
+                else self._skip_reason(instance, record, asker)
             if outcome.skip_reason:
                 outcome.status = "skipped"
                 record.set_field("skipped", outcome.skip_reason)
             else:
-                asker = InstanceSteps(self, record)
-                shown = self._shown(instance, record, asker)
+                shown = None if asker.failures else self._shown(instance, record, asker)
                 if shown is not None:
                     tasks = [t for t in ("inference", "generation") if self.task in (t, "both")]
                     # The last chain runs beside, in the chain pool; the first in this thread.
@@ -206,7 +227,7 @@ class Pipeline:
                     outcome.release = release_outcomes_of_record(record.data, self.scorer)
                 if outcome.release:
                     record.set_field("release", outcome.release, self.scorer)
-        except (ModelConfigurationError, RunCancelled, StorageError, BatchDeferred):
+        except STOPS:
             raise
         except Exception as exc:
             if CANCEL.is_set():  # the run is stopping and its pools are shut: left for a rerun
@@ -229,6 +250,22 @@ class Pipeline:
             outcome.generation_score = result
             record.set_field("generation", {"score": result}, self.scorer)
 
+    def _skip_reason(self, instance: Instance, record: InstanceRecord, asker: "InstanceSteps") -> str | None:
+        """The strategy's reason to skip the instance; its error is the instance's failure."""
+        try:
+            return self.setting.skip_reason(instance)
+        except STOPS:
+            raise
+        except Exception as exc:  # the strategy's own code (a user's) raised
+            self._strategy_failed(record, asker, exc)
+            return None
+
+    @staticmethod
+    def _strategy_failed(record: InstanceRecord, asker: "InstanceSteps", exc: Exception) -> None:
+        reason = redact(f"{type(exc).__name__}: {exc}")
+        record.set_field("shown", {"positions": None, "history_tokens": None, "error": reason})
+        asker.failures.append(("context", reason))
+
     def _shown(self, instance: Instance, record: InstanceRecord, asker: "InstanceSteps") -> Shown | None:
         """What the chains show, with the sessions the strategy kept recorded in the instance
         file (session_recall.py); None when the strategy or the summaries it needs failed
@@ -236,13 +273,16 @@ class Pipeline:
         if self.setting.preference_given:
             record.save()
             return Shown(preference_given=True, prefmatcher=self.prefmatcher)
-        try:
-            context = self.setting.context(instance)
-        except Exception as exc:  # the strategy's own code (a user's) raised
-            reason = redact(f"{type(exc).__name__}: {exc}")
-            record.set_field("shown", {"positions": None, "history_tokens": None, "error": reason})
-            asker.failures.append(("context", reason))
-            return None
+        # What the strategy returned for this instance before: shown again, not asked again.
+        context = kept_context(self.setting, instance, record.data)
+        if context is None:
+            try:
+                context = self.setting.context(instance)
+            except STOPS:  # an LLM-backed strategy's model refused its key, the run is stopping...
+                raise
+            except Exception as exc:  # the strategy's own code (a user's) raised
+                self._strategy_failed(record, asker, exc)
+                return None
         record.set_field("shown", shown_record(context, self.setting.summaries))
         if not self.setting.summaries:
             return Shown(context.text, prefmatcher=self.prefmatcher)

@@ -17,8 +17,8 @@ import re
 import sys
 
 from cupid import config
-from cupid.evaluation.console import print_summary, print_sweep_table
-from cupid.evaluation.run_spec import TASKS
+from cupid.evaluation.console import print_interaction_summary, print_summary, print_sweep_table
+from cupid.evaluation.run_spec import EVALUATION_TASKS
 from cupid.utils.command_line import (Parser, generation_params, non_negative_int, positive_float, positive_int,
                                       print_error, program_name)
 from cupid.utils.errors import BadInput, CupidError, Interrupted
@@ -49,8 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--matcher_url", default=config.PREFMATCHER_BASE_URL,
                    help="base URL of the PrefMatcher server (also CUPID_PREFMATCHER_URL); several, "
                         "comma-separated (URL1,URL2), are asked round-robin")
-    p.add_argument("--task", choices=TASKS, default="inference",
-                   help="inference: infer the preference; generation: answer the request; both")
+    p.add_argument("--task", choices=EVALUATION_TASKS, default="inference",
+                   help="inference: infer the preference; generation: answer the request; both; "
+                        "interaction: answer the request, then the user simulator's feedback, until it "
+                        "is satisfied or --max_rounds (docs/interaction.md)")
+    p.add_argument("--simulator", default=config.DEFAULT_SIMULATOR,
+                   help="with --task interaction: the user simulator's model (Appendix B.4's prompt, "
+                        "temperature 0.3, max_tokens 8192, as the release sends it)")
+    p.add_argument("--max_rounds", type=positive_int, default=config.DEFAULT_MAX_ROUNDS,
+                   help="with --task interaction: the evaluated model's replies at most, each scored by "
+                        "the simulator (an unsatisfied dialogue counts at this cap)")
+    p.add_argument("--judge_final", action="store_true",
+                   help="with --task interaction: the evaluator also judges each finished dialogue's last "
+                        "reply (Figure 16's judge, as the generation task judges its response)")
     p.add_argument("--setting", type=setting_argument, default="default", metavar="STRATEGY",
                    help="what the model is shown of the prior sessions: default (all 8); none (no session); oracle (only the "
                         "sessions with the current preference); summary (Figure 23's summaries); "
@@ -58,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "bm25:k=N or dense:k=N (the N closest to the request, oldest first); your own: "
                         "path/file.py:Class, package.module:Class or a cupid.strategies entry point "
                         "(docs/strategies.md). Each setting has its own results directory")
+    p.add_argument("--strategy_model", default=None, metavar="MODEL",
+                   help="the LLM a strategy that asks one (uses_model) is given, named as --model is; "
+                        "default: the evaluator. Its calls are cached and counted apart (memory cost)")
     p.add_argument("--results_dir", default="results",
                    help="results go to RESULTS_DIR/<model>/ (and /<setting>/ for other settings)")
     source = p.add_argument_group("data (default: the Hugging Face dataset)")
@@ -201,13 +215,21 @@ def run_one(arguments: dict) -> tuple[int, dict | None]:
         run = evaluate(**arguments)
     except Interrupted as exc:
         if exc.results is not None:
-            print_summary(exc.results, exc.results_path)
+            show(exc.results, exc.results_path)
         print(redact(exc.message), file=sys.stderr)
         return exit_now(exc.exit_code), exc.results
     except CupidError as exc:
         return exit_now(print_error(exc)), None
-    print_summary(run.results, run.run_dir / "results.json")
+    show(run.results, run.run_dir / "results.json")
     return (1 if run.failed else 0), run.results
+
+
+def show(results: dict, path) -> None:
+    """The summary of a run's results (the interactive task's its own)."""
+    if results.get("task") == "interaction":
+        print_interaction_summary(results, path)
+    else:
+        print_summary(results, path)
 
 
 def console() -> None:

@@ -4,6 +4,7 @@ ValueError) naming the argument, before anything runs."""
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
@@ -20,6 +21,10 @@ from cupid.utils.models.pacing import parse_rate_limit
 from cupid.utils.models.model import Model
 
 
+# The tasks of a run: the benchmark's (settings.TASKS) and the interactive one (interaction.py).
+EVALUATION_TASKS = (*TASKS, "interaction")
+
+
 @dataclass
 class RunSpec:
     model: str | Model
@@ -32,6 +37,7 @@ class RunSpec:
     shard: tuple[int, int] | None = None
     task: str = "inference"
     setting: Any = "default"          # a name (settings.py) or a strategy object
+    strategy_model: str | Model | None = None  # the LLM an LLM-backed strategy asks; None: the evaluator
     results_dir: str = "results"
     n_workers: int = 4
     use_matcher: bool = False
@@ -48,13 +54,18 @@ class RunSpec:
     progress_every: int = 0
     log_file: str | None = None
     exclude_filtered: bool = False     # results read from a filtered or refused answer left out
+    simulator: str | Model = config.DEFAULT_SIMULATOR  # --task interaction: the user simulator's model
+    max_rounds: int = config.DEFAULT_MAX_ROUNDS                # --task interaction: the evaluated model's replies at most
+    judge_final: bool = False          # --task interaction: the evaluator judges each dialogue's last reply
 
     def __post_init__(self) -> None:
-        for name in ("model", "evaluator"):
+        for name in ("model", "evaluator", "simulator", "strategy_model"):
             value = getattr(self, name)
+            if name == "strategy_model" and value is None:
+                continue
             if not isinstance(value, Model) and not (isinstance(value, str) and value.strip()):
                 raise BadInput(f"{name}: expected a model name or a Model instance, got {value!r}")
-        checks = {"limit": positive_int, "n_workers": positive_int, "timeout": positive_float,
+        checks = {"limit": positive_int, "n_workers": positive_int, "max_rounds": positive_int, "timeout": positive_float,
                   "max_retries": non_negative_int, "progress_every": non_negative_int, "seed": non_negative_int}
         for name, check in checks.items():
             value = getattr(self, name)
@@ -62,7 +73,7 @@ class RunSpec:
                 if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                     raise BadInput(f"{name}: expected a number, got {value!r}")
                 setattr(self, name, _checked(name, check, str(value)))
-        for name in ("use_matcher", "no_cache", "batch", "exclude_filtered"):
+        for name in ("use_matcher", "no_cache", "batch", "exclude_filtered", "judge_final"):
             if not isinstance(getattr(self, name), bool):
                 raise BadInput(f"{name}: expected true or false, got {getattr(self, name)!r}")
         for name in ("dataset", "split", "revision", "results_dir", "matcher_url", "log_file", "data"):
@@ -71,8 +82,8 @@ class RunSpec:
                 setattr(self, name, value := str(value))
             if value is not None and not isinstance(value, str):
                 raise BadInput(f"{name}: expected a string, got {value!r}")
-        if self.task not in TASKS:
-            raise BadInput(f"task: expected one of {', '.join(TASKS)}, got {self.task!r}")
+        if self.task not in EVALUATION_TASKS:
+            raise BadInput(f"task: expected one of {', '.join(EVALUATION_TASKS)}, got {self.task!r}")
         self.setting_: Setting = setting_named(self.setting)  # BadInput naming what is wrong
         if self.shard is not None and not isinstance(self.shard, tuple):
             self.shard = _checked("shard", parse_shard, str(self.shard))
@@ -94,25 +105,56 @@ class RunSpec:
         if self.revision is not None and self.data is not None:
             raise BadInput("revision: selects a version of the hub dataset; it does not apply to "
                            "local data (data, --data, --data_dir)")
-        if self.task not in self.setting_.tasks:
+        if self.task == "interaction":  # its first round is the generation task's request
+            if "generation" not in self.setting_.tasks:
+                raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
+            problem = self.interaction_unsupported()
+            if problem:
+                raise BadInput(problem)
+        elif self.task not in self.setting_.tasks:
             raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
+        if self.strategy_model is not None and not self.setting_.uses_model:
+            raise BadInput(f"strategy_model: setting {self.setting_.name} asks no LLM (a strategy asks one with "
+                           f"uses_model = True, docs/strategies.md)")
+        if self.judge_final and self.task != "interaction":
+            raise BadInput("judge_final applies to task interaction only (the generation task judges its response)")
         if self.matcher_args and not self.use_matcher:
             raise BadInput("matcher_args needs use_matcher")
         if self.batch and self.no_cache:
             raise BadInput("batch keeps the batches' answers in the cache; drop no_cache")
 
+    def interaction_unsupported(self) -> str | None:
+        """Why --task interaction cannot run with these arguments yet (None: it can)."""
+        if self.use_matcher:
+            return "use_matcher: does not apply to task interaction (no checklist is matched)"
+        if self.setting_.summaries:
+            return f"setting {self.setting_.name}: session summaries are not supported with task interaction yet"
+        if self.setting_.uses_model:
+            return f"setting {self.setting_.name}: a strategy that asks an LLM is not supported with task interaction yet"
+        if self.exclude_filtered:
+            return "exclude_filtered: not supported with task interaction yet"
+        return None
+
     def resolve_models(self) -> dict[str, Model]:
-        """Each role's model: "model", "evaluator", and "matcher" with ``use_matcher``."""
+        """Each role's model: "model", "evaluator", "strategy" for a strategy that asks an LLM
+        (``strategy_model``, else the evaluator's, as a model of its own), and "matcher" with
+        ``use_matcher``."""
         from cupid.utils.models.registry import resolve_model
 
         # A role's overrides: the seed for every role, then the role's own *_args (which win);
         # none when the user chose none: the benchmark's parameters.
         seed = {} if self.seed is None else {"seed": self.seed}
+        # A caller's Model object is copied, not rewritten: the run sets its overrides, cache and
+        # usage on the copy (clients and weights are shared, not duplicated).
+        own = lambda value: copy.copy(value) if isinstance(value, Model) else value  # noqa: E731
         common = {"timeout": self.timeout, "max_retries": self.max_retries}
-        models = {"model": resolve_model(self.model, role="evaluated", overrides={**seed, **(self.model_args or {})},
+        models = {"model": resolve_model(own(self.model), role="evaluated", overrides={**seed, **(self.model_args or {})},
                                          **common),
-                  "evaluator": resolve_model(self.evaluator, role="evaluator",
+                  "evaluator": resolve_model(own(self.evaluator), role="evaluator",
                                              overrides={**seed, **(self.evaluator_args or {})}, **common)}
+        if self.setting_.uses_model:  # a Model object of its own (a copy): its usage is counted apart
+            chosen = self.strategy_model if self.strategy_model is not None else self.evaluator
+            models["strategy"] = resolve_model(own(chosen), role="strategy", overrides=seed, **common)
         if self.use_matcher:
             models["matcher"] = resolve_model(f"vllm:{config.PREFMATCHER_MODEL}@{self.matcher_url}", role="matcher",
                                               overrides={**seed, **(self.matcher_args or {})}, **common)
@@ -120,7 +162,8 @@ class RunSpec:
 
     def instances(self) -> tuple[InstanceSource, Any]:
         """The data, validated in full, and the instances the run selects (its shard's)."""
-        source = InstanceSource(data_path=self.data, dataset=None if self.data else self.dataset,
+        data = bundled_path(str(self.data)) if self.data else self.data  # a dry run's path too
+        source = InstanceSource(data_path=data, dataset=None if self.data else self.dataset,
                                 split=self.split, limit=self.limit, revision=self.revision)
         source.validate()
         return source, ShardedInstances(source, *self.shard) if self.shard else source

@@ -9,16 +9,49 @@ from __future__ import annotations
 from typing import Iterable
 
 from cupid.evaluation.metrics import mean
-from cupid.evaluation.settings import Context
-from cupid.utils.dataset import INSTANCE_TYPES
+from cupid.evaluation.settings import Context, Setting
+from cupid.utils.dataset import INSTANCE_TYPES, Instance
 
 
 def shown_record(context: Context, summaries: bool) -> dict:
     """The instance file's ``shown``: the 1-based positions shown (None when the strategy
-    only rendered text) and the history text's size (None when summaries are shown instead),
-    estimated as the file's ``history.history_tokens`` is, 4 characters a token."""
-    return {"positions": None if context.positions is None else list(context.positions),
-            "history_tokens": None if summaries else max(1, round(len(context.text) / 4))}
+    only rendered text), the history text's size (None when summaries are shown instead),
+    estimated as the file's ``history.history_tokens`` is, 4 characters a token, and the
+    text a strategy rendered (``text``), so that a resumed instance shows what it showed."""
+    record = {"positions": None if context.positions is None else list(context.positions),
+              "history_tokens": None if summaries else max(1, round(len(context.text) / 4))}
+    if context.rendered:
+        record["text"] = context.text
+    if context.model_usage is not None:  # an LLM-backed strategy's calls for this instance
+        record["model_usage"] = context.model_usage
+    return record
+
+
+def recorded_selection(record: dict, n_sessions: int) -> tuple[list[int] | None, str | None, dict | None] | None:
+    """What an instance file records its strategy returned, (positions, rendered text, the
+    usage of its LLM calls), when it can be shown again as it was; None when it records
+    none, or a failure."""
+    shown = record.get("shown")
+    if not isinstance(shown, dict) or shown.get("error") or "positions" not in shown:
+        return None
+    positions, text = shown.get("positions"), shown.get("text")
+    if positions is None and not isinstance(text, str):
+        return None  # rendered text not kept (an older file): the strategy is asked again
+    if positions is not None and not (isinstance(positions, list) and all(
+            isinstance(p, int) and not isinstance(p, bool) and 1 <= p <= n_sessions for p in positions)):
+        return None
+    usage = shown.get("model_usage")
+    return positions, text if isinstance(text, str) else None, usage if isinstance(usage, dict) else None
+
+
+def kept_context(setting: Setting, instance: Instance, record: dict) -> Context | None:
+    """What an instance file says its strategy showed, to be shown again without asking the
+    strategy (the run directory is the strategy's identity's); None when the file does not
+    say it in full (a rendering strategy's text not kept: an older file)."""
+    kept = recorded_selection(record, len(instance.prior_interactions))
+    if kept is None or (kept[1] is None and callable(getattr(setting.strategy, "render", None))):
+        return None
+    return setting.recorded_context(instance, *kept)
 
 
 def instance_selection(record: dict) -> dict | None:

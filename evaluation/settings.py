@@ -10,16 +10,31 @@ instance is skipped, not failed), and the flags ``summaries`` (Figure 23's summa
 selected sessions), ``preference_given`` and ``tasks``. ``--setting`` names one as
 ``NAME[:key=value,...]``: a built-in name, ``path/file.py:Class``, ``package.module:Class``
 or a ``cupid.strategies`` entry point, loaded as the user's models are. Its canonical name
-(parameters sorted) names its run directory, so ``recent:k=2`` and ``recent:k=4`` never mix.
+(parameters sorted) names its run directory, so ``recent:k=2`` and ``recent:k=4`` never mix;
+a user's strategy's name ends with a hash of what it is (its class, parameters and source
+file's content), so two files of one name, or a file before and after an edit, never share a
+run.
+
+A strategy is given a view of the instance (strategy_view.py): blind (the current request and
+the prior sessions' dialogues) unless it declares ``uses_labels = True``; what it selected or
+rendered is then read from the instance's own data, by position.
 """
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+import hashlib
+import inspect
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
+from cupid.evaluation.memory import Memory
 from cupid.evaluation.retrieval import BM25, Dense, Recent
 from cupid.evaluation.steps.layouts import format_session_log
+from cupid.evaluation.strategy_model import ForecastingModel, counting
+from cupid.evaluation.strategy_view import unchanged, view_of
 from cupid.utils.dataset import Instance, Session
 from cupid.utils.errors import BadInput
 
@@ -43,7 +58,8 @@ class NoHistory:
 
 
 class Oracle:
-    """Only the sessions whose preference is the current one."""
+    """Only the sessions whose preference is the current one (it reads the labels)."""
+    uses_labels = True
 
     def select(self, instance: Instance) -> Sequence[Session]:
         keep = set(instance.relevant_positions())
@@ -61,6 +77,7 @@ class Summary(Default):
 class OraclePreference:
     """Generation given the true preference, no sessions."""
     preference_given = True
+    uses_labels = True
     tasks = ("generation",)
 
     def select(self, instance: Instance) -> Sequence[Session]:
@@ -68,25 +85,32 @@ class OraclePreference:
 
 
 BUILT_IN = {"default": Default, "none": NoHistory, "oracle": Oracle, "summary": Summary, "oracle_preference": OraclePreference,
-            "recent": Recent, "bm25": BM25, "dense": Dense}
+            "recent": Recent, "bm25": BM25, "dense": Dense, "memory": Memory}
 
 
 @dataclass(frozen=True)
 class Context:
     """What a strategy shows of one instance: the history text, and the sessions it selected
-    with their 1-based positions (None when it only renders text)."""
+    with their 1-based positions (None when it only renders text); ``rendered``: the text is
+    the strategy's own (``render``), not the session log of its sessions."""
     text: str
     sessions: tuple[Session, ...] | None
     positions: tuple[int, ...] | None
+    rendered: bool = False
+    model_usage: dict | None = None  # an LLM-backed strategy's calls for it (strategy_model.py)
 
 
 @dataclass(frozen=True)
 class Setting:
     """A strategy under its canonical name (``recent:k=2``); ``spec`` loads a user's code again
-    from any directory (recorded in run.json)."""
+    from any directory (recorded in run.json); ``identity`` is what a user's strategy is (its
+    class, parameters and source's hash; None for a built-in), whose hash ends its name."""
     name: str
     strategy: Any
     spec: str | None = None
+    identity: dict | None = field(default=None, compare=False)  # its hash ends the name, which compares
+    # A user's strategy's selection per instance (by fingerprint): called once per process.
+    _kept: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def summaries(self) -> bool:
@@ -97,29 +121,84 @@ class Setting:
         return bool(getattr(self.strategy, "preference_given", False))
 
     @property
+    def uses_labels(self) -> bool:
+        """Whether the strategy reads the instance's labels (declared with ``uses_labels =
+        True``, as the oracle does; the true preference given is one too)."""
+        return bool(getattr(self.strategy, "uses_labels", False)) or self.preference_given
+
+    @property
     def tasks(self) -> tuple[str, ...]:
         return tuple(getattr(self.strategy, "tasks", TASKS))
+
+    @property
+    def uses_model(self) -> bool:
+        """Whether the strategy asks an LLM (``uses_model = True``): the harness gives it one
+        as ``strategy.model`` (strategy_model.py)."""
+        return bool(getattr(self.strategy, "uses_model", False))
+
+    def give_model(self, model: Any) -> None:
+        """The LLM the strategy asks (a ``StrategyModel``), given before it is called."""
+        try:
+            self.strategy.model = model
+        except AttributeError as exc:
+            raise BadInput(f"setting {self.name}: uses_model is set but its model cannot be given to it "
+                           f"({exc})") from None
+
+    def view(self, instance: Instance) -> Any:
+        """What the strategy is given of ``instance`` (strategy_view.py)."""
+        return view_of(instance, self.name, self.uses_labels)
 
     def skip_reason(self, instance: Instance) -> str | None:
         """Why the strategy does not apply to an instance (it is skipped, not failed)."""
         reason = getattr(self.strategy, "skip_reason", None)
-        return reason(instance) if callable(reason) else None
+        if not callable(reason):
+            return None
+        fingerprint = instance.fingerprint()
+        found = reason(self.view(instance))
+        unchanged(instance, fingerprint, self.name)
+        return found
 
     def context(self, instance: Instance) -> Context:
+        """What the strategy shows of ``instance``: the sessions it selected, read from the
+        instance by position, or the text it rendered."""
+        fingerprint = instance.fingerprint()
+        model = getattr(self.strategy, "model", None) if self.uses_model else None
+        if self.uses_model and model is None:
+            raise RuntimeError(f"setting {self.name}: uses_model is set but no model was given to it")
+        # What the strategy returned is kept per instance, unless its answers were stand-ins.
+        keep = self.identity is not None and not isinstance(model, ForecastingModel)
+        kept = self._kept.get(fingerprint) if keep else None
+        if kept is not None:
+            return self.recorded_context(instance, *kept)
+        view = self.view(instance)
         select, render = (getattr(self.strategy, name, None) for name in ("select", "render"))
-        sessions = positions = None
-        if callable(select):
-            sessions = tuple(select(instance))
-            positions = self._positions(instance, sessions)
-        if callable(render):
-            text = render(instance)
-            if not isinstance(text, str):
-                raise TypeError(f"setting {self.name}: render() returned a {type(text).__name__}, not a str")
-            return Context(text, sessions, positions)
-        return Context(format_session_log(sessions), sessions, positions)
+        positions = text = None
+        with counting() as spent:
+            if callable(select):
+                positions = self._positions(instance, view, tuple(select(view)))
+            if callable(render):
+                text = render(view)
+                if not isinstance(text, str):
+                    raise TypeError(f"setting {self.name}: render() returned a {type(text).__name__}, not a str")
+        unchanged(instance, fingerprint, self.name)
+        usage = dict(spent) if self.uses_model else None
+        if keep:
+            self._kept[fingerprint] = (positions, text, usage)
+        return self.recorded_context(instance, positions, text, usage)
 
-    def _positions(self, instance: Instance, sessions: tuple) -> tuple[int, ...]:
-        prior = instance.prior_interactions
+    @staticmethod
+    def recorded_context(instance: Instance, positions: Sequence[int] | None, text: str | None,
+                         model_usage: dict | None = None) -> Context:
+        """The context of the given 1-based positions (None: the strategy named none) and
+        rendered text (None: the session log of those sessions), from the instance's data."""
+        sessions = None if positions is None else tuple(instance.prior_interactions[p - 1] for p in positions)
+        rendered = text is not None
+        if text is None:
+            text = format_session_log(sessions or ())
+        return Context(text, sessions, None if positions is None else tuple(positions), rendered, model_usage)
+
+    def _positions(self, instance: Instance, view: Any, sessions: tuple) -> tuple[int, ...]:
+        prior = view.prior_interactions
         by_identity = {id(s): i for i, s in enumerate(prior, start=1)}
         positions = []
         for session in sessions:
@@ -136,14 +215,17 @@ class Setting:
 def setting_named(value: Any) -> Setting:
     """The setting ``--setting`` names (``NAME[:key=value,...]``), or a strategy object
     (``evaluate(setting=MyStrategy())``: named by its ``name`` attribute, else its class).
-    BadInput names what is wrong."""
+    A user's strategy's name ends with ``@`` and its identity's hash. BadInput names what is
+    wrong."""
     if isinstance(value, Setting):
         return value
     if not isinstance(value, str):
         kind = type(value)
         name = getattr(value, "name", None) or (kind.__qualname__ if kind.__module__ == "__main__"
                                                 else f"{kind.__module__}:{kind.__qualname__}")
-        return Setting(str(name), _checked(value, str(name)))
+        strategy = _checked(value, str(name))
+        identity = strategy_identity(kind, _simple_attributes(value))
+        return Setting(f"{name}@{identity['hash']}", strategy, identity=identity)
     text = value.strip()
     head, params = _split_parameters(text)
     suffix = ":" + ",".join(f"{k}={v}" for k, v in sorted(params.items())) if params else ""
@@ -170,7 +252,39 @@ def setting_named(value: Any) -> Setting:
             raise BadInput(f"setting {text}: {exc}") from None
     elif params:
         raise BadInput(f"setting {text}: {head} is an object, not a class: it takes no parameters")
-    return Setting(name + suffix, _checked(strategy, text), spec)
+    strategy = _checked(strategy, text)
+    if head in BUILT_IN:
+        return Setting(name + suffix, strategy, spec)
+    made = isinstance(found, type) or callable(found) and not _is_strategy(found)
+    identity = strategy_identity(found if made else type(found), params if made else _simple_attributes(found))
+    return Setting(f"{name}{suffix}@{identity['hash']}", strategy, spec, identity)
+
+
+def strategy_identity(code: Any, parameters: dict) -> dict:
+    """What a user's strategy is: its class (or factory), its parameters and the hash of its
+    source file's content (as imported), with a short hash of the three that ends its name."""
+    module = sys.modules.get(getattr(code, "__module__", None) or "")
+    digest = getattr(module, "__cupid_source_sha256__", None)
+    if digest is None:
+        try:
+            digest = hashlib.sha256(Path(inspect.getsourcefile(code) or "").read_bytes()).hexdigest()
+        except (OSError, TypeError):
+            try:  # a class defined where no file holds it: its own source, if Python kept it
+                digest = hashlib.sha256(inspect.getsource(code).encode("utf-8")).hexdigest()
+            except (OSError, TypeError):
+                digest = None
+    identity = {"class": getattr(code, "__qualname__", type(code).__qualname__),
+                "parameters": {k: parameters[k] for k in sorted(parameters)}, "source_sha256": digest}
+    canonical = json.dumps(identity, sort_keys=True, ensure_ascii=False, default=repr)
+    return {"hash": hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:10], **identity}
+
+
+def _simple_attributes(strategy: Any) -> dict:
+    """A strategy object's parameters, as far as they can be told: its public attributes that
+    are numbers, strings, booleans or None (not ``model``, which the harness gives it)."""
+    simple = (str, int, float, bool, type(None))
+    return {k: v for k, v in sorted(getattr(strategy, "__dict__", {}).items())
+            if not k.startswith("_") and k != "model" and isinstance(v, simple)}
 
 
 def _is_strategy(found: Any) -> bool:
@@ -196,6 +310,8 @@ def _split_parameters(text: str) -> tuple[str, dict]:
         key, eq, raw = (part.strip() for part in item.partition("="))
         if not eq or not key.isidentifier():
             raise BadInput(f"setting {text}: expected key=value parameters after the name, got {item!r}")
+        if key in params:
+            raise BadInput(f"setting {text}: parameter {key} is given twice; give each parameter once")
         params[key] = _typed(raw)
     return head, params
 

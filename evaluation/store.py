@@ -66,12 +66,16 @@ def now() -> str:
 
 def run_dir_for(results_dir: str | Path, model_name: str, setting: str) -> Path:
     """``RESULTS_DIR/<model>`` for the default setting, else its subdirectory named after the
-    setting's canonical name (``recent:k=2`` -> ``recent_k=2``; a name with other characters
-    made safe, with a hash)."""
+    setting's canonical name (``recent:k=2`` -> ``recent_k=2``, ``mine.py:Mine@0a1b2c3d4e`` ->
+    ``mine.py_Mine-0a1b2c3d4e``; a name with other characters made safe, with a hash)."""
     base = Path(results_dir) / safe_name(model_name)
     if setting == "default":
         return base
-    name = re.sub(r"[:,]", "_", setting)
+    # A user's strategy's name ends with "@" and its identity's hash: "-hash" in the directory.
+    head, hashed, digest = setting.rpartition("@")
+    if not hashed or not re.fullmatch(r"[0-9a-f]{10}", digest):
+        head, digest = setting, ""
+    name = re.sub(r"[:,]", "_", head) + (f"-{digest}" if digest else "")
     return base / (name if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._=-]{0,119}", name) else safe_name(setting))
 
 

@@ -2,10 +2,18 @@
 checklists → dialogues → instances. Run it as ``cupid-synth`` (or ``python -m
 synthesis.run``); from Python, ``from cupid.synthesis import synthesize``. The validation of
 §3.2: ``cupid-validate``, ``from cupid.synthesis import validate``."""
+
+if __name__ == "synthesis":  # imported from an uninstalled checkout, as ``python -m synthesis.…``
+    import importlib.util
+
+    if importlib.util.find_spec("cupid") is None:
+        raise SystemExit("error: the harness is not installed: in this checkout run "
+                         "`pip install -r requirements.txt` (or `pip install -e .`), then `cupid-synth --help`")
+
 import importlib
 
 
-_ENGINES = {"synthesize": "api", "SynthesisResult": "api", "validate": "validation", "ValidationResult": "validation"}
+_ENGINES = {"synthesize": "api", "SynthesisResult": "api", "validate": "validation.engine", "ValidationResult": "validation.engine"}
 
 
 def __getattr__(name: str):

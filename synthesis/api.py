@@ -142,7 +142,7 @@ def run_logging(log_file: str | None) -> Iterator[None]:
     our loggers' levels, which ``logging.basicConfig(force=True)`` replaces, put back.
     Raises StorageError when the log file cannot be opened."""
     from cupid.utils.io import open_log_file
-    from cupid.utils.models.cache import PRINTED
+    from cupid.utils import events
     from cupid.utils.redact import RedactingFormatter
 
     root, ours = logging.getLogger(), ("cupid", "synthesis", "evaluation")
@@ -155,11 +155,11 @@ def run_logging(log_file: str | None) -> Iterator[None]:
         formatter = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
         for handler in handlers:
             handler.setFormatter(formatter)
-        handlers[0].addFilter(lambda record: not getattr(record, PRINTED, False))  # printed once already
         logging.basicConfig(level=logging.WARNING, handlers=handlers, force=True)
         for name in ours:
             logging.getLogger(name).setLevel(logging.INFO)
-        yield
+        with events.routed(log_handler=handlers[1] if log_file else None):  # a line each on stderr already
+            yield
     finally:
         for handler in root.handlers:
             if handler not in saved_handlers:

@@ -16,101 +16,38 @@ asks the user simulator, and ends the dialogue when it says END). So a dialogue 
 """
 from __future__ import annotations
 
-import re
 from typing import Generator
 
+from cupid.evaluation.steps import user_simulator
+from cupid.evaluation.steps.user_simulator import (CONTINUE_HEADER, ITEMS_HEADER, MESSAGE_HEADER,  # noqa: F401
+                                                   SCORE_HEADER, InvalidUserTurn, opening_turn)
 from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
 from cupid.utils.models.errors import ModelCallFailed
 from cupid.utils.models.model import Model
-from cupid.utils.answers import ParseError
 from cupid.utils.prompts import load_prompt
 
-USER_PROMPT = "synthesis/user_simulator"
+USER_PROMPT = user_simulator.PROMPT
 ASSISTANT_PROMPT = "synthesis/assistant_simulator"
 # As the release sends them (interaction_simulator.py's constructors).
-USER_SIMULATOR_PARAMS = {"temperature": 0.3, "max_tokens": 8192}
+USER_SIMULATOR_PARAMS = user_simulator.PARAMS
 ASSISTANT_SIMULATOR_PARAMS = {"temperature": 0.7, "max_tokens": 2048}
-# A user simulator's answer that cannot be parsed is asked again this many times in all
-# (UserSimulator.N_RETRIES), with the same request.
-USER_SIMULATOR_TRIES = 3
-
-CONTINUE_HEADER = "#### Continue or End?"
-ITEMS_HEADER = "#### Selected Checklist Items"
-MESSAGE_HEADER = "#### Your Message"
-SCORE_HEADER = "#### Evaluation Score"
-
-# The layout of the user simulator's answer, followed by the embedded model only (see
-# Request.answer_grammar); hosted models answer unconstrained, as in the release.
-USER_SIMULATOR_GRAMMAR = r'''root ::= "#### Evaluation of AI Assistant's Response\n\n" line line? line? "\n#### Evaluation Score\n\n" score "\n\n#### Continue or End?\n\n" status "\n\n#### Selected Checklist Items\n\n" line line? "\n#### Thinking\n\n" line "\n#### Your Message\n\n" line
-score ::= "10" | [1-9]
-status ::= "CONTINUE" | "END"
-line ::= [^\n#] [^\n]{0,400} "\n"
-'''
-# The embedded model's user simulator ends the dialogue at its second message: left to choose,
-# it went on after 6 of 7 first messages (measured), so that a dialogue ran to --max_turns.
-ENDING_USER_SIMULATOR_GRAMMAR = USER_SIMULATOR_GRAMMAR.replace('status ::= "CONTINUE" | "END"', 'status ::= "END"')
-
-
-class InvalidUserTurn(ParseError):
-    """An answer the release's user-simulator parser would reject (it asks again)."""
-
-
-def opening_turn(request: str) -> str:
-    """The user simulator's stand-in first answer, whose message is the request."""
-    return (f"#### Evaluation of AI Assistant's Response\n\nN/A\n\n#### Evaluation Score\n\nN/A"
-            f"\n\n#### Continue or End?\n\nCONTINUE\n\n#### Selected Checklist Items\n\nN/A\n\n"
-            f"#### Thinking\n\nN/A\n\n#### Your Message\n\n{request}")
-
-
-def parse_user_turn(text: str) -> tuple[str, bool, int | None]:
-    """(message, ended, score) of a user-simulator answer. Raises InvalidUserTurn where the
-    release's parser fails, and also on an empty message or a status that is neither
-    CONTINUE nor END (the release reads anything but END as CONTINUE)."""
-    parts = text.split(CONTINUE_HEADER)
-    if len(parts) < 2:
-        raise InvalidUserTurn(f"the answer lacks '{CONTINUE_HEADER}'")
-    after = parts[1].split(ITEMS_HEADER)
-    if len(after) < 2:
-        raise InvalidUserTurn(f"the answer lacks '{ITEMS_HEADER}' after '{CONTINUE_HEADER}'")
-    status, rest = after[0], after[1]
-    if MESSAGE_HEADER not in rest:
-        raise InvalidUserTurn(f"the answer lacks '{MESSAGE_HEADER}' after '{ITEMS_HEADER}'")
-    message = rest.split(MESSAGE_HEADER)[1].strip()
-    status = status.strip()
-    if status not in ("CONTINUE", "END"):
-        raise InvalidUserTurn(f"'{CONTINUE_HEADER}' must be CONTINUE or END, got {status[:40]!r}")
-    if not message:
-        raise InvalidUserTurn("the message is empty")
-    score = None
-    if SCORE_HEADER in text:
-        found = re.search(r"\d+", text.split(SCORE_HEADER, 1)[1].split(CONTINUE_HEADER, 1)[0])
-        score = int(found.group()) if found else None
-    return message, status == "END", score
+USER_SIMULATOR_TRIES = user_simulator.TRIES
+USER_SIMULATOR_GRAMMAR = user_simulator.GRAMMAR
+ENDING_USER_SIMULATOR_GRAMMAR = user_simulator.ENDING_GRAMMAR
+parse_user_turn = user_simulator.parse
 
 
 def user_simulator_system_prompt(persona_description: str, session: dict, checklist: list[str]) -> str:
-    system, _ = load_prompt(USER_PROMPT).render(
-        user_profile=persona_description, context_factor=session["context_factor"],
-        preference=session["contextual_preference"],
-        checklist="\n".join(f"{i}. {item}" for i, item in enumerate(checklist, start=1)))
-    return system
+    return user_simulator.system_prompt(persona_description, session["context_factor"],
+                                        session["contextual_preference"], checklist)
 
 
 def ask_user_simulator(model: Model, system: str, chat: list[dict], first_variant: int,
                        messages_before: int = 0) -> Answer:
-    """The answer: its raw text (stripped), its tries, and its value ``parse_user_turn``'s.
-    An unparseable answer is asked again with the same request, as the release does, up to
-    USER_SIMULATOR_TRIES times in all. ``messages_before``: the user simulator's messages so
-    far in the dialogue."""
-    ending = messages_before > 0 and getattr(model, "supports_answer_grammar", False)
-    try:
-        return ask_until_usable(model, system, chat, parse_user_turn, tries=USER_SIMULATOR_TRIES,
-                                invalid=(InvalidUserTurn,), first_variant=first_variant, strip=True,
-                                answer_grammar=ENDING_USER_SIMULATOR_GRAMMAR if ending else USER_SIMULATOR_GRAMMAR,
-                                **USER_SIMULATOR_PARAMS)
-    except UnusableAnswer as exc:
-        raise UnusableAnswer(f"user simulator answer unusable after {USER_SIMULATOR_TRIES} tries: "
-                             f"{exc.reason}", exc.answer) from None
+    """The user simulator's answer (evaluation/steps/user_simulator.py's ``ask``);
+    ``messages_before``: its messages so far in the dialogue (from the second on, the embedded
+    model is held to END)."""
+    return user_simulator.ask(model, system, chat, first_variant=first_variant, ending=messages_before > 0)
 
 
 def _nonempty(reply: str) -> str:

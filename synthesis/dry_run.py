@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from cupid.synthesis import personas as persona_stage
 from cupid.synthesis.dialogues import assistant_reply, ask_user_simulator, opening_turn, user_simulator_system_prompt
-from cupid.synthesis.factors import generate_factors
-from cupid.synthesis.journey import FINAL, persona_journey
+from cupid.synthesis import stages as stage_table
+from cupid.synthesis.factors import FACTOR_TOKENS, PREFERENCE_TOKENS
+from cupid.synthesis.journey import FINAL
 from cupid.synthesis.outputs import OutputDir
-from cupid.synthesis.sessions import generate_sessions
+from cupid.synthesis.sessions import REQUEST_TOKENS, SESSION_TOKENS
 from cupid.synthesis.settings import SynthesisConfig, stage_models
 from cupid.synthesis.taxonomy import load_occupations, load_taxonomy
 from cupid.evaluation.steps import decompose
@@ -27,10 +28,6 @@ from cupid.utils.errors import BadInput
 from cupid.utils.io import read_json
 
 DESCRIPTION_TOKENS = 250      # one persona's description (and its occupation) in the answer
-FACTOR_TOKENS = 80            # one context factor with its preference and task types
-SESSION_TOKENS = 100          # one session (scenario, factor, preference, request)
-REQUEST_TOKENS = 50           # a session's request, inside SESSION_TOKENS
-PREFERENCE_TOKENS = 30        # a contextual preference
 CHECKLIST_TOKENS = 80         # a decomposed checklist (up to 4 questions)
 USER_TURNS = 3                # user-simulator turns per dialogue before it ends it
 USER_ANSWER_TOKENS = 200      # the user simulator's whole answer (evaluation, score, message)
@@ -100,29 +97,19 @@ def forecast_persona(cfg: SynthesisConfig, out: OutputDir, persona: dict, taxono
     pid = persona["persona_id"]
     description = persona.get("description") or filler(DESCRIPTION_TOKENS, "persona")
 
-    factors_path = out.artifact(pid, "factors.json")
-    if factors_path.exists():
-        factors = read_json(factors_path)["factors"]
-    else:
-        request = render(lambda: generate_factors(render_only["synthesizer"], description, cfg.n_factors,
-                                                  taxonomy, max_attempts=1))
-        roles["synthesizer"].add_request("factors", request, FACTOR_TOKENS * cfg.n_factors)
-        factors = [{"context_factor": f"Factor {i}: {filler(8, 'factor')}",
-                    "contextual_preference": filler(PREFERENCE_TOKENS, f"preference{i}"),
-                    "task_types": ["writing"]} for i in range(1, cfg.n_factors + 1)]
-
-    sessions_path = out.artifact(pid, "sessions.json")
-    if sessions_path.exists():
-        sessions = read_json(sessions_path)["sessions"]
-    else:
-        journey = persona_journey(cfg.seed, pid, cfg.n_sessions, factors)
-        request = render(lambda: generate_sessions(render_only["synthesizer"], description, factors,
-                                                   journey, taxonomy, max_attempts=1))
-        roles["synthesizer"].add_request("sessions", request, SESSION_TOKENS * cfg.n_sessions)
-        sessions = [{"index": i, "role": role, "context_factor": factors[(i - 1) % len(factors)]["context_factor"],
-                     "contextual_preference": factors[(i - 1) % len(factors)]["contextual_preference"],
-                     "request": filler(REQUEST_TOKENS, "request")}
-                    for i, role in enumerate(journey.roles, start=1)]
+    # The persona stages (stages.py), each rendered by its own code; a stand-in of its answer's
+    # shape for the stages after it, unless an earlier run left its artifact.
+    shown, artifacts = dict(persona, description=description), {}
+    for row in stage_table.persona_stages():
+        path = out.artifact(pid, f"{row.name}.json")
+        if path.exists():
+            artifacts[row.name] = read_json(path)
+            continue
+        hooks, inputs = row.hooks(), {i: artifacts[i] for i in row.inputs if i in artifacts}
+        request = render(lambda: hooks.request(render_only[row.roles[0]], shown, inputs, cfg, taxonomy, max_attempts=1))
+        roles[row.roles[0]].add_request(row.name, request, hooks.answer_tokens(cfg))
+        artifacts[row.name] = hooks.stand_in(shown, inputs, cfg)
+    sessions = artifacts["sessions"]["sessions"]
 
     preferences = list(dict.fromkeys(s["contextual_preference"] for s in sessions))
     checklists_path = out.artifact(pid, "checklists.json")

@@ -21,6 +21,31 @@ PARAMS = {"temperature": 1.0, "max_tokens": 8192}
 NONE_VALUES = {"", "n/a", "na", "none", "null", "-", "not applicable"}
 
 
+# -- the stage's hooks (synthesis/stages.py) --------------------------------------------
+FACTOR_TOKENS = 80      # the dry run's assumption: one context factor with its preference and task types
+PREFERENCE_TOKENS = 30  # ... and its contextual preference
+
+
+def request(model: Model, persona: dict, inputs: dict, cfg, taxonomy: Taxonomy, **attempts: Any) -> Answer:
+    return generate_factors(model, persona["description"], cfg.n_factors, taxonomy, **attempts)
+
+
+def document(answer: Answer, persona: dict, inputs: dict, cfg) -> dict:
+    return answer.value
+
+
+def stand_in(persona: dict, inputs: dict, cfg) -> dict:
+    from cupid.utils.forecast import filler
+
+    return {"factors": [{"context_factor": f"Factor {i}: {filler(8, 'factor')}",
+                         "contextual_preference": filler(PREFERENCE_TOKENS, f"preference{i}"),
+                         "task_types": ["writing"]} for i in range(1, cfg.n_factors + 1)]}
+
+
+def answer_tokens(cfg) -> int:
+    return FACTOR_TOKENS * cfg.n_factors
+
+
 def generate_factors(model: Model, persona_description: str, n_factors: int, taxonomy: Taxonomy, *,
                      max_attempts: int, first_variant: int = 0,
                      previous: tuple[str, str] | None = None) -> Answer:

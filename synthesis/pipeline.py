@@ -1,6 +1,6 @@
-"""The synthesis pipeline (§3, Appendix B): seven resumable stages over many personas.
-
-The output directory's layout is synthesis/outputs.py's.
+"""The synthesis pipeline (§3, Appendix B): the resumable stages of synthesis/stages.py over
+many personas. The output directory's layout is synthesis/outputs.py's; the tasks that fan out
+from a persona's sessions (checklists, dialogues, instances) are synthesis/fan_out.py's.
 
 Each artifact is written atomically as soon as it exists; a stage skips the work whose
 artifact exists, and the response cache replays finished calls (also mid-dialogue), so a
@@ -24,27 +24,23 @@ import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Generator
+from functools import partial
+from typing import Any, Callable
 
 from cupid.utils.models.batch import BatchDeferred, runner_for
 from cupid.utils.models.cache import CACHE_DIR, ResponseCache
 from cupid.utils.models.registry import check_models
 from cupid.utils.models.retry import cancel_all, reset_cancel
 from cupid.synthesis import personas as persona_stage
-from cupid.synthesis.dialogues import dialogue_steps
-from cupid.synthesis.factors import generate_factors
-from cupid.synthesis.instances import INSTANCE_TYPES, persona_instances
-from cupid.synthesis.journey import FINAL, persona_journey
+from cupid.synthesis import stages as stage_table
+from cupid.synthesis.fan_out import FanOutStages
 from cupid.synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner, run_batched
-from cupid.synthesis.sessions import generate_sessions
 from cupid.synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
-                                model_label, stage_models)
+                                stage_models)
 from cupid.synthesis.outputs import (BATCHES_FILE, Failure, FailureLog, OutputDir, OutputDirInUse,
                                output_dir_lock)
 from cupid.synthesis.summary import write_summary
 from cupid.synthesis.taxonomy import load_taxonomy
-from cupid.evaluation.steps import decompose
 from cupid.utils.models.asking import UnusableAnswer
 from cupid.utils.models.errors import ModelCallFailed
 from cupid.utils.io import StorageError, atomic_write_json, check_writable, read_json
@@ -57,24 +53,12 @@ __all__ = ["OutputDirInUse", "SettingsError", "SettingsMismatch", "Synthesis", "
 log = logging.getLogger(__name__)
 
 
-STAGES = ("templates", "descriptions", "factors", "sessions", "checklists", "dialogues", "instances")
 # Dialogues in flight per worker (synthesis/scheduler.py): enough that they end the run
 # together, few enough that personas keep being completed during a long run.
 DIALOGUES_PER_WORKER = 4
 
 
-@dataclass
-class PersonaState:
-    """What a persona's checklist and dialogue tasks share once its sessions exist."""
-    persona: dict
-    preferences: list[str]                                   # distinct, in session order
-    waiting: list[dict]                                      # sessions whose dialogue waits for a checklist
-    dialogues_left: int
-    checklists: dict[str, list[str]] = field(default_factory=dict)
-    instances_submitted: bool = False
-
-
-class Synthesis(OutputDir):
+class Synthesis(FanOutStages, OutputDir):
     def __init__(self, cfg: SynthesisConfig) -> None:
         cfg.check()
         self.cfg = cfg
@@ -94,15 +78,17 @@ class Synthesis(OutputDir):
         self.personas: list[dict] = []
         self.waiting: Counter = Counter()  # tasks of this pass waiting for a batch round
         self._description_batches: dict[str, tuple[str, ...]] = {}  # persona id -> its batch
-        # The most calls one task of each stage makes in sequence (a dialogue: max_turns
-        # assistant replies and max_turns - 1 user-simulator messages).
-        self.priorities = CriticalPathFirst(list(zip(STAGES, (0, 1, 1, 1, 1, 2 * cfg.max_turns - 1, 0))))
+        # The most calls one task of each stage makes in sequence (synthesis/stages.py).
+        self.priorities = CriticalPathFirst([(row.name, row.weight(cfg)) for row in stage_table.STAGES])
 
     def _count(self, stage: str, done: int = 0, skipped: int = 0) -> None:
         with self._lock:
             stats = self.stats.setdefault(stage, Counter(done=0, skipped=0))
             stats["done"] += done
             stats["skipped"] += skipped
+        progress = getattr(self, "progress", None)
+        if skipped and progress is not None:
+            progress.found_done(stage, skipped)
 
     # =====================================================================================
     # Stage 1: persona templates
@@ -178,7 +164,7 @@ class Synthesis(OutputDir):
             self._submit("descriptions", self.task_describe, batch)
         for persona in personas:
             if persona.get("description"):
-                self._submit("factors", self.task_factors, persona)
+                self.after("descriptions", persona)
 
     def _generate(self, stage: str, persona_ids: list[str], generate: Callable[..., Answer]) -> Answer | None:
         """``generate``'s answer, continuing an earlier run's failed attempts at ``stage``;
@@ -203,160 +189,51 @@ class Synthesis(OutputDir):
             self.update_personas(self.personas)
         self._count("descriptions", done=len(batch))
         for persona in batch:
-            self._submit("factors", self.task_factors, persona)
+            self.after("descriptions", persona)
 
-    # -- Stages 3 and 4 write one artifact each: generate, or skip what exists ------------
-    def _generate_artifact(self, persona: dict, stage: str, generate: Callable[..., Answer],
-                           document: Callable[[Answer], dict]) -> bool:
-        """Stage ``stage``'s artifact of a persona: skipped when it exists, else generated
-        and written. False when it failed."""
-        path = self.artifact(persona["persona_id"], f"{stage}.json")
-        if path.exists():
-            self._count(stage, skipped=1)
+    # -- The table's hand-offs, and its persona stages (stages.py) --------------------------
+    def has_artifact(self, name: str, persona: dict) -> bool:
+        """Whether ``name``'s work for ``persona`` is on disk (what a stage waiting on it reads)."""
+        if name == "templates":
             return True
-        generated = self._generate(stage, [persona["persona_id"]], generate)
-        if generated is None:
-            return False
-        atomic_write_json(path, {**document(generated), "attempts": generated.attempts})
-        self._count(stage, done=1)
-        return True
+        if name == "descriptions":
+            return bool(persona.get("description"))
+        return self.artifact(persona["persona_id"], f"{name}.json").exists()
 
-    # -- Stage 3: context factors (Figure 17) ----------------------------------------------
-    def task_factors(self, persona: dict) -> None:
-        def generate(**attempts: Any) -> Answer:
-            return generate_factors(self.models["synthesizer"], persona["description"],
-                                    self.cfg.n_factors, self.taxonomy, **attempts)
-        if self._generate_artifact(persona, "factors", generate, lambda g: g.value):
-            self._submit("sessions", self.task_sessions, persona)
+    def after(self, name: str, persona: dict) -> None:
+        """``name`` is done for ``persona``: start each stage that reads it once all it reads is
+        there. The dialogues and instances are started by the checklists as they come."""
+        starters = {"checklists": self.after_sessions}
+        for row in stage_table.waiting_on(name):
+            start = (partial(self._submit, row.name, self.task_persona_stage, row) if row.persona_stage
+                     else starters.get(row.name))
+            if start is None or not all(self.has_artifact(i, persona) for i in row.inputs
+                                        if stage_table.stage(i).persona_stage or i == "descriptions"):
+                continue
+            with self._lock:  # once a pass: a stage with two inputs hears of both
+                if (row.name, persona["persona_id"]) in self._started:
+                    continue
+                self._started.add((row.name, persona["persona_id"]))
+            start(persona)
 
-    # -- Stage 4: sessions (Figure 18) from the journey template ---------------------------
-    def task_sessions(self, persona: dict) -> None:
+    def task_persona_stage(self, row: stage_table.Stage, persona: dict) -> None:
+        """A persona stage's artifact: skipped when it exists, else generated and written."""
         pid = persona["persona_id"]
-        journey = None
-
-        def generate(**attempts: Any) -> Answer:
-            nonlocal journey
-            factors = read_json(self.artifact(pid, "factors.json"))["factors"]
-            journey = persona_journey(self.cfg.seed, pid, self.cfg.n_sessions, factors)
-            return generate_sessions(self.models["synthesizer"], persona["description"], factors,
-                                     journey, self.taxonomy, **attempts)
-        if self._generate_artifact(persona, "sessions", generate,
-                                   lambda g: {"journey": asdict(journey), **g.value}):
-            self.after_sessions(persona)
-
-    # -- Stage 5: a checklist per distinct session preference ------------------------------
-    def after_sessions(self, persona: dict) -> None:
-        pid = persona["persona_id"]
-        sessions = read_json(self.artifact(pid, "sessions.json"))["sessions"]
-        preferences = list(dict.fromkeys(s["contextual_preference"] for s in sessions))
-        prior = [s for s in sessions if s["role"] != FINAL]  # the final session is only its request
-        missing = [s for s in prior if not self.dialogue_path(pid, s["index"]).exists()]
-        self._count("dialogues", skipped=len(prior) - len(missing))
-        state = PersonaState(persona=persona, preferences=preferences, waiting=missing,
-                             dialogues_left=len(missing))
-        path = self.artifact(pid, "checklists.json")
+        path = self.artifact(pid, f"{row.name}.json")
         if path.exists():
-            self._count("checklists", skipped=1)
-            for preference, checklist in read_json(path).items():
-                self.checklist_ready(state, preference, checklist)
+            self._count(row.name, skipped=1)
         else:
-            for preference in preferences:
-                self._submit("checklists", self.task_checklist, state, preference)
-
-    def task_checklist(self, state: "PersonaState", preference: str) -> None:
-        pid = state.persona["persona_id"]
-        if self.failure_log.has(pid):
-            return
-        try:
-            checklist = decompose.checklist(self.models["decomposer"], preference)
-        except (UnusableAnswer, ModelCallFailed) as exc:
-            failure = Failure.of(pid, "checklists", exc, prefix=f"decomposing {preference!r}: ")
-            failure.next_variant = 0
-            self.failure_log.record(failure)
-            return
-        self.checklist_ready(state, preference, checklist)  # decompose.parse: entries of text, one or more
-
-    def checklist_ready(self, state: "PersonaState", preference: str, checklist: list[str]) -> None:
-        """Record a checklist and start the dialogues that were waiting for it."""
-        pid = state.persona["persona_id"]
-        with self._lock:
-            state.checklists[preference] = checklist
-            complete = len(state.checklists) == len(state.preferences)
-            ready = [s for s in state.waiting if s["contextual_preference"] == preference]
-            state.waiting = [s for s in state.waiting if s["contextual_preference"] != preference]
-        if complete and not self.artifact(pid, "checklists.json").exists():
-            atomic_write_json(self.artifact(pid, "checklists.json"),
-                              {p: state.checklists[p] for p in state.preferences})
-            self._count("checklists", done=1)
-        for session in ready:
-            self._submit("dialogues", self.task_dialogue, state, session, checklist)
-        self._maybe_instances(state)
-
-    # -- Stage 6: dialogues, each as soon as its checklist exists --------------------------
-    def task_dialogue(self, state: "PersonaState", session: dict, checklist: list[str]) -> Continue | None:
-        persona = state.persona
-        pid = persona["persona_id"]
-        if self.failure_log.has(pid):
-            return None  # a sibling failed; spend nothing more on this persona
-        steps = dialogue_steps(
-            self.models["user_simulator"], self.models["assistant_simulator"],
-            persona["description"], session, checklist, max_turns=self.cfg.max_turns,
-            max_attempts=self.cfg.max_attempts, first_variant=self.dialogue_first_variant(pid, session["index"]))
-        return self._dialogue_step(state, session, steps, 0)
-
-    def _dialogue_step(self, state: "PersonaState", session: dict, steps: Generator[None, None, dict],
-                       calls_made: int) -> Continue | None:
-        """One call of a dialogue; the rest waits in the queue as a new task."""
-        pid = state.persona["persona_id"]
-        try:
-            next(steps)
-        except StopIteration as finished:
-            dialogue = finished.value
-        except (UnusableAnswer, ModelCallFailed) as exc:
-            failure = Failure.of(pid, "dialogues", exc, prefix=f"session {session['index']}: ")
-            self.dialogue_failed(pid, session["index"], failure.next_variant,
-                                 failure.reason.removeprefix(f"session {session['index']}: "))
-            self.failure_log.record(failure)
-            return None
-        else:
-            return Continue(self.priorities.key("dialogues", calls_made + 1), self._dialogue_step,
-                            (state, session, steps, calls_made + 1))
-        self.write_dialogue(pid, session["index"], dialogue)
-        self._count("dialogues", done=1)
-        with self._lock:
-            state.dialogues_left -= 1
-        self._maybe_instances(state)
-        return None
-
-    def _maybe_instances(self, state: "PersonaState") -> None:
-        with self._lock:
-            ready = (state.dialogues_left == 0 and len(state.checklists) == len(state.preferences)
-                     and not state.instances_submitted)
-            state.instances_submitted |= ready
-        if ready:
-            self._submit("instances", self.task_instances, state.persona)
-
-    # -- Stage 7: instances ----------------------------------------------------------------
-    def task_instances(self, persona: dict) -> None:
-        pid = persona["persona_id"]
-        if self.failure_log.has(pid):
-            return
-        paths = [self.instance_path(pid, t) for t in INSTANCE_TYPES]
-        if all(p.exists() for p in paths):
-            self._count("instances", skipped=len(paths))
-        else:
-            try:
-                rows = persona_instances(self, pid, self.cfg.seed, {
-                    "synthesizer": model_label(self.cfg.model),
-                    "user_simulator": model_label(self.cfg.user_model),
-                    "assistant_simulator": model_label(self.cfg.assistant_model)})
-            except (ValueError, KeyError) as exc:
-                self.failure_log.record(Failure(pid, "instances", f"{type(exc).__name__}: {exc}"))
+            hooks = row.hooks()
+            inputs = {i: read_json(self.artifact(pid, f"{i}.json")) for i in row.inputs
+                      if stage_table.stage(i).persona_stage}
+            generated = self._generate(row.name, [pid], lambda **attempts: hooks.request(
+                self.models[row.roles[0]], persona, inputs, self.cfg, self.taxonomy, **attempts))
+            if generated is None:
                 return
-            for row, path in zip(rows, paths):
-                atomic_write_json(path, row)
-            self._count("instances", done=len(rows))
-        self.failure_log.overcome(pid)
+            atomic_write_json(path, {**hooks.document(generated, persona, inputs, self.cfg),
+                                     "attempts": generated.attempts})
+            self._count(row.name, done=1)
+        self.after(row.name, persona)
 
     # =====================================================================================
     # The whole run
@@ -387,10 +264,11 @@ class Synthesis(OutputDir):
         """The task graph over what is on disk, until no task is left (batch mode runs
         several passes: scheduler.run_batched)."""
         self.waiting.clear()
+        self._started: set[tuple[str, str]] = set()  # (stage, persona id) started in this pass
         self.runner = TaskRunner(self.cfg.n_workers,
                                  windows={"dialogues": DIALOGUES_PER_WORKER * self.cfg.n_workers},
                                  on_error=self._stop_on_refused_write)
-        self.progress = Progress(STAGES, self.cfg.show_progress)
+        self.progress = Progress(stage_table.names(), self.cfg.show_progress)
         try:
             self.plan(list(self.personas))
             if self.templates_missing:  # made in the first pass (no model call)

@@ -35,8 +35,12 @@ import logging
 import queue
 import sys
 import threading
+import time
 from collections import Counter
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+from cupid.utils import events
+from cupid.utils.progress import HEARTBEAT_S, clock_text
 
 from cupid.utils.models.batch import MAX_ROUNDS, run_in_rounds
 
@@ -174,28 +178,74 @@ class TaskRunner:
 
 
 class Progress:
-    """One progress bar per stage; totals grow as tasks are submitted."""
+    """Per stage, the tasks submitted, done, and found done on disk (a resumed run's work). On a
+    terminal, one bar per stage; off one (``show`` None and no terminal: SLURM, CI, nohup), a
+    line at least every ``heartbeat_s`` with each stage's counts, and a last one at the end."""
 
-    def __init__(self, stages: tuple[str, ...], show: bool | None) -> None:
-        from tqdm.auto import tqdm
-
+    def __init__(self, stages: tuple[str, ...], show: bool | None, heartbeat_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        lines = show is None and not sys.stderr.isatty()
         show = sys.stderr.isatty() if show is None else show
         self._lock = threading.Lock()
-        self.bars = {stage: tqdm(total=0, desc=f"{i}/{len(stages)} {stage}", position=i - 1, disable=not show,
-                                 dynamic_ncols=True, leave=True)
-                     for i, stage in enumerate(stages, start=1)}
+        self._clock, self._started = clock, clock()
+        self.counts = {stage: Counter(total=0, done=0, found=0) for stage in stages}
+        self.bars: dict[str, Any] = {}
+        if show:  # no tqdm at all otherwise: even a disabled bar starts tqdm's monitor thread
+            from tqdm.auto import tqdm
+
+            self.bars = {stage: tqdm(total=0, desc=f"{i}/{len(stages)} {stage}", position=i - 1,
+                                     dynamic_ncols=True, leave=True)
+                         for i, stage in enumerate(stages, start=1)}
+        self._stop = threading.Event()
+        self._heartbeat = None
+        if lines:
+            self._heartbeat = threading.Thread(target=self._beat, args=(heartbeat_s or HEARTBEAT_S,), name="cupid-progress",
+                                               daemon=True)
+            self._heartbeat.start()
 
     def add(self, stage: str) -> None:
         with self._lock:
-            bar = self.bars[stage]
-            bar.total += 1
-            bar.refresh()
+            self.counts[stage]["total"] += 1
+            if stage in self.bars:
+                self.bars[stage].total += 1
+                self.bars[stage].refresh()
 
     def done(self, stage: str) -> None:
         with self._lock:
-            self.bars[stage].update(1)
+            self.counts[stage]["done"] += 1
+            if stage in self.bars:
+                self.bars[stage].update(1)
+
+    def found_done(self, stage: str, n: int) -> None:
+        """``n`` of the stage's artifacts were on disk already (a resumed run): said beside its tasks."""
+        with self._lock:
+            counts = self.counts[stage]
+            counts["found"] += n
+            if stage in self.bars:
+                self.bars[stage].set_postfix_str(f"{counts['found']} found done", refresh=True)
+
+    def line(self) -> str:
+        elapsed = self._clock() - self._started
+        with self._lock:
+            parts = [f"{stage} {c['done']}/{c['total']}" + (f" ({c['found']} found done)" if c["found"] else "")
+                     for stage, c in self.counts.items() if c["total"] or c["found"]]
+            ran = sum(c["done"] for c in self.counts.values())
+        rate = f", {60 * ran / elapsed:.1f} tasks/min" if ran and elapsed >= 1 else ""
+        return (f"progress synthesis: {', '.join(parts) or 'starting'}{rate}, elapsed {clock_text(elapsed)} "
+                f"(each stage's tasks grow as the stages before it finish)")
+
+    def _beat(self, interval: float) -> None:
+        last = self._clock()
+        while not self._stop.wait(min(interval / 4, 1.0)):
+            if self._clock() - last >= interval:
+                events.progress(self.line())
+                last = self._clock()
 
     def close(self) -> None:
+        if self._heartbeat is not None:
+            self._stop.set()
+            self._heartbeat.join()
+            events.progress(self.line())
         for bar in self.bars.values():
             bar.close()
 

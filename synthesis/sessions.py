@@ -2,6 +2,7 @@
 once with the release's prompt from the journey template, and checked against it."""
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import yaml
@@ -12,7 +13,7 @@ from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_f
 from cupid.utils.answers import ParseError, as_list, parse_yaml
 from cupid.synthesis.factors import PREFERENCE
 from cupid.utils.models.asking import Answer
-from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure
+from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure, persona_journey
 from cupid.synthesis.taxonomy import Taxonomy
 from cupid.utils.prompts import load_prompt
 
@@ -29,6 +30,39 @@ def format_factors(factors: list[dict]) -> str:
                           "task_types": f.get("task_types_written", f["task_types"])}
                          for f in factors]}
     return yaml.dump(shown, default_flow_style=False)
+
+
+# -- the stage's hooks (synthesis/stages.py) --------------------------------------------
+SESSION_TOKENS = 100  # the dry run's assumption: one session (scenario, factor, preference, request)
+REQUEST_TOKENS = 50   # ... its request
+
+
+def journey_of(persona: dict, inputs: dict, cfg) -> Journey:
+    """The persona's journey template: drawn from the seed and the persona's factors alone."""
+    return persona_journey(cfg.seed, persona["persona_id"], cfg.n_sessions, inputs["factors"]["factors"])
+
+
+def request(model: Model, persona: dict, inputs: dict, cfg, taxonomy: Taxonomy, **attempts: Any) -> Answer:
+    return generate_sessions(model, persona["description"], inputs["factors"]["factors"],
+                             journey_of(persona, inputs, cfg), taxonomy, **attempts)
+
+
+def document(answer: Answer, persona: dict, inputs: dict, cfg) -> dict:
+    return {"journey": asdict(journey_of(persona, inputs, cfg)), **answer.value}
+
+
+def stand_in(persona: dict, inputs: dict, cfg) -> dict:
+    from cupid.utils.forecast import filler
+
+    factors = inputs["factors"]["factors"]
+    return {"sessions": [{"index": i, "role": role, "context_factor": factors[(i - 1) % len(factors)]["context_factor"],
+                          "contextual_preference": factors[(i - 1) % len(factors)]["contextual_preference"],
+                          "request": filler(REQUEST_TOKENS, "request")}
+                         for i, role in enumerate(journey_of(persona, inputs, cfg).roles, start=1)]}
+
+
+def answer_tokens(cfg) -> int:
+    return SESSION_TOKENS * cfg.n_sessions
 
 
 def generate_sessions(model: Model, persona_description: str, factors: list[dict], journey: Journey,

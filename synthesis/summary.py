@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from cupid.synthesis import stages as stage_table
 from cupid.synthesis.instances import INSTANCE_TYPES
 from cupid.synthesis.settings import shaping_settings
 from cupid.utils.io import atomic_write_json, read_json
@@ -15,7 +16,8 @@ def write_summary(run, wall_time: float, stopped: str | None = None) -> dict:
     counts = {"personas_requested": len(run.personas), "personas_complete": 0,
               "personas_failed": len(run.failure_log.failures), "sessions": 0, "dialogues": 0,
               "dialogues_satisfied": 0, "instances": 0}
-    regenerations = {"descriptions": 0, "factors": 0, "sessions": 0, "dialogues": 0}
+    persona_stages = [row.name for row in stage_table.persona_stages()]
+    regenerations = {"descriptions": 0, **dict.fromkeys(persona_stages, 0), "dialogues": 0}
     turns: list[int] = []
     batches_seen = set()
     for persona in run.personas:
@@ -24,7 +26,7 @@ def write_summary(run, wall_time: float, stopped: str | None = None) -> dict:
         if persona.get("description_attempts") and batch not in batches_seen:
             batches_seen.add(batch)
             regenerations["descriptions"] += persona["description_attempts"] - 1
-        for stage in ("factors", "sessions"):
+        for stage in persona_stages:
             path = run.artifact(pid, f"{stage}.json")
             if path.exists():
                 document = read_json(path)

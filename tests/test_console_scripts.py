@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {"cupid-eval": "evaluation.run", "cupid-synth": "synthesis.run",
            "cupid-report": "evaluation.report", "cupid-synth-report": "synthesis.report",
            "cupid-self-enhancement": "studies.self_enhancement", "cupid-match-agreement": "evaluation.match_agreement",
-           "cupid-validate": "synthesis.validate"}
+           "cupid-validate": "synthesis.validation.cli"}
 
 
 INSTALLED_BIN = os.environ.get("CUPID_INSTALLED_BIN")

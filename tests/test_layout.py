@@ -243,3 +243,36 @@ def test_every_test_folder_is_a_package_mirroring_a_product_folder():
         mirrored = ROOT / folder.relative_to(TESTS)
         assert mirrored.is_dir(), f"{folder.relative_to(ROOT)} mirrors no folder of the product"
     assert (TESTS / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("command", ["evaluation.run", "synthesis.run", "studies.self_enhancement"])
+def test_an_uninstalled_checkout_says_in_one_line_what_to_run(command):
+    """``python -m evaluation.run`` from a checkout whose package is not installed (``-S``: no
+    site-packages, so no installed ``cupid``): one line naming the install, no traceback."""
+    result = subprocess.run([sys.executable, "-S", "-m", command, "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "is not installed" in result.stderr and "pip install -r requirements.txt" in result.stderr
+
+
+# The modules whose job is to print for a command (its output, its summary, its errors). Every
+# other module is an engine, a step or a store: what it has to say is an event (utils/events.py).
+PRINTING_MODULES = {
+    "cupid.evaluation.console", "cupid.evaluation.run", "cupid.evaluation.dry_run", "cupid.evaluation.match_agreement",
+    "cupid.evaluation.report.command", "cupid.studies.self_enhancement", "cupid.synthesis.run", "cupid.synthesis.report",
+    "cupid.synthesis.validation.cli", "cupid.utils.command_line", "cupid.utils.forecast",
+    "cupid.utils.io",  # the log file's own handler, when the log cannot be written: no event can carry that
+}
+
+
+def print_calls(path: Path) -> int:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return sum(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+               for node in ast.walk(tree))
+
+
+def test_only_the_commands_print():
+    printing = {name for name, path in product_modules().items() if print_calls(path)}
+    assert printing - PRINTING_MODULES == set(), "an engine prints: emit an event (utils/events.py) instead"
+    assert PRINTING_MODULES - printing == set(), "a module listed as printing no longer prints: drop it"

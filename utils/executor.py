@@ -52,9 +52,9 @@ def iter_with_progress(fn: Callable[[T], R], items: Iterable[T], *, n_workers: i
                 item = pending.pop(future)
                 result = future.result()
                 bar.update(1)
-                if postfix is not None:
-                    bar.set_postfix(postfix(), refresh=False)
                 yield item, result
+                if postfix is not None:  # once the caller has taken this result into its figures
+                    bar.set_postfix(postfix(), refresh=True)
             refill()
     except BaseException:
         # Ctrl-C, or an error escaping fn: queued items are dropped and the caller is not

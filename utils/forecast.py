@@ -88,6 +88,7 @@ class RoleForecast:
     # (tokens one call of a request spends reasoning, why): ``role_forecast`` sets it.
     reasoning: Callable[[Request], tuple[int, str]] | None = field(default=None, repr=False)
     reasoning_basis: str = ""
+    in_process: bool = False  # answered in this process (the embedded model, a user's __call__): no rate limit
 
     def add(self, step: str, input_tokens: int, output_tokens: int, calls: int = 1,
             reasoning_tokens: int = 0) -> None:
@@ -116,6 +117,7 @@ class RoleForecast:
         for step, (calls, tin, tout, reasoning) in other.by_step.items():
             self.add(step, tin, tout, calls, reasoning)
         self.reasoning_basis = self.reasoning_basis or other.reasoning_basis
+        self.in_process = self.in_process or other.in_process
 
     def cost(self, batch: bool) -> float | None:
         """USD online, or with --batch (a role that --batch leaves online pays the online price)."""
@@ -131,6 +133,7 @@ def role_forecast(role: str, model: Model, batch: bool | None = None,
     figure for each request (``Model.forecast_reasoning_tokens``). ``batch``: whether --batch
     sends the role's calls through a batch API (default: whether the model has one)."""
     forecast = RoleForecast(role, model.name, model.batch_adapter() is not None if batch is None else batch)
+    forecast.in_process = model.provider in ("embedded", "scripted", "custom")  # no provider, no rate limit
     mean = (recorded or {}).get(model.name)
     if mean is not None:
         basis = f"{mean:,.0f} tokens a call, the mean the earlier run in the output directory recorded"
@@ -224,7 +227,7 @@ def summary(roles: list[RoleForecast], limits: dict) -> dict:
             "reasoning_tokens": forecast.reasoning_tokens, "reasoning_basis": forecast.reasoning_basis,
             "cost_usd": forecast.cost(False), "batch_cost_usd": forecast.cost(True),
             "priced": forecast.cost(False) is not None, "batchable": forecast.batchable,
-            "time_s": seconds,
+            "time_s": seconds, "in_process": forecast.in_process,
             "by_step": {step: {"calls": c, "input_tokens": i, "output_tokens": o, "reasoning_tokens": r}
                         for step, (c, i, o, r) in forecast.by_step.items()},
         }
@@ -285,9 +288,15 @@ def print_forecast(result: dict, header: list[str], rendered: str, assumptions: 
         print("reasoning: the tokens a model thinks before it answers, billed as output and counted "
               "in output tok; " + "; ".join(f"{', '.join(roles)} ({model}): {basis}"
                                             for (model, basis), roles in reasoning.items()), file=out)
-    if any(v["time_s"] is None for v in result["roles"].values()):
+    unknown = [v for v in result["roles"].values() if v["time_s"] is None]
+    if any(not v.get("in_process") for v in unknown):
         print("time: unknown without --rate_limit [MODEL=]tpm=N,rpm=N (a run learns the provider's "
               "limits from its response headers, which a dry run does not ask for)", file=out)
+    local = sorted({v["model"] for v in unknown if v.get("in_process")})
+    if local:
+        print(f"time: {', '.join(local)} answer{'s' * (len(local) == 1)} in this process, at this machine's speed "
+              f"(no rate limit applies; the embedded model reads about 180 prompt tokens a second on 2 cores, "
+              f"`python benchmarks/embedded_model_speed.py` measures it here)", file=out)
     for note in [f"how: {TOKEN_COUNTING}.", f"{rendered}, assuming:", *(f"  - {a}" for a in assumptions)]:
         print(note, file=out)
     if as_json:

@@ -14,6 +14,7 @@
     error_types.py  Table 2's draw and classification (--error_types);  error_table.py  Table 2
     strategies.py   the context strategies' section and figure (session recall, F1 and judge score)
     self_enhancement.py  Figure 10's matrix (cupid-self-enhancement)
+    interaction.py  --task interaction's section and page;  interaction_measures.py  its measures
     match_agreement.py   the matcher's meta-evaluation (cupid-match-agreement);
                     annotation_page.py  its Figure 12 annotation page
     command.py      the command line

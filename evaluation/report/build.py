@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from cupid.evaluation.report import interaction
 from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.error_table import add_csv_columns, case_rows, table2_section
 from cupid.evaluation.report.export import write_samples
@@ -20,7 +21,7 @@ from cupid.evaluation.report.gaps import Gap, find_gaps, gaps_markdown
 from cupid.evaluation.report.html_report import write_html_report
 from cupid.evaluation.report.published import paper_model_name, scorer_kind
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
-from cupid.evaluation.report.strategies import strategies_figure_data, strategies_section
+from cupid.evaluation.report.strategies import memory_cost_section, strategies_figure_data, strategies_section
 from cupid.evaluation.report.tables import (coverage_section, differences_section, generation_table,
                                       inference_table)
 from cupid.utils.cycle_collection import paused_cycle_collection
@@ -30,7 +31,7 @@ from cupid.utils.io import atomic_write_text, clean_orphan_tmp
 @dataclass
 class ReportFiles:
     markdown: Path
-    csv: Path
+    csv: Path | None      # None: interactive runs only
     figures: list[Path]
     analysis: Analysis
     gaps: list[Gap]
@@ -58,10 +59,19 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         # The report never shows the raw answer of a step done at its first attempt.
         an = Analysis(results_dir, n_bootstrap=n_bootstrap, seed=seed, n_length_bins=n_length_bins,
                       min_bin_size=min_bin_size, keep_raw=False, exclude_filtered=exclude_filtered)
-        if not an.runs:
+        interactive = interaction.find_runs(results_dir, n_bootstrap, seed)
+        if not an.runs and not interactive:
             notes = f" ({'; '.join(an.ignored)})" if an.ignored else ""
             raise FileNotFoundError(f"{results_dir}: no evaluation run directories (no run.json of an "
                                     f"evaluation run found){notes}")
+        if not an.runs:  # interactive runs only: their section and page
+            output.mkdir(parents=True, exist_ok=True)
+            md_path = output / "report.md"
+            drawn = interaction.write_figure(interactive, output) if figures else None
+            atomic_write_text(md_path, f"# CUPID evaluation report\n\nResults: `{results_dir}`\n\n"
+                                       + interaction.section(interactive, results_dir, drawn) + "\n")
+            page = interaction.write_page(interactive, output, data_paths) if html else None
+            return ReportFiles(md_path, None, [drawn] if drawn else [], an, [], [], "", page)
         gaps = find_gaps(an, results_dir)
         output.mkdir(parents=True, exist_ok=True)
         # Its time and a random tail ("20261123T101500Z-3f9a1c").
@@ -74,7 +84,13 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         atomic_write_text(csv_path, render_csv(csv_rows, build_id))
         cases = case_rows(an)
         exports = [write_samples(cases, output / f"error_types.{kind}") for kind in ("csv", "jsonl")] if cases else []
+        if interactive:
+            drawn = interaction.write_figure(interactive, output) if figures else None
+            written += [drawn] if drawn else []
+            md += [interaction.section(interactive, results_dir, drawn), ""]
         atomic_write_text(md_path, "\n".join(md + figure_lines).rstrip() + "\n")
+        if interactive and html:
+            interaction.write_page(interactive, output, data_paths)
         page = write_html_report(an, output, data_paths=data_paths, build_id=build_id,
                                  drawing=drawing) if html else None
         for future in drawing:  # raises what failed in the drawing
@@ -180,5 +196,8 @@ def _markdown(an: Analysis, gaps: list[Gap], results_dir: Path, build_id: str) -
     strategies = strategies_section(an)
     if strategies:
         md += [strategies, ""]
+    memory = memory_cost_section(an)
+    if memory:
+        md += [memory, ""]
     md += [differences_section(an), ""]
     return md

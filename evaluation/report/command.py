@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from cupid import config
-from cupid.evaluation.report import error_types
+from cupid.evaluation.report import error_types, interaction
 from cupid.evaluation.report.build import build_report
 from cupid.evaluation.report.export import export_format, push_to_hub, write_samples
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         return write_failed(exc, args.output or args.results_dir, "the results are untouched (the "
                             "report only reads them): make room, or give a writable --output, and "
                             "run the report again")
-    for path in [files.markdown, files.csv, *files.exports, *files.figures, *([files.html] if files.html else [])]:
+    for path in [files.markdown, *([files.csv] if files.csv else []), *files.exports, *files.figures,
+                 *([files.html] if files.html else [])]:
         print(f"wrote {path}")
     for note in files.analysis.ignored:
         print(f"note: {note}")
@@ -139,6 +140,17 @@ def export_samples(args, parser: argparse.ArgumentParser) -> int:
     rows = sample_rows(args.results_dir, data_paths=args.data, notes=notes)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
+    dialogues = interaction.sample_rows(Path(args.results_dir))
+    if dialogues and args.export:  # their own file: one row a dialogue, other columns
+        target = Path(args.export)
+        target = target.with_name(f"{target.stem}.interaction{target.suffix}")
+        try:
+            print(f"wrote {write_samples(dialogues, target)} ({len(dialogues)} dialogues)")
+        except OSError as exc:
+            return write_failed(exc, target, "the results are untouched: make room, or export "
+                                "to a writable path, and run it again")
+    if not rows and dialogues and args.export:
+        return 0
     if not rows:
         print(f"error: {args.results_dir}: no evaluation run found (no run.json with instance files)",
               file=sys.stderr)

@@ -14,11 +14,11 @@ is no longer the run's is asked afresh.
 from __future__ import annotations
 
 import random
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+from cupid.utils import events
 from cupid.evaluation import steps
 from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.analysis import Analysis
@@ -192,8 +192,7 @@ def _record(path: Path, run: Run, instance_id: str, scorer: str, f1: float, infe
         try:
             data = read_json(path)
         except ValueError as exc:
-            print(f"warning: {path}: unreadable ({exc}); moved to {move_aside(path).name}, classified afresh",
-                  file=sys.stderr)
+            events.warning(f"{path}: unreadable ({exc}); moved to {move_aside(path).name}, classified afresh")
     if data.get("inferred_preference") != inferred:
         data = {}
     version = load_prompt(steps.ERROR_TYPE.module.PROMPT).version

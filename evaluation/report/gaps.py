@@ -47,6 +47,8 @@ class RunCommand:
     overrides: dict
     data_flags: list[str]
     evaluator: str | None
+    # False for a Model object handed to evaluate() (a notebook's class): no command line names it.
+    runnable: bool = True
 
 
 def _data_flags(data_source: str | None) -> list[str]:
@@ -70,13 +72,18 @@ def run_command(run: Run, evaluator: str | None) -> RunCommand:
     # How the user named the model (a file, a module, a prefix), so the command runs as printed.
     model = str(manifest.get("model_spec") or manifest.get("model_name") or run.model)
     overrides = manifest.get("generation_overrides") or {}
+    invocations = manifest.get("invocations") or [{}]
+    provider = (((invocations[-1] or {}).get("endpoints") or {}).get("model") or {}).get("provider")
     return RunCommand(model, overrides if isinstance(overrides, dict) else {},
-                   _data_flags(manifest.get("data_source")), evaluator)
+                      _data_flags(manifest.get("data_source")), evaluator,
+                      runnable=bool(manifest.get("model_spec")) or provider != "custom")
 
 
 def command(spec: RunCommand, results_dir: Path, *, setting: str = "default", task: str = "inference",
             use_matcher: bool = False) -> str:
-    args = ["python", "-m", "evaluation.run", "--model", spec.model, "--results_dir", str(results_dir)]
+    if not spec.runnable:
+        return python_call(spec, results_dir, setting=setting, task=task, use_matcher=use_matcher)
+    args = ["cupid-eval", "--model", spec.model, "--results_dir", str(results_dir)]
     if spec.evaluator and spec.evaluator != config.DEFAULT_EVALUATOR:
         args += ["--evaluator", spec.evaluator]
     if setting != "default":
@@ -89,6 +96,24 @@ def command(spec: RunCommand, results_dir: Path, *, setting: str = "default", ta
         args += ["--model_args", ",".join(f"{k}={v}" for k, v in sorted(spec.overrides.items()))]
     args += spec.data_flags
     return " ".join(shlex.quote(a) for a in args)
+
+
+def python_call(spec: RunCommand, results_dir: Path, *, setting: str, task: str, use_matcher: bool) -> str:
+    """The same run from Python, for a model only an object of the user's names."""
+    arguments = [f"results_dir={str(results_dir)!r}"]
+    if spec.evaluator and spec.evaluator != config.DEFAULT_EVALUATOR:
+        arguments.append(f"evaluator={spec.evaluator!r}")
+    arguments += [f"setting={setting!r}"] * (setting != "default") + [f"task={task!r}"] * (task != "inference")
+    arguments += ["use_matcher=True"] * use_matcher
+    if spec.overrides:
+        arguments.append(f"model_args={dict(sorted(spec.overrides.items()))!r}")
+    flags = dict(zip(spec.data_flags[::2], spec.data_flags[1::2]))
+    data = flags.get("--data_dir") or flags.get("--data")
+    if data:
+        arguments.append(f"data={data!r}")
+    arguments += [f"{flag.lstrip('-')}={value!r}" for flag, value in flags.items() if flag in ("--dataset", "--split")]
+    return (f"# in Python, with your {spec.model} object as model (no command line names it): "
+            f"evaluate(model, {', '.join(arguments)})")
 
 
 def _task_for(needs: set[str]) -> str:
@@ -170,7 +195,8 @@ def find_gaps(an, results_dir: Path) -> list[Gap]:
     if unclassified:
         gaps.append(Gap("Table 2", f"error-type classifications of the low-F1 inferences of "
                         f"{', '.join(an.label(m) for m in unclassified)}",
-                        [f"python -m evaluation.report {shlex.quote(str(results_dir))} --error_types"]))
+                        [" ".join(shlex.quote(a) for a in ["cupid-report", str(results_dir), "--error_types"] + (
+                            ["--evaluator", evaluator] if evaluator and evaluator != config.DEFAULT_EVALUATOR else []))]))
     return gaps
 
 

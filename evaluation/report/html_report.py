@@ -43,7 +43,7 @@ def _worst_section(payload: Payload, worst: dict) -> str:
             value = payload.metrics[scorer][key][row]
             items.append(f'<li><a class="worst-link" href="#i={row}&amp;s={scorer}&amp;from=worst-{key}">{esc(fmt(value))} · '
                          f'{esc(inst["id"])} · {esc(payload.analysis.label(run.model))} '
-                         f'({esc(run.setting)})</a></li>')
+                         f'({esc(run.setting_label)})</a></li>')
         blocks.append(f'<div class="worst"><h3>{title} <span class="muted">scorer '
                       f'<code>{esc(payload.scorers[scorer])}</code></span></h3><ol>{"".join(items)}</ol></div>')
     n_failed = sum(1 for f in payload.rows["fail"] if f)

@@ -223,8 +223,8 @@ class Payload:
                 worst[key] = {"scorer": scorer, "rows": self.worst(key, scorer)}
         return {"title": title, "notes": notes, "compare": compare, "worst": worst, "part": PART,
                 "session_part": SESSION_PART,
-                "runs": [{"model": r.model, "label": self.analysis.label(r.model),
-                          "setting": r.setting, "scorers": [self.scorers.index(s) for s in r.scorers]}
+                "runs": [{"model": r.model, "label": self.analysis.label(r.model), "setting": r.setting,
+                          "uses_labels": r.uses_labels, "scorers": [self.scorers.index(s) for s in r.scorers]}
                          for r in self.runs],
                 "scorers": self.scorers,
                 "primary": {"inference": self.primary("inference"), "generation": self.primary("generation")},

@@ -41,6 +41,18 @@ class Run:
     def key(self) -> tuple[str, str]:
         return self.model, self.setting
 
+    @property
+    def uses_labels(self) -> bool:
+        """Whether the run's strategy read the instances' labels (run.json's
+        ``setting_uses_labels``; a run.json without it: the oracle settings)."""
+        marked = [m["setting_uses_labels"] for m in self.manifests if "setting_uses_labels" in m]
+        return any(marked) if marked else self.setting in ("oracle", "oracle_preference")
+
+    @property
+    def setting_label(self) -> str:
+        """The setting as the report names it: "(uses labels)" after one that read them."""
+        return f"{self.setting} (uses labels)" if self.uses_labels else self.setting
+
     def instance_type(self, instance_id: str) -> str:
         return str(self.instances[instance_id].get("instance_type") or "unknown")
 

@@ -38,7 +38,8 @@ def strategies_section(an: "Analysis") -> str | None:
              "estimates the history text shown (4 characters a token); \"model input tokens\" are the "
              "evaluated model's prompt tokens per instance as its provider counted them (infer, generate, "
              "summarize). Brackets: 95% intervals resampling personas. A strategy that only renders "
-             "text names no sessions (—).", "", "### What each strategy kept", ""]
+             "text names no sessions (—). \"(uses labels)\": a strategy that read the instances' labels "
+             "(the oracle's relevant sessions, the true preference), not a blind one.", "", "### What each strategy kept", ""]
     header = ["Models", "Strategy", "Sessions shown", "Session recall"] + \
              [f"Recall {g}" for g in ("consistent", "contrastive", "changing")] + \
              ["Session precision", "History tokens", "Instances"]
@@ -50,7 +51,7 @@ def strategies_section(an: "Analysis") -> str | None:
             by_type = [fmt_ci(an.cell(run, (run.scorers or [""])[0], g).selection["recall"], fmt_pct)
                        if run.ids(g) else "—" for g in ("consistent", "contrastive", "changing")]
             shown = "—" if s["sessions_shown"].value is None else f"{s['sessions_shown'].value:.1f}"
-            row = (f"`{run.setting}`", shown, fmt_ci(s["recall"], fmt_pct), *by_type,
+            row = (_strategy_cell(run), shown, fmt_ci(s["recall"], fmt_pct), *by_type,
                    fmt_ci(s["precision"], fmt_pct), _tokens(s["history_tokens"].value), str(cell.instance_files))
             rows.setdefault(row, []).append(an.label(model))
     parts += [md_table(header, [[", ".join(names), *row] for row, names in rows.items()]), ""]
@@ -67,7 +68,7 @@ def strategies_section(an: "Analysis") -> str | None:
         floor, ceiling = an.run(model, "default"), an.run(model, "oracle")
         for run in _runs_of(an, model):
             f1, score, selection = _estimates(an, run)
-            rows.append([an.label(model), f"`{run.setting}`", fmt_ci(selection["recall"], fmt_pct), fmt_ci(f1, fmt_pct),
+            rows.append([an.label(model), _strategy_cell(run), fmt_ci(selection["recall"], fmt_pct), fmt_ci(f1, fmt_pct),
                          _paired(an, run, floor, inf_scorer, "inference"),
                          _paired(an, run, ceiling, inf_scorer, "inference"), fmt_ci(score, fmt_score),
                          _paired(an, run, floor, gen_scorer, "generation"),
@@ -84,6 +85,47 @@ def _estimates(an: "Analysis", run: Run) -> tuple[S.Estimate | None, S.Estimate 
     gen = an.cell(run, gen_scorer, "all") if gen_scorer in run.scorers else None
     return (inf.micro["f1"] if inf and inf.inference else None, gen.score if gen and gen.generation else None,
             an.cell(run, (run.scorers or [""])[0], "all").selection)
+
+
+def memory_cost_section(an: "Analysis") -> str | None:
+    """report.md's "Memory cost": the calls an LLM-backed strategy made to its own model
+    (the instance files' ``shown.model_usage``), apart from the evaluated model's; None when
+    no run has any."""
+    from cupid.evaluation.strategy_model import add_usage
+    from cupid.utils.models.usage import cost_of
+
+    rows = []
+    for run in an.runs:
+        total: dict = {}
+        instances = 0
+        for data in run.instances.values():
+            usage = (data.get("shown") or {}).get("model_usage") if isinstance(data.get("shown"), dict) else None
+            if isinstance(usage, dict):
+                instances += 1
+                add_usage(total, usage)
+        if not instances:
+            continue
+        models = sorted({str((r.get("settings") or {}).get("strategy_model")) for r in run.results
+                         if (r.get("settings") or {}).get("strategy_model")})
+        model = models[-1] if models else None
+        cost = cost_of(model, total) if model else None
+        rows.append([an.label(run.model), _strategy_cell(run), ", ".join(f"`{m}`" for m in models) or "—",
+                     str(instances), str(total["calls"]), _tokens(total["prompt_tokens"]),
+                     _tokens(total["completion_tokens"]), "—" if cost is None else f"${cost:,.4f}",
+                     _tokens((total["prompt_tokens"] + total["completion_tokens"]) / instances)])
+    if not rows:
+        return None
+    return "\n".join(["## Memory cost", "",
+                      "The calls an LLM-backed strategy made to its own model (docs/strategies.md), apart from "
+                      "the evaluated model's and the evaluator's: as recorded in the instance files, so a call two "
+                      "instances share (the second answered from the cache) counts for both.", "",
+                      md_table(["Model", "Strategy", "Strategy model", "Instances", "Calls", "Input tokens",
+                                "Output tokens", "Estimated cost", "Tokens / instance"], rows)])
+
+
+def _strategy_cell(run: Run) -> str:
+    """A strategy's name, marked when it read the instances' labels."""
+    return f"`{run.setting}`" + (" (uses labels)" if run.uses_labels else "")
 
 
 def _tokens(value: float | None) -> str:
@@ -124,8 +166,10 @@ def strategies_figure_data(an: "Analysis") -> "FigureData":
     order = ["default"] + [s for s in settings if s not in ("default", "oracle", "oracle_preference")] + \
             [s for s in ("oracle", "oracle_preference") if s in settings]
     fig.payload = {"settings": order, "series": series}
+    labelled = [s for s in order if any(r.uses_labels for r in an.runs if r.setting == s and r.model in models)]
     fig.caption = (f"Each point a model under a strategy, with its 95% interval resampling personas (F1: scorer "
                    f"`{inf_scorer}`, micro; judge: `{gen_scorer}`). The default setting (all sessions) is the "
                    f"floor and the oracle (only the relevant sessions) the ceiling; session recall is what the "
-                   f"strategy kept, whatever the model made of it. The paired differences are in the table above.")
+                   f"strategy kept, whatever the model made of it. The paired differences are in the table above."
+                   + (f" Uses labels (not blind): {', '.join(f'`{s}`' for s in labelled)}." if labelled else ""))
     return fig

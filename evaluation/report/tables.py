@@ -121,7 +121,7 @@ def coverage_section(an: Analysis) -> str:
                     out = an.outcome(run, scorer, task)
                     steps = ", ".join(f"{s}: {c}" for s, c in sorted(out.failed_by_step().items())) or "—"
                     flagged = ", ".join(f"{k}: {c}" for k, c in sorted(Counter(out.flagged.values()).items()))
-                    rows.append([an.label(model), run.setting, scorer, task, str(len(run.instances)),
+                    rows.append([an.label(model), run.setting_label, scorer, task, str(len(run.instances)),
                                  "—" if expected is None else str(expected), str(out.n),
                                  str(len(out.failed)), str(len(out.missing)), str(len(out.skipped)), steps,
                                  f"{len(out.flagged)} ({flagged})" if flagged else "0"])
@@ -178,7 +178,7 @@ def differences_section(an: Analysis) -> str:
         base = an.run(model, "default")
         for other in [r for r in an.runs if r.model == model and r.setting != "default"]:
             for task, scorer, fmt, what in tasks:
-                add(f"{an.label(model)} {other.setting}", f"{an.label(model)} default", what, other, scorer, base,
+                add(f"{an.label(model)} {other.setting_label}", f"{an.label(model)} default", what, other, scorer, base,
                     scorer, task, fmt)
     # Matcher scorer against the evaluator scorer, same inferred preferences.
     for base_scorer, matcher_scorer in an.matcher_pairs():

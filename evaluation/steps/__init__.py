@@ -11,6 +11,10 @@ has no such step) and of an answer (``release_view``, see evaluation/release.py)
 instance needs, whose model answers, where the record goes), aggregation (which task a
 failed step fails), the stored-value checks, the per-sample export, the dry run, the
 context check and the report. Adding a step is one module and one row here.
+
+``user_simulator.py`` (the release's user simulator, asked by synthesis's dialogues and by
+``--task interaction``) has no row: its answers are recorded in dialogue files, not in
+instance files, and checked there (evaluation/interaction.py).
 """
 from __future__ import annotations
 

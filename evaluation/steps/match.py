@@ -18,7 +18,6 @@ from cupid.evaluation.release import LABEL_SCORES
 from cupid.evaluation.steps.ask import PROMPT_EXAMPLES, Ask
 from cupid.evaluation.steps.layouts import few_shot_block, format_checklist
 from cupid.utils.answers import ParseError, extract_json
-from cupid.utils.prompts import load_prompt
 
 PROMPT = "evaluation/preference_matcher"
 PROMPT_PREFMATCHER = "evaluation/preference_matcher_model"

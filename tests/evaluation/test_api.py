@@ -37,10 +37,10 @@ class NotebookModel(Model):
     def __init__(self, name: str = "notebook-model") -> None:
         super().__init__(name)
         self.answers = CupidResponder(two_instance_plans())
-        self.calls = 0
+        self.prompts: list[str] = []  # shared with the copy a run uses
 
     def __call__(self, system_prompt, user_prompt):
-        self.calls += 1
+        self.prompts.append(user_prompt)
         return self.answers({"messages": [{"role": "user", "content": user_prompt}]})
 
 
@@ -89,12 +89,13 @@ def test_a_notebook_model_object_and_rows_in_memory_twice_in_one_process(rows, t
     assert first.run_dir == tmp_path / "res" / "notebook-model"
     assert first.results["settings"]["evaluator"] == "notebook-judge"
     assert first.results["usage"]["this_invocation"]["model"]["calls"] == 2
-    calls = model.calls + judge.calls
+    calls = len(model.prompts) + len(judge.prompts)
+    assert calls > 0
     assert_nothing_left_behind(before)
 
     # The same call again resumes: nothing left to do, no call, the same metrics.
     second = evaluate(model, evaluator=judge, data=rows, results_dir=tmp_path / "res", n_workers=2)
-    assert model.calls + judge.calls == calls
+    assert len(model.prompts) + len(judge.prompts) == calls
     assert second.results["inference"] == first.results["inference"]
     assert second.results["this_invocation"]["found_done"] == 2
     assert second.results["usage"]["this_invocation"]["model"]["calls"] == 0
@@ -103,6 +104,27 @@ def test_a_notebook_model_object_and_rows_in_memory_twice_in_one_process(rows, t
     (written,) = (tmp_path / "res" / ".inputs").iterdir()
     assert first.results["settings"]["data_source"] == str(written)
     assert model.cache is None  # the caller's object is given back as it came
+
+
+def test_the_engine_prints_nothing_its_events_reach_the_callers_callback(rows, tmp_path, capsys):
+    """Notes, progress lines and warnings are events: with ``on_event`` the caller gets them and
+    stderr stays empty. The caller's Model objects are not rewritten (the run works on copies)."""
+    model, judge = NotebookModel(), NotebookModel("notebook-judge")
+    state = (dict(vars(model)), dict(vars(judge)))
+    received = []
+    evaluate(model, evaluator=judge, data=rows, results_dir=tmp_path / "res", n_workers=1,
+             progress_every=1, model_args={"temperature": 0.2}, on_event=received.append)
+    assert capsys.readouterr().err == ""
+    progress = [e.message for e in received if e.kind == "progress"]
+    assert len(progress) == 2 and ": 2/2 instances (100%), 0 failed" in progress[1]
+    assert any(e.kind == "note" and "0 of 2 instances already done, 2 to run" in e.message for e in received)
+    assert (dict(vars(model)), dict(vars(judge))) == state and model.overrides == {}
+    assert model.usage.snapshot(model.name)["calls"] == 0 and len(model.prompts) > 0
+
+    # Without a callback, the same events are lines on stderr.
+    evaluate(model, evaluator=judge, data=rows, results_dir=tmp_path / "res", n_workers=1,
+             model_args={"temperature": 0.2})
+    assert "2 of 2 instances already done, 0 to run" in capsys.readouterr().err
 
 
 def test_a_datasets_dataset(rows, tmp_path):

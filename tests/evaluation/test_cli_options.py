@@ -253,9 +253,9 @@ def test_report_names_what_each_missing_table_lacks_and_the_command(tmp_path, ca
     md = (tmp_path / "out" / "report.md").read_text()
     for text in (md, out):
         assert "Tables 9 and 10" in text and "summary-setting results for DeepSeek-R1, Claude 3.7 Sonnet" in text
-        assert (f"python -m evaluation.run --model claude-3-7-sonnet-20250219 --results_dir {results} "
+        assert (f"cupid-eval --model claude-3-7-sonnet-20250219 --results_dir {results} "
                 f"--setting summary --task both --data_dir fixture") in text
-        assert f"python -m evaluation.run --model deepseek-ai/DeepSeek-R1 --results_dir {results} " \
+        assert f"cupid-eval --model deepseek-ai/DeepSeek-R1 --results_dir {results} " \
                f"--setting oracle_preference --task generation" in text
         assert "synthetic_data: left out, not an evaluation run: a synthesis output" in text
         assert "broken: left out, its run.json cannot be read" in text

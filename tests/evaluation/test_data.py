@@ -86,7 +86,7 @@ def test_a_lone_surrogate_is_named_not_a_traceback(rows, tmp_path, mutate, field
     """A JSON file may hold "\\ud800" alone, which reads as a str no UTF-8 can encode: the
     data's fingerprint raised UnicodeEncodeError (cupid-eval and cupid-validate)."""
     from cupid.evaluation.run import main as eval_main
-    from cupid.synthesis.validate import main as validate_main
+    from cupid.synthesis.validation.cli import main as validate_main
 
     bad = json.loads(json.dumps(rows[1]))
     mutate(bad)

@@ -171,3 +171,53 @@ def test_list_models_names_every_provider_and_the_registered_models(capsys):
     for prefix in ("openai:", "anthropic:", "google:", "together:", "vllm:"):
         assert prefix in out
     assert "smollm2-135m" in out and "gpt-4o-2024-11-20" in out
+
+
+def test_offline_the_dry_run_prices_the_paper_scale_study_on_the_benchmarks_shape(tmp_path):
+    """No network and no stored copy of kixlab/CUPID: the forecast is of 756 instances built to
+    the paper's statistics (§3.3), and says so; local data is never replaced by it."""
+    import statistics
+
+    from cupid.evaluation.paper_shape import NAME, shape_instances
+    from cupid.utils.models.tokens import estimate_tokens
+
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}  # no stored copy
+    done = subprocess.run([sys.executable, "-m", "cupid.evaluation.run", "--model", "gpt-4o-2024-11-20", "--task",
+                           "both", "--dry_run", "--json", "--results_dir", str(tmp_path / "res")],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    forecast = json.loads(out.strip().splitlines()[-1])
+    (run,) = forecast["runs"]
+    assert run["instances"] == 756 and run["data"] == NAME and "the hub could not be read" in run["data_note"]
+    assert f"forecast on {NAME}" in out and forecast["total"]["calls"] == 756 * 6
+    assert not (tmp_path / "res").exists()
+
+    instances = shape_instances()
+    assert {i.instance_type for i in instances} == {"consistent", "contrastive", "changing"}
+    assert statistics.mean(len(i.current_checklist) for i in instances) == pytest.approx(2.90, abs=0.01)
+    assert statistics.mean(sum(len(s.dialogue) for s in i.prior_interactions) / 8 for i in instances) == \
+        pytest.approx(6.38, abs=0.01)
+    assert statistics.mean(sum(estimate_tokens(t.content) for s in i.prior_interactions for t in s.dialogue)
+                           for i in instances) == pytest.approx(8186.7, rel=0.01)
+
+    # Local data that fails is an error, not a forecast on the shape.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{}\n")
+    assert eval_run.main(["--model", "gpt-4o-2024-11-20", "--dry_run", "--data", str(bad)]) == 2
+
+
+def test_an_in_process_model_is_said_to_run_at_this_machines_speed_not_at_rate_limits(capsys):
+    assert eval_run.main(["--model", "smollm2-135m", "--evaluator", "scripted", "--data_dir", "data/sample",
+                          "--dry_run"]) == 0
+    out = capsys.readouterr().out
+    assert "time: scripted, smollm2-135m answer in this process" in out
+    assert "unknown without --rate_limit" not in out
+    assert eval_run.main(["--model", "smollm2-135m", "--evaluator", "gpt-4o-2024-11-20", "--data_dir",
+                          "data/sample", "--dry_run"]) == 0
+    out = capsys.readouterr().out
+    assert "unknown without --rate_limit" in out and "time: smollm2-135m answers in this process" in out

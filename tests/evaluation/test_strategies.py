@@ -154,7 +154,7 @@ def write_strategy(directory: Path) -> Path:
                 self.label = label
 
             def render(self, instance):
-                return f"{self.label.upper()} FOR {instance.instance_id}"
+                return f"{self.label.upper()} FOR {instance.current_request}"
 
         class Stranger:
             def select(self, instance):
@@ -167,28 +167,35 @@ def test_a_users_strategy_file_shows_exactly_what_it_selects_or_renders(server, 
     base, strategy = tmp_path / "res", write_strategy(tmp_path)
     assert run_module.main(cli(server, data_file, base, "--setting", f"{strategy}:FourThenOne")) == 0
     assert shown_sessions(server, PLANS[0]) == [[4, 1]]
-    manifest = json.loads((base / "test-model" / "picks.py_FourThenOne" / "run.json").read_text())
-    assert manifest["setting"] == "picks.py:FourThenOne"
+    setting = setting_named(f"{strategy}:FourThenOne")
+    assert re.fullmatch(r"picks\.py:FourThenOne@[0-9a-f]{10}", setting.name)
+    manifest = json.loads((base / "test-model" / f"picks.py_FourThenOne-{setting.identity['hash']}" / "run.json")
+                          .read_text())
+    assert manifest["setting"] == setting.name
     assert manifest["setting_spec"] == f"{strategy.resolve()}:FourThenOne"
 
     assert run_module.main(cli(server, data_file, base, "--setting", f"{strategy}:Notes:label=memo")) == 0
     infer = [r["messages"][-1]["content"] for r in server.requests
              if server.cupid.kind(r) == "infer" and PLANS[1].request in r["messages"][-1]["content"]][-1]
-    assert "MEMO FOR persona-b__contrastive" in infer and "Session 1 request" not in infer
-    selection = results(base, "picks.py_Notes_label=memo")["session_selection"]
+    assert f"MEMO FOR {PLANS[1].request}" in infer and "Session 1 request" not in infer
+    notes = setting_named(f"{strategy}:Notes:label=memo")
+    selection = results(base, f"picks.py_Notes_label=memo-{notes.identity['hash']}")["session_selection"]
     assert selection["recall"] is None and selection["sessions_shown"] is None
-    assert selection["history_tokens"] == round(len("MEMO FOR persona-b__contrastive") / 4)
+    assert selection["history_tokens"] == pytest.approx(
+        sum(round(len(f"MEMO FOR {p.request}") / 4) for p in PLANS) / 2)
 
 
 def test_a_strategy_that_returns_a_foreign_session_fails_its_instances_recorded(server, data_file, tmp_path, capsys):
     base, strategy = tmp_path / "res", write_strategy(tmp_path)
     assert run_module.main(cli(server, data_file, base, "--setting", f"{strategy}:Stranger")) == 1
     assert "context" in capsys.readouterr().out
-    counts = results(base, "picks.py_Stranger")["counts"]
+    stranger = setting_named(f"{strategy}:Stranger").identity["hash"]
+    counts = results(base, f"picks.py_Stranger-{stranger}")["counts"]
     assert counts["failed"] == 2
     reasons = counts["failures_by_step"]["context"]
     assert sum(reasons.values()) == 2 and all("that is not one of instance persona-" in r for r in reasons)
-    record = json.loads((base / "test-model" / "picks.py_Stranger" / "persona-a__consistent.json").read_text())
+    record = json.loads((base / "test-model" / f"picks.py_Stranger-{stranger}" / "persona-a__consistent.json")
+                        .read_text())
     assert "not one of instance persona-a__consistent's prior sessions" in record["shown"]["error"]
     assert not shown_sessions(server, PLANS[0])
 
@@ -206,7 +213,8 @@ def test_the_documented_example_runs(server, data_file, tmp_path):
     # and "group" with session 8, "kessler" with 1 and "inventory" with 3 ("the" is everywhere);
     # the ties of one word each go to the earliest.
     assert shown_sessions(server, PLANS[1]) == [[1, 8]]
-    assert (base / "test-model" / "my_strategy.py_Overlap_k=2" / "results.json").exists()
+    overlap = setting_named(f"{tmp_path / 'my_strategy.py'}:Overlap:k=2").identity["hash"]
+    assert (base / "test-model" / f"my_strategy.py_Overlap_k=2-{overlap}" / "results.json").exists()
 
 
 def test_an_entry_point_and_a_strategy_object_are_strategies_too(server, data_file, tmp_path, monkeypatch):
@@ -222,7 +230,8 @@ def test_an_entry_point_and_a_strategy_object_are_strategies_too(server, data_fi
     base = tmp_path / "res"
     assert run_module.main(cli(server, data_file, base, "--setting", "first-two")) == 0
     assert shown_sessions(server, PLANS[0]) == [[1, 2]]
-    assert (base / "test-model" / "first-two" / "results.json").exists()
+    first_two = setting_named("first-two").identity["hash"]
+    assert (base / "test-model" / f"first-two-{first_two}" / "results.json").exists()
 
     class LastOne:
         name = "last-one"
@@ -232,7 +241,7 @@ def test_an_entry_point_and_a_strategy_object_are_strategies_too(server, data_fi
 
     run = evaluate(f"vllm:test-model@{server.openai_base_url}", evaluator=f"vllm:test-evaluator@{server.openai_base_url}",
                    data=str(data_file), results_dir=base, setting=LastOne(), max_retries=1, timeout=5)
-    assert run.run_dir == base / "test-model" / "last-one"
+    assert run.run_dir == base / "test-model" / f"last-one-{setting_named(LastOne()).identity['hash']}"
     assert shown_sessions(server, PLANS[0])[-1] == [8]
     assert run.results["session_selection"]["recall"] == pytest.approx(0.5)
 
@@ -273,6 +282,7 @@ def test_the_dry_run_says_how_much_cheaper_fewer_sessions_are(data_file, tmp_pat
     ("bm25:k=2,depth=3", "unexpected keyword argument 'depth'"),
     ("orcale", "unknown 'orcale' (did you mean 'oracle'?)"),
     ("no_such_file.py:Strategy", "setting no_such_file.py:Strategy: no such file no_such_file.py"),
+    ("recent:k=2,k=3", "setting recent:k=2,k=3: parameter k is given twice; give each parameter once"),
 ])
 def test_a_bad_setting_is_named_before_anything_runs(text, message, tmp_path, capsys):
     with pytest.raises(BadInput, match=re.escape(message)):
@@ -287,11 +297,12 @@ def test_a_bad_setting_is_named_before_anything_runs(text, message, tmp_path, ca
 
 def test_canonical_names_and_directories(tmp_path):
     assert setting_named(" recent:k=02 ").name == "recent:k=2"
-    strategy = write_strategy(tmp_path)
-    notes = setting_named(f"{strategy}:Notes:label=memo")
-    assert (notes.name, notes.strategy.label) == ("picks.py:Notes:label=memo", "memo")
     from cupid.evaluation.store import run_dir_for
 
+    strategy = write_strategy(tmp_path)
+    notes = setting_named(f"{strategy}:Notes:label=memo")
+    assert (notes.name, notes.strategy.label) == (f"picks.py:Notes:label=memo@{notes.identity['hash']}", "memo")
+    assert run_dir_for("r", "m", notes.name) == Path(f"r/m/picks.py_Notes_label=memo-{notes.identity['hash']}")
     assert run_dir_for("r", "m", "default") == Path("r/m")
     assert run_dir_for("r", "m", "oracle") == Path("r/m/oracle")
     assert run_dir_for("r", "m", "bm25:k=3") == Path("r/m/bm25_k=3")

@@ -8,7 +8,7 @@ import pytest
 
 from cupid_responder import CupidResponder, two_instance_plans, write_two_instance_data
 from cupid.evaluation import run as run_module
-from cupid.evaluation.console import ProgressLog
+from cupid.utils.progress import ProgressLog
 from cupid.evaluation.shards import parse_shard, shard_of
 from fake_llm_server import FakeLLMServer
 from tests.evaluation.test_run import assert_expected, cli, read_results
@@ -113,7 +113,7 @@ def test_progress_log_lines():
 
 @pytest.mark.parametrize("body, named", [
     ("models: [m]\nsettings: [default, orcale]\n", "settings: unknown 'orcale' (did you mean 'oracle'?)"),
-    ("models: [m]\ntask: bogus\n", "task: expected one of inference, generation, both, got 'bogus'"),
+    ("models: [m]\ntask: bogus\n", "task: expected one of inference, generation, both, interaction, got 'bogus'"),
     ("models: [m]\nlimit: 0\n", "limit: expected a whole number of at least 1, got 0"),
     ("models: [m]\nshard: 5/3\n", "shard: '5/3': expected I/N"),
     ("models: [m]\nn_workers: \"eight\"\n", "n_workers: expected a whole number of at least 1, got 'eight'"),

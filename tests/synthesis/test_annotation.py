@@ -12,10 +12,10 @@ import pytest
 
 import validation_data as vd
 from browser import Browser, find_chromium
-from cupid.synthesis.annotation import FORMAT
-from cupid.synthesis.validate import main
+from cupid.synthesis.validation.annotation import FORMAT
+from cupid.synthesis.validation.cli import main
 from cupid.utils.errors import BadInput
-from cupid.synthesis.validation import validate
+from cupid.synthesis.validation.engine import validate
 from fake_llm_server import FakeLLMServer
 from repo_paths import ARTIFACTS
 

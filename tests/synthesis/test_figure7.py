@@ -12,7 +12,7 @@ import pytest
 from cupid.synthesis.figure7 import NOT_RECORDED, synthesis_dir_of, type_counts
 from cupid.synthesis.pipeline import SynthesisConfig, run_synthesis
 from cupid.synthesis.report import main as synthesis_report
-from cupid.synthesis.validation import validate
+from cupid.synthesis.validation.engine import validate
 from cupid.evaluation.data import load_instances
 from cupid.utils.io import read_json
 from repo_paths import ARTIFACTS

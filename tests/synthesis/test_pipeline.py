@@ -150,9 +150,16 @@ def test_full_pipeline_two_personas_six_instances_then_evaluated(fake_server, tm
             assert row["current_contextual_preference"] == truth
             assert row["current_checklist"] == checklists[truth]
             assert len(row["prior_interactions"]) == 8
+            # The profile the user simulator played, which --task interaction's simulator is given.
+            assert row["metadata"]["persona_description"] == persona["description"]
 
     instances = load_instances(data_path=out)
     assert len(instances) == 6
+    from cupid.evaluation.interaction import persona_description
+
+    described = {p["persona_id"]: p["description"] for p in personas}
+    assert {persona_description(i) for i in instances} == \
+        {(described[i.persona_id], "metadata.persona_description") for i in instances}
     assert Counter(i.instance_type for i in instances) == {"consistent": 2, "contrastive": 2, "changing": 2}
 
     # The evaluation pipeline evaluates the directory as it is.

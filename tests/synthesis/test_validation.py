@@ -12,9 +12,9 @@ import pytest
 import validation_data as vd
 from cupid import config
 from cupid.evaluation import run as eval_run
-from cupid.synthesis import extract_fragments
-from cupid.synthesis.validate import main
-from cupid.synthesis.validation import validate
+from cupid.synthesis.validation import fragments
+from cupid.synthesis.validation.cli import main
+from cupid.synthesis.validation.engine import validate
 from cupid.utils.dataset import Session, Turn
 from cupid.utils.errors import BadInput
 from cupid_responder import CupidResponder
@@ -227,15 +227,15 @@ def test_batch_mode_sends_the_extractions_through_the_batch_api(fake_llm_env, tm
 def test_extraction_parse_and_kept_fragments():
     text = ('Here:\n```json\n[{"item_index": 2, "fragments": ["b"], "rating": "3 (moderate)"},'
             ' {"item_index": 1, "fragments": [], "rating": "N/A"}]\n```')
-    assert extract_fragments.parse(text, 2)["items"] == [
+    assert fragments.parse(text, 2)["items"] == [
         {"index": 1, "fragments": [], "rating": None, "analysis": ""},
         {"index": 2, "fragments": ["b"], "rating": 3, "analysis": ""}]
     with pytest.raises(Exception, match="entry 2"):
-        extract_fragments.parse('[{"item_index": 1, "fragments": []}]', 2)
+        fragments.parse('[{"item_index": 1, "fragments": []}]', 2)
     with pytest.raises(Exception, match="rating"):
-        extract_fragments.parse('[{"item_index": 1, "fragments": ["x"], "rating": "high"}]', 1)
+        fragments.parse('[{"item_index": 1, "fragments": ["x"], "rating": "high"}]', 1)
     session = Session("f", "p", (Turn("user", "Please\n keep it   SHORT, thanks."), Turn("assistant", "I keep it short.")))
-    assert extract_fragments.kept_fragments(["keep it short", "I keep it short", "be brief", " "], session) == (
+    assert fragments.kept_fragments(["keep it short", "I keep it short", "be brief", " "], session) == (
         ["keep it short"], ["I keep it short", "be brief", " "])
 
 
@@ -245,7 +245,7 @@ def test_a_fragment_trimmed_or_quoted_by_the_validator_is_found_before_it_is_dro
     assistant's words are still dropped (and shown to the annotators, annotation.py)."""
     session = Session("f", "p", (Turn("user", "I really don\u2019t want   \"jargon\" in the summary; keep it under "
                                                "200 words, please."), Turn("assistant", "Sure, no jargon at all.")))
-    kept, dropped = extract_fragments.kept_fragments(
+    kept, dropped = fragments.kept_fragments(
         ["\u201cI really don't want jargon\u201d", "'keep it under 200 words'", "keep it ... 200 words",
          "the summary\u2026please", "I really [...] want", "I want no jargon", "200 words ... keep it",
          "no jargon at all", "...", "\" \""], session)
@@ -281,7 +281,7 @@ def test_a_stopped_run_keeps_every_answer_and_the_rerun_asks_only_the_rest(tmp_p
     data, out = vd.build(tmp_path / "data"), tmp_path / "out"
     validator = vd.Validator()
     with FakeLLMServer(responder=validator, latency=0.15) as srv:
-        proc = subprocess.Popen([sys.executable, "-m", "cupid.synthesis.validate", *args(srv, data, out)[:-6],
+        proc = subprocess.Popen([sys.executable, "-m", "cupid.synthesis.validation.cli", *args(srv, data, out)[:-6],
                                  "--n_workers", "1"], cwd=ROOT, env={**os.environ},
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
@@ -309,9 +309,22 @@ def test_a_missing_key_and_a_refused_directory_stop_before_any_call(server, tmp_
 
 
 def test_the_documented_import_is_the_engine_even_after_the_command_module_is_imported(tmp_path):
-    # This file imported cupid.synthesis.validate (the command) above, which the import system
+    # This file imported cupid.synthesis.validation.cli (the command) above, which the import system
     # binds as the package's attribute of the same name.
     from cupid.synthesis import validate as documented
 
     with pytest.raises(BadInput, match="n_workers"):
         documented(tmp_path, n_workers=0)
+
+
+def test_off_a_terminal_the_validation_prints_progress_lines(server, tmp_path, capsys, monkeypatch):
+    """cupid-validate under nohup or SLURM: a line per few instances and at least every
+    HEARTBEAT_S, with count, rate and ETA, as cupid-eval prints them."""
+    from cupid.synthesis.validation import engine
+
+    monkeypatch.setattr(engine, "HEARTBEAT_S", 0.2)
+    data, out = vd.build(tmp_path / "data"), tmp_path / "out"
+    assert main(args(server, data, out)) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("progress validation [")]
+    total = len(ALL)
+    assert lines and f"{total}/{total} instances (100%)" in lines[-1] and "/min" in lines[-1]

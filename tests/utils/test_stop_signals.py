@@ -288,3 +288,29 @@ def test_a_run_under_nohup_outlives_sighup(tmp_path, data_file, plans):
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert json.loads((tmp_path / "res" / "test-model" / "results.json").read_text())["counts"]["evaluated"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_an_embedded_synthesis_exits_cleanly(tmp_path, signum, code):
+    """The embedded model decodes in a worker thread that no signal reaches: the process waits
+    for its call before freeing the engine (freed under it, llama.cpp crashed the process with
+    a segmentation fault, exit 139), and the call cut short is no failure of the persona."""
+    pytest.importorskip("llama_cpp", reason="the embedded model needs llama-cpp-python")
+    out = tmp_path / "data"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "cupid.synthesis.run", "--embedded", "--n_personas", "1",
+                             "--output_dir", str(out), "--no_progress"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_dispositions)
+    deadline = time.time() + 180
+    while not (out / "personas.json").exists():  # the templates are written before the first call
+        assert time.time() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(4)  # the engine loaded, a description being decoded
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == code, err[-3000:]
+    assert "Segmentation" not in err and "Traceback" not in err and "failed at" not in err, err[-3000:]
+    assert not list(out.glob("personas/*/failure.json"))
+    assert json.loads((out / "summary.json").read_text())["counts"]["personas_failed"] == 0

@@ -11,17 +11,15 @@ wait for it), so that concurrent calls do not each pay for the same refusal. Run
 """
 from __future__ import annotations
 
-import logging
-import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Iterator
 
+from cupid.utils import events
 from cupid.utils.models.errors import RunCancelled
 from cupid.utils.models.retry import CANCEL, status_code
 
-log = logging.getLogger("cupid.models")
 
 
 @dataclass(frozen=True)
@@ -69,10 +67,8 @@ class AdaptationRegistry:
             known.append(adaptation)
         done = (f"sent as {adaptation.renamed_to}" if adaptation.renamed_to
                 else "not sent (the model's default is used)")
-        message = (f"note: {key[-1]}: the provider refused {adaptation.parameter} "
-                   f"({adaptation.error}); {adaptation.parameter} {done} for the rest of the run")
-        log.warning("%s", message)
-        print(message, file=sys.stderr, flush=True)
+        events.note(f"note: {key[-1]}: the provider refused {adaptation.parameter} "
+                    f"({adaptation.error}); {adaptation.parameter} {done} for the rest of the run")
 
     def snapshot(self) -> dict[str, list[dict]]:
         """{model name: [adaptation records]} for run.json."""

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TextIO
 
 from cupid import config
+from cupid.utils import events
 from cupid.utils.models.model import Model
 from cupid.utils.models.request import Completion, Request
 from cupid.utils.models.retry import status_code
@@ -94,7 +94,7 @@ class BatchRunner:
         self.poll_interval = config.BATCH_POLL_INTERVAL if poll_interval is None else poll_interval
         self.max_items = max_items or config.BATCH_MAX_ITEMS
         self.max_bytes = config.BATCH_MAX_BYTES
-        self.out = out or sys.stderr
+        self.out = out  # None: its lines are events (utils/events.py)
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[Model, Request]] = {}
         self.closed = False
@@ -106,7 +106,7 @@ class BatchRunner:
                         "batches_lost": 0}
         self.state, warnings = read_state(self.state_path)
         for warning in warnings:
-            print(f"warning: {warning}", file=self.out, flush=True)
+            self._say(warning, "warning")
         # Keys whose batch item failed are asked online, also by a run started again after
         # a kill: batches.json keeps them. A key a batch left unanswered (the batch ended
         # failed, cancelled or expired, or the provider forgot it) is submitted once more,
@@ -164,8 +164,8 @@ class BatchRunner:
                          "fetched": False}
                 self._record(entry)  # at once: a killed run resumes this batch
                 opened.append((entry, model))
-                print(f"batch round {self.rounds}: submitted {adapter.provider} batch {batch_id} "
-                      f"({len(lines)} requests to {name})", file=self.out, flush=True)
+                self._say(f"batch round {self.rounds}: submitted {adapter.provider} batch {batch_id} "
+                      f"({len(lines)} requests to {name})")
         self._wait_and_fetch(opened)
 
     def _chunks(self, keyed_lines: list[tuple[str, dict]]) -> Iterable[list[tuple[str, dict]]]:
@@ -190,8 +190,7 @@ class BatchRunner:
         opened = [(entry, by_name[entry["model"]]) for entry in self.state["batches"]
                   if not entry.get("fetched") and entry["model"] in by_name]
         if opened:
-            print(f"resuming {len(opened)} submitted batch(es) from {self.state_path}",
-                  file=self.out, flush=True)
+            self._say(f"resuming {len(opened)} submitted batch(es) from {self.state_path}")
             self._counts["batches_resumed"] += len(opened)
             self._wait_and_fetch(opened)
         return len(opened)
@@ -215,8 +214,7 @@ class BatchRunner:
                     self._lost(entry, list(entry["items"].values()),
                                "the provider no longer knows it (404)")
                     continue
-                print(f"batch {entry['batch_id']} ({entry['model']}): {status}, {done}/{total} done",
-                      file=self.out, flush=True)
+                self._say(f"batch {entry['batch_id']} ({entry['model']}): {status}, {done}/{total} done")
                 if ended:
                     self._fetch(entry, model, adapter, status)
                 else:
@@ -261,9 +259,9 @@ class BatchRunner:
         self._counts["items_adapted"] += len(adapted)
         if model.cache is not None and not model.cache.writable:
             self._answers_not_kept.add(entry["batch_id"])
-            print(f"batch {entry['batch_id']}: its answers could not be written to the response "
+            self._say(f"batch {entry['batch_id']}: its answers could not be written to the response "
                   f"cache (kept in memory); {self.state_path.name} keeps it unfetched, so that a "
-                  f"rerun fetches it again instead of submitting it", file=self.out, flush=True)
+                  f"rerun fetches it again instead of submitting it")
         entry["fetched"] = True
         entry["failed_items"] = len(failed)
         entry["failed_keys"] = failed
@@ -274,11 +272,10 @@ class BatchRunner:
         else:
             self._record(entry)
         if failed:
-            print(f"batch {entry['batch_id']}: {len(failed)} request(s) failed; they are asked online",
-                  file=self.out, flush=True)
+            self._say(f"batch {entry['batch_id']}: {len(failed)} request(s) failed; they are asked online")
         if adapted:
-            print(f"batch {entry['batch_id']}: {len(adapted)} request(s) refused a parameter; they "
-                  f"are submitted again, adapted, in the next round", file=self.out, flush=True)
+            self._say(f"batch {entry['batch_id']}: {len(adapted)} request(s) refused a parameter; they "
+                  f"are submitted again, adapted, in the next round")
 
     def _lost(self, entry: dict, keys: list[str], why: str) -> None:
         """A batch that left ``keys`` unanswered: each is submitted again in the next round,
@@ -294,8 +291,15 @@ class BatchRunner:
         self._record(entry)
         fates = [f"{len(again)} submitted again in the next round" if again else "",
                  f"{len(online)} asked online (unanswered by a batch before)" if online else ""]
-        print(f"batch {entry['batch_id']} ({entry['model']}): {why}; of its {len(keys)} unanswered "
-              f"request(s), {' and '.join(f for f in fates if f)}", file=self.out, flush=True)
+        self._say(f"batch {entry['batch_id']} ({entry['model']}): {why}; of its {len(keys)} unanswered "
+              f"request(s), {' and '.join(f for f in fates if f)}")
+
+    def _say(self, line: str, kind: str = "note") -> None:
+        if self.out is None:
+            (events.warning if kind == "warning" else events.note)(line)
+        else:
+            self.out.write(f"{'warning: ' if kind == 'warning' else ''}{line}\n")
+            self.out.flush()
 
     def _record(self, entry: dict) -> None:
         with self._lock:

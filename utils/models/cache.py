@@ -17,28 +17,21 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
-import logging
 import os
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
 
+from cupid.utils import events
 from cupid.utils.io import describe_os_error
 from cupid.utils.models.endings import ENDINGS, signal_name
 from cupid.utils.models.request import Completion, Usage
 
-log = logging.getLogger("cupid.models")
 
 CACHE_DIR = ".llm_cache"  # under a results or output directory
 SUFFIX = ".jsonl"
 _KEY_PREFIX = b'{"key": "'
-
-
-# A log record's attribute saying its message is already on the console (a console
-# handler that shows warnings skips it, so it is not printed twice).
-PRINTED = "printed_on_console"
 
 
 def own_file_name() -> str:
@@ -69,8 +62,7 @@ class ResponseCache:
     def _warn_once(self, kind: str, message: str) -> None:
         if kind not in self._warned:
             self._warned.add(kind)
-            log.warning("%s", message, extra={PRINTED: True})
-            print(f"warning: {message}", file=sys.stderr, flush=True)
+            events.warning(message)
 
     # -- reading ---------------------------------------------------------------------------
     def _scan(self) -> None:

@@ -337,6 +337,10 @@ class Model:
                     ticket.fail(status, retry_after_of(exc), headers_of(exc))
                 if not isinstance(exc, Exception):
                     raise  # KeyboardInterrupt, SystemExit: the ticket is released, go
+                if isinstance(exc, RunCancelled) or CANCEL.is_set():
+                    # Ended by the stop (an adapter cut short, a client closed under it): no
+                    # fault of the model, so neither retried nor a failed call.
+                    raise RunCancelled(f"{self.name}: the run is stopping") from exc
                 if status == 429:
                     self.usage.count(rate_limited=1)
                 last_error = exc

@@ -4,12 +4,11 @@ model families' parameter rules, its refusals of a parameter, and its Batch API.
 """
 from __future__ import annotations
 
-import logging
 import re
-import sys
 from dataclasses import dataclass
 from typing import Any
 
+from cupid.utils import events
 from cupid.utils.models.adaptations import Adaptation
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.errors import ModelConfigurationError
@@ -17,7 +16,6 @@ from cupid.utils.models.model import register_provider
 from cupid.utils.models.openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel, refused_parameter
 from cupid.utils.models.request import Request
 
-log = logging.getLogger("cupid.models")
 
 
 # Prices (USD per million tokens, input and output, at the online rate) and context
@@ -247,10 +245,8 @@ class OpenAIModel(OpenAICompatibleModel):
                 raise ModelConfigurationError(
                     f"{self.name}: reasoning_effort={effort} is not accepted by the {family.name} "
                     f"family ({takes})")
-            message = (f"warning: {self.name}: reasoning_effort={effort} is not known for the "
-                       f"{family.name} family ({takes}); it is sent as given, for OpenAI to accept or refuse")
-            log.warning("%s", message)
-            print(message, file=sys.stderr, flush=True)
+            events.warning(f"{self.name}: reasoning_effort={effort} is not known for the {family.name} "
+                           f"family ({takes}); it is sent as given, for OpenAI to accept or refuse")
         if "temperature" in overrides and not family.takes_temperature(effort):
             raise ModelConfigurationError(
                 f"{self.name}: the {family.name} family accepts no temperature but its default"

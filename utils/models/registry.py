@@ -179,24 +179,33 @@ def portable_spec(spec: str) -> str:
 
 
 def _import_file(path: Path):
-    """Import a Python file once per process, under a name made from its absolute path (so
-    two files named model.py do not collide). Its directory goes to the end of sys.path, so
+    """Import a Python file once per process and content (an edited file is imported again),
+    under a name made from its absolute path (so two files named model.py do not collide). Its directory goes to the end of sys.path, so
     it may import its neighbours without them shadowing the harness's modules."""
     path = path.resolve()
     module_name = f"cupid_user_code_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise UnknownModelError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    loaded = sys.modules.get(module_name)
+    if loaded is not None and getattr(loaded, "__cupid_source_sha256__", None) == digest:
+        return loaded  # an edited file is imported again: the code that runs is the file's
     if str(path.parent) not in sys.path:
         sys.path.append(str(path.parent))
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise UnknownModelError(f"{path}: not a Python file that can be imported")
     module = importlib.util.module_from_spec(spec)
+    module.__cupid_source_sha256__ = digest  # what the file held when imported (a strategy's identity)
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except BaseException:
-        del sys.modules[module_name]
+        if loaded is not None:
+            sys.modules[module_name] = loaded
+        else:
+            del sys.modules[module_name]
         raise
     return module
 

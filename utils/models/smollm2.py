@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from cupid.utils.models.catalog import ModelFacts, dated_table
+from cupid.utils.models.errors import RunCancelled
 from cupid.utils.models.request import chat_messages
 from cupid.utils.models.model import (
     Completion,
@@ -103,6 +104,7 @@ INSTALL_HINT = ("install it with `pip install llama-cpp-python` and "
 _load_lock = threading.Lock()     # guards the one-time load
 _call_lock = threading.Lock()     # serializes use of the llama.cpp context
 _engine: Any = None               # the process's llama_cpp.Llama, once loaded
+_closed = False                   # freed at exit: no call may load it again
 
 # Seconds the last load took (None before the first load); read by the benchmark.
 load_seconds: float | None = None
@@ -170,6 +172,8 @@ def _without_extra_buffer_types(llama_cpp_module: Any):
 def load_engine() -> Any:
     """The process's one llama_cpp.Llama, loaded on first call."""
     global _engine, load_seconds
+    if _closed:
+        raise RunCancelled("smollm2-135m: the process is exiting")
     if _engine is not None:
         return _engine
     with _load_lock:
@@ -211,11 +215,21 @@ def load_engine() -> Any:
         return engine
 
 
-def _free_engine() -> None:
-    global _engine
-    engine, _engine = _engine, None
-    if engine is not None:
-        engine.close()
+def _free_engine(wait_s: float = 60.0) -> None:
+    """Close the engine at exit, once no call uses it: a worker thread of a stopped run may
+    still be decoding (llama.cpp cannot be interrupted), and a context freed under it crashes
+    the process (a segmentation fault instead of exit 130). Such a call is waited for up to
+    ``wait_s``; past that the engine is left to the operating system. No call starts after."""
+    global _engine, _closed
+    if not _call_lock.acquire(timeout=wait_s):
+        return
+    try:
+        _closed = True
+        engine, _engine = _engine, None
+        if engine is not None:
+            engine.close()
+    finally:
+        _call_lock.release()
 
 
 def prefix_cache(llama_cpp: Any, capacity_bytes: int) -> Any:
@@ -310,6 +324,8 @@ class SmolLM2(Model):
             "seed": (SEED if request.seed is None else request.seed) + request.variant,
         }
         with _call_lock:  # also builds each grammar once
+            if _closed:  # the process is exiting (a stopped run): no call starts on a freed engine
+                raise RunCancelled(f"{self.name}: the process is exiting")
             if request.json_schema is not None:
                 options["grammar"] = _grammar(request.json_schema)
             elif request.answer_grammar is not None:

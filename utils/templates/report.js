@@ -155,7 +155,10 @@
     console.error(err);
     where.replaceChildren(el("p", { class: "warning", text: "Could not show this view: " + (err && err.message || err) }));
   }
-  function runLabel(r) { const run = IDX.runs[r]; return run.label + (run.setting === "default" ? "" : " · " + run.setting); }
+  function runLabel(r) {
+    const run = IDX.runs[r];
+    return run.label + (run.setting === "default" ? "" : " · " + run.setting) + (run.uses_labels ? " (uses labels)" : "");
+  }
   function show(view) {
     for (const v of document.querySelectorAll("main > .view")) v.hidden = v.id !== "view-" + view;
     for (const a of document.querySelectorAll("header.top nav a"))
@@ -273,7 +276,7 @@
       class: cls, "data-key": key, onclick: key === "req" ? null : () => {
         state.dir = state.sort === key ? -state.dir : 1; state.sort = key; state.page = 0; renderTable(); } }, title)));
     view.replaceChildren(el("h1", null, "Instances ", el("span", { class: "muted", id: "count" })),
-      el("p", { class: "muted" }, "One row per model, setting and instance; metrics under the chosen scorer. Sorted worst first by default; click a header to sort, a row to open it."),
+      el("p", { class: "muted" }, "One row per model, setting and instance; metrics under the chosen scorer. Sorted worst first by default; click a header to sort, a row to open it. Cost: the instance's calls at the dated prices (an in-process model is free: $0.00000); \u201c+?\u201d marks a row with calls of a model that has no price (hover for which), whose cost is not in the figure."),
       controls, el("div", { class: "table-wrap" }, el("table", { class: "grid", id: "instances-table" }, el("thead", null, head), el("tbody"))),
       el("div", { class: "pager", id: "pager" }));
     built = true;

@@ -249,7 +249,7 @@ def test_without_classifications_the_report_names_the_command(evaluated, tmp_pat
     md = (tmp_path / "report.md").read_text()
     assert "## Error types (Table 2)" not in md and not (tmp_path / "error_types.csv").exists()
     assert "- **Table 2** lacks error-type classifications of the low-F1 inferences of DeepSeek-R1, model-b." in md
-    assert f"python -m evaluation.report {evaluated[0]} --error_types" in md
+    assert f"cupid-report {evaluated[0]} --error_types" in md
 
 
 # ---------------------------------------------------------------------------------------

@@ -176,8 +176,9 @@ def test_markdown_counts_failures_and_missing(built):
     md = built["md"]
     assert "| GPT-4o | default | gpt-4o-2024-11-20 | inference | 9 | 9 | 7 | 1 | 1 | 0 | infer: 1 |" in md
     assert "| GPT-4o | default | gpt-4o-2024-11-20 | generation | 9 | 9 | 8 | 1 | 0 | 0 | generate: 1 |" in md
-    # The oracle instance without a relevant session is skipped, not failed or missing.
-    assert "| GPT-4o | oracle | gpt-4o-2024-11-20 | inference | 9 | — | 8 | 0 | 0 | 1 | — |" in md
+    # The oracle instance without a relevant session is skipped, not failed or missing; the
+    # oracle reads the labels, and says so (a run.json from before the mark: by its name).
+    assert "| GPT-4o | oracle (uses labels) | gpt-4o-2024-11-20 | inference | 9 | — | 8 | 0 | 0 | 1 | — |" in md
     assert "`infer` failed on 1 instance(s): ModelCallFailed: 500" in md
     assert "left out" in md
 
@@ -185,7 +186,8 @@ def test_markdown_counts_failures_and_missing(built):
 def test_markdown_paired_differences(built):
     md = built["md"]
     # oracle preference (10 everywhere) minus default (mean 6 over the 8 paired instances)
-    assert "| GPT-4o oracle_preference | GPT-4o default | judge score | 8 | 10.00 | 6.00 | 4.00 [" in md
+    assert ("| GPT-4o oracle_preference (uses labels) | GPT-4o default | judge score | 8 | 10.00 | 6.00 | 4.00 ["
+            in md)
     # Claude minus DeepSeek-R1 is a constant per-instance shift: zero-width interval.
     assert "| DeepSeek-R1 | Claude 3.7 Sonnet | judge score | 9 | 7.00 | 9.00 | -2.00 [-2.00, -2.00] |" in md
 
@@ -423,3 +425,56 @@ def test_a_killed_builds_temporaries_are_removed_by_the_next_build(tmp_path):
     finally:
         alive.kill()
         alive.wait()
+
+
+@pytest.mark.slow
+def test_the_reports_suggested_commands_run_as_printed_from_another_directory(tmp_path):
+    """What "cannot show yet" suggests is a command line that runs from anywhere: the installed
+    console scripts, the data as an absolute path (a served PrefMatcher's command as a dry run:
+    none is served here; OTHER_MODEL is the one placeholder, for a model not run yet)."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from cupid.evaluation import evaluate
+    from repo_paths import ROOT
+
+    results = tmp_path / "results"
+    evaluate("scripted", evaluator="scripted", data=str(ROOT / "data" / "sample"), limit=2, task="both",
+             results_dir=results)
+    md = R.build_report(results, n_bootstrap=20, figures=False).markdown.read_text()
+    gaps = md.split("## What this report cannot show yet", 1)[1].split("\n## ", 1)[0]
+    commands = [line.strip() for line in gaps.splitlines() if line.startswith("  cupid-")]
+    assert len(commands) >= 5 and all("python -m" not in c for c in commands)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "evaluation").mkdir(parents=True)  # a research directory with its own evaluation/
+    (elsewhere / "evaluation" / "__init__.py").write_text("")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    ran = 0
+    for command in commands:
+        if "OTHER_MODEL" in command:
+            continue
+        argv = shlex.split(command) + (["--dry_run"] if "--use_matcher" in command else [])
+        result = subprocess.run(argv, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
+        ran += 1
+    assert ran >= 4
+
+
+def test_a_model_object_is_suggested_as_a_python_call_not_a_command(tmp_path):
+    """A Model object handed to evaluate() has no name the command line resolves: its missing
+    settings are suggested as the evaluate() call, not as ``cupid-eval --model my-echo``."""
+    from cupid.evaluation.report.gaps import command, run_command
+    from cupid.evaluation.report.results import Run
+
+    run = Run("my-echo", "default")
+    run.manifests.append({"model": "my-echo", "data_source": "/data/sample",
+                          "invocations": [{"endpoints": {"model": {"model": "my-echo", "provider": "custom"}}}]})
+    line = command(run_command(run, "scripted"), tmp_path, setting="oracle", task="both")
+    assert "cupid-eval" not in line and "evaluate(model, " in line
+    assert "setting='oracle'" in line and "task='both'" in line and "evaluator='scripted'" in line
+    assert "data='/data/sample'" in line
+    # A registered or hosted model keeps its command line.
+    run.manifests[0]["invocations"][0]["endpoints"]["model"]["provider"] = "openai"
+    assert command(run_command(run, None), tmp_path).startswith("cupid-eval --model my-echo")

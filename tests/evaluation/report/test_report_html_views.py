@@ -41,7 +41,7 @@ def test_fenced_commands_become_copyable_blocks(sample):
     assert ('<div class="code-block"><pre><code>python -m a --x &lt;1&gt;\npython -m b</code></pre>'
             '<button type="button" class="copy">Copy</button></div>') in body
     html = sample["html"].read_text(encoding="latin-1")
-    assert html.count('class="code-block"') >= 1 and "<code>python -m evaluation.run" in html
+    assert html.count('class="code-block"') >= 1 and "<code>cupid-eval" in html
 
 
 def test_worst_ties_go_round_the_runs(sample):
@@ -166,7 +166,7 @@ def test_url_state_navigation_and_every_run_of_an_instance(sample, browser):
                      f"document.querySelector('.list-nav').innerText.includes('1 of {n_worst} in the lowest F1')")
     # Each command block of "What this report cannot show yet" copies its commands.
     commands = browser.evaluate("document.querySelector('.code-block pre').textContent")
-    assert commands.count("python -m evaluation.run") == len(commands.splitlines()) >= 1
+    assert commands.count("cupid-eval") == len(commands.splitlines()) >= 1
     browser.evaluate("document.querySelector('.code-block .copy').click()")
     browser.wait_for("document.querySelector('.code-block .copy').textContent !== 'Copy'")
     if browser.evaluate("document.querySelector('.code-block .copy').textContent") != "Copied":

@@ -57,9 +57,16 @@ def test_results_json_and_the_report_say_what_each_strategy_kept(results):
 def test_the_comparison_table_holds_each_strategys_paired_difference_with_default_and_oracle(results):
     an = Analysis(results, n_bootstrap=50)
     compared = (results / "report.md").read_text().split("### Strategies compared", 1)[1].split("## ", 1)[0]
-    rows = {line.split(" | ")[1].strip("` "): line.split(" | ") for line in compared.splitlines()
-            if line.startswith("| model-a")}
+    rows = {line.split(" | ")[1].removesuffix(" (uses labels)").strip("` "): line.split(" | ")
+            for line in compared.splitlines() if line.startswith("| model-a")}
     assert list(rows) == ["default", "bm25:k=3", "recent:k=2", "oracle"]  # floor first, ceiling last
+    # The oracle reads the labels: marked so in both tables, the blind strategies not.
+    assert "`oracle` (uses labels)" in rows["oracle"][1] and "labels" not in rows["bm25:k=3"][1]
+    kept = (results / "report.md").read_text().split("### What each strategy kept", 1)[1].split("###", 1)[0]
+    assert "`oracle` (uses labels)" in kept and "`recent:k=2` (uses labels)" not in kept
+    assert json.loads((results / "model-a" / "oracle" / "run.json").read_text())["setting_uses_labels"] is True
+    assert json.loads((results / "model-a" / "oracle" / "results.json").read_text())["settings"]["uses_labels"] is True
+    assert json.loads((results / "model-a" / "recent_k=2" / "results.json").read_text())["settings"]["uses_labels"] is False
     bm25, floor, ceiling = an.run("model-a", "bm25:k=3"), an.run("model-a", "default"), an.run("model-a", "oracle")
     for column, other in ((4, floor), (5, ceiling)):
         d = an.paired(bm25, "evaluator", other, "evaluator", "inference")

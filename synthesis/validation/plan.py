@@ -4,7 +4,7 @@ Solvable: each entry of every instance-relevant preference's checklist (the curr
 contrasting one of a contrastive instance; the earlier one of a changing instance) is
 expressed in a session of that preference. Challenging: no entry of the current checklist
 is stated by the current request. An entry counts as expressed only through a fragment
-that stands in the user's messages of that dialogue (``extract_fragments.kept_fragments``).
+that stands in the user's messages of that dialogue (``fragments.kept_fragments``).
 
 A synthesis output records the contrasting and earlier preferences (each instance's
 ``metadata``) and every preference's checklist (``personas/<id>/checklists.json``). The
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from cupid.synthesis.extract_fragments import request_session
+from cupid.synthesis.validation.fragments import request_session
 from cupid.utils.dataset import Instance, Session
 from cupid.utils.io import read_json
 

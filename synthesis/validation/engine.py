@@ -1,13 +1,13 @@
-"""The validation's engine (§3.2, Appendix E): ``from cupid.synthesis.validation import validate``.
+"""The validation's engine (§3.2, Appendix E): ``from cupid.synthesis import validate``.
 
-    from cupid.synthesis.validation import validate
+    from cupid.synthesis import validate
 
     out = validate("synthetic_data", output_dir="validated", n_workers=4)
     out.summary["solvable_pct"], len(out.verified), out.output_dir / "verified"
 
 For every instance of a data directory (a synthesis output or the benchmark's files) and
 each of its relevant preferences (validation_plan.py), the validator extracts per checklist
-entry the user's fragments that express it (extract_fragments.py, Figure 20), on each session
+entry the user's fragments that express it (fragments.py, Figure 20), on each session
 of that preference and, for the challenging check, on the current request alone. Output
 directory::
 
@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import Sequence
 
 from cupid import config
+from cupid.utils.progress import HEARTBEAT_S, ProgressLog
 from cupid.evaluation.steps import decompose
 from cupid.evaluation.steps.ask import Ask
-from cupid.synthesis import extract_fragments
-from cupid.synthesis.validation_plan import (EntryResult, conclude, consistent_instances, known_checklists,
+from cupid.synthesis.validation import fragments
+from cupid.synthesis.validation.plan import (EntryResult, conclude, consistent_instances, known_checklists,
                                              plan_checks, session_at)
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import BadInput, Interrupted
@@ -156,13 +157,13 @@ class Validation:
                        for i, text in enumerate(checklist, start=1)]
             for position in check.positions:
                 session = session_at(instance, position)
-                output, error = self.store.get("extractions", extract_fragments.ask(checklist, session),
-                                               extract_fragments.check)
+                output, error = self.store.get("extractions", fragments.ask(checklist, session),
+                                               fragments.check)
                 if output is None:
                     notes.append(f"{check.role} preference, {'the request' if position == 0 else f'session {position}'}: "
                                  f"{error}")
                 for result, item in zip(results, (output or {}).get("items") or [None] * len(results)):
-                    kept, dropped = extract_fragments.kept_fragments(item["fragments"], session) if item else ([], [])
+                    kept, dropped = fragments.kept_fragments(item["fragments"], session) if item else ([], [])
                     result.add(position, item, kept, dropped)
             entries += [r.to_dict() for r in results]
             if source == "decomposed":
@@ -183,8 +184,19 @@ class Validation:
                     self.row(instance)
             run_in_rounds(lambda: list(iter_with_progress(deferred_ok, self.instances, n_workers=n_workers,
                                                           show=False)), runner, [self.model])
-        rows = {instance.instance_id: row for instance, row in
-                iter_with_progress(self.row, self.instances, n_workers=n_workers, desc="validation")}
+        # Off a terminal (SLURM, CI, nohup) no bar is drawn: lines at a bounded interval instead.
+        lines = None if sys.stderr.isatty() else ProgressLog(
+            len(self.instances), max(1, len(self.instances) // 20), f"validation [{self.model.name}]",
+            workers=n_workers, heartbeat_s=HEARTBEAT_S)
+        rows = {}
+        try:
+            for instance, row in iter_with_progress(self.row, self.instances, n_workers=n_workers, desc="validation"):
+                rows[instance.instance_id] = row
+                if lines is not None:  # "failed": a verdict left unknown by a failed extraction
+                    lines.add(failed=row["solvable"] is None or row["challenging"] is None)
+        finally:
+            if lines is not None:
+                lines.close()
         return [rows[i.instance_id] for i in self.instances]
 
 
@@ -237,7 +249,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
                             cancel_all()  # the calls in flight end now
                             raise Interrupted(f"{stop_cause(exc)}: every answer received is kept in {out / 'answers'}; "
                                               f"rerun the same command to resume.", stop_status(exc)) from None
-                    from cupid.synthesis.validation_outputs import write_outputs
+                    from cupid.synthesis.validation.files import write_outputs
 
                     summary, verified = write_outputs(out, source, instances, rows, validator, annotations=annotations,
                                                       tasks_per_page=tasks_per_page,
@@ -260,26 +272,3 @@ def series_of(source, instances: list[Instance]) -> dict[str, Instance]:
     if source.limit is None or source.limit >= (source.total or 0):
         return consistent_instances(instances)
     return consistent_instances(InstanceSource(data_path=source.data_path))
-
-
-def print_summary(summary: dict, out=None) -> None:
-    pct = lambda v: "n/a" if v is None else f"{v:.1f}%"  # noqa: E731
-    c = summary["counts"]
-    lines = [f"{c['instances']} instances: solvable {pct(summary['solvable_pct'])} ({c['solvable']}; "
-             f"{c['solvable_unknown']} unknown), challenging {pct(summary['challenging_pct'])} "
-             f"({c['challenging']}; {c['challenging_unknown']} unknown); verified {c['verified']}",
-             f"entries expressed {pct(summary['entries_expressed_pct'])} of {c['entries']} "
-             f"({c['entries_failed']} failed); request entries stated {c['request_entries_stated']} of "
-             f"{c['request_entries']}; fragments dropped (not in the user's messages) {c['fragments_dropped']}",
-             "implicitness ratings (1 explicit .. 7 implicit): " + ", ".join(
-                 f"{k}: {v}" for k, v in summary["rating_distribution"].items()),
-             f"extractions failed {c['extractions_failed']} (rerun to ask them again)"]
-    if "human" in summary:
-        h = summary["human"]
-        rules = h["revision_rules"]
-        lines.append(f"annotations: {h['annotators']} annotators, alpha {h['alpha_entries']} (entries), "
-                     f"LLM-human agreement {pct(h['llm_human_agreement_pct'])} on {h['entries_annotated']} "
-                     f"entries; instances to revise: {rules['section_3_2']['instances']} by §3.2's rule (expressed "
-                     f"if marked by at least one annotator), {rules['appendix_e']['instances']} by Appendix E's "
-                     f"(revised where at least one annotator marked an entry not expressed)")
-    print("\n".join(lines), file=out or sys.stderr)

@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-from cupid.synthesis.validation_plan import (CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST,
+from cupid.synthesis.validation.plan import (CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST,
                                              conclude)
 from cupid.utils.dataset import INSTANCE_TYPES
 from cupid.utils.errors import BadInput, SetupError

@@ -11,8 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
-from cupid.synthesis import annotation
-from cupid.synthesis.validation_plan import EXPRESSED, FAILED, REQUEST
+from cupid.synthesis.validation import annotation
+from cupid.synthesis.validation.plan import EXPRESSED, FAILED, REQUEST
 from cupid.utils.dataset import Instance
 from cupid.utils.io import atomic_write_json, atomic_write_text, temporary_prefix
 from cupid.utils.models.model import Model

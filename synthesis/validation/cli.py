@@ -1,10 +1,10 @@
-"""``cupid-validate`` (``python -m cupid.synthesis.validate``; from the checkout also ``python -m
+"""``cupid-validate`` (``python -m cupid.synthesis.validation.cli``; from the checkout also ``python -m
 synthesis.validate``): the paper's validation (§3.2, Appendix E) of a data directory.
 
     cupid-validate --data_dir synthetic_data --output_dir validated --model gpt-4o-2024-11-20 --n_workers 4
     cupid-validate --data_dir synthetic_data --output_dir validated --annotations a.json b.json
 
-The flags are ``validate()``'s arguments (synthesis/validation.py). Exit status: 0 when every
+The flags are ``validate()``'s arguments (synthesis/validation/engine.py). Exit status: 0 when every
 instance has its verdicts, 1 when an extraction failed (its instances' verdicts are unknown;
 rerun to ask it again), 2 for bad input or setup, 3 when the file system refused a write,
 130 (143, 129) when stopped by Ctrl-C (SIGTERM, SIGHUP): rerun the same command to resume.
@@ -33,7 +33,7 @@ class _CallableCommand(types.ModuleType):
     so calling the module calls the engine."""
 
     def __call__(self, *args, **kwargs):
-        from cupid.synthesis.validation import validate
+        from cupid.synthesis.validation.engine import validate
 
         return validate(*args, **kwargs)
 
@@ -42,10 +42,10 @@ sys.modules[__name__].__class__ = _CallableCommand
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cupid.synthesis.validation import DEFAULT_VALIDATOR
+    from cupid.synthesis.validation.engine import DEFAULT_VALIDATOR
     from cupid.utils.command_line import Parser, non_negative_int, positive_float, positive_int, program_name
 
-    p = Parser(prog=program_name("python -m cupid.synthesis.validate"), description=__doc__.split("\n\n")[0],
+    p = Parser(prog=program_name("python -m cupid.synthesis.validation.cli"), description=__doc__.split("\n\n")[0],
                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--data_dir", required=True,
                    help="instances to validate: a synthesis output, the benchmark's files, any path cupid-eval reads")
@@ -75,9 +75,9 @@ def forecast(args) -> dict:
     the steps' own code with a stand-in model."""
     from cupid.evaluation.data import InstanceSource
     from cupid.evaluation.steps import decompose
-    from cupid.synthesis import extract_fragments
-    from cupid.synthesis.validation import AnswerStore, series_of
-    from cupid.synthesis.validation_plan import known_checklists, plan_checks, session_at
+    from cupid.synthesis.validation import fragments
+    from cupid.synthesis.validation.engine import AnswerStore, series_of
+    from cupid.synthesis.validation.plan import known_checklists, plan_checks, session_at
     from cupid.utils.forecast import RenderOnly, filler, parse_limits, render, role_forecast, summary
     from cupid.utils.models.registry import resolve_model
 
@@ -94,7 +94,7 @@ def forecast(args) -> dict:
             known = book.get((instance.persona_id, check.preference.strip()))
             checklist = known[0] if known else [f"Does the response {filler(12, 'check')}?"] * 3
             asks = [] if known else [("checklists", decompose.ask(check.preference), 80)]
-            asks += [("extractions", extract_fragments.ask(checklist, session_at(instance, p)),
+            asks += [("extractions", fragments.ask(checklist, session_at(instance, p)),
                       ANSWER_TOKENS_PER_ENTRY * len(checklist)) for p in check.positions]
             for kind, ask, tokens in asks:
                 key = store.key(ask)
@@ -107,7 +107,7 @@ def forecast(args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from cupid.synthesis.validation import print_summary, validate
+    from cupid.synthesis.validation.engine import validate
     from cupid.utils.command_line import print_error
     from cupid.utils.errors import CupidError, Interrupted
     from cupid.utils.forecast import print_forecast
@@ -125,6 +125,29 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(result.summary)
     print(json.dumps({"summary": str(Path(args.output_dir) / "summary.json"), **result.summary["counts"]}))
     return 1 if result.summary["counts"]["instances_unknown"] else 0
+
+
+def print_summary(summary: dict, out=None) -> None:
+    pct = lambda v: "n/a" if v is None else f"{v:.1f}%"  # noqa: E731
+    c = summary["counts"]
+    lines = [f"{c['instances']} instances: solvable {pct(summary['solvable_pct'])} ({c['solvable']}; "
+             f"{c['solvable_unknown']} unknown), challenging {pct(summary['challenging_pct'])} "
+             f"({c['challenging']}; {c['challenging_unknown']} unknown); verified {c['verified']}",
+             f"entries expressed {pct(summary['entries_expressed_pct'])} of {c['entries']} "
+             f"({c['entries_failed']} failed); request entries stated {c['request_entries_stated']} of "
+             f"{c['request_entries']}; fragments dropped (not in the user's messages) {c['fragments_dropped']}",
+             "implicitness ratings (1 explicit .. 7 implicit): " + ", ".join(
+                 f"{k}: {v}" for k, v in summary["rating_distribution"].items()),
+             f"extractions failed {c['extractions_failed']} (rerun to ask them again)"]
+    if "human" in summary:
+        h = summary["human"]
+        rules = h["revision_rules"]
+        lines.append(f"annotations: {h['annotators']} annotators, alpha {h['alpha_entries']} (entries), "
+                     f"LLM-human agreement {pct(h['llm_human_agreement_pct'])} on {h['entries_annotated']} "
+                     f"entries; instances to revise: {rules['section_3_2']['instances']} by §3.2's rule (expressed "
+                     f"if marked by at least one annotator), {rules['appendix_e']['instances']} by Appendix E's "
+                     f"(revised where at least one annotator marked an entry not expressed)")
+    print("\n".join(lines), file=out or sys.stderr)
 
 
 def console() -> None:
