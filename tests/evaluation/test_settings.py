@@ -49,6 +49,8 @@ def test_positions_follow_the_selection_order_and_equal_sessions_are_found():
             return list(reversed(inst.prior_interactions))
 
     class Copies:  # equal sessions that are not the same objects
+        uses_labels = True
+
         def select(self, inst):
             return [Session(s.context_factor, s.contextual_preference, s.dialogue) for s in inst.prior_interactions[2:]]
 
@@ -63,8 +65,8 @@ def test_a_foreign_session_is_refused_naming_the_setting_and_instance():
         def select(self, inst):
             return [session(9, "Invented.")]
 
-    with pytest.raises(ValueError, match=r"setting foreign: select\(\) returned a Session that is not one of instance "
-                                         r"i1's prior sessions"):
+    with pytest.raises(ValueError, match=r"setting foreign@\w+: select\(\) returned a Session that is not one of "
+                                         r"instance i1's prior sessions"):
         setting_named(Foreign()).context(instance())
 
 
@@ -83,9 +85,10 @@ def test_render_gives_the_text_and_select_the_sessions_it_drew_on():
         def render(self, inst):
             return ["not", "text"]
 
-    assert setting_named(Notes()).context(instance()) == S.Context("notes about the user", None, None)
-    assert setting_named(Both()).context(instance()) == S.Context("notes about the user", (SESSIONS[1],), (2,))
-    with pytest.raises(TypeError, match="setting bad: render\\(\\) returned a list, not a str"):
+    assert setting_named(Notes()).context(instance()) == S.Context("notes about the user", None, None, rendered=True)
+    assert setting_named(Both()).context(instance()) == S.Context("notes about the user", (SESSIONS[1],), (2,),
+                                                                  rendered=True)
+    with pytest.raises(TypeError, match=r"setting bad@\w+: render\(\) returned a list, not a str"):
         setting_named(Bad()).context(instance())
 
 
@@ -95,8 +98,8 @@ def test_a_strategy_object_is_named_by_its_name_or_class():
             return ()
 
     named = type("Named", (), {"name": "my-memory", "select": lambda self, inst: ()})()
-    assert setting_named(named).name == "my-memory"
-    assert setting_named(Plain()).name == f"{__name__}:{Plain.__qualname__}"
+    assert setting_named(named).name.split("@")[0] == "my-memory"
+    assert setting_named(Plain()).name.split("@")[0] == f"{__name__}:{Plain.__qualname__}"
     same = Setting("x", Plain())
     assert setting_named(same) is same
     with pytest.raises(BadInput, match="setting .*: a strategy needs select\\(instance\\) or render\\(instance\\); "
@@ -155,12 +158,12 @@ def test_a_users_file_is_loaded_named_by_its_file_and_recorded_portably(tmp_path
     (tmp_path / "mine.py").write_text(STRATEGY_FILE, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     found = setting_named("mine.py:Picks:k=3,label=memo")
-    assert found.name == "mine.py:Picks:k=3,label=memo"
+    assert found.name.split("@")[0] == "mine.py:Picks:k=3,label=memo"
     assert found.spec == f"{(tmp_path / 'mine.py').resolve()}:Picks:k=3,label=memo"
     assert (found.strategy.k, found.strategy.label) == (3, "memo")
     assert found.context(instance()).positions == (1, 2, 3)
     plain = setting_named("mine.py:Picks")
-    assert plain.name == "mine.py:Picks" and plain.spec == f"{(tmp_path / 'mine.py').resolve()}:Picks"
+    assert plain.name.split("@")[0] == "mine.py:Picks" and plain.spec == f"{(tmp_path / 'mine.py').resolve()}:Picks"
     ready = setting_named("mine.py:ready")
     assert ready.context(instance()).positions == (1, 2)
     with pytest.raises(BadInput, match="setting mine.py:ready:k=1: mine.py:ready is an object, not a class: it takes no "
@@ -192,20 +195,20 @@ def test_an_installed_entry_point_is_a_strategy_too(monkeypatch):
         def render(self, inst):
             return f"memory of {self.size}"
 
-    points = {"memory": FakeEntryPoint("memory", Memory), "broken": FakeEntryPoint("broken", ImportError("no pkg"))}
+    points = {"notes": FakeEntryPoint("notes", Memory), "broken": FakeEntryPoint("broken", ImportError("no pkg"))}
     asked = []
     monkeypatch.setattr(registry, "_entry_points",
                         lambda group: asked.append(group) or (points if group == "cupid.strategies" else {}))
-    found = setting_named("memory:size=4")
+    found = setting_named("notes:size=4")
     assert asked[0] == S.ENTRY_POINT_GROUP == "cupid.strategies"
-    assert found.name == "memory:size=4" and found.spec is None
-    assert found.context(instance()) == S.Context("memory of 4", None, None)
+    assert found.name.split("@")[0] == "notes:size=4" and found.spec is None
+    assert found.context(instance()) == S.Context("memory of 4", None, None, rendered=True)
     with pytest.raises(BadInput, match=r"^setting broken: the entry point pkg.mod:Thing failed to load: "
                                        r"ImportError: no pkg$"):
         setting_named("broken")
-    with pytest.raises(BadInput, match=r"unknown 'memroy' \(did you mean 'memory'\?\)\. .*installed cupid.strategies "
-                                       r"entry points: broken, memory$"):
-        setting_named("memroy")
+    with pytest.raises(BadInput, match=r"unknown 'notse' \(did you mean 'notes'\?\)\. .*installed cupid.strategies "
+                                       r"entry points: broken, notes$"):
+        setting_named("notse")
     monkeypatch.setattr(registry, "_entry_points", lambda group: {})
     with pytest.raises(BadInput, match=r"\(recent, bm25 and dense take k=N\); your own: path/file.py:Class or "
                                        r"package.module:Class; installed cupid.strategies entry points: none$"):
@@ -243,7 +246,7 @@ def test_what_a_file_names_a_class_a_factory_an_object_or_neither(tmp_path, monk
     (nested / "mine.py").write_text(MORE_STRATEGIES, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     made = setting_named("sub/d:x/mine.py:make:k=2")
-    assert made.name == "mine.py:make:k=2" and (made.strategy.k, made.strategy.label) == (2, "made")
+    assert made.name.split("@")[0] == "mine.py:make:k=2" and (made.strategy.k, made.strategy.label) == (2, "made")
     used = setting_named("sub/d:x/mine.py:callable_strategy")
     assert used.context(instance()).positions == (4,)
     with pytest.raises(BadInput) as info:
@@ -260,7 +263,7 @@ def test_what_a_file_names_a_class_a_factory_an_object_or_neither(tmp_path, monk
 def test_an_object_of_a_script_is_named_by_its_class_alone():
     kind = type("Script", (), {"select": lambda self, inst: ()})
     kind.__module__ = "__main__"
-    assert setting_named(kind()).name == "Script"
+    assert setting_named(kind()).name.split("@")[0] == "Script"
     with pytest.raises(BadInput) as info:
         setting_named(object())
     assert str(info.value) == ("setting builtins:object: a strategy needs select(instance) or render(instance); "
@@ -281,6 +284,6 @@ def test_a_selected_session_is_recorded_at_its_own_position_among_equal_ones():
 def test_render_is_given_the_instance():
     class ById:
         def render(self, inst):
-            return f"notes on {inst.instance_id}"
+            return f"notes on {inst.current_request}"
 
-    assert setting_named(ById()).context(instance()).text == "notes on i1"
+    assert setting_named(ById()).context(instance()).text == "notes on Write it."

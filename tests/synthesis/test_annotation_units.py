@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from cupid.synthesis import annotation as A
-from cupid.synthesis.validation_plan import CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST
+from cupid.synthesis.validation import annotation as A
+from cupid.synthesis.validation.plan import CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST
 from cupid.utils.errors import BadInput
 
 E, N = EXPRESSED, NOT_EXPRESSED

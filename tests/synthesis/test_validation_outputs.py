@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cupid.synthesis import validation_outputs as V
-from cupid.synthesis.validation_plan import CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST
+from cupid.synthesis.validation import files as V
+from cupid.synthesis.validation.plan import CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST
 from cupid.utils.dataset import Instance, Session, Turn
 
 
@@ -159,7 +159,7 @@ def test_write_outputs_folds_the_annotations_in_and_keeps_the_validators_figures
              "challenging": True, "verified": False,
              "entries": [{**entry(CURRENT, NOT_EXPRESSED), "preference": "p.", "index": 1, "entry": "Is it é?"},
                          {**entry(REQUEST, NOT_EXPRESSED), "preference": "p.", "index": 1, "entry": "Is it é?"}]}]
-    tasks = __import__("cupid.synthesis.annotation", fromlist=["x"]).annotation_tasks(rows, {"i0": "r"})
+    tasks = __import__("cupid.synthesis.validation.annotation", fromlist=["x"]).annotation_tasks(rows, {"i0": "r"})
     messages = next(t["id"] for t in tasks if t["kind"] == "messages")
     answers = tmp_path / "ann.json"
     answers.write_text(json.dumps({"format": "cupid-annotation/1", "annotator": "a",

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from cupid.synthesis.validation_plan import (CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST,
+from cupid.synthesis.validation.plan import (CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST,
                                              Check, EntryResult, conclude, consistent_instances, known_checklists,
                                              plan_checks, positions_of, recovered_contrast, session_at)
 from cupid.utils.dataset import Instance, Session, Turn
