@@ -82,3 +82,54 @@ def test_shown_record_counts_four_characters_a_token():
     assert shown_record(Context("x" * 10, (s,), (1, 2)), summaries=False)["history_tokens"] == 2   # round(2.5)
     assert shown_record(Context("", None, None), summaries=False) == {"positions": None, "history_tokens": 1}
     assert shown_record(Context("x" * 400, None, None), summaries=True) == {"positions": None, "history_tokens": None}
+
+
+# ---------------------------------------------------------------------------------------
+# What an instance file records of its strategy's choice, shown again on resume
+# ---------------------------------------------------------------------------------------
+from cupid.evaluation.session_recall import kept_context, recorded_selection  # noqa: E402
+from cupid.evaluation.settings import setting_named  # noqa: E402
+from cupid.evaluation.steps.layouts import format_session_log  # noqa: E402
+from cupid.utils.dataset import Instance  # noqa: E402
+
+
+def test_shown_record_keeps_rendered_text_and_a_strategys_own_calls():
+    s = Session("F", "P.", (Turn("user", "hi"),))
+    rendered = shown_record(Context("notes", None, None, rendered=True, model_usage={"calls": 2}), summaries=False)
+    assert rendered == {"positions": None, "history_tokens": 1, "text": "notes", "model_usage": {"calls": 2}}
+    plain = shown_record(Context("log", (s,), (1,)), summaries=False)
+    assert "text" not in plain and "model_usage" not in plain
+
+
+@pytest.mark.parametrize("shown, expected", [
+    ({"positions": [1, 3], "history_tokens": 5}, ([1, 3], None, None)),
+    ({"positions": [], "history_tokens": 1}, ([], None, None)),
+    ({"positions": None, "text": "notes", "model_usage": {"calls": 1}}, (None, "notes", {"calls": 1})),
+    ({"positions": [2], "text": "notes", "model_usage": "odd"}, ([2], "notes", None)),
+    ({"positions": [2], "text": 7}, ([2], None, None)),
+    ({"positions": None, "history_tokens": 3}, None),           # rendered text not kept: ask again
+    ({"positions": [4]}, None), ({"positions": [0]}, None), ({"positions": [True]}, None),
+    ({"positions": "1"}, None), ({"positions": [1.0]}, None),
+    ({"positions": [1], "error": "select() failed"}, None), ({"history_tokens": 3}, None), ("all", None),
+])
+def test_a_recorded_selection_is_shown_again_only_when_it_is_whole(shown, expected):
+    assert recorded_selection({"shown": shown}, n_sessions=3) == expected
+    assert recorded_selection({}, n_sessions=3) is None
+
+
+def test_the_kept_context_is_what_was_shown():
+    sessions = tuple(Session(f"F{k}", f"P{k}.", (Turn("user", f"u{k}"),)) for k in (1, 2, 3))
+    instance = Instance("i", "p", "consistent", "r", "F1", "P1.", ("q?",), sessions)
+    recent = setting_named("recent:k=2")
+    context = kept_context(recent, instance, {"shown": {"positions": [2, 3], "history_tokens": 9}})
+    assert context == Context(format_session_log(sessions[1:]), sessions[1:], (2, 3))
+    assert kept_context(recent, instance, {"shown": {"positions": [9]}}) is None
+
+    class Notes:
+        def render(self, inst):
+            return "fresh"
+
+    notes = setting_named(Notes())
+    kept = kept_context(notes, instance, {"shown": {"positions": None, "text": "kept", "model_usage": {"n": 1}}})
+    assert kept == Context("kept", None, None, rendered=True, model_usage={"n": 1})
+    assert kept_context(notes, instance, {"shown": {"positions": [1]}}) is None   # its text not kept

@@ -287,3 +287,38 @@ def test_render_is_given_the_instance():
             return f"notes on {inst.current_request}"
 
     assert setting_named(ById()).context(instance()).text == "notes on Write it."
+
+
+def test_a_users_strategy_is_identified_by_its_class_parameters_and_source(tmp_path, monkeypatch):
+    import hashlib
+
+    (tmp_path / "mine.py").write_text(MORE_STRATEGIES, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    source = hashlib.sha256((tmp_path / "mine.py").read_bytes()).hexdigest()
+    picks = setting_named("mine.py:Picks:k=3,label=memo")
+    assert {k: picks.identity[k] for k in ("class", "parameters", "source_sha256")} == {
+        "class": "Picks", "parameters": {"k": 3, "label": "memo"}, "source_sha256": source}
+    assert picks.name == f"mine.py:Picks:k=3,label=memo@{picks.identity['hash']}" and len(picks.identity["hash"]) == 10
+    assert setting_named("mine.py:Picks:k=3,label=memo").name == picks.name
+    assert setting_named("mine.py:Picks:k=4,label=memo").name != picks.name
+    made = setting_named("mine.py:make:k=2")
+    assert (made.identity["class"], made.identity["parameters"]) == ("make", {"k": 2})
+    ready = setting_named("mine.py:ready")      # an object: its class, and its simple public attributes
+    assert (ready.identity["class"], ready.identity["parameters"]) == ("Picks", {"k": 2, "label": "x"})
+    assert setting_named("recent:k=2").identity is None and "@" not in setting_named("recent:k=2").name
+
+
+def test_an_objects_parameters_are_its_simple_public_attributes():
+    class Memory:
+        def __init__(self):
+            self.size, self.name_, self._hidden, self.model, self.items = 4, "n", 1, "m", [1]
+            self.flag, self.none, self.rate = True, None, 0.5
+
+        def select(self, inst):
+            return ()
+
+    assert S._simple_attributes(Memory()) == {"flag": True, "name_": "n", "none": None, "rate": 0.5, "size": 4}
+    assert S._simple_attributes(object()) == {}
+    found = setting_named(Memory())
+    assert found.identity["parameters"] == S._simple_attributes(found.strategy)
+    assert found.identity["class"].endswith("Memory")
