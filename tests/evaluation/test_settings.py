@@ -322,3 +322,24 @@ def test_an_objects_parameters_are_its_simple_public_attributes():
     found = setting_named(Memory())
     assert found.identity["parameters"] == S._simple_attributes(found.strategy)
     assert found.identity["class"].endswith("Memory")
+
+
+def test_a_users_strategy_is_asked_once_per_instance_and_a_built_in_each_time():
+    asked = []
+
+    class Counting:
+        def select(self, inst):
+            asked.append(inst.current_request)
+            return inst.prior_interactions[:1]
+
+    counting = setting_named(Counting())
+    first, second = counting.context(instance()), counting.context(instance())
+    assert first == second == S.Context(format_session_log(SESSIONS[:1]), SESSIONS[:1], (1,))
+    assert asked == ["Write it."]
+    other = Instance("i2", "p1", "consistent", "Other request.", "Factor 1", "Short.", ("Is it short?",), SESSIONS)
+    counting.context(other)
+    assert asked == ["Write it.", "Other request."]
+    plain = Setting("plain", Counting())      # no identity (as a built-in): asked every time
+    plain.context(instance())
+    plain.context(instance())
+    assert asked[-2:] == ["Write it.", "Write it."]
