@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -231,9 +232,12 @@ def _alpha(data: list[list], level: str) -> tuple[float | None, str | None]:
     if len(data) < 2 or pairable == 0:
         return None, "no unit rated by two coders"
     try:
-        return round(float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=level)), 4), None
+        value = float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=level))
     except (ValueError, ZeroDivisionError) as exc:  # e.g. every value the same: no variation to agree on
         return None, str(exc)
+    if math.isnan(value):  # the paired values alike (0 / 0): undefined, and NaN is no JSON
+        return None, "every value rated by two coders is the same: no disagreement to expect"
+    return round(value, 4), None
 
 
 REVISION_RULES = {

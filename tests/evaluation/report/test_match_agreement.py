@@ -63,6 +63,20 @@ def worked(tmp_path):
     return labels, tmp_path / "res", rows
 
 
+def test_a_tie_is_no_majority():
+    """More than half of the entry's annotators: 1-1 and 2-2 are ties (no label), 2-1 and 3-1
+    are majorities; an entry labelled by one annotator alone has that label."""
+    two = label_rows("p1", {"u1": [F, F, N], "u2": [P, F, F]})
+    assert A.majority(two)["p1"]["majority"] == [None, F, None]
+    four = label_rows("p2", {"u1": [F, F], "u2": [F, N], "u3": [N, F], "u4": [N, F]})
+    assert A.majority(four)["p2"]["majority"] == [None, F]
+    three = label_rows("p2", {"u1": [P, N], "u2": [P, N], "u3": [F, N]})
+    assert A.majority(three)["p2"]["majority"] == [P, N]
+    assert A.majority(label_rows("p1", {"u1": [N, P, F]}))["p1"]["majority"] == [N, P, F]
+    votes = A.majority(four)["p2"]["votes"]
+    assert votes[0] == Counter({F: 2, N: 2}) and votes[1] == Counter({F: 3, N: 1})
+
+
 def test_majority_votes_drop_entries_without_one(worked):
     labels, results, rows = worked
     result = A.agreement(labels, results)

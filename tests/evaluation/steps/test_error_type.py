@@ -73,3 +73,54 @@ def test_the_row_enters_no_task_so_evaluation_never_asks_it():
     # A damaged stored classification is no problem of the instance's results.
     record = {"steps": {}, "evaluations": {"s": {"steps": {"error_type": {"status": "done", "output": {"type": "x"}}}}}}
     assert problems_by_task(record, "s") == {"inference": [], "generation": []}
+
+
+@pytest.mark.parametrize("section, kind", [
+    ("### Error Type\n\nVagueness\n\nNot Hallucination: session 2 supports the inference.", "Vagueness"),
+    ("### Error Type\n\n\n  Incorrect Context  \nIt is close to Shallow Inference, but uses session 4.",
+     "Incorrect Context"),
+    ("**Error Type**\nShallow Inference\n(Vagueness would need a generic preference.)", "Shallow Inference"),
+])
+def test_the_type_is_read_from_the_first_line_of_its_section_only(section, kind):
+    """The explanation under the type may name other types; only the first non-empty line
+    counts (read over the whole section, these would name two types and be refused)."""
+    assert error_type.parse(ANALYSIS + section)["type"] == kind
+
+
+def test_the_analysis_stops_at_the_error_type_header():
+    out = error_type.parse("### Analysis\n\nFirst reason.\nSecond reason.\n**Error Type:** Hallucination")
+    assert out == {"type": "Hallucination", "analysis": "First reason.\nSecond reason."}
+    assert error_type.parse("### Error Type\n\nVagueness")["analysis"] == ""
+
+
+def test_the_grammar_names_the_four_types():
+    for kind in error_type.TYPES:
+        assert f'"{kind}"' in error_type.GRAMMAR
+    assert error_type.GRAMMAR.startswith('root ::= "### Analysis\\n\\n"')
+
+
+def test_the_ask_reads_its_answer_with_parse_and_constrains_it_with_the_grammar():
+    asked = error_type.ask([], "Factor", "Request.", "TRUE", "INFERRED")
+    assert asked.prompt == error_type.PROMPT == "evaluation/error_type"
+    assert asked.parse is error_type.parse and asked.answer_grammar == error_type.GRAMMAR
+    assert asked.values == {"sessions": "", "context": "Factor", "request": "Request.", "true_preference": "TRUE",
+                            "inferred_preference": "INFERRED"}
+
+
+TYPE_LIST = "Incorrect Context, Shallow Inference, Vagueness, Hallucination"
+
+
+def test_the_refusals_say_exactly_what_is_wrong():
+    with pytest.raises(ParseError) as info:
+        error_type.parse("Shallow Inference.")
+    assert str(info.value) == "no 'Error Type' section"
+    with pytest.raises(ParseError) as info:
+        error_type.parse(ANALYSIS + "### Error Type\n\n  \n")
+    assert str(info.value) == f"the 'Error Type' line '' names none of the types {TYPE_LIST}"
+    long = "x" * 79 + "yz and more words after it"
+    with pytest.raises(ParseError) as info:
+        error_type.parse(ANALYSIS + f"### Error Type\n\n{long}")
+    assert str(info.value) == f"the 'Error Type' line {long[:80]!r} names none of the types {TYPE_LIST}"
+    assert error_type.check({"type": "Off Topic"}) == f"type 'Off Topic' is not one of {TYPE_LIST}"
+    assert error_type.check({"analysis": ""}) == f"type None is not one of {TYPE_LIST}"
+    assert error_type.check({"type": "Vagueness"}) is None
