@@ -232,7 +232,8 @@ def _alpha(data: list[list], level: str) -> tuple[float | None, str | None]:
     if len(data) < 2 or pairable == 0:
         return None, "no unit rated by two coders"
     try:
-        value = float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=level))
+        with np.errstate(invalid="ignore", divide="ignore"):  # 0 / 0 is read as undefined below
+            value = float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=level))
     except (ValueError, ZeroDivisionError) as exc:  # e.g. every value the same: no variation to agree on
         return None, str(exc)
     if math.isnan(value):  # the paired values alike (0 / 0): undefined, and NaN is no JSON
