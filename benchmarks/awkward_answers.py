@@ -28,7 +28,7 @@ from awkward_shapes import SHAPES  # noqa: E402
 from cupid import config  # noqa: E402
 from cupid.utils.models.asking import ask_until_usable  # noqa: E402
 from cupid.utils.models.errors import ModelError  # noqa: E402
-from cupid.utils.models.hosted import reset_clients  # noqa: E402
+from model_state import reset_clients  # noqa: E402
 from cupid.utils.models.registry import resolve_model  # noqa: E402
 from cupid.utils.models.usage import estimate_cost  # noqa: E402
 

@@ -68,8 +68,7 @@ def _isolated_model_layer(monkeypatch: pytest.MonkeyPatch):
         logger.setLevel(level)
     # Clients and limiters are keyed by base URL; the next test's server has another port.
     from cupid.utils.models.adaptations import ADAPTATIONS
-    from cupid.utils.models.hosted import reset_clients
-    from cupid.utils.models.pacing import reset_limiters
+    from model_state import reset_clients, reset_limiters
     from cupid.utils.models.retry import reset_cancel
 
     reset_clients()

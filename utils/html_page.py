@@ -1,8 +1,9 @@
 """Building blocks of the self-contained HTML reports (evaluation and synthesis).
 
-A page is one file: its styles and scripts come from ``utils/templates/`` and are
-inlined, figures become data URIs, and bulky data travels as gzip-compressed chunks inside
-``<script type="application/octet-stream">`` elements that the page's script decodes
+A page is one file: its styles and shared scripts come from ``utils/templates/`` (a page's
+own script, such as the report's, from its package) and are inlined, figures become data
+URIs, and bulky data travels as gzip-compressed chunks inside ``<script
+type="application/octet-stream">`` elements that the page's script decodes
 (``DecompressionStream``) only when a view needs them. Nothing is fetched.
 
 A page with chunks is a windows-1252 document whose chunks hold the gzip bytes themselves
@@ -26,8 +27,9 @@ from markdown_it import MarkdownIt
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
-def template(name: str) -> str:
-    return (TEMPLATES / name).read_text(encoding="utf-8")
+def template(name: str | Path) -> str:
+    """A shared template by name (``report.css``), or a page's own script by its path."""
+    return (name if isinstance(name, Path) else TEMPLATES / name).read_text(encoding="utf-8")
 
 
 def esc(text: Any) -> str:
@@ -94,7 +96,7 @@ def _opening(charset: str, title: str, style: str, body: str, extra_head: str = 
             f"<title>{title}</title>\n<style>\n{style}\n</style>\n{extra_head}</head>\n<body>\n{body}\n")
 
 
-def page(title: str, body: str, *, scripts: tuple[str, ...] = (), extra_head: str = "") -> str:
+def page(title: str, body: str, *, scripts: tuple[str | Path, ...] = (), extra_head: str = "") -> str:
     """A whole UTF-8 document: the shared stylesheet and the named scripts inlined."""
     code = "\n".join(template(name) for name in scripts)
     script = f"<script>\n{code}\n</script>" if code else ""
@@ -133,7 +135,8 @@ def annotation_page(title: str, header: str, tasks: Iterable[str], meta: dict, d
     return page(title, body, scripts=("annotate.js",), extra_head=ANNOTATION_STYLE + extra_head)
 
 
-def chunked_page(title: str, body: str, chunks: Iterable[str], *, scripts: tuple[str, ...] = ()) -> Iterator[str]:
+def chunked_page(title: str, body: str, chunks: Iterable[str], *,
+                 scripts: tuple[str | Path, ...] = ()) -> Iterator[str]:
     """A windows-1252 document in parts (write them with ``atomic_write_text(path, parts,
     "latin-1")``: one byte a character): ``body``, then the ``chunk_element`` strings, then
     the scripts. Text outside the chunks becomes ASCII."""

@@ -3,7 +3,7 @@
 
 The summary (tables with their intervals, figures) is static HTML painted at once. The
 instance browser, instance pages and the compare view are drawn by the inlined script
-(templates/report.js) from gzip-compressed chunks decoded on demand: an index (one row per run
+(evaluation/report/templates/report.js) from gzip-compressed chunks decoded on demand: an index (one row per run
 and instance, the instances' shared fields and scores, the paired differences), the
 prior sessions (each distinct session stored once, however many instances and models show
 it, in parts), and each run's steps in parts (payload.py). Instance files do not hold
@@ -25,6 +25,8 @@ from cupid.evaluation.report.payload import Payload
 from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
 from cupid.utils.html_page import chunk_element, chunked_page, esc, gzip_json, markdown_to_html
 from cupid.utils.io import atomic_write_text
+
+REPORT_JS = Path(__file__).resolve().parent / "templates" / "report.js"  # the page's script, the report's own
 
 
 def _worst_section(payload: Payload, worst: dict) -> str:
@@ -121,7 +123,7 @@ def render(payload: Payload, index: dict, report_md: str, figure_dir: Path, note
 <section id="view-compare" class="view" hidden></section>
 </main>
 """
-    return chunked_page(title, body, chunks(), scripts=("report.js",))
+    return chunked_page(title, body, chunks(), scripts=(REPORT_JS,))
 
 
 _BUILD = re.compile(r"build `([^`]+)`")

@@ -194,7 +194,7 @@ def test_sigint_stops_a_run_whose_requests_hang(tmp_path, data_file, plans, seco
 def test_unreachable_base_url_stops_before_work(tmp_path, data_file, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-preflight-0000")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    from cupid.utils.models.hosted import reset_clients
+    from model_state import reset_clients
     reset_clients()
     started = time.time()
     code = run_module.main(["--model", "gpt-4.1-nano-2025-04-14", "--data", str(data_file),

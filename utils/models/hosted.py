@@ -34,14 +34,6 @@ def shared_client(key: Hashable, factory: Callable[[], Any]) -> Any:
         return CLIENTS[key]
 
 
-def reset_clients() -> None:
-    """Close and forget every client (tests call this between servers)."""
-    with _clients_lock:
-        clients = list(CLIENTS.values())
-        CLIENTS.clear()
-    for client in clients:
-        if callable(getattr(client, "close", None)):
-            client.close()
 
 
 def split_credentials(url: str | None) -> tuple[str | None, dict[str, str]]:

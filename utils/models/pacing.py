@@ -269,12 +269,6 @@ def limiter_for(key: Hashable | None, model_name: str = "") -> RateLimiter | Non
         return _LIMITERS[key]
 
 
-def reset_limiters() -> None:
-    with _lock:
-        _LIMITERS.clear()
-        _USER_LIMITS.clear()
-
-
 _LIMIT_FIELDS = {"tpm": "tokens_per_minute", "rpm": "requests_per_minute", "in_flight": "max_in_flight"}
 
 

@@ -11,6 +11,7 @@ from cupid.evaluation import report as R
 from cupid.evaluation.report import statistics as S
 from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.format import fmt_ci, fmt_p, fmt_pct, fmt_score
+from cupid.evaluation.report.html_report import REPORT_JS
 from cupid.evaluation.report.payload import Payload
 from cupid.evaluation.report.results import load_runs, outcome
 from tests.evaluation.report.test_report_html import browser, needs_chromium, open_report, sample, shot, texts  # noqa: F401  (fixtures)
@@ -258,7 +259,7 @@ def test_every_byte_value_survives_the_page(tmp_path, browser):
     data = bytes(range(256)) + b"</script><!--\r\n\r\x00\x01" + bytes(range(255, -1, -1))
     path = tmp_path / "bytes.html"
     atomic_write_text(path, chunked_page("bytes · ünïcode", "<p>café ↳</p>", [chunk_element("x", byte_text(data))],
-                                         scripts=("report.js",)), "latin-1")
+                                         scripts=(REPORT_JS,)), "latin-1")
     browser.errors.clear()
     browser.open(path)
     got = browser.evaluate("Array.from(window.cupidReport.chunkBytes(document.getElementById('chunk-x').textContent))")

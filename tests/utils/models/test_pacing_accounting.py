@@ -9,6 +9,7 @@ import pytest
 from cupid.utils.models import pacing
 from cupid.utils.models.pacing import RateLimiter, UserLimits, limiter_for, parse_rate_limit
 from cupid.utils.models.rate_limit_headers import parse_duration
+from model_state import reset_limiters
 
 
 class Answer:
@@ -67,7 +68,7 @@ def test_a_stated_limit_without_reset_time_is_per_minute():
 
 
 def test_limiters_by_key_and_user_limits_by_model():
-    pacing.reset_limiters()
+    reset_limiters()
     try:
         assert limiter_for(("openai", "http://h", "abc")) is limiter_for(("openai", "http://h", "abc"))
         pacing.set_user_limits({"gpt-4o": UserLimits(max_in_flight=2)})
@@ -75,7 +76,7 @@ def test_limiters_by_key_and_user_limits_by_model():
         pacing.set_user_limits({"*": UserLimits(max_in_flight=2)})
         assert limiter_for(None, "claude") is not None
     finally:
-        pacing.reset_limiters()
+        reset_limiters()
 
 
 def test_rate_limit_option_for_every_endpoint():
