@@ -283,3 +283,26 @@ def test_no_product_file_holds_two_jobs_past_400_lines():
     long = {name: n for name, path in product_modules().items()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400}
     assert long == {}
+
+
+def test_every_folder_of_code_or_prompts_ships_in_the_package():
+    """An installed copy holds what the checkout holds: each folder with a module or a prompt is a
+    package pyproject.toml lists, with its data files declared (a folder left out works in an
+    editable install and fails after ``pip install .``)."""
+    import tomllib
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed, data = set(setuptools["packages"]), setuptools["package-data"]
+    folders = {path.parent for folder in (*PRODUCT_FOLDERS, "prompts") for pattern in ("*.py", "*.yaml")
+               for path in (ROOT / folder).rglob(pattern) if "__pycache__" not in path.parts}
+    missing = []
+    for folder in sorted(folders):
+        name = ".".join(["cupid", *folder.relative_to(ROOT).parts])
+        parent = name.rpartition(".")[0]
+        if name not in listed and f"{folder.name}/*" in data.get(parent, []):
+            continue  # a data folder its package ships whole
+        if name not in listed:
+            missing.append(f"{name} (not in packages)")
+        elif any(folder.glob("*.yaml")) and not any(p.endswith(".yaml") for p in data.get(name, [])):
+            missing.append(f"{name} (its .yaml files not in package-data)")
+    assert missing == []
