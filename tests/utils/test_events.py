@@ -19,16 +19,16 @@ def test_by_default_an_event_is_one_line_on_the_current_stderr(capsys):
 
 
 def test_routed_events_go_to_the_callback_and_the_log_only(capsys, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-abcdefghijklmnopqrstuvwxyz0123456789")
+    monkeypatch.setenv("OPENAI_API_KEY", "placeholder-secret-for-the-redaction-test")
     received: list[Event] = []
     log = io.StringIO()
     handler = logging.StreamHandler(log)
     handlers = list(events.EVENTS.handlers)
     with events.routed(received.append, handler):
         events.note("note one")
-        events.warning("key sk-abcdefghijklmnopqrstuvwxyz0123456789 refused")
+        events.warning("key placeholder-secret-for-the-redaction-test refused")
     assert received == [Event("note", "note one"), Event("warning", received[1].message)]
-    assert "sk-abcdefghijklmnopqrstuvwxyz0123456789" not in received[1].message  # keys are masked
+    assert "placeholder-secret-for-the-redaction-test" not in received[1].message  # keys are masked
     assert capsys.readouterr().err == ""
     assert log.getvalue().startswith("note one\n")
     assert events.EVENTS.handlers == handlers  # put back
