@@ -81,7 +81,12 @@ def print_summary(results: dict, path: Path | None = None, out=None) -> None:
         print(f"memory cost (the strategy's own LLM, {memory['model']}): {memory['calls']} calls recorded for "
               f"{memory['instances']} instances · {memory['prompt_tokens']}+{memory['completion_tokens']} tokens"
               + (f" · ~${cost:.4f}" if cost is not None else "") + ", apart from the evaluated model's", file=out)
-    embedded = sorted({s[role] for role in ("model", "evaluator") if str(s.get(role) or "")
+    print_closing(s, ("model", "evaluator"), path, out)
+
+
+def print_closing(settings: dict, roles: tuple[str, ...], path: Path | None, out) -> None:
+    """The summary's last lines: what the embedded model's numbers are, where the results are."""
+    embedded = sorted({settings[role] for role in roles if str(settings.get(role) or "")
                        .startswith(config.EMBEDDED_MODEL)})
     if embedded:
         print(f"note: {' and '.join(embedded)} is the embedded 135M offline model: these numbers "
@@ -168,10 +173,4 @@ def print_interaction_summary(results: dict, path: Path | None = None, out=None)
               + (f" ({usage['cache_hits']} more answered from the cache)" if usage.get("cache_hits") else "")
               + f" · {usage.get('prompt_tokens', 0)} prompt + {usage.get('completion_tokens', 0)} completion tokens",
               file=out)
-    embedded = sorted({s[role] for role in ("model", "simulator") if str(s.get(role) or "")
-                       .startswith(config.EMBEDDED_MODEL)})
-    if embedded:
-        print(f"note: {' and '.join(embedded)} is the embedded 135M offline model: these numbers "
-              f"exercise the harness end to end and mean nothing about the benchmark", file=out)
-    if path is not None:
-        print(f"results: {path}", file=out)
+    print_closing(s, ("model", "simulator"), path, out)
