@@ -69,8 +69,6 @@ def shape_instances(limit: int | None = None) -> list[Instance]:
 class ShapeSource:
     """The shape's instances as a data source (iterable, with a length), for the dry run."""
 
-    name = NAME
-
     def __init__(self, limit: int | None = None) -> None:
         self.instances = shape_instances(limit)
 
@@ -79,6 +77,3 @@ class ShapeSource:
 
     def __len__(self) -> int:
         return len(self.instances)
-
-    def describe(self) -> dict:
-        return {"shape": str(SHAPE_FILE.name), "n_instances": len(self.instances)}

@@ -194,8 +194,6 @@ class Synthesis(FanOutStages, OutputDir):
     # -- The table's hand-offs, and its persona stages (stages.py) --------------------------
     def has_artifact(self, name: str, persona: dict) -> bool:
         """Whether ``name``'s work for ``persona`` is on disk (what a stage waiting on it reads)."""
-        if name == "templates":
-            return True
         if name == "descriptions":
             return bool(persona.get("description"))
         return self.artifact(persona["persona_id"], f"{name}.json").exists()

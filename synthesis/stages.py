@@ -76,8 +76,8 @@ STAGES: tuple[Stage, ...] = (
 )
 
 
-def names(stages: tuple[Stage, ...] | None = None) -> tuple[str, ...]:
-    return tuple(s.name for s in (STAGES if stages is None else stages))
+def names() -> tuple[str, ...]:
+    return tuple(s.name for s in STAGES)
 
 
 def stage(name: str) -> Stage:

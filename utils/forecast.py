@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Sequence
 
 from cupid.utils.errors import BadInput
 from cupid.utils.io import read_json
+from cupid.utils.models.hosted import HostedModel
 from cupid.utils.models.model import Model
 from cupid.utils.models.request import Request
 from cupid.utils.models.tokens import CHARS_PER_TOKEN, estimate_tokens
@@ -133,7 +134,7 @@ def role_forecast(role: str, model: Model, batch: bool | None = None,
     figure for each request (``Model.forecast_reasoning_tokens``). ``batch``: whether --batch
     sends the role's calls through a batch API (default: whether the model has one)."""
     forecast = RoleForecast(role, model.name, model.batch_adapter() is not None if batch is None else batch)
-    forecast.in_process = model.provider in ("embedded", "scripted", "custom")  # no provider, no rate limit
+    forecast.in_process = not isinstance(model, HostedModel)  # no provider's server, no rate limit
     mean = (recorded or {}).get(model.name)
     if mean is not None:
         basis = f"{mean:,.0f} tokens a call, the mean the earlier run in the output directory recorded"

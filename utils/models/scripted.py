@@ -199,9 +199,7 @@ def bounds(quant: str | None) -> tuple[int, int]:
     item is left out), and the most for a run of characters."""
     if quant is None:
         return 1, 1
-    if quant == "?":
-        return 0, 0
-    if quant == "*":
+    if quant in ("?", "*"):
         return 0, 0
     if quant == "+":
         return 1, 1
