@@ -68,12 +68,18 @@ class SignalGuard:
             self.raising()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, exc_type, *exc_info) -> None:
         if self.active:
             for signum, handler in self._previous.items():
                 # None: a handler not set from Python, which cannot be put back; the default.
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
             self.active = False
+            # A signal noted after the run last looked (while it returned): not lost, raised now.
+            if exc_type is None and self.received is not None:
+                from cupid.utils.errors import Interrupted
+
+                raise Interrupted(f"{stop_cause(self.received)} after the work was done: the results are "
+                                  f"written", 128 + self.received)
 
     def _install(self, handler, signals=(signal.SIGTERM, signal.SIGHUP)) -> None:
         if self.active:
