@@ -181,6 +181,21 @@ def test_a_steps_stored_name_is_spelled_in_its_module_the_table_and_the_releases
     assert offenders == []
 
 
+def step_names_read_by(script: str) -> set[str]:
+    """The step names a page script reads as a property (``steps.infer``, ``es["judge"]``)."""
+    import re
+
+    from cupid.evaluation.steps import STEPS
+
+    return {s.name for s in STEPS if re.search(rf"\.{s.name}\b|\[[\"']{s.name}[\"']\]", script)}
+
+
+def test_the_report_page_reads_the_steps_by_the_names_the_report_gives_it():
+    script = (ROOT / "evaluation" / "report" / "templates" / "report.js").read_text(encoding="utf-8")
+    assert step_names_read_by(script) == set()
+    assert step_names_read_by('out(steps.infer) || es["match_recall"]') == {"infer", "match_recall"}
+
+
 @pytest.mark.parametrize("module", SHARED_MODULES)
 def test_each_module_imports_first_in_a_fresh_interpreter(module):
     result = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT,

@@ -16,7 +16,7 @@ from cupid.utils.dataset import Instance
 from cupid.utils.html_page import gzip_json
 from cupid.utils.models.catalog import price_of
 from cupid.utils.models.usage import cost_at
-from cupid.evaluation.steps import DECOMPOSE, MATCH_PRECISION, MATCH_RECALL
+from cupid.evaluation.steps import DECOMPOSE, GENERATE, INFER, JUDGE, MATCH_PRECISION, MATCH_RECALL, SUMMARIZE
 
 STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage", "endings", "flagged")
 # Instances per detail chunk and sessions per sessions chunk: an instance page inflates only
@@ -24,6 +24,10 @@ STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage", "endin
 PART = 64
 SESSION_PART = 64
 ROUND = 4
+# The step an instance page's part shows, by the step table's own names (the page spells none).
+PAGE_PARTS = {"summaries": SUMMARIZE.name, "inferred": INFER.name, "response": GENERATE.name,
+              "checklist": DECOMPOSE.name, "precision": MATCH_PRECISION.name, "recall": MATCH_RECALL.name,
+              "judgement": JUDGE.name}
 
 
 def _num(value: Any) -> float | None:
@@ -222,7 +226,7 @@ class Payload:
             if scorer is not None:
                 worst[key] = {"scorer": scorer, "rows": self.worst(key, scorer)}
         return {"title": title, "notes": notes, "compare": compare, "worst": worst, "part": PART,
-                "session_part": SESSION_PART,
+                "session_part": SESSION_PART, "page_parts": PAGE_PARTS,
                 "runs": [{"model": r.model, "label": self.analysis.label(r.model), "setting": r.setting,
                           "uses_labels": r.uses_labels, "scorers": [self.scorers.index(s) for s in r.scorers]}
                          for r in self.runs],

@@ -429,8 +429,9 @@
     const costs = all.map(([, s]) => s.cost).filter((c) => c !== undefined && c !== null);
     const unpriced = all.filter(([, s]) => (s.cost === undefined || s.cost === null) && s.usage && Object.keys(s.usage).length).map(([n]) => n);
     const costText = costs.length ? cost(costs.reduce((a, b) => a + b, 0)) : "—";
-    const infer = out(steps.infer), gener = out(steps.generate), judge = out(es.judge), dec = out(es.decompose);
-    const summarize = out(steps.summarize);
+    const S = IDX.page_parts;
+    const infer = out(steps[S.inferred]), gener = out(steps[S.response]), judge = out(es[S.judgement]), dec = out(es[S.checklist]);
+    const summarize = out(steps[S.summaries]);
     const flagged = all.filter(([, s]) => s.flagged && s.status === "done");
     const et = det.error_classification && det.error_classification.scorer === scorer ? det.error_classification : null;
     return el("div", { class: "panel", "data-row": row, "data-scorer": k },
@@ -445,20 +446,20 @@
       summarize ? el("div", { class: "box" }, el("h3", null, "Session summaries (summary setting)"), el("pre", null, JSON.stringify(summarize.summaries || summarize, null, 2))) : null,
       el("div", { class: "box sec-inferred" }, el("h3", null, "Inferred preference"),
         infer ? [markdown(infer.preference || ""), infer.analysis ? el("details", null, el("summary", null, "The model's analysis"), markdown(infer.analysis)) : null]
-          : (failedNote(steps.infer, "Inference") || el("p", { class: "note" }, steps.infer ? "Not done yet." : "Not part of this run's task or setting."))),
+          : (failedNote(steps[S.inferred], "Inference") || el("p", { class: "note" }, steps[S.inferred] ? "Not done yet." : "Not part of this run's task or setting."))),
       et ? el("div", { class: "box sec-error-type" }, el("h3", null, "Error type (Table 2) ", el("span", { class: "muted" }, "classified by " + (et.model || et.classifier))),
         out(et) ? [el("p", null, el("b", { class: "error-type" }, out(et).type)), markdown(out(et).analysis || "")]
           : [failedNote(et, "Classification"), (et.raw || []).length ? el("details", { class: "raw" }, el("summary", null, "Raw answers (" + et.raw.length + ")"),
             et.raw.map((text) => el("pre", null, text === null ? "(no answer)" : String(text)))) : null]) : null,
       el("div", { class: "box sec-recall" }, el("h3", null, "Ground-truth checklist ", el("span", { class: "muted" }, "does the inferred preference cover each entry? (recall)")),
-        failedNote(es.match_recall, "Matching"), checklistTable(inst.checklist, (out(es.match_recall) || {}).results, "")),
+        failedNote(es[S.recall], "Matching"), checklistTable(inst.checklist, (out(es[S.recall]) || {}).results, "")),
       el("div", { class: "box sec-precision" }, el("h3", null, "Inferred checklist ", el("span", { class: "muted" }, "does the ground truth cover each entry? (precision)")),
-        failedNote(es.decompose, "Decomposition"), failedNote(es.match_precision, "Matching"),
-        checklistTable(dec ? dec.checklist : [], (out(es.match_precision) || {}).results, "")),
+        failedNote(es[S.checklist], "Decomposition"), failedNote(es[S.precision], "Matching"),
+        checklistTable(dec ? dec.checklist : [], (out(es[S.precision]) || {}).results, "")),
       el("div", { class: "box sec-response" }, el("h3", null, "Response"),
-        gener ? markdown(gener.response || "") : (failedNote(steps.generate, "Generation") || el("p", { class: "note" }, steps.generate ? "Not done yet." : "Not part of this run's task."))),
+        gener ? markdown(gener.response || "") : (failedNote(steps[S.response], "Generation") || el("p", { class: "note" }, steps[S.response] ? "Not done yet." : "Not part of this run's task."))),
       el("div", { class: "box sec-judge" }, el("h3", null, "Judge ", judge ? el("span", { class: "score-big" }, judge.score + "/10") : null),
-        judge ? markdown(judge.analysis || "") : (failedNote(es.judge, "Judging") || el("p", { class: "note" }, "No judgement."))),
+        judge ? markdown(judge.analysis || "") : (failedNote(es[S.judgement], "Judging") || el("p", { class: "note" }, "No judgement."))),
       el("div", { class: "box sec-steps" }, el("h3", null, "Steps"),
         el("div", { class: "table-wrap" }, el("table", { class: "steps" }, el("tr", null, ["step", "status", "model", "attempts", "ended", "tokens (prompt + completion)", "cost", "error"].map((t) => el("th", null, t))),
           all.map(([n, s, scope]) => stepRows(n, s, scope))))));
