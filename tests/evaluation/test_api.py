@@ -16,6 +16,7 @@ from cupid.utils.errors import BadInput, SetupError
 from fake_llm_server import FakeLLMServer
 from cupid.utils.models.model import Model
 from repo_paths import ROOT
+from stop_signal_dispositions import default_dispositions_here
 
 EXPECTED_MICRO = {"precision": 0.5, "recall": 0.6, "f1": 2 * 0.5 * 0.6 / 1.1}
 
@@ -315,7 +316,8 @@ def test_a_library_caller_gets_control_back_while_a_worker_is_blocked(rows, tmp_
     timer = threading.Timer(0, lambda: entered.wait(30) and os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:
-        with pytest.raises(Interrupted) as caught:
+        # not an ignored SIGINT, as in a background job without job control
+        with default_dispositions_here(), pytest.raises(Interrupted) as caught:
             evaluate(Hung("hung"), evaluator=NotebookModel("judge"), data=rows, results_dir=tmp_path / "res",
                      n_workers=1)
         assert caught.value.exit_code == 130

@@ -17,6 +17,7 @@ import pytest
 from cupid_responder import CupidResponder, _section
 from fake_llm_server import FakeLLMServer
 from fixtures_results import build_results_dir
+from stop_signal_dispositions import default_dispositions_here
 from synthesis_responder import ScriptedSynthesis, stage_of
 from cupid.studies import self_enhancement as command
 
@@ -194,7 +195,8 @@ def test_an_interrupted_experiment_resumes_and_asks_nothing_twice(server, inputs
             os.kill(os.getpid(), signal.SIGINT)
 
     responder.on_call = interrupt
-    assert command.main(argv(server, inputs, out, "--n_workers", "1", "--no_figures")) == 130
+    with default_dispositions_here():  # not an ignored SIGINT, as in a background job without job control
+        assert command.main(argv(server, inputs, out, "--n_workers", "1", "--no_figures")) == 130
     assert not (out / "self_enhancement.json").exists()
     asked = Counter(responder.calls)
     responder.on_call = None
