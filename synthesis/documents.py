@@ -6,7 +6,7 @@ pulled out of the answer by utils/answers.py; a problem raises its
 ``ParseError`` with a reason a model can act on when it is asked again.)
 
 Schemas are passed with the request so that a model that can constrain its decoding (the
-embedded model through a llama.cpp grammar, a vLLM server through guided decoding) can only
+embedded model, a vLLM server through guided decoding) can only
 write a document of the right shape (field names those of the release's prompts). Hosted
 models (OpenAI, Anthropic, Together, Google) are sent no schema, so their requests are the
 release's; a vLLM server's request carries it as ``response_format`` in addition. Every
