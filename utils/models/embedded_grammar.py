@@ -6,6 +6,7 @@ layouts the same way. The words inside a layout stay the model's own.
 The grammar text is part of the embedded model's cache key, so it is written exactly as the
 steps wrote it by hand before layouts existed (tests/utils/models/test_answer_layout.py holds
 those texts): rules in the order root, numbers, options, then the line rule after a blank line.
+Other models' requests held that text too, never sent; ``unfollowed`` keeps it for their keys.
 """
 from __future__ import annotations
 
