@@ -32,8 +32,6 @@ ASSISTANT_PROMPT = "synthesis/assistant_simulator"
 USER_SIMULATOR_PARAMS = user_simulator.PARAMS
 ASSISTANT_SIMULATOR_PARAMS = {"temperature": 0.7, "max_tokens": 2048}
 USER_SIMULATOR_TRIES = user_simulator.TRIES
-USER_SIMULATOR_GRAMMAR = user_simulator.GRAMMAR
-ENDING_USER_SIMULATOR_GRAMMAR = user_simulator.ENDING_GRAMMAR
 parse_user_turn = user_simulator.parse
 
 

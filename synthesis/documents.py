@@ -6,7 +6,7 @@ pulled out of the answer by utils/answers.py; a problem raises its
 ``ParseError`` with a reason a model can act on when it is asked again.)
 
 Schemas are passed with the request so that a model that can constrain its decoding (the
-embedded model through a llama.cpp grammar, a vLLM server through guided decoding) can only
+embedded model, a vLLM server through guided decoding) can only
 write a document of the right shape (field names those of the release's prompts). Hosted
 models (OpenAI, Anthropic, Together, Google) are sent no schema, so their requests are the
 release's; a vLLM server's request carries it as ``response_format`` in addition. Every
@@ -16,8 +16,9 @@ validators find by its key. Features are limited to those both llama.cpp's schem
 and vLLM's guided decoding take: object, array with minItems/maxItems, string, integer,
 boolean, enum.
 
-The embedded 135M model gets a tighter schema per stage (``embedded_schema``, sent only to a
-model that follows answer grammars, as the evaluation's steps do): what a validator checks
+Each stage also declares its answer's layout (utils/models/answer_layout.py), a tighter schema
+that a model following layouts is held to instead (the embedded 135M model; as the
+evaluation's steps' layouts, it is no part of other models' requests): what a validator checks
 across fields (distinct names, the contrastive pair naming each other, a session's factor
 and preference where the journey puts them) is written into it, position by position
 (``prefixItems``, patterns, single-value enums), and every free text is one bounded line.
@@ -32,6 +33,7 @@ from typing import Any, Sequence
 
 from cupid.synthesis.taxonomy import canonical_type
 from cupid.utils.answers import ParseError
+from cupid.utils.models.answer_layout import Json
 from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
 from cupid.utils.prompts import load_prompt
 
@@ -41,13 +43,13 @@ FEEDBACK_PROMPT = "synthesis/reask_invalid_answer"
 
 def generate_validated(model, system: str, user: str, validate, *, max_attempts: int,
                        first_variant: int = 0, previous: tuple[str, str] | None = None,
-                       json_schema: dict | None = None, embedded_schema: dict | None = None,
+                       json_schema: dict | None = None, layout: Json | None = None,
                        params: dict | None = None) -> Answer:
     """Ask until ``validate(raw)`` returns the document (``Answer.value``) instead of raising
     ParseError; a re-ask shows the model its invalid answer and the reason (the release has
     no re-ask to follow here). ``json_schema`` describes the document to models that can
-    constrain their decoding; the others ignore it. ``embedded_schema`` replaces it for a
-    model that follows answer grammars (the embedded one). ``first_variant``/``previous`` (the last
+    constrain their decoding; the others ignore it. ``layout`` replaces it for a model that
+    follows layouts (the embedded one). ``first_variant``/``previous`` (the last
     raw answer and its reason) continue an earlier run's failed attempts instead of replaying
     them from the cache. Raises UnusableAnswer ("invalid after N attempts: ...") or the
     model layer's ModelCallFailed."""
@@ -55,9 +57,7 @@ def generate_validated(model, system: str, user: str, validate, *, max_attempts:
         return ask_until_usable(model, system, [{"role": "user", "content": user}], validate,
                                 tries=max_attempts, invalid=(ParseError,), first_variant=first_variant,
                                 show_invalid=load_prompt(FEEDBACK_PROMPT).user_prompt,
-                                previous=previous, **(params or {}),
-                                json_schema=embedded_schema if embedded_schema is not None and getattr(
-                                    model, "supports_answer_grammar", False) else json_schema)
+                                previous=previous, **(params or {}), json_schema=json_schema, layout=layout)
     except UnusableAnswer as exc:
         raise UnusableAnswer(f"invalid after {max_attempts} attempts: {exc.reason}", exc.answer) from None
 

@@ -10,6 +10,7 @@ from cupid.utils.models.model import Model
 from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_factor, json_object, line, mapping,
                                  normalize, one_of, same_text, taxonomy_field, text_field, tuple_of)
 from cupid.utils.answers import ParseError, as_list, parse_yaml
+from cupid.utils.models.answer_layout import Json
 from cupid.utils.models.asking import Answer
 from cupid.synthesis.taxonomy import Taxonomy, canonical_type
 from cupid.utils.prompts import load_prompt
@@ -55,7 +56,7 @@ def generate_factors(model: Model, persona_description: str, n_factors: int, tax
                               lambda raw: validate_factors(raw, n_factors, taxonomy),
                               max_attempts=max_attempts, first_variant=first_variant,
                               previous=previous, json_schema=factors_schema(n_factors, taxonomy),
-                              embedded_schema=embedded_factors_schema(n_factors, taxonomy), params=PARAMS)
+                              layout=Json(embedded_factors_schema(n_factors, taxonomy)), params=PARAMS)
 
 
 def factors_schema(n_factors: int, taxonomy: Taxonomy) -> dict:
@@ -75,7 +76,7 @@ def factors_schema(n_factors: int, taxonomy: Taxonomy) -> dict:
 
 
 # The embedded model's contrastive pair, fixed (Figure 17's own example of a good pair): a
-# grammar cannot make one field copy another, and each of the pair names the other.
+# schema cannot make one field copy another, and each of the pair names the other.
 EMBEDDED_PAIR = (("Advisor Meeting", "Event/Time", "Answers must be brief: three bullet points at most, "
                   "with no background and no examples."),
                  ("Research Team Meeting", "Event/Time", "Answers must be thorough: full paragraphs that "

@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 
 from cupid.synthesis.documents import generate_validated, TEXT, exactly, json_object, line, mapping, text_field
 from cupid.utils.answers import ParseError, as_list, parse_json
+from cupid.utils.models.answer_layout import Json
 from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy, load_occupations
 from cupid.utils.prompts import load_prompt
 from cupid.utils.errors import SetupError
@@ -269,7 +270,7 @@ def describe_personas(model, templates: Sequence[dict], taxonomy: Taxonomy, *, m
                               lambda raw: validate_persona_batch(raw, len(templates)),
                               max_attempts=max_attempts, first_variant=first_variant,
                               previous=previous, json_schema=persona_batch_schema(len(templates)),
-                              embedded_schema=persona_batch_schema(len(templates), embedded=True),
+                              layout=Json(persona_batch_schema(len(templates), embedded=True)),
                               params=PARAMS)
 
 

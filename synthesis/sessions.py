@@ -11,6 +11,7 @@ from cupid.utils.models.model import Model
 from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_factor, json_object, line, mapping, one_of,
                                  same_text, taxonomy_field, text_field, tuple_of)
 from cupid.utils.answers import ParseError, as_list, parse_yaml
+from cupid.utils.models.answer_layout import Json
 from cupid.synthesis.factors import PREFERENCE
 from cupid.utils.models.asking import Answer
 from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure, persona_journey
@@ -85,7 +86,7 @@ def generate_sessions(model: Model, persona_description: str, factors: list[dict
                               json_schema=sessions_schema(journey.n_sessions,
                                                           [f["context_factor"] for f in factors],
                                                           taxonomy),
-                              embedded_schema=embedded_sessions_schema(journey, factors), params=PARAMS)
+                              layout=Json(embedded_sessions_schema(journey, factors)), params=PARAMS)
 
 
 def sessions_schema(n_sessions: int, factor_names: list[str], taxonomy: Taxonomy) -> dict:

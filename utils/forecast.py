@@ -51,7 +51,7 @@ class RenderOnly(Model):
                          max_retries=0)
         self.overrides = dict(getattr(model, "overrides", {}) or {})
         self.supports_json_schema = model.supports_json_schema
-        self.supports_answer_grammar = model.supports_answer_grammar
+        self.constrain = model.constrain  # the request as the model itself would hold it
 
     def complete(self, request: Request):
         raise _Rendered(request)

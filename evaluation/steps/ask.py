@@ -15,6 +15,7 @@ from typing import Callable
 from cupid import config
 from cupid.utils.models.asking import Answer, ask_until_usable
 from cupid.utils.answers import ParseError
+from cupid.utils.models.answer_layout import Layout
 from cupid.evaluation.steps.layouts import few_shot_block
 from cupid.utils.prompts import load_prompt
 
@@ -26,14 +27,13 @@ PROMPT_EXAMPLES = "prompt_examples"  # the matcher's few-shot block, from its pr
 @dataclass(frozen=True)
 class Ask:
     """One step's request: the prompt file, the values that fill it, how its answer is read,
-    and the decoding aids a constrained model follows (the embedded model only; the
-    benchmark's requests carry none, as the release's did)."""
+    and the answer's layout (utils/models/answer_layout.py), which a model may follow (the
+    embedded model does; the benchmark's models answer unconstrained, as the release's did)."""
     prompt: str                                          # a file under prompts/
     values: dict
     parse: Callable[[str], dict]                         # raises ParseError on an unusable answer
     refs: dict = field(default_factory=dict)             # value name -> SESSION_LOG / PROMPT_EXAMPLES
-    json_schema: dict | None = None
-    answer_grammar: str | None = None
+    layout: Layout | None = None
     max_tokens: int | None = None                        # the step's own limit (the decomposer's)
 
     def answer(self, model, *, first_variant: int = 0) -> Answer:
@@ -48,8 +48,7 @@ class Ask:
             model, system_prompt, [{"role": "user", "content": user_prompt}], self.parse,
             tries=config.MAX_PARSE_RETRIES + 1, invalid=(ParseError,), first_variant=first_variant,
             record=self.record(system_prompt, user_prompt, model.temperature, model.max_tokens),
-            json_schema=self.json_schema if model.supports_answer_grammar else None,
-            answer_grammar=self.answer_grammar, **options)
+            layout=self.layout, **options)
 
     def render(self) -> tuple[str, str]:
         """The system prompt and the user message."""

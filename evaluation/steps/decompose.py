@@ -13,6 +13,7 @@ from cupid import config
 from cupid.evaluation import release
 from cupid.evaluation.steps.ask import Ask
 from cupid.utils.answers import ParseError, extract_json
+from cupid.utils.models.answer_layout import Json
 
 PROMPT = "synthesis/preference_decomposer"
 # The release's decomposer's parameters (its integer 0 kept, so that a request's body is the
@@ -34,7 +35,7 @@ SCHEMA = {
 
 
 def ask(preference: str) -> Ask:
-    return Ask(PROMPT, {"preferences": preference}, parse, json_schema=SCHEMA,
+    return Ask(PROMPT, {"preferences": preference}, parse, layout=Json(SCHEMA),
                max_tokens=PARAMS["max_tokens"])
 
 

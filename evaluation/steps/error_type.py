@@ -10,16 +10,17 @@ import re
 from typing import Sequence
 
 from cupid.evaluation.steps.ask import Ask
-from cupid.evaluation.steps.layouts import LINE_RULE
 from cupid.utils.answers import ParseError, find_section
+from cupid.utils.models.answer_layout import Choice, Headed, Lines
 from cupid.utils.dataset import Session
 
 PROMPT = "evaluation/error_type"
 RELEASE_ON_FAILED_CALL = None  # the release has no such step
 TYPES = ("Incorrect Context", "Shallow Inference", "Vagueness", "Hallucination")
 
-GRAMMAR = (r'''root ::= "### Analysis\n\n" line line? "\n### Error Type\n\n" type "\n"
-type ::= ''' + " | ".join(f'"{t}"' for t in TYPES) + "\n" + LINE_RULE)
+# The answer's layout, which a model may follow (utils/models/answer_layout.py): an analysis,
+# then the one type ``parse`` reads.
+LAYOUT = Headed(("### Analysis\n\n", Lines(2), "\n### Error Type\n\n", Choice("type", TYPES), "\n"))
 
 
 def format_sessions(sessions: Sequence[Session]) -> str:
@@ -39,7 +40,7 @@ def ask(sessions: Sequence[Session], context: str, request: str, true_preference
         inferred_preference: str) -> Ask:
     return Ask(PROMPT, {"sessions": format_sessions(sessions), "context": context, "request": request,
                         "true_preference": true_preference, "inferred_preference": inferred_preference},
-               parse, answer_grammar=GRAMMAR)
+               parse, layout=LAYOUT)
 
 
 _TYPE_HEADER = r"(?im)^[ \t]*(?:#{1,6}[ \t]*)?(?:\*\*|__)?[ \t]*error[ \t]+type"

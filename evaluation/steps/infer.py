@@ -12,24 +12,25 @@ import re
 
 from cupid.evaluation import release
 from cupid.evaluation.steps.ask import SESSION_LOG, Ask
-from cupid.evaluation.steps.layouts import LINE_RULE
 from cupid.utils.answers import ParseError, find_section, strip_decoration
+from cupid.utils.models.answer_layout import Headed, Lines
 
 PROMPT = "evaluation/preference_inferrer"
 PROMPT_FROM_SUMMARIES = "evaluation/infer_preference_from_summaries"
 # The release skipped an instance whose inference call failed.
 RELEASE_ON_FAILED_CALL = "drop"
 
-GRAMMAR = r'''root ::= "### Analysis\n\n" line line? line? "\n### Most Likely Preference\n\n" line
-''' + LINE_RULE
+# The answer's layout, which a model may follow (utils/models/answer_layout.py): the headers
+# ``parse`` reads, a line after the last.
+LAYOUT = Headed(("### Analysis\n\n", Lines(3), f"\n{release.PREFERENCE_HEADER}\n\n", Lines(1)))
 
 
 def ask(history: str, request: str, *, from_summaries: bool = False) -> Ask:
     if from_summaries:
         return Ask(PROMPT_FROM_SUMMARIES, {"session_summaries": history, "curr_request": request},
-                   parse, answer_grammar=GRAMMAR)
+                   parse, layout=LAYOUT)
     return Ask(PROMPT, {"interaction_log": history, "curr_request": request}, parse,
-               refs={"interaction_log": SESSION_LOG}, answer_grammar=GRAMMAR)
+               refs={"interaction_log": SESSION_LOG}, layout=LAYOUT)
 
 
 # "Most Likely Preference(s)", the paper's "Preferneces", any case.

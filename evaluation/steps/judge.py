@@ -13,8 +13,9 @@ from typing import Any, Sequence
 
 from cupid.evaluation import release
 from cupid.evaluation.steps.ask import Ask
-from cupid.evaluation.steps.layouts import LINE_RULE, format_checklist_bullets
+from cupid.evaluation.steps.layouts import format_checklist_bullets
 from cupid.utils.answers import ParseError, find_section
+from cupid.utils.models.answer_layout import SCORE, Choice, Headed, Lines
 
 PROMPT = "evaluation/response_judger"
 # The release scored a failed judge call 0.
@@ -23,15 +24,16 @@ RELEASE_ON_FAILED_CALL = "zero"
 # The rubric's labels, in the prompt's order (10 down to 1).
 LABELS = ("Exceptional", "Excellent", "Very Good", "Good", "Above Average", "Acceptable",
           "Below Average", "Poor", "Very Poor", "Unacceptable")
-GRAMMAR = (r'''root ::= "### Evaluation of AI Assistant's Response\n\n" line line? line? line? "\n### Evaluation Label\n\n" label "\n\n### Evaluation Score\n\n" score "\n"
-score ::= "10" | [1-9]
-label ::= ''' + " | ".join(f'"{label}"' for label in LABELS) + "\n" + LINE_RULE)
+# The answer's layout, which a model may follow (utils/models/answer_layout.py): an analysis,
+# a label, the score ``parse`` reads.
+LAYOUT = Headed(("### Evaluation of AI Assistant's Response\n\n", Lines(4), "\n### Evaluation Label\n\n",
+                 Choice("label", LABELS), "\n\n### Evaluation Score\n\n", SCORE, "\n"))
 
 
 def ask(preference: str, checklist: Sequence[str], request: str, response: str) -> Ask:
     return Ask(PROMPT, {"preference": preference, "checklist": format_checklist_bullets(checklist),
                         "user_request": request, "ai_response": response},
-               parse, answer_grammar=GRAMMAR)
+               parse, layout=LAYOUT)
 
 
 def parse(text: str) -> dict:

@@ -38,15 +38,6 @@ def format_checklist_bullets(checklist: Iterable[str]) -> str:
     return "\n".join(f"- {item}" for item in checklist)
 
 
-# The line rule of the layout grammars (llama.cpp GBNF) of the free-text answers, followed by
-# the embedded model only (Request.answer_grammar): the grammars fix the headers the parsers
-# look for and bound each line, so that a small model reaches the part that is scored before
-# its token limit. The words inside stay the model's own.
-LINE_RULE = r'''
-line ::= [^\n#] [^\n]{0,400} "\n"
-'''
-
-
 @lru_cache(maxsize=None)
 def few_shot_block() -> str:
     """The matcher's few-shot block: per example its preference and, as the expected output,

@@ -18,6 +18,7 @@ from cupid.evaluation.release import LABEL_SCORES
 from cupid.evaluation.steps.ask import PROMPT_EXAMPLES, Ask
 from cupid.evaluation.steps.layouts import few_shot_block, format_checklist
 from cupid.utils.answers import ParseError, extract_json
+from cupid.utils.models.answer_layout import Json
 
 PROMPT = "evaluation/preference_matcher"
 PROMPT_PREFMATCHER = "evaluation/preference_matcher_model"
@@ -30,9 +31,9 @@ def ask(preference: str, checklist: Sequence[str], *, prefmatcher: bool = False)
     values = {"preference": preference, "checklist": format_checklist(checklist)}
     if prefmatcher:
         return Ask(PROMPT_PREFMATCHER, values, lambda text: parse(text, checklist),
-                   json_schema=schema(len(checklist)))
+                   layout=Json(schema(len(checklist))))
     return Ask(PROMPT, {**values, "examples": few_shot_block()}, lambda text: parse(text, checklist),
-               refs={"examples": PROMPT_EXAMPLES}, json_schema=schema(len(checklist)))
+               refs={"examples": PROMPT_EXAMPLES}, layout=Json(schema(len(checklist))))
 
 
 def normalize_label(label: Any) -> str:

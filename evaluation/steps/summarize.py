@@ -11,6 +11,7 @@ from typing import Sequence
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
 from cupid.utils.answers import ParseError, extract_json
+from cupid.utils.models.answer_layout import Json
 from cupid.utils.dataset import Session
 
 PROMPT = "evaluation/summarize_sessions"
@@ -31,7 +32,7 @@ SCHEMA = {
 
 def ask(session: Session) -> Ask:
     return Ask(PROMPT, {"interaction_log": format_session_log([session])},
-               lambda text: parse(text, 1), json_schema=SCHEMA)
+               lambda text: parse(text, 1), layout=Json(SCHEMA))
 
 
 def parse(text: str, n_sessions: int) -> dict:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from cupid.utils.answers import ParseError
+from cupid.utils.models.answer_layout import SCORE, Choice, Headed, Lines
 from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
 from cupid.utils.prompts import load_prompt
 
@@ -38,16 +39,14 @@ ITEMS_HEADER = "#### Selected Checklist Items"
 MESSAGE_HEADER = "#### Your Message"
 SCORE_HEADER = "#### Evaluation Score"
 
-# The layout of the answer, followed by the embedded model only (see Request.answer_grammar);
-# hosted models answer unconstrained, as in the release.
-GRAMMAR = r'''root ::= "#### Evaluation of AI Assistant's Response\n\n" line line? line? "\n#### Evaluation Score\n\n" score "\n\n#### Continue or End?\n\n" status "\n\n#### Selected Checklist Items\n\n" line line? "\n#### Thinking\n\n" line "\n#### Your Message\n\n" line
-score ::= "10" | [1-9]
-status ::= "CONTINUE" | "END"
-line ::= [^\n#] [^\n]{0,400} "\n"
-'''
-# The same layout, ending the dialogue (END only): synthesis's embedded user simulator uses it
-# from its second message on (left to choose, it went on after 6 of 7 first messages, measured).
-ENDING_GRAMMAR = GRAMMAR.replace('status ::= "CONTINUE" | "END"', 'status ::= "END"')
+# The answer's layout, which a model may follow (utils/models/answer_layout.py); hosted models
+# answer unconstrained, as in the release.
+LAYOUT = Headed(("#### Evaluation of AI Assistant's Response\n\n", Lines(3), f"\n{SCORE_HEADER}\n\n", SCORE,
+                 f"\n\n{CONTINUE_HEADER}\n\n", Choice("status", ("CONTINUE", "END")), f"\n\n{ITEMS_HEADER}\n\n",
+                 Lines(2), "\n#### Thinking\n\n", Lines(1), f"\n{MESSAGE_HEADER}\n\n", Lines(1)))
+# The same layout, a model that follows it held to END: synthesis's user simulator from its
+# second message on (the embedded model, left to choose, went on after 6 of 7 first messages).
+ENDING_LAYOUT = LAYOUT.holding(Choice("status", ("END",)))
 
 
 class InvalidUserTurn(ParseError):
@@ -112,12 +111,12 @@ def check(output: dict) -> str | None:
 def ask(model, system: str, chat: list[dict], *, first_variant: int = 0, ending: bool = False) -> Answer:
     """The simulator's answer to ``chat`` (its own, roles flipped): its raw text (stripped),
     its tries, and ``parse``'s value. Asked again with the same request up to ``TRIES`` times
-    in all, as the release does; then ``UnusableAnswer``. ``ending``: a model that follows an
-    answer grammar is held to END (synthesis's embedded simulator after its first message)."""
-    grammar = ENDING_GRAMMAR if ending and getattr(model, "supports_answer_grammar", False) else GRAMMAR
+    in all, as the release does; then ``UnusableAnswer``. ``ending``: a model that follows the
+    layout is held to END (synthesis's simulator after its first message)."""
     try:
         return ask_until_usable(model, system, chat, parse, tries=TRIES, invalid=(InvalidUserTurn,),
-                                first_variant=first_variant, strip=True, answer_grammar=grammar, **PARAMS)
+                                first_variant=first_variant, strip=True,
+                                layout=ENDING_LAYOUT if ending else LAYOUT, **PARAMS)
     except UnusableAnswer as exc:
         raise UnusableAnswer(f"user simulator answer unusable after {TRIES} tries: {exc.reason}",
                              exc.answer) from None

@@ -17,6 +17,7 @@ from typing import Sequence
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_checklist, format_session_log
 from cupid.utils.answers import ParseError, extract_json
+from cupid.utils.models.answer_layout import Json
 from cupid.utils.dataset import Session, Turn
 
 PROMPT = "validation/extract_fragments"
@@ -48,7 +49,7 @@ def ask(checklist: Sequence[str], session: Session) -> Ask:
     n = len(checklist)
     return Ask(PROMPT, {"checklist": format_checklist(checklist),
                         "interaction_session": format_session_log([session])},
-               lambda text: parse(text, n), json_schema=schema(n))
+               lambda text: parse(text, n), layout=Json(schema(n)))
 
 
 def request_session(request: str) -> Session:

@@ -1,6 +1,6 @@
 """What the embedded model decodes under in synthesis: every document its schemas allow
 passes its stage's validator, its user simulator ends a dialogue at its second message, and
-only a model that follows answer grammars gets any of it (a hosted model's request and cache
+only a model that follows answer layouts gets any of it (a hosted model's request and cache
 key are the release's, a vLLM server's carries the document schema it always did)."""
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from cupid.synthesis.dialogues import ENDING_USER_SIMULATOR_GRAMMAR, USER_SIMULATOR_GRAMMAR, opening_turn
+from cupid.evaluation.steps.user_simulator import ENDING_LAYOUT, LAYOUT
+from cupid.synthesis.dialogues import opening_turn
 from cupid.synthesis.documents import generate_validated
 from cupid.synthesis.factors import EMBEDDED_PAIR, embedded_factors_schema, factors_schema, validate_factors
 from cupid.synthesis.journey import make_journey
 from cupid.synthesis.personas import persona_batch_schema, validate_persona_batch
 from cupid.synthesis.sessions import embedded_sessions_schema, validate_sessions
 from cupid.synthesis.taxonomy import load_taxonomy
+from cupid.utils.models.answer_layout import Json
+from cupid.utils.models.embedded_grammar import follow, grammar
 from cupid.utils.models.model import Completion, Model
 from synthesis_responder import simulate_dialogue
 
@@ -107,19 +110,20 @@ class Recorder(Model):
 
 
 class Grammatical(Recorder):
-    supports_answer_grammar = True
+    def constrain(self, request):
+        return follow(request)
 
 
 class GuidedServer(Recorder):
     supports_json_schema = True
 
 
-def test_only_a_model_that_follows_grammars_gets_the_embedded_schema():
+def test_only_a_model_that_follows_layouts_gets_the_embedded_schema():
     tight, loose = embedded_factors_schema(3, TAX), factors_schema(3, TAX)
     for model, sent in ((Grammatical("g", "{}"), tight), (GuidedServer("v", "{}"), loose),
                         (Recorder("hosted", "{}"), loose)):
         answer = generate_validated(model, "system", "user", json.loads, max_attempts=1,
-                                    json_schema=loose, embedded_schema=tight)
+                                    json_schema=loose, layout=Json(tight))
         assert answer.value == {} and model.schemas == [sent]
 
 
@@ -140,7 +144,7 @@ class LaidOut(Grammatical):
 
     def complete(self, request):
         self.schemas.append(request.answer_grammar)
-        status = "END" if request.answer_grammar == ENDING_USER_SIMULATOR_GRAMMAR else "CONTINUE"
+        status = "END" if request.answer_grammar == grammar(ENDING_LAYOUT.followed()) else "CONTINUE"
         return Completion(text=opening_turn("more, please").replace("CONTINUE", status))
 
 
@@ -153,8 +157,8 @@ class Unconstrained(Recorder):
 def test_the_embedded_user_simulator_ends_at_its_second_message_and_others_are_asked_as_before():
     session = {"index": 1, "request": "Plan my week.", "context_factor": "Advisor Meeting",
                "contextual_preference": "Brief answers."}
-    for user, grammars, turns in ((LaidOut("g", ""), [USER_SIMULATOR_GRAMMAR, ENDING_USER_SIMULATOR_GRAMMAR], 5),
-                                  (Unconstrained("hosted", ""), [USER_SIMULATOR_GRAMMAR] * 5, 12)):
+    for user, grammars, turns in ((LaidOut("g", ""), [grammar(LAYOUT), grammar(ENDING_LAYOUT.followed())], 5),
+                                  (Unconstrained("hosted", ""), [grammar(LAYOUT)] * 5, 12)):
         dialogue = simulate_dialogue(user, Recorder("assistant", "A plan."), "A farmer.", session,
                                      ["Is it brief?"], max_turns=6, max_attempts=1)
         assert user.schemas == grammars and dialogue["n_turns"] == turns

@@ -32,11 +32,12 @@ from cupid.utils.models import pacing
 from cupid.utils.models.adaptations import ADAPTATIONS
 from cupid.utils.models.cache import ResponseCache
 from cupid.utils.models.catalog import context_window_of
+from cupid.utils.models.embedded_grammar import unfollowed
 from cupid.utils.models.endings import ending_of, is_withheld
 from cupid.utils.models.errors import (AnswerWithheld, AuthenticationFailed, ContextWindowExceeded, ModelCallFailed,
                                        ModelConfigurationError, ModelError, PermanentModelError, RunCancelled,
                                        TransientModelError)
-from cupid.utils.models.request import Completion, Message, Request, Usage, validate_messages
+from cupid.utils.models.request import Completion, Layout, Message, Request, Usage, validate_messages
 from cupid.utils.models.retry import CANCEL, backoff_delay, classify_error, headers_of, retry_after_of, status_code
 from cupid.utils.models.tokens import lower_bound_tokens
 from cupid.utils.models.usage import UsageTracker
@@ -64,8 +65,6 @@ class Model:
     provider: ClassVar[str] = "custom"
     # True when the adapter can constrain decoding to a JSON schema (llama.cpp, vLLM).
     supports_json_schema: ClassVar[bool] = False
-    # True when the adapter follows Request.answer_grammar (the embedded model only).
-    supports_answer_grammar: ClassVar[bool] = False
     # Batch mode (batch.py): set to a BatchRunner, calls that miss the cache are deferred
     # to the provider's batch API instead of being sent.
     batch_runner: Any = None
@@ -249,28 +248,32 @@ class Model:
         ADAPTATIONS.learn(self.adaptation_key(), adaptation)
         return True
 
+    def constrain(self, request: Request) -> Request:
+        """``request`` as this model follows its layout (answer_layout.py), before the cache key."""
+        return unfollowed(request)
+
     # -- the seam ---------------------------------------------------------------------------
     def chat(self, system_prompt: str, messages: Sequence[Message], **options: Any) -> str:
         """A system prompt and a conversation (simulators use this); returns the text."""
         return self.generate(system_prompt, messages, **options).text
 
     def generate(self, system_prompt: str, messages: Sequence[Message], *,
-                 json_schema: dict | None = None, answer_grammar: str | None = None,
+                 json_schema: dict | None = None, layout: Layout | None = None,
                  temperature: float | None = ...,  # type: ignore[assignment]
                  max_tokens: int | None = ..., variant: int = 0) -> Completion:  # type: ignore[assignment]
         settings = {"temperature": self.temperature if temperature is ... else temperature,
                     "max_tokens": self.max_tokens if max_tokens is ... else max_tokens,
                     "seed": None}
         settings.update(self.overrides)  # the user's explicit choice beats the step's default
-        request = Request(
+        request = self.constrain(Request(
             system_prompt=system_prompt or "",
             messages=validate_messages(messages),
             json_schema=json_schema,
-            answer_grammar=answer_grammar,
+            layout=layout,
             timeout=self.timeout,
             variant=variant,
             **settings,
-        )
+        ))
         key = request.cache_key(self.name, self.provider, self.endpoint()) if self.cache is not None else None
         cached = self.cache.get(key) if key is not None else None
         if cached is not None:

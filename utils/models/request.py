@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import urlsplit
 
+from cupid.utils.models.answer_layout import Layout
+
 Message = dict  # {"role": "user" | "assistant", "content": str}
 
 
@@ -52,9 +54,9 @@ class Request:
     temperature: float | None = None
     max_tokens: int | None = None
     json_schema: dict | None = None
-    # The layout of a free-text answer as a llama.cpp GBNF grammar (headers in order, a
-    # score's digits). Only the embedded model uses it: a 135M model does not keep a
-    # markdown layout on its own. Hosted and server adapters ignore it, so the benchmark's
+    # The layout of a free-text answer as a llama.cpp GBNF grammar, written from ``layout`` by
+    # the seam (embedded_grammar.py). Only the embedded model follows it: a 135M model does
+    # not keep a markdown layout on its own. Other adapters never send it, so the benchmark's
     # models answer unconstrained, as in the paper.
     answer_grammar: str | None = None
     timeout: float | None = None
@@ -68,6 +70,10 @@ class Request:
     # Distinguishes a deliberate re-ask (e.g. after an unparseable answer) from the first
     # ask in the cache key. It is never sent to the model.
     variant: int = 0
+    # The answer's layout as the step declared it (answer_layout.py). ``Model.constrain`` turns
+    # it into what the model follows (answer_grammar, json_schema) before the cache key is
+    # computed, and drops it: it is neither sent nor part of the key.
+    layout: Layout | None = None
 
     @property
     def user_prompt(self) -> str:

@@ -1,8 +1,7 @@
 """``--model scripted``: a model for checking a pipeline, not for measuring one. It answers at
-once, offline, with no weights: every request that states its answer's layout (the answer
-grammar or JSON schema the steps give a model that follows them, as they give the embedded
-model) is answered with a text in that layout, which the step's parser reads; a free-text
-request (a response to the user, a simulated assistant's reply) with one fixed sentence.
+once, offline, with no weights: every request that states its answer's layout (answer_layout.py,
+followed as the embedded model follows it: a grammar or a JSON schema) is answered with a text
+in that layout, which the step's parser reads; a free-text request (a response to the user, a simulated assistant's reply) with one fixed sentence.
 
 Its answers are deterministic: where the layout leaves a choice (a score, a label, an entry's
 label), the choice is drawn from a hash of the request, so that the scores of a run vary and
@@ -19,6 +18,7 @@ from functools import partial
 from typing import Any
 
 from cupid.utils.models.catalog import ModelFacts, dated_table
+from cupid.utils.models.embedded_grammar import follow
 from cupid.utils.models.model import Model, register_model
 from cupid.utils.models.request import Completion, Request, Usage
 from cupid.utils.models.tokens import estimate_tokens
@@ -43,8 +43,10 @@ class ScriptedModel(Model):
     model_name = "scripted"
     provider = "scripted"
     supports_json_schema = True
-    supports_answer_grammar = True
     finish_signals = {"stop": "stop"}
+
+    def constrain(self, request: Request) -> Request:
+        return follow(request)  # as the embedded model follows a layout, so its requests are alike
 
     def complete(self, request: Request) -> Completion:
         chooser = Chooser(request.cache_key(self.name, self.provider))

@@ -27,6 +27,8 @@ Notes on the implementation:
   strings kept free of raw control characters, see ``_schema_gbnf``). A 135M model
   would loop inside a string until ``max_tokens`` cut the JSON short, so every free string
   is bounded (``MAX_JSON_STRING_CHARS``); properties are written in the schema's order.
+* The answer's layout a step declares is followed (``constrain``, embedded_grammar.py): a
+  headed layout becomes a GBNF grammar (``answer_grammar``), a JSON layout its schema.
 * ``request.timeout`` is not enforced: there is no network to hang on, and generation is
   bounded by ``max_tokens``. When prompt + max_tokens exceeds the context, llama.cpp
   shortens the answer to what fits; a prompt that alone fills the context is refused with
@@ -48,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from cupid.utils.models.catalog import ModelFacts, dated_table
+from cupid.utils.models.embedded_grammar import follow
 from cupid.utils.models.errors import RunCancelled
 from cupid.utils.models.request import chat_messages
 from cupid.utils.models.model import (
@@ -304,9 +307,12 @@ class SmolLM2(Model):
     model_name = "smollm2-135m"
     provider = "embedded"
     supports_json_schema = True
-    supports_answer_grammar = True
     # llama-cpp-python's finish_reason, in OpenAI's words (endings.py).
     finish_signals = {"stop": "stop", "length": "length"}
+
+    def constrain(self, request: Request) -> Request:
+        """Held to the answer's layout: a 135M model does not keep a markdown layout on its own."""
+        return follow(request)
 
     def check(self) -> None:
         """Fail fast when llama-cpp-python or the GGUF is missing, or the file will not load."""

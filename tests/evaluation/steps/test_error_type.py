@@ -12,6 +12,7 @@ from cupid.evaluation.settings import SETTINGS
 from cupid.evaluation.steps import error_type
 from cupid.utils.answers import ParseError
 from cupid.utils.dataset import Session, Turn
+from cupid.utils.models.answer_layout import Choice
 
 ANALYSIS = "### Analysis\n\nThe inferred preference restates the request; no session is used.\n\n"
 
@@ -93,16 +94,16 @@ def test_the_analysis_stops_at_the_error_type_header():
     assert error_type.parse("### Error Type\n\nVagueness")["analysis"] == ""
 
 
-def test_the_grammar_names_the_four_types():
-    for kind in error_type.TYPES:
-        assert f'"{kind}"' in error_type.GRAMMAR
-    assert error_type.GRAMMAR.startswith('root ::= "### Analysis\\n\\n"')
+def test_the_layout_offers_the_four_types():
+    (choice,) = [p for p in error_type.LAYOUT.parts if isinstance(p, Choice)]
+    assert choice.options == error_type.TYPES
+    assert error_type.LAYOUT.parts[0] == "### Analysis\n\n"
 
 
-def test_the_ask_reads_its_answer_with_parse_and_constrains_it_with_the_grammar():
+def test_the_ask_reads_its_answer_with_parse_and_declares_the_layout():
     asked = error_type.ask([], "Factor", "Request.", "TRUE", "INFERRED")
     assert asked.prompt == error_type.PROMPT == "evaluation/error_type"
-    assert asked.parse is error_type.parse and asked.answer_grammar == error_type.GRAMMAR
+    assert asked.parse is error_type.parse and asked.layout == error_type.LAYOUT
     assert asked.values == {"sessions": "", "context": "Factor", "request": "Request.", "true_preference": "TRUE",
                             "inferred_preference": "INFERRED"}
 

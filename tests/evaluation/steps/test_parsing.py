@@ -7,6 +7,7 @@ from cupid.evaluation.steps.judge import parse as parse_judge
 from cupid.evaluation.steps.match import parse as parse_match
 from cupid.evaluation.steps.summarize import parse as parse_summaries
 from cupid.utils.answers import ParseError, extract_json
+from cupid.utils.models import embedded_grammar
 
 # --- inferred preference (Figure 21) -------------------------------------------------------
 
@@ -193,10 +194,10 @@ def test_layout_grammars_match_what_the_parsers_read():
               "\n### Evaluation Label\n\nExceptional\n\n### Evaluation Score\n\n10\n")
     assert parse_judge(judged)["score"] == 10
     assert release.release_judge_score(judged) == 10
-    for grammar, headers in ((infer.GRAMMAR, ["### Analysis", "### Most Likely Preference\\n"]),
-                             (judge.GRAMMAR, ["### Evaluation of AI Assistant's Response",
+    for grammar, headers in ((embedded_grammar.grammar(infer.LAYOUT), ["### Analysis", "### Most Likely Preference\\n"]),
+                             (embedded_grammar.grammar(judge.LAYOUT), ["### Evaluation of AI Assistant's Response",
                                                               "### Evaluation Label", "### Evaluation Score"])):
         assert grammar.startswith("root ::= ")
         assert [grammar.index(h) for h in headers] == sorted(grammar.index(h) for h in headers)
     for label in judge.LABELS:
-        assert f'"{label}"' in judge.GRAMMAR
+        assert f'"{label}"' in embedded_grammar.grammar(judge.LAYOUT)

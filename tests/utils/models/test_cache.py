@@ -40,9 +40,16 @@ ANSWER_FIELDS = [
 
 
 def test_every_request_field_is_covered_by_the_table():
-    # A field added to Request must be classified here: in the key, or (timeout) not.
+    # A field added to Request must be classified here: in the key, or (timeout, and the layout,
+    # which Model.constrain turns into key fields before the key is computed) not.
     names = {f.name for f in dataclasses.fields(Request)}
-    assert names == {name for name, _ in ANSWER_FIELDS} | {"timeout"}
+    assert names == {name for name, _ in ANSWER_FIELDS} | {"timeout", "layout"}
+
+
+def test_the_layout_is_not_in_the_key():
+    from cupid.utils.models.answer_layout import Json
+    assert (dataclasses.replace(BASE, layout=Json({"type": "object"})).cache_key("m", "openai", None)
+            == BASE.cache_key("m", "openai", None))
 
 
 @pytest.mark.parametrize("field,value", ANSWER_FIELDS, ids=lambda v: str(v)[:20])

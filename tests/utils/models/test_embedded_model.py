@@ -267,13 +267,13 @@ def test_layout_grammars_give_answers_the_parsers_read():
         "Infer the user's preference from their history.",
         [{"role": "user", "content": "History: the user asked twice for recipes without "
                                      "nuts. Current request: a lunch idea for my son."}],
-        answer_grammar=infer.GRAMMAR, max_tokens=400)
+        layout=infer.LAYOUT, max_tokens=400)
     preference = infer.parse(inferred.text)["preference"]
     assert preference and "#" not in preference
     judged = model.generate(
         "Rate the response from 1 to 10.",
         [{"role": "user", "content": "Request: a lunch idea. Response: a peanut sandwich."}],
-        answer_grammar=judge.GRAMMAR, max_tokens=400)
+        layout=judge.LAYOUT, max_tokens=400)
     assert 1 <= judge.parse(judged.text)["score"] <= 10
 
 

@@ -108,11 +108,10 @@ def test_openai_ignores_json_schema(fake_llm_env: FakeLLMServer):
 def test_hosted_and_server_adapters_send_no_answer_grammar(fake_llm_env: FakeLLMServer):
     # The layout grammar is for the embedded model only: the benchmark's models answer
     # unconstrained, as in the paper.
-    from cupid.evaluation.steps.infer import GRAMMAR as INFERENCE_ANSWER_GRAMMAR
-    OpenAIModel("gpt-4o").generate("sys", user("q"), answer_grammar=INFERENCE_ANSWER_GRAMMAR)
+    from cupid.evaluation.steps.infer import LAYOUT
+    OpenAIModel("gpt-4o").generate("sys", user("q"), layout=LAYOUT)
     body = fake_llm_env.requests[0]["body"]
     assert "Most Likely" not in json.dumps(body) and "grammar" not in json.dumps(body)
-    assert not OpenAIModel.supports_answer_grammar
 
 
 def test_answer_grammar_is_part_of_the_cache_key():

@@ -9,7 +9,9 @@ import pytest
 
 from cupid.evaluation import evaluate
 from cupid.evaluation.steps import decompose, error_type, infer, judge, match, summarize
-from cupid.synthesis.dialogues import USER_SIMULATOR_GRAMMAR, parse_user_turn
+from cupid.synthesis.dialogues import parse_user_turn
+from cupid.evaluation.steps.user_simulator import LAYOUT as USER_SIMULATOR_LAYOUT
+from cupid.utils.models.embedded_grammar import grammar
 from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.scripted import Chooser, LayoutError, from_grammar, from_schema
 from repo_paths import ROOT
@@ -19,23 +21,23 @@ CHECKLIST = ["Is it short?", "Does it use bullets?", "Does it cite a source?"]
 
 @pytest.mark.parametrize("seed", ["a", "b", "c", "d"])
 def test_each_layout_is_read_by_its_steps_parser(seed):
-    assert infer.check(infer.parse(from_grammar(infer.GRAMMAR, Chooser(seed)))) is None
-    judged = judge.parse(from_grammar(judge.GRAMMAR, Chooser(seed)))
+    assert infer.check(infer.parse(from_grammar(grammar(infer.LAYOUT), Chooser(seed)))) is None
+    judged = judge.parse(from_grammar(grammar(judge.LAYOUT), Chooser(seed)))
     assert judge.check(judged) is None and 1 <= judged["score"] <= 10
-    assert error_type.check(error_type.parse(from_grammar(error_type.GRAMMAR, Chooser(seed)))) is None
+    assert error_type.check(error_type.parse(from_grammar(grammar(error_type.LAYOUT), Chooser(seed)))) is None
     decomposed = decompose.parse(json.dumps(from_schema(decompose.SCHEMA, Chooser(seed))))
     assert decompose.check(decomposed) is None
     matched = match.parse(json.dumps(from_schema(match.schema(len(CHECKLIST)), Chooser(seed))), CHECKLIST)
     assert match.check(matched) is None and len(matched["results"]) == 3
     assert summarize.check(summarize.parse(json.dumps(from_schema(summarize.SCHEMA, Chooser(seed))), 1)) is None
-    message, ended, score = parse_user_turn(from_grammar(USER_SIMULATOR_GRAMMAR, Chooser(seed)))
+    message, ended, score = parse_user_turn(from_grammar(grammar(USER_SIMULATOR_LAYOUT), Chooser(seed)))
     assert message and score is not None and 1 <= score <= 10
 
 
 def test_choices_are_drawn_from_the_request_and_repeat_for_the_same_request():
-    scores = {judge.parse(from_grammar(judge.GRAMMAR, Chooser(str(i))))["score"] for i in range(40)}
+    scores = {judge.parse(from_grammar(grammar(judge.LAYOUT), Chooser(str(i))))["score"] for i in range(40)}
     assert len(scores) >= 5  # a score of 1..10, not one fixed value
-    assert from_grammar(judge.GRAMMAR, Chooser("same")) == from_grammar(judge.GRAMMAR, Chooser("same"))
+    assert from_grammar(grammar(judge.LAYOUT), Chooser("same")) == from_grammar(grammar(judge.LAYOUT), Chooser("same"))
 
 
 def test_a_layout_it_cannot_write_is_a_clear_error():
