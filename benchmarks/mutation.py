@@ -109,7 +109,7 @@ CORE = {
 # The research layer (issue 40): strategies, recall, validation, annotation, error types,
 # statistics, studies, endings, export. Each against the in-process tests of its own file.
 NEW = {
-    "evaluation/settings.py": ["tests/evaluation/test_settings.py"],
+    "evaluation/strategies.py": ["tests/evaluation/test_strategies_units.py"],
     "evaluation/retrieval.py": ["tests/evaluation/test_retrieval.py"],
     "evaluation/session_recall.py": ["tests/evaluation/test_session_recall.py"],
     "synthesis/validation/plan.py": ["tests/synthesis/test_validation_plan.py"],

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 from cupid.evaluation import steps
 from cupid.evaluation.metrics import InferenceCounts
-from cupid.evaluation.settings import Context, Setting
+from cupid.evaluation.strategies import Context, Strategy
 from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
 from cupid.utils.dataset import Instance, Session
 from cupid.utils.errors import BadInput
@@ -88,7 +88,7 @@ class AnswerlessAsker(StepAsker):
     """The base of the ``StepAsker``s that send nothing (the dry run's, the context check's):
     they walk an instance's chains one call after the other, with stand-in answers."""
 
-    def walk(self, instance: Instance, task: str, setting: Setting, prefmatcher: bool) -> None:
+    def walk(self, instance: Instance, task: str, setting: Strategy, prefmatcher: bool) -> None:
         try:
             context = None if setting.preference_given else self.context(instance, setting)
         except Exception as exc:  # the strategy's own code (a user's) raised: a run fails the instance
@@ -108,7 +108,7 @@ class AnswerlessAsker(StepAsker):
         """Stand-ins of the sessions' summaries (the summary setting)."""
         raise NotImplementedError
 
-    def context(self, instance: Instance, setting: Setting) -> Context:
+    def context(self, instance: Instance, setting: Strategy) -> Context:
         """What the strategy shows of ``instance`` (its own ``context``)."""
         return setting.context(instance)
 
@@ -119,7 +119,7 @@ class AnswerlessAsker(StepAsker):
                        f"{type(exc).__name__}: {exc}") from exc
 
 
-def needed_steps(task: str, setting: Setting) -> list[steps.Step]:
+def needed_steps(task: str, setting: Strategy) -> list[steps.Step]:
     """The steps a task and setting need for an instance."""
     return [step for step in steps.STEPS if (step is not steps.SUMMARIZE or setting.summaries)
             and any(t in step.tasks for t in (("inference", "generation") if task == "both" else (task,)))]

@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 
 from cupid.evaluation import steps
 from cupid.evaluation.chains import AnswerlessAsker
-from cupid.evaluation.settings import Context, Setting
+from cupid.evaluation.strategies import Context, Strategy
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.utils.dataset import Instance
@@ -58,7 +58,7 @@ class RequestRecorder(AnswerlessAsker):
             self(steps.SUMMARIZE, summarize.ask(session))
         return []
 
-    def context(self, instance: Instance, setting: Setting) -> Context:
+    def context(self, instance: Instance, setting: Strategy) -> Context:
         """An LLM-backed strategy is not asked before the run (its calls are paid, and it may
         keep what it is answered): its infer and generate requests are checked without history."""
         kept = self.recorded(instance) if self.recorded is not None else None
@@ -72,7 +72,7 @@ class RequestRecorder(AnswerlessAsker):
         """The strategy raised on ``instance``: it sends nothing, and the run records the failure."""
 
 
-def run_requests(instance: Instance, *, task: str, setting: Setting, use_matcher: bool,
+def run_requests(instance: Instance, *, task: str, setting: Strategy, use_matcher: bool,
                  recorded: Callable[[Instance], Context | None] | None = None) -> list[tuple[str, steps.Step, Ask]]:
     """(role, step, request) of every request a run sends for ``instance``, an earlier step's
     answer left empty (a summary setting's summaries too). ``recorded``: what the run
@@ -83,7 +83,7 @@ def run_requests(instance: Instance, *, task: str, setting: Setting, use_matcher
 
 
 def check_context(models: dict[str, Model | None], instances: Iterable[Instance], *,
-                  task: str, setting: Setting, recorded: Callable[[Instance], Context | None] | None = None) -> None:
+                  task: str, setting: Strategy, recorded: Callable[[Instance], Context | None] | None = None) -> None:
     """Raise ModelConfigurationError (one line, naming the numbers and the fix) when a
     served model's stated context cannot hold the longest request the run sends it."""
     served = {role: m for role, m in models.items()

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cupid import config
-from cupid.evaluation.settings import Context, Setting
+from cupid.evaluation.strategies import Context, Strategy
 from cupid.evaluation.steps import generate, judge, user_simulator
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.store import instance_file_name, now, run_dir_for
@@ -74,7 +74,7 @@ def persona_description(instance: Instance) -> tuple[str, str]:
     return NEUTRAL_PERSONA, "stand-in"
 
 
-def first_ask(instance: Instance, setting: Setting, context: Context | None = None) -> Ask:
+def first_ask(instance: Instance, setting: Strategy, context: Context | None = None) -> Ask:
     """Round 1's request: the generation task's, as the pipeline builds it (``context``: the
     strategy's, when already taken)."""
     if setting.preference_given:
@@ -101,7 +101,7 @@ class Interaction:
     """One invocation of the interactive task over one setting's dialogues."""
     model: Model
     simulator: Model
-    setting: Setting
+    setting: Strategy
     max_rounds: int
     directory: Path
     judge_model: Model | None = None  # --judge_final: the evaluator, judging each finished dialogue's last reply

@@ -15,7 +15,7 @@ from cupid.evaluation import steps
 from cupid.evaluation.chains import CHAINS, STOPS, Shown, StepAsker, needed_steps, scorer_name
 from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
 from cupid.evaluation.session_recall import kept_context, shown_record
-from cupid.evaluation.settings import Setting
+from cupid.evaluation.strategies import Strategy
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
@@ -40,7 +40,7 @@ class Pipeline:
     """Evaluates instances of one run directory with one model, evaluator and matcher."""
 
     def __init__(self, *, model: Model, evaluator: Model, matcher: Model | None = None,
-                 store: RunStore, task: str, setting: Setting, inner_workers: int = 4):
+                 store: RunStore, task: str, setting: Strategy, inner_workers: int = 4):
         self.models = {"evaluated": model, "evaluator": evaluator, "matcher": matcher or evaluator}
         self.prefmatcher = matcher is not None and matcher is not evaluator
         self.store, self.task, self.setting = store, task, setting

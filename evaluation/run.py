@@ -187,10 +187,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def setting_argument(value: str) -> str:
     """--setting, checked (the strategy loaded) as evaluate() checks it."""
-    from cupid.evaluation.settings import setting_named
+    from cupid.evaluation.strategies import strategy_named
 
     try:
-        setting_named(value)
+        strategy_named(value)
     except BadInput as exc:  # argparse names the flag
         raise argparse.ArgumentTypeError(re.sub(r"^setting:? ", "", str(exc))) from None
     return value

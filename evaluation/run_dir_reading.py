@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cupid.evaluation import settings
+from cupid.evaluation import strategies
 from cupid.evaluation.session_recall import kept_context
 from cupid.evaluation.store import Survey, instance_file_name
 from cupid.utils import events
 from cupid.utils.io import read_json
 
 
-def recorded_context(run_dir: Path, setting, instance) -> "settings.Context | None":
+def recorded_context(run_dir: Path, setting, instance) -> "strategies.Context | None":
     """What the run directory's file of ``instance`` says its strategy showed (None when it
     says nothing usable): the context check does not ask a strategy again for it."""
     path = run_dir / instance_file_name(instance.instance_id)

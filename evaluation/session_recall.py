@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from cupid.evaluation.metrics import mean
-from cupid.evaluation.settings import Context, Setting
+from cupid.evaluation.strategies import Context, Strategy
 from cupid.utils.dataset import INSTANCE_TYPES, Instance
 
 
@@ -44,12 +44,12 @@ def recorded_selection(record: dict, n_sessions: int) -> tuple[list[int] | None,
     return positions, text if isinstance(text, str) else None, usage if isinstance(usage, dict) else None
 
 
-def kept_context(setting: Setting, instance: Instance, record: dict) -> Context | None:
+def kept_context(setting: Strategy, instance: Instance, record: dict) -> Context | None:
     """What an instance file says its strategy showed, to be shown again without asking the
     strategy (the run directory is the strategy's identity's); None when the file does not
     say it in full (a rendering strategy's text not kept: an older file)."""
     kept = recorded_selection(record, len(instance.prior_interactions))
-    if kept is None or (kept[1] is None and callable(getattr(setting.strategy, "render", None))):
+    if kept is None or (kept[1] is None and callable(getattr(setting.impl, "render", None))):
         return None
     return setting.recorded_context(instance, *kept)
 

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from cupid.evaluation import steps
 from cupid.evaluation.metrics import read_generation, read_inference
-from cupid.evaluation.settings import SETTINGS
+from cupid.evaluation.strategies import PAPER_STRATEGIES
 from cupid.evaluation.store import MANIFEST, is_instance_file, is_results_file, step_record
 from cupid.utils.io import read_json
 
@@ -200,7 +200,7 @@ def _drop_first_try_raw(data: dict) -> None:
 def setting_order(setting: str) -> tuple[int, list]:
     """The paper's settings in its order, then the other strategies by name, numbers as numbers
     (``recent:k=2`` before ``recent:k=10``)."""
-    order = list(SETTINGS)
+    order = list(PAPER_STRATEGIES)
     return (order.index(setting) if setting in order else len(order),
             [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", setting)])
 

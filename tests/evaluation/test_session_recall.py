@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cupid.evaluation.session_recall import instance_selection, session_selection, shown_record
-from cupid.evaluation.settings import Context
+from cupid.evaluation.strategies import Context
 from cupid.utils.dataset import Session, Turn
 
 
@@ -88,7 +88,7 @@ def test_shown_record_counts_four_characters_a_token():
 # What an instance file records of its strategy's choice, shown again on resume
 # ---------------------------------------------------------------------------------------
 from cupid.evaluation.session_recall import kept_context, recorded_selection  # noqa: E402
-from cupid.evaluation.settings import setting_named  # noqa: E402
+from cupid.evaluation.strategies import strategy_named  # noqa: E402
 from cupid.evaluation.steps.layouts import format_session_log  # noqa: E402
 from cupid.utils.dataset import Instance  # noqa: E402
 
@@ -120,7 +120,7 @@ def test_a_recorded_selection_is_shown_again_only_when_it_is_whole(shown, expect
 def test_the_kept_context_is_what_was_shown():
     sessions = tuple(Session(f"F{k}", f"P{k}.", (Turn("user", f"u{k}"),)) for k in (1, 2, 3))
     instance = Instance("i", "p", "consistent", "r", "F1", "P1.", ("q?",), sessions)
-    recent = setting_named("recent:k=2")
+    recent = strategy_named("recent:k=2")
     context = kept_context(recent, instance, {"shown": {"positions": [2, 3], "history_tokens": 9}})
     assert context == Context(format_session_log(sessions[1:]), sessions[1:], (2, 3))
     assert kept_context(recent, instance, {"shown": {"positions": [9]}}) is None
@@ -129,7 +129,7 @@ def test_the_kept_context_is_what_was_shown():
         def render(self, inst):
             return "fresh"
 
-    notes = setting_named(Notes())
+    notes = strategy_named(Notes())
     kept = kept_context(notes, instance, {"shown": {"positions": None, "text": "kept", "model_usage": {"n": 1}}})
     assert kept == Context("kept", None, None, rendered=True, model_usage={"n": 1})
     assert kept_context(notes, instance, {"shown": {"positions": [1]}}) is None   # its text not kept

@@ -227,7 +227,7 @@ def _import_module(name: str):
 def load_code_attribute(spec: str, error: type[Exception] = UnknownModelError):
     """What ``path/to/file.py:Name`` (relative to the working directory) or
     ``package.module:Name`` names; ``error`` says why not. The user's models and context
-    strategies (evaluation/settings.py) are both loaded here."""
+    strategies (evaluation/strategies.py) are both loaded here."""
     target, _, attr = spec.rpartition(":")
     try:
         if target.endswith(".py"):
