@@ -23,7 +23,7 @@ from cupid.evaluation.aggregate import (InstanceOutcome, aggregate_records, invo
 from cupid.utils.progress import HEARTBEAT_S, ProgressLog
 from cupid.evaluation.context_check import check_context
 from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
-from cupid.evaluation.run_dir_reading import endpoint_change, other_identities, recorded_context, warn_about_run_dir
+from cupid.evaluation.run_dir_reading import endpoint_change, other_identities, recorded_shown, warn_about_run_dir
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.store import BATCHES, RunConflictError, RunStore, Survey, now, run_dir_for
 from cupid.evaluation.strategy_model import StrategyModel, memory_cost
@@ -108,7 +108,7 @@ class Invocation:
         run_dir = run_dir_for(spec.results_dir, self.models["model"].label, spec.strategy.name)
         check_context({"evaluated": self.models["model"], "evaluator": self.models["evaluator"],
                        "matcher": self.models.get("matcher")}, self.instances, task=spec.task,
-                      setting=spec.strategy, recorded=partial(recorded_context, run_dir, spec.strategy))
+                      setting=spec.strategy, recorded=partial(recorded_shown, run_dir, spec.strategy))
         if spec.strategy.uses_model:
             spec.strategy.give_model(StrategyModel(self.models["strategy"]))
 

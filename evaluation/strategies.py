@@ -89,7 +89,7 @@ BUILT_IN = {"default": Default, "none": NoHistory, "oracle": Oracle, "summary": 
 
 
 @dataclass(frozen=True)
-class Context:
+class Shown:
     """What a strategy shows of one instance: the history text, and the sessions it selected
     with their 1-based positions (None when it only renders text); ``rendered``: the text is
     the strategy's own (``render``), not the session log of its sessions."""
@@ -159,7 +159,7 @@ class Strategy:
         unchanged(instance, fingerprint, self.name)
         return found
 
-    def context(self, instance: Instance) -> Context:
+    def shown(self, instance: Instance) -> Shown:
         """What the strategy shows of ``instance``: the sessions it selected, read from the
         instance by position, or the text it rendered."""
         fingerprint = instance.fingerprint()
@@ -170,7 +170,7 @@ class Strategy:
         keep = self.identity is not None and not isinstance(model, ForecastingModel)
         kept = self._kept.get(fingerprint) if keep else None
         if kept is not None:
-            return self.recorded_context(instance, *kept)
+            return self.recorded_shown(instance, *kept)
         view = self.view(instance)
         select, render = (getattr(self.impl, name, None) for name in ("select", "render"))
         positions = text = None
@@ -185,18 +185,18 @@ class Strategy:
         usage = dict(spent) if self.uses_model else None
         if keep:
             self._kept[fingerprint] = (positions, text, usage)
-        return self.recorded_context(instance, positions, text, usage)
+        return self.recorded_shown(instance, positions, text, usage)
 
     @staticmethod
-    def recorded_context(instance: Instance, positions: Sequence[int] | None, text: str | None,
-                         model_usage: dict | None = None) -> Context:
-        """The context of the given 1-based positions (None: the strategy named none) and
+    def recorded_shown(instance: Instance, positions: Sequence[int] | None, text: str | None,
+                       model_usage: dict | None = None) -> Shown:
+        """What is shown of the given 1-based positions (None: the strategy named none) and
         rendered text (None: the session log of those sessions), from the instance's data."""
         sessions = None if positions is None else tuple(instance.prior_interactions[p - 1] for p in positions)
         rendered = text is not None
         if text is None:
             text = format_session_log(sessions or ())
-        return Context(text, sessions, None if positions is None else tuple(positions), rendered, model_usage)
+        return Shown(text, sessions, None if positions is None else tuple(positions), rendered, model_usage)
 
     def _positions(self, instance: Instance, view: Any, sessions: tuple) -> tuple[int, ...]:
         prior = view.prior_interactions

@@ -44,7 +44,7 @@ def request_of(task: str, instance: Instance, setting: Strategy, history: str | 
     if setting.preference_given:
         return generate.ask_given_preference(instance.current_contextual_preference, instance.current_request)
     from_summaries = history is not None
-    text = history if from_summaries else setting.context(instance).text
+    text = history if from_summaries else setting.shown(instance).text
     step = infer if task == "inference" else generate
     return step.ask(text, instance.current_request, from_summaries=from_summaries)
 

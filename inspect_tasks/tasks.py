@@ -41,7 +41,7 @@ def respond(task_name: str, setting: Strategy, data: samples.Data) -> Solver:
         if setting.summaries and not setting.preference_given:
             try:
                 written = [(await answer(get_model(), summarize.ask(session), None))["summaries"][0]
-                           for session in setting.context(instance).sessions]
+                           for session in setting.shown(instance).sessions]
             except Unparsed as exc:
                 state.store.set(FAILED, {"step": steps.SUMMARIZE.name, "reason": exc.reason})
                 return state

@@ -57,7 +57,7 @@ def test_a_blind_strategy_reading_a_label_fails_naming_the_strategy_and_the_fiel
     """)
     setting = strategy_named(f"{path}:Peek")
     with pytest.raises(LabelHidden) as raised:
-        setting.context(instance())
+        setting.shown(instance())
     message = str(raised.value)
     assert "\n" not in message
     assert message.startswith(f"setting {setting.name}: read {PEEKS[expression]}, which the evaluated model is not "
@@ -77,7 +77,7 @@ def test_a_blind_strategy_sees_the_request_and_the_dialogues_in_order_and_cannot
             object.__setattr__(view.prior_interactions[0], "dialogue", (Turn("user", "forged"),))
             return [view.prior_interactions[0]]
 
-    context = strategy_named(Look()).context(instance())
+    context = strategy_named(Look()).shown(instance())
     assert seen["request"] == "Help me now."
     assert seen["dialogues"] == [[("user", f"request {i}"), ("assistant", "ok")] for i in (1, 2, 3)]
     # What is shown is read from the data by position: the forged dialogue is not.
@@ -102,7 +102,7 @@ def test_a_strategy_that_reaches_past_its_view_to_change_the_instance_fails_the_
             return view.prior_interactions[:1]
 
     with pytest.raises(RuntimeError, match=r"data changed while the strategy ran .*nothing of the instance is scored"):
-        strategy_named(Reach()).context(instance())
+        strategy_named(Reach()).shown(instance())
 
 
 WRITERS = """

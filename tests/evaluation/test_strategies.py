@@ -337,7 +337,7 @@ def test_the_dense_retriever_finds_the_sessions_about_the_request_offline(monkey
     instance = Instance("i", "p", "consistent", "What is the best way to house-train a young dog?",
                         "f", "preference", ("c",), sessions)
     strategy = strategy_named("dense:k=2")
-    assert strategy.context(instance).positions == (1, 4)  # the two about dogs, oldest first
+    assert strategy.shown(instance).positions == (1, 4)  # the two about dogs, oldest first
 
 
 def test_batch_mode_sends_what_the_strategy_selects(fake_llm_env, data_file, tmp_path, monkeypatch):

@@ -27,18 +27,18 @@ def instance(sessions=SESSIONS, current="Short.") -> Instance:
 def test_the_paper_settings_and_what_each_shows():
     i = instance()
     assert list(S.PAPER_STRATEGIES) == ["default", "oracle", "summary", "oracle_preference"]
-    default = S.PAPER_STRATEGIES["default"].context(i)
-    assert default == S.Context(format_session_log(SESSIONS), SESSIONS, (1, 2, 3, 4))
-    oracle = S.PAPER_STRATEGIES["oracle"].context(i)
+    default = S.PAPER_STRATEGIES["default"].shown(i)
+    assert default == S.Shown(format_session_log(SESSIONS), SESSIONS, (1, 2, 3, 4))
+    oracle = S.PAPER_STRATEGIES["oracle"].shown(i)
     assert oracle.sessions == (SESSIONS[0], SESSIONS[2]) and oracle.positions == (1, 3)
     assert S.PAPER_STRATEGIES["oracle"].skip_reason(i) is None
     assert S.PAPER_STRATEGIES["oracle"].skip_reason(instance(current="Other.")) == "no prior session has the current preference"
     assert S.PAPER_STRATEGIES["default"].skip_reason(instance(current="Other.")) is None
-    assert strategy_named("none").context(i) == S.Context(format_session_log(()), (), ())
+    assert strategy_named("none").shown(i) == S.Shown(format_session_log(()), (), ())
     summary, given = S.PAPER_STRATEGIES["summary"], S.PAPER_STRATEGIES["oracle_preference"]
     assert (summary.summaries, summary.preference_given, summary.tasks) == (True, False, S.TASKS)
     assert (given.summaries, given.preference_given, given.tasks) == (False, True, ("generation",))
-    assert given.context(i).positions == ()
+    assert given.shown(i).positions == ()
     assert S.PAPER_STRATEGIES["default"].summaries is False and S.PAPER_STRATEGIES["default"].preference_given is False
     assert S.TASKS == ("inference", "generation", "both")
 
@@ -54,8 +54,8 @@ def test_positions_follow_the_selection_order_and_equal_sessions_are_found():
         def select(self, inst):
             return [Session(s.context_factor, s.contextual_preference, s.dialogue) for s in inst.prior_interactions[2:]]
 
-    assert strategy_named(Reversed()).context(instance()).positions == (4, 3, 2, 1)
-    assert strategy_named(Copies()).context(instance()).positions == (3, 4)
+    assert strategy_named(Reversed()).shown(instance()).positions == (4, 3, 2, 1)
+    assert strategy_named(Copies()).shown(instance()).positions == (3, 4)
 
 
 def test_a_foreign_session_is_refused_naming_the_setting_and_instance():
@@ -67,7 +67,7 @@ def test_a_foreign_session_is_refused_naming_the_setting_and_instance():
 
     with pytest.raises(ValueError, match=r"setting foreign@\w+: select\(\) returned a Session that is not one of "
                                          r"instance i1's prior sessions"):
-        strategy_named(Foreign()).context(instance())
+        strategy_named(Foreign()).shown(instance())
 
 
 def test_render_gives_the_text_and_select_the_sessions_it_drew_on():
@@ -85,11 +85,11 @@ def test_render_gives_the_text_and_select_the_sessions_it_drew_on():
         def render(self, inst):
             return ["not", "text"]
 
-    assert strategy_named(Notes()).context(instance()) == S.Context("notes about the user", None, None, rendered=True)
-    assert strategy_named(Both()).context(instance()) == S.Context("notes about the user", (SESSIONS[1],), (2,),
+    assert strategy_named(Notes()).shown(instance()) == S.Shown("notes about the user", None, None, rendered=True)
+    assert strategy_named(Both()).shown(instance()) == S.Shown("notes about the user", (SESSIONS[1],), (2,),
                                                                   rendered=True)
     with pytest.raises(TypeError, match=r"setting bad@\w+: render\(\) returned a list, not a str"):
-        strategy_named(Bad()).context(instance())
+        strategy_named(Bad()).shown(instance())
 
 
 def test_a_strategy_object_is_named_by_its_name_or_class():
@@ -161,11 +161,11 @@ def test_a_users_file_is_loaded_named_by_its_file_and_recorded_portably(tmp_path
     assert found.name.split("@")[0] == "mine.py:Picks:k=3,label=memo"
     assert found.spec == f"{(tmp_path / 'mine.py').resolve()}:Picks:k=3,label=memo"
     assert (found.impl.k, found.impl.label) == (3, "memo")
-    assert found.context(instance()).positions == (1, 2, 3)
+    assert found.shown(instance()).positions == (1, 2, 3)
     plain = strategy_named("mine.py:Picks")
     assert plain.name.split("@")[0] == "mine.py:Picks" and plain.spec == f"{(tmp_path / 'mine.py').resolve()}:Picks"
     ready = strategy_named("mine.py:ready")
-    assert ready.context(instance()).positions == (1, 2)
+    assert ready.shown(instance()).positions == (1, 2)
     with pytest.raises(BadInput, match="setting mine.py:ready:k=1: mine.py:ready is an object, not a class: it takes no "
                                        "parameters"):
         strategy_named("mine.py:ready:k=1")
@@ -202,7 +202,7 @@ def test_an_installed_entry_point_is_a_strategy_too(monkeypatch):
     found = strategy_named("notes:size=4")
     assert asked[0] == S.ENTRY_POINT_GROUP == "cupid.strategies"
     assert found.name.split("@")[0] == "notes:size=4" and found.spec is None
-    assert found.context(instance()) == S.Context("memory of 4", None, None, rendered=True)
+    assert found.shown(instance()) == S.Shown("memory of 4", None, None, rendered=True)
     with pytest.raises(BadInput, match=r"^setting broken: the entry point pkg.mod:Thing failed to load: "
                                        r"ImportError: no pkg$"):
         strategy_named("broken")
@@ -248,7 +248,7 @@ def test_what_a_file_names_a_class_a_factory_an_object_or_neither(tmp_path, monk
     made = strategy_named("sub/d:x/mine.py:make:k=2")
     assert made.name.split("@")[0] == "mine.py:make:k=2" and (made.impl.k, made.impl.label) == (2, "made")
     used = strategy_named("sub/d:x/mine.py:callable_strategy")
-    assert used.context(instance()).positions == (4,)
+    assert used.shown(instance()).positions == (4,)
     with pytest.raises(BadInput) as info:
         strategy_named("sub/d:x/mine.py:number")
     assert str(info.value) == ("setting sub/d:x/mine.py:number: a strategy needs select(instance) or "
@@ -278,7 +278,7 @@ def test_a_selected_session_is_recorded_at_its_own_position_among_equal_ones():
         def select(self, inst):
             return [inst.prior_interactions[2]]
 
-    assert strategy_named(Last()).context(instance(sessions)).positions == (3,)
+    assert strategy_named(Last()).shown(instance(sessions)).positions == (3,)
 
 
 def test_render_is_given_the_instance():
@@ -286,7 +286,7 @@ def test_render_is_given_the_instance():
         def render(self, inst):
             return f"notes on {inst.current_request}"
 
-    assert strategy_named(ById()).context(instance()).text == "notes on Write it."
+    assert strategy_named(ById()).shown(instance()).text == "notes on Write it."
 
 
 def test_a_users_strategy_is_identified_by_its_class_parameters_and_source(tmp_path, monkeypatch):
@@ -333,13 +333,13 @@ def test_a_users_strategy_is_asked_once_per_instance_and_a_built_in_each_time():
             return inst.prior_interactions[:1]
 
     counting = strategy_named(Counting())
-    first, second = counting.context(instance()), counting.context(instance())
-    assert first == second == S.Context(format_session_log(SESSIONS[:1]), SESSIONS[:1], (1,))
+    first, second = counting.shown(instance()), counting.shown(instance())
+    assert first == second == S.Shown(format_session_log(SESSIONS[:1]), SESSIONS[:1], (1,))
     assert asked == ["Write it."]
     other = Instance("i2", "p1", "consistent", "Other request.", "Factor 1", "Short.", ("Is it short?",), SESSIONS)
-    counting.context(other)
+    counting.shown(other)
     assert asked == ["Write it.", "Other request."]
     plain = Strategy("plain", Counting())      # no identity (as a built-in): asked every time
-    plain.context(instance())
-    plain.context(instance())
+    plain.shown(instance())
+    plain.shown(instance())
     assert asked[-2:] == ["Write it.", "Write it."]
