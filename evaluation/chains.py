@@ -17,7 +17,7 @@ from cupid.utils.dataset import Instance, Session
 from cupid.utils.errors import BadInput
 from cupid.utils.io import StorageError
 from cupid.utils.models.batch import BatchDeferred
-from cupid.utils.models.errors import ModelConfigurationError, RunCancelled
+from cupid.utils.models.call_errors import ModelConfigurationError, RunCancelled
 from cupid.utils.models.model import Model
 
 # What stops an instance's work without failing it: raised through, whoever's code it came

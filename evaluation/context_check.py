@@ -23,7 +23,7 @@ from cupid.evaluation.strategies import Shown, Strategy
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.utils.dataset import Instance
-from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.call_errors import ModelConfigurationError
 from cupid.utils.models.model import Model
 from cupid.utils.models.tokens import lower_bound_tokens
 

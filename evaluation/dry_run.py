@@ -340,7 +340,7 @@ def forecast_interaction(spec: RunSpec, fresh: bool = False) -> RunForecast:
     from cupid.evaluation.interaction import first_ask, interaction_dir, persona_description
     from cupid.evaluation.interaction_run import resolve_simulator
     from cupid.evaluation.steps import generate, user_simulator
-    from cupid.utils.models.asking import ask_until_usable
+    from cupid.utils.models.reask import ask_until_usable
 
     instances, shape_note = run_instances(spec)
     models = spec.resolve_models()

@@ -41,9 +41,9 @@ from cupid.utils import events
 from cupid.utils.dataset import Instance, safe_name
 from cupid.utils.errors import SetupError
 from cupid.utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
-from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
+from cupid.utils.models.reask import Answer, UnusableAnswer, ask_until_usable
 from cupid.utils.models.batch import BatchDeferred
-from cupid.utils.models.errors import ModelCallFailed, RunCancelled
+from cupid.utils.models.call_errors import ModelCallFailed, RunCancelled
 from cupid.utils.models.model import Model
 from cupid.utils.models.retry import CANCEL
 from cupid.utils.redact import redact

@@ -23,7 +23,7 @@ from cupid.utils.errors import Interrupted, SetupError
 from cupid.utils.executor import iter_with_progress, worker_threads
 from cupid.utils.io import FileLock, StorageError, atomic_write_json, read_json
 from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
-from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.call_errors import ModelConfigurationError
 from cupid.utils.models.model import Model
 from cupid.utils.models.tokens import MAX_CHARS_PER_TOKEN
 from cupid.utils.models.retry import cancel_all

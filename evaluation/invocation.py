@@ -35,7 +35,7 @@ from cupid.utils.io import StorageError, clean_orphan_tmp
 from cupid.utils.models.adaptations import ADAPTATIONS
 from cupid.utils.models.batch import BatchRunner
 from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.call_errors import ModelConfigurationError
 from cupid.utils.models.pacing import parse_rate_limit, set_user_limits
 from cupid.utils.models.registry import check_models, portable_spec
 from cupid.utils.models.usage import UsageTracker

@@ -23,9 +23,9 @@ from cupid.evaluation.store import InstanceRecord, RunStore, now, step_record
 from cupid.utils.dataset import Instance, Session
 from cupid.utils.executor import iter_with_progress
 from cupid.utils.io import atomic_write_json, read_json
-from cupid.utils.models.asking import Answer, UnusableAnswer
+from cupid.utils.models.reask import Answer, UnusableAnswer
 from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
-from cupid.utils.models.errors import AnswerWithheld, ModelCallFailed, RunCancelled
+from cupid.utils.models.call_errors import AnswerWithheld, ModelCallFailed, RunCancelled
 from cupid.utils.models.model import Model
 from cupid.utils.models.retry import CANCEL, cancel_all
 from cupid.utils.prompts import load_prompt

@@ -21,7 +21,7 @@ from cupid.utils.models.pacing import parse_rate_limit
 from cupid.utils.models.model import Model
 
 
-# The tasks of a run: the benchmark's (settings.TASKS) and the interactive one (interaction.py).
+# The tasks of a run: the benchmark's (strategies.TASKS) and the interactive one (interaction.py).
 EVALUATION_TASKS = (*TASKS, "interaction")
 
 
@@ -36,7 +36,7 @@ class RunSpec:
     limit: int | None = None
     shard: tuple[int, int] | None = None
     task: str = "inference"
-    setting: Any = "default"          # a name (settings.py) or a strategy object
+    setting: Any = "default"          # a strategy's name (strategies.py) or a strategy object
     strategy_model: str | Model | None = None  # the LLM an LLM-backed strategy asks; None: the evaluator
     results_dir: str = "results"
     n_workers: int = 4

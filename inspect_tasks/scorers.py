@@ -20,7 +20,7 @@ from inspect_ai.solver import TaskState
 from cupid.evaluation import steps
 from cupid.evaluation.chains import ChainInput, StepAsker, generation_chain, inference_chain
 from cupid.evaluation.steps.ask import Ask
-from cupid.inspect_tasks.metrics import CLUSTER, macro, micro, micro_stderr
+from cupid.inspect_tasks.pooled_metrics import CLUSTER, macro, micro, micro_stderr
 from cupid.inspect_tasks.requests import Unparsed, answer
 from cupid.inspect_tasks.samples import Data
 from cupid.utils.dataset import Instance

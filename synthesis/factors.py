@@ -10,7 +10,7 @@ from cupid.utils.models.model import Model
 from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_factor, json_object, line, mapping,
                                  normalize, one_of, same_text, taxonomy_field, text_field, tuple_of)
 from cupid.utils.answers import ParseError, as_list, parse_yaml
-from cupid.utils.models.asking import Answer
+from cupid.utils.models.reask import Answer
 from cupid.synthesis.taxonomy import Taxonomy, canonical_type
 from cupid.utils.prompts import load_prompt
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from cupid.utils.answers import ParseError
-from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
+from cupid.utils.models.reask import Answer, UnusableAnswer, ask_until_usable
 from cupid.utils.prompts import load_prompt
 
 PROMPT = "synthesis/user_simulator"

@@ -1,4 +1,4 @@
-"""Fair context strategies (issue 41; evaluation/strategy_view.py, settings.py): a user's
+"""Fair context strategies (issue 41; evaluation/strategy_view.py, strategies.py): a user's
 strategy is blind unless it declares it reads the labels, and then it is marked; nothing it
 does to what it is given changes a score; its run is keyed by what it is (class, parameters,
 source); what it returned is kept with the instance and not asked again on a resume."""

@@ -25,7 +25,7 @@ from cupid.evaluation.context_check import check_context
 from cupid.evaluation.data import InstanceSource
 from fake_llm_server import FakeLLMServer, FakeResponse
 from sample_results import SampleEvaluator
-from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError
+from cupid.utils.models.call_errors import ModelCallFailed, ModelConfigurationError
 from cupid.utils.models.registry import check_models, resolve_model
 from repo_paths import ROOT
 

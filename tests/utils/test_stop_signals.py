@@ -229,7 +229,7 @@ def test_no_future_is_scheduled_after_the_run_stopped(tmp_path):
     from cupid.evaluation.pipeline import InstanceSteps, Pipeline
     from cupid.evaluation.strategies import PAPER_STRATEGIES
     from cupid.evaluation.store import RunStore
-    from cupid.utils.models.errors import RunCancelled
+    from cupid.utils.models.call_errors import RunCancelled
     from cupid.utils.models.registry import resolve_model
 
     model = resolve_model("vllm:m@http://127.0.0.1:9/v1")

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from cupid import config
 from cupid.utils.models import discover_models
-from cupid.utils.models.errors import ModelConfigurationError, UnknownModelError
+from cupid.utils.models.call_errors import ModelConfigurationError, UnknownModelError
 from cupid.utils.models.model import Model, register_model, register_provider  # noqa: F401 (re-exported)
 from cupid.utils.models.model import MODEL_CLASSES as _REGISTRY, PROVIDER_CLASSES as _PROVIDERS
 

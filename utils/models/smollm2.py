@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from cupid.utils.models.catalog import ModelFacts, dated_table
-from cupid.utils.models.errors import RunCancelled
+from cupid.utils.models.call_errors import RunCancelled
 from cupid.utils.models.request import chat_messages
 from cupid.utils.models.model import (
     Completion,

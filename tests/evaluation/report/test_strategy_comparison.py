@@ -1,4 +1,4 @@
-"""The report compares context strategies (evaluation/report/strategies.py): data/sample run
+"""The report compares context strategies (evaluation/report/strategy_comparison.py): data/sample run
 with the default setting, the oracle, recent:k=2 and bm25:k=3 (scripted answers), and the
 report's tables, figure and instance pages checked against numbers computed here."""
 from __future__ import annotations
