@@ -121,6 +121,6 @@ class AnswerlessAsker(StepAsker):
 
 
 def needed_steps(task: str, setting: Strategy) -> list[steps.Step]:
-    """The steps a task and setting need for an instance."""
+    """The steps a task and strategy need for an instance."""
     return [step for step in steps.STEPS if (step is not steps.SUMMARIZE or setting.summaries)
             and any(t in step.tasks for t in (("inference", "generation") if task == "both" else (task,)))]

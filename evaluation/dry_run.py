@@ -229,7 +229,7 @@ class InstanceEstimator(AnswerlessAsker):
         self.strategy_asked = True  # whether the run would ask the strategy for this instance
 
     def add(self, instance: Instance) -> bool:
-        """False when the setting skips the instance (oracle, no relevant session)."""
+        """False when the strategy skips the instance (oracle, no relevant session)."""
         self.instance, self.record = instance, self._record(instance)
         # A finished instance, or one whose file keeps what the strategy returned: not asked.
         self.strategy_asked = recorded_selection(self.record, len(instance.prior_interactions)) is None

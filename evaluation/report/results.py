@@ -212,7 +212,7 @@ def setting_order(setting: str) -> tuple[int, list]:
 class Outcome:
     """One task under one scorer in one run: the usable per-instance values, and the
     instances left out (failed: the first failed step and its error; missing: not done yet;
-    skipped: the setting does not apply, i.e. oracle with no relevant prior session)."""
+    skipped: the strategy does not apply, i.e. oracle with no relevant prior session)."""
     values: dict[str, Any] = field(default_factory=dict)
     failed: dict[str, tuple[str, str]] = field(default_factory=dict)   # id -> (step, error)
     missing: list[str] = field(default_factory=list)
