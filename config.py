@@ -1,5 +1,5 @@
-"""Project-wide settings. Every value can be overridden from the environment so that a
-user never edits code to point at another server or to change a timeout."""
+"""Project-wide paths and defaults, each overridable from the environment, so that a user
+never edits code to point at another server or to change a timeout."""
 from __future__ import annotations
 
 import os

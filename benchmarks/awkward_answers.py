@@ -26,8 +26,8 @@ from fake_llm_server import FakeLLMServer  # noqa: E402
 from awkward_shapes import SHAPES  # noqa: E402
 
 from cupid import config  # noqa: E402
-from cupid.utils.models.asking import ask_until_usable  # noqa: E402
-from cupid.utils.models.errors import ModelError  # noqa: E402
+from cupid.utils.models.reask import ask_until_usable  # noqa: E402
+from cupid.utils.models.call_errors import ModelError  # noqa: E402
 from model_state import reset_clients  # noqa: E402
 from cupid.utils.models.registry import resolve_model  # noqa: E402
 from cupid.utils.models.usage import estimate_cost  # noqa: E402

@@ -109,7 +109,7 @@ CORE = {
 # The research layer (issue 40): strategies, recall, validation, annotation, error types,
 # statistics, studies, endings, export. Each against the in-process tests of its own file.
 NEW = {
-    "evaluation/settings.py": ["tests/evaluation/test_settings.py"],
+    "evaluation/strategies.py": ["tests/evaluation/test_strategies_units.py"],
     "evaluation/retrieval.py": ["tests/evaluation/test_retrieval.py"],
     "evaluation/session_recall.py": ["tests/evaluation/test_session_recall.py"],
     "synthesis/validation/plan.py": ["tests/synthesis/test_validation_plan.py"],
@@ -119,8 +119,8 @@ NEW = {
     "evaluation/report/error_types.py": ["tests/evaluation/report/test_error_type_draw.py"],
     "evaluation/report/statistics.py": ["tests/evaluation/report/test_statistics.py",
                                         "tests/evaluation/report/test_clustered_intervals.py"],
-    "evaluation/report/self_enhancement.py": ["tests/evaluation/report/test_self_enhancement_matrix.py"],
-    "evaluation/report/match_agreement.py": ["tests/evaluation/report/test_match_agreement.py"],
+    "evaluation/report/figure10.py": ["tests/evaluation/report/test_figure10.py"],
+    "evaluation/report/agreement.py": ["tests/evaluation/report/test_match_agreement.py"],
     "studies/self_enhancement.py": ["tests/studies/test_self_enhancement_units.py"],
     "utils/models/endings.py": ["tests/utils/models/test_endings.py"],
     "evaluation/report/export.py": ["tests/evaluation/report/test_export.py"],

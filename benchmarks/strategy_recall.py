@@ -21,7 +21,7 @@ if str(ROOT.parent) not in sys.path:
 
 from cupid.evaluation.data import InstanceSource  # noqa: E402
 from cupid.evaluation.session_recall import session_selection, shown_record  # noqa: E402
-from cupid.evaluation.settings import setting_named  # noqa: E402
+from cupid.evaluation.strategies import strategy_named  # noqa: E402
 
 DEFAULT_SETTINGS = ["default", "oracle", "recent:k=2", "recent:k=4", "bm25:k=3", "dense:k=3"]
 
@@ -36,14 +36,14 @@ def main() -> None:
     print(f"{'strategy':14}{'shown':>7}{'recall':>8}{'precision':>10}{'history tok':>12}{'ms/instance':>13}")
     for name in args.setting or DEFAULT_SETTINGS:
         try:
-            setting = setting_named(name)
+            setting = strategy_named(name)
         except ValueError as exc:
             print(f"{name:14}  not run: {exc}")
             continue
-        setting.context(instances[0])  # a model to load (dense) is not timed
+        setting.shown(instances[0])  # a model to load (dense) is not timed
         started, records = time.perf_counter(), []
         for instance in instances:
-            shown = shown_record(setting.context(instance), setting.summaries)
+            shown = shown_record(setting.shown(instance), setting.summaries)
             records.append({"instance_type": instance.instance_type, "shown": shown,
                             "history": {"relevant_positions": instance.relevant_positions()}})
         per_instance = 1000 * (time.perf_counter() - started) / len(instances)

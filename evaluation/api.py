@@ -48,10 +48,10 @@ class EvaluationResult:
         """One dict per (scorer, instance): the rows ``cupid-report --export`` writes; for
         ``task="interaction"``, one per dialogue (its FILE.interaction export's rows)."""
         if self.results.get("task") == "interaction":
-            from cupid.evaluation.report.interaction import sample_rows as dialogue_rows
+            from cupid.evaluation.report.interaction_section import sample_rows as dialogue_rows
 
             return dialogue_rows(self.run_dir)
-        from cupid.evaluation.samples import sample_rows
+        from cupid.evaluation.sample_rows import sample_rows
 
         return sample_rows(self.run_dir)
 

@@ -11,13 +11,13 @@ from typing import Callable, Sequence
 
 from cupid.evaluation import steps
 from cupid.evaluation.metrics import InferenceCounts
-from cupid.evaluation.settings import Context, Setting
+from cupid.evaluation.strategies import Shown, Strategy
 from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
 from cupid.utils.dataset import Instance, Session
 from cupid.utils.errors import BadInput
 from cupid.utils.io import StorageError
 from cupid.utils.models.batch import BatchDeferred
-from cupid.utils.models.errors import ModelConfigurationError, RunCancelled
+from cupid.utils.models.call_errors import ModelConfigurationError, RunCancelled
 from cupid.utils.models.model import Model
 
 # What stops an instance's work without failing it: raised through, whoever's code it came
@@ -41,19 +41,20 @@ class StepAsker:
 
 
 @dataclass(frozen=True)
-class Shown:
-    """What the chains show the model beside the instance's request."""
+class ChainInput:
+    """What a chain is given beside the instance's request: the history text (a strategy's
+    ``Shown``, or the summaries of its sessions) and flags."""
     history: str = ""               # the session log, or the summaries
     from_summaries: bool = False
     preference_given: bool = False  # oracle_preference: the true preference, no sessions
     prefmatcher: bool = False       # PrefMatcher matches (its own prompt)
 
 
-def inference_chain(instance: Instance, shown: Shown, ask: StepAsker) -> InferenceCounts | None:
+def inference_chain(instance: Instance, given: ChainInput, ask: StepAsker) -> InferenceCounts | None:
     """Infer, decompose the inference, match both ways: the instance's pooled counts."""
     truth = instance.current_contextual_preference
-    inferred = ask(steps.INFER, infer.ask(shown.history, instance.current_request,
-                                          from_summaries=shown.from_summaries))
+    inferred = ask(steps.INFER, infer.ask(given.history, instance.current_request,
+                                          from_summaries=given.from_summaries))
     if inferred is None:
         return None
     checklist = ask(steps.DECOMPOSE, decompose.ask(inferred["preference"]))
@@ -61,20 +62,20 @@ def inference_chain(instance: Instance, shown: Shown, ask: StepAsker) -> Inferen
         return None
     precision, recall = ask.together(
         lambda: ask(steps.MATCH_PRECISION, match.ask(truth, checklist["checklist"],
-                                                     prefmatcher=shown.prefmatcher)),
+                                                     prefmatcher=given.prefmatcher)),
         lambda: ask(steps.MATCH_RECALL, match.ask(inferred["preference"], instance.current_checklist,
-                                                  prefmatcher=shown.prefmatcher)))
+                                                  prefmatcher=given.prefmatcher)))
     if precision is None or recall is None:
         return None
     return InferenceCounts.from_scores([r["score"] for r in precision["results"]],
                                        [r["score"] for r in recall["results"]])
 
 
-def generation_chain(instance: Instance, shown: Shown, ask: StepAsker) -> float | None:
+def generation_chain(instance: Instance, given: ChainInput, ask: StepAsker) -> float | None:
     """Generate a response, judge it: the instance's judge score."""
     truth, request = instance.current_contextual_preference, instance.current_request
-    response = ask(steps.GENERATE, generate.ask_given_preference(truth, request) if shown.preference_given
-                   else generate.ask(shown.history, request, from_summaries=shown.from_summaries))
+    response = ask(steps.GENERATE, generate.ask_given_preference(truth, request) if given.preference_given
+                   else generate.ask(given.history, request, from_summaries=given.from_summaries))
     if response is None:
         return None
     judged = ask(steps.JUDGE, judge.ask(truth, instance.current_checklist, request, response["response"]))
@@ -88,29 +89,29 @@ class AnswerlessAsker(StepAsker):
     """The base of the ``StepAsker``s that send nothing (the dry run's, the context check's):
     they walk an instance's chains one call after the other, with stand-in answers."""
 
-    def walk(self, instance: Instance, task: str, setting: Setting, prefmatcher: bool) -> None:
+    def walk(self, instance: Instance, task: str, setting: Strategy, prefmatcher: bool) -> None:
         try:
-            context = None if setting.preference_given else self.context(instance, setting)
+            shown = None if setting.preference_given else self.shown(instance, setting)
         except Exception as exc:  # the strategy's own code (a user's) raised: a run fails the instance
             return self.strategy_failed(instance, exc)
-        if context is None:
-            shown = Shown(preference_given=True, prefmatcher=prefmatcher)
+        if shown is None:
+            given = ChainInput(preference_given=True, prefmatcher=prefmatcher)
         elif setting.summaries:
-            summaries = self.summaries(context.sessions)
-            shown = Shown(summarize.history(summaries), from_summaries=True, prefmatcher=prefmatcher)
+            summaries = self.summaries(shown.sessions)
+            given = ChainInput(summarize.history(summaries), from_summaries=True, prefmatcher=prefmatcher)
         else:
-            shown = Shown(context.text, prefmatcher=prefmatcher)
+            given = ChainInput(shown.text, prefmatcher=prefmatcher)
         for name, chain in CHAINS.items():
             if task in (name, "both"):
-                chain(instance, shown, self)
+                chain(instance, given, self)
 
     def summaries(self, sessions: Sequence[Session]) -> list[dict]:
         """Stand-ins of the sessions' summaries (the summary setting)."""
         raise NotImplementedError
 
-    def context(self, instance: Instance, setting: Setting) -> Context:
-        """What the strategy shows of ``instance`` (its own ``context``)."""
-        return setting.context(instance)
+    def shown(self, instance: Instance, setting: Strategy) -> Shown:
+        """What the strategy shows of ``instance`` (its own ``shown``)."""
+        return setting.shown(instance)
 
     def strategy_failed(self, instance: Instance, exc: Exception) -> None:
         """The strategy raised on ``instance`` (a run records it as the instance's failure):
@@ -119,7 +120,7 @@ class AnswerlessAsker(StepAsker):
                        f"{type(exc).__name__}: {exc}") from exc
 
 
-def needed_steps(task: str, setting: Setting) -> list[steps.Step]:
-    """The steps a task and setting need for an instance."""
+def needed_steps(task: str, setting: Strategy) -> list[steps.Step]:
+    """The steps a task and strategy need for an instance."""
     return [step for step in steps.STEPS if (step is not steps.SUMMARIZE or setting.summaries)
             and any(t in step.tasks for t in (("inference", "generation") if task == "both" else (task,)))]

@@ -19,11 +19,11 @@ from typing import Callable, Iterable
 
 from cupid.evaluation import steps
 from cupid.evaluation.chains import AnswerlessAsker
-from cupid.evaluation.settings import Context, Setting
+from cupid.evaluation.strategies import Shown, Strategy
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.utils.dataset import Instance
-from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.call_errors import ModelConfigurationError
 from cupid.utils.models.model import Model
 from cupid.utils.models.tokens import lower_bound_tokens
 
@@ -43,7 +43,7 @@ class RequestRecorder(AnswerlessAsker):
     """A ``StepAsker`` (pipeline.py) that records the requests the chains would send, each
     with the role that receives it, and answers with blanks."""
 
-    def __init__(self, use_matcher: bool, recorded: Callable[[Instance], Context | None] | None = None):
+    def __init__(self, use_matcher: bool, recorded: Callable[[Instance], Shown | None] | None = None):
         self.use_matcher = use_matcher
         self.recorded = recorded
         self.requests: list[tuple[str, steps.Step, Ask]] = []
@@ -58,22 +58,22 @@ class RequestRecorder(AnswerlessAsker):
             self(steps.SUMMARIZE, summarize.ask(session))
         return []
 
-    def context(self, instance: Instance, setting: Setting) -> Context:
+    def shown(self, instance: Instance, setting: Strategy) -> Shown:
         """An LLM-backed strategy is not asked before the run (its calls are paid, and it may
         keep what it is answered): its infer and generate requests are checked without history."""
         kept = self.recorded(instance) if self.recorded is not None else None
         if kept is not None:  # what the run showed the instance before: the strategy is not asked again
             return kept
         if setting.uses_model:
-            return Context("", (), ())
-        return setting.context(instance)
+            return Shown("", (), ())
+        return setting.shown(instance)
 
     def strategy_failed(self, instance: Instance, exc: Exception) -> None:
         """The strategy raised on ``instance``: it sends nothing, and the run records the failure."""
 
 
-def run_requests(instance: Instance, *, task: str, setting: Setting, use_matcher: bool,
-                 recorded: Callable[[Instance], Context | None] | None = None) -> list[tuple[str, steps.Step, Ask]]:
+def run_requests(instance: Instance, *, task: str, setting: Strategy, use_matcher: bool,
+                 recorded: Callable[[Instance], Shown | None] | None = None) -> list[tuple[str, steps.Step, Ask]]:
     """(role, step, request) of every request a run sends for ``instance``, an earlier step's
     answer left empty (a summary setting's summaries too). ``recorded``: what the run
     directory says the strategy showed an instance, if anything."""
@@ -83,7 +83,7 @@ def run_requests(instance: Instance, *, task: str, setting: Setting, use_matcher
 
 
 def check_context(models: dict[str, Model | None], instances: Iterable[Instance], *,
-                  task: str, setting: Setting, recorded: Callable[[Instance], Context | None] | None = None) -> None:
+                  task: str, setting: Strategy, recorded: Callable[[Instance], Shown | None] | None = None) -> None:
     """Raise ModelConfigurationError (one line, naming the numbers and the fix) when a
     served model's stated context cannot hold the longest request the run sends it."""
     served = {role: m for role, m in models.items()

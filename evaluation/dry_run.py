@@ -116,7 +116,7 @@ def main(runs: list[dict], *, as_json: bool) -> int:
             header.append(f"    {f.data_note}")
         if c is not None:
             header.append(context_line(c))
-    assumptions = (ASSUMPTIONS + ((STRATEGY_ASSUMPTION,) if any(s.setting_.uses_model for s in specs) else ())
+    assumptions = (ASSUMPTIONS + ((STRATEGY_ASSUMPTION,) if any(s.strategy.uses_model for s in specs) else ())
                    + (INTERACTION_ASSUMPTIONS if any(s.task == "interaction" for s in specs) else ()))
     result["assumptions"] = list(assumptions)
     print_forecast(result, header, "rendered by the steps' code from the data: infer, generate (summary "
@@ -140,7 +140,7 @@ def context_vs_default(spec: RunSpec, forecast: RunForecast, defaults: dict[str,
     sessions): the evaluated model's input tokens per instance and the whole run's cost, both
     for a run from scratch (steps already done counted too). ``defaults`` keeps each model's
     default-setting forecast."""
-    if spec.setting_.name == "default" or spec.setting_.preference_given:
+    if spec.strategy.name == "default" or spec.strategy.preference_given:
         return None
     mine = forecast if forecast.steps_done == 0 else forecast_run(spec, fresh=True)
     if forecast.model not in defaults:
@@ -193,8 +193,8 @@ def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
     models = spec.resolve_models()
     model, evaluator = models["model"], models["evaluator"]
     matcher = models.get("matcher", evaluator)
-    run_dir = run_dir_for(spec.results_dir, model.label, spec.setting_.name)
-    forecast = RunForecast(model.label, spec.setting_.name, str(run_dir), data_note=shape_note)
+    run_dir = run_dir_for(spec.results_dir, model.label, spec.strategy.name)
+    forecast = RunForecast(model.label, spec.strategy.name, str(run_dir), data_note=shape_note)
     recorded = recorded_reasoning(run_dir)  # reasoning tokens an earlier run there recorded
     forecast.roles = {"model": role_forecast("model", model, recorded=recorded),
                       "evaluator": role_forecast("evaluator", evaluator, recorded=recorded)}
@@ -203,10 +203,10 @@ def forecast_run(spec: RunSpec, fresh: bool = False) -> RunForecast:
     estimator = InstanceEstimator(spec, {"evaluated": RenderOnly(model), "evaluator": RenderOnly(evaluator),
                                          "matcher": RenderOnly(matcher)},
                                   scorer_name(evaluator, matcher), RunStore(run_dir, {}), forecast, fresh)
-    if spec.setting_.uses_model:  # an LLM-backed strategy's calls: rendered, answered with stand-ins
+    if spec.strategy.uses_model:  # an LLM-backed strategy's calls: rendered, answered with stand-ins
         forecast.roles["strategy"] = role_forecast("strategy", models["strategy"], recorded=recorded)
-        answer_tokens = int(getattr(spec.setting_.strategy, "answer_tokens", ANSWER_TOKENS))
-        spec.setting_.give_model(ForecastingModel(models["strategy"], estimator.count_strategy, answer_tokens))
+        answer_tokens = int(getattr(spec.strategy.impl, "answer_tokens", ANSWER_TOKENS))
+        spec.strategy.give_model(ForecastingModel(models["strategy"], estimator.count_strategy, answer_tokens))
     for instance in instances:
         forecast.instances += 1
         if not estimator.add(instance):
@@ -221,7 +221,7 @@ class InstanceEstimator(AnswerlessAsker):
 
     def __init__(self, spec: RunSpec, models: dict, scorer: str, store: RunStore, forecast: RunForecast,
                  fresh: bool = False):
-        self.spec, self.setting, self.models, self.scorer, self.store = spec, spec.setting_, models, scorer, store
+        self.spec, self.setting, self.models, self.scorer, self.store = spec, spec.strategy, models, scorer, store
         self.forecast, self.fresh = forecast, fresh
         self.summarized: set[str] = set()
         self.instance: Instance | None = None
@@ -229,7 +229,7 @@ class InstanceEstimator(AnswerlessAsker):
         self.strategy_asked = True  # whether the run would ask the strategy for this instance
 
     def add(self, instance: Instance) -> bool:
-        """False when the setting skips the instance (oracle, no relevant session)."""
+        """False when the strategy skips the instance (oracle, no relevant session)."""
         self.instance, self.record = instance, self._record(instance)
         # A finished instance, or one whose file keeps what the strategy returned: not asked.
         self.strategy_asked = recorded_selection(self.record, len(instance.prior_interactions)) is None
@@ -340,20 +340,20 @@ def forecast_interaction(spec: RunSpec, fresh: bool = False) -> RunForecast:
     from cupid.evaluation.interaction import first_ask, interaction_dir, persona_description
     from cupid.evaluation.interaction_run import resolve_simulator
     from cupid.evaluation.steps import generate, user_simulator
-    from cupid.utils.models.asking import ask_until_usable
+    from cupid.utils.models.reask import ask_until_usable
 
     instances, shape_note = run_instances(spec)
     models = spec.resolve_models()
     model, simulator = models["model"], resolve_simulator(spec)
-    directory = interaction_dir(spec.results_dir, model.label, spec.setting_.name, simulator.label, spec.max_rounds)
-    forecast = RunForecast(model.label, spec.setting_.name, str(directory))
+    directory = interaction_dir(spec.results_dir, model.label, spec.strategy.name, simulator.label, spec.max_rounds)
+    forecast = RunForecast(model.label, spec.strategy.name, str(directory))
     forecast.roles = {"model": role_forecast("model", model), "simulator": role_forecast("simulator", simulator)}
     if spec.judge_final:
         forecast.roles["evaluator"] = role_forecast("evaluator", models["evaluator"])
     as_model, as_simulator, as_judge = RenderOnly(model), RenderOnly(simulator), RenderOnly(models["evaluator"])
     for instance in instances:
         forecast.instances += 1
-        if spec.setting_.skip_reason(instance):
+        if spec.strategy.skip_reason(instance):
             forecast.skipped += 1
             continue
         path = directory / instance_file_name(instance.instance_id)
@@ -365,7 +365,7 @@ def forecast_interaction(spec: RunSpec, fresh: bool = False) -> RunForecast:
             if record.get("status") in ("satisfied", "unsatisfied", "skipped"):
                 forecast.steps_done += len(record.get("rounds") or [])
                 continue
-        ask = first_ask(instance, spec.setting_)
+        ask = first_ask(instance, spec.strategy)
         system, user_prompt = ask.render()
         chat = [{"role": "user", "content": user_prompt}]
         checklist = list(instance.current_checklist)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cupid import config
-from cupid.evaluation.settings import Context, Setting
+from cupid.evaluation.strategies import Shown, Strategy
 from cupid.evaluation.steps import generate, judge, user_simulator
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.store import instance_file_name, now, run_dir_for
@@ -41,9 +41,9 @@ from cupid.utils import events
 from cupid.utils.dataset import Instance, safe_name
 from cupid.utils.errors import SetupError
 from cupid.utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
-from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
+from cupid.utils.models.reask import Answer, UnusableAnswer, ask_until_usable
 from cupid.utils.models.batch import BatchDeferred
-from cupid.utils.models.errors import ModelCallFailed, RunCancelled
+from cupid.utils.models.call_errors import ModelCallFailed, RunCancelled
 from cupid.utils.models.model import Model
 from cupid.utils.models.retry import CANCEL
 from cupid.utils.redact import redact
@@ -74,12 +74,12 @@ def persona_description(instance: Instance) -> tuple[str, str]:
     return NEUTRAL_PERSONA, "stand-in"
 
 
-def first_ask(instance: Instance, setting: Setting, context: Context | None = None) -> Ask:
-    """Round 1's request: the generation task's, as the pipeline builds it (``context``: the
-    strategy's, when already taken)."""
+def first_ask(instance: Instance, setting: Strategy, shown: Shown | None = None) -> Ask:
+    """Round 1's request: the generation task's, as the pipeline builds it (``shown``: what the
+    strategy shows, when already taken)."""
     if setting.preference_given:
         return generate.ask_given_preference(instance.current_contextual_preference, instance.current_request)
-    return generate.ask((context or setting.context(instance)).text, instance.current_request)
+    return generate.ask((shown or setting.shown(instance)).text, instance.current_request)
 
 
 def interaction_dir(results_dir: str | Path, model_label: str, setting: str, simulator_label: str,
@@ -101,7 +101,7 @@ class Interaction:
     """One invocation of the interactive task over one setting's dialogues."""
     model: Model
     simulator: Model
-    setting: Setting
+    setting: Strategy
     max_rounds: int
     directory: Path
     judge_model: Model | None = None  # --judge_final: the evaluator, judging each finished dialogue's last reply
@@ -191,12 +191,12 @@ class Interaction:
             record.setdefault("failures", []).append(record.pop("failure"))
             record["status"] = "running"
         try:
-            context = None if self.setting.preference_given else self.setting.context(instance)
+            shown = None if self.setting.preference_given else self.setting.shown(instance)
         except Exception as exc:  # the strategy's own code (a user's) raised
             return self._failed(path, record, "context", 1, redact(f"{type(exc).__name__}: {exc}"), Answer())
-        ask = first_ask(instance, self.setting, context)
-        if context is not None:  # the 1-based positions of the sessions shown (None: a rendered text)
-            record["shown_positions"] = None if context.positions is None else list(context.positions)
+        ask = first_ask(instance, self.setting, shown)
+        if shown is not None:  # the 1-based positions of the sessions shown (None: a rendered text)
+            record["shown_positions"] = None if shown.positions is None else list(shown.positions)
         system, user_prompt = ask.render()
         model_chat = [{"role": "user", "content": user_prompt}]
         sim_system = user_simulator.system_prompt(record["persona_description"], instance.current_context_factor,

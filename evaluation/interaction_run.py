@@ -23,7 +23,7 @@ from cupid.utils.errors import Interrupted, SetupError
 from cupid.utils.executor import iter_with_progress, worker_threads
 from cupid.utils.io import FileLock, StorageError, atomic_write_json, read_json
 from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
-from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.call_errors import ModelConfigurationError
 from cupid.utils.models.model import Model
 from cupid.utils.models.tokens import MAX_CHARS_PER_TOKEN
 from cupid.utils.models.retry import cancel_all
@@ -48,10 +48,10 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
     check_models(used)
     check_simulator_context(simulator, instances)
     # Round 1's request against a served model's stated context (later rounds are longer).
-    check_context({"evaluated": model}, instances, task="generation", setting=spec.setting_)
-    directory = interaction_dir(spec.results_dir, model.label, spec.setting_.name, simulator.label, spec.max_rounds)
+    check_context({"evaluated": model}, instances, task="generation", setting=spec.strategy)
+    directory = interaction_dir(spec.results_dir, model.label, spec.strategy.name, simulator.label, spec.max_rounds)
     manifest = {"task": "interaction", "model": model.label, "simulator": simulator.label,
-                "setting": spec.setting_.name, "max_rounds": spec.max_rounds, "data_source": source.name}
+                "setting": spec.strategy.name, "max_rounds": spec.max_rounds, "data_source": source.name}
     manifest_path = directory / MANIFEST
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -70,7 +70,7 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
     cache = None if spec.no_cache else ResponseCache(Path(spec.results_dir).resolve() / CACHE_DIR)
     for m in used:
         m.cache = cache
-    run = Interaction(model, simulator, spec.setting_, spec.max_rounds, directory, judge_model)
+    run = Interaction(model, simulator, spec.strategy, spec.max_rounds, directory, judge_model)
     started, started_at = time.perf_counter(), now()
     outcomes: dict[str, DialogueOutcome] = {}
     stop: BaseException | None = None
@@ -83,7 +83,7 @@ def run_interaction(spec, signals=None) -> tuple[dict, Path]:
         if spec.batch:
             runner = batch_rounds(run, [i for i in instances if i.instance_id not in found], spec.n_workers,
                                   directory)
-        label = f"{model.name} [{spec.setting_.name}] interaction"
+        label = f"{model.name} [{spec.strategy.name}] interaction"
         every = spec.progress_every or (0 if sys.stderr.isatty() else max(1, len(instances) // 20))
         progress = ProgressLog(len(instances), every, label, workers=spec.n_workers,
                                heartbeat_s=None if sys.stderr.isatty() else HEARTBEAT_S) if every else None
@@ -252,7 +252,7 @@ def recorded_usage(directory: Path, ids: set[str], model_name: str, simulator_na
 def baseline_dir(spec, model: Model, simulator: Model) -> Path | None:
     """The `none` strategy's dialogues of the same model, simulator and cap (the rounds-saved
     baseline), when this run is not itself that one."""
-    if spec.setting_.name == "none":
+    if spec.strategy.name == "none":
         return None
     return interaction_dir(spec.results_dir, model.label, "none", simulator.label, spec.max_rounds)
 

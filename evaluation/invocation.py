@@ -23,7 +23,7 @@ from cupid.evaluation.aggregate import (InstanceOutcome, aggregate_records, invo
 from cupid.utils.progress import HEARTBEAT_S, ProgressLog
 from cupid.evaluation.context_check import check_context
 from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
-from cupid.evaluation.run_dir_reading import endpoint_change, other_identities, recorded_context, warn_about_run_dir
+from cupid.evaluation.run_dir_reading import endpoint_change, other_identities, recorded_shown, warn_about_run_dir
 from cupid.evaluation.run_spec import RunSpec
 from cupid.evaluation.store import BATCHES, RunConflictError, RunStore, Survey, now, run_dir_for
 from cupid.evaluation.strategy_model import StrategyModel, memory_cost
@@ -35,7 +35,7 @@ from cupid.utils.io import StorageError, clean_orphan_tmp
 from cupid.utils.models.adaptations import ADAPTATIONS
 from cupid.utils.models.batch import BatchRunner
 from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.call_errors import ModelConfigurationError
 from cupid.utils.models.pacing import parse_rate_limit, set_user_limits
 from cupid.utils.models.registry import check_models, portable_spec
 from cupid.utils.models.usage import UsageTracker
@@ -65,7 +65,7 @@ class Invocation:
     def pipeline(self) -> Pipeline:
         return Pipeline(model=self.models["model"], evaluator=self.models["evaluator"],
                         matcher=self.models.get("matcher"), store=self.store, task=self.spec.task,
-                        setting=self.spec.setting_, inner_workers=self.spec.n_workers)
+                        setting=self.spec.strategy, inner_workers=self.spec.n_workers)
 
     def run(self) -> dict:
         """results.json's content; raises what stopped the run after writing it."""
@@ -105,21 +105,21 @@ class Invocation:
             model.usage = UsageTracker()  # this run's calls only, in its results.json
         check_models(list(self.models.values()))
         # The servers' stated contexts against the longest requests, before any paid call.
-        run_dir = run_dir_for(spec.results_dir, self.models["model"].label, spec.setting_.name)
+        run_dir = run_dir_for(spec.results_dir, self.models["model"].label, spec.strategy.name)
         check_context({"evaluated": self.models["model"], "evaluator": self.models["evaluator"],
                        "matcher": self.models.get("matcher")}, self.instances, task=spec.task,
-                      setting=spec.setting_, recorded=partial(recorded_context, run_dir, spec.setting_))
-        if spec.setting_.uses_model:
-            spec.setting_.give_model(StrategyModel(self.models["strategy"]))
+                      setting=spec.strategy, recorded=partial(recorded_shown, run_dir, spec.strategy))
+        if spec.strategy.uses_model:
+            spec.strategy.give_model(StrategyModel(self.models["strategy"]))
 
     # -- 3. the run directory: settings, data and every instance file checked first -------
     def manifest(self) -> dict:
         model, spec = self.models["model"], self.spec
-        setting = spec.setting_
+        setting = spec.strategy
         prompts = steps.prompts_of(spec.task, summaries=setting.summaries,
                                    preference_given=setting.preference_given, prefmatcher=spec.use_matcher)
         if setting.identity is None:  # a built-in strategy's own prompts (memory)
-            prompts = [*prompts, *getattr(setting.strategy, "prompts", ())]
+            prompts = [*prompts, *getattr(setting.impl, "prompts", ())]
         manifest = {"model": model.label, "setting": setting.name, "data_source": self.data_source,
                     "data": self.instances.describe(),
                     "prompt_versions": {name: load_prompt(name).version for name in prompts}}
@@ -140,7 +140,7 @@ class Invocation:
 
     def open_run_dir(self) -> Pipeline:
         # A run with generation overrides is another run: its own directory, named by its label.
-        run_dir = run_dir_for(self.spec.results_dir, self.models["model"].label, self.spec.setting_.name)
+        run_dir = run_dir_for(self.spec.results_dir, self.models["model"].label, self.spec.strategy.name)
         self.store = RunStore(run_dir, self.manifest())
         pipeline = self.pipeline()
         try:
@@ -161,8 +161,8 @@ class Invocation:
                 exc.add_note(f"nothing was run, nothing in {run_dir} was changed")
             raise
         warn_about_run_dir(run_dir, self.survey, endpoint_change(existing, self.models["model"]))
-        if existing is None and self.spec.setting_.identity:
-            note = other_identities(run_dir, self.spec.setting_)
+        if existing is None and self.spec.strategy.identity:
+            note = other_identities(run_dir, self.spec.strategy)
             if note:
                 events.note(note)
         clean_orphan_tmp(self.run_dir)
@@ -201,7 +201,7 @@ class Invocation:
         """Every instance's outcome, and the error that stopped the run, raised once results.json
         is written (after a stop in the batch rounds nothing more is run)."""
         spec, n_selected = self.spec, len(self.instances)
-        label = f"{self.models['model'].name} [{spec.setting_.name}]"
+        label = f"{self.models['model'].name} [{spec.strategy.name}]"
         every = spec.progress_every or (0 if sys.stderr.isatty() else max(1, n_selected // 20))
         progress = ProgressLog(n_selected, every, label, workers=spec.n_workers,
                                heartbeat_s=None if sys.stderr.isatty() else HEARTBEAT_S) if every else None
@@ -317,8 +317,8 @@ class Invocation:
             results["memory_cost"] = memory_cost(store.iter_records(), models["strategy"].name)
         matcher = models.get("matcher", models["evaluator"])
         results["settings"] = {
-            "model": models["model"].label, "setting": self.spec.setting_.name, "task": results.pop("tasks"),
-            "invocation_task": self.spec.task, "uses_labels": self.spec.setting_.uses_labels,
+            "model": models["model"].label, "setting": self.spec.strategy.name, "task": results.pop("tasks"),
+            "invocation_task": self.spec.task, "uses_labels": self.spec.strategy.uses_labels,
             **({"strategy_model": models["strategy"].label} if "strategy" in models else {}),
             "evaluator": models["evaluator"].label, "matcher": matcher.label,
             "generation_overrides": {role: dict(m.overrides) for role, m in models.items() if m.overrides},

@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cupid.evaluation.report import match_agreement
+    from cupid.evaluation.report import agreement
     from cupid.evaluation.report.annotation_page import sample_pairs, write_page
     from cupid.utils.command_line import print_error
     from cupid.utils.io import atomic_write_json, atomic_write_text
@@ -50,12 +50,12 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             print(f"wrote {write_page(pairs, args.output)} ({len(pairs)} pairs)")
             return 0
-        result = match_agreement.agreement(args.labels, args.results_dir)
+        result = agreement.agreement(args.labels, args.results_dir)
     except CupidError as exc:
         return print_error(exc)
     output = Path(args.output or args.results_dir)
     atomic_write_json(output / "match_agreement.json", result)
-    text = match_agreement.markdown(result)
+    text = agreement.markdown(result)
     atomic_write_text(output / "match_agreement.md", text)
     print(text)
     print(f"wrote {output / 'match_agreement.md'}\nwrote {output / 'match_agreement.json'}")

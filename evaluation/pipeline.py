@@ -12,10 +12,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence
 
 from cupid.evaluation import steps
-from cupid.evaluation.chains import CHAINS, STOPS, Shown, StepAsker, needed_steps, scorer_name
+from cupid.evaluation.chains import CHAINS, STOPS, ChainInput, StepAsker, needed_steps, scorer_name
 from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
-from cupid.evaluation.session_recall import kept_context, shown_record
-from cupid.evaluation.settings import Setting
+from cupid.evaluation.session_recall import kept_shown, shown_record
+from cupid.evaluation.strategies import Strategy
 from cupid.evaluation.steps import summarize
 from cupid.evaluation.steps.ask import Ask
 from cupid.evaluation.steps.layouts import format_session_log
@@ -23,9 +23,9 @@ from cupid.evaluation.store import InstanceRecord, RunStore, now, step_record
 from cupid.utils.dataset import Instance, Session
 from cupid.utils.executor import iter_with_progress
 from cupid.utils.io import atomic_write_json, read_json
-from cupid.utils.models.asking import Answer, UnusableAnswer
+from cupid.utils.models.reask import Answer, UnusableAnswer
 from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
-from cupid.utils.models.errors import AnswerWithheld, ModelCallFailed, RunCancelled
+from cupid.utils.models.call_errors import AnswerWithheld, ModelCallFailed, RunCancelled
 from cupid.utils.models.model import Model
 from cupid.utils.models.retry import CANCEL, cancel_all
 from cupid.utils.prompts import load_prompt
@@ -40,7 +40,7 @@ class Pipeline:
     """Evaluates instances of one run directory with one model, evaluator and matcher."""
 
     def __init__(self, *, model: Model, evaluator: Model, matcher: Model | None = None,
-                 store: RunStore, task: str, setting: Setting, inner_workers: int = 4):
+                 store: RunStore, task: str, setting: Strategy, inner_workers: int = 4):
         self.models = {"evaluated": model, "evaluator": evaluator, "matcher": matcher or evaluator}
         self.prefmatcher = matcher is not None and matcher is not evaluator
         self.store, self.task, self.setting = store, task, setting
@@ -98,14 +98,14 @@ class Pipeline:
                 outcome.status = "skipped"
                 record.set_field("skipped", outcome.skip_reason)
             else:
-                shown = None if asker.failures else self._shown(instance, record, asker)
-                if shown is not None:
+                given = None if asker.failures else self._chain_input(instance, record, asker)
+                if given is not None:
                     tasks = [t for t in ("inference", "generation") if self.task in (t, "both")]
                     # The last chain runs beside, in the chain pool; the first in this thread.
-                    side = self.submit(self._chains, CHAINS[tasks[-1]], instance, shown, asker) \
+                    side = self.submit(self._chains, CHAINS[tasks[-1]], instance, given, asker) \
                         if len(tasks) > 1 else None
                     # Each chain's result is recorded as soon as it is there.
-                    self._keep(record, outcome, tasks[0], CHAINS[tasks[0]](instance, shown, asker))
+                    self._keep(record, outcome, tasks[0], CHAINS[tasks[0]](instance, given, asker))
                     if side is not None:
                         self._keep(record, outcome, tasks[-1], side.result())
                 outcome.failures = asker.failures
@@ -153,30 +153,30 @@ class Pipeline:
         record.set_field("shown", {"positions": None, "history_tokens": None, "error": reason})
         asker.failures.append(("context", reason))
 
-    def _shown(self, instance: Instance, record: InstanceRecord, asker: "InstanceSteps") -> Shown | None:
+    def _chain_input(self, instance: Instance, record: InstanceRecord, asker: "InstanceSteps") -> ChainInput | None:
         """What the chains show, with the sessions the strategy kept recorded in the instance
         file (session_recall.py); None when the strategy or the summaries it needs failed
         (recorded as the instance's failure)."""
         if self.setting.preference_given:
             record.save()
-            return Shown(preference_given=True, prefmatcher=self.prefmatcher)
+            return ChainInput(preference_given=True, prefmatcher=self.prefmatcher)
         # What the strategy returned for this instance before: shown again, not asked again.
-        context = kept_context(self.setting, instance, record.data)
-        if context is None:
+        shown = kept_shown(self.setting, instance, record.data)
+        if shown is None:
             try:
-                context = self.setting.context(instance)
+                shown = self.setting.shown(instance)
             except STOPS:  # an LLM-backed strategy's model refused its key, the run is stopping...
                 raise
             except Exception as exc:  # the strategy's own code (a user's) raised
                 self._strategy_failed(record, asker, exc)
                 return None
-        record.set_field("shown", shown_record(context, self.setting.summaries))
+        record.set_field("shown", shown_record(shown, self.setting.summaries))
         if not self.setting.summaries:
-            return Shown(context.text, prefmatcher=self.prefmatcher)
-        summaries = asker.summaries(context.sessions)
+            return ChainInput(shown.text, prefmatcher=self.prefmatcher)
+        summaries = asker.summaries(shown.sessions)
         if summaries is None:
             return None
-        return Shown(summarize.history(summaries["summaries"]), from_summaries=True,
+        return ChainInput(summarize.history(summaries["summaries"]), from_summaries=True,
                      prefmatcher=self.prefmatcher)
 
 

@@ -1,4 +1,4 @@
-"""The built-in retrieval strategies (settings.py): the last k sessions, the k sessions that
+"""The built-in retrieval strategies (strategies.py): the last k sessions, the k sessions that
 score highest against the current request under BM25 (bm25s), or by sentence embeddings
 (sentence-transformers, the ``dense`` extra). The retrieved sessions are shown oldest first,
 as the session log numbers them."""

@@ -63,12 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --task interaction: the evaluator also judges each finished dialogue's last "
                         "reply (Figure 16's judge, as the generation task judges its response)")
     p.add_argument("--setting", type=setting_argument, default="default", metavar="STRATEGY",
-                   help="what the model is shown of the prior sessions: default (all 8); none (no session); oracle (only the "
+                   help="the context strategy (the paper's word is setting, §4.1): what the model is shown of "
+                        "the prior sessions: default (all 8); none (no session); oracle (only the "
                         "sessions with the current preference); summary (Figure 23's summaries); "
                         "oracle_preference (generation given the true preference); recent:k=N (the last N); "
                         "bm25:k=N or dense:k=N (the N closest to the request, oldest first); your own: "
                         "path/file.py:Class, package.module:Class or a cupid.strategies entry point "
-                        "(docs/strategies.md). Each setting has its own results directory")
+                        "(docs/strategies.md). Each strategy has its own results directory")
     p.add_argument("--strategy_model", default=None, metavar="MODEL",
                    help="the LLM a strategy that asks one (uses_model) is given, named as --model is; "
                         "default: the evaluator. Its calls are cached and counted apart (memory cost)")
@@ -187,10 +188,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def setting_argument(value: str) -> str:
     """--setting, checked (the strategy loaded) as evaluate() checks it."""
-    from cupid.evaluation.settings import setting_named
+    from cupid.evaluation.strategies import strategy_named
 
     try:
-        setting_named(value)
+        strategy_named(value)
     except BadInput as exc:  # argparse names the flag
         raise argparse.ArgumentTypeError(re.sub(r"^setting:? ", "", str(exc))) from None
     return value

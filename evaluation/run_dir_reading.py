@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cupid.evaluation import settings
-from cupid.evaluation.session_recall import kept_context
+from cupid.evaluation import strategies
+from cupid.evaluation.session_recall import kept_shown
 from cupid.evaluation.store import Survey, instance_file_name
 from cupid.utils import events
 from cupid.utils.io import read_json
 
 
-def recorded_context(run_dir: Path, setting, instance) -> "settings.Context | None":
+def recorded_shown(run_dir: Path, setting, instance) -> "strategies.Shown | None":
     """What the run directory's file of ``instance`` says its strategy showed (None when it
     says nothing usable): the context check does not ask a strategy again for it."""
     path = run_dir / instance_file_name(instance.instance_id)
@@ -23,7 +23,7 @@ def recorded_context(run_dir: Path, setting, instance) -> "settings.Context | No
         return None
     if not isinstance(data, dict) or data.get("fingerprint") != instance.fingerprint():
         return None
-    return kept_context(setting, instance, data)
+    return kept_shown(setting, instance, data)
 
 
 def warn_about_run_dir(run_dir: Path, survey: Survey, changed_server: str | None) -> None:

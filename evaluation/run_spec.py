@@ -13,7 +13,7 @@ from typing import Any
 
 from cupid import config
 from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.settings import TASKS, Setting, setting_named
+from cupid.evaluation.strategies import TASKS, Strategy, strategy_named
 from cupid.evaluation.shards import ShardedInstances, parse_shard
 from cupid.utils.command_line import generation_params, non_negative_int, positive_float, positive_int
 from cupid.utils.errors import BadInput
@@ -21,7 +21,7 @@ from cupid.utils.models.pacing import parse_rate_limit
 from cupid.utils.models.model import Model
 
 
-# The tasks of a run: the benchmark's (settings.TASKS) and the interactive one (interaction.py).
+# The tasks of a run: the benchmark's (strategies.TASKS) and the interactive one (interaction.py).
 EVALUATION_TASKS = (*TASKS, "interaction")
 
 
@@ -36,7 +36,7 @@ class RunSpec:
     limit: int | None = None
     shard: tuple[int, int] | None = None
     task: str = "inference"
-    setting: Any = "default"          # a name (settings.py) or a strategy object
+    setting: Any = "default"          # a strategy's name (strategies.py) or a strategy object
     strategy_model: str | Model | None = None  # the LLM an LLM-backed strategy asks; None: the evaluator
     results_dir: str = "results"
     n_workers: int = 4
@@ -84,7 +84,7 @@ class RunSpec:
                 raise BadInput(f"{name}: expected a string, got {value!r}")
         if self.task not in EVALUATION_TASKS:
             raise BadInput(f"task: expected one of {', '.join(EVALUATION_TASKS)}, got {self.task!r}")
-        self.setting_: Setting = setting_named(self.setting)  # BadInput naming what is wrong
+        self.strategy: Strategy = strategy_named(self.setting)  # BadInput naming what is wrong
         if self.shard is not None and not isinstance(self.shard, tuple):
             self.shard = _checked("shard", parse_shard, str(self.shard))
         for name in ("model_args", "evaluator_args", "matcher_args"):
@@ -106,15 +106,15 @@ class RunSpec:
             raise BadInput("revision: selects a version of the hub dataset; it does not apply to "
                            "local data (data, --data, --data_dir)")
         if self.task == "interaction":  # its first round is the generation task's request
-            if "generation" not in self.setting_.tasks:
-                raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
+            if "generation" not in self.strategy.tasks:
+                raise BadInput(f"setting {self.strategy.name} applies to task {' or '.join(self.strategy.tasks)} only")
             problem = self.interaction_unsupported()
             if problem:
                 raise BadInput(problem)
-        elif self.task not in self.setting_.tasks:
-            raise BadInput(f"setting {self.setting_.name} applies to task {' or '.join(self.setting_.tasks)} only")
-        if self.strategy_model is not None and not self.setting_.uses_model:
-            raise BadInput(f"strategy_model: setting {self.setting_.name} asks no LLM (a strategy asks one with "
+        elif self.task not in self.strategy.tasks:
+            raise BadInput(f"setting {self.strategy.name} applies to task {' or '.join(self.strategy.tasks)} only")
+        if self.strategy_model is not None and not self.strategy.uses_model:
+            raise BadInput(f"strategy_model: setting {self.strategy.name} asks no LLM (a strategy asks one with "
                            f"uses_model = True, docs/strategies.md)")
         if self.judge_final and self.task != "interaction":
             raise BadInput("judge_final applies to task interaction only (the generation task judges its response)")
@@ -127,10 +127,10 @@ class RunSpec:
         """Why --task interaction cannot run with these arguments yet (None: it can)."""
         if self.use_matcher:
             return "use_matcher: does not apply to task interaction (no checklist is matched)"
-        if self.setting_.summaries:
-            return f"setting {self.setting_.name}: session summaries are not supported with task interaction yet"
-        if self.setting_.uses_model:
-            return f"setting {self.setting_.name}: a strategy that asks an LLM is not supported with task interaction yet"
+        if self.strategy.summaries:
+            return f"setting {self.strategy.name}: session summaries are not supported with task interaction yet"
+        if self.strategy.uses_model:
+            return f"setting {self.strategy.name}: a strategy that asks an LLM is not supported with task interaction yet"
         if self.exclude_filtered:
             return "exclude_filtered: not supported with task interaction yet"
         return None
@@ -152,7 +152,7 @@ class RunSpec:
                                          **common),
                   "evaluator": resolve_model(own(self.evaluator), role="evaluator",
                                              overrides={**seed, **(self.evaluator_args or {})}, **common)}
-        if self.setting_.uses_model:  # a Model object of its own (a copy): its usage is counted apart
+        if self.strategy.uses_model:  # a Model object of its own (a copy): its usage is counted apart
             chosen = self.strategy_model if self.strategy_model is not None else self.evaluator
             models["strategy"] = resolve_model(own(chosen), role="strategy", overrides=seed, **common)
         if self.use_matcher:

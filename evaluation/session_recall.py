@@ -9,21 +9,21 @@ from __future__ import annotations
 from typing import Iterable
 
 from cupid.evaluation.metrics import mean
-from cupid.evaluation.settings import Context, Setting
+from cupid.evaluation.strategies import Shown, Strategy
 from cupid.utils.dataset import INSTANCE_TYPES, Instance
 
 
-def shown_record(context: Context, summaries: bool) -> dict:
+def shown_record(shown: Shown, summaries: bool) -> dict:
     """The instance file's ``shown``: the 1-based positions shown (None when the strategy
     only rendered text), the history text's size (None when summaries are shown instead),
     estimated as the file's ``history.history_tokens`` is, 4 characters a token, and the
     text a strategy rendered (``text``), so that a resumed instance shows what it showed."""
-    record = {"positions": None if context.positions is None else list(context.positions),
-              "history_tokens": None if summaries else max(1, round(len(context.text) / 4))}
-    if context.rendered:
-        record["text"] = context.text
-    if context.model_usage is not None:  # an LLM-backed strategy's calls for this instance
-        record["model_usage"] = context.model_usage
+    record = {"positions": None if shown.positions is None else list(shown.positions),
+              "history_tokens": None if summaries else max(1, round(len(shown.text) / 4))}
+    if shown.rendered:
+        record["text"] = shown.text
+    if shown.model_usage is not None:  # an LLM-backed strategy's calls for this instance
+        record["model_usage"] = shown.model_usage
     return record
 
 
@@ -44,14 +44,14 @@ def recorded_selection(record: dict, n_sessions: int) -> tuple[list[int] | None,
     return positions, text if isinstance(text, str) else None, usage if isinstance(usage, dict) else None
 
 
-def kept_context(setting: Setting, instance: Instance, record: dict) -> Context | None:
+def kept_shown(setting: Strategy, instance: Instance, record: dict) -> Shown | None:
     """What an instance file says its strategy showed, to be shown again without asking the
     strategy (the run directory is the strategy's identity's); None when the file does not
     say it in full (a rendering strategy's text not kept: an older file)."""
     kept = recorded_selection(record, len(instance.prior_interactions))
-    if kept is None or (kept[1] is None and callable(getattr(setting.strategy, "render", None))):
+    if kept is None or (kept[1] is None and callable(getattr(setting.impl, "render", None))):
         return None
-    return setting.recorded_context(instance, *kept)
+    return setting.recorded_shown(instance, *kept)
 
 
 def instance_selection(record: dict) -> dict | None:

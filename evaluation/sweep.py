@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from cupid.evaluation.run_spec import ARGUMENTS, RunSpec
-from cupid.evaluation.settings import setting_named
+from cupid.evaluation.strategies import strategy_named
 from cupid.utils.errors import BadInput
 
 # What a sweep file may set: evaluate()'s arguments, and data_dir (the flag's name for data).
@@ -120,7 +120,7 @@ def _merged(path: Path, where: str, base: dict, values: dict) -> dict:
         raise ValueError(f"{_at(path, where)}: settings: expected a list of settings, got {merged['settings']!r}")
     for setting in merged["settings"] or ():
         try:
-            setting_named(setting)
+            strategy_named(setting)
         except BadInput as exc:
             raise ValueError(f"{_at(path, where)}: settings: {re.sub(r'^setting:? ', '', str(exc))}") from None
     if isinstance(merged["model"], list):  # a run has one model

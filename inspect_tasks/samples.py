@@ -1,7 +1,7 @@
 """CUPID's instances as inspect samples: read and validated in full by evaluation/data.py (a
 bad row stops the task before any call, naming its file, row and field), each sample's input
 the request the evaluated model is sent (evaluation/steps/infer.py or generate.py) with the
-history the setting shows (evaluation/settings.py), its target the true preference, its
+history the setting shows (evaluation/strategies.py), its target the true preference, its
 metadata what the scorer and the clustered standard errors read (``persona_id``)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessageUser
 
 from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.settings import Setting
+from cupid.evaluation.strategies import Strategy
 from cupid.evaluation.steps import generate, infer
 from cupid.evaluation.steps.ask import Ask
 from cupid.inspect_tasks.requests import messages
@@ -37,19 +37,19 @@ class Data:
         return self.source
 
 
-def request_of(task: str, instance: Instance, setting: Setting, history: str | None = None) -> Ask:
+def request_of(task: str, instance: Instance, setting: Strategy, history: str | None = None) -> Ask:
     """The evaluated model's request for ``task``: the history the setting shows, or
     ``history`` (the summaries, in the summary setting); the true preference where the
     setting gives it (oracle_preference)."""
     if setting.preference_given:
         return generate.ask_given_preference(instance.current_contextual_preference, instance.current_request)
     from_summaries = history is not None
-    text = history if from_summaries else setting.context(instance).text
+    text = history if from_summaries else setting.shown(instance).text
     step = infer if task == "inference" else generate
     return step.ask(text, instance.current_request, from_summaries=from_summaries)
 
 
-def sample_of(task: str, instance: Instance, setting: Setting) -> Sample:
+def sample_of(task: str, instance: Instance, setting: Strategy) -> Sample:
     """One instance as a sample. One the setting skips, or whose history the setting's code
     could not give, keeps its reason in the metadata: the solver sends nothing for it and
     the scorer leaves it unscored with that reason, as cupid-eval skips or fails it."""
@@ -71,7 +71,7 @@ def sample_of(task: str, instance: Instance, setting: Setting) -> Sample:
                   metadata=metadata)
 
 
-def load(task: str, setting: Setting, *, data_dir: str | None, dataset: str, split: str,
+def load(task: str, setting: Strategy, *, data_dir: str | None, dataset: str, split: str,
          revision: str | None, limit: int | None) -> Data:
     """The samples of a local file or directory (``data_dir``), else of the hub split at
     ``revision``. Raises DataValidationError naming what is wrong."""

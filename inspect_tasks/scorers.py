@@ -18,9 +18,9 @@ from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState
 
 from cupid.evaluation import steps
-from cupid.evaluation.chains import Shown, StepAsker, generation_chain, inference_chain
+from cupid.evaluation.chains import ChainInput, StepAsker, generation_chain, inference_chain
 from cupid.evaluation.steps.ask import Ask
-from cupid.inspect_tasks.metrics import CLUSTER, macro, micro, micro_stderr
+from cupid.inspect_tasks.pooled_metrics import CLUSTER, macro, micro, micro_stderr
 from cupid.inspect_tasks.requests import Unparsed, answer
 from cupid.inspect_tasks.samples import Data
 from cupid.utils.dataset import Instance
@@ -80,9 +80,9 @@ def not_answered(state: TaskState) -> str | None:
     return f"{failed['step']} failed: {failed['reason']}" if failed else None
 
 
-async def run_chain(chain, instance: Instance, asker: GraderSteps, shown: Shown):
+async def run_chain(chain, instance: Instance, asker: GraderSteps, given: ChainInput):
     """The chain's result, or an unscored Score naming the step that failed."""
-    result = await anyio.to_thread.run_sync(chain, instance, shown, asker)
+    result = await anyio.to_thread.run_sync(chain, instance, given, asker)
     if result is None:
         step, reason = asker.failures[0]
         return Score.unscored(reason=f"{step} failed", explanation=f"{step} failed: {reason}")
@@ -105,7 +105,7 @@ def checklist_match(data: Data, graders: Graders) -> Scorer:
         inferred = state.store.get(ANSWERED)
         asker = GraderSteps({steps.INFER.name: inferred}, graders)
         counts = await run_chain(inference_chain, data.instance(state.sample_id), asker,
-                                 Shown(prefmatcher=graders.matcher is not None))
+                                 ChainInput(prefmatcher=graders.matcher is not None))
         if isinstance(counts, Score):
             return counts
         checklist = asker.asked[steps.DECOMPOSE.name]["checklist"]
@@ -135,7 +135,7 @@ def judge_score(data: Data, graders: Graders) -> Scorer:
             return Score.unscored(reason=problem.split(":")[0], explanation=problem)
         response = state.store.get(ANSWERED)
         asker = GraderSteps({steps.GENERATE.name: response}, graders)
-        value = await run_chain(generation_chain, data.instance(state.sample_id), asker, Shown())
+        value = await run_chain(generation_chain, data.instance(state.sample_id), asker, ChainInput())
         if isinstance(value, Score):
             return value
         judged = asker.asked[steps.JUDGE.name]

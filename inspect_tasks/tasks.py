@@ -17,7 +17,7 @@ from inspect_ai.util import registry_info
 
 from cupid import config
 from cupid.evaluation import steps
-from cupid.evaluation.settings import Setting, setting_named
+from cupid.evaluation.strategies import Strategy, strategy_named
 from cupid.evaluation.steps import summarize
 from cupid.inspect_tasks import samples
 from cupid.inspect_tasks.requests import DEFAULT_GRADER, Unparsed, answer, config_of, messages, parsed, release_parameters
@@ -28,7 +28,7 @@ PREFMATCHER = f"vllm/{config.PREFMATCHER_MODEL}"
 
 
 @solver
-def respond(task_name: str, setting: Setting, data: samples.Data) -> Solver:
+def respond(task_name: str, setting: Strategy, data: samples.Data) -> Solver:
     """The evaluated model's step: the sample's input (the summary setting: the request from
     the summaries, which the model writes first), asked again while the answer does not
     parse, as cupid-eval asks; the parsed answer goes in the store for the scorer."""
@@ -41,7 +41,7 @@ def respond(task_name: str, setting: Setting, data: samples.Data) -> Solver:
         if setting.summaries and not setting.preference_given:
             try:
                 written = [(await answer(get_model(), summarize.ask(session), None))["summaries"][0]
-                           for session in setting.context(instance).sessions]
+                           for session in setting.shown(instance).sessions]
             except Unparsed as exc:
                 state.store.set(FAILED, {"step": steps.SUMMARIZE.name, "reason": exc.reason})
                 return state
@@ -73,7 +73,7 @@ def evaluated_config() -> GenerateConfig:
 
 def cupid_task(task_name: str, *, data_dir: str | None, revision: str | None, limit: int | None,
                setting: str, grader: str | None, prefmatcher: bool, dataset: str, split: str) -> Task:
-    chosen = setting_named(setting)
+    chosen = strategy_named(setting)
     if task_name not in chosen.tasks:
         raise BadInput(f"setting {chosen.name} has no {task_name} task (it has {', '.join(chosen.tasks)})")
     data = samples.load(task_name, chosen, data_dir=data_dir, dataset=dataset, split=split,

@@ -4,7 +4,7 @@ the same personas, every model is evaluated on every data set, and the matrix of
 and judge score frames the cells where a model meets data of its own family.
 
 It composes the two engines and nothing else: ``synthesize()``, ``evaluate()`` with
-``task="both"``, then the matrix (evaluation/report/self_enhancement.py). Both engines resume,
+``task="both"``, then the matrix (evaluation/report/figure10.py). Both engines resume,
 so the same command run again continues where it stopped; docs/self_enhancement.md says where
 each part goes and what ``--dry_run`` prices. Exit status: 0, 1 when a persona or an instance
 failed (rerun to retry it), 2 bad input or setup, 3 a refused write, 130/143/129 stopped.
@@ -243,7 +243,7 @@ def failed_line(model: str, maker: str, done) -> str:
 
 
 def write_matrix(plan: Plan) -> list[Path]:
-    from cupid.evaluation.report import self_enhancement as figure
+    from cupid.evaluation.report import figure10 as figure
 
     models = [figure.Side(label, family) for label, family in plan.models.values()]
     datasets = [figure.DataSet(label, family, plan.results_dir(spec), len(plan.dataset_rows(spec)))
@@ -264,7 +264,7 @@ def key_value(text: str) -> tuple[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cupid.synthesis.settings import SynthesisConfig
+    from cupid.synthesis.options import SynthesisConfig
     from cupid.utils.command_line import Parser, positive_int, program_name
 
     d = SynthesisConfig()

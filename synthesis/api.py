@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 
 from cupid import config
 from cupid.synthesis.personas import BATCH_SIZE, SEED
-from cupid.synthesis.settings import SynthesisConfig
+from cupid.synthesis.options import SynthesisConfig
 from cupid.utils.errors import BadInput, Interrupted
 from cupid.utils.models.model import Model
 

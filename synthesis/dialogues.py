@@ -21,8 +21,8 @@ from typing import Generator
 from cupid.evaluation.steps import user_simulator
 from cupid.evaluation.steps.user_simulator import (CONTINUE_HEADER, ITEMS_HEADER, MESSAGE_HEADER,  # noqa: F401
                                                    SCORE_HEADER, InvalidUserTurn, opening_turn)
-from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
-from cupid.utils.models.errors import ModelCallFailed
+from cupid.utils.models.reask import Answer, UnusableAnswer, ask_until_usable
+from cupid.utils.models.call_errors import ModelCallFailed
 from cupid.utils.models.model import Model
 from cupid.utils.prompts import load_prompt
 

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 from cupid.synthesis.taxonomy import canonical_type
 from cupid.utils.answers import ParseError
 from cupid.utils.models.answer_layout import Json
-from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
+from cupid.utils.models.reask import Answer, UnusableAnswer, ask_until_usable
 from cupid.utils.prompts import load_prompt
 
 # The message after an invalid answer; its ``{reason}`` is filled by the re-ask loop.

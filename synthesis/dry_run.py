@@ -19,7 +19,7 @@ from cupid.synthesis.factors import FACTOR_TOKENS, PREFERENCE_TOKENS
 from cupid.synthesis.journey import FINAL
 from cupid.synthesis.outputs import OutputDir
 from cupid.synthesis.sessions import REQUEST_TOKENS, SESSION_TOKENS
-from cupid.synthesis.settings import SynthesisConfig, stage_models
+from cupid.synthesis.options import SynthesisConfig, stage_models
 from cupid.synthesis.taxonomy import load_occupations, load_taxonomy
 from cupid.evaluation.steps import decompose
 from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,

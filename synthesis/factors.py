@@ -11,7 +11,7 @@ from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_f
                                  normalize, one_of, same_text, taxonomy_field, text_field, tuple_of)
 from cupid.utils.answers import ParseError, as_list, parse_yaml
 from cupid.utils.models.answer_layout import Json
-from cupid.utils.models.asking import Answer
+from cupid.utils.models.reask import Answer
 from cupid.synthesis.taxonomy import Taxonomy, canonical_type
 from cupid.utils.prompts import load_prompt
 

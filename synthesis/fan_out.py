@@ -14,10 +14,10 @@ from cupid.synthesis.instances import INSTANCE_TYPES, persona_instances
 from cupid.synthesis.journey import FINAL
 from cupid.synthesis.outputs import Failure
 from cupid.synthesis.scheduler import Continue
-from cupid.synthesis.settings import model_label
+from cupid.synthesis.options import model_label
 from cupid.utils.io import atomic_write_json, read_json
-from cupid.utils.models.asking import UnusableAnswer
-from cupid.utils.models.errors import ModelCallFailed
+from cupid.utils.models.reask import UnusableAnswer
+from cupid.utils.models.call_errors import ModelCallFailed
 
 
 @dataclass

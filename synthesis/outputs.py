@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Iterator
 
 from cupid.utils.dataset import make_instance_id
-from cupid.utils.models.errors import ModelCallFailed
+from cupid.utils.models.call_errors import ModelCallFailed
 from cupid.utils.io import FileLock, StorageError, atomic_write_json, check_writable, read_json
 from cupid.utils.errors import SetupError
 

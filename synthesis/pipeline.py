@@ -35,19 +35,19 @@ from cupid.synthesis import personas as persona_stage
 from cupid.synthesis import stages as stage_table
 from cupid.synthesis.fan_out import FanOutStages
 from cupid.synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner, run_batched
-from cupid.synthesis.settings import (SettingsError, SettingsMismatch, SynthesisConfig, check_settings,
-                                stage_models)
+from cupid.synthesis.options import (OptionsError, OptionsMismatch, SynthesisConfig, check_options,
+                                     stage_models)
 from cupid.synthesis.outputs import (BATCHES_FILE, Failure, FailureLog, OutputDir, OutputDirInUse,
                                output_dir_lock)
 from cupid.synthesis.summary import write_summary
 from cupid.synthesis.taxonomy import load_taxonomy
-from cupid.utils.models.asking import UnusableAnswer
-from cupid.utils.models.errors import ModelCallFailed
+from cupid.utils.models.reask import UnusableAnswer
+from cupid.utils.models.call_errors import ModelCallFailed
 from cupid.utils.io import StorageError, atomic_write_json, check_writable, read_json
-from cupid.utils.models.asking import Answer
+from cupid.utils.models.reask import Answer
 from cupid.utils.stop_signals import stop_cause
 
-__all__ = ["OutputDirInUse", "SettingsError", "SettingsMismatch", "Synthesis", "SynthesisConfig",
+__all__ = ["OutputDirInUse", "OptionsError", "OptionsMismatch", "Synthesis", "SynthesisConfig",
            "run_synthesis"]
 
 log = logging.getLogger(__name__)
@@ -241,7 +241,7 @@ class Synthesis(FanOutStages, OutputDir):
         reset_cancel()  # a stop of an earlier run in this process ends with it
         # Fail fast on a missing key, before any work; every missing key named in one message.
         check_models(list({id(m): m for m in self.models.values()}.values()), probe=False)
-        check_settings(self.out, self.cfg)
+        check_options(self.out, self.cfg)
         self.templates_missing = missing = self.load_templates()
         if missing and self.cfg.persona_seeds not in (None, persona_stage.BUNDLED):
             persona_stage.read_seed_file(self.cfg.persona_seeds)  # a bad seed file is refused before any work

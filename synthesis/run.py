@@ -29,7 +29,7 @@ ROLE_FLAGS = ("model", "user_model", "assistant_model", "decomposer_model")
 def build_parser() -> argparse.ArgumentParser:
     from cupid import config
     from cupid.synthesis.journey import MIN_SESSIONS
-    from cupid.synthesis.settings import SynthesisConfig
+    from cupid.synthesis.options import SynthesisConfig
     from cupid.utils.command_line import Parser, non_negative_int, positive_int, program_name
 
     d = SynthesisConfig()

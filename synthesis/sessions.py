@@ -13,7 +13,7 @@ from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_f
 from cupid.utils.answers import ParseError, as_list, parse_yaml
 from cupid.utils.models.answer_layout import Json
 from cupid.synthesis.factors import PREFERENCE
-from cupid.utils.models.asking import Answer
+from cupid.utils.models.reask import Answer
 from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure, persona_journey
 from cupid.synthesis.taxonomy import Taxonomy
 from cupid.utils.prompts import load_prompt

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 from cupid.synthesis import stages as stage_table
 from cupid.synthesis.instances import INSTANCE_TYPES
-from cupid.synthesis.settings import shaping_settings
+from cupid.synthesis.options import shaping_options
 from cupid.utils.io import atomic_write_json, read_json
 
 
@@ -47,7 +47,7 @@ def write_summary(run, wall_time: float, stopped: str | None = None) -> dict:
     summary = {
         "output_dir": str(run.out),
         "seed_source": run.seed_source,
-        "settings": {**shaping_settings(run.cfg), "n_personas": run.cfg.n_personas,
+        "settings": {**shaping_options(run.cfg), "n_personas": run.cfg.n_personas,
                      "n_workers": run.cfg.n_workers},
         "counts": counts,
         "mean_dialogue_turns": round(sum(turns) / len(turns), 2) if turns else None,

@@ -142,9 +142,47 @@ def test_the_graph_reader_sees_circles_and_upward_arrows_however_they_are_writte
     assert layer("cupid.evaluation.c") < layer("cupid.synthesis.stage")
 
 
-SHARED_MODULES = ["cupid.utils.models.registry", "cupid.utils.models.model", "cupid.utils.models.errors",
+
+# The two halves' entry points and package files do the same job each, so they share a name;
+# any other two product modules doing different jobs are told apart by their file names.
+SAME_JOB_NAMES = {"__init__.py", "__main__.py", "api.py", "run.py", "dry_run.py", "pipeline.py"}
+# A renamed module's old name that the docs gave users, kept as one import line for their scripts.
+OLD_NAMES = {"evaluation/samples.py"}
+
+
+def shared_file_names(root: Path = ROOT) -> dict[str, list[str]]:
+    """File names that two or more product modules share, outside ``SAME_JOB_NAMES``."""
+    homes: dict[str, list[str]] = {}
+    for path in product_modules(root).values():
+        if str(path.relative_to(root)) not in OLD_NAMES:
+            homes.setdefault(path.name, []).append(str(path.relative_to(root)))
+    return {name: sorted(paths) for name, paths in sorted(homes.items())
+            if len(paths) > 1 and name not in SAME_JOB_NAMES}
+
+
+def test_no_two_product_modules_share_a_file_name_but_the_same_job_ones():
+    assert shared_file_names() == {}
+
+
+def test_the_file_name_check_sees_a_planted_duplicate(tmp_path):
+    for folder in PRODUCT_FOLDERS:
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+        (tmp_path / folder / "run.py").write_text("")
+    (tmp_path / "config.py").write_text("")
+    (tmp_path / "evaluation" / "report").mkdir()
+    (tmp_path / "evaluation" / "metrics.py").write_text("")
+    (tmp_path / "evaluation" / "report" / "metrics.py").write_text("")
+    (tmp_path / "evaluation" / "samples.py").write_text("")  # an old name kept: not counted
+    (tmp_path / "inspect_tasks" / "samples.py").write_text("")
+    (tmp_path / "inspect_tasks" / "config.py").write_text("")
+    assert shared_file_names(tmp_path) == {
+        "config.py": ["config.py", "inspect_tasks/config.py"],
+        "metrics.py": ["evaluation/metrics.py", "evaluation/report/metrics.py"]}
+
+SHARED_MODULES = ["cupid.utils.models.registry", "cupid.utils.models.model", "cupid.utils.models.call_errors",
                   "cupid.utils.models.request", "cupid.utils.models.retry", "cupid.utils.models.usage",
-                  "cupid.utils.models.cache", "cupid.utils.models.asking", "cupid.utils.answers",
+                  "cupid.utils.models.cache", "cupid.utils.models.reask", "cupid.utils.answers",
                   "cupid.utils.dataset", "cupid.utils.errors", "cupid.evaluation.steps",
                   "cupid.evaluation.steps.decompose", "cupid.evaluation.release", "cupid.evaluation.api",
                   "cupid.evaluation.run", "cupid.synthesis.api"]
@@ -205,12 +243,12 @@ def test_each_module_imports_first_in_a_fresh_interpreter(module):
 
 def test_the_extension_point_re_exports_its_names_from_their_homes():
     import cupid.utils.models as package
-    from cupid.utils.models import cache, errors, model, registry, request
+    from cupid.utils.models import cache, call_errors, model, registry, request
 
     homes = {"Model": model, "register_model": registry, "register_provider": registry,
              "Completion": request, "Message": request, "Request": request, "Usage": request,
-             "ModelError": errors, "ModelConfigurationError": errors,
-             "TransientModelError": errors, "PermanentModelError": errors,
+             "ModelError": call_errors, "ModelConfigurationError": call_errors,
+             "TransientModelError": call_errors, "PermanentModelError": call_errors,
              "ResponseCache": cache}
     assert sorted(model.__all__) == sorted(homes)
     for name, home in homes.items():

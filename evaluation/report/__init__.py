@@ -12,10 +12,12 @@
     payload.py      report.html's index and data chunks;  instance_data.py  the instances' data
     compare_data.py the compare view's paired differences;  export.py  the per-sample rows
     error_types.py  Table 2's draw and classification (--error_types);  error_table.py  Table 2
-    strategies.py   the context strategies' section and figure (session recall, F1 and judge score)
-    self_enhancement.py  Figure 10's matrix (cupid-self-enhancement)
-    interaction.py  --task interaction's section and page;  interaction_measures.py  its measures
-    match_agreement.py   the matcher's meta-evaluation (cupid-match-agreement);
+    strategy_comparison.py  the context strategies' section and figure (session recall, F1 and
+                    judge score)
+    figure10.py     Figure 10's matrix (cupid-self-enhancement)
+    interaction_section.py  --task interaction's section and page;  interaction_measures.py  its
+                    measures
+    agreement.py    the matcher's meta-evaluation (cupid-match-agreement);
                     annotation_page.py  its Figure 12 annotation page
     command.py      the command line
 """

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from cupid.evaluation.report.match_agreement import LABELS, Pair, scorer_pairs
+from cupid.evaluation.report.agreement import LABELS, Pair, scorer_pairs
 from cupid.utils.csv_file import INERT_STARTS
 from cupid.utils.html_page import annotation_page, esc, radios, script_json
 from cupid.utils.io import atomic_write_text

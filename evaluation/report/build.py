@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cupid.evaluation.report import interaction
+from cupid.evaluation.report import interaction_section
 from cupid.evaluation.report.analysis import Analysis
 from cupid.evaluation.report.error_table import add_csv_columns, case_rows, table2_section
 from cupid.evaluation.report.export import write_samples
@@ -21,7 +21,7 @@ from cupid.evaluation.report.gaps import Gap, find_gaps, gaps_markdown
 from cupid.evaluation.report.html_report import write_html_report
 from cupid.evaluation.report.published import paper_model_name, scorer_kind
 from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
-from cupid.evaluation.report.strategies import memory_cost_section, strategies_figure_data, strategies_section
+from cupid.evaluation.report.strategy_comparison import memory_cost_section, strategies_figure_data, strategies_section
 from cupid.evaluation.report.tables import (coverage_section, differences_section, generation_table,
                                       inference_table)
 from cupid.utils.cycle_collection import paused_cycle_collection
@@ -59,7 +59,7 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         # The report never shows the raw answer of a step done at its first attempt.
         an = Analysis(results_dir, n_bootstrap=n_bootstrap, seed=seed, n_length_bins=n_length_bins,
                       min_bin_size=min_bin_size, keep_raw=False, exclude_filtered=exclude_filtered)
-        interactive = interaction.find_runs(results_dir, n_bootstrap, seed)
+        interactive = interaction_section.find_runs(results_dir, n_bootstrap, seed)
         if not an.runs and not interactive:
             notes = f" ({'; '.join(an.ignored)})" if an.ignored else ""
             raise FileNotFoundError(f"{results_dir}: no evaluation run directories (no run.json of an "
@@ -67,10 +67,10 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         if not an.runs:  # interactive runs only: their section and page
             output.mkdir(parents=True, exist_ok=True)
             md_path = output / "report.md"
-            drawn = interaction.write_figure(interactive, output) if figures else None
+            drawn = interaction_section.write_figure(interactive, output) if figures else None
             atomic_write_text(md_path, f"# CUPID evaluation report\n\nResults: `{results_dir}`\n\n"
-                                       + interaction.section(interactive, results_dir, drawn) + "\n")
-            page = interaction.write_page(interactive, output, data_paths) if html else None
+                                       + interaction_section.section(interactive, results_dir, drawn) + "\n")
+            page = interaction_section.write_page(interactive, output, data_paths) if html else None
             return ReportFiles(md_path, None, [drawn] if drawn else [], an, [], [], "", page)
         gaps = find_gaps(an, results_dir)
         output.mkdir(parents=True, exist_ok=True)
@@ -85,12 +85,12 @@ def build_report(results_dir: str | Path, output_dir: str | Path | None = None, 
         cases = case_rows(an)
         exports = [write_samples(cases, output / f"error_types.{kind}") for kind in ("csv", "jsonl")] if cases else []
         if interactive:
-            drawn = interaction.write_figure(interactive, output) if figures else None
+            drawn = interaction_section.write_figure(interactive, output) if figures else None
             written += [drawn] if drawn else []
-            md += [interaction.section(interactive, results_dir, drawn), ""]
+            md += [interaction_section.section(interactive, results_dir, drawn), ""]
         atomic_write_text(md_path, "\n".join(md + figure_lines).rstrip() + "\n")
         if interactive and html:
-            interaction.write_page(interactive, output, data_paths)
+            interaction_section.write_page(interactive, output, data_paths)
         page = write_html_report(an, output, data_paths=data_paths, build_id=build_id,
                                  drawing=drawing) if html else None
         for future in drawing:  # raises what failed in the drawing

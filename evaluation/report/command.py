@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from cupid import config
-from cupid.evaluation.report import error_types, interaction
+from cupid.evaluation.report import error_types, interaction_section
 from cupid.evaluation.report.build import build_report
 from cupid.evaluation.report.export import export_format, push_to_hub, write_samples
 from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
@@ -129,7 +129,7 @@ def write_failed(exc: OSError, path: object, advice: str) -> int:
 
 
 def export_samples(args, parser: argparse.ArgumentParser) -> int:
-    from cupid.evaluation.samples import sample_rows
+    from cupid.evaluation.sample_rows import sample_rows
 
     if args.export:
         try:
@@ -140,7 +140,7 @@ def export_samples(args, parser: argparse.ArgumentParser) -> int:
     rows = sample_rows(args.results_dir, data_paths=args.data, notes=notes)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
-    dialogues = interaction.sample_rows(Path(args.results_dir))
+    dialogues = interaction_section.sample_rows(Path(args.results_dir))
     if dialogues and args.export:  # their own file: one row a dialogue, other columns
         target = Path(args.export)
         target = target.with_name(f"{target.stem}.interaction{target.suffix}")

@@ -100,7 +100,7 @@ def classify(results_dir: str | Path, *, evaluator: str, f1_below: float = F1_BE
     # The model layer and the pipeline's asker are imported here: the report alone needs neither.
     from cupid.evaluation.pipeline import InstanceSteps
     from cupid.evaluation.report.instance_data import load_instance_data
-    from cupid.evaluation.settings import SETTINGS
+    from cupid.evaluation.strategies import PAPER_STRATEGIES
     from cupid.evaluation.steps import error_type
     from cupid.utils.executor import iter_with_progress
     from cupid.utils.models.batch import BatchDeferred, run_in_rounds, runner_for
@@ -129,7 +129,7 @@ def classify(results_dir: str | Path, *, evaluator: str, f1_below: float = F1_BE
     check_models([model])
     label = model.label
     # What InstanceSteps reads of its pipeline to ask a step and record it.
-    asking = SimpleNamespace(models={"evaluator": model}, scorer=label, setting=SETTINGS["default"])
+    asking = SimpleNamespace(models={"evaluator": model}, scorer=label, setting=PAPER_STRATEGIES["default"])
 
     def one(job) -> str:
         run, instance_id, directory, f1 = job

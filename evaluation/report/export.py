@@ -1,4 +1,4 @@
-"""Writing the per-sample rows (evaluation/samples.py) to a file or a Hugging Face dataset.
+"""Writing the per-sample rows (evaluation/sample_rows.py) to a file or a Hugging Face dataset.
 
     python -m evaluation.report RESULTS_DIR --export samples.jsonl   # or .parquet, .csv
     python -m evaluation.report RESULTS_DIR --push_to_hub user/cupid-samples

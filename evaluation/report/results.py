@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from cupid.evaluation import steps
 from cupid.evaluation.metrics import read_generation, read_inference
-from cupid.evaluation.settings import SETTINGS
+from cupid.evaluation.strategies import PAPER_STRATEGIES
 from cupid.evaluation.store import MANIFEST, is_instance_file, is_results_file, step_record
 from cupid.utils.io import read_json
 
@@ -200,7 +200,7 @@ def _drop_first_try_raw(data: dict) -> None:
 def setting_order(setting: str) -> tuple[int, list]:
     """The paper's settings in its order, then the other strategies by name, numbers as numbers
     (``recent:k=2`` before ``recent:k=10``)."""
-    order = list(SETTINGS)
+    order = list(PAPER_STRATEGIES)
     return (order.index(setting) if setting in order else len(order),
             [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", setting)])
 
@@ -212,7 +212,7 @@ def setting_order(setting: str) -> tuple[int, list]:
 class Outcome:
     """One task under one scorer in one run: the usable per-instance values, and the
     instances left out (failed: the first failed step and its error; missing: not done yet;
-    skipped: the setting does not apply, i.e. oracle with no relevant prior session)."""
+    skipped: the strategy does not apply, i.e. oracle with no relevant prior session)."""
     values: dict[str, Any] = field(default_factory=dict)
     failed: dict[str, tuple[str, str]] = field(default_factory=dict)   # id -> (step, error)
     missing: list[str] = field(default_factory=list)

@@ -1,6 +1,6 @@
 """The report's markdown tables: inference and generation in the paper's layouts with the
 published numbers beside ours, coverage (what was evaluated, failed, missing) and paired
-differences between settings and models."""
+differences between strategies and models."""
 from __future__ import annotations
 
 from collections import Counter

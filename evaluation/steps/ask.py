@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from cupid import config
-from cupid.utils.models.asking import Answer, ask_until_usable
+from cupid.utils.models.reask import Answer, ask_until_usable
 from cupid.utils.answers import ParseError
 from cupid.utils.models.answer_layout import Layout
 from cupid.evaluation.steps.layouts import few_shot_block

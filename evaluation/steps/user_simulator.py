@@ -19,7 +19,7 @@ import re
 
 from cupid.utils.answers import ParseError
 from cupid.utils.models.answer_layout import SCORE, Choice, Headed, Lines
-from cupid.utils.models.asking import Answer, UnusableAnswer, ask_until_usable
+from cupid.utils.models.reask import Answer, UnusableAnswer, ask_until_usable
 from cupid.utils.prompts import load_prompt
 
 PROMPT = "synthesis/user_simulator"

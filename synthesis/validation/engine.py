@@ -45,8 +45,8 @@ from cupid.synthesis.validation.plan import (EntryResult, conclude, consistent_i
 from cupid.utils.dataset import Instance
 from cupid.utils.errors import BadInput, Interrupted
 from cupid.utils.io import atomic_write_json, read_json
-from cupid.utils.models.asking import Answer, UnusableAnswer
-from cupid.utils.models.errors import ModelCallFailed
+from cupid.utils.models.reask import Answer, UnusableAnswer
+from cupid.utils.models.call_errors import ModelCallFailed
 from cupid.utils.models.model import Model
 from cupid.utils.redact import redact
 

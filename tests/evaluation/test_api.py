@@ -200,7 +200,7 @@ def test_a_failed_step_is_counted_not_raised(tmp_path, rows):
     class Flaky(NotebookModel):
         def __call__(self, system_prompt, user_prompt):
             if "persona-b" in user_prompt or "contrastive" in user_prompt:
-                from cupid.utils.models.errors import PermanentModelError
+                from cupid.utils.models.call_errors import PermanentModelError
                 raise PermanentModelError("refused")
             return super().__call__(system_prompt, user_prompt)
 

@@ -14,7 +14,7 @@ from cupid.evaluation import report as R
 from cupid.evaluation import run as run_module
 from cupid.evaluation.data import InstanceSource
 from cupid.utils.dataset import DataValidationError
-from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.call_errors import ModelConfigurationError
 from cupid.utils.models.model import Model
 from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.request import Completion

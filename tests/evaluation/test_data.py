@@ -5,7 +5,7 @@ import pytest
 
 from cupid_responder import make_row, two_instance_plans
 from cupid.evaluation.data import InstanceSource, load_instances
-from cupid.evaluation.settings import SETTINGS
+from cupid.evaluation.strategies import PAPER_STRATEGIES
 from cupid.evaluation.steps.layouts import format_checklist, format_checklist_bullets, format_session_log
 from cupid.utils.dataset import DataValidationError, make_instance_id, safe_name
 
@@ -152,10 +152,10 @@ def test_session_log_format_and_oracle_selection(rows, tmp_path):
     assert log.endswith("#### User\n\nThanks, that works.\n\n---") and "### Session 4" in log
     assert log.count("---") == len(instance.prior_interactions)
     assert instance.relevant_positions() == [2, 4]
-    oracle = SETTINGS["oracle"].context(instance)
+    oracle = PAPER_STRATEGIES["oracle"].shown(instance)
     assert [s.dialogue[0].content.split(" of")[0] for s in oracle.sessions] == ["Session 2 request", "Session 4 request"]
     assert oracle.positions == (2, 4) and oracle.text == format_session_log(oracle.sessions)
-    default = SETTINGS["default"].context(instance)
+    default = PAPER_STRATEGIES["default"].shown(instance)
     assert default.sessions == instance.prior_interactions and default.text == log
     assert format_checklist(["A?", "B?"]) == "1. A?\n2. B?"
     assert format_checklist_bullets(["A?", "B?"]) == "- A?\n- B?"

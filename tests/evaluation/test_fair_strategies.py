@@ -1,4 +1,4 @@
-"""Fair context strategies (issue 41; evaluation/strategy_view.py, settings.py): a user's
+"""Fair context strategies (issue 41; evaluation/strategy_view.py, strategies.py): a user's
 strategy is blind unless it declares it reads the labels, and then it is marked; nothing it
 does to what it is given changes a score; its run is keyed by what it is (class, parameters,
 source); what it returned is kept with the instance and not asked again on a resume."""
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cupid.evaluation import run as run_module
-from cupid.evaluation.settings import setting_named
+from cupid.evaluation.strategies import strategy_named
 from cupid.evaluation.store import run_dir_for
 from cupid.evaluation.strategy_view import LabelHidden
 from cupid.utils.dataset import Instance, Session, Turn
@@ -55,9 +55,9 @@ def test_a_blind_strategy_reading_a_label_fails_naming_the_strategy_and_the_fiel
                 {expression}
                 return instance.prior_interactions[:1]
     """)
-    setting = setting_named(f"{path}:Peek")
+    setting = strategy_named(f"{path}:Peek")
     with pytest.raises(LabelHidden) as raised:
-        setting.context(instance())
+        setting.shown(instance())
     message = str(raised.value)
     assert "\n" not in message
     assert message.startswith(f"setting {setting.name}: read {PEEKS[expression]}, which the evaluated model is not "
@@ -77,7 +77,7 @@ def test_a_blind_strategy_sees_the_request_and_the_dialogues_in_order_and_cannot
             object.__setattr__(view.prior_interactions[0], "dialogue", (Turn("user", "forged"),))
             return [view.prior_interactions[0]]
 
-    context = setting_named(Look()).context(instance())
+    context = strategy_named(Look()).shown(instance())
     assert seen["request"] == "Help me now."
     assert seen["dialogues"] == [[("user", f"request {i}"), ("assistant", "ok")] for i in (1, 2, 3)]
     # What is shown is read from the data by position: the forged dialogue is not.
@@ -102,7 +102,7 @@ def test_a_strategy_that_reaches_past_its_view_to_change_the_instance_fails_the_
             return view.prior_interactions[:1]
 
     with pytest.raises(RuntimeError, match=r"data changed while the strategy ran .*nothing of the instance is scored"):
-        setting_named(Reach()).context(instance())
+        strategy_named(Reach()).shown(instance())
 
 
 WRITERS = """
@@ -129,7 +129,7 @@ def test_a_strategy_that_writes_to_what_it_is_given_changes_no_score(server, dat
     assert run_module.main(cli(server, data_file, base, "--setting", "recent:k=2")) == 0
     plain = results(base, "recent_k=2")["inference"]
     for name in ("Forge", "BlindForge"):
-        setting = setting_named(f"{path}:{name}")
+        setting = strategy_named(f"{path}:{name}")
         assert run_module.main(cli(server, data_file, base, "--setting", f"{path}:{name}")) == 0
         found = json.loads((run_dir_for(base, "test-model", setting.name) / "results.json").read_text())
         assert found["counts"]["failed"] == 0
@@ -152,7 +152,7 @@ def test_a_label_reading_strategy_fails_its_instances_unless_declared_and_then_i
     blind = strategy_file(tmp_path / "blind", body.format(declared="pass"))
     base = tmp_path / "res"
     assert run_module.main(cli(server, data_file, base, "--setting", f"{blind}:Matching")) == 1
-    setting = setting_named(f"{blind}:Matching")
+    setting = strategy_named(f"{blind}:Matching")
     counts = results(base, run_dir_for(base, "test-model", setting.name).name)["counts"]
     assert counts["failed"] == 2
     reasons = " ".join(counts["failures_by_step"]["context"])
@@ -162,9 +162,9 @@ def test_a_label_reading_strategy_fails_its_instances_unless_declared_and_then_i
     declared = strategy_file(tmp_path / "declared", body.format(declared="uses_labels = True"))
     capsys.readouterr()
     assert run_module.main(cli(server, data_file, base, "--setting", f"{declared}:Matching")) == 0
-    assert f"setting {setting_named(f'{declared}:Matching').name} (uses labels)" in capsys.readouterr().out
+    assert f"setting {strategy_named(f'{declared}:Matching').name} (uses labels)" in capsys.readouterr().out
     assert shown_sessions(server, PLANS[0]) == [[1, 8]]  # the relevant sessions of rows()
-    run_dir = run_dir_for(base, "test-model", setting_named(f"{declared}:Matching").name)
+    run_dir = run_dir_for(base, "test-model", strategy_named(f"{declared}:Matching").name)
     assert json.loads((run_dir / "run.json").read_text())["setting_uses_labels"] is True
     assert json.loads((run_dir / "results.json").read_text())["settings"]["uses_labels"] is True
     assert json.loads((run_dir_for(base, "test-model", setting.name) / "run.json").read_text())[
@@ -216,12 +216,12 @@ def test_the_identity_covers_class_parameters_and_source(tmp_path):
             def select(self, instance):
                 return instance.prior_interactions[-self.k:]
     """)
-    one, two = setting_named(f"{path}:Mine:k=1"), setting_named(f"{path}:Mine:k=2")
+    one, two = strategy_named(f"{path}:Mine:k=1"), strategy_named(f"{path}:Mine:k=2")
     assert one.identity["hash"] != two.identity["hash"] and one.identity["parameters"] == {"k": 1}
-    assert setting_named(f"{path}:Mine:k=1").name == one.name  # stable
+    assert strategy_named(f"{path}:Mine:k=1").name == one.name  # stable
     copy = strategy_file(tmp_path / "elsewhere", path.read_text())
-    assert setting_named(f"{copy}:Mine:k=1").name == one.name  # the same content is the same strategy
-    assert setting_named("recent:k=2").identity is None and setting_named("recent:k=2").name == "recent:k=2"
+    assert strategy_named(f"{copy}:Mine:k=1").name == one.name  # the same content is the same strategy
+    assert strategy_named("recent:k=2").identity is None and strategy_named("recent:k=2").name == "recent:k=2"
 
 
 COUNTING = """
@@ -261,7 +261,7 @@ def test_what_a_strategy_returned_is_kept_and_not_asked_again_on_a_resume(name, 
         shown = "NOTES: " + plan.request if name == "Notes" else "Session 2 request of persona"
         assert any(shown in text and plan.request in text for text in first)
         assert any(shown in text and plan.request in text for text in generated)
-    record = json.loads((run_dir_for(base, "test-model", setting_named(f"{path}:{name}").name)
+    record = json.loads((run_dir_for(base, "test-model", strategy_named(f"{path}:{name}").name)
                          / "persona-a__consistent.json").read_text())
     assert record["shown"].get("text") == (f"NOTES: {PLANS[0].request}" if name == "Notes" else None)
 

@@ -162,10 +162,10 @@ def test_first_round_is_the_generation_request_byte_for_byte(data_file, tmp_path
     log = next(r for r in sent if r["model"] == "test-model" and len(r["messages"]) == 1
                and "persona-a (consistent)" in r["messages"][0]["content"])
     from cupid.evaluation.data import InstanceSource
-    from cupid.evaluation.settings import setting_named
+    from cupid.evaluation.strategies import strategy_named
 
     instance = next(i for i in InstanceSource(data_path=str(data_file)) if i.instance_id == "persona-a__consistent")
-    rebuilt = rebuild_request(record["rounds"][0]["sent"], setting_named("default").context(instance).text)
+    rebuilt = rebuild_request(record["rounds"][0]["sent"], strategy_named("default").shown(instance).text)
     assert rebuilt["messages"] == log["messages"] and rebuilt["system_prompt"] == log["system"]
     # The simulator: the release's system prompt, its opening turn, then the reply as a user turn.
     sim = next(r for r in sent if r["model"] == "test-sim" and "persona-a (consistent)" in r["messages"][0]["content"])

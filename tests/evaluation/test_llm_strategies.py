@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from cupid.evaluation import run as run_module
-from cupid.evaluation.settings import setting_named
+from cupid.evaluation.strategies import strategy_named
 from cupid.evaluation.store import run_dir_for
 from cupid.utils.models.tokens import estimate_tokens
 from cupid_responder import CupidResponder
@@ -84,7 +84,7 @@ def test_an_llm_backed_strategy_asks_its_own_model_cached_and_counted_apart(serv
     assert len(infer) == 2 and all("- NOTE about session 7" in text and "- NOTE about session 8" in text for text in infer)
     assert not any("Session 7 request of persona" in text for text in infer)  # the notes, not the sessions
 
-    run_dir = run_dir_for(base, "test-model", setting_named(setting).name)
+    run_dir = run_dir_for(base, "test-model", strategy_named(setting).name)
     results = json.loads((run_dir / "results.json").read_text())
     memory = results["memory_cost"]
     sent = sum(len(r["system"].split()) + sum(len(m["content"].split()) for m in r["messages"]) for r in asked)
@@ -125,7 +125,7 @@ def test_the_strategy_model_is_the_evaluator_by_default_with_its_own_count(serve
     setting = f"{tmp_path / 'memory.py'}:Notes:k=1"
     assert run_module.main(cli(server, data_file, base, "--setting", setting)) == 0
     assert {r["model"] for r in notes_requests(server)} == {"test-evaluator"}
-    results = json.loads((run_dir_for(base, "test-model", setting_named(setting).name) / "results.json").read_text())
+    results = json.loads((run_dir_for(base, "test-model", strategy_named(setting).name) / "results.json").read_text())
     usage = results["usage"]["this_invocation"]
     assert usage["strategy"]["calls"] == 2 and usage["evaluator"]["calls"] == 6
     assert results["memory_cost"]["calls"] == 2
@@ -180,7 +180,7 @@ def test_the_documented_memory_example_runs(server, data_file, tmp_path):
     assert len(asked) == 4  # two sessions of each instance, each noted once
     infer = [r["messages"][-1]["content"] for r in server.requests if r not in asked and server.cupid.kind(r) == "infer"]
     assert len(infer) == 2 and all("- Prefers short, exact answers." in text for text in infer)
-    results = json.loads((run_dir_for(base, "test-model", setting_named(setting).name) / "results.json").read_text())
+    results = json.loads((run_dir_for(base, "test-model", strategy_named(setting).name) / "results.json").read_text())
     assert results["memory_cost"]["calls"] >= 2
     shutil.rmtree(base)
 

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from cupid.evaluation.settings import SETTINGS
+from cupid.evaluation.strategies import PAPER_STRATEGIES
 from cupid import config
 from cupid.evaluation import run as run_module
 from cupid.evaluation.context_check import check_context
 from cupid.evaluation.data import InstanceSource
 from fake_llm_server import FakeLLMServer, FakeResponse
 from sample_results import SampleEvaluator
-from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError
+from cupid.utils.models.call_errors import ModelCallFailed, ModelConfigurationError
 from cupid.utils.models.registry import check_models, resolve_model
 from repo_paths import ROOT
 
@@ -96,7 +96,7 @@ def test_a_server_that_states_no_length_is_not_length_checked(caplog):
         assert model.max_model_len is None
         assert [r.getMessage() for r in caplog.records if "does not state its context length" in r.getMessage()]
         check_context({"evaluated": None, "evaluator": None, "matcher": model},
-                      InstanceSource(data_path=str(SAMPLE)), task="inference", setting=SETTINGS["default"])
+                      InstanceSource(data_path=str(SAMPLE)), task="inference", setting=PAPER_STRATEGIES["default"])
         server.models = []
         listless = resolve_model(f"vllm:anything@{server.openai_base_url}")
         check_models([listless])
@@ -118,7 +118,7 @@ def test_the_evaluated_models_longest_prompt_is_counted_by_the_server(vllm_serve
     check_models([model])
     with pytest.raises(ModelConfigurationError) as caught:
         check_context({"evaluated": model, "evaluator": None, "matcher": None}, sample_instances(),
-                      task="inference", setting=SETTINGS["default"])
+                      task="inference", setting=PAPER_STRATEGIES["default"])
     message = str(caught.value)
     assert "max_model_len 8242" in message and "longest infer request" in message
     assert "counted by the server's /tokenize" in message and "max_tokens 8192" in message
@@ -131,7 +131,7 @@ def test_the_evaluated_models_longest_prompt_is_counted_by_the_server(vllm_serve
     vllm_server.serve_as_vllm({"m": QWEN_CONTEXT})
     check_models([model])
     check_context({"evaluated": model, "evaluator": None, "matcher": None}, sample_instances(),
-                  task="both", setting=SETTINGS["default"])
+                  task="both", setting=PAPER_STRATEGIES["default"])
 
 
 def test_without_tokenize_the_prompt_is_estimated_and_said_so(vllm_server):
@@ -141,7 +141,7 @@ def test_without_tokenize_the_prompt_is_estimated_and_said_so(vllm_server):
     check_models([matcher])
     with pytest.raises(ModelConfigurationError) as caught:
         check_context({"evaluated": None, "evaluator": None, "matcher": matcher}, sample_instances(),
-                      task="inference", setting=SETTINGS["default"])
+                      task="inference", setting=PAPER_STRATEGIES["default"])
     message = str(caught.value)
     assert "estimated from its length" in message and f"max_model_len {OLD_SCRIPT_CONTEXT}" in message
     assert "--matcher_args max_tokens to" in message and vllm_server.tokenize_calls == 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cupid.evaluation.session_recall import instance_selection, session_selection, shown_record
-from cupid.evaluation.settings import Context
+from cupid.evaluation.strategies import Shown
 from cupid.utils.dataset import Session, Turn
 
 
@@ -78,26 +78,26 @@ def test_only_the_instance_types_present_are_listed_and_nothing_recorded_is_none
 
 def test_shown_record_counts_four_characters_a_token():
     s = Session("F", "P.", (Turn("user", "hi"),))
-    assert shown_record(Context("x" * 400, (s,), (3,)), summaries=False) == {"positions": [3], "history_tokens": 100}
-    assert shown_record(Context("x" * 10, (s,), (1, 2)), summaries=False)["history_tokens"] == 2   # round(2.5)
-    assert shown_record(Context("", None, None), summaries=False) == {"positions": None, "history_tokens": 1}
-    assert shown_record(Context("x" * 400, None, None), summaries=True) == {"positions": None, "history_tokens": None}
+    assert shown_record(Shown("x" * 400, (s,), (3,)), summaries=False) == {"positions": [3], "history_tokens": 100}
+    assert shown_record(Shown("x" * 10, (s,), (1, 2)), summaries=False)["history_tokens"] == 2   # round(2.5)
+    assert shown_record(Shown("", None, None), summaries=False) == {"positions": None, "history_tokens": 1}
+    assert shown_record(Shown("x" * 400, None, None), summaries=True) == {"positions": None, "history_tokens": None}
 
 
 # ---------------------------------------------------------------------------------------
 # What an instance file records of its strategy's choice, shown again on resume
 # ---------------------------------------------------------------------------------------
-from cupid.evaluation.session_recall import kept_context, recorded_selection  # noqa: E402
-from cupid.evaluation.settings import setting_named  # noqa: E402
+from cupid.evaluation.session_recall import kept_shown, recorded_selection  # noqa: E402
+from cupid.evaluation.strategies import strategy_named  # noqa: E402
 from cupid.evaluation.steps.layouts import format_session_log  # noqa: E402
 from cupid.utils.dataset import Instance  # noqa: E402
 
 
 def test_shown_record_keeps_rendered_text_and_a_strategys_own_calls():
     s = Session("F", "P.", (Turn("user", "hi"),))
-    rendered = shown_record(Context("notes", None, None, rendered=True, model_usage={"calls": 2}), summaries=False)
+    rendered = shown_record(Shown("notes", None, None, rendered=True, model_usage={"calls": 2}), summaries=False)
     assert rendered == {"positions": None, "history_tokens": 1, "text": "notes", "model_usage": {"calls": 2}}
-    plain = shown_record(Context("log", (s,), (1,)), summaries=False)
+    plain = shown_record(Shown("log", (s,), (1,)), summaries=False)
     assert "text" not in plain and "model_usage" not in plain
 
 
@@ -120,16 +120,16 @@ def test_a_recorded_selection_is_shown_again_only_when_it_is_whole(shown, expect
 def test_the_kept_context_is_what_was_shown():
     sessions = tuple(Session(f"F{k}", f"P{k}.", (Turn("user", f"u{k}"),)) for k in (1, 2, 3))
     instance = Instance("i", "p", "consistent", "r", "F1", "P1.", ("q?",), sessions)
-    recent = setting_named("recent:k=2")
-    context = kept_context(recent, instance, {"shown": {"positions": [2, 3], "history_tokens": 9}})
-    assert context == Context(format_session_log(sessions[1:]), sessions[1:], (2, 3))
-    assert kept_context(recent, instance, {"shown": {"positions": [9]}}) is None
+    recent = strategy_named("recent:k=2")
+    context = kept_shown(recent, instance, {"shown": {"positions": [2, 3], "history_tokens": 9}})
+    assert context == Shown(format_session_log(sessions[1:]), sessions[1:], (2, 3))
+    assert kept_shown(recent, instance, {"shown": {"positions": [9]}}) is None
 
     class Notes:
         def render(self, inst):
             return "fresh"
 
-    notes = setting_named(Notes())
-    kept = kept_context(notes, instance, {"shown": {"positions": None, "text": "kept", "model_usage": {"n": 1}}})
-    assert kept == Context("kept", None, None, rendered=True, model_usage={"n": 1})
-    assert kept_context(notes, instance, {"shown": {"positions": [1]}}) is None   # its text not kept
+    notes = strategy_named(Notes())
+    kept = kept_shown(notes, instance, {"shown": {"positions": None, "text": "kept", "model_usage": {"n": 1}}})
+    assert kept == Shown("kept", None, None, rendered=True, model_usage={"n": 1})
+    assert kept_shown(notes, instance, {"shown": {"positions": [1]}}) is None   # its text not kept

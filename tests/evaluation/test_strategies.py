@@ -1,4 +1,4 @@
-"""Context strategies (evaluation/settings.py, retrieval.py, docs/strategies.md): what each
+"""Context strategies (evaluation/strategies.py, retrieval.py, docs/strategies.md): what each
 shows the model, asserted on the requests the loopback server received; where each run
 goes; what results.json says each kept."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from cupid_responder import CupidResponder, make_row, two_instance_plans
 from cupid.evaluation import run as run_module
 from cupid.evaluation.api import evaluate
-from cupid.evaluation.settings import setting_named
+from cupid.evaluation.strategies import strategy_named
 from cupid.utils.dataset import Instance, Session, Turn
 from cupid.utils.errors import BadInput
 from fake_llm_server import FakeLLMServer
@@ -168,7 +168,7 @@ def test_a_users_strategy_file_shows_exactly_what_it_selects_or_renders(server, 
     base, strategy = tmp_path / "res", write_strategy(tmp_path)
     assert run_module.main(cli(server, data_file, base, "--setting", f"{strategy}:FourThenOne")) == 0
     assert shown_sessions(server, PLANS[0]) == [[4, 1]]
-    setting = setting_named(f"{strategy}:FourThenOne")
+    setting = strategy_named(f"{strategy}:FourThenOne")
     assert re.fullmatch(r"picks\.py:FourThenOne@[0-9a-f]{10}", setting.name)
     manifest = json.loads((base / "test-model" / f"picks.py_FourThenOne-{setting.identity['hash']}" / "run.json")
                           .read_text())
@@ -179,7 +179,7 @@ def test_a_users_strategy_file_shows_exactly_what_it_selects_or_renders(server, 
     infer = [r["messages"][-1]["content"] for r in server.requests
              if server.cupid.kind(r) == "infer" and PLANS[1].request in r["messages"][-1]["content"]][-1]
     assert f"MEMO FOR {PLANS[1].request}" in infer and "Session 1 request" not in infer
-    notes = setting_named(f"{strategy}:Notes:label=memo")
+    notes = strategy_named(f"{strategy}:Notes:label=memo")
     selection = results(base, f"picks.py_Notes_label=memo-{notes.identity['hash']}")["session_selection"]
     assert selection["recall"] is None and selection["sessions_shown"] is None
     assert selection["history_tokens"] == pytest.approx(
@@ -190,7 +190,7 @@ def test_a_strategy_that_returns_a_foreign_session_fails_its_instances_recorded(
     base, strategy = tmp_path / "res", write_strategy(tmp_path)
     assert run_module.main(cli(server, data_file, base, "--setting", f"{strategy}:Stranger")) == 1
     assert "context" in capsys.readouterr().out
-    stranger = setting_named(f"{strategy}:Stranger").identity["hash"]
+    stranger = strategy_named(f"{strategy}:Stranger").identity["hash"]
     counts = results(base, f"picks.py_Stranger-{stranger}")["counts"]
     assert counts["failed"] == 2
     reasons = counts["failures_by_step"]["context"]
@@ -214,7 +214,7 @@ def test_the_documented_example_runs(server, data_file, tmp_path):
     # and "group" with session 8, "kessler" with 1 and "inventory" with 3 ("the" is everywhere);
     # the ties of one word each go to the earliest.
     assert shown_sessions(server, PLANS[1]) == [[1, 8]]
-    overlap = setting_named(f"{tmp_path / 'my_strategy.py'}:Overlap:k=2").identity["hash"]
+    overlap = strategy_named(f"{tmp_path / 'my_strategy.py'}:Overlap:k=2").identity["hash"]
     assert (base / "test-model" / f"my_strategy.py_Overlap_k=2-{overlap}" / "results.json").exists()
 
 
@@ -231,7 +231,7 @@ def test_an_entry_point_and_a_strategy_object_are_strategies_too(server, data_fi
     base = tmp_path / "res"
     assert run_module.main(cli(server, data_file, base, "--setting", "first-two")) == 0
     assert shown_sessions(server, PLANS[0]) == [[1, 2]]
-    first_two = setting_named("first-two").identity["hash"]
+    first_two = strategy_named("first-two").identity["hash"]
     assert (base / "test-model" / f"first-two-{first_two}" / "results.json").exists()
 
     class LastOne:
@@ -242,7 +242,7 @@ def test_an_entry_point_and_a_strategy_object_are_strategies_too(server, data_fi
 
     run = evaluate(f"vllm:test-model@{server.openai_base_url}", evaluator=f"vllm:test-evaluator@{server.openai_base_url}",
                    data=str(data_file), results_dir=base, setting=LastOne(), max_retries=1, timeout=5)
-    assert run.run_dir == base / "test-model" / f"last-one-{setting_named(LastOne()).identity['hash']}"
+    assert run.run_dir == base / "test-model" / f"last-one-{strategy_named(LastOne()).identity['hash']}"
     assert shown_sessions(server, PLANS[0])[-1] == [8]
     assert run.results["session_selection"]["recall"] == pytest.approx(0.5)
 
@@ -287,7 +287,7 @@ def test_the_dry_run_says_how_much_cheaper_fewer_sessions_are(data_file, tmp_pat
 ])
 def test_a_bad_setting_is_named_before_anything_runs(text, message, tmp_path, capsys):
     with pytest.raises(BadInput, match=re.escape(message)):
-        setting_named(text)
+        strategy_named(text)
     with pytest.raises(SystemExit) as stopped:
         run_module.main(["--model", "m", "--data_dir", "data/sample", "--setting", text, "--results_dir", str(tmp_path)])
     assert stopped.value.code == 2
@@ -297,12 +297,12 @@ def test_a_bad_setting_is_named_before_anything_runs(text, message, tmp_path, ca
 
 
 def test_canonical_names_and_directories(tmp_path):
-    assert setting_named(" recent:k=02 ").name == "recent:k=2"
+    assert strategy_named(" recent:k=02 ").name == "recent:k=2"
     from cupid.evaluation.store import run_dir_for
 
     strategy = write_strategy(tmp_path)
-    notes = setting_named(f"{strategy}:Notes:label=memo")
-    assert (notes.name, notes.strategy.label) == (f"picks.py:Notes:label=memo@{notes.identity['hash']}", "memo")
+    notes = strategy_named(f"{strategy}:Notes:label=memo")
+    assert (notes.name, notes.impl.label) == (f"picks.py:Notes:label=memo@{notes.identity['hash']}", "memo")
     assert run_dir_for("r", "m", notes.name) == Path(f"r/m/picks.py_Notes_label=memo-{notes.identity['hash']}")
     assert run_dir_for("r", "m", "default") == Path("r/m")
     assert run_dir_for("r", "m", "oracle") == Path("r/m/oracle")
@@ -336,8 +336,8 @@ def test_the_dense_retriever_finds_the_sessions_about_the_request_offline(monkey
         "Write a haiku about autumn leaves."))
     instance = Instance("i", "p", "consistent", "What is the best way to house-train a young dog?",
                         "f", "preference", ("c",), sessions)
-    strategy = setting_named("dense:k=2")
-    assert strategy.context(instance).positions == (1, 4)  # the two about dogs, oldest first
+    strategy = strategy_named("dense:k=2")
+    assert strategy.shown(instance).positions == (1, 4)  # the two about dogs, oldest first
 
 
 def test_batch_mode_sends_what_the_strategy_selects(fake_llm_env, data_file, tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.log import list_eval_logs, read_eval_log  # noqa: E402
 
 from cupid.evaluation.data import load_instances  # noqa: E402
-from cupid.evaluation.settings import setting_named  # noqa: E402
+from cupid.evaluation.strategies import strategy_named  # noqa: E402
 from cupid.evaluation.steps import infer  # noqa: E402
 from cupid.evaluation.steps.layouts import format_session_log  # noqa: E402
 from cupid.inspect_tasks.samples import sample_of  # noqa: E402
@@ -36,7 +36,7 @@ def data(tmp_path):
 
 def test_the_input_is_the_request_the_infer_step_renders(data):
     instance = load_instances(data_path=data)[0]
-    sample = sample_of("inference", instance, setting_named("default"))
+    sample = sample_of("inference", instance, strategy_named("default"))
     system_prompt, user_prompt = infer.ask(format_session_log(instance.prior_interactions),
                                            instance.current_request).render()
     assert [(m.role, m.text) for m in sample.input] == [("system", system_prompt), ("user", user_prompt)]

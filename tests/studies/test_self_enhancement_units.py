@@ -317,7 +317,7 @@ def test_a_stop_between_the_engines_calls_says_how_to_resume(tmp_path, monkeypat
 
 def test_the_options_defaults_come_from_the_engines_settings(capsys):
     from cupid import config
-    from cupid.synthesis.settings import SynthesisConfig
+    from cupid.synthesis.options import SynthesisConfig
 
     d = SynthesisConfig()
     a = command.build_parser().parse_args(["--models", "m", "--output_dir", "o", "--family", "m=mine",

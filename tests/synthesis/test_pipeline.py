@@ -20,7 +20,7 @@ from cupid.synthesis.dialogues import ASSISTANT_PROMPT
 from cupid.utils.prompts import load_prompt
 from cupid.synthesis.personas import SeedSourceError
 from cupid.synthesis import personas as P
-from cupid.synthesis.pipeline import SettingsMismatch, SynthesisConfig, run_synthesis
+from cupid.synthesis.pipeline import OptionsMismatch, SynthesisConfig, run_synthesis
 from synthesis_responder import ScriptedSynthesis, stage_of
 from cupid.utils.io import read_json
 from repo_paths import ROOT
@@ -206,7 +206,7 @@ def test_other_settings_in_the_same_directory_are_refused(fake_server, tmp_path)
     fake_server.responder = ScriptedSynthesis()
     out = tmp_path / "data"
     run_synthesis(make_config(fake_server, out, n_personas=1))
-    with pytest.raises(SettingsMismatch, match="n_factors"):
+    with pytest.raises(OptionsMismatch, match="n_factors"):
         run_synthesis(make_config(fake_server, out, n_personas=1, n_factors=6))
     assert cli.main(cli_args(fake_server, out, "--n_personas", "1", "--persona_seeds", "bundled",
                              "--n_sessions", "10")) == 2

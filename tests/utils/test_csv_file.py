@@ -56,7 +56,7 @@ def test_the_labels_csv_of_the_matcher_page_follows_the_same_rule(tmp_path):
     writes (the page carries INERT_STARTS)."""
     from browser import Browser, find_chromium
     from cupid.evaluation.report.annotation_page import write_page
-    from cupid.evaluation.report.match_agreement import Pair
+    from cupid.evaluation.report.agreement import Pair
 
     if find_chromium() is None and not REQUIRED:
         pytest.skip("chromium is not installed (.ci/run installs it)")

@@ -227,14 +227,14 @@ def test_no_future_is_scheduled_after_the_run_stopped(tmp_path):
     """An instance still being worked on when a stopping run shut its pools ends with
     RunCancelled (as its next call would), not 'cannot schedule new futures after shutdown'."""
     from cupid.evaluation.pipeline import InstanceSteps, Pipeline
-    from cupid.evaluation.settings import SETTINGS
+    from cupid.evaluation.strategies import PAPER_STRATEGIES
     from cupid.evaluation.store import RunStore
-    from cupid.utils.models.errors import RunCancelled
+    from cupid.utils.models.call_errors import RunCancelled
     from cupid.utils.models.registry import resolve_model
 
     model = resolve_model("vllm:m@http://127.0.0.1:9/v1")
     pipeline = Pipeline(model=model, evaluator=model, store=RunStore(tmp_path / "r", {}), task="both",
-                        setting=SETTINGS["default"])
+                        setting=PAPER_STRATEGIES["default"])
     pipeline.close(wait=False)
     with pytest.raises(RunCancelled):
         InstanceSteps(pipeline, record=None).together(lambda: 1, lambda: 2)

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterator
 
 from cupid.utils import events
-from cupid.utils.models.errors import RunCancelled
+from cupid.utils.models.call_errors import RunCancelled
 from cupid.utils.models.retry import CANCEL, status_code
 
 

@@ -29,7 +29,7 @@ from cupid.utils.models.batch import BatchAdapter, BatchItemError, Unanswered
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.hosted import HostedModel, call_with_headers
 from cupid.utils.models.rate_limit_headers import header_family
-from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.call_errors import ModelConfigurationError
 from cupid.utils.models.model import register_provider
 from cupid.utils.models.request import Completion, Request, Usage
 

@@ -14,8 +14,8 @@ runner (batch.py) call ``ending_of`` on every answer, and nowhere else decides.
 - ``empty``: it ended normally with no text at all (a thinking-only answer).
 
 A ``filtered``, ``refused``, ``blocked`` or ``empty`` answer without text is withheld: the seam
-raises ``AnswerWithheld`` (errors.py) with the provider's own words and the attempt's usage, and
-the re-ask loop (asking.py) asks again at most once (a blocked prompt never). With text, the
+raises ``AnswerWithheld`` (call_errors.py) with the provider's own words and the attempt's usage, and
+the re-ask loop (reask.py) asks again at most once (a blocked prompt never). With text, the
 answer is read as any other and flagged (``FLAGGED``) wherever its scores appear.
 """
 from __future__ import annotations

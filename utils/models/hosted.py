@@ -14,7 +14,7 @@ import threading
 from typing import Any, Callable, ClassVar, Hashable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.call_errors import ModelConfigurationError
 from cupid.utils.models.model import Model
 from cupid.utils.models.pacing import endpoint_key
 from cupid.utils.models.request import normalise_endpoint

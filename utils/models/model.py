@@ -34,9 +34,9 @@ from cupid.utils.models.cache import ResponseCache
 from cupid.utils.models.catalog import context_window_of
 from cupid.utils.models.embedded_grammar import unfollowed
 from cupid.utils.models.endings import ending_of, is_withheld
-from cupid.utils.models.errors import (AnswerWithheld, AuthenticationFailed, ContextWindowExceeded, ModelCallFailed,
-                                       ModelConfigurationError, ModelError, PermanentModelError, RunCancelled,
-                                       TransientModelError)
+from cupid.utils.models.call_errors import (AnswerWithheld, AuthenticationFailed, ContextWindowExceeded, ModelCallFailed,
+                                            ModelConfigurationError, ModelError, PermanentModelError, RunCancelled,
+                                            TransientModelError)
 from cupid.utils.models.request import Completion, Layout, Message, Request, Usage, validate_messages
 from cupid.utils.models.retry import CANCEL, backoff_delay, classify_error, headers_of, retry_after_of, status_code
 from cupid.utils.models.tokens import lower_bound_tokens
@@ -292,7 +292,7 @@ class Model:
     def _delivered(self, completion: Completion, request: Request) -> Completion:
         """Attach what was sent (the parameters on the wire and the adaptations applied);
         an answer withheld without text (endings.py) is raised as ``AnswerWithheld``, which
-        the re-ask loop (asking.py) asks again at most once. It is cached all the same, so
+        the re-ask loop (reask.py) asks again at most once. It is cached all the same, so
         a rerun replays it instead of paying for it again."""
         completion.parameters = self.wire_parameters(request)
         completion.adaptations = tuple(asdict(a) for a in self.learned_adaptations())

@@ -11,7 +11,7 @@ from typing import Any
 
 from cupid.utils.models.adaptations import Adaptation
 from cupid.utils.models.batch import BatchAdapter, BatchItemError, Unanswered
-from cupid.utils.models.errors import TransientModelError
+from cupid.utils.models.call_errors import TransientModelError
 from cupid.utils.models.hosted import HostedModel, call_with_headers, split_credentials
 from cupid.utils.models.rate_limit_headers import header_family
 from cupid.utils.models.request import Completion, Request, Usage, chat_messages

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from cupid import config
 from cupid.utils.models import discover_models
-from cupid.utils.models.errors import ModelConfigurationError, UnknownModelError
+from cupid.utils.models.call_errors import ModelConfigurationError, UnknownModelError
 from cupid.utils.models.model import Model, register_model, register_provider  # noqa: F401 (re-exported)
 from cupid.utils.models.model import MODEL_CLASSES as _REGISTRY, PROVIDER_CLASSES as _PROVIDERS
 
@@ -227,7 +227,7 @@ def _import_module(name: str):
 def load_code_attribute(spec: str, error: type[Exception] = UnknownModelError):
     """What ``path/to/file.py:Name`` (relative to the working directory) or
     ``package.module:Name`` names; ``error`` says why not. The user's models and context
-    strategies (evaluation/settings.py) are both loaded here."""
+    strategies (evaluation/strategies.py) are both loaded here."""
     target, _, attr = spec.rpartition(":")
     try:
         if target.endswith(".py"):

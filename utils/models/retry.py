@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 from cupid import config
-from cupid.utils.models.errors import ModelConfigurationError, PermanentModelError, TransientModelError
+from cupid.utils.models.call_errors import ModelConfigurationError, PermanentModelError, TransientModelError
 from cupid.utils.models.rate_limit_headers import parse_duration
 from cupid.utils.redact import redact
 

@@ -51,7 +51,7 @@ from typing import Any
 
 from cupid.utils.models.catalog import ModelFacts, dated_table
 from cupid.utils.models.embedded_grammar import follow
-from cupid.utils.models.errors import RunCancelled
+from cupid.utils.models.call_errors import RunCancelled
 from cupid.utils.models.request import chat_messages
 from cupid.utils.models.model import (
     Completion,

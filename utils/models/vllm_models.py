@@ -16,7 +16,7 @@ import urllib.request
 from typing import Any
 
 from cupid import config
-from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.call_errors import ModelConfigurationError
 from cupid.utils.models.hosted import split_credentials
 from cupid.utils.models.model import register_model, register_provider
 from cupid.utils.models.openai_compatible import OpenAICompatibleModel

@@ -17,7 +17,7 @@ import pytest
 from browser import Browser, find_chromium
 from sample_results import build
 from cupid.evaluation import match_agreement as command
-from cupid.evaluation.report import match_agreement as A
+from cupid.evaluation.report import agreement as A
 from cupid.utils.io import atomic_write_json
 from repo_paths import ARTIFACTS
 

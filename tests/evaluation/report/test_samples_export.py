@@ -1,4 +1,4 @@
-"""Per-sample rows (evaluation/samples.py) and ``python -m evaluation.report --export``.
+"""Per-sample rows (evaluation/sample_rows.py) and ``python -m evaluation.report --export``.
 
 The results tree is tests/support/sample_results.py's: two evaluated models, the evaluator's scorer
 and a PrefMatcher one, one judge step that failed for good. The exported files are read back
@@ -15,7 +15,7 @@ import pytest
 from cupid.evaluation.data import InstanceSource
 from cupid.evaluation.metrics import f1_score
 from cupid.evaluation.report.command import main as report_main
-from cupid.evaluation.samples import STEPS, sample_rows
+from cupid.evaluation.sample_rows import STEPS, sample_rows
 from sample_results import BROKEN, build
 from repo_paths import SAMPLE_DATA
 

@@ -8,7 +8,7 @@ import pytest
 from cupid.evaluation import steps
 from cupid.evaluation.aggregate import problems_by_task
 from cupid.evaluation.chains import needed_steps
-from cupid.evaluation.settings import SETTINGS
+from cupid.evaluation.strategies import PAPER_STRATEGIES
 from cupid.evaluation.steps import error_type
 from cupid.utils.answers import ParseError
 from cupid.utils.dataset import Session, Turn
@@ -68,7 +68,7 @@ def test_the_request_shows_each_sessions_dialogue_under_its_labels_and_both_pref
 def test_the_row_enters_no_task_so_evaluation_never_asks_it():
     assert steps.ERROR_TYPE in steps.STEPS and steps.ERROR_TYPE.tasks == ()
     assert steps.ERROR_TYPE not in steps.of_task("inference") + steps.of_task("generation")
-    for setting in SETTINGS.values():
+    for setting in PAPER_STRATEGIES.values():
         for task in setting.tasks:
             assert steps.ERROR_TYPE not in needed_steps(task, setting)
     # A damaged stored classification is no problem of the instance's results.

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from cupid.utils.models.asking import ask_until_usable
-from cupid.utils.models.errors import AnswerWithheld
+from cupid.utils.models.reask import ask_until_usable
+from cupid.utils.models.call_errors import AnswerWithheld
 from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.usage import cost_of
 from awkward_shapes import CLAUDE, FRAGMENT, GEMINI, GPT, SHAPES, SORRY

@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from cupid.utils.models import smollm2
-from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError, PermanentModelError
+from cupid.utils.models.call_errors import ModelCallFailed, ModelConfigurationError, PermanentModelError
 from cupid.utils.models.registry import resolve_model
 from repo_paths import ROOT
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cupid.utils.models.google_models import GoogleModel, build_request, map_error, parse_response
-from cupid.utils.models.errors import ModelCallFailed, PermanentModelError, TransientModelError
+from cupid.utils.models.call_errors import ModelCallFailed, PermanentModelError, TransientModelError
 from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.request import Request
 from cupid.utils.models.retry import classify_error

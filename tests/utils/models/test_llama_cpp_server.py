@@ -26,7 +26,7 @@ import pytest
 from fake_llm_server import FakeLLMServer
 from llama_cpp_server import LlamaServer, missing_modules
 from sample_results import SampleEvaluator
-from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError
+from cupid.utils.models.call_errors import ModelCallFailed, ModelConfigurationError
 from cupid.utils.models.registry import check_models, resolve_model
 from repo_paths import ROOT
 

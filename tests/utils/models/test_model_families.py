@@ -15,7 +15,7 @@ from cupid.evaluation import run as run_module
 from fake_llm_server import FakeLLMServer
 from tests.evaluation.test_run import assert_expected
 from cupid.utils.models.catalog import context_window_of, price_of, tables
-from cupid.utils.models.errors import ContextWindowExceeded, ModelCallFailed, ModelConfigurationError
+from cupid.utils.models.call_errors import ContextWindowExceeded, ModelCallFailed, ModelConfigurationError
 from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.usage import estimate_cost
 
@@ -223,7 +223,7 @@ def test_refusal_of_a_users_temperature_is_not_adapted(fake_llm_env):
     fake_llm_env.reasoning_models = {"gpt-7-preview"}
     model = resolve_model("gpt-7-preview", role="evaluator", overrides={"temperature": 0.3},
                           max_retries=0)
-    from cupid.utils.models.errors import ModelCallFailed
+    from cupid.utils.models.call_errors import ModelCallFailed
 
     with pytest.raises(ModelCallFailed, match="does not support 0.3"):
         model.generate("", user("q"))
@@ -434,7 +434,7 @@ def test_served_model_is_checked_against_the_context_its_server_states(fake_serv
 ])
 def test_providers_context_refusals_are_not_retried(fake_llm_env, model_name, refusal):
     from fake_llm_server import FakeResponse
-    from cupid.utils.models.errors import ModelCallFailed
+    from cupid.utils.models.call_errors import ModelCallFailed
 
     fake_llm_env.script(FakeResponse(status=400, text=refusal))
     model = resolve_model(model_name, role="evaluated", max_retries=3)
@@ -499,7 +499,7 @@ def test_claude_refusing_temperature_is_adapted_once(fake_llm_env, capsys):
 
 def test_an_adaptation_that_does_not_help_fails_the_call(fake_llm_env):
     from fake_llm_server import FakeResponse
-    from cupid.utils.models.errors import ModelCallFailed
+    from cupid.utils.models.call_errors import ModelCallFailed
 
     refusal = FakeResponse(status=400, raw_body=json.dumps({"error": {
         "message": "Unsupported value: 'temperature' does not support 0 with this model.",

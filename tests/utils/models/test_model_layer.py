@@ -12,7 +12,7 @@ import pytest
 from cupid import config
 from cupid.utils.models.anthropic_models import AnthropicModel
 from cupid.utils.models.cache import ResponseCache
-from cupid.utils.models.errors import AuthenticationFailed, ModelCallFailed, ModelConfigurationError
+from cupid.utils.models.call_errors import AuthenticationFailed, ModelCallFailed, ModelConfigurationError
 from cupid.utils.models.registry import resolve_model
 from cupid.utils.models.usage import estimate_cost
 from cupid.utils.models.hosted import CLIENTS

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from fake_llm_server import FakeLLMServer, FakeResponse
-from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError
+from cupid.utils.models.call_errors import ModelCallFailed, ModelConfigurationError
 from cupid.utils.models.registry import check_models, resolve_model
 from cupid.utils.models.together_models import TogetherModel, api_root, together_sdk_base_url
 

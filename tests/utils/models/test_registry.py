@@ -13,7 +13,7 @@ from cupid import config
 from cupid.utils.models import registry
 from cupid.utils.models.anthropic_models import AnthropicModel
 from cupid.utils.models.google_models import GoogleModel
-from cupid.utils.models.errors import ModelCallFailed, ModelConfigurationError, UnknownModelError
+from cupid.utils.models.call_errors import ModelCallFailed, ModelConfigurationError, UnknownModelError
 from cupid.utils.models.model import Model
 from cupid.utils.models.registry import (
     register_model,

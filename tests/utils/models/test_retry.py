@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from cupid import config
-from cupid.utils.models.errors import ModelCallFailed, PermanentModelError, TransientModelError
+from cupid.utils.models.call_errors import ModelCallFailed, PermanentModelError, TransientModelError
 from cupid.utils.models.model import Model
 from cupid.utils.models.openai_models import OpenAIModel
 from cupid.utils.models.request import Completion, Request

@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from cupid import config
-from cupid.utils.models.errors import ModelConfigurationError
+from cupid.utils.models.call_errors import ModelConfigurationError
 from cupid.utils.models.hosted import split_credentials
 from cupid.utils.models.registry import check_models, resolve_model
 from cupid.utils.models.vllm_models import split_name_and_url

@@ -14,7 +14,7 @@ import pytest
 
 from cupid_responder import write_two_instance_data
 from cupid.utils.models import registry
-from cupid.utils.models.errors import UnknownModelError
+from cupid.utils.models.call_errors import UnknownModelError
 from cupid.utils.models.model import Model
 from cupid.utils.models.registry import is_code_spec, resolve_model
 from repo_paths import ROOT, SUPPORT

@@ -1,11 +1,11 @@
-"""The shared re-ask loop (utils/models/asking.py): what a re-ask sends, the variants,
+"""The shared re-ask loop (utils/models/reask.py): what a re-ask sends, the variants,
 and what a failure carries."""
 from __future__ import annotations
 
 import pytest
 
-from cupid.utils.models.asking import UnusableAnswer, ask_until_usable
-from cupid.utils.models.errors import ModelCallFailed
+from cupid.utils.models.reask import UnusableAnswer, ask_until_usable
+from cupid.utils.models.call_errors import ModelCallFailed
 from cupid.utils.models.request import Completion, Usage
 
 

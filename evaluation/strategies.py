@@ -89,7 +89,7 @@ BUILT_IN = {"default": Default, "none": NoHistory, "oracle": Oracle, "summary": 
 
 
 @dataclass(frozen=True)
-class Context:
+class Shown:
     """What a strategy shows of one instance: the history text, and the sessions it selected
     with their 1-based positions (None when it only renders text); ``rendered``: the text is
     the strategy's own (``render``), not the session log of its sessions."""
@@ -101,12 +101,13 @@ class Context:
 
 
 @dataclass(frozen=True)
-class Setting:
-    """A strategy under its canonical name (``recent:k=2``); ``spec`` loads a user's code again
+class Strategy:
+    """A strategy under its canonical name (``recent:k=2``): ``impl`` is the built-in's or the
+    user's object (the one with ``select`` or ``render``); ``spec`` loads a user's code again
     from any directory (recorded in run.json); ``identity`` is what a user's strategy is (its
     class, parameters and source's hash; None for a built-in), whose hash ends its name."""
     name: str
-    strategy: Any
+    impl: Any
     spec: str | None = None
     identity: dict | None = field(default=None, compare=False)  # its hash ends the name, which compares
     # A user's strategy's selection per instance (by fingerprint): called once per process.
@@ -114,32 +115,32 @@ class Setting:
 
     @property
     def summaries(self) -> bool:
-        return bool(getattr(self.strategy, "summaries", False))
+        return bool(getattr(self.impl, "summaries", False))
 
     @property
     def preference_given(self) -> bool:
-        return bool(getattr(self.strategy, "preference_given", False))
+        return bool(getattr(self.impl, "preference_given", False))
 
     @property
     def uses_labels(self) -> bool:
         """Whether the strategy reads the instance's labels (declared with ``uses_labels =
         True``, as the oracle does; the true preference given is one too)."""
-        return bool(getattr(self.strategy, "uses_labels", False)) or self.preference_given
+        return bool(getattr(self.impl, "uses_labels", False)) or self.preference_given
 
     @property
     def tasks(self) -> tuple[str, ...]:
-        return tuple(getattr(self.strategy, "tasks", TASKS))
+        return tuple(getattr(self.impl, "tasks", TASKS))
 
     @property
     def uses_model(self) -> bool:
         """Whether the strategy asks an LLM (``uses_model = True``): the harness gives it one
         as ``strategy.model`` (strategy_model.py)."""
-        return bool(getattr(self.strategy, "uses_model", False))
+        return bool(getattr(self.impl, "uses_model", False))
 
     def give_model(self, model: Any) -> None:
         """The LLM the strategy asks (a ``StrategyModel``), given before it is called."""
         try:
-            self.strategy.model = model
+            self.impl.model = model
         except AttributeError as exc:
             raise BadInput(f"setting {self.name}: uses_model is set but its model cannot be given to it "
                            f"({exc})") from None
@@ -150,7 +151,7 @@ class Setting:
 
     def skip_reason(self, instance: Instance) -> str | None:
         """Why the strategy does not apply to an instance (it is skipped, not failed)."""
-        reason = getattr(self.strategy, "skip_reason", None)
+        reason = getattr(self.impl, "skip_reason", None)
         if not callable(reason):
             return None
         fingerprint = instance.fingerprint()
@@ -158,20 +159,20 @@ class Setting:
         unchanged(instance, fingerprint, self.name)
         return found
 
-    def context(self, instance: Instance) -> Context:
+    def shown(self, instance: Instance) -> Shown:
         """What the strategy shows of ``instance``: the sessions it selected, read from the
         instance by position, or the text it rendered."""
         fingerprint = instance.fingerprint()
-        model = getattr(self.strategy, "model", None) if self.uses_model else None
+        model = getattr(self.impl, "model", None) if self.uses_model else None
         if self.uses_model and model is None:
             raise RuntimeError(f"setting {self.name}: uses_model is set but no model was given to it")
         # What the strategy returned is kept per instance, unless its answers were stand-ins.
         keep = self.identity is not None and not isinstance(model, ForecastingModel)
         kept = self._kept.get(fingerprint) if keep else None
         if kept is not None:
-            return self.recorded_context(instance, *kept)
+            return self.recorded_shown(instance, *kept)
         view = self.view(instance)
-        select, render = (getattr(self.strategy, name, None) for name in ("select", "render"))
+        select, render = (getattr(self.impl, name, None) for name in ("select", "render"))
         positions = text = None
         with counting() as spent:
             if callable(select):
@@ -184,18 +185,18 @@ class Setting:
         usage = dict(spent) if self.uses_model else None
         if keep:
             self._kept[fingerprint] = (positions, text, usage)
-        return self.recorded_context(instance, positions, text, usage)
+        return self.recorded_shown(instance, positions, text, usage)
 
     @staticmethod
-    def recorded_context(instance: Instance, positions: Sequence[int] | None, text: str | None,
-                         model_usage: dict | None = None) -> Context:
-        """The context of the given 1-based positions (None: the strategy named none) and
+    def recorded_shown(instance: Instance, positions: Sequence[int] | None, text: str | None,
+                       model_usage: dict | None = None) -> Shown:
+        """What is shown of the given 1-based positions (None: the strategy named none) and
         rendered text (None: the session log of those sessions), from the instance's data."""
         sessions = None if positions is None else tuple(instance.prior_interactions[p - 1] for p in positions)
         rendered = text is not None
         if text is None:
             text = format_session_log(sessions or ())
-        return Context(text, sessions, None if positions is None else tuple(positions), rendered, model_usage)
+        return Shown(text, sessions, None if positions is None else tuple(positions), rendered, model_usage)
 
     def _positions(self, instance: Instance, view: Any, sessions: tuple) -> tuple[int, ...]:
         prior = view.prior_interactions
@@ -212,12 +213,12 @@ class Setting:
         return tuple(positions)
 
 
-def setting_named(value: Any) -> Setting:
-    """The setting ``--setting`` names (``NAME[:key=value,...]``), or a strategy object
+def strategy_named(value: Any) -> Strategy:
+    """The strategy ``--setting`` names (``NAME[:key=value,...]``), or a strategy object
     (``evaluate(setting=MyStrategy())``: named by its ``name`` attribute, else its class).
     A user's strategy's name ends with ``@`` and its identity's hash. BadInput names what is
     wrong."""
-    if isinstance(value, Setting):
+    if isinstance(value, Strategy):
         return value
     if not isinstance(value, str):
         kind = type(value)
@@ -225,7 +226,7 @@ def setting_named(value: Any) -> Setting:
                                                 else f"{kind.__module__}:{kind.__qualname__}")
         strategy = _checked(value, str(name))
         identity = strategy_identity(kind, _simple_attributes(value))
-        return Setting(f"{name}@{identity['hash']}", strategy, identity=identity)
+        return Strategy(f"{name}@{identity['hash']}", strategy, identity=identity)
     text = value.strip()
     head, params = _split_parameters(text)
     suffix = ":" + ",".join(f"{k}={v}" for k, v in sorted(params.items())) if params else ""
@@ -254,10 +255,10 @@ def setting_named(value: Any) -> Setting:
         raise BadInput(f"setting {text}: {head} is an object, not a class: it takes no parameters")
     strategy = _checked(strategy, text)
     if head in BUILT_IN:
-        return Setting(name + suffix, strategy, spec)
+        return Strategy(name + suffix, strategy, spec)
     made = isinstance(found, type) or callable(found) and not _is_strategy(found)
     identity = strategy_identity(found if made else type(found), params if made else _simple_attributes(found))
-    return Setting(f"{name}{suffix}@{identity['hash']}", strategy, spec, identity)
+    return Strategy(f"{name}{suffix}@{identity['hash']}", strategy, spec, identity)
 
 
 def strategy_identity(code: Any, parameters: dict) -> dict:
@@ -344,5 +345,5 @@ def _entry_point(name: str) -> Any:
                        f"{type(exc).__name__}: {exc}") from exc
 
 
-# The paper's settings, in the paper's order (the report's order too).
-SETTINGS = {name: setting_named(name) for name in ("default", "oracle", "summary", "oracle_preference")}
+# The paper's four strategies (its settings, §4.1), in the paper's order (the report's order too).
+PAPER_STRATEGIES = {name: strategy_named(name) for name in ("default", "oracle", "summary", "oracle_preference")}

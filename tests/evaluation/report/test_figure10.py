@@ -1,4 +1,4 @@
-"""Figure 10's matrix (evaluation/report/self_enhancement.py) on the fixture results, whose
+"""Figure 10's matrix (evaluation/report/figure10.py) on the fixture results, whose
 instances differ: a cell's F1 is the micro F1 (pooled counts, as the paper's tables), not the
 mean of the instances' F1; its score the mean judge score; each with its n and what failed."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cupid.evaluation.report import self_enhancement as M
+from cupid.evaluation.report import figure10 as M
 from fixtures_results import CLAUDE, FAILED, GPT4O, GPT4O_DEFAULT, MISSING, build_results_dir
 
 

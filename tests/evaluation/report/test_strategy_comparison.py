@@ -1,4 +1,4 @@
-"""The report compares context strategies (evaluation/report/strategies.py): data/sample run
+"""The report compares context strategies (evaluation/report/strategy_comparison.py): data/sample run
 with the default setting, the oracle, recent:k=2 and bm25:k=3 (scripted answers), and the
 report's tables, figure and instance pages checked against numbers computed here."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from fake_llm_server import FakeLLMServer
 from sample_results import SAMPLE, SampleEvaluator
 from tests.evaluation.report.test_report_html import browser, needs_chromium, open_report, shot  # noqa: F401  (fixtures)
 
-SETTINGS = ("default", "oracle", "recent:k=2", "bm25:k=3")
+STRATEGIES = ("default", "oracle", "recent:k=2", "bm25:k=3")
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def results(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("strategies") / "results"
     with FakeLLMServer(responder=SampleEvaluator()) as server:
-        for setting in SETTINGS:
+        for setting in STRATEGIES:
             assert run_module.main(["--model", f"vllm:model-a@{server.openai_base_url}",
                                     "--evaluator", f"vllm:evaluator@{server.openai_base_url}",
                                     "--data_dir", str(SAMPLE), "--results_dir", str(out), "--task", "both",

@@ -14,7 +14,7 @@ require_inspect()
 from inspect_ai.scorer import SampleScore, Score, stderr  # noqa: E402
 
 from cupid.evaluation.metrics import InferenceCounts, f1_score, micro_inference  # noqa: E402
-from cupid.inspect_tasks.metrics import macro, micro, micro_stderr  # noqa: E402
+from cupid.inspect_tasks.pooled_metrics import macro, micro, micro_stderr  # noqa: E402
 
 # (persona, matched against the truth, inferred entries, truth entries matched, truth entries)
 ROWS = [("a", 1.5, 2, 1.0, 3), ("a", 0.0, 1, 2.0, 2), ("a", 3.0, 4, 0.5, 3),

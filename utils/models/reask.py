@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from cupid.utils.models.endings import FLAGGED, WITHHOLDING
-from cupid.utils.models.errors import AnswerWithheld, ModelCallFailed
+from cupid.utils.models.call_errors import AnswerWithheld, ModelCallFailed
 from cupid.utils.models.model import Model
 from cupid.utils.models.request import Completion
 from cupid.utils.models.usage import TOKEN_FIELDS

@@ -1,4 +1,4 @@
-"""Context strategies (evaluation/settings.py) in process: what each built-in shows, the
+"""Context strategies (evaluation/strategies.py) in process: what each built-in shows, the
 positions a selection is recorded under, rendered text, the canonical names, typed
 parameters, and every refusal named (tests/evaluation/test_strategies.py runs them through
 cupid-eval)."""
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from cupid.evaluation import settings as S
-from cupid.evaluation.settings import Setting, setting_named
+from cupid.evaluation import strategies as S
+from cupid.evaluation.strategies import Strategy, strategy_named
 from cupid.evaluation.steps.layouts import format_session_log
 from cupid.utils.dataset import Instance, Session, Turn
 from cupid.utils.errors import BadInput
@@ -26,20 +26,20 @@ def instance(sessions=SESSIONS, current="Short.") -> Instance:
 
 def test_the_paper_settings_and_what_each_shows():
     i = instance()
-    assert list(S.SETTINGS) == ["default", "oracle", "summary", "oracle_preference"]
-    default = S.SETTINGS["default"].context(i)
-    assert default == S.Context(format_session_log(SESSIONS), SESSIONS, (1, 2, 3, 4))
-    oracle = S.SETTINGS["oracle"].context(i)
+    assert list(S.PAPER_STRATEGIES) == ["default", "oracle", "summary", "oracle_preference"]
+    default = S.PAPER_STRATEGIES["default"].shown(i)
+    assert default == S.Shown(format_session_log(SESSIONS), SESSIONS, (1, 2, 3, 4))
+    oracle = S.PAPER_STRATEGIES["oracle"].shown(i)
     assert oracle.sessions == (SESSIONS[0], SESSIONS[2]) and oracle.positions == (1, 3)
-    assert S.SETTINGS["oracle"].skip_reason(i) is None
-    assert S.SETTINGS["oracle"].skip_reason(instance(current="Other.")) == "no prior session has the current preference"
-    assert S.SETTINGS["default"].skip_reason(instance(current="Other.")) is None
-    assert setting_named("none").context(i) == S.Context(format_session_log(()), (), ())
-    summary, given = S.SETTINGS["summary"], S.SETTINGS["oracle_preference"]
+    assert S.PAPER_STRATEGIES["oracle"].skip_reason(i) is None
+    assert S.PAPER_STRATEGIES["oracle"].skip_reason(instance(current="Other.")) == "no prior session has the current preference"
+    assert S.PAPER_STRATEGIES["default"].skip_reason(instance(current="Other.")) is None
+    assert strategy_named("none").shown(i) == S.Shown(format_session_log(()), (), ())
+    summary, given = S.PAPER_STRATEGIES["summary"], S.PAPER_STRATEGIES["oracle_preference"]
     assert (summary.summaries, summary.preference_given, summary.tasks) == (True, False, S.TASKS)
     assert (given.summaries, given.preference_given, given.tasks) == (False, True, ("generation",))
-    assert given.context(i).positions == ()
-    assert S.SETTINGS["default"].summaries is False and S.SETTINGS["default"].preference_given is False
+    assert given.shown(i).positions == ()
+    assert S.PAPER_STRATEGIES["default"].summaries is False and S.PAPER_STRATEGIES["default"].preference_given is False
     assert S.TASKS == ("inference", "generation", "both")
 
 
@@ -54,8 +54,8 @@ def test_positions_follow_the_selection_order_and_equal_sessions_are_found():
         def select(self, inst):
             return [Session(s.context_factor, s.contextual_preference, s.dialogue) for s in inst.prior_interactions[2:]]
 
-    assert setting_named(Reversed()).context(instance()).positions == (4, 3, 2, 1)
-    assert setting_named(Copies()).context(instance()).positions == (3, 4)
+    assert strategy_named(Reversed()).shown(instance()).positions == (4, 3, 2, 1)
+    assert strategy_named(Copies()).shown(instance()).positions == (3, 4)
 
 
 def test_a_foreign_session_is_refused_naming_the_setting_and_instance():
@@ -67,7 +67,7 @@ def test_a_foreign_session_is_refused_naming_the_setting_and_instance():
 
     with pytest.raises(ValueError, match=r"setting foreign@\w+: select\(\) returned a Session that is not one of "
                                          r"instance i1's prior sessions"):
-        setting_named(Foreign()).context(instance())
+        strategy_named(Foreign()).shown(instance())
 
 
 def test_render_gives_the_text_and_select_the_sessions_it_drew_on():
@@ -85,11 +85,11 @@ def test_render_gives_the_text_and_select_the_sessions_it_drew_on():
         def render(self, inst):
             return ["not", "text"]
 
-    assert setting_named(Notes()).context(instance()) == S.Context("notes about the user", None, None, rendered=True)
-    assert setting_named(Both()).context(instance()) == S.Context("notes about the user", (SESSIONS[1],), (2,),
+    assert strategy_named(Notes()).shown(instance()) == S.Shown("notes about the user", None, None, rendered=True)
+    assert strategy_named(Both()).shown(instance()) == S.Shown("notes about the user", (SESSIONS[1],), (2,),
                                                                   rendered=True)
     with pytest.raises(TypeError, match=r"setting bad@\w+: render\(\) returned a list, not a str"):
-        setting_named(Bad()).context(instance())
+        strategy_named(Bad()).shown(instance())
 
 
 def test_a_strategy_object_is_named_by_its_name_or_class():
@@ -98,20 +98,20 @@ def test_a_strategy_object_is_named_by_its_name_or_class():
             return ()
 
     named = type("Named", (), {"name": "my-memory", "select": lambda self, inst: ()})()
-    assert setting_named(named).name.split("@")[0] == "my-memory"
-    assert setting_named(Plain()).name.split("@")[0] == f"{__name__}:{Plain.__qualname__}"
-    same = Setting("x", Plain())
-    assert setting_named(same) is same
+    assert strategy_named(named).name.split("@")[0] == "my-memory"
+    assert strategy_named(Plain()).name.split("@")[0] == f"{__name__}:{Plain.__qualname__}"
+    same = Strategy("x", Plain())
+    assert strategy_named(same) is same
     with pytest.raises(BadInput, match="setting .*: a strategy needs select\\(instance\\) or render\\(instance\\); "
                                        "object has neither"):
-        setting_named(object())
+        strategy_named(object())
 
 
 @pytest.mark.parametrize("text, name, k", [
     ("recent:k=2", "recent:k=2", 2), (" bm25:k=03 ", "bm25:k=3", 3), ("recent:k=10", "recent:k=10", 10)])
 def test_built_in_retrievers_take_k_and_are_named_canonically(text, name, k):
-    found = setting_named(text)
-    assert found.name == name and found.strategy.k == k and found.spec is None
+    found = strategy_named(text)
+    assert found.name == name and found.impl.k == k and found.spec is None
 
 
 def test_parameters_are_typed_and_sorted():
@@ -132,13 +132,13 @@ def test_parameters_are_typed_and_sorted():
 
 def test_refusals_name_the_setting():
     with pytest.raises(BadInput, match="setting recent:k=0: k: expected a whole number"):
-        setting_named("recent:k=0")
+        strategy_named("recent:k=0")
     with pytest.raises(BadInput, match=r"unknown 'recnt' \(did you mean 'recent'\?\)\. Built in: default, none, oracle"):
-        setting_named("recnt")
+        strategy_named("recnt")
     with pytest.raises(BadInput, match=r"unknown 'zzzz'\. Built in"):
-        setting_named("zzzz")
+        strategy_named("zzzz")
     with pytest.raises(BadInput, match="setting default:k=2: "):
-        setting_named("default:k=2")
+        strategy_named("default:k=2")
 
 
 STRATEGY_FILE = '''
@@ -157,22 +157,22 @@ ready = Picks(2)
 def test_a_users_file_is_loaded_named_by_its_file_and_recorded_portably(tmp_path, monkeypatch):
     (tmp_path / "mine.py").write_text(STRATEGY_FILE, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    found = setting_named("mine.py:Picks:k=3,label=memo")
+    found = strategy_named("mine.py:Picks:k=3,label=memo")
     assert found.name.split("@")[0] == "mine.py:Picks:k=3,label=memo"
     assert found.spec == f"{(tmp_path / 'mine.py').resolve()}:Picks:k=3,label=memo"
-    assert (found.strategy.k, found.strategy.label) == (3, "memo")
-    assert found.context(instance()).positions == (1, 2, 3)
-    plain = setting_named("mine.py:Picks")
+    assert (found.impl.k, found.impl.label) == (3, "memo")
+    assert found.shown(instance()).positions == (1, 2, 3)
+    plain = strategy_named("mine.py:Picks")
     assert plain.name.split("@")[0] == "mine.py:Picks" and plain.spec == f"{(tmp_path / 'mine.py').resolve()}:Picks"
-    ready = setting_named("mine.py:ready")
-    assert ready.context(instance()).positions == (1, 2)
+    ready = strategy_named("mine.py:ready")
+    assert ready.shown(instance()).positions == (1, 2)
     with pytest.raises(BadInput, match="setting mine.py:ready:k=1: mine.py:ready is an object, not a class: it takes no "
                                        "parameters"):
-        setting_named("mine.py:ready:k=1")
+        strategy_named("mine.py:ready:k=1")
     with pytest.raises(BadInput, match="setting mine.py:Picks:depth=2: .*unexpected keyword argument 'depth'"):
-        setting_named("mine.py:Picks:depth=2")
+        strategy_named("mine.py:Picks:depth=2")
     with pytest.raises(BadInput, match="^setting absent.py:Picks: no such file absent.py"):
-        setting_named("absent.py:Picks")
+        strategy_named("absent.py:Picks")
 
 
 class FakeEntryPoint:
@@ -199,20 +199,20 @@ def test_an_installed_entry_point_is_a_strategy_too(monkeypatch):
     asked = []
     monkeypatch.setattr(registry, "_entry_points",
                         lambda group: asked.append(group) or (points if group == "cupid.strategies" else {}))
-    found = setting_named("notes:size=4")
+    found = strategy_named("notes:size=4")
     assert asked[0] == S.ENTRY_POINT_GROUP == "cupid.strategies"
     assert found.name.split("@")[0] == "notes:size=4" and found.spec is None
-    assert found.context(instance()) == S.Context("memory of 4", None, None, rendered=True)
+    assert found.shown(instance()) == S.Shown("memory of 4", None, None, rendered=True)
     with pytest.raises(BadInput, match=r"^setting broken: the entry point pkg.mod:Thing failed to load: "
                                        r"ImportError: no pkg$"):
-        setting_named("broken")
+        strategy_named("broken")
     with pytest.raises(BadInput, match=r"unknown 'notse' \(did you mean 'notes'\?\)\. .*installed cupid.strategies "
                                        r"entry points: broken, notes$"):
-        setting_named("notse")
+        strategy_named("notse")
     monkeypatch.setattr(registry, "_entry_points", lambda group: {})
     with pytest.raises(BadInput, match=r"\(recent, bm25 and dense take k=N\); your own: path/file.py:Class or "
                                        r"package.module:Class; installed cupid.strategies entry points: none$"):
-        setting_named("zzzz")
+        strategy_named("zzzz")
 
 
 MORE_STRATEGIES = STRATEGY_FILE + '''
@@ -245,16 +245,16 @@ def test_what_a_file_names_a_class_a_factory_an_object_or_neither(tmp_path, monk
     nested.mkdir(parents=True)
     (nested / "mine.py").write_text(MORE_STRATEGIES, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    made = setting_named("sub/d:x/mine.py:make:k=2")
-    assert made.name.split("@")[0] == "mine.py:make:k=2" and (made.strategy.k, made.strategy.label) == (2, "made")
-    used = setting_named("sub/d:x/mine.py:callable_strategy")
-    assert used.context(instance()).positions == (4,)
+    made = strategy_named("sub/d:x/mine.py:make:k=2")
+    assert made.name.split("@")[0] == "mine.py:make:k=2" and (made.impl.k, made.impl.label) == (2, "made")
+    used = strategy_named("sub/d:x/mine.py:callable_strategy")
+    assert used.shown(instance()).positions == (4,)
     with pytest.raises(BadInput) as info:
-        setting_named("sub/d:x/mine.py:number")
+        strategy_named("sub/d:x/mine.py:number")
     assert str(info.value) == ("setting sub/d:x/mine.py:number: a strategy needs select(instance) or "
                                "render(instance); int has neither")
     with pytest.raises(BadInput) as info:
-        setting_named("sub/d:x/mine.py:Empty")
+        strategy_named("sub/d:x/mine.py:Empty")
     assert str(info.value) == ("setting sub/d:x/mine.py:Empty: a strategy needs select(instance) or "
                                "render(instance); Empty has neither")
     assert S._split_parameters("x:model=org=name") == ("x", {"model": "org=name"})
@@ -263,9 +263,9 @@ def test_what_a_file_names_a_class_a_factory_an_object_or_neither(tmp_path, monk
 def test_an_object_of_a_script_is_named_by_its_class_alone():
     kind = type("Script", (), {"select": lambda self, inst: ()})
     kind.__module__ = "__main__"
-    assert setting_named(kind()).name.split("@")[0] == "Script"
+    assert strategy_named(kind()).name.split("@")[0] == "Script"
     with pytest.raises(BadInput) as info:
-        setting_named(object())
+        strategy_named(object())
     assert str(info.value) == ("setting builtins:object: a strategy needs select(instance) or render(instance); "
                                "object has neither")
 
@@ -278,7 +278,7 @@ def test_a_selected_session_is_recorded_at_its_own_position_among_equal_ones():
         def select(self, inst):
             return [inst.prior_interactions[2]]
 
-    assert setting_named(Last()).context(instance(sessions)).positions == (3,)
+    assert strategy_named(Last()).shown(instance(sessions)).positions == (3,)
 
 
 def test_render_is_given_the_instance():
@@ -286,7 +286,7 @@ def test_render_is_given_the_instance():
         def render(self, inst):
             return f"notes on {inst.current_request}"
 
-    assert setting_named(ById()).context(instance()).text == "notes on Write it."
+    assert strategy_named(ById()).shown(instance()).text == "notes on Write it."
 
 
 def test_a_users_strategy_is_identified_by_its_class_parameters_and_source(tmp_path, monkeypatch):
@@ -295,17 +295,17 @@ def test_a_users_strategy_is_identified_by_its_class_parameters_and_source(tmp_p
     (tmp_path / "mine.py").write_text(MORE_STRATEGIES, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     source = hashlib.sha256((tmp_path / "mine.py").read_bytes()).hexdigest()
-    picks = setting_named("mine.py:Picks:k=3,label=memo")
+    picks = strategy_named("mine.py:Picks:k=3,label=memo")
     assert {k: picks.identity[k] for k in ("class", "parameters", "source_sha256")} == {
         "class": "Picks", "parameters": {"k": 3, "label": "memo"}, "source_sha256": source}
     assert picks.name == f"mine.py:Picks:k=3,label=memo@{picks.identity['hash']}" and len(picks.identity["hash"]) == 10
-    assert setting_named("mine.py:Picks:k=3,label=memo").name == picks.name
-    assert setting_named("mine.py:Picks:k=4,label=memo").name != picks.name
-    made = setting_named("mine.py:make:k=2")
+    assert strategy_named("mine.py:Picks:k=3,label=memo").name == picks.name
+    assert strategy_named("mine.py:Picks:k=4,label=memo").name != picks.name
+    made = strategy_named("mine.py:make:k=2")
     assert (made.identity["class"], made.identity["parameters"]) == ("make", {"k": 2})
-    ready = setting_named("mine.py:ready")      # an object: its class, and its simple public attributes
+    ready = strategy_named("mine.py:ready")      # an object: its class, and its simple public attributes
     assert (ready.identity["class"], ready.identity["parameters"]) == ("Picks", {"k": 2, "label": "x"})
-    assert setting_named("recent:k=2").identity is None and "@" not in setting_named("recent:k=2").name
+    assert strategy_named("recent:k=2").identity is None and "@" not in strategy_named("recent:k=2").name
 
 
 def test_an_objects_parameters_are_its_simple_public_attributes():
@@ -319,8 +319,8 @@ def test_an_objects_parameters_are_its_simple_public_attributes():
 
     assert S._simple_attributes(Memory()) == {"flag": True, "name_": "n", "none": None, "rate": 0.5, "size": 4}
     assert S._simple_attributes(object()) == {}
-    found = setting_named(Memory())
-    assert found.identity["parameters"] == S._simple_attributes(found.strategy)
+    found = strategy_named(Memory())
+    assert found.identity["parameters"] == S._simple_attributes(found.impl)
     assert found.identity["class"].endswith("Memory")
 
 
@@ -332,14 +332,14 @@ def test_a_users_strategy_is_asked_once_per_instance_and_a_built_in_each_time():
             asked.append(inst.current_request)
             return inst.prior_interactions[:1]
 
-    counting = setting_named(Counting())
-    first, second = counting.context(instance()), counting.context(instance())
-    assert first == second == S.Context(format_session_log(SESSIONS[:1]), SESSIONS[:1], (1,))
+    counting = strategy_named(Counting())
+    first, second = counting.shown(instance()), counting.shown(instance())
+    assert first == second == S.Shown(format_session_log(SESSIONS[:1]), SESSIONS[:1], (1,))
     assert asked == ["Write it."]
     other = Instance("i2", "p1", "consistent", "Other request.", "Factor 1", "Short.", ("Is it short?",), SESSIONS)
-    counting.context(other)
+    counting.shown(other)
     assert asked == ["Write it.", "Other request."]
-    plain = Setting("plain", Counting())      # no identity (as a built-in): asked every time
-    plain.context(instance())
-    plain.context(instance())
+    plain = Strategy("plain", Counting())      # no identity (as a built-in): asked every time
+    plain.shown(instance())
+    plain.shown(instance())
     assert asked[-2:] == ["Write it.", "Write it."]

@@ -39,7 +39,7 @@ class PermanentModelError(ModelError):
 
 class ModelCallFailed(ModelError):
     """Raised by the seam when a call failed for good; says why and after how many attempts
-    (0: refused before it was sent). ``answer``: what a re-ask loop (asking.py) had received
+    (0: refused before it was sent). ``answer``: what a re-ask loop (reask.py) had received
     before this call, when it made it."""
 
     answer = None

@@ -1,5 +1,6 @@
-"""A synthesis run's settings: the options, which of them shape the data (a rerun into the
-same directory must use the same), and how each stage's model is made."""
+"""A synthesis run's options (SynthesisConfig), which of them shape the data (a rerun into the
+same directory must use the same, recorded under run.json's "settings"), and how each stage's
+model is made."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,8 +16,8 @@ from cupid.evaluation.steps import decompose
 from cupid.utils.io import atomic_write_json, read_json
 from cupid.utils.errors import BadInput
 
-# Settings that shape the data: a rerun into the same directory must use the same ones.
-SHAPING_SETTINGS = ("model", "user_model", "assistant_model", "decomposer_model", "n_factors",
+# Options that shape the data: a rerun into the same directory must use the same ones.
+SHAPING_OPTIONS = ("model", "user_model", "assistant_model", "decomposer_model", "n_factors",
                     "n_sessions", "max_turns", "seed", "persona_batch_size")
 
 
@@ -47,15 +48,15 @@ class SynthesisConfig:
 
     def check(self) -> None:
         if self.n_personas < 1:
-            raise SettingsError("n_personas must be at least 1")
+            raise OptionsError("n_personas must be at least 1")
         if self.n_factors < 3:
-            raise SettingsError("n_factors must be at least 3 (a contrastive pair and another factor)")
+            raise OptionsError("n_factors must be at least 3 (a contrastive pair and another factor)")
         if self.n_sessions < MIN_SESSIONS:
-            raise SettingsError(f"n_sessions must be at least {MIN_SESSIONS}")
+            raise OptionsError(f"n_sessions must be at least {MIN_SESSIONS}")
         if self.max_turns < 1:
-            raise SettingsError("max_turns must be at least 1")
+            raise OptionsError("max_turns must be at least 1")
         if self.n_workers < 1 or self.persona_batch_size < 1 or self.max_attempts < 1:
-            raise SettingsError("n_workers, persona_batch_size and attempts must be positive")
+            raise OptionsError("n_workers, persona_batch_size and attempts must be positive")
 
 
 def model_label(spec: str) -> str:
@@ -65,8 +66,8 @@ def model_label(spec: str) -> str:
     return name if sep and name and url.startswith(("http://", "https://")) else spec
 
 
-def shaping_settings(cfg: "SynthesisConfig") -> dict:
-    values = {k: getattr(cfg, k) for k in SHAPING_SETTINGS}
+def shaping_options(cfg: "SynthesisConfig") -> dict:
+    values = {k: getattr(cfg, k) for k in SHAPING_OPTIONS}
     return {k: model_label(v) if k.endswith("model") else v for k, v in values.items()}
 
 
@@ -97,24 +98,24 @@ def stage_models(cfg: SynthesisConfig, cache: Any) -> dict[str, Model]:
     }
 
 
-class SettingsError(BadInput):
+class OptionsError(BadInput):
     """Bad options, or options that differ from those the output directory was made with."""
 
 
-class SettingsMismatch(SettingsError):
+class OptionsMismatch(OptionsError):
     pass
 
 
-def check_settings(out: Path, cfg: SynthesisConfig) -> None:
-    """Record the shaping settings in a new output directory; refuse other ones in an old one."""
+def check_options(out: Path, cfg: SynthesisConfig) -> None:
+    """Record the shaping options in a new output directory; refuse other ones in an old one."""
     path = out / "run.json"
-    current = shaping_settings(cfg)
+    current = shaping_options(cfg)
     if path.exists():
         previous = read_json(path).get("settings", {})
         different = {k: (previous.get(k), v) for k, v in current.items() if previous.get(k) != v}
         if different:
             details = "; ".join(f"{k}: {a!r} before, {b!r} now" for k, (a, b) in different.items())
-            raise SettingsMismatch(
+            raise OptionsMismatch(
                 f"{out} holds data made with other settings ({details}). Use another "
                 f"--output_dir, or the same settings to continue it.")
     else:
