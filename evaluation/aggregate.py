@@ -9,14 +9,14 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
-from cupid.evaluation import release as release_parsing, steps
-from cupid.evaluation.session_recall import session_selection
-from cupid.evaluation.store import step_record
-from cupid.evaluation.metrics import (InferenceCounts, generation_problem, generation_summary, inference_problem,
-                                      macro_inference, mean, micro_inference, read_generation, read_inference)
-from cupid.utils.dataset import INSTANCE_TYPES
-from cupid.utils.models.endings import ENDINGS, WITHHOLDING
-from cupid.utils.models.usage import TOKEN_FIELDS, cost_of
+from . import release as release_parsing, steps
+from .session_recall import session_selection
+from .store import step_record
+from .metrics import (InferenceCounts, generation_problem, generation_summary, inference_problem,
+                      macro_inference, mean, micro_inference, read_generation, read_inference)
+from ..utils.dataset import INSTANCE_TYPES
+from ..utils.models.endings import ENDINGS, WITHHOLDING
+from ..utils.models.usage import TOKEN_FIELDS, cost_of
 
 
 @dataclass

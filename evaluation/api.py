@@ -22,15 +22,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from cupid import config
-from cupid.evaluation.run_spec import RunSpec, data_path
-from cupid.utils import events
-from cupid.utils.events import Event
-from cupid.utils.io import open_log_file
-from cupid.utils.models.model import Model
-from cupid.utils.models.retry import reset_cancel
-from cupid.utils.redact import RedactingFormatter
-from cupid.utils.stop_signals import SignalGuard
+from .. import config
+from .run_spec import RunSpec, data_path
+from ..utils import events
+from ..utils.events import Event
+from ..utils.io import open_log_file
+from ..utils.models.model import Model
+from ..utils.models.retry import reset_cancel
+from ..utils.redact import RedactingFormatter
+from ..utils.stop_signals import SignalGuard
 
 
 @dataclass
@@ -48,10 +48,10 @@ class EvaluationResult:
         """One dict per (scorer, instance): the rows ``cupid-report --export`` writes; for
         ``task="interaction"``, one per dialogue (its FILE.interaction export's rows)."""
         if self.results.get("task") == "interaction":
-            from cupid.evaluation.report.interaction_section import sample_rows as dialogue_rows
+            from .report.interaction_section import sample_rows as dialogue_rows
 
             return dialogue_rows(self.run_dir)
-        from cupid.evaluation.sample_rows import sample_rows
+        from .sample_rows import sample_rows
 
         return sample_rows(self.run_dir)
 
@@ -106,14 +106,14 @@ def evaluate(model: str | Model, *, evaluator: str | Model = config.DEFAULT_EVAL
     """
     arguments = dict(locals())  # RunSpec's fields, and on_event
     del arguments["on_event"]
-    from cupid.evaluation.invocation import Invocation
+    from .invocation import Invocation
 
     spec = RunSpec(**{**arguments, "data": data_path(data, results_dir)})
     with process_state_kept(spec.log_file, on_event):
         reset_cancel()
         with SignalGuard() as signals:  # SIGTERM and SIGHUP stop the run as Ctrl-C does
             if spec.task == "interaction":
-                from cupid.evaluation.interaction_run import run_interaction
+                from .interaction_run import run_interaction
 
                 results, run_dir = run_interaction(spec)
                 return EvaluationResult(results=results, run_dir=run_dir,

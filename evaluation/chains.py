@@ -9,16 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from cupid.evaluation import steps
-from cupid.evaluation.metrics import InferenceCounts
-from cupid.evaluation.strategies import Shown, Strategy
-from cupid.evaluation.steps import decompose, generate, infer, judge, match, summarize
-from cupid.utils.dataset import Instance, Session
-from cupid.utils.errors import BadInput
-from cupid.utils.io import StorageError
-from cupid.utils.models.batch import BatchDeferred
-from cupid.utils.models.call_errors import ModelConfigurationError, RunCancelled
-from cupid.utils.models.model import Model
+from . import steps
+from .metrics import InferenceCounts
+from .strategies import Shown, Strategy
+from .steps import decompose, generate, infer, judge, match, summarize
+from ..utils.dataset import Instance, Session
+from ..utils.errors import BadInput
+from ..utils.io import StorageError
+from ..utils.models.batch import BatchDeferred
+from ..utils.models.call_errors import ModelConfigurationError, RunCancelled
+from ..utils.models.model import Model
 
 # What stops an instance's work without failing it: raised through, whoever's code it came
 # through (a step's, or an LLM-backed strategy's).

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from cupid import config
+from .. import config
 
 
 def _fmt(value, digits: int = 3, missing: str = "  -  ") -> str:

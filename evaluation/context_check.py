@@ -17,15 +17,15 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from cupid.evaluation import steps
-from cupid.evaluation.chains import AnswerlessAsker
-from cupid.evaluation.strategies import Shown, Strategy
-from cupid.evaluation.steps import summarize
-from cupid.evaluation.steps.ask import Ask
-from cupid.utils.dataset import Instance
-from cupid.utils.models.call_errors import ModelConfigurationError
-from cupid.utils.models.model import Model
-from cupid.utils.models.tokens import lower_bound_tokens
+from . import steps
+from .chains import AnswerlessAsker
+from .strategies import Shown, Strategy
+from .steps import summarize
+from .steps.ask import Ask
+from ..utils.dataset import Instance
+from ..utils.models.call_errors import ModelConfigurationError
+from ..utils.models.model import Model
+from ..utils.models.tokens import lower_bound_tokens
 
 # The flag that sets each role's max_tokens.
 ROLE_FLAGS = {"evaluated": "--model_args", "evaluator": "--evaluator_args",

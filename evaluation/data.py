@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from cupid.evaluation.hub import HubSplit, load_hub_split, rows_from_hub, sessions_as_records
-from cupid.utils.dataset import DataValidationError, Instance, parse_instance, shape_departures, summarize_departures
+from .hub import HubSplit, load_hub_split, rows_from_hub, sessions_as_records
+from ..utils.dataset import DataValidationError, Instance, parse_instance, shape_departures, summarize_departures
 
 
 def _read_text(path: Path) -> str:

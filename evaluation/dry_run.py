@@ -17,23 +17,23 @@ import sys
 from dataclasses import dataclass, field
 from statistics import median
 
-from cupid import config
-from cupid.evaluation import paper_shape, steps
-from cupid.evaluation.chains import AnswerlessAsker, scorer_name
-from cupid.evaluation.run_spec import RunSpec
-from cupid.evaluation.steps import summarize
-from cupid.evaluation.steps.ask import Ask
-from cupid.evaluation.steps.layouts import format_session_log
-from cupid.evaluation.session_recall import recorded_selection
-from cupid.evaluation.shards import ShardedInstances
-from cupid.evaluation.store import RunStore, instance_file_name, run_dir_for, step_record
-from cupid.evaluation.strategy_model import ANSWER_TOKENS, ForecastingModel
-from cupid.utils.dataset import DataValidationError, Instance
-from cupid.utils.errors import CupidError
-from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
-                                  recorded_reasoning, render, role_forecast, summary)
-from cupid.utils.io import read_json
-from cupid.utils.models.tokens import estimate_tokens
+from .. import config
+from . import paper_shape, steps
+from .chains import AnswerlessAsker, scorer_name
+from .run_spec import RunSpec
+from .steps import summarize
+from .steps.ask import Ask
+from .steps.layouts import format_session_log
+from .session_recall import recorded_selection
+from .shards import ShardedInstances
+from .store import RunStore, instance_file_name, run_dir_for, step_record
+from .strategy_model import ANSWER_TOKENS, ForecastingModel
+from ..utils.dataset import DataValidationError, Instance
+from ..utils.errors import CupidError
+from ..utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
+                              recorded_reasoning, render, role_forecast, summary)
+from ..utils.io import read_json
+from ..utils.models.tokens import estimate_tokens
 
 # Stand-ins for the answers the later steps are built from, and the answers' own lengths.
 ANALYSIS_TOKENS = 150           # the "### Analysis" part of an inferred preference
@@ -337,10 +337,10 @@ def expected_rounds(instance: Instance, max_rounds: int) -> int:
 def forecast_interaction(spec: RunSpec, fresh: bool = False) -> RunForecast:
     """Each dialogue's calls, rendered by evaluation/interaction.py's own requests with
     stand-in replies and simulator answers, round after round as the chats grow."""
-    from cupid.evaluation.interaction import first_ask, interaction_dir, persona_description
-    from cupid.evaluation.interaction_run import resolve_simulator
-    from cupid.evaluation.steps import generate, user_simulator
-    from cupid.utils.models.reask import ask_until_usable
+    from .interaction import first_ask, interaction_dir, persona_description
+    from .interaction_run import resolve_simulator
+    from .steps import generate, user_simulator
+    from ..utils.models.reask import ask_until_usable
 
     instances, shape_note = run_instances(spec)
     models = spec.resolve_models()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from cupid.utils.dataset import DataValidationError
+from ..utils.dataset import DataValidationError
 
 HUB_COLUMNS = ("persona_id", "instance_type", "current_request", "current_context_factor",
                "current_contextual_preference", "current_checklist", "prior_interactions")

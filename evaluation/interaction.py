@@ -31,22 +31,22 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from cupid import config
-from cupid.evaluation.strategies import Shown, Strategy
-from cupid.evaluation.steps import generate, judge, user_simulator
-from cupid.evaluation.steps.ask import Ask
-from cupid.evaluation.store import instance_file_name, now, run_dir_for
-from cupid.utils.answers import ParseError
-from cupid.utils import events
-from cupid.utils.dataset import Instance, safe_name
-from cupid.utils.errors import SetupError
-from cupid.utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
-from cupid.utils.models.reask import Answer, UnusableAnswer, ask_until_usable
-from cupid.utils.models.batch import BatchDeferred
-from cupid.utils.models.call_errors import ModelCallFailed, RunCancelled
-from cupid.utils.models.model import Model
-from cupid.utils.models.retry import CANCEL
-from cupid.utils.redact import redact
+from .. import config
+from .strategies import Shown, Strategy
+from .steps import generate, judge, user_simulator
+from .steps.ask import Ask
+from .store import instance_file_name, now, run_dir_for
+from ..utils.answers import ParseError
+from ..utils import events
+from ..utils.dataset import Instance, safe_name
+from ..utils.errors import SetupError
+from ..utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
+from ..utils.models.reask import Answer, UnusableAnswer, ask_until_usable
+from ..utils.models.batch import BatchDeferred
+from ..utils.models.call_errors import ModelCallFailed, RunCancelled
+from ..utils.models.model import Model
+from ..utils.models.retry import CANCEL
+from ..utils.redact import redact
 
 log = logging.getLogger("cupid.evaluation")
 

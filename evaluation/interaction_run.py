@@ -10,32 +10,32 @@ import sys
 import time
 from pathlib import Path
 
-from cupid.utils.progress import HEARTBEAT_S, ProgressLog
-from cupid.evaluation.context_check import check_context
-from cupid.evaluation.interaction import (FINISHED, LOCKS, DialogueOutcome, Interaction, interaction_dir,
-                                          persona_description)
-from cupid.evaluation.report.interaction_measures import MANIFEST, dialogue_records, measures
-from cupid.evaluation.steps import user_simulator
-from cupid.evaluation.store import BATCHES, now
-from cupid.utils import events
-from cupid.utils.dataset import Instance
-from cupid.utils.errors import Interrupted, SetupError
-from cupid.utils.executor import iter_with_progress, worker_threads
-from cupid.utils.io import FileLock, StorageError, atomic_write_json, read_json
-from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
-from cupid.utils.models.call_errors import ModelConfigurationError
-from cupid.utils.models.model import Model
-from cupid.utils.models.tokens import MAX_CHARS_PER_TOKEN
-from cupid.utils.models.retry import cancel_all
-from cupid.utils.stop_signals import stop_cause, stop_status
+from ..utils.progress import HEARTBEAT_S, ProgressLog
+from .context_check import check_context
+from .interaction import (FINISHED, LOCKS, DialogueOutcome, Interaction, interaction_dir,
+                          persona_description)
+from .report.interaction_measures import MANIFEST, dialogue_records, measures
+from .steps import user_simulator
+from .store import BATCHES, now
+from ..utils import events
+from ..utils.dataset import Instance
+from ..utils.errors import Interrupted, SetupError
+from ..utils.executor import iter_with_progress, worker_threads
+from ..utils.io import FileLock, StorageError, atomic_write_json, read_json
+from ..utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
+from ..utils.models.call_errors import ModelConfigurationError
+from ..utils.models.model import Model
+from ..utils.models.tokens import MAX_CHARS_PER_TOKEN
+from ..utils.models.retry import cancel_all
+from ..utils.stop_signals import stop_cause, stop_status
 
 
 def run_interaction(spec, signals=None) -> tuple[dict, Path]:
     """Every selected instance's dialogue, then results.json with the measures; returns
     (results, directory). Raises as evaluate() does."""
-    from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-    from cupid.utils.models.registry import check_models
-    from cupid.utils.models.usage import UsageTracker
+    from ..utils.models.cache import CACHE_DIR, ResponseCache
+    from ..utils.models.registry import check_models
+    from ..utils.models.usage import UsageTracker
 
     source, instances = spec.instances()
     models = spec.resolve_models()
@@ -212,7 +212,7 @@ def batch_rounds(run: Interaction, todo: list[Instance], n_workers: int, directo
 
 def resolve_simulator(spec) -> Model:
     """The simulator's model at the release's parameters (to OpenAI, as the release sends a chat)."""
-    from cupid.utils.models.registry import resolve_model
+    from ..utils.models.registry import resolve_model
 
     seed = {} if spec.seed is None else {"seed": spec.seed}
     # A caller's Model object is copied, not rewritten (as RunSpec.resolve_models does).
@@ -229,7 +229,7 @@ def recorded_usage(directory: Path, ids: set[str], model_name: str, simulator_na
                    judge_model: Model | None = None) -> dict:
     """The tokens every invocation's calls cost, from the dialogue files (failed calls too),
     per role, with the estimated cost at the catalog's price."""
-    from cupid.utils.models.usage import cost_of
+    from ..utils.models.usage import cost_of
 
     names = {"model": model_name, "simulator": simulator_name}
     if judge_model is not None:

@@ -16,32 +16,32 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from cupid import config
-from cupid.evaluation import steps
-from cupid.evaluation.aggregate import (InstanceOutcome, aggregate_records, invocation_counts, progress_postfix,
-                                        record_problems, recorded_usage)
-from cupid.utils.progress import HEARTBEAT_S, ProgressLog
-from cupid.evaluation.context_check import check_context
-from cupid.evaluation.pipeline import Pipeline, run_batch_rounds
-from cupid.evaluation.run_dir_reading import endpoint_change, other_identities, recorded_shown, warn_about_run_dir
-from cupid.evaluation.run_spec import RunSpec
-from cupid.evaluation.store import BATCHES, RunConflictError, RunStore, Survey, now, run_dir_for
-from cupid.evaluation.strategy_model import StrategyModel, memory_cost
-from cupid.utils import events
-from cupid.utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
-from cupid.utils.errors import Interrupted
-from cupid.utils.executor import iter_with_progress, stop_workers, worker_threads
-from cupid.utils.io import StorageError, clean_orphan_tmp
-from cupid.utils.models.adaptations import ADAPTATIONS
-from cupid.utils.models.batch import BatchRunner
-from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-from cupid.utils.models.call_errors import ModelConfigurationError
-from cupid.utils.models.pacing import parse_rate_limit, set_user_limits
-from cupid.utils.models.registry import check_models, portable_spec
-from cupid.utils.models.usage import UsageTracker
-from cupid.utils.prompts import load_prompt
-from cupid.utils.redact import redact
-from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
+from .. import config
+from . import steps
+from .aggregate import (InstanceOutcome, aggregate_records, invocation_counts, progress_postfix,
+                        record_problems, recorded_usage)
+from ..utils.progress import HEARTBEAT_S, ProgressLog
+from .context_check import check_context
+from .pipeline import Pipeline, run_batch_rounds
+from .run_dir_reading import endpoint_change, other_identities, recorded_shown, warn_about_run_dir
+from .run_spec import RunSpec
+from .store import BATCHES, RunConflictError, RunStore, Survey, now, run_dir_for
+from .strategy_model import StrategyModel, memory_cost
+from ..utils import events
+from ..utils.dataset import DATASET_PRIOR_SESSIONS, DataValidationError
+from ..utils.errors import Interrupted
+from ..utils.executor import iter_with_progress, stop_workers, worker_threads
+from ..utils.io import StorageError, clean_orphan_tmp
+from ..utils.models.adaptations import ADAPTATIONS
+from ..utils.models.batch import BatchRunner
+from ..utils.models.cache import CACHE_DIR, ResponseCache
+from ..utils.models.call_errors import ModelConfigurationError
+from ..utils.models.pacing import parse_rate_limit, set_user_limits
+from ..utils.models.registry import check_models, portable_spec
+from ..utils.models.usage import UsageTracker
+from ..utils.prompts import load_prompt
+from ..utils.redact import redact
+from ..utils.stop_signals import SignalGuard, stop_cause, stop_status
 
 log = logging.getLogger("cupid.evaluation")
 

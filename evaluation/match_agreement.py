@@ -12,11 +12,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from cupid.utils.errors import CupidError
+from ..utils.errors import CupidError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cupid.utils.command_line import Parser, positive_int, program_name
+    from ..utils.command_line import Parser, positive_int, program_name
 
     p = Parser(prog=program_name("python -m cupid.evaluation.match_agreement"), description=__doc__.split("\n\n")[0])
     steps = p.add_subparsers(dest="step", required=True)
@@ -33,10 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cupid.evaluation.report import agreement
-    from cupid.evaluation.report.annotation_page import sample_pairs, write_page
-    from cupid.utils.command_line import print_error
-    from cupid.utils.io import atomic_write_json, atomic_write_text
+    from .report import agreement
+    from .report.annotation_page import sample_pairs, write_page
+    from ..utils.command_line import print_error
+    from ..utils.io import atomic_write_json, atomic_write_text
 
     args = build_parser().parse_args(argv)
     if not Path(args.results_dir).is_dir():

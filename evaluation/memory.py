@@ -17,9 +17,9 @@ import re
 import threading
 from typing import Any, Sequence
 
-from cupid.evaluation.retrieval import positive_k
-from cupid.evaluation.steps.layouts import format_session_log
-from cupid.utils.prompts import load_prompt
+from .retrieval import positive_k
+from .steps.layouts import format_session_log
+from ..utils.prompts import load_prompt
 
 EXTRACT, RECALL = "memory/extract_notes", "memory/recall_notes"
 MAX_NOTES = 5           # notes written per session, at most

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Iterable, Sequence
 
-from cupid.evaluation.steps.judge import score_problem
+from .steps.judge import score_problem
 
 
 def f1_score(precision: float | None, recall: float | None) -> float | None:

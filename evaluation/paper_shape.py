@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cupid import config
-from cupid.utils.dataset import Instance, make_instance_id, parse_instance
-from cupid.utils.forecast import filler
+from .. import config
+from ..utils.dataset import Instance, make_instance_id, parse_instance
+from ..utils.forecast import filler
 
 SHAPE_FILE: Path = config.PUBLISHED_DIR / "cupid_shape.json"
 NAME = "the paper's shape of kixlab/CUPID (§3.3)"

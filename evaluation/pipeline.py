@@ -11,25 +11,25 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Iterable, Sequence
 
-from cupid.evaluation import steps
-from cupid.evaluation.chains import CHAINS, STOPS, ChainInput, StepAsker, needed_steps, scorer_name
-from cupid.evaluation.aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
-from cupid.evaluation.session_recall import kept_shown, shown_record
-from cupid.evaluation.strategies import Strategy
-from cupid.evaluation.steps import summarize
-from cupid.evaluation.steps.ask import Ask
-from cupid.evaluation.steps.layouts import format_session_log
-from cupid.evaluation.store import InstanceRecord, RunStore, now, step_record
-from cupid.utils.dataset import Instance, Session
-from cupid.utils.executor import iter_with_progress
-from cupid.utils.io import atomic_write_json, read_json
-from cupid.utils.models.reask import Answer, UnusableAnswer
-from cupid.utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
-from cupid.utils.models.call_errors import AnswerWithheld, ModelCallFailed, RunCancelled
-from cupid.utils.models.model import Model
-from cupid.utils.models.retry import CANCEL, cancel_all
-from cupid.utils.prompts import load_prompt
-from cupid.utils.redact import redact
+from . import steps
+from .chains import CHAINS, STOPS, ChainInput, StepAsker, needed_steps, scorer_name
+from .aggregate import InstanceOutcome, record_problems, release_outcomes_of_record
+from .session_recall import kept_shown, shown_record
+from .strategies import Strategy
+from .steps import summarize
+from .steps.ask import Ask
+from .steps.layouts import format_session_log
+from .store import InstanceRecord, RunStore, now, step_record
+from ..utils.dataset import Instance, Session
+from ..utils.executor import iter_with_progress
+from ..utils.io import atomic_write_json, read_json
+from ..utils.models.reask import Answer, UnusableAnswer
+from ..utils.models.batch import BatchDeferred, BatchRunner, run_in_rounds
+from ..utils.models.call_errors import AnswerWithheld, ModelCallFailed, RunCancelled
+from ..utils.models.model import Model
+from ..utils.models.retry import CANCEL, cancel_all
+from ..utils.prompts import load_prompt
+from ..utils.redact import redact
 
 log = logging.getLogger("cupid.evaluation")
 

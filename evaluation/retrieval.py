@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Sequence
 
-from cupid.utils.dataset import Instance, Session
+from ..utils.dataset import Instance, Session
 
 
 def positive_k(k) -> int:

@@ -16,16 +16,16 @@ import argparse
 import re
 import sys
 
-from cupid import config
-from cupid.evaluation.console import print_interaction_summary, print_summary, print_sweep_table
-from cupid.evaluation.run_spec import EVALUATION_TASKS
-from cupid.utils.command_line import (Parser, generation_params, non_negative_int, positive_float, positive_int,
-                                      print_error, program_name)
-from cupid.utils.errors import BadInput, CupidError, Interrupted
-from cupid.utils.executor import exit_now
-from cupid.utils.io import STORAGE_EXIT
-from cupid.utils.redact import redact
-from cupid.utils.stop_signals import STOP_CODES, SignalGuard, stop_cause, stop_status
+from .. import config
+from .console import print_interaction_summary, print_summary, print_sweep_table
+from .run_spec import EVALUATION_TASKS
+from ..utils.command_line import (Parser, generation_params, non_negative_int, positive_float, positive_int,
+                                  print_error, program_name)
+from ..utils.errors import BadInput, CupidError, Interrupted
+from ..utils.executor import exit_now
+from ..utils.io import STORAGE_EXIT
+from ..utils.redact import redact
+from ..utils.stop_signals import STOP_CODES, SignalGuard, stop_cause, stop_status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list_models:
-        from cupid.utils.models.listing import model_listing
+        from ..utils.models.listing import model_listing
 
         print(model_listing())
         return 0
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         return download_only(args)
     if args.json and not args.dry_run:
         parser.error("--json goes with --dry_run")
-    from cupid.evaluation.sweep import sweep_runs
+    from .sweep import sweep_runs
 
     try:
         runs = sweep_runs(args, parser)
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.dry_run:
-        from cupid.evaluation import dry_run
+        from . import dry_run
 
         return dry_run.main(runs, as_json=args.json)
     with SignalGuard():  # between a sweep's runs too
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def setting_argument(value: str) -> str:
     """--setting, checked (the strategy loaded) as evaluate() checks it."""
-    from cupid.evaluation.strategies import strategy_named
+    from .strategies import strategy_named
 
     try:
         strategy_named(value)
@@ -199,7 +199,7 @@ def setting_argument(value: str) -> str:
 
 def download_only(args: argparse.Namespace) -> int:
     """--download_only: store the hub split's copy for offline runs; no model is needed."""
-    from cupid.evaluation.data import download_dataset
+    from .data import download_dataset
 
     try:
         print(download_dataset(args.dataset, args.split, args.revision))
@@ -210,7 +210,7 @@ def download_only(args: argparse.Namespace) -> int:
 
 def run_one(arguments: dict) -> tuple[int, dict | None]:
     """One run through ``evaluate()``: its exit status and results (None when it stopped first)."""
-    from cupid.evaluation.api import evaluate
+    from .api import evaluate
 
     try:
         run = evaluate(**arguments)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cupid.evaluation import strategies
-from cupid.evaluation.session_recall import kept_shown
-from cupid.evaluation.store import Survey, instance_file_name
-from cupid.utils import events
-from cupid.utils.io import read_json
+from . import strategies
+from .session_recall import kept_shown
+from .store import Survey, instance_file_name
+from ..utils import events
+from ..utils.io import read_json
 
 
 def recorded_shown(run_dir: Path, setting, instance) -> "strategies.Shown | None":

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from cupid import config
-from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.strategies import TASKS, Strategy, strategy_named
-from cupid.evaluation.shards import ShardedInstances, parse_shard
-from cupid.utils.command_line import generation_params, non_negative_int, positive_float, positive_int
-from cupid.utils.errors import BadInput
-from cupid.utils.models.pacing import parse_rate_limit
-from cupid.utils.models.model import Model
+from .. import config
+from .data import InstanceSource
+from .strategies import TASKS, Strategy, strategy_named
+from .shards import ShardedInstances, parse_shard
+from ..utils.command_line import generation_params, non_negative_int, positive_float, positive_int
+from ..utils.errors import BadInput
+from ..utils.models.pacing import parse_rate_limit
+from ..utils.models.model import Model
 
 
 # The tasks of a run: the benchmark's (strategies.TASKS) and the interactive one (interaction.py).
@@ -139,7 +139,7 @@ class RunSpec:
         """Each role's model: "model", "evaluator", "strategy" for a strategy that asks an LLM
         (``strategy_model``, else the evaluator's, as a model of its own), and "matcher" with
         ``use_matcher``."""
-        from cupid.utils.models.registry import resolve_model
+        from ..utils.models.registry import resolve_model
 
         # A role's overrides: the seed for every role, then the role's own *_args (which win);
         # none when the user chose none: the benchmark's parameters.
@@ -204,7 +204,7 @@ def data_path(data: Any, results_dir: str | Path) -> str | None:
     text = "\n".join(lines) + "\n"
     path = Path(results_dir) / ".inputs" / f"data-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}.jsonl"
     if not path.exists():
-        from cupid.utils.io import atomic_write_text
+        from ..utils.io import atomic_write_text
 
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text)

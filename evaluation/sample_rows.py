@@ -16,10 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
-from cupid.evaluation import steps
-from cupid.evaluation.aggregate import flagged_tasks
-from cupid.evaluation.report.results import Run, load_runs, outcome
-from cupid.utils.models.usage import cost_of
+from . import steps
+from .aggregate import flagged_tasks
+from .report.results import Run, load_runs, outcome
+from ..utils.models.usage import cost_of
 
 # Instance-level steps (shared by every scorer of the instance), then the scorer's steps: those
 # that enter a task's result (the error type has its own file, report/error_table.py).
@@ -35,7 +35,7 @@ def sample_rows(results_dir: str | Path, *, data_paths: Iterable[str | Path] | N
     directory or one run directory). ``data_paths``: the instances' data, for the request,
     context factor and ground truth (default: each run.json's data source). ``notes``
     collects what could not be read (directories left out, data not found)."""
-    from cupid.evaluation.report.instance_data import load_instance_data
+    from .report.instance_data import load_instance_data
 
     notes = [] if notes is None else notes
     runs = load_runs(results_dir, notes)

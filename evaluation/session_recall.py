@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from cupid.evaluation.metrics import mean
-from cupid.evaluation.strategies import Shown, Strategy
-from cupid.utils.dataset import INSTANCE_TYPES, Instance
+from .metrics import mean
+from .strategies import Shown, Strategy
+from ..utils.dataset import INSTANCE_TYPES, Instance
 
 
 def shown_record(shown: Shown, summaries: bool) -> dict:

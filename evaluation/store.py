@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from cupid.evaluation.steps.layouts import format_session_log
-from cupid.utils.dataset import Instance, safe_name
-from cupid.utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
-from cupid.utils.redact import redact
-from cupid.utils.errors import SetupError
+from .steps.layouts import format_session_log
+from ..utils.dataset import Instance, safe_name
+from ..utils.io import FileLock, StorageError, atomic_write_json, move_aside, read_json
+from ..utils.redact import redact
+from ..utils.errors import SetupError
 
 log = logging.getLogger("cupid.evaluation.store")
 

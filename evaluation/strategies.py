@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from cupid.evaluation.memory import Memory
-from cupid.evaluation.retrieval import BM25, Dense, Recent
-from cupid.evaluation.steps.layouts import format_session_log
-from cupid.evaluation.strategy_model import ForecastingModel, counting
-from cupid.evaluation.strategy_view import unchanged, view_of
-from cupid.utils.dataset import Instance, Session
-from cupid.utils.errors import BadInput
+from .memory import Memory
+from .retrieval import BM25, Dense, Recent
+from .steps.layouts import format_session_log
+from .strategy_model import ForecastingModel, counting
+from .strategy_view import unchanged, view_of
+from ..utils.dataset import Instance, Session
+from ..utils.errors import BadInput
 
 TASKS = ("inference", "generation", "both")
 ENTRY_POINT_GROUP = "cupid.strategies"
@@ -234,7 +234,7 @@ def strategy_named(value: Any) -> Strategy:
     if head in BUILT_IN:
         found, name = BUILT_IN[head], head
     else:
-        from cupid.utils.models.registry import is_code_spec, load_code_attribute, portable_spec
+        from ..utils.models.registry import is_code_spec, load_code_attribute, portable_spec
 
         if is_code_spec(head):
             try:
@@ -329,7 +329,7 @@ def _typed(raw: str) -> Any:
 
 
 def _entry_point(name: str) -> Any:
-    from cupid.utils.models.registry import _entry_points
+    from ..utils.models.registry import _entry_points
 
     found = _entry_points(ENTRY_POINT_GROUP).get(name)
     if found is None:

@@ -18,8 +18,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from cupid.utils.models.model import Model
-from cupid.utils.models.request import Completion
+from ..utils.models.model import Model
+from ..utils.models.request import Completion
 
 ANSWER_TOKENS = 200  # the dry run's stand-in of a strategy's answer, unless it says its own
 USAGE_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "cache_write_tokens")
@@ -76,13 +76,13 @@ class ForecastingModel(StrategyModel):
     send and the tokens of the stand-in answer) and answered with the stand-in."""
 
     def __init__(self, model: Model, record: Callable[[Any, int], None], answer_tokens: int = ANSWER_TOKENS):
-        from cupid.utils.forecast import RenderOnly
+        from ..utils.forecast import RenderOnly
 
         super().__init__(RenderOnly(model))
         self._record, self._answer_tokens = record, answer_tokens
 
     def chat(self, system_prompt: str, messages: Sequence[dict], **options: Any) -> str:
-        from cupid.utils.forecast import filler, render
+        from ..utils.forecast import filler, render
 
         request = render(lambda: self._model.generate(system_prompt, messages, **options))
         tokens = min(self._answer_tokens, int(request.max_tokens or self._answer_tokens))
@@ -103,7 +103,7 @@ def memory_cost(records: Iterable[dict], model_name: str) -> dict:
     """results.json's ``memory_cost``: the strategy model's calls recorded in the instance
     files (``shown.model_usage``), their tokens and estimated cost, apart from the evaluated
     model's. A call two instances share (the second answered from the cache) counts for both."""
-    from cupid.utils.models.usage import cost_of
+    from ..utils.models.usage import cost_of
 
     total: dict = {"model": model_name, "instances": 0, **dict.fromkeys(USAGE_FIELDS, 0)}
     for record in records:

@@ -16,7 +16,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from cupid.utils.dataset import Instance, Turn
+from ..utils.dataset import Instance, Turn
 
 # What a blind strategy may not read: the instance's labels and what names them.
 HIDDEN_INSTANCE_FIELDS = ("instance_id", "persona_id", "instance_type", "current_context_factor",

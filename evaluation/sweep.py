@@ -10,9 +10,9 @@ import difflib
 import re
 from pathlib import Path
 
-from cupid.evaluation.run_spec import ARGUMENTS, RunSpec
-from cupid.evaluation.strategies import strategy_named
-from cupid.utils.errors import BadInput
+from .run_spec import ARGUMENTS, RunSpec
+from .strategies import strategy_named
+from ..utils.errors import BadInput
 
 # What a sweep file may set: evaluate()'s arguments, and data_dir (the flag's name for data).
 KEYS = (*ARGUMENTS, "data_dir")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from inspect_ai.scorer import Metric, SampleScore, Score, metric, stderr
 
-from cupid.evaluation.metrics import InferenceCounts, macro_inference, micro_inference
+from ..evaluation.metrics import InferenceCounts, macro_inference, micro_inference
 
 CLUSTER = "persona_id"  # a persona's three instances share most of their sessions
 FIGURES = ("precision", "recall", "f1")

@@ -14,11 +14,11 @@ from typing import Callable
 
 from inspect_ai.model import ChatMessage, ChatMessageSystem, ChatMessageUser, GenerateConfig, Model, ModelName
 
-from cupid import config
-from cupid.evaluation.steps.ask import Ask
-from cupid.utils.answers import ParseError
-from cupid.utils.models.registry import resolve_model
-from cupid.utils.models.request import Request
+from .. import config
+from ..evaluation.steps.ask import Ask
+from ..utils.answers import ParseError
+from ..utils.models.registry import resolve_model
+from ..utils.models.request import Request
 
 # inspect's provider names whose model families our model layer knows, and its prefix for them.
 OUR_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "google": "google",

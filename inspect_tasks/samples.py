@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessageUser
 
-from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.strategies import Strategy
-from cupid.evaluation.steps import generate, infer
-from cupid.evaluation.steps.ask import Ask
-from cupid.inspect_tasks.requests import messages
-from cupid.utils.dataset import Instance
-from cupid.utils.redact import redact
+from ..evaluation.data import InstanceSource
+from ..evaluation.strategies import Strategy
+from ..evaluation.steps import generate, infer
+from ..evaluation.steps.ask import Ask
+from .requests import messages
+from ..utils.dataset import Instance
+from ..utils.redact import redact
 
 log = logging.getLogger("cupid.inspect")
 

@@ -17,13 +17,13 @@ from inspect_ai.model import Model
 from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState
 
-from cupid.evaluation import steps
-from cupid.evaluation.chains import ChainInput, StepAsker, generation_chain, inference_chain
-from cupid.evaluation.steps.ask import Ask
-from cupid.inspect_tasks.pooled_metrics import CLUSTER, macro, micro, micro_stderr
-from cupid.inspect_tasks.requests import Unparsed, answer
-from cupid.inspect_tasks.samples import Data
-from cupid.utils.dataset import Instance
+from ..evaluation import steps
+from ..evaluation.chains import ChainInput, StepAsker, generation_chain, inference_chain
+from ..evaluation.steps.ask import Ask
+from .pooled_metrics import CLUSTER, macro, micro, micro_stderr
+from .requests import Unparsed, answer
+from .samples import Data
+from ..utils.dataset import Instance
 
 # What the solver leaves in the sample's store.
 ANSWERED = "cupid:answered"   # the evaluated model's step: its parsed output

@@ -15,14 +15,14 @@ from inspect_ai.model import GenerateConfig, get_model
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.util import registry_info
 
-from cupid import config
-from cupid.evaluation import steps
-from cupid.evaluation.strategies import Strategy, strategy_named
-from cupid.evaluation.steps import summarize
-from cupid.inspect_tasks import samples
-from cupid.inspect_tasks.requests import DEFAULT_GRADER, Unparsed, answer, config_of, messages, parsed, release_parameters
-from cupid.inspect_tasks.scorers import ANSWERED, FAILED, Graders, checklist_match, judge_score
-from cupid.utils.errors import BadInput
+from .. import config
+from ..evaluation import steps
+from ..evaluation.strategies import Strategy, strategy_named
+from ..evaluation.steps import summarize
+from . import samples
+from .requests import DEFAULT_GRADER, Unparsed, answer, config_of, messages, parsed, release_parameters
+from .scorers import ANSWERED, FAILED, Graders, checklist_match, judge_score
+from ..utils.errors import BadInput
 
 PREFMATCHER = f"vllm/{config.PREFMATCHER_MODEL}"
 

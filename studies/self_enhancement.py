@@ -16,13 +16,13 @@ import json
 import sys
 from pathlib import Path
 
-from cupid import config
-from cupid.utils.dataset import safe_name
-from cupid.utils.command_line import print_error
-from cupid.utils.errors import BadInput, CupidError, Interrupted
-from cupid.utils.io import atomic_write_json, read_json
-from cupid.utils.redact import redact
-from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
+from .. import config
+from ..utils.dataset import safe_name
+from ..utils.command_line import print_error
+from ..utils.errors import BadInput, CupidError, Interrupted
+from ..utils.io import atomic_write_json, read_json
+from ..utils.redact import redact
+from ..utils.stop_signals import SignalGuard, stop_cause, stop_status
 
 PERSONAS_FILE = "personas.json"
 
@@ -34,8 +34,8 @@ def worst_personas(results_dir: str | Path, n: int) -> list[dict]:
     """The ``n`` personas with the lowest mean per-instance F1 over every model's
     default-setting run under ``results_dir`` (the primary scorer; §F.5 took the 64 with the
     lowest average performance across all models), lowest first, ties by persona id."""
-    from cupid.evaluation.report.analysis import Analysis
-    from cupid.evaluation.report.statistics import instance_prf
+    from ..evaluation.report.analysis import Analysis
+    from ..evaluation.report.statistics import instance_prf
 
     an = Analysis(results_dir, n_bootstrap=1, keep_raw=False)
     scorer = an.primary_scorer("inference")
@@ -80,7 +80,7 @@ def read_profiles(path: str | Path) -> dict[str, dict]:
 def profile_sources(results_dir: str | Path) -> list[Path]:
     """The synthesis output directories the runs under ``results_dir`` evaluated (their
     run.json's data_source), where a persona's profile is found beside its instances."""
-    from cupid.evaluation.report.results import find_run_dirs
+    from ..evaluation.report.results import find_run_dirs
 
     found = []
     for run_dir in find_run_dirs(results_dir):
@@ -127,7 +127,7 @@ def model_family(spec: str, overrides: dict[str, str]) -> tuple[str, str]:
     served by a host (Together, vLLM), else the provider (OpenAI, Anthropic, Google). Not
     ``Model.family_of``, which groups by parameter rules: Claude 3.5 and 3.7 Sonnet are one
     family in §F.5 but two there. ``overrides``: {label or spec: family}."""
-    from cupid.utils.models.registry import resolve_model
+    from ..utils.models.registry import resolve_model
 
     model = resolve_model(spec)
     label = model.label
@@ -159,7 +159,7 @@ class Plan:
         return self.out / "results" / safe_name(self.models[spec][0])
 
     def synthesis_arguments(self, spec: str, output_dir: Path | None = None) -> dict:
-        from cupid.synthesis.personas import BATCH_SIZE, SEED
+        from ..synthesis.personas import BATCH_SIZE, SEED
 
         a = self.args
         return dict(output_dir=output_dir or self.data_dir(spec), model=spec, user_model=None,
@@ -187,7 +187,7 @@ class Plan:
         """A model's data set: its synthesized instances, or --existing_data's instances of
         the experiment's personas (§F.5 took the original instances as Claude 3.7 Sonnet's)."""
         if spec in self.existing:
-            from cupid.evaluation.data import load_instances
+            from ..evaluation.data import load_instances
 
             ids = {p["persona_id"] for p in self.personas}
             rows = [i.to_row() for i in load_instances(data_path=self.existing[spec]) if i.persona_id in ids]
@@ -202,8 +202,8 @@ class Plan:
 # Running it
 # ---------------------------------------------------------------------------------------
 def run(plan: Plan) -> int:
-    from cupid.evaluation.api import evaluate
-    from cupid.synthesis.api import synthesize
+    from ..evaluation.api import evaluate
+    from ..synthesis.api import synthesize
 
     status = 0
     for spec in plan.models:
@@ -243,7 +243,7 @@ def failed_line(model: str, maker: str, done) -> str:
 
 
 def write_matrix(plan: Plan) -> list[Path]:
-    from cupid.evaluation.report import figure10 as figure
+    from ..evaluation.report import figure10 as figure
 
     models = [figure.Side(label, family) for label, family in plan.models.values()]
     datasets = [figure.DataSet(label, family, plan.results_dir(spec), len(plan.dataset_rows(spec)))
@@ -264,8 +264,8 @@ def key_value(text: str) -> tuple[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cupid.synthesis.options import SynthesisConfig
-    from cupid.utils.command_line import Parser, positive_int, program_name
+    from ..synthesis.options import SynthesisConfig
+    from ..utils.command_line import Parser, positive_int, program_name
 
     d = SynthesisConfig()
     p = Parser(prog=program_name("python -m cupid.studies.self_enhancement"),
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         plan = Plan(args, choose_personas(args))
         if args.dry_run:
-            from cupid.studies.self_enhancement_dry_run import dry_run
+            from .self_enhancement_dry_run import dry_run
 
             return dry_run(plan, args.json)
         plan.out.mkdir(parents=True, exist_ok=True)

@@ -11,15 +11,15 @@ import json
 import tempfile
 from pathlib import Path
 
-from cupid.utils.dataset import INSTANCE_TYPES, make_instance_id, safe_name
+from ..utils.dataset import INSTANCE_TYPES, make_instance_id, safe_name
 
 
 def stand_in_rows(persona_id: str, n_sessions: int) -> list[dict]:
     """A persona's three instances as a synthesis would make them, of the sizes the
     synthesis dry run assumes (synthesis/dry_run.py): the evaluation's dry run prices a data
     set that does not exist yet on these."""
-    from cupid.synthesis import dry_run as synthesis_dry_run
-    from cupid.utils.forecast import filler
+    from ..synthesis import dry_run as synthesis_dry_run
+    from ..utils.forecast import filler
 
     s = synthesis_dry_run
     preference = filler(s.PREFERENCE_TOKENS, "preference")
@@ -38,11 +38,11 @@ def stand_in_rows(persona_id: str, n_sessions: int) -> list[dict]:
 
 def dry_run(plan, as_json: bool) -> int:
     """Print the forecast of ``plan`` (a self_enhancement.Plan); 0, or BadInput."""
-    from cupid.evaluation import dry_run as evaluation_dry_run
-    from cupid.evaluation.run_spec import RunSpec
-    from cupid.synthesis import dry_run as synthesis_dry_run
-    from cupid.synthesis.api import synthesis_config
-    from cupid.utils.forecast import RoleForecast, parse_limits, print_forecast, summary
+    from ..evaluation import dry_run as evaluation_dry_run
+    from ..evaluation.run_spec import RunSpec
+    from ..synthesis import dry_run as synthesis_dry_run
+    from ..synthesis.api import synthesis_config
+    from ..utils.forecast import RoleForecast, parse_limits, print_forecast, summary
 
     roles: dict[str, RoleForecast] = {}
     header = [f"dry run: no request sent, nothing written; {len(plan.personas)} personas, "

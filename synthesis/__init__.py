@@ -3,12 +3,10 @@ checklists → dialogues → instances. Run it as ``cupid-synth`` (or ``python -
 synthesis.run``); from Python, ``from cupid.synthesis import synthesize``. The validation of
 §3.2: ``cupid-validate``, ``from cupid.synthesis import validate``."""
 
-if __name__ == "synthesis":  # imported from an uninstalled checkout, as ``python -m synthesis.…``
-    import importlib.util
+if __name__ == "synthesis":  # ``python -m synthesis.…`` inside a checkout (utils/checkout.py)
+    from utils.checkout import run_installed
 
-    if importlib.util.find_spec("cupid") is None:
-        raise SystemExit("error: the harness is not installed: in this checkout run "
-                         "`pip install -r requirements.txt` (or `pip install -e .`), then `cupid-synth --help`")
+    run_installed(__name__, "cupid-synth")
 
 import importlib
 

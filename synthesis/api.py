@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from cupid import config
-from cupid.synthesis.personas import BATCH_SIZE, SEED
-from cupid.synthesis.options import SynthesisConfig
-from cupid.utils.errors import BadInput, Interrupted
-from cupid.utils.models.model import Model
+from .. import config
+from .personas import BATCH_SIZE, SEED
+from .options import SynthesisConfig
+from ..utils.errors import BadInput, Interrupted
+from ..utils.models.model import Model
 
 
 @dataclass
@@ -65,11 +65,11 @@ def synthesize(*, output_dir: str | Path = "synthetic_data", model: str | None =
     summary.json (``failures``) and retried by the next call.
     """
     settings = {k: v for k, v in locals().items() if k not in ("rate_limit", "log_file")}  # synthesis_config's
-    from cupid.synthesis.pipeline import run_synthesis
-    from cupid.utils.io import StorageError, check_writable, clean_orphan_tmp
-    from cupid.utils.forecast import parse_limits
-    from cupid.utils.models.pacing import set_user_limits
-    from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
+    from .pipeline import run_synthesis
+    from ..utils.io import StorageError, check_writable, clean_orphan_tmp
+    from ..utils.forecast import parse_limits
+    from ..utils.models.pacing import set_user_limits
+    from ..utils.stop_signals import SignalGuard, stop_cause, stop_status
 
     cfg = synthesis_config(**settings)
     limits = parse_limits(rate_limit)
@@ -141,9 +141,9 @@ def run_logging(log_file: str | None) -> Iterator[None]:
     libraries' at WARNING, no key in either; then the root logger's handlers and level and
     our loggers' levels, which ``logging.basicConfig(force=True)`` replaces, put back.
     Raises StorageError when the log file cannot be opened."""
-    from cupid.utils.io import open_log_file
-    from cupid.utils import events
-    from cupid.utils.redact import RedactingFormatter
+    from ..utils.io import open_log_file
+    from ..utils import events
+    from ..utils.redact import RedactingFormatter
 
     root, ours = logging.getLogger(), ("cupid", "synthesis", "evaluation")
     saved_handlers, saved_level = list(root.handlers), root.level

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import Generator
 
-from cupid.evaluation.steps import user_simulator
-from cupid.evaluation.steps.user_simulator import (CONTINUE_HEADER, ITEMS_HEADER, MESSAGE_HEADER,  # noqa: F401
-                                                   SCORE_HEADER, InvalidUserTurn, opening_turn)
-from cupid.utils.models.reask import Answer, UnusableAnswer, ask_until_usable
-from cupid.utils.models.call_errors import ModelCallFailed
-from cupid.utils.models.model import Model
-from cupid.utils.prompts import load_prompt
+from ..evaluation.steps import user_simulator
+from ..evaluation.steps.user_simulator import (CONTINUE_HEADER, ITEMS_HEADER, MESSAGE_HEADER,  # noqa: F401
+                                               SCORE_HEADER, InvalidUserTurn, opening_turn)
+from ..utils.models.reask import Answer, UnusableAnswer, ask_until_usable
+from ..utils.models.call_errors import ModelCallFailed
+from ..utils.models.model import Model
+from ..utils.prompts import load_prompt
 
 USER_PROMPT = user_simulator.PROMPT
 ASSISTANT_PROMPT = "synthesis/assistant_simulator"

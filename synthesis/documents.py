@@ -31,11 +31,11 @@ import re
 import unicodedata
 from typing import Any, Sequence
 
-from cupid.synthesis.taxonomy import canonical_type
-from cupid.utils.answers import ParseError
-from cupid.utils.models.answer_layout import Json
-from cupid.utils.models.reask import Answer, UnusableAnswer, ask_until_usable
-from cupid.utils.prompts import load_prompt
+from .taxonomy import canonical_type
+from ..utils.answers import ParseError
+from ..utils.models.answer_layout import Json
+from ..utils.models.reask import Answer, UnusableAnswer, ask_until_usable
+from ..utils.prompts import load_prompt
 
 # The message after an invalid answer; its ``{reason}`` is filled by the re-ask loop.
 FEEDBACK_PROMPT = "synthesis/reask_invalid_answer"

@@ -12,20 +12,20 @@ summary.json recorded, else the model family's figure): utils/forecast.py.
 """
 from __future__ import annotations
 
-from cupid.synthesis import personas as persona_stage
-from cupid.synthesis.dialogues import assistant_reply, ask_user_simulator, opening_turn, user_simulator_system_prompt
-from cupid.synthesis import stages as stage_table
-from cupid.synthesis.factors import FACTOR_TOKENS, PREFERENCE_TOKENS
-from cupid.synthesis.journey import FINAL
-from cupid.synthesis.outputs import OutputDir
-from cupid.synthesis.sessions import REQUEST_TOKENS, SESSION_TOKENS
-from cupid.synthesis.options import SynthesisConfig, stage_models
-from cupid.synthesis.taxonomy import load_occupations, load_taxonomy
-from cupid.evaluation.steps import decompose
-from cupid.utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
-                                  recorded_reasoning, render, role_forecast, summary)
-from cupid.utils.errors import BadInput
-from cupid.utils.io import read_json
+from . import personas as persona_stage
+from .dialogues import assistant_reply, ask_user_simulator, opening_turn, user_simulator_system_prompt
+from . import stages as stage_table
+from .factors import FACTOR_TOKENS, PREFERENCE_TOKENS
+from .journey import FINAL
+from .outputs import OutputDir
+from .sessions import REQUEST_TOKENS, SESSION_TOKENS
+from .options import SynthesisConfig, stage_models
+from .taxonomy import load_occupations, load_taxonomy
+from ..evaluation.steps import decompose
+from ..utils.forecast import (TOKEN_COUNTING, RenderOnly, RoleForecast, filler, parse_limits, print_forecast,
+                              recorded_reasoning, render, role_forecast, summary)
+from ..utils.errors import BadInput
+from ..utils.io import read_json
 
 DESCRIPTION_TOKENS = 250      # one persona's description (and its occupation) in the answer
 CHECKLIST_TOKENS = 80         # a decomposed checklist (up to 4 questions)

@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cupid.utils.models.model import Model
-from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_factor, json_object, line, mapping,
-                                 normalize, one_of, same_text, taxonomy_field, text_field, tuple_of)
-from cupid.utils.answers import ParseError, as_list, parse_yaml
-from cupid.utils.models.answer_layout import Json
-from cupid.utils.models.reask import Answer
-from cupid.synthesis.taxonomy import Taxonomy, canonical_type
-from cupid.utils.prompts import load_prompt
+from ..utils.models.model import Model
+from .documents import (generate_validated, TEXT, exactly, find_factor, json_object, line, mapping,
+                        normalize, one_of, same_text, taxonomy_field, text_field, tuple_of)
+from ..utils.answers import ParseError, as_list, parse_yaml
+from ..utils.models.answer_layout import Json
+from ..utils.models.reask import Answer
+from .taxonomy import Taxonomy, canonical_type
+from ..utils.prompts import load_prompt
 
 PROMPT = "synthesis/context_factors_generator"
 # As the release sends them (context_factors_generator.py's constructor).
@@ -36,7 +36,7 @@ def document(answer: Answer, persona: dict, inputs: dict, cfg) -> dict:
 
 
 def stand_in(persona: dict, inputs: dict, cfg) -> dict:
-    from cupid.utils.forecast import filler
+    from ..utils.forecast import filler
 
     return {"factors": [{"context_factor": f"Factor {i}: {filler(8, 'factor')}",
                          "contextual_preference": filler(PREFERENCE_TOKENS, f"preference{i}"),

@@ -8,16 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Generator
 
-from cupid.evaluation.steps import decompose
-from cupid.synthesis.dialogues import dialogue_steps
-from cupid.synthesis.instances import INSTANCE_TYPES, persona_instances
-from cupid.synthesis.journey import FINAL
-from cupid.synthesis.outputs import Failure
-from cupid.synthesis.scheduler import Continue
-from cupid.synthesis.options import model_label
-from cupid.utils.io import atomic_write_json, read_json
-from cupid.utils.models.reask import UnusableAnswer
-from cupid.utils.models.call_errors import ModelCallFailed
+from ..evaluation.steps import decompose
+from .dialogues import dialogue_steps
+from .instances import INSTANCE_TYPES, persona_instances
+from .journey import FINAL
+from .outputs import Failure
+from .scheduler import Continue
+from .options import model_label
+from ..utils.io import atomic_write_json, read_json
+from ..utils.models.reask import UnusableAnswer
+from ..utils.models.call_errors import ModelCallFailed
 
 
 @dataclass

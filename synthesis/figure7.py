@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from cupid.synthesis.taxonomy import load_taxonomy
-from cupid.utils.dataset import Instance
-from cupid.utils.io import read_json
+from .taxonomy import load_taxonomy
+from ..utils.dataset import Instance
+from ..utils.io import read_json
 
 NOT_RECORDED = "not recorded"
 PANELS = (("factor_types", "Context factor types"), ("preference_types", "Preference types"),
@@ -123,8 +123,8 @@ def plot(series: list[tuple[str, dict[str, Counter]]], path: Path, title: str) -
 
 
 def _instances(path: Path) -> list[Instance]:
-    from cupid.evaluation.data import InstanceSource
-    from cupid.utils.dataset import DataValidationError
+    from ..evaluation.data import InstanceSource
+    from ..utils.dataset import DataValidationError
 
     if path.name == "instances" and not path.is_dir():
         return []
@@ -142,7 +142,7 @@ def report_section(data_path: Path, png: Path) -> str:
     """Figure 7 of ``data_path`` (a validation output: all its instances beside the verified
     ones) drawn to ``png``, and the report's section showing it. Raises the data's
     DataValidationError when ``data_path`` holds no data set."""
-    from cupid.utils.html_page import data_uri, esc
+    from ..utils.html_page import data_uri, esc
 
     summary = data_path / "summary.json"
     if (data_path / "validation.jsonl").is_file() and summary.is_file():

@@ -15,10 +15,10 @@ from __future__ import annotations
 import hashlib
 import random
 
-from cupid.utils.dataset import INSTANCE_TYPES, make_instance_id
-from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER
-from cupid.synthesis.outputs import OutputDir
-from cupid.utils.io import read_json
+from ..utils.dataset import INSTANCE_TYPES, make_instance_id
+from .journey import A, A_CHANGED, B, FINAL, OTHER
+from .outputs import OutputDir
+from ..utils.io import read_json
 
 
 def instance_rng(seed: int, persona_id: str, instance_type: str) -> random.Random:

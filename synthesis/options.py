@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cupid import config
-from cupid.utils.models.model import Model
-from cupid.utils.models.registry import resolve_model
-from cupid.synthesis.journey import MIN_SESSIONS
-from cupid.synthesis.personas import BATCH_SIZE as PERSONA_BATCH_SIZE, SEED
-from cupid.evaluation.steps import decompose
-from cupid.utils.io import atomic_write_json, read_json
-from cupid.utils.errors import BadInput
+from .. import config
+from ..utils.models.model import Model
+from ..utils.models.registry import resolve_model
+from .journey import MIN_SESSIONS
+from .personas import BATCH_SIZE as PERSONA_BATCH_SIZE, SEED
+from ..evaluation.steps import decompose
+from ..utils.io import atomic_write_json, read_json
+from ..utils.errors import BadInput
 
 # Options that shape the data: a rerun into the same directory must use the same ones.
 SHAPING_OPTIONS = ("model", "user_model", "assistant_model", "decomposer_model", "n_factors",

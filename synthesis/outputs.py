@@ -29,10 +29,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from cupid.utils.dataset import make_instance_id
-from cupid.utils.models.call_errors import ModelCallFailed
-from cupid.utils.io import FileLock, StorageError, atomic_write_json, check_writable, read_json
-from cupid.utils.errors import SetupError
+from ..utils.dataset import make_instance_id
+from ..utils.models.call_errors import ModelCallFailed
+from ..utils.io import FileLock, StorageError, atomic_write_json, check_writable, read_json
+from ..utils.errors import SetupError
 
 log = logging.getLogger("synthesis.pipeline")
 

@@ -14,12 +14,12 @@ import re
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from cupid.synthesis.documents import generate_validated, TEXT, exactly, json_object, line, mapping, text_field
-from cupid.utils.answers import ParseError, as_list, parse_json
-from cupid.utils.models.answer_layout import Json
-from cupid.synthesis.taxonomy import BUNDLED_SEEDS_FILE, Taxonomy, load_occupations
-from cupid.utils.prompts import load_prompt
-from cupid.utils.errors import SetupError
+from .documents import generate_validated, TEXT, exactly, json_object, line, mapping, text_field
+from ..utils.answers import ParseError, as_list, parse_json
+from ..utils.models.answer_layout import Json
+from .taxonomy import BUNDLED_SEEDS_FILE, Taxonomy, load_occupations
+from ..utils.prompts import load_prompt
+from ..utils.errors import SetupError
 
 log = logging.getLogger(__name__)
 

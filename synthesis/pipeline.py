@@ -27,25 +27,25 @@ from collections import Counter
 from functools import partial
 from typing import Any, Callable
 
-from cupid.utils.models.batch import BatchDeferred, runner_for
-from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-from cupid.utils.models.registry import check_models
-from cupid.utils.models.retry import cancel_all, reset_cancel
-from cupid.synthesis import personas as persona_stage
-from cupid.synthesis import stages as stage_table
-from cupid.synthesis.fan_out import FanOutStages
-from cupid.synthesis.scheduler import Continue, CriticalPathFirst, Progress, TaskRunner, run_batched
-from cupid.synthesis.options import (OptionsError, OptionsMismatch, SynthesisConfig, check_options,
-                                     stage_models)
-from cupid.synthesis.outputs import (BATCHES_FILE, Failure, FailureLog, OutputDir, OutputDirInUse,
-                               output_dir_lock)
-from cupid.synthesis.summary import write_summary
-from cupid.synthesis.taxonomy import load_taxonomy
-from cupid.utils.models.reask import UnusableAnswer
-from cupid.utils.models.call_errors import ModelCallFailed
-from cupid.utils.io import StorageError, atomic_write_json, check_writable, read_json
-from cupid.utils.models.reask import Answer
-from cupid.utils.stop_signals import stop_cause
+from ..utils.models.batch import BatchDeferred, runner_for
+from ..utils.models.cache import CACHE_DIR, ResponseCache
+from ..utils.models.registry import check_models
+from ..utils.models.retry import cancel_all, reset_cancel
+from . import personas as persona_stage
+from . import stages as stage_table
+from .fan_out import FanOutStages
+from .scheduler import Continue, CriticalPathFirst, Progress, TaskRunner, run_batched
+from .options import (OptionsError, OptionsMismatch, SynthesisConfig, check_options,
+                      stage_models)
+from .outputs import (BATCHES_FILE, Failure, FailureLog, OutputDir, OutputDirInUse,
+                      output_dir_lock)
+from .summary import write_summary
+from .taxonomy import load_taxonomy
+from ..utils.models.reask import UnusableAnswer
+from ..utils.models.call_errors import ModelCallFailed
+from ..utils.io import StorageError, atomic_write_json, check_writable, read_json
+from ..utils.models.reask import Answer
+from ..utils.stop_signals import stop_cause
 
 __all__ = ["OutputDirInUse", "OptionsError", "OptionsMismatch", "Synthesis", "SynthesisConfig",
            "run_synthesis"]

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cupid.utils.html_page import esc, page
-from cupid.utils.command_line import program_name
-from cupid.utils.io import atomic_write_text, read_json
+from ..utils.html_page import esc, page
+from ..utils.command_line import program_name
+from ..utils.io import atomic_write_text, read_json
 
 ROLE_TITLES = {"A": "A (current factor, original preference)", "A'": "A' (current factor, changed preference)",
                "B": "B (contrastive factor)", "other": "other factor", "final": "final (the current request)"}
@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("output_dir", help="a directory written by cupid-synth (or cupid-validate), or any data set")
     parser.add_argument("--output", default=None, help="the HTML file (default OUTPUT_DIR/report.html)")
     args = parser.parse_args(argv)
-    from cupid.synthesis.figure7 import report_section
-    from cupid.utils.errors import BadInput
+    from .figure7 import report_section
+    from ..utils.errors import BadInput
 
     out = Path(args.output_dir)
     path = Path(args.output) if args.output else out / "report.html"

@@ -20,17 +20,17 @@ import json
 import sys
 from pathlib import Path
 
-from cupid.utils.redact import redact
+from ..utils.redact import redact
 
 
 ROLE_FLAGS = ("model", "user_model", "assistant_model", "decomposer_model")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cupid import config
-    from cupid.synthesis.journey import MIN_SESSIONS
-    from cupid.synthesis.options import SynthesisConfig
-    from cupid.utils.command_line import Parser, non_negative_int, positive_int, program_name
+    from .. import config
+    from .journey import MIN_SESSIONS
+    from .options import SynthesisConfig
+    from ..utils.command_line import Parser, non_negative_int, positive_int, program_name
 
     d = SynthesisConfig()
     p = Parser(prog=program_name("python -m cupid.synthesis.run"), description=__doc__.split("\n\n")[0],
@@ -93,14 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.json and not args.dry_run:
         parser.error("--json goes with --dry_run")
-    from cupid.synthesis.api import synthesis_config, synthesize
-    from cupid.utils.command_line import print_error
-    from cupid.utils.errors import CupidError, Interrupted
+    from .api import synthesis_config, synthesize
+    from ..utils.command_line import print_error
+    from ..utils.errors import CupidError, Interrupted
 
     arguments = {name: getattr(args, name, None) for name in ARGUMENTS}
     try:
         if args.dry_run:
-            from cupid.synthesis import dry_run
+            from . import dry_run
 
             arguments.pop("rate_limit"), arguments.pop("log_file")
             return dry_run.main(synthesis_config(**arguments), args.rate_limit, as_json=args.json)
@@ -143,7 +143,7 @@ def print_summary(summary: dict) -> None:
 
 def console() -> None:
     """The console script ``cupid-synth``."""
-    from cupid.utils.command_line import run_console
+    from ..utils.command_line import run_console
 
     run_console(main)
 

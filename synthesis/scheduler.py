@@ -39,10 +39,10 @@ import time
 from collections import Counter
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
-from cupid.utils import events
-from cupid.utils.progress import HEARTBEAT_S, clock_text
+from ..utils import events
+from ..utils.progress import HEARTBEAT_S, clock_text
 
-from cupid.utils.models.batch import MAX_ROUNDS, run_in_rounds
+from ..utils.models.batch import MAX_ROUNDS, run_in_rounds
 
 log = logging.getLogger("synthesis.pipeline")  # the driver's log: batch passes are its work
 

@@ -7,16 +7,16 @@ from typing import Any
 
 import yaml
 
-from cupid.utils.models.model import Model
-from cupid.synthesis.documents import (generate_validated, TEXT, exactly, find_factor, json_object, line, mapping, one_of,
-                                 same_text, taxonomy_field, text_field, tuple_of)
-from cupid.utils.answers import ParseError, as_list, parse_yaml
-from cupid.utils.models.answer_layout import Json
-from cupid.synthesis.factors import PREFERENCE
-from cupid.utils.models.reask import Answer
-from cupid.synthesis.journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure, persona_journey
-from cupid.synthesis.taxonomy import Taxonomy
-from cupid.utils.prompts import load_prompt
+from ..utils.models.model import Model
+from .documents import (generate_validated, TEXT, exactly, find_factor, json_object, line, mapping, one_of,
+                        same_text, taxonomy_field, text_field, tuple_of)
+from ..utils.answers import ParseError, as_list, parse_yaml
+from ..utils.models.answer_layout import Json
+from .factors import PREFERENCE
+from ..utils.models.reask import Answer
+from .journey import A, A_CHANGED, B, FINAL, OTHER, Journey, format_series_structure, persona_journey
+from .taxonomy import Taxonomy
+from ..utils.prompts import load_prompt
 
 PROMPT = "synthesis/sessions_generator"
 # As the release sends them (sessions_generator.py's constructor).
@@ -53,7 +53,7 @@ def document(answer: Answer, persona: dict, inputs: dict, cfg) -> dict:
 
 
 def stand_in(persona: dict, inputs: dict, cfg) -> dict:
-    from cupid.utils.forecast import filler
+    from ..utils.forecast import filler
 
     factors = inputs["factors"]["factors"]
     return {"sessions": [{"index": i, "role": role, "context_factor": factors[(i - 1) % len(factors)]["context_factor"],

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from cupid.synthesis import stages as stage_table
-from cupid.synthesis.instances import INSTANCE_TYPES
-from cupid.synthesis.options import shaping_options
-from cupid.utils.io import atomic_write_json, read_json
+from . import stages as stage_table
+from .instances import INSTANCE_TYPES
+from .options import shaping_options
+from ..utils.io import atomic_write_json, read_json
 
 
 def write_summary(run, wall_time: float, stopped: str | None = None) -> dict:

@@ -19,29 +19,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def imported_modules(path: Path) -> set[str]:
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
-
-
-def test_synthesis_and_utils_import_nothing_from_evaluation_but_its_steps():
-    def allowed(folder: str, name: str) -> bool:
-        if name != "cupid.evaluation" and not name.startswith("cupid.evaluation."):
-            return True
-        # and the data loader: the validation reads whatever the evaluation reads
-        return folder == "synthesis" and (name.startswith("cupid.evaluation.steps") or name == "cupid.evaluation.data")
-
-    offenders = [f"{path.relative_to(ROOT)} imports {name}"
-                 for folder in ("synthesis", "utils") for path in sorted((ROOT / folder).rglob("*.py"))
-                 for name in sorted(imported_modules(path)) if not allowed(folder, name)]
-    assert offenders == []
-
-
 PRODUCT_FOLDERS = ("utils", "evaluation", "synthesis", "inspect_tasks", "studies")
 # A module may import its own layer's modules and those of the layers below it.
 LAYERS = {"config": 0, "utils": 0, "evaluation": 1, "synthesis": 2, "inspect_tasks": 2, "studies": 3}
@@ -114,6 +91,19 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def layer(module: str) -> int:
     return LAYERS[module.split(".")[1]]
+
+
+def test_synthesis_and_utils_import_nothing_from_evaluation_but_its_steps():
+    def allowed(source: str, target: str) -> bool:
+        if not source.startswith(("cupid.synthesis", "cupid.utils")) or not target.startswith("cupid.evaluation"):
+            return True
+        # and the data loader: the validation reads whatever the evaluation reads
+        return source.startswith("cupid.synthesis") and (target.startswith("cupid.evaluation.steps")
+                                                         or target == "cupid.evaluation.data")
+
+    offenders = [f"{source} imports {target}" for source, targets in sorted(import_graph().items())
+                 for target in sorted(targets) if not allowed(source, target)]
+    assert offenders == []
 
 
 def test_the_import_graph_has_no_circle():
@@ -296,6 +286,37 @@ def test_every_test_folder_is_a_package_mirroring_a_product_folder():
         mirrored = ROOT / folder.relative_to(TESTS)
         assert mirrored.is_dir(), f"{folder.relative_to(ROOT)} mirrors no folder of the product"
     assert (TESTS / "__init__.py").exists()
+
+
+def absolute_package_imports(path: Path) -> list[int]:
+    """The lines of ``path`` that import the package by its installed name (``cupid.…``)."""
+    return sorted(node.lineno for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                  if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "cupid"
+                  or isinstance(node, ast.Import) and any(a.name.split(".")[0] == "cupid" for a in node.names))
+
+
+def test_the_package_imports_itself_relatively_so_that_tools_follow_its_imports_to_its_files():
+    """``from ..utils.io import x`` leads an editor or a linter to utils/io.py beside it;
+    ``cupid.utils.io`` names a folder that exists only in an installed copy."""
+    offenders = [f"{path.relative_to(ROOT)}:{line}" for path in product_modules().values()
+                 for line in absolute_package_imports(path)]
+    assert offenders == []
+
+
+def test_the_relative_import_check_sees_an_absolute_one(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("from .io import a\nif True:\n    from cupid.utils import io\nimport cupid.config as c\n")
+    assert absolute_package_imports(planted) == [3, 4]
+
+
+def test_python_m_inside_the_checkout_runs_the_installed_command(tmp_path):
+    """``python -m evaluation.run`` in the checkout (the release's command line) runs the
+    installed package's module, every relative import included."""
+    result = subprocess.run([sys.executable, "-m", "evaluation.run", "--model", "scripted", "--evaluator", "scripted",
+                             "--data_dir", "data/sample", "--limit", "1", "--task", "both",
+                             "--results_dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert len(list(tmp_path.rglob("results.json"))) == 1
 
 
 @pytest.mark.parametrize("command", ["evaluation.run", "synthesis.run", "studies.self_enhancement"])

@@ -27,8 +27,8 @@ class Parser(argparse.ArgumentParser):
 def print_error(exc: BaseException) -> int:
     """What stopped a command, on stderr, and its exit status: an ``Interrupted``'s message,
     else ``error:`` and the CupidError's message and notes, keys redacted."""
-    from cupid.utils.errors import Interrupted
-    from cupid.utils.redact import redact
+    from .errors import Interrupted
+    from .redact import redact
 
     if isinstance(exc, Interrupted):
         print(f"\n{exc.message}", file=sys.stderr)
@@ -40,7 +40,7 @@ def print_error(exc: BaseException) -> int:
 def run_console(main: Callable[[], int]) -> NoReturn:
     """A console script: exits with ``main()``'s status, or a signal's when stopped before
     the run set its own handlers."""
-    from cupid.utils.stop_signals import stop_status
+    from .stop_signals import stop_status
 
     try:
         sys.exit(main())

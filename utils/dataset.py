@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from cupid.utils.errors import BadInput
+from .errors import BadInput
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from cupid.utils.redact import RedactingFormatter, redact
+from .redact import RedactingFormatter, redact
 
 EVENTS = logging.getLogger("cupid.events")
 KIND = "cupid_event_kind"

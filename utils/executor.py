@@ -90,7 +90,7 @@ def stop_workers(pool_owner, grace: float) -> bool:
     """Tell every model call to stop, close ``pool_owner``'s pools without waiting, and give
     worker threads ``grace`` seconds to return; True when they all did. Threads cannot be
     killed: one blocked in a hung request is left (it ends with its request's timeout)."""
-    from cupid.utils.models.retry import cancel_all
+    from .models.retry import cancel_all
 
     cancel_all()
     pool_owner.close(wait=False)

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from cupid.utils.errors import BadInput
-from cupid.utils.io import read_json
-from cupid.utils.models.hosted import HostedModel
-from cupid.utils.models.model import Model
-from cupid.utils.models.request import Request
-from cupid.utils.models.tokens import CHARS_PER_TOKEN, estimate_tokens
-from cupid.utils.models.usage import estimate_cost
+from .errors import BadInput
+from .io import read_json
+from .models.hosted import HostedModel
+from .models.model import Model
+from .models.request import Request
+from .models.tokens import CHARS_PER_TOKEN, estimate_tokens
+from .models.usage import estimate_cost
 
 TOKEN_COUNTING = (f"tokens are estimated from text length (utils/models/tokens.py estimate_tokens, "
                   f"{CHARS_PER_TOKEN:g} characters a token) of each request's system prompt and "
@@ -189,7 +189,7 @@ def _tally(totals: dict[str, list[int]], model, tokens, calls) -> None:
 
 def parse_limits(specs: str | Iterable[str]) -> dict:
     """--rate_limit specs (or one) -> {model name or "*": UserLimits}; BadInput names a bad one."""
-    from cupid.utils.models.pacing import parse_rate_limit
+    from .models.pacing import parse_rate_limit
 
     try:
         return dict(parse_rate_limit(spec) for spec in ([specs] if isinstance(specs, str) else specs))

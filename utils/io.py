@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 import orjson
 
-from cupid.utils.errors import CupidError
+from .errors import CupidError
 
 log = logging.getLogger("cupid.io")
 # A temporary file is ".<target>.<host>~<pid>.<random>.tmp": the writer's host and pid let a

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import TextIO
 
-from cupid.utils import events
+from . import events
 
 # Off a terminal a line comes at least this often, so a log shows a slow run alive within half a
 # minute of its start (the embedded model takes minutes per instance).

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from cupid import config
+from .. import config
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 STYLES = ("placeholders", "format")

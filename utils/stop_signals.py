@@ -76,7 +76,7 @@ class SignalGuard:
             self.active = False
             # A signal noted after the run last looked (while it returned): not lost, raised now.
             if exc_type is None and self.received is not None:
-                from cupid.utils.errors import Interrupted
+                from .errors import Interrupted
 
                 raise Interrupted(f"{stop_cause(self.received)} after the work was done: the results are "
                                   f"written", 128 + self.received)

@@ -21,8 +21,8 @@
                     annotation_page.py  its Figure 12 annotation page
     command.py      the command line
 """
-from cupid.evaluation.report.build import ReportFiles, build_report
-from cupid.evaluation.report.command import main
-from cupid.evaluation.report.format import CSV_COLUMNS
+from .build import ReportFiles, build_report
+from .command import main
+from .format import CSV_COLUMNS
 
 __all__ = ["CSV_COLUMNS", "ReportFiles", "build_report", "main"]

@@ -1,6 +1,6 @@
 """python -m evaluation.report RESULTS_DIR: see evaluation/report/command.py."""
 import sys
 
-from cupid.evaluation.report.command import main
+from .command import main
 
 sys.exit(main())

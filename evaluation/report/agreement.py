@@ -21,10 +21,10 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from cupid.evaluation.report.format import md_table
-from cupid.evaluation.report.results import load_runs
-from cupid.utils.csv_file import read_cell
-from cupid.utils.errors import BadInput
+from .format import md_table
+from .results import load_runs
+from ...utils.csv_file import read_cell
+from ...utils.errors import BadInput
 
 LABELS = ("Not Covered", "Partially Covered", "Fully Covered")  # ordered: the ordinal alpha's scale
 MATCH_STEPS = ("match_precision", "match_recall")

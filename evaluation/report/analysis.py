@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cupid.utils.dataset import INSTANCE_TYPES
-from cupid.evaluation.metrics import micro_inference
-from cupid.evaluation.report import statistics as S
-from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
-from cupid.evaluation.report.published import PAPER_MODELS, lookup, paper_model_name, scorer_kind
-from cupid.evaluation.report.results import Outcome, Run, load_runs, outcome
-from cupid.evaluation.report.selection import selection_estimates
+from ...utils.dataset import INSTANCE_TYPES
+from ..metrics import micro_inference
+from . import statistics as S
+from .format import DEFAULT_MIN_BIN_SIZE
+from .published import PAPER_MODELS, lookup, paper_model_name, scorer_kind
+from .results import Outcome, Run, load_runs, outcome
+from .selection import selection_estimates
 
 
 @dataclass

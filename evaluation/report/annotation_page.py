@@ -13,10 +13,10 @@ from pathlib import Path
 
 import orjson
 
-from cupid.evaluation.report.agreement import LABELS, Pair, scorer_pairs
-from cupid.utils.csv_file import INERT_STARTS
-from cupid.utils.html_page import annotation_page, esc, radios, script_json
-from cupid.utils.io import atomic_write_text
+from .agreement import LABELS, Pair, scorer_pairs
+from ...utils.csv_file import INERT_STARTS
+from ...utils.html_page import annotation_page, esc, radios, script_json
+from ...utils.io import atomic_write_text
 
 # The instructions of the paper's Figure 12 (Kim et al., COLM 2025, Appendix A.1).
 INSTRUCTIONS = """

@@ -9,23 +9,23 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cupid.evaluation.report import interaction_section
-from cupid.evaluation.report.analysis import Analysis
-from cupid.evaluation.report.error_table import add_csv_columns, case_rows, table2_section
-from cupid.evaluation.report.export import write_samples
-from cupid.evaluation.report.figure_data import (inference_generation_data, length_data, matcher_data,
-                                           position_data, prf_bars_data, summaries_data)
-from cupid.evaluation.report.figures import plotter, pyplot
-from cupid.evaluation.report.format import (DEFAULT_MIN_BIN_SIZE, FLAG, PAPER_EVALUATOR, md_table, render_csv)
-from cupid.evaluation.report.gaps import Gap, find_gaps, gaps_markdown
-from cupid.evaluation.report.html_report import write_html_report
-from cupid.evaluation.report.published import paper_model_name, scorer_kind
-from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
-from cupid.evaluation.report.strategy_comparison import memory_cost_section, strategies_figure_data, strategies_section
-from cupid.evaluation.report.tables import (coverage_section, differences_section, generation_table,
-                                      inference_table)
-from cupid.utils.cycle_collection import paused_cycle_collection
-from cupid.utils.io import atomic_write_text, clean_orphan_tmp
+from . import interaction_section
+from .analysis import Analysis
+from .error_table import add_csv_columns, case_rows, table2_section
+from .export import write_samples
+from .figure_data import (inference_generation_data, length_data, matcher_data,
+                          position_data, prf_bars_data, summaries_data)
+from .figures import plotter, pyplot
+from .format import (DEFAULT_MIN_BIN_SIZE, FLAG, PAPER_EVALUATOR, md_table, render_csv)
+from .gaps import Gap, find_gaps, gaps_markdown
+from .html_report import write_html_report
+from .published import paper_model_name, scorer_kind
+from .statistics import DEFAULT_N_BOOTSTRAP, one_blas_thread
+from .strategy_comparison import memory_cost_section, strategies_figure_data, strategies_section
+from .tables import (coverage_section, differences_section, generation_table,
+                     inference_table)
+from ...utils.cycle_collection import paused_cycle_collection
+from ...utils.io import atomic_write_text, clean_orphan_tmp
 
 
 @dataclass

@@ -11,16 +11,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from cupid import config
-from cupid.evaluation.report import error_types, interaction_section
-from cupid.evaluation.report.build import build_report
-from cupid.evaluation.report.export import export_format, push_to_hub, write_samples
-from cupid.evaluation.report.format import DEFAULT_MIN_BIN_SIZE
-from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
-from cupid.utils.command_line import Parser, non_negative_int, positive_int, program_name
-from cupid.utils.errors import BadInput, SetupError
-from cupid.utils.executor import exit_now
-from cupid.utils.io import StorageError, describe_os_error
+from ... import config
+from . import error_types, interaction_section
+from .build import build_report
+from .export import export_format, push_to_hub, write_samples
+from .format import DEFAULT_MIN_BIN_SIZE
+from .statistics import DEFAULT_N_BOOTSTRAP
+from ...utils.command_line import Parser, non_negative_int, positive_int, program_name
+from ...utils.errors import BadInput, SetupError
+from ...utils.executor import exit_now
+from ...utils.io import StorageError, describe_os_error
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,7 +129,7 @@ def write_failed(exc: OSError, path: object, advice: str) -> int:
 
 
 def export_samples(args, parser: argparse.ArgumentParser) -> int:
-    from cupid.evaluation.sample_rows import sample_rows
+    from ..sample_rows import sample_rows
 
     if args.export:
         try:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from cupid.evaluation.report import statistics as S
-from cupid.evaluation.report.analysis import Analysis
-from cupid.evaluation.report.format import fmt_ci, fmt_p, fmt_pct, fmt_score
-from cupid.evaluation.report.results import Run
+from . import statistics as S
+from .analysis import Analysis
+from .format import fmt_ci, fmt_p, fmt_pct, fmt_score
+from .results import Run
 
 TASKS = (("inference", "f1", fmt_pct), ("generation", "j", fmt_score))
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cupid.evaluation import steps
-from cupid.evaluation.report import statistics as S
-from cupid.evaluation.report.analysis import Analysis
-from cupid.evaluation.report.error_types import Classified, load
-from cupid.evaluation.report.format import ERROR_SLUGS as SLUGS, fmt_ci, md_table
-from cupid.evaluation.report.published import load_table, paper_model_name
-from cupid.evaluation.steps.error_type import TYPES
+from .. import steps
+from . import statistics as S
+from .analysis import Analysis
+from .error_types import Classified, load
+from .format import ERROR_SLUGS as SLUGS, fmt_ci, md_table
+from .published import load_table, paper_model_name
+from ..steps.error_type import TYPES
 
 PUBLISHED = "table2"
 

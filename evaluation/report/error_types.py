@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-from cupid.utils import events
-from cupid.evaluation import steps
-from cupid.evaluation.report import statistics as S
-from cupid.evaluation.report.analysis import Analysis
-from cupid.evaluation.report.results import Run
-from cupid.evaluation.store import InstanceRecord, instance_file_name, now
-from cupid.utils.errors import BadInput
-from cupid.utils.io import FileLock, atomic_write_json, move_aside, read_json
-from cupid.utils.prompts import load_prompt
+from ...utils import events
+from .. import steps
+from . import statistics as S
+from .analysis import Analysis
+from .results import Run
+from ..store import InstanceRecord, instance_file_name, now
+from ...utils.errors import BadInput
+from ...utils.io import FileLock, atomic_write_json, move_aside, read_json
+from ...utils.prompts import load_prompt
 
 DIRECTORY = "error_types"
 SAMPLE = "sample.json"
@@ -98,15 +98,15 @@ def classify(results_dir: str | Path, *, evaluator: str, f1_below: float = F1_BE
     the instances' data are missing, ModelConfigurationError for a model that cannot be
     reached."""
     # The model layer and the pipeline's asker are imported here: the report alone needs neither.
-    from cupid.evaluation.pipeline import InstanceSteps
-    from cupid.evaluation.report.instance_data import load_instance_data
-    from cupid.evaluation.strategies import PAPER_STRATEGIES
-    from cupid.evaluation.steps import error_type
-    from cupid.utils.executor import iter_with_progress
-    from cupid.utils.models.batch import BatchDeferred, run_in_rounds, runner_for
-    from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-    from cupid.utils.models.registry import check_models, resolve_model
-    from cupid.utils.models.retry import cancel_all
+    from ..pipeline import InstanceSteps
+    from .instance_data import load_instance_data
+    from ..strategies import PAPER_STRATEGIES
+    from ..steps import error_type
+    from ...utils.executor import iter_with_progress
+    from ...utils.models.batch import BatchDeferred, run_in_rounds, runner_for
+    from ...utils.models.cache import CACHE_DIR, ResponseCache
+    from ...utils.models.registry import check_models, resolve_model
+    from ...utils.models.retry import cancel_all
 
     results_dir = Path(results_dir)
     an = Analysis(results_dir, n_bootstrap=1)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from cupid.utils.csv_file import csv_text
-from cupid.utils.io import atomic_write_text, temporary_prefix
+from ...utils.csv_file import csv_text
+from ...utils.io import atomic_write_text, temporary_prefix
 
 FORMATS = {".jsonl": "jsonl", ".parquet": "parquet", ".csv": "csv"}
 

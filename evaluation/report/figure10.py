@@ -11,11 +11,11 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cupid.evaluation.report.analysis import Analysis
-from cupid.evaluation.report.figures import F1_LIMITS, JUDGE_LIMITS, _save, pyplot
-from cupid.evaluation.report.format import md_table
-from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP, Estimate
-from cupid.utils.io import atomic_write_text
+from .analysis import Analysis
+from .figures import F1_LIMITS, JUDGE_LIMITS, _save, pyplot
+from .format import md_table
+from .statistics import DEFAULT_N_BOOTSTRAP, Estimate
+from ...utils.io import atomic_write_text
 
 FAMILY_FRAME = "red"
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cupid.utils.dataset import safe_name
-from cupid.evaluation.metrics import micro_inference
-from cupid.evaluation.report import statistics as S
-from cupid.evaluation.report.analysis import Analysis
-from cupid.evaluation.report.format import fmt_ci, fmt_pct, fmt_r, fmt_score, md_table
-from cupid.evaluation.report.published import lookup, paper_model_name
-from cupid.evaluation.report.results import Outcome, Run, history_of
+from ...utils.dataset import safe_name
+from ..metrics import micro_inference
+from . import statistics as S
+from .analysis import Analysis
+from .format import fmt_ci, fmt_pct, fmt_r, fmt_score, md_table
+from .published import lookup, paper_model_name
+from .results import Outcome, Run, history_of
 
 
 @dataclass

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cupid.evaluation.report.format import fmt_r
-from cupid.evaluation.report.statistics import Correlation
+from .format import fmt_r
+from .statistics import Correlation
 
 F1_LIMITS = (0, 100)
 JUDGE_LIMITS = (1, 10)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from cupid.utils.csv_file import csv_text
-from cupid.utils.dataset import INSTANCE_TYPES
-from cupid.evaluation.report.statistics import Correlation, Estimate
-from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
+from ...utils.csv_file import csv_text
+from ...utils.dataset import INSTANCE_TYPES
+from .statistics import Correlation, Estimate
+from ..steps.error_type import TYPES as ERROR_TYPES
 
 ERROR_SLUGS = {t: t.lower().replace(" ", "_") for t in ERROR_TYPES}
 

@@ -21,9 +21,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cupid import config
-from cupid.evaluation.report import error_types
-from cupid.evaluation.report.results import Run
+from ... import config
+from . import error_types
+from .results import Run
 
 # Figure 5 draws a correlation; fewer points give no r (analysis.pearson).
 MIN_MODELS_FOR_CORRELATION = 3

@@ -18,13 +18,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from cupid.evaluation.report import statistics as S
-from cupid.evaluation.report.analysis import Analysis
-from cupid.evaluation.report.instance_data import load_instance_data
-from cupid.evaluation.report.payload import Payload
-from cupid.evaluation.steps.error_type import TYPES as ERROR_TYPES
-from cupid.utils.html_page import chunk_element, chunked_page, esc, gzip_json, markdown_to_html
-from cupid.utils.io import atomic_write_text
+from . import statistics as S
+from .analysis import Analysis
+from .instance_data import load_instance_data
+from .payload import Payload
+from ..steps.error_type import TYPES as ERROR_TYPES
+from ...utils.html_page import chunk_element, chunked_page, esc, gzip_json, markdown_to_html
+from ...utils.io import atomic_write_text
 
 REPORT_JS = Path(__file__).resolve().parent / "templates" / "report.js"  # the page's script, the report's own
 

@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from cupid.evaluation.data import InstanceSource
-from cupid.evaluation.report.results import Run
-from cupid.utils.dataset import DataValidationError, Instance
+from ..data import InstanceSource
+from .results import Run
+from ...utils.dataset import DataValidationError, Instance
 
 
 def _source_specs(runs: list[Run], data_paths: Iterable[str | Path] | None,

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cupid.evaluation.report.statistics import (DEFAULT_N_BOOTSTRAP, Estimate, bootstrap, one_blas_thread,
-                                                paired_bootstrap)
-from cupid.utils.io import read_json
+from .statistics import (DEFAULT_N_BOOTSTRAP, Estimate, bootstrap, one_blas_thread,
+                         paired_bootstrap)
+from ...utils.io import read_json
 
 MANIFEST = "interaction_run.json"  # a run's record (not run.json: cupid-report reads those)
 CENSORING_NOTE = "unsatisfied dialogues are counted at max_rounds (a lower bound of the uncapped rounds)"

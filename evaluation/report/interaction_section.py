@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from cupid.evaluation.report.interaction_measures import MANIFEST, dialogue_records, measures
-from cupid.evaluation.report.format import md_table
-from cupid.evaluation.report.statistics import DEFAULT_N_BOOTSTRAP
-from cupid.utils.html_page import esc, page
-from cupid.utils.io import atomic_write_text, read_json
+from .interaction_measures import MANIFEST, dialogue_records, measures
+from .format import md_table
+from .statistics import DEFAULT_N_BOOTSTRAP
+from ...utils.html_page import esc, page
+from ...utils.io import atomic_write_text, read_json
 
 PAGE = "interaction.html"
 FIGURE = "fig_interaction.png"
@@ -108,8 +108,8 @@ def section(runs: list[InteractionRun], results_dir: Path, figure: Path | None =
 def _instances(runs: list[InteractionRun], data_paths) -> tuple[dict, list[str]]:
     """The dialogues' instances, for the sessions they were shown: from ``data_paths`` (the
     report's --data) or each run's local data; the hub's is not loaded here."""
-    from cupid.evaluation.data import InstanceSource
-    from cupid.utils.dataset import DataValidationError
+    from ..data import InstanceSource
+    from ...utils.dataset import DataValidationError
 
     wanted = {r["instance_id"] for run in runs for r in dialogue_records(run.directory)}
     paths = list(data_paths or []) or sorted({run.manifest.get("data_source") for run in runs
@@ -195,7 +195,7 @@ def write_figure(runs: list[InteractionRun], output: Path) -> Path | None:
     (personas resampled) as a band; one panel per simulator (runs under different simulators are
     not comparable). None without matplotlib."""
     try:
-        from cupid.evaluation.report.figures import _save, pyplot
+        from .figures import _save, pyplot
 
         plt = pyplot()
     except ImportError:

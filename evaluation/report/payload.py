@@ -8,15 +8,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any, Iterable
 
-from cupid.evaluation.report.analysis import Analysis
-from cupid.evaluation.report.compare_data import paired_entries
-from cupid.evaluation.report.error_types import Classified, load as load_error_types
-from cupid.evaluation.report.results import Run, history_of, setting_order
-from cupid.utils.dataset import Instance
-from cupid.utils.html_page import gzip_json
-from cupid.utils.models.catalog import price_of
-from cupid.utils.models.usage import cost_at
-from cupid.evaluation.steps import DECOMPOSE, GENERATE, INFER, JUDGE, MATCH_PRECISION, MATCH_RECALL, SUMMARIZE
+from .analysis import Analysis
+from .compare_data import paired_entries
+from .error_types import Classified, load as load_error_types
+from .results import Run, history_of, setting_order
+from ...utils.dataset import Instance
+from ...utils.html_page import gzip_json
+from ...utils.models.catalog import price_of
+from ...utils.models.usage import cost_at
+from ..steps import DECOMPOSE, GENERATE, INFER, JUDGE, MATCH_PRECISION, MATCH_RECALL, SUMMARIZE
 
 STEP_FIELDS = ("status", "model", "output", "error", "attempts", "usage", "endings", "flagged")
 # Instances per detail chunk and sessions per sessions chunk: an instance page inflates only

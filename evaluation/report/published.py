@@ -14,7 +14,7 @@ import json
 import re
 from functools import lru_cache
 
-from cupid import config
+from ... import config
 
 TABLE_FILES = ("table1", "table3", "table9", "table10", "table11")
 

@@ -15,11 +15,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
-from cupid.evaluation import steps
-from cupid.evaluation.metrics import read_generation, read_inference
-from cupid.evaluation.strategies import PAPER_STRATEGIES
-from cupid.evaluation.store import MANIFEST, is_instance_file, is_results_file, step_record
-from cupid.utils.io import read_json
+from .. import steps
+from ..metrics import read_generation, read_inference
+from ..strategies import PAPER_STRATEGIES
+from ..store import MANIFEST, is_instance_file, is_results_file, step_record
+from ...utils.io import read_json
 
 # The model's steps that belong to one task only: a record holding one performed that task.
 _OWN_STEPS = {task: [s.name for s in steps.of_task(task) if s.tasks == (task,) and not s.per_scorer]
@@ -259,7 +259,7 @@ def outcome(run: Run, scorer: str, task: str, exclude_filtered: bool = False) ->
     """Per-instance values of ``task`` ("inference": InferenceCounts, "generation": judge
     score) under ``scorer``, and which instances are left out and why; a value read from a
     filtered or refused answer is flagged, and left out with ``exclude_filtered``."""
-    from cupid.evaluation.aggregate import flagged_tasks
+    from ..aggregate import flagged_tasks
 
     if task not in steps.TASKS:
         raise ValueError(f"unknown task {task!r}")

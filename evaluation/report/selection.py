@@ -3,10 +3,10 @@ sessions shown, their session recall and precision, the history's tokens and the
 model's input tokens, as means with persona-clustered intervals."""
 from __future__ import annotations
 
-from cupid.evaluation.report import statistics as S
-from cupid.evaluation.report.results import Run
-from cupid.evaluation.session_recall import instance_selection
-from cupid.evaluation.steps import GENERATE, INFER, SUMMARIZE
+from . import statistics as S
+from .results import Run
+from ..session_recall import instance_selection
+from ..steps import GENERATE, INFER, SUMMARIZE
 
 SELECTION_METRICS = ("sessions_shown", "recall", "precision", "history_tokens", "model_input_tokens")
 _MODEL_STEPS = (INFER.name, GENERATE.name, SUMMARIZE.name)  # the steps whose requests carry the history

@@ -21,7 +21,7 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from cupid.evaluation.metrics import InferenceCounts, f1_score
+from ..metrics import InferenceCounts, f1_score
 
 DEFAULT_N_BOOTSTRAP = 1000
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cupid.evaluation.report import statistics as S
-from cupid.evaluation.report.format import fmt_ci, fmt_pct, fmt_score, md_table
-from cupid.evaluation.report.results import Run
+from . import statistics as S
+from .format import fmt_ci, fmt_pct, fmt_score, md_table
+from .results import Run
 
 if TYPE_CHECKING:
-    from cupid.evaluation.report.analysis import Analysis
-    from cupid.evaluation.report.figure_data import FigureData
+    from .analysis import Analysis
+    from .figure_data import FigureData
 
 def _models_with_strategies(an: "Analysis") -> list[str]:
     return [m for m in an.models() if sum(r.model == m for r in an.runs) > 1]
@@ -91,8 +91,8 @@ def memory_cost_section(an: "Analysis") -> str | None:
     """report.md's "Memory cost": the calls an LLM-backed strategy made to its own model
     (the instance files' ``shown.model_usage``), apart from the evaluated model's; None when
     no run has any."""
-    from cupid.evaluation.strategy_model import add_usage
-    from cupid.utils.models.usage import cost_of
+    from ..strategy_model import add_usage
+    from ...utils.models.usage import cost_of
 
     rows = []
     for run in an.runs:
@@ -145,7 +145,7 @@ def _paired(an: "Analysis", run: Run, other: Run | None, scorer: str | None, tas
 
 def strategies_figure_data(an: "Analysis") -> "FigureData":
     """Per model and strategy: F1, the judge score and the session recall with their intervals."""
-    from cupid.evaluation.report.figure_data import FigureData
+    from .figure_data import FigureData
 
     fig = FigureData("fig_strategies", "Context strategies: F1, judge score and session recall per strategy", "")
     models = _models_with_strategies(an)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from cupid.evaluation.aggregate import answer_endings
-from cupid.evaluation.console import endings_line
-from cupid.evaluation.report import statistics as S
-from cupid.evaluation.report.analysis import Analysis
-from cupid.evaluation.report.format import (FLAG, GROUPS, PAPER_EVALUATOR, fmt_ci, fmt_p, fmt_pct, fmt_score,
-                                            md_table)
-from cupid.evaluation.report.published import lookup, paper_model_name, scorer_kind
-from cupid.evaluation.report.results import Outcome, Run
+from ..aggregate import answer_endings
+from ..console import endings_line
+from . import statistics as S
+from .analysis import Analysis
+from .format import (FLAG, GROUPS, PAPER_EVALUATOR, fmt_ci, fmt_p, fmt_pct, fmt_score,
+                     md_table)
+from .published import lookup, paper_model_name, scorer_kind
+from .results import Outcome, Run
 
 
 INFERENCE_LAYOUTS = {

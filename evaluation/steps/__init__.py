@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import ModuleType
 
-from cupid.evaluation.steps import decompose, error_type, generate, infer, judge, match, summarize
+from . import decompose, error_type, generate, infer, judge, match, summarize
 
 TASKS = ("inference", "generation")
 

@@ -12,12 +12,12 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from cupid import config
-from cupid.utils.models.reask import Answer, ask_until_usable
-from cupid.utils.answers import ParseError
-from cupid.utils.models.answer_layout import Layout
-from cupid.evaluation.steps.layouts import few_shot_block
-from cupid.utils.prompts import load_prompt
+from ... import config
+from ...utils.models.reask import Answer, ask_until_usable
+from ...utils.answers import ParseError
+from ...utils.models.answer_layout import Layout
+from .layouts import few_shot_block
+from ...utils.prompts import load_prompt
 
 # What a value given by reference stands for.
 SESSION_LOG = "session_log"          # the instance's session log as the run showed it

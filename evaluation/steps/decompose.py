@@ -9,11 +9,11 @@ read the release's way first.
 """
 from __future__ import annotations
 
-from cupid import config
-from cupid.evaluation import release
-from cupid.evaluation.steps.ask import Ask
-from cupid.utils.answers import ParseError, extract_json
-from cupid.utils.models.answer_layout import Json
+from ... import config
+from .. import release
+from .ask import Ask
+from ...utils.answers import ParseError, extract_json
+from ...utils.models.answer_layout import Json
 
 PROMPT = "synthesis/preference_decomposer"
 # The release's decomposer's parameters (its integer 0 kept, so that a request's body is the

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from cupid.evaluation.steps.ask import Ask
-from cupid.utils.answers import ParseError, find_section
-from cupid.utils.models.answer_layout import Choice, Headed, Lines
-from cupid.utils.dataset import Session
+from .ask import Ask
+from ...utils.answers import ParseError, find_section
+from ...utils.models.answer_layout import Choice, Headed, Lines
+from ...utils.dataset import Session
 
 PROMPT = "evaluation/error_type"
 RELEASE_ON_FAILED_CALL = None  # the release has no such step

@@ -4,8 +4,8 @@ setting, §4.1) the user's true preference. As the release sends it: its prompt 
 the evaluated model's parameters (temperature 0, max_tokens 8192; config.ROLE_PARAMS)."""
 from __future__ import annotations
 
-from cupid.evaluation.steps.ask import SESSION_LOG, Ask
-from cupid.utils.answers import ParseError
+from .ask import SESSION_LOG, Ask
+from ...utils.answers import ParseError
 
 PROMPT = "evaluation/response_generator"
 PROMPT_FROM_SUMMARIES = "evaluation/generate_response_from_summaries"

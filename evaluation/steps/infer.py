@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 
-from cupid.evaluation import release
-from cupid.evaluation.steps.ask import SESSION_LOG, Ask
-from cupid.utils.answers import ParseError, find_section, strip_decoration
-from cupid.utils.models.answer_layout import Headed, Lines
+from .. import release
+from .ask import SESSION_LOG, Ask
+from ...utils.answers import ParseError, find_section, strip_decoration
+from ...utils.models.answer_layout import Headed, Lines
 
 PROMPT = "evaluation/preference_inferrer"
 PROMPT_FROM_SUMMARIES = "evaluation/infer_preference_from_summaries"

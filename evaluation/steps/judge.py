@@ -11,11 +11,11 @@ import math
 import re
 from typing import Any, Sequence
 
-from cupid.evaluation import release
-from cupid.evaluation.steps.ask import Ask
-from cupid.evaluation.steps.layouts import format_checklist_bullets
-from cupid.utils.answers import ParseError, find_section
-from cupid.utils.models.answer_layout import SCORE, Choice, Headed, Lines
+from .. import release
+from .ask import Ask
+from .layouts import format_checklist_bullets
+from ...utils.answers import ParseError, find_section
+from ...utils.models.answer_layout import SCORE, Choice, Headed, Lines
 
 PROMPT = "evaluation/response_judger"
 # The release scored a failed judge call 0.

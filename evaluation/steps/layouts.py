@@ -8,9 +8,9 @@ import json
 from functools import lru_cache
 from typing import Iterable
 
-from cupid.evaluation.release import LABEL_SCORES
-from cupid.utils.dataset import Session
-from cupid.utils.prompts import load_prompt
+from ..release import LABEL_SCORES
+from ...utils.dataset import Session
+from ...utils.prompts import load_prompt
 
 MATCHER_PROMPT = "evaluation/preference_matcher"
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from cupid.evaluation import release
-from cupid.evaluation.release import LABEL_SCORES
-from cupid.evaluation.steps.ask import PROMPT_EXAMPLES, Ask
-from cupid.evaluation.steps.layouts import few_shot_block, format_checklist
-from cupid.utils.answers import ParseError, extract_json
-from cupid.utils.models.answer_layout import Json
+from .. import release
+from ..release import LABEL_SCORES
+from .ask import PROMPT_EXAMPLES, Ask
+from .layouts import few_shot_block, format_checklist
+from ...utils.answers import ParseError, extract_json
+from ...utils.models.answer_layout import Json
 
 PROMPT = "evaluation/preference_matcher"
 PROMPT_PREFMATCHER = "evaluation/preference_matcher_model"

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from cupid.evaluation.steps.ask import Ask
-from cupid.evaluation.steps.layouts import format_session_log
-from cupid.utils.answers import ParseError, extract_json
-from cupid.utils.models.answer_layout import Json
-from cupid.utils.dataset import Session
+from .ask import Ask
+from .layouts import format_session_log
+from ...utils.answers import ParseError, extract_json
+from ...utils.models.answer_layout import Json
+from ...utils.dataset import Session
 
 PROMPT = "evaluation/summarize_sessions"
 RELEASE_ON_FAILED_CALL = None  # the release has no summary setting

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import re
 
-from cupid.utils.answers import ParseError
-from cupid.utils.models.answer_layout import SCORE, Choice, Headed, Lines
-from cupid.utils.models.reask import Answer, UnusableAnswer, ask_until_usable
-from cupid.utils.prompts import load_prompt
+from ...utils.answers import ParseError
+from ...utils.models.answer_layout import SCORE, Choice, Headed, Lines
+from ...utils.models.reask import Answer, UnusableAnswer, ask_until_usable
+from ...utils.prompts import load_prompt
 
 PROMPT = "synthesis/user_simulator"
 # As the release sends it (UserSimulator's constructor).

@@ -21,12 +21,12 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-from cupid.synthesis.validation.plan import (CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST,
-                                             conclude)
-from cupid.utils.dataset import INSTANCE_TYPES
-from cupid.utils.errors import BadInput, SetupError
-from cupid.utils.html_page import annotation_page, esc, radios
-from cupid.utils.io import atomic_write_text
+from .plan import (CONTRASTING, CURRENT, EARLIER, EXPRESSED, FAILED, NOT_EXPRESSED, REQUEST,
+                   conclude)
+from ...utils.dataset import INSTANCE_TYPES
+from ...utils.errors import BadInput, SetupError
+from ...utils.html_page import annotation_page, esc, radios
+from ...utils.io import atomic_write_text
 
 FORMAT = "cupid-annotation/1"
 LABELS = (EXPRESSED, NOT_EXPRESSED)

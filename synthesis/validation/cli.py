@@ -18,7 +18,7 @@ import sys
 import types
 from pathlib import Path
 
-from cupid import config
+from ... import config
 
 # One extraction's answer per checklist entry (analysis, fragments, rating), in tokens.
 ANSWER_TOKENS_PER_ENTRY = 150
@@ -33,7 +33,7 @@ class _CallableCommand(types.ModuleType):
     so calling the module calls the engine."""
 
     def __call__(self, *args, **kwargs):
-        from cupid.synthesis.validation.engine import validate
+        from .engine import validate
 
         return validate(*args, **kwargs)
 
@@ -42,8 +42,8 @@ sys.modules[__name__].__class__ = _CallableCommand
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cupid.synthesis.validation.engine import DEFAULT_VALIDATOR
-    from cupid.utils.command_line import Parser, non_negative_int, positive_float, positive_int, program_name
+    from .engine import DEFAULT_VALIDATOR
+    from ...utils.command_line import Parser, non_negative_int, positive_float, positive_int, program_name
 
     p = Parser(prog=program_name("python -m cupid.synthesis.validation.cli"), description=__doc__.split("\n\n")[0],
                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -73,13 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
 def forecast(args) -> dict:
     """The requests the validation would send that no earlier run answered, rendered by
     the steps' own code with a stand-in model."""
-    from cupid.evaluation.data import InstanceSource
-    from cupid.evaluation.steps import decompose
-    from cupid.synthesis.validation import fragments
-    from cupid.synthesis.validation.engine import AnswerStore, series_of
-    from cupid.synthesis.validation.plan import known_checklists, plan_checks, session_at
-    from cupid.utils.forecast import RenderOnly, filler, parse_limits, render, role_forecast, summary
-    from cupid.utils.models.registry import resolve_model
+    from ...evaluation.data import InstanceSource
+    from ...evaluation.steps import decompose
+    from . import fragments
+    from .engine import AnswerStore, series_of
+    from .plan import known_checklists, plan_checks, session_at
+    from ...utils.forecast import RenderOnly, filler, parse_limits, render, role_forecast, summary
+    from ...utils.models.registry import resolve_model
 
     model = resolve_model(args.model, role="evaluator")
     source = InstanceSource(data_path=args.data_dir, limit=args.limit)
@@ -107,10 +107,10 @@ def forecast(args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from cupid.synthesis.validation.engine import validate
-    from cupid.utils.command_line import print_error
-    from cupid.utils.errors import CupidError, Interrupted
-    from cupid.utils.forecast import print_forecast
+    from .engine import validate
+    from ...utils.command_line import print_error
+    from ...utils.errors import CupidError, Interrupted
+    from ...utils.forecast import print_forecast
 
     try:
         if args.dry_run:
@@ -152,7 +152,7 @@ def print_summary(summary: dict, out=None) -> None:
 
 def console() -> None:
     """The console script ``cupid-validate``."""
-    from cupid.utils.command_line import run_console
+    from ...utils.command_line import run_console
 
     run_console(main)
 

@@ -35,20 +35,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from cupid import config
-from cupid.utils.progress import HEARTBEAT_S, ProgressLog
-from cupid.evaluation.steps import decompose
-from cupid.evaluation.steps.ask import Ask
-from cupid.synthesis.validation import fragments
-from cupid.synthesis.validation.plan import (EntryResult, conclude, consistent_instances, known_checklists,
-                                             plan_checks, session_at)
-from cupid.utils.dataset import Instance
-from cupid.utils.errors import BadInput, Interrupted
-from cupid.utils.io import atomic_write_json, read_json
-from cupid.utils.models.reask import Answer, UnusableAnswer
-from cupid.utils.models.call_errors import ModelCallFailed
-from cupid.utils.models.model import Model
-from cupid.utils.redact import redact
+from ... import config
+from ...utils.progress import HEARTBEAT_S, ProgressLog
+from ...evaluation.steps import decompose
+from ...evaluation.steps.ask import Ask
+from . import fragments
+from .plan import (EntryResult, conclude, consistent_instances, known_checklists,
+                   plan_checks, session_at)
+from ...utils.dataset import Instance
+from ...utils.errors import BadInput, Interrupted
+from ...utils.io import atomic_write_json, read_json
+from ...utils.models.reask import Answer, UnusableAnswer
+from ...utils.models.call_errors import ModelCallFailed
+from ...utils.models.model import Model
+from ...utils.redact import redact
 
 log = logging.getLogger("cupid.validation")
 
@@ -81,7 +81,7 @@ class AnswerStore:
         self.failed_now = 0
 
     def key(self, ask: Ask) -> str:
-        from cupid.utils.prompts import load_prompt
+        from ...utils.prompts import load_prompt
         material = json.dumps([self.model.label, ask.prompt, load_prompt(ask.prompt).version, ask.values],
                               sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(material.encode("utf-8")).hexdigest()[:24]
@@ -174,8 +174,8 @@ class Validation:
                 "verified": bool(solvable and challenging), "entries": entries, "notes": notes}
 
     def run(self, n_workers: int, batch: bool) -> list[dict]:
-        from cupid.utils.executor import iter_with_progress
-        from cupid.utils.models.batch import BatchDeferred, run_in_rounds, runner_for
+        from ...utils.executor import iter_with_progress
+        from ...utils.models.batch import BatchDeferred, run_in_rounds, runner_for
 
         runner = runner_for(self.model, self.out / "batches.json") if batch else None
         if runner is not None:
@@ -210,15 +210,15 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
     (annotation.py) folded in as the paper does. Raises ``BadInput`` (an argument, the data,
     an annotation file), ``SetupError`` (a missing key, an output directory in use),
     ``StorageError``, ``Interrupted``; a failed extraction is counted in ``failed``."""
-    from cupid.evaluation.data import InstanceSource
-    from cupid.synthesis.api import run_logging
-    from cupid.synthesis.outputs import output_dir_lock
-    from cupid.utils.models.cache import CACHE_DIR, ResponseCache
-    from cupid.utils.forecast import parse_limits
-    from cupid.utils.models.pacing import set_user_limits
-    from cupid.utils.models.registry import check_models, resolve_model
-    from cupid.utils.models.retry import cancel_all, reset_cancel
-    from cupid.utils.stop_signals import SignalGuard, stop_cause, stop_status
+    from ...evaluation.data import InstanceSource
+    from ..api import run_logging
+    from ..outputs import output_dir_lock
+    from ...utils.models.cache import CACHE_DIR, ResponseCache
+    from ...utils.forecast import parse_limits
+    from ...utils.models.pacing import set_user_limits
+    from ...utils.models.registry import check_models, resolve_model
+    from ...utils.models.retry import cancel_all, reset_cancel
+    from ...utils.stop_signals import SignalGuard, stop_cause, stop_status
 
     for name, value in (("n_workers", n_workers), ("tasks_per_page", tasks_per_page), ("limit", limit or 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -249,7 +249,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
                             cancel_all()  # the calls in flight end now
                             raise Interrupted(f"{stop_cause(exc)}: every answer received is kept in {out / 'answers'}; "
                                               f"rerun the same command to resume.", stop_status(exc)) from None
-                    from cupid.synthesis.validation.files import write_outputs
+                    from .files import write_outputs
 
                     summary, verified = write_outputs(out, source, instances, rows, validator, annotations=annotations,
                                                       tasks_per_page=tasks_per_page,
@@ -267,7 +267,7 @@ def validate(data_dir: str | Path, *, output_dir: str | Path = "validation", mod
 
 def series_of(source, instances: list[Instance]) -> dict[str, Instance]:
     """Each persona's consistent instance, from the whole data (``--limit`` may leave it out)."""
-    from cupid.evaluation.data import InstanceSource
+    from ...evaluation.data import InstanceSource
 
     if source.limit is None or source.limit >= (source.total or 0):
         return consistent_instances(instances)

@@ -11,12 +11,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
-from cupid.synthesis.validation import annotation
-from cupid.synthesis.validation.plan import EXPRESSED, FAILED, REQUEST
-from cupid.utils.dataset import Instance
-from cupid.utils.io import atomic_write_json, atomic_write_text, temporary_prefix
-from cupid.utils.models.model import Model
-from cupid.utils.prompts import load_prompt
+from . import annotation
+from .plan import EXPRESSED, FAILED, REQUEST
+from ...utils.dataset import Instance
+from ...utils.io import atomic_write_json, atomic_write_text, temporary_prefix
+from ...utils.models.model import Model
+from ...utils.prompts import load_prompt
 
 
 def _pct(part: int, whole: int) -> float | None:

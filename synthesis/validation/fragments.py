@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from cupid.evaluation.steps.ask import Ask
-from cupid.evaluation.steps.layouts import format_checklist, format_session_log
-from cupid.utils.answers import ParseError, extract_json
-from cupid.utils.models.answer_layout import Json
-from cupid.utils.dataset import Session, Turn
+from ...evaluation.steps.ask import Ask
+from ...evaluation.steps.layouts import format_checklist, format_session_log
+from ...utils.answers import ParseError, extract_json
+from ...utils.models.answer_layout import Json
+from ...utils.dataset import Session, Turn
 
 PROMPT = "validation/extract_fragments"
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from cupid.synthesis.validation.fragments import request_session
-from cupid.utils.dataset import Instance, Session
-from cupid.utils.io import read_json
+from .fragments import request_session
+from ...utils.dataset import Instance, Session
+from ...utils.io import read_json
 
 CURRENT, CONTRASTING, EARLIER, REQUEST = "current", "contrasting", "earlier", "current request"
 EXPRESSED, NOT_EXPRESSED, FAILED = "expressed", "not expressed", "failed"

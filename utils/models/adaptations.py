@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Iterator
 
-from cupid.utils import events
-from cupid.utils.models.call_errors import RunCancelled
-from cupid.utils.models.retry import CANCEL, status_code
+from .. import events
+from .call_errors import RunCancelled
+from .retry import CANCEL, status_code
 
 
 

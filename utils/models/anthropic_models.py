@@ -24,14 +24,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cupid.utils.models.adaptations import Adaptation, refused_temperature
-from cupid.utils.models.batch import BatchAdapter, BatchItemError, Unanswered
-from cupid.utils.models.catalog import ModelFacts, dated_table
-from cupid.utils.models.hosted import HostedModel, call_with_headers
-from cupid.utils.models.rate_limit_headers import header_family
-from cupid.utils.models.call_errors import ModelConfigurationError
-from cupid.utils.models.model import register_provider
-from cupid.utils.models.request import Completion, Request, Usage
+from .adaptations import Adaptation, refused_temperature
+from .batch import BatchAdapter, BatchItemError, Unanswered
+from .catalog import ModelFacts, dated_table
+from .hosted import HostedModel, call_with_headers
+from .rate_limit_headers import header_family
+from .call_errors import ModelConfigurationError
+from .model import register_provider
+from .request import Completion, Request, Usage
 
 
 # Anthropic's rate-limit headers; their reset times are RFC 3339 dates

@@ -27,13 +27,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence, TextIO
 
-from cupid import config
-from cupid.utils import events
-from cupid.utils.models.model import Model
-from cupid.utils.models.request import Completion, Request
-from cupid.utils.models.retry import status_code
-from cupid.utils.io import atomic_write_json
-from cupid.utils.models.batch_state import SUBMITTED_FIELDS, read_state
+from ... import config
+from .. import events
+from .model import Model
+from .request import Completion, Request
+from .retry import status_code
+from ..io import atomic_write_json
+from .batch_state import SUBMITTED_FIELDS, read_state
 
 
 log = logging.getLogger("cupid.batch")

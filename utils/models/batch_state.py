@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cupid.utils.io import atomic_write_json
+from ..io import atomic_write_json
 
 # What batches.json holds of a batch from its submission (its fetch adds the outcome).
 SUBMITTED_FIELDS = ("batch_id", "provider", "model", "round", "items", "submitted_at")

@@ -23,10 +23,10 @@ import threading
 import time
 from pathlib import Path
 
-from cupid.utils import events
-from cupid.utils.io import describe_os_error
-from cupid.utils.models.endings import ENDINGS, signal_name
-from cupid.utils.models.request import Completion, Usage
+from .. import events
+from ..io import describe_os_error
+from .endings import ENDINGS, signal_name
+from .request import Completion, Usage
 
 
 CACHE_DIR = ".llm_cache"  # under a results or output directory

@@ -1,8 +1,8 @@
 """The model layer's errors: what a call raises, and which of them retrying may fix."""
 from __future__ import annotations
 
-from cupid.utils.errors import SetupError
-from cupid.utils.models.endings import describe
+from ..errors import SetupError
+from .endings import describe
 
 
 class ModelError(Exception):

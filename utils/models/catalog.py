@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from cupid.utils.models import discover_models
+from . import discover_models
 
 
 class ModelFacts(NamedTuple):

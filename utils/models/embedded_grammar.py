@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from cupid.utils.models.answer_layout import LINE_CHARS, Choice, Headed, Json, Lines, Number
-from cupid.utils.models.request import Request
+from .answer_layout import LINE_CHARS, Choice, Headed, Json, Lines, Number
+from .request import Request
 
 LINE_RULE = f'line ::= [^\\n#] [^\\n]{{0,{LINE_CHARS - 1}}} "\\n"\n'
 # The user simulator's grammar was written whole, without the blank line before its line rule

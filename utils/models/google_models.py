@@ -16,8 +16,8 @@ import os
 import re
 from typing import Any
 
-from cupid.utils.models.catalog import ModelFacts, dated_table
-from cupid.utils.models.model import (
+from .catalog import ModelFacts, dated_table
+from .model import (
     Completion,
     ModelConfigurationError,
     PermanentModelError,
@@ -26,9 +26,9 @@ from cupid.utils.models.model import (
     Usage,
     register_provider,
 )
-from cupid.utils.models.batch import BatchAdapter, BatchItemError
-from cupid.utils.models.hosted import HostedModel, raise_if_unusable, shared_client
-from cupid.utils.models.adaptations import refused_temperature
+from .batch import BatchAdapter, BatchItemError
+from .hosted import HostedModel, raise_if_unusable, shared_client
+from .adaptations import refused_temperature
 
 # How a Gemini answer ended (endings.py): ``finishReason`` as google-genai documents it
 # (types.FinishReason, google-genai 3.6: STOP "a natural stopping point", MAX_TOKENS

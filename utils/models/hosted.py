@@ -14,12 +14,12 @@ import threading
 from typing import Any, Callable, ClassVar, Hashable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from cupid.utils.models.call_errors import ModelConfigurationError
-from cupid.utils.models.model import Model
-from cupid.utils.models.pacing import endpoint_key
-from cupid.utils.models.request import normalise_endpoint
-from cupid.utils.models.retry import status_code
-from cupid.utils.redact import redact, register_secret
+from .call_errors import ModelConfigurationError
+from .model import Model
+from .pacing import endpoint_key
+from .request import normalise_endpoint
+from .retry import status_code
+from ..redact import redact, register_secret
 
 
 CLIENTS: dict[Hashable, Any] = {}

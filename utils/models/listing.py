@@ -8,10 +8,10 @@ from __future__ import annotations
 import sys
 import textwrap
 
-from cupid.utils.models.catalog import ModelFacts, tables
-from cupid.utils.models.model import Model
-from cupid.utils.models.registry import ENTRY_POINT_GROUP, _entry_points, registered_models
-from cupid.utils.models.registry import _PROVIDERS, discover_models
+from .catalog import ModelFacts, tables
+from .model import Model
+from .registry import ENTRY_POINT_GROUP, _entry_points, registered_models
+from .registry import _PROVIDERS, discover_models
 
 
 def _provider_label(cls: type[Model]) -> str:

@@ -27,21 +27,21 @@ from contextlib import nullcontext
 from dataclasses import asdict
 from typing import Any, Callable, ClassVar, Sequence
 
-from cupid import config
-from cupid.utils.models import pacing
-from cupid.utils.models.adaptations import ADAPTATIONS
-from cupid.utils.models.cache import ResponseCache
-from cupid.utils.models.catalog import context_window_of
-from cupid.utils.models.embedded_grammar import unfollowed
-from cupid.utils.models.endings import ending_of, is_withheld
-from cupid.utils.models.call_errors import (AnswerWithheld, AuthenticationFailed, ContextWindowExceeded, ModelCallFailed,
-                                            ModelConfigurationError, ModelError, PermanentModelError, RunCancelled,
-                                            TransientModelError)
-from cupid.utils.models.request import Completion, Layout, Message, Request, Usage, validate_messages
-from cupid.utils.models.retry import CANCEL, backoff_delay, classify_error, headers_of, retry_after_of, status_code
-from cupid.utils.models.tokens import lower_bound_tokens
-from cupid.utils.models.usage import UsageTracker
-from cupid.utils.redact import redact
+from ... import config
+from . import pacing
+from .adaptations import ADAPTATIONS
+from .cache import ResponseCache
+from .catalog import context_window_of
+from .embedded_grammar import unfollowed
+from .endings import ending_of, is_withheld
+from .call_errors import (AnswerWithheld, AuthenticationFailed, ContextWindowExceeded, ModelCallFailed,
+                          ModelConfigurationError, ModelError, PermanentModelError, RunCancelled,
+                          TransientModelError)
+from .request import Completion, Layout, Message, Request, Usage, validate_messages
+from .retry import CANCEL, backoff_delay, classify_error, headers_of, retry_after_of, status_code
+from .tokens import lower_bound_tokens
+from .usage import UsageTracker
+from ..redact import redact
 
 __all__ = [
     "Model", "register_model", "register_provider", "Completion", "Message", "Request", "Usage",

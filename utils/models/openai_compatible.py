@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cupid.utils.models.adaptations import Adaptation
-from cupid.utils.models.batch import BatchAdapter, BatchItemError, Unanswered
-from cupid.utils.models.call_errors import TransientModelError
-from cupid.utils.models.hosted import HostedModel, call_with_headers, split_credentials
-from cupid.utils.models.rate_limit_headers import header_family
-from cupid.utils.models.request import Completion, Request, Usage, chat_messages
-from cupid.utils.models.retry import status_code
+from .adaptations import Adaptation
+from .batch import BatchAdapter, BatchItemError, Unanswered
+from .call_errors import TransientModelError
+from .hosted import HostedModel, call_with_headers, split_credentials
+from .rate_limit_headers import header_family
+from .request import Completion, Request, Usage, chat_messages
+from .retry import status_code
 
 
 # OpenAI's rate-limit headers, which Together and vLLM's proxies send too

@@ -8,13 +8,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cupid.utils import events
-from cupid.utils.models.adaptations import Adaptation
-from cupid.utils.models.catalog import ModelFacts, dated_table
-from cupid.utils.models.call_errors import ModelConfigurationError
-from cupid.utils.models.model import register_provider
-from cupid.utils.models.openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel, refused_parameter
-from cupid.utils.models.request import Request
+from .. import events
+from .adaptations import Adaptation
+from .catalog import ModelFacts, dated_table
+from .call_errors import ModelConfigurationError
+from .model import register_provider
+from .openai_compatible import ChatCompletionsBatch, OpenAICompatibleModel, refused_parameter
+from .request import Request
 
 
 

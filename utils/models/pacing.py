@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Mapping
 
-from cupid.utils.models.rate_limit_headers import stated_limits
+from .rate_limit_headers import stated_limits
 
 
 @dataclass

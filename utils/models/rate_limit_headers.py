@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Mapping
 
-from cupid.utils.models import discover_models
+from . import discover_models
 
 
 _HEADER_FAMILIES: list[dict[str, tuple[str, str, str]]] = []

@@ -24,11 +24,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from cupid.utils.models.endings import FLAGGED, WITHHOLDING
-from cupid.utils.models.call_errors import AnswerWithheld, ModelCallFailed
-from cupid.utils.models.model import Model
-from cupid.utils.models.request import Completion
-from cupid.utils.models.usage import TOKEN_FIELDS
+from .endings import FLAGGED, WITHHOLDING
+from .call_errors import AnswerWithheld, ModelCallFailed
+from .model import Model
+from .request import Completion
+from .usage import TOKEN_FIELDS
 
 
 @dataclass

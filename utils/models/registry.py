@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from cupid import config
-from cupid.utils.models import discover_models
-from cupid.utils.models.call_errors import ModelConfigurationError, UnknownModelError
-from cupid.utils.models.model import Model, register_model, register_provider  # noqa: F401 (re-exported)
-from cupid.utils.models.model import MODEL_CLASSES as _REGISTRY, PROVIDER_CLASSES as _PROVIDERS
+from ... import config
+from . import discover_models
+from .call_errors import ModelConfigurationError, UnknownModelError
+from .model import Model, register_model, register_provider  # noqa: F401 (re-exported)
+from .model import MODEL_CLASSES as _REGISTRY, PROVIDER_CLASSES as _PROVIDERS
 
 
 def registered_models() -> dict[str, type[Model]]:

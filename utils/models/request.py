@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 from urllib.parse import urlsplit
 
-from cupid.utils.models.answer_layout import Layout
+from .answer_layout import Layout
 
 Message = dict  # {"role": "user" | "assistant", "content": str}
 

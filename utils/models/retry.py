@@ -8,10 +8,10 @@ import re
 import threading
 from typing import Any
 
-from cupid import config
-from cupid.utils.models.call_errors import ModelConfigurationError, PermanentModelError, TransientModelError
-from cupid.utils.models.rate_limit_headers import parse_duration
-from cupid.utils.redact import redact
+from ... import config
+from .call_errors import ModelConfigurationError, PermanentModelError, TransientModelError
+from .rate_limit_headers import parse_duration
+from ..redact import redact
 
 # Set when the process is stopping: the seam starts no new attempt and cuts its backoff
 # sleeps short, so worker threads return within moments of a Ctrl-C instead of retrying.

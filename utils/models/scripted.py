@@ -17,11 +17,11 @@ import re
 from functools import partial
 from typing import Any
 
-from cupid.utils.models.catalog import ModelFacts, dated_table
-from cupid.utils.models.embedded_grammar import follow
-from cupid.utils.models.model import Model, register_model
-from cupid.utils.models.request import Completion, Request, Usage
-from cupid.utils.models.tokens import estimate_tokens
+from .catalog import ModelFacts, dated_table
+from .embedded_grammar import follow
+from .model import Model, register_model
+from .request import Completion, Request, Usage
+from .tokens import estimate_tokens
 
 # Free: it runs in this process and writes its answers itself (catalog.py looks the price up).
 CATALOG = dated_table("scripted", date="2026-12-02", sources="free: answers written in this process, no model",

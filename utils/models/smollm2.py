@@ -49,11 +49,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cupid.utils.models.catalog import ModelFacts, dated_table
-from cupid.utils.models.embedded_grammar import follow
-from cupid.utils.models.call_errors import RunCancelled
-from cupid.utils.models.request import chat_messages
-from cupid.utils.models.model import (
+from .catalog import ModelFacts, dated_table
+from .embedded_grammar import follow
+from .call_errors import RunCancelled
+from .request import chat_messages
+from .model import (
     Completion,
     Model,
     ModelConfigurationError,

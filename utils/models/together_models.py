@@ -18,12 +18,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cupid.utils.models.catalog import ModelFacts, dated_table
-from cupid.utils.models.hosted import shared_client
-from cupid.utils.models.model import Completion, Request, register_provider
-from cupid.utils.models.openai_compatible import (ChatCompletionsBatch, OpenAICompatibleModel, chat_batch_answers,
-                                                  refused_parameter)
-from cupid.utils.models.request import normalise_endpoint
+from .catalog import ModelFacts, dated_table
+from .hosted import shared_client
+from .model import Completion, Request, register_provider
+from .openai_compatible import (ChatCompletionsBatch, OpenAICompatibleModel, chat_batch_answers,
+                                refused_parameter)
+from .request import normalise_endpoint
 
 # Prices (USD per million tokens, input and output, at the online rate) and context
 # windows (prompt plus output tokens), as the sources said on the table's date

@@ -4,10 +4,10 @@ from __future__ import annotations
 import statistics
 import threading
 
-from cupid import config
-from cupid.utils.models.catalog import price_of
-from cupid.utils.models.endings import ENDINGS
-from cupid.utils.models.request import Usage
+from ... import config
+from .catalog import price_of
+from .endings import ENDINGS
+from .request import Usage
 
 # The token counts a step's usage and the tracker keep, each summed as it comes.
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_prompt_tokens",

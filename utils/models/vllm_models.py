@@ -15,13 +15,13 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from cupid import config
-from cupid.utils.models.call_errors import ModelConfigurationError
-from cupid.utils.models.hosted import split_credentials
-from cupid.utils.models.model import register_model, register_provider
-from cupid.utils.models.openai_compatible import OpenAICompatibleModel
-from cupid.utils.models.request import Request, chat_messages, normalise_endpoint
-from cupid.utils.redact import mask_url_passwords
+from ... import config
+from .call_errors import ModelConfigurationError
+from .hosted import split_credentials
+from .model import register_model, register_provider
+from .openai_compatible import OpenAICompatibleModel
+from .request import Request, chat_messages, normalise_endpoint
+from ..redact import mask_url_passwords
 
 log = logging.getLogger("cupid.models")
 

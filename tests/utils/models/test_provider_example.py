@@ -28,7 +28,8 @@ def example_source() -> str:
 def example_provider(tmp_path):
     path = tmp_path / "openrouter_models.py"
     path.write_text(example_source(), encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("cupid_example_openrouter_models", path)
+    # Loaded as the file it says it is, utils/models/openrouter_models.py: its imports are relative.
+    spec = importlib.util.spec_from_file_location("cupid.utils.models.openrouter_models", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
