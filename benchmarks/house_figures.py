@@ -1,10 +1,10 @@
-"""The code's shape in figures: product lines and modules, the largest file, import circles and
-upward arrows (read by tests/test_layout.py's graph reader, the one the layout test holds to
-0), duplicate file names, and the product modules whose code runs while one instance goes
-through the benchmark (a profiler over every thread, one sample instance, task both, the
-scripted model as the evaluated model and the evaluator; nothing is sent anywhere).
+"""The code's shape in figures: product lines and modules, the largest file, import circles,
+upward arrows and file names two modules share for different jobs (read by tests/test_layout.py's
+own readers, which the layout tests hold to 0), and the product modules whose code runs while
+one instance goes through the benchmark (a profiler over every thread, one sample instance,
+task both, the scripted model as the evaluated model and the evaluator; nothing is sent).
 
-    python benchmarks/house_figures.py
+    python benchmarks/house_figures.py [--list]
 """
 from __future__ import annotations
 
@@ -12,29 +12,25 @@ import argparse
 import sys
 import tempfile
 import threading
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.test_layout import import_circles, import_graph, layer, product_modules  # noqa: E402
-
-SAME_JOB_NAMES = {"__init__.py", "__main__.py", "api.py", "run.py", "dry_run.py", "pipeline.py"}
+from tests.test_layout import import_circles, import_graph, layer, product_modules, shared_file_names  # noqa: E402
 
 
 def shape() -> dict:
     modules = product_modules()
     lines = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules.items()}
     graph = import_graph()
-    names = Counter(path.name for path in modules.values())
     largest = max(lines, key=lines.get)
     return {
         "product_lines": sum(lines.values()), "modules": len(modules),
         "largest": f"{modules[largest].relative_to(ROOT)} ({lines[largest]} lines)",
         "import_circles": len(import_circles(graph)),
         "upward_arrows": sum(layer(t) > layer(s) for s, targets in graph.items() for t in targets),
-        "file_names_twice": sorted(n for n, k in names.items() if k > 1 and n not in SAME_JOB_NAMES),
+        "file_names_twice": sorted(shared_file_names()),
     }
 
 
