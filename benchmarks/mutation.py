@@ -125,6 +125,9 @@ NEW = {
     "utils/models/endings.py": ["tests/utils/models/test_endings.py"],
     "evaluation/report/export.py": ["tests/evaluation/report/test_export.py"],
     "utils/csv_file.py": ["tests/utils/test_csv_file.py", "tests/evaluation/report/test_export.py"],
+    # What the embedded model is held to, and the grammar text every model's cache key holds.
+    "utils/models/embedded_grammar.py": ["tests/utils/models/test_answer_layout.py", "tests/utils/models/test_scripted.py"],
+    "utils/models/answer_layout.py": ["tests/utils/models/test_answer_layout.py", "tests/utils/models/test_scripted.py"],
 }
 MODULES = {**CORE, **NEW}
 GROUPS = {"core": list(CORE), "new": list(NEW), "all": list(MODULES)}

@@ -115,3 +115,21 @@ def test_a_number_and_options_compile_to_their_rules():
     assert grammar(layout) == ('root ::= "A\\n" pick "\\n" n "\\n"\n'
                                'n ::= "12" | "11" | "10" | [3-9]\n'
                                'pick ::= "x" | "say \\"y\\""\n')
+
+
+def test_a_held_choice_narrows_only_what_a_following_model_is_held_to():
+    layout = Headed(("S\n", Choice("status", ("GO", "STOP")), "\n")).holding(Choice("status", ("STOP",)))
+    assert layout.held == (Choice("status", ("STOP",)),)
+    assert grammar(layout.followed()).splitlines()[1] == 'status ::= "STOP"'
+    assert grammar(layout).splitlines()[1] == 'status ::= "GO" | "STOP"'  # what the parser reads, unheld
+    assert layout.holding(Choice("other", ("x",))).held == (Choice("status", ("STOP",)), Choice("other", ("x",)))
+
+
+@pytest.mark.parametrize("low, high, rule", [(10, 12, '"12" | "11" | "10"'), (9, 10, '"10" | [9-9]'),
+                                             (1, 9, "[1-9]")])
+def test_a_number_has_its_two_digit_literals_and_its_one_digit_range_only_where_it_reaches_them(low, high, rule):
+    assert grammar(Headed((Number("n", low, high),))) == f"root ::= n\nn ::= {rule}\n"
+
+
+def test_a_literal_escapes_backslashes_quotes_and_newlines():
+    assert grammar(Headed(('a\\b "c"\n',))) == 'root ::= "a\\\\b \\"c\\"\\n"\n'
