@@ -11,6 +11,7 @@ Other models' requests held that text too, never sent; ``unfollowed`` keeps it f
 from __future__ import annotations
 
 import dataclasses
+from functools import lru_cache
 
 from .answer_layout import LINE_CHARS, Choice, Headed, Json, Lines, Number
 from .request import Request
@@ -27,7 +28,7 @@ def follow(request: Request) -> Request:
     if isinstance(layout, Json):
         return dataclasses.replace(request, layout=None, json_schema=layout.schema)
     if isinstance(layout, Headed):
-        return dataclasses.replace(request, layout=None, answer_grammar=grammar(layout.followed()))
+        return dataclasses.replace(request, layout=None, answer_grammar=_compiled(layout.followed()))
     return request
 
 
@@ -36,7 +37,7 @@ def unfollowed(request: Request) -> Request:
     layout dropped. A headed layout's grammar stays in ``answer_grammar``, which no such model
     sends, because their cache keys have always held it: answers already cached keep their keys."""
     if isinstance(request.layout, Headed):
-        return dataclasses.replace(request, layout=None, answer_grammar=grammar(request.layout))
+        return dataclasses.replace(request, layout=None, answer_grammar=_compiled(request.layout))
     return dataclasses.replace(request, layout=None) if request.layout is not None else request
 
 
@@ -51,6 +52,13 @@ def grammar(layout: Headed) -> str:
     if any(isinstance(p, Lines) for p in layout.parts):
         rules.append(LINE_RULE if layout.parts[0] == _WRITTEN_WHOLE else "\n" + LINE_RULE)
     return "".join(rules)
+
+
+
+@lru_cache(maxsize=None)
+def _compiled(layout: Headed) -> str:
+    """``grammar(layout)``, once per layout: every request of a step holds one of a few layouts."""
+    return grammar(layout)
 
 
 def _reference(part: Lines | Choice | Number) -> str:

@@ -1,7 +1,8 @@
 """``--model scripted``: a model for checking a pipeline, not for measuring one. It answers at
 once, offline, with no weights: every request that states its answer's layout (answer_layout.py,
 followed as the embedded model follows it: a grammar or a JSON schema) is answered with a text
-in that layout, which the step's parser reads; a free-text request (a response to the user, a simulated assistant's reply) with one fixed sentence.
+in that layout, which the step's parser reads; a free-text request (a response to the user, a
+simulated assistant's reply) with one fixed sentence.
 
 Its answers are deterministic: where the layout leaves a choice (a score, a label, an entry's
 label), the choice is drawn from a hash of the request, so that the scores of a run vary and
